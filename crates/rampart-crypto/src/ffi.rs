@@ -1,0 +1,291 @@
+//! The only `unsafe` code in Rampart: thin, owned wrappers over the AWS-LC
+//! functions that `aws-lc-rs` does not expose (raw EVP cipher contexts for
+//! XTS, CBC, ECB and CTR, the single-block AES function, HKDF) and the two
+//! libc calls that keep secrets out of swap and core dumps.
+#![allow(unsafe_code)]
+
+use std::ffi::c_void;
+use std::ptr::NonNull;
+
+use aws_lc_sys as sys;
+
+use crate::{CryptoError, Result};
+
+/// The AWS-LC EVP ciphers Rampart drives directly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EvpCipher {
+    Aes128Ecb,
+    Aes128Cbc,
+    Aes256Cbc,
+    Aes128Ctr,
+    Aes256Ctr,
+    Aes256Xts,
+}
+
+impl EvpCipher {
+    fn key_len(self) -> usize {
+        match self {
+            Self::Aes128Ecb | Self::Aes128Cbc | Self::Aes128Ctr => 16,
+            Self::Aes256Cbc | Self::Aes256Ctr => 32,
+            Self::Aes256Xts => 64,
+        }
+    }
+
+    fn evp(self) -> *const sys::EVP_CIPHER {
+        // SAFETY: these functions return pointers to static method tables.
+        unsafe {
+            match self {
+                Self::Aes128Ecb => sys::EVP_aes_128_ecb(),
+                Self::Aes128Cbc => sys::EVP_aes_128_cbc(),
+                Self::Aes256Cbc => sys::EVP_aes_256_cbc(),
+                Self::Aes128Ctr => sys::EVP_aes_128_ctr(),
+                Self::Aes256Ctr => sys::EVP_aes_256_ctr(),
+                Self::Aes256Xts => sys::EVP_aes_256_xts(),
+            }
+        }
+    }
+}
+
+/// An owned, keyed `EVP_CIPHER_CTX` for one direction.
+///
+/// The context holds the expanded key schedule; AWS-LC cleanses it in
+/// `EVP_CIPHER_CTX_free`.
+pub(crate) struct CipherCtx {
+    ctx: NonNull<sys::EVP_CIPHER_CTX>,
+    cipher: EvpCipher,
+}
+
+// SAFETY: an EVP_CIPHER_CTX has no thread affinity; `&mut self` on every
+// operation keeps it from being used by two threads at once.
+unsafe impl Send for CipherCtx {}
+
+impl std::fmt::Debug for CipherCtx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CipherCtx").field("cipher", &self.cipher).finish_non_exhaustive()
+    }
+}
+
+impl CipherCtx {
+    /// Keys a new context. The caller has checked the key length; it is
+    /// checked again here because a short key would be read out of bounds.
+    pub(crate) fn new(cipher: EvpCipher, key: &[u8], encrypt: bool) -> Result<Self> {
+        if key.len() != cipher.key_len() {
+            return Err(CryptoError::Backend("key length does not match cipher"));
+        }
+        // SAFETY: plain allocation; null is handled.
+        let raw = unsafe { sys::EVP_CIPHER_CTX_new() };
+        let ctx = NonNull::new(raw).ok_or(CryptoError::Backend("EVP_CIPHER_CTX_new"))?;
+        let this = Self { ctx, cipher };
+        // SAFETY: ctx is valid, the cipher table is static and the key is
+        // exactly key_len() bytes as checked above.
+        let ok = unsafe {
+            sys::EVP_CipherInit_ex(
+                this.ctx.as_ptr(),
+                cipher.evp(),
+                std::ptr::null_mut(),
+                key.as_ptr(),
+                std::ptr::null(),
+                i32::from(encrypt),
+            )
+        };
+        if ok != 1 {
+            if cipher == EvpCipher::Aes256Xts {
+                return Err(CryptoError::XtsDuplicateKeyHalves);
+            }
+            return Err(CryptoError::Backend("EVP_CipherInit_ex"));
+        }
+        // SAFETY: ctx is initialised.
+        unsafe { sys::EVP_CIPHER_CTX_set_padding(this.ctx.as_ptr(), 0) };
+        Ok(this)
+    }
+
+    /// A copy with the same key schedule, for use on another thread.
+    pub(crate) fn try_clone(&self) -> Result<Self> {
+        // SAFETY: plain allocation; null is handled.
+        let raw = unsafe { sys::EVP_CIPHER_CTX_new() };
+        let ctx = NonNull::new(raw).ok_or(CryptoError::Backend("EVP_CIPHER_CTX_new"))?;
+        let copy = Self { ctx, cipher: self.cipher };
+        // SAFETY: both contexts are valid; the source is initialised.
+        if unsafe { sys::EVP_CIPHER_CTX_copy(copy.ctx.as_ptr(), self.ctx.as_ptr()) } != 1 {
+            return Err(CryptoError::Backend("EVP_CIPHER_CTX_copy"));
+        }
+        Ok(copy)
+    }
+
+    /// Sets a fresh 16-byte IV (or XTS tweak) and transforms `data` in place.
+    pub(crate) fn apply_with_iv(&mut self, iv: &[u8; 16], data: &mut [u8]) -> Result<()> {
+        // SAFETY: ctx is initialised; enc = -1 keeps the direction; the IV is
+        // 16 bytes, which is the IV length of every cipher in EvpCipher.
+        let ok = unsafe {
+            sys::EVP_CipherInit_ex(
+                self.ctx.as_ptr(),
+                std::ptr::null(),
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                iv.as_ptr(),
+                -1,
+            )
+        };
+        if ok != 1 {
+            return Err(CryptoError::Backend("EVP_CipherInit_ex(iv)"));
+        }
+        self.apply(data)
+    }
+
+    /// Transforms `data` in place, continuing from the current state.
+    /// Callers guarantee a whole number of blocks for ECB/CBC.
+    pub(crate) fn apply(&mut self, data: &mut [u8]) -> Result<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: in and out are the same valid buffer of data.len() bytes;
+        // AES ECB/CBC/CTR/XTS in AWS-LC support exact in-place operation.
+        let ok = unsafe {
+            sys::EVP_Cipher(self.ctx.as_ptr(), data.as_mut_ptr(), data.as_ptr(), data.len())
+        };
+        if ok != 1 {
+            return Err(CryptoError::Backend("EVP_Cipher"));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for CipherCtx {
+    fn drop(&mut self) {
+        // SAFETY: we own the context; free cleanses the key schedule.
+        unsafe { sys::EVP_CIPHER_CTX_free(self.ctx.as_ptr()) }
+    }
+}
+
+/// An expanded AES encryption key for single-block use (ESSIV IVs, XTS
+/// tweak encryption). Cleansed on drop.
+pub(crate) struct AesBlockKey {
+    key: Box<sys::AES_KEY>,
+}
+
+impl std::fmt::Debug for AesBlockKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AesBlockKey(redacted)")
+    }
+}
+
+impl AesBlockKey {
+    pub(crate) fn new(key: &[u8]) -> Result<Self> {
+        let bits: u32 = match key.len() {
+            16 => 128,
+            24 => 192,
+            32 => 256,
+            len => {
+                return Err(CryptoError::InvalidKeyLength {
+                    algorithm: "AES",
+                    len,
+                    expected: "16, 24 or 32",
+                })
+            }
+        };
+        let mut schedule = Box::new(sys::AES_KEY { rd_key: [0; 60], rounds: 0 });
+        // SAFETY: key holds bits/8 bytes and schedule is a valid AES_KEY.
+        if unsafe { sys::AES_set_encrypt_key(key.as_ptr(), bits, &mut *schedule) } != 0 {
+            return Err(CryptoError::Backend("AES_set_encrypt_key"));
+        }
+        Ok(Self { key: schedule })
+    }
+
+    pub(crate) fn encrypt_block(&self, block: &mut [u8; 16]) {
+        // SAFETY: 16-byte in/out buffer (in place is allowed) and a valid key.
+        unsafe { sys::AES_encrypt(block.as_ptr(), block.as_mut_ptr(), &*self.key) }
+    }
+}
+
+impl Clone for AesBlockKey {
+    fn clone(&self) -> Self {
+        Self { key: Box::new(sys::AES_KEY { rd_key: self.key.rd_key, rounds: self.key.rounds }) }
+    }
+}
+
+impl Drop for AesBlockKey {
+    fn drop(&mut self) {
+        cleanse(&mut self.key.rd_key);
+    }
+}
+
+fn cleanse<T: Copy>(value: &mut T) {
+    // SAFETY: value is a valid, exclusively borrowed plain-data object.
+    unsafe { sys::OPENSSL_cleanse((value as *mut T).cast::<c_void>(), std::mem::size_of::<T>()) }
+}
+
+/// Constant-time equality of two byte strings of equal length.
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    // SAFETY: both buffers are valid for len bytes.
+    unsafe { sys::CRYPTO_memcmp(a.as_ptr().cast(), b.as_ptr().cast(), a.len()) == 0 }
+}
+
+/// HKDF (RFC 5869) with the given digest.
+pub(crate) fn hkdf(
+    md: crate::HashAlg,
+    ikm: &[u8],
+    salt: &[u8],
+    info: &[u8],
+    out: &mut [u8],
+) -> Result<()> {
+    // SAFETY: the EVP_MD getters return static tables.
+    let md = unsafe {
+        match md {
+            crate::HashAlg::Sha1 => sys::EVP_sha1(),
+            crate::HashAlg::Sha256 => sys::EVP_sha256(),
+            crate::HashAlg::Sha512 => sys::EVP_sha512(),
+        }
+    };
+    // SAFETY: all buffers are valid for their lengths.
+    let ok = unsafe {
+        sys::HKDF(
+            out.as_mut_ptr(),
+            out.len(),
+            md,
+            ikm.as_ptr(),
+            ikm.len(),
+            salt.as_ptr(),
+            salt.len(),
+            info.as_ptr(),
+            info.len(),
+        )
+    };
+    if ok != 1 {
+        return Err(CryptoError::InvalidLength {
+            what: "HKDF output",
+            len: out.len(),
+            requirement: "at most 255 times the digest length",
+        });
+    }
+    Ok(())
+}
+
+/// Locks the pages holding `buf` in memory so that they are never written to
+/// swap. Best effort: a low RLIMIT_MEMLOCK makes it fail, which is harmless.
+pub(crate) fn lock_memory(buf: &[u8]) {
+    if buf.is_empty() {
+        return;
+    }
+    // SAFETY: mlock only reads the address range; it is valid.
+    let _ = unsafe { libc::mlock(buf.as_ptr().cast(), buf.len()) };
+}
+
+/// Undoes [`lock_memory`] before the buffer is freed.
+pub(crate) fn unlock_memory(buf: &[u8]) {
+    if buf.is_empty() {
+        return;
+    }
+    // SAFETY: as above.
+    let _ = unsafe { libc::munlock(buf.as_ptr().cast(), buf.len()) };
+}
+
+/// Turns off core dumps for this process, so that keys in memory cannot end
+/// up in a core file. Call once at start-up of any program that holds keys.
+pub fn disable_core_dumps() {
+    let zero = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: setrlimit reads a valid rlimit struct.
+    let _ = unsafe { libc::setrlimit(libc::RLIMIT_CORE, &zero) };
+}

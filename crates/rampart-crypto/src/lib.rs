@@ -1,0 +1,65 @@
+//! Rampart's crypto engine.
+//!
+//! A small, typed API over AWS-LC. This crate is the only one in the
+//! workspace that contains `unsafe`, and all of it lives in [`ffi`]: every
+//! other module is safe Rust built on the wrappers there or on `aws-lc-rs`.
+//!
+//! Secrets are held in [`SecretBytes`], which zeroizes on drop, never prints
+//! its contents and compares in constant time.
+
+mod cbc;
+pub mod cpu;
+mod ctr;
+mod error;
+mod ffi;
+mod gcm;
+mod hash;
+mod kdf;
+mod keywrap;
+mod rng;
+mod secret;
+mod xts;
+
+pub use cbc::{Cbc, CbcIv};
+pub use ctr::Ctr;
+pub use error::CryptoError;
+pub use ffi::disable_core_dumps;
+pub use gcm::{Gcm, GCM_NONCE_LEN, GCM_TAG_LEN};
+pub use hash::{digest, hkdf, hmac, HashAlg};
+pub use kdf::{argon2, argon2_with_secret, pbkdf2, Argon2Params, Argon2Variant};
+pub use keywrap::{kw_unwrap, kw_wrap, kwp_unwrap, kwp_wrap};
+pub use rng::{fill_random, random_secret};
+pub use secret::SecretBytes;
+pub use xts::Xts;
+
+/// The AES block size in bytes.
+pub const AES_BLOCK: usize = 16;
+
+/// The result type of every fallible operation in this crate.
+pub type Result<T> = std::result::Result<T, CryptoError>;
+
+/// The `plain64` IV/tweak: the little-endian 64-bit sector number,
+/// zero-padded to 16 bytes (dm-crypt's `plain64`, IEEE 1619's data unit
+/// sequence number).
+#[must_use]
+pub fn plain64(sector: u64) -> [u8; 16] {
+    let mut iv = [0u8; 16];
+    iv[..8].copy_from_slice(&sector.to_le_bytes());
+    iv
+}
+
+/// Checks that `data` is a whole number of `sector_size` sectors and that
+/// `sector_size` is a usable multiple of the AES block.
+fn check_sectors(data: &[u8], sector_size: usize) -> Result<usize> {
+    if sector_size == 0 || sector_size % AES_BLOCK != 0 {
+        return Err(CryptoError::InvalidSectorSize(sector_size));
+    }
+    if data.len() % sector_size != 0 {
+        return Err(CryptoError::InvalidLength {
+            what: "sector data",
+            len: data.len(),
+            requirement: "a multiple of the sector size",
+        });
+    }
+    Ok(data.len() / sector_size)
+}
