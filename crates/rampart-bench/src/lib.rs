@@ -1,1 +1,547 @@
+//! `rampart bench`: how fast this machine runs Rampart's crypto.
+//!
+//! The userspace counterpart of `cryptsetup benchmark` (KDF costs and cipher
+//! throughput) and `openssl speed` (a fixed buffer size per call, several
+//! threads). Everything runs in memory on a buffer reused call after call,
+//! exactly as `openssl speed` does, so the figures compare directly.
+#![forbid(unsafe_code)]
 
+use std::time::{Duration, Instant};
+
+use rampart_crypto::{
+    argon2, cpu, fill_random, pbkdf2, Argon2Params, Argon2Variant, Cbc, CbcIv, CryptoError, Gcm,
+    HashAlg, Xts, AES_BLOCK, GCM_NONCE_LEN,
+};
+use serde::Serialize;
+
+/// The largest buffer one call may take (the NBD maximum request size).
+pub const MAX_BLOCK_BYTES: usize = 32 << 20;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BenchError {
+    #[error("invalid benchmark setting: {0}")]
+    Settings(String),
+    #[error(transparent)]
+    Crypto(#[from] CryptoError),
+}
+
+/// The cipher families the benchmark knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CipherFamily {
+    AesCbc,
+    AesXts,
+    AesGcm,
+}
+
+impl CipherFamily {
+    pub const ALL: [Self; 3] = [Self::AesCbc, Self::AesXts, Self::AesGcm];
+
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::AesCbc => "aes-cbc",
+            Self::AesXts => "aes-xts",
+            Self::AesGcm => "aes-gcm",
+        }
+    }
+
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|family| family.name() == name)
+    }
+
+    /// Key sizes in bits as cryptsetup prints them (XTS counts both halves).
+    fn key_bits(self) -> [usize; 2] {
+        match self {
+            Self::AesCbc | Self::AesGcm => [128, 256],
+            Self::AesXts => [256, 512],
+        }
+    }
+}
+
+/// Validated settings for one benchmark run.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Cipher families to measure, in display order.
+    pub ciphers: Vec<CipherFamily>,
+    /// Bytes handed to the cipher per call.
+    pub block_bytes: usize,
+    /// Sector size within a call for the sector modes (XTS, CBC).
+    pub sector_bytes: usize,
+    /// Worker threads, each with its own key context and buffer.
+    pub threads: usize,
+    /// How long each direction of each cipher row is measured.
+    pub duration: Duration,
+    /// Whether to measure PBKDF2 and Argon2 costs.
+    pub kdf: bool,
+    /// Target unlock time for the Argon2 cost search, as `--iter-time`.
+    pub iter_time: Duration,
+    /// Whether to measure the DRBG.
+    pub rng: bool,
+}
+
+impl Settings {
+    /// Checks the combination of sizes and resolves `threads == 0` and an
+    /// unset sector size.
+    pub fn new(
+        ciphers: Vec<CipherFamily>,
+        block_bytes: usize,
+        sector_bytes: Option<usize>,
+        threads: usize,
+        seconds: f64,
+    ) -> Result<Self, BenchError> {
+        if block_bytes == 0 || block_bytes % AES_BLOCK != 0 || block_bytes > MAX_BLOCK_BYTES {
+            return Err(BenchError::Settings(format!(
+                "--size {block_bytes}: must be a multiple of 16 between 16 and {MAX_BLOCK_BYTES}"
+            )));
+        }
+        let sector_bytes = sector_bytes.unwrap_or_else(|| block_bytes.min(4096));
+        if !(512..=4096).contains(&sector_bytes)
+            || !sector_bytes.is_power_of_two()
+            || block_bytes % sector_bytes != 0
+        {
+            return Err(BenchError::Settings(format!(
+                "--sector {sector_bytes}: must be a power of two from 512 to 4096 that divides --size {block_bytes}"
+            )));
+        }
+        if !(seconds.is_finite() && (0.01..=600.0).contains(&seconds)) {
+            return Err(BenchError::Settings(format!(
+                "--seconds {seconds}: must be between 0.01 and 600"
+            )));
+        }
+        let threads = if threads == 0 { available_cores() } else { threads };
+        if threads > 1024 {
+            return Err(BenchError::Settings(format!("--threads {threads}: at most 1024")));
+        }
+        Ok(Self {
+            ciphers,
+            block_bytes,
+            sector_bytes,
+            threads,
+            duration: Duration::from_secs_f64(seconds),
+            kdf: true,
+            iter_time: Duration::from_millis(2000),
+            rng: true,
+        })
+    }
+}
+
+#[must_use]
+pub fn available_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CpuReport {
+    pub cores: usize,
+    /// Names of the features present, in a fixed order.
+    pub features: Vec<&'static str>,
+    /// Names of the features looked for but absent.
+    pub missing: Vec<&'static str>,
+}
+
+impl CpuReport {
+    #[must_use]
+    pub fn detect() -> Self {
+        let list = cpu::features().as_list();
+        Self {
+            cores: available_cores(),
+            features: list.iter().filter(|(_, present)| *present).map(|(n, _)| *n).collect(),
+            missing: list.iter().filter(|(_, present)| !*present).map(|(n, _)| *n).collect(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct KdfRow {
+    /// `pbkdf2-sha1`, `pbkdf2-sha256`, `pbkdf2-sha512`, `argon2i`, `argon2id`.
+    pub kdf: String,
+    pub key_bits: usize,
+    /// PBKDF2: iterations per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iterations_per_second: Option<u64>,
+    /// Argon2: passes, memory and lanes that take about `requested_ms`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_cost: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_kib: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parallelism: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requested_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measured_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CipherRow {
+    pub cipher: &'static str,
+    /// The IV/tweak generator (`plain64`) or `aead` for GCM.
+    pub mode: &'static str,
+    pub key_bits: usize,
+    pub block_bytes: usize,
+    /// Sector size inside each call for XTS/CBC; absent for GCM.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sector_bytes: Option<usize>,
+    pub threads: usize,
+    #[serde(serialize_with = "one_decimal")]
+    pub encrypt_mib_s: f64,
+    #[serde(serialize_with = "one_decimal")]
+    pub decrypt_mib_s: f64,
+    pub implementation: &'static str,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RngRow {
+    pub implementation: &'static str,
+    pub block_bytes: usize,
+    pub threads: usize,
+    #[serde(serialize_with = "one_decimal")]
+    pub mib_s: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub cpu: CpuReport,
+    pub pbkdf: Vec<KdfRow>,
+    pub ciphers: Vec<CipherRow>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rng: Option<RngRow>,
+}
+
+fn one_decimal<S: serde::Serializer>(value: &f64, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_f64((value * 10.0).round() / 10.0)
+}
+
+/// Runs the benchmark. `progress` is told what is being measured next.
+pub fn run(settings: &Settings, progress: &mut dyn FnMut(&str)) -> Result<Report, BenchError> {
+    let mut pbkdf = Vec::new();
+    if settings.kdf {
+        for alg in [HashAlg::Sha1, HashAlg::Sha256, HashAlg::Sha512] {
+            progress(&format!("pbkdf2-{}", alg.name()));
+            pbkdf.push(measure_pbkdf2(alg)?);
+        }
+        for variant in [Argon2Variant::Argon2i, Argon2Variant::Argon2id] {
+            progress(variant.name());
+            pbkdf.push(measure_argon2(variant, settings.iter_time)?);
+        }
+    }
+    let mut ciphers = Vec::new();
+    for &family in &settings.ciphers {
+        for key_bits in family.key_bits() {
+            progress(&format!("{} {key_bits}b", family.name()));
+            ciphers.push(measure_cipher(settings, family, key_bits)?);
+        }
+    }
+    let rng = if settings.rng {
+        progress("drbg");
+        Some(measure_rng(settings)?)
+    } else {
+        None
+    };
+    Ok(Report { cpu: CpuReport::detect(), pbkdf, ciphers, rng })
+}
+
+const KDF_PASSWORD: &[u8] = b"rampart benchmark passphrase";
+const KDF_SALT: [u8; 32] = [0x5a; 32];
+
+fn measure_pbkdf2(alg: HashAlg) -> Result<KdfRow, BenchError> {
+    let mut out = [0u8; 32];
+    let mut iterations: u32 = 1 << 12;
+    loop {
+        let start = Instant::now();
+        pbkdf2(alg, KDF_PASSWORD, &KDF_SALT, iterations, &mut out)?;
+        let elapsed = start.elapsed();
+        if elapsed >= Duration::from_millis(250) || iterations >= 1 << 30 {
+            let per_second = f64::from(iterations) / elapsed.as_secs_f64();
+            return Ok(KdfRow {
+                kdf: format!("pbkdf2-{}", alg.name()),
+                key_bits: 256,
+                iterations_per_second: Some(per_second as u64),
+                time_cost: None,
+                memory_kib: None,
+                parallelism: None,
+                requested_ms: None,
+                measured_ms: None,
+            });
+        }
+        iterations = iterations.saturating_mul(2);
+    }
+}
+
+/// The Argon2 cost cryptsetup would pick for `target`: at most 1 GiB and
+/// four lanes, at least four passes; memory shrinks when four passes of the
+/// full amount take too long, otherwise passes grow to fill the time.
+pub fn argon2_cost_for(
+    variant: Argon2Variant,
+    target: Duration,
+) -> Result<(Argon2Params, Duration), BenchError> {
+    const MAX_MEMORY_KIB: u32 = 1 << 20;
+    const MIN_MEMORY_KIB: u32 = 32 << 10;
+    const MIN_TIME: u32 = 4;
+    let parallelism = u32::try_from(available_cores().min(4)).unwrap_or(4);
+    let mut out = [0u8; 32];
+    let mut timed = |params: &Argon2Params| -> Result<Duration, BenchError> {
+        let start = Instant::now();
+        argon2(params, KDF_PASSWORD, &KDF_SALT, &mut out)?;
+        Ok(start.elapsed())
+    };
+    // Price one KiB-pass on a small probe, then size the real cost from it.
+    let probe = Argon2Params { variant, time: 1, memory_kib: MIN_MEMORY_KIB, parallelism };
+    let probe_secs = timed(&probe)?.as_secs_f64().max(1e-6);
+    let per_kib_pass = probe_secs / f64::from(MIN_MEMORY_KIB);
+    let target_secs = target.as_secs_f64();
+    let full_cost = per_kib_pass * f64::from(MAX_MEMORY_KIB) * f64::from(MIN_TIME);
+    let params = if full_cost > target_secs {
+        let memory = f64::from(MAX_MEMORY_KIB) * target_secs / full_cost;
+        Argon2Params {
+            variant,
+            time: MIN_TIME,
+            memory_kib: (memory as u32).clamp(MIN_MEMORY_KIB, MAX_MEMORY_KIB),
+            parallelism,
+        }
+    } else {
+        let passes = target_secs / (per_kib_pass * f64::from(MAX_MEMORY_KIB));
+        Argon2Params {
+            variant,
+            time: (passes as u32).max(MIN_TIME),
+            memory_kib: MAX_MEMORY_KIB,
+            parallelism,
+        }
+    };
+    // The probe is small and noisy; correct once from a full-size run.
+    let mut params = params;
+    let mut measured = timed(&params)?;
+    let ratio = target_secs / measured.as_secs_f64().max(1e-6);
+    if !(0.9..=1.1).contains(&ratio) {
+        if params.time == MIN_TIME && (ratio < 1.0 || params.memory_kib < MAX_MEMORY_KIB) {
+            let memory = f64::from(params.memory_kib) * ratio;
+            params.memory_kib = (memory as u32).clamp(MIN_MEMORY_KIB, MAX_MEMORY_KIB);
+        } else {
+            params.time = ((f64::from(params.time) * ratio).round() as u32).max(MIN_TIME);
+        }
+        measured = timed(&params)?;
+    }
+    Ok((params, measured))
+}
+
+fn measure_argon2(variant: Argon2Variant, target: Duration) -> Result<KdfRow, BenchError> {
+    let (params, measured) = argon2_cost_for(variant, target)?;
+    Ok(KdfRow {
+        kdf: variant.name().to_owned(),
+        key_bits: 256,
+        iterations_per_second: None,
+        time_cost: Some(params.time),
+        memory_kib: Some(params.memory_kib),
+        parallelism: Some(params.parallelism),
+        requested_ms: Some(u64::try_from(target.as_millis()).unwrap_or(u64::MAX)),
+        measured_ms: Some(u64::try_from(measured.as_millis()).unwrap_or(u64::MAX)),
+    })
+}
+
+/// One keyed cipher instance per worker thread.
+enum Worker {
+    Xts(Xts),
+    Cbc(Cbc),
+    Gcm(Gcm),
+}
+
+impl Worker {
+    fn new(family: CipherFamily, key_bits: usize) -> Result<Self, BenchError> {
+        let mut key = vec![0u8; key_bits / 8];
+        fill_random(&mut key)?;
+        Ok(match family {
+            CipherFamily::AesXts => Self::Xts(Xts::new(&key)?),
+            CipherFamily::AesCbc => Self::Cbc(Cbc::new(&key, CbcIv::Plain64)?),
+            CipherFamily::AesGcm => Self::Gcm(Gcm::new(&key)?),
+        })
+    }
+
+    fn implementation(&self) -> &'static str {
+        match self {
+            Self::Xts(xts) => xts.implementation(),
+            Self::Cbc(cbc) => cbc.implementation(),
+            Self::Gcm(gcm) => gcm.implementation(),
+        }
+    }
+
+    /// One call on the whole buffer. `call` numbers the sectors and nonces
+    /// so that no two calls reuse a tweak or a nonce.
+    fn process(
+        &mut self,
+        buffer: &mut [u8],
+        sector: usize,
+        call: u64,
+        encrypt: bool,
+        tag: &mut [u8; 16],
+    ) -> Result<(), CryptoError> {
+        let sectors_per_call = (buffer.len() / sector) as u64;
+        let first = call.wrapping_mul(sectors_per_call);
+        match self {
+            Self::Xts(xts) if encrypt => xts.encrypt_sectors(buffer, sector, first, 1),
+            Self::Xts(xts) => xts.decrypt_sectors(buffer, sector, first, 1),
+            Self::Cbc(cbc) if encrypt => cbc.encrypt_sectors(buffer, sector, first, 1),
+            Self::Cbc(cbc) => cbc.decrypt_sectors(buffer, sector, first, 1),
+            Self::Gcm(gcm) => {
+                let mut nonce = [0u8; GCM_NONCE_LEN];
+                nonce[..8].copy_from_slice(&call.to_le_bytes());
+                if encrypt {
+                    *tag = gcm.seal(&nonce, &[], buffer)?;
+                } else {
+                    // Decryption includes verification, as a reader's would;
+                    // the data was sealed under this call's nonce just before.
+                    gcm.open(&nonce, &[], buffer, tag)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+fn measure_cipher(
+    settings: &Settings,
+    family: CipherFamily,
+    key_bits: usize,
+) -> Result<CipherRow, BenchError> {
+    let template = Worker::new(family, key_bits)?;
+    let implementation = template.implementation();
+    let encrypt_mib_s = throughput(settings, family, key_bits, true)?;
+    let decrypt_mib_s = throughput(settings, family, key_bits, false)?;
+    Ok(CipherRow {
+        cipher: family.name(),
+        mode: if family == CipherFamily::AesGcm { "aead" } else { "plain64" },
+        key_bits,
+        block_bytes: settings.block_bytes,
+        sector_bytes: (family != CipherFamily::AesGcm).then_some(settings.sector_bytes),
+        threads: settings.threads,
+        encrypt_mib_s,
+        decrypt_mib_s,
+        implementation,
+    })
+}
+
+/// Runs `threads` workers for the configured time and returns MiB/s summed
+/// over all of them.
+fn throughput(
+    settings: &Settings,
+    family: CipherFamily,
+    key_bits: usize,
+    encrypt: bool,
+) -> Result<f64, BenchError> {
+    let results: Vec<Result<(u64, Duration), BenchError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..settings.threads)
+            .map(|_| {
+                scope.spawn(move || -> Result<(u64, Duration), BenchError> {
+                    let mut worker = Worker::new(family, key_bits)?;
+                    let mut buffer = vec![0u8; settings.block_bytes];
+                    fill_random(&mut buffer)?;
+                    let mut tag = [0u8; 16];
+                    let mut call: u64 = 0;
+                    // GCM decryption verifies, so each call opens a buffer
+                    // sealed just before under its nonce; sealing is not
+                    // counted.
+                    let reseal = !encrypt && family == CipherFamily::AesGcm;
+                    let sector = settings.sector_bytes;
+                    let start = Instant::now();
+                    let mut excluded = Duration::ZERO;
+                    let mut bytes: u64 = 0;
+                    loop {
+                        for _ in 0..16 {
+                            if reseal {
+                                let sealing = Instant::now();
+                                worker.process(&mut buffer, sector, call, true, &mut tag)?;
+                                excluded += sealing.elapsed();
+                            }
+                            worker.process(&mut buffer, sector, call, encrypt, &mut tag)?;
+                            call += 1;
+                            bytes += settings.block_bytes as u64;
+                        }
+                        if start.elapsed() >= settings.duration {
+                            return Ok((bytes, start.elapsed().saturating_sub(excluded)));
+                        }
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(BenchError::Settings("worker panicked".into()))))
+            .collect()
+    });
+    let mut total = 0.0;
+    for result in results {
+        let (bytes, elapsed) = result?;
+        total += bytes as f64 / elapsed.as_secs_f64().max(1e-9);
+    }
+    Ok(total / (1024.0 * 1024.0))
+}
+
+fn measure_rng(settings: &Settings) -> Result<RngRow, BenchError> {
+    let block_bytes = settings.block_bytes.max(1 << 20);
+    let results: Vec<Result<f64, BenchError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..settings.threads)
+            .map(|_| {
+                scope.spawn(move || -> Result<f64, BenchError> {
+                    let mut buffer = vec![0u8; block_bytes];
+                    let start = Instant::now();
+                    let mut bytes: u64 = 0;
+                    while start.elapsed() < settings.duration {
+                        fill_random(&mut buffer)?;
+                        bytes += block_bytes as u64;
+                    }
+                    Ok(bytes as f64 / start.elapsed().as_secs_f64())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(BenchError::Settings("worker panicked".into()))))
+            .collect()
+    });
+    let mut total = 0.0;
+    for result in results {
+        total += result?;
+    }
+    Ok(RngRow {
+        implementation: "aws-lc ctr-drbg (aes-256)",
+        block_bytes,
+        threads: settings.threads,
+        mib_s: total / (1024.0 * 1024.0),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_reject_unusable_sizes() {
+        assert!(Settings::new(vec![], 0, None, 1, 1.0).is_err());
+        assert!(Settings::new(vec![], 100, None, 1, 1.0).is_err());
+        assert!(Settings::new(vec![], 4096, Some(1024 * 8), 1, 1.0).is_err());
+        assert!(Settings::new(vec![], 4096, Some(768), 1, 1.0).is_err());
+        assert!(Settings::new(vec![], 4096, None, 1, 0.0).is_err());
+        assert!(Settings::new(vec![], 4096, None, 1, f64::NAN).is_err());
+        let ok = Settings::new(vec![], 65536, Some(512), 0, 1.0).unwrap();
+        assert_eq!(ok.sector_bytes, 512);
+        assert_eq!(ok.threads, available_cores());
+        assert_eq!(Settings::new(vec![], 512, None, 1, 1.0).unwrap().sector_bytes, 512);
+    }
+
+    #[test]
+    fn short_run_measures_every_requested_row() {
+        let mut settings =
+            Settings::new(vec![CipherFamily::AesXts, CipherFamily::AesGcm], 4096, None, 2, 0.02)
+                .unwrap();
+        settings.kdf = false;
+        let report = run(&settings, &mut |_| {}).unwrap();
+        let rows: Vec<_> = report.ciphers.iter().map(|r| (r.cipher, r.key_bits)).collect();
+        assert_eq!(rows, [("aes-xts", 256), ("aes-xts", 512), ("aes-gcm", 128), ("aes-gcm", 256)]);
+        for row in &report.ciphers {
+            assert!(row.encrypt_mib_s > 0.0 && row.decrypt_mib_s > 0.0, "{row:?}");
+            assert_eq!(row.threads, 2);
+        }
+        assert!(report.rng.unwrap().mib_s > 0.0);
+    }
+}

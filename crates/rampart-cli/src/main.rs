@@ -1,1 +1,43 @@
-fn main() {}
+//! `rampart`: argument parsing and terminal UX over Rampart's library crates.
+#![forbid(unsafe_code)]
+
+mod cli;
+mod commands;
+mod size;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// An error that is the user's to fix (bad arguments, a wrong passphrase):
+/// exit status 2 rather than 1.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+fn main() -> ExitCode {
+    rampart_crypto::disable_core_dumps();
+    let args = cli::Args::parse();
+    match commands::run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            // One line: the whole cause chain, no backtrace unless asked for.
+            eprintln!("rampart: error: {error:#}");
+            if std::env::var_os("RUST_BACKTRACE").is_some_and(|v| v != "0") {
+                eprintln!("{}", error.backtrace());
+            }
+            if error.downcast_ref::<UsageError>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}

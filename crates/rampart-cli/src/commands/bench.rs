@@ -1,0 +1,140 @@
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+use anyhow::Context;
+use rampart_bench::{CipherFamily, Report, Settings};
+
+use crate::cli::BenchArgs;
+use crate::UsageError;
+
+pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    let settings = settings_from(args)?;
+    let show_progress = !args.json && std::io::stderr().is_terminal();
+    let mut progress = |what: &str| {
+        if show_progress {
+            eprint!("\r\x1b[2Kmeasuring {what}...");
+            let _ = std::io::stderr().flush();
+        }
+    };
+    let report = rampart_bench::run(&settings, &mut progress)?;
+    if show_progress {
+        eprint!("\r\x1b[2K");
+    }
+    let mut stdout = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut stdout, &report).context("cannot write JSON")?;
+        writeln!(stdout)?;
+    } else {
+        print_table(&mut stdout, &report, &settings)?;
+    }
+    Ok(())
+}
+
+fn settings_from(args: &BenchArgs) -> anyhow::Result<Settings> {
+    let mut families = Vec::new();
+    for name in &args.cipher {
+        let family = CipherFamily::from_name(name).ok_or_else(|| {
+            UsageError(format!("unknown cipher '{name}' (expected aes-cbc, aes-xts or aes-gcm)"))
+        })?;
+        if !families.contains(&family) {
+            families.push(family);
+        }
+    }
+    let only_ciphers = !families.is_empty();
+    if families.is_empty() {
+        families = CipherFamily::ALL.to_vec();
+    }
+    let mut settings =
+        Settings::new(families, args.size, args.sector, args.threads, args.seconds)
+            .map_err(|e| UsageError(e.to_string()))?;
+    if !(100..=60_000).contains(&args.iter_time) {
+        return Err(UsageError(format!(
+            "--iter-time {}: must be between 100 and 60000 ms",
+            args.iter_time
+        ))
+        .into());
+    }
+    settings.iter_time = Duration::from_millis(args.iter_time);
+    settings.kdf = !only_ciphers;
+    settings.rng = !only_ciphers;
+    Ok(settings)
+}
+
+fn print_table(out: &mut impl Write, report: &Report, settings: &Settings) -> std::io::Result<()> {
+    let missing = if report.cpu.missing.is_empty() {
+        "none".to_owned()
+    } else {
+        report.cpu.missing.join(" ")
+    };
+    writeln!(
+        out,
+        "# CPU: {} cores; features: {} (absent: {missing})",
+        report.cpu.cores,
+        report.cpu.features.join(" ")
+    )?;
+    writeln!(out, "# Tests are approximate using memory only (no storage IO).")?;
+    for row in &report.pbkdf {
+        if let Some(per_second) = row.iterations_per_second {
+            let name = format!("PBKDF2-{}", row.kdf.trim_start_matches("pbkdf2-"));
+            writeln!(
+                out,
+                "{name:<16}{per_second:>9} iterations per second for {}-bit key",
+                row.key_bits
+            )?;
+        } else {
+            let name = match row.kdf.as_str() {
+                "argon2i" => "Argon2i",
+                "argon2id" => "Argon2id",
+                other => other,
+            };
+            writeln!(
+                out,
+                "{name:<10}{:>4} iterations, {} memory, {} parallel threads (CPUs) for {}-bit key \
+                 (requested {} ms time, took {} ms)",
+                row.time_cost.unwrap_or(0),
+                row.memory_kib.unwrap_or(0),
+                row.parallelism.unwrap_or(0),
+                row.key_bits,
+                row.requested_ms.unwrap_or(0),
+                row.measured_ms.unwrap_or(0),
+            )?;
+        }
+    }
+    if !report.ciphers.is_empty() {
+        let sectors = if settings.ciphers.iter().any(|f| *f != CipherFamily::AesGcm) {
+            format!(", {}-byte sectors for xts/cbc", settings.sector_bytes)
+        } else {
+            String::new()
+        };
+        writeln!(
+            out,
+            "# {}-byte buffers per call{sectors}, {} thread{}",
+            settings.block_bytes,
+            settings.threads,
+            if settings.threads == 1 { "" } else { "s" }
+        )?;
+        writeln!(
+            out,
+            "#     Algorithm |       Key |      Encryption |      Decryption | Implementation"
+        )?;
+        for row in &report.ciphers {
+            writeln!(
+                out,
+                "{:>15} {:>10}b {:>12.1} MiB/s {:>12.1} MiB/s   {}",
+                row.cipher, row.key_bits, row.encrypt_mib_s, row.decrypt_mib_s, row.implementation
+            )?;
+        }
+    }
+    if let Some(rng) = &report.rng {
+        writeln!(
+            out,
+            "# Random bytes: {:.1} MiB/s ({}, {}-byte requests, {} thread{})",
+            rng.mib_s,
+            rng.implementation,
+            rng.block_bytes,
+            rng.threads,
+            if rng.threads == 1 { "" } else { "s" }
+        )?;
+    }
+    Ok(())
+}
