@@ -466,7 +466,9 @@ fn throughput(
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(BenchError::Settings("worker panicked".into()))))
+            .map(|h| {
+                h.join().unwrap_or_else(|_| Err(BenchError::Settings("worker panicked".into())))
+            })
             .collect()
     });
     let mut total = 0.0;
@@ -496,7 +498,9 @@ fn measure_rng(settings: &Settings) -> Result<RngRow, BenchError> {
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(BenchError::Settings("worker panicked".into()))))
+            .map(|h| {
+                h.join().unwrap_or_else(|_| Err(BenchError::Settings("worker panicked".into())))
+            })
             .collect()
     });
     let mut total = 0.0;

@@ -6,7 +6,9 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     let digits_end = trimmed.find(|c: char| !c.is_ascii_digit()).unwrap_or(trimmed.len());
     let (digits, suffix) = trimmed.split_at(digits_end);
     if digits.is_empty() {
-        return Err(format!("'{text}' is not a size (expected a number with an optional K/M/G/T suffix)"));
+        return Err(format!(
+            "'{text}' is not a size (expected a number with an optional K/M/G/T suffix)"
+        ));
     }
     let number: u64 = digits.parse().map_err(|_| format!("'{text}' is too large"))?;
     let shift = match suffix.trim().to_ascii_lowercase().as_str() {

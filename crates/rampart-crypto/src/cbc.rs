@@ -1,5 +1,5 @@
 use crate::ffi::{AesBlockKey, CipherCtx, EvpCipher};
-use crate::{check_sectors, cpu, digest, plain64, CryptoError, HashAlg, Result};
+use crate::{check_sectors, cpu, digest, plain64, CryptoError, HashAlg, Result, AES_BLOCK};
 
 /// How each sector's CBC IV is derived (dm-crypt IV generators).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,6 +107,18 @@ impl Cbc {
         self.sectors(data, sector_size, first_sector, iv_step, false)
     }
 
+    /// Encrypts `data` (whole 16-byte blocks) with an explicit IV.
+    pub fn encrypt_with_iv(&mut self, iv: &[u8; 16], data: &mut [u8]) -> Result<()> {
+        check_blocks(data)?;
+        self.enc.apply_with_iv(iv, data)
+    }
+
+    /// Decrypts `data` (whole 16-byte blocks) with an explicit IV.
+    pub fn decrypt_with_iv(&mut self, iv: &[u8; 16], data: &mut [u8]) -> Result<()> {
+        check_blocks(data)?;
+        self.dec.apply_with_iv(iv, data)
+    }
+
     fn sectors(
         &mut self,
         data: &mut [u8],
@@ -125,4 +137,15 @@ impl Cbc {
         }
         Ok(())
     }
+}
+
+fn check_blocks(data: &[u8]) -> Result<()> {
+    if data.len() % AES_BLOCK != 0 {
+        return Err(CryptoError::InvalidLength {
+            what: "CBC data",
+            len: data.len(),
+            requirement: "a multiple of 16 bytes",
+        });
+    }
+    Ok(())
 }

@@ -5,19 +5,11 @@
 #[non_exhaustive]
 pub enum CryptoError {
     #[error("invalid key length for {algorithm}: {len} bytes (expected {expected})")]
-    InvalidKeyLength {
-        algorithm: &'static str,
-        len: usize,
-        expected: &'static str,
-    },
+    InvalidKeyLength { algorithm: &'static str, len: usize, expected: &'static str },
     #[error("XTS key halves are identical (rejected as IEEE 1619 requires)")]
     XtsDuplicateKeyHalves,
     #[error("invalid {what} length {len}: must be {requirement}")]
-    InvalidLength {
-        what: &'static str,
-        len: usize,
-        requirement: &'static str,
-    },
+    InvalidLength { what: &'static str, len: usize, requirement: &'static str },
     #[error("invalid sector size {0}: must be a non-zero multiple of 16 bytes")]
     InvalidSectorSize(usize),
     #[error("authentication failed: the data or its tag was modified, or the key is wrong")]

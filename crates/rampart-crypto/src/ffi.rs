@@ -170,7 +170,12 @@ impl std::fmt::Debug for AesBlockKey {
 }
 
 impl AesBlockKey {
+    /// An encryption key schedule (16, 24 or 32-byte keys).
     pub(crate) fn new(key: &[u8]) -> Result<Self> {
+        Self::schedule(key, true)
+    }
+
+    fn schedule(key: &[u8], encrypt: bool) -> Result<Self> {
         let bits: u32 = match key.len() {
             16 => 128,
             24 => 192,
@@ -185,8 +190,15 @@ impl AesBlockKey {
         };
         let mut schedule = Box::new(sys::AES_KEY { rd_key: [0; 60], rounds: 0 });
         // SAFETY: key holds bits/8 bytes and schedule is a valid AES_KEY.
-        if unsafe { sys::AES_set_encrypt_key(key.as_ptr(), bits, &mut *schedule) } != 0 {
-            return Err(CryptoError::Backend("AES_set_encrypt_key"));
+        let status = unsafe {
+            if encrypt {
+                sys::AES_set_encrypt_key(key.as_ptr(), bits, &mut *schedule)
+            } else {
+                sys::AES_set_decrypt_key(key.as_ptr(), bits, &mut *schedule)
+            }
+        };
+        if status != 0 {
+            return Err(CryptoError::Backend("AES key schedule"));
         }
         Ok(Self { key: schedule })
     }
@@ -207,6 +219,88 @@ impl Drop for AesBlockKey {
     fn drop(&mut self) {
         cleanse(&mut self.key.rd_key);
     }
+}
+
+/// AES key wrap (RFC 3394) or key wrap with padding (RFC 5649) of `input`
+/// under `kek` (16, 24 or 32 bytes). Length rules are checked by the caller.
+pub(crate) fn aes_key_wrap(kek: &[u8], input: &[u8], padded: bool) -> Result<Vec<u8>> {
+    let key = AesBlockKey::schedule(kek, true)?;
+    let mut out = vec![0u8; input.len().div_ceil(8) * 8 + 8];
+    let mut written = 0usize;
+    // SAFETY: out has room for the wrapped length (input rounded up to 8
+    // bytes, plus the 8-byte integrity block); a null IV selects the
+    // default; the key schedule is valid.
+    let ok = unsafe {
+        if padded {
+            sys::AES_wrap_key_padded(
+                &*key.key,
+                out.as_mut_ptr(),
+                &mut written,
+                out.len(),
+                input.as_ptr(),
+                input.len(),
+            ) == 1
+        } else {
+            let len = sys::AES_wrap_key(
+                &*key.key,
+                std::ptr::null(),
+                out.as_mut_ptr(),
+                input.as_ptr(),
+                input.len(),
+            );
+            written = usize::try_from(len).unwrap_or(0);
+            len > 0
+        }
+    };
+    if !ok {
+        return Err(CryptoError::Backend("AES key wrap"));
+    }
+    out.truncate(written);
+    Ok(out)
+}
+
+/// The inverse of [`aes_key_wrap`], into `out` (at least `input.len()`
+/// bytes); returns the unwrapped length. A failed integrity check is
+/// [`CryptoError::AuthenticationFailed`].
+pub(crate) fn aes_key_unwrap(
+    kek: &[u8],
+    input: &[u8],
+    padded: bool,
+    out: &mut [u8],
+) -> Result<usize> {
+    if out.len() < input.len() {
+        return Err(CryptoError::Backend("key unwrap output too small"));
+    }
+    let key = AesBlockKey::schedule(kek, false)?;
+    let mut written = 0usize;
+    // SAFETY: out holds at least input.len() bytes, more than the unwrapped
+    // length; the key schedule is valid.
+    let ok = unsafe {
+        if padded {
+            sys::AES_unwrap_key_padded(
+                &*key.key,
+                out.as_mut_ptr(),
+                &mut written,
+                out.len(),
+                input.as_ptr(),
+                input.len(),
+            ) == 1
+        } else {
+            let len = sys::AES_unwrap_key(
+                &*key.key,
+                std::ptr::null(),
+                out.as_mut_ptr(),
+                input.as_ptr(),
+                input.len(),
+            );
+            written = usize::try_from(len).unwrap_or(0);
+            len > 0
+        }
+    };
+    if !ok {
+        return Err(CryptoError::AuthenticationFailed);
+    }
+    Ok(written)
 }
 
 fn cleanse<T: Copy>(value: &mut T) {

@@ -12,8 +12,8 @@ pub fn pbkdf2(
     iterations: u32,
     out: &mut [u8],
 ) -> Result<()> {
-    let iterations =
-        NonZeroU32::new(iterations).ok_or(CryptoError::InvalidParameter("PBKDF2 iterations must be at least 1"))?;
+    let iterations = NonZeroU32::new(iterations)
+        .ok_or(CryptoError::InvalidParameter("PBKDF2 iterations must be at least 1"))?;
     if out.is_empty() {
         return Err(CryptoError::InvalidParameter("PBKDF2 output must not be empty"));
     }
@@ -86,8 +86,9 @@ pub fn argon2_with_secret(
     associated_data: &[u8],
     out: &mut [u8],
 ) -> Result<()> {
-    let data = AssociatedData::new(associated_data)
-        .map_err(|_| CryptoError::InvalidParameter("Argon2 associated data longer than 32 bytes"))?;
+    let data = AssociatedData::new(associated_data).map_err(|_| {
+        CryptoError::InvalidParameter("Argon2 associated data longer than 32 bytes")
+    })?;
     let built = ParamsBuilder::new()
         .m_cost(params.memory_kib)
         .t_cost(params.time)

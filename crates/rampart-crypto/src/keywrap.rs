@@ -1,25 +1,22 @@
-use aws_lc_rs::key_wrap::{AesKek, KeyWrap, KeyWrapPadded, AES_128, AES_256};
+//! AES key wrap, RFC 3394 (KW) and RFC 5649 (KWP), as in NIST SP 800-38F.
 
-use crate::{CryptoError, Result, SecretBytes};
+use crate::{ffi, CryptoError, Result, SecretBytes};
 
-fn kek(key: &[u8]) -> Result<AesKek> {
-    let cipher = match key.len() {
-        16 => &AES_128,
-        32 => &AES_256,
-        len => {
-            return Err(CryptoError::InvalidKeyLength {
-                algorithm: "AES key wrap",
-                len,
-                expected: "16 or 32",
-            })
-        }
-    };
-    AesKek::new(cipher, key).map_err(|_| CryptoError::Backend("AES KEK"))
+fn check_kek(kek: &[u8]) -> Result<()> {
+    if matches!(kek.len(), 16 | 24 | 32) {
+        Ok(())
+    } else {
+        Err(CryptoError::InvalidKeyLength {
+            algorithm: "AES key wrap",
+            len: kek.len(),
+            expected: "16, 24 or 32",
+        })
+    }
 }
 
-/// AES key wrap (RFC 3394, NIST SP 800-38F KW). `key` must be a multiple of
-/// 8 bytes and at least 16.
-pub fn kw_wrap(kek_bytes: &[u8], key: &[u8]) -> Result<Vec<u8>> {
+/// Wraps `key` (a multiple of 8 bytes, at least 16) under `kek`.
+pub fn kw_wrap(kek: &[u8], key: &[u8]) -> Result<Vec<u8>> {
+    check_kek(kek)?;
     if key.len() < 16 || key.len() % 8 != 0 {
         return Err(CryptoError::InvalidLength {
             what: "key to wrap",
@@ -27,18 +24,13 @@ pub fn kw_wrap(kek_bytes: &[u8], key: &[u8]) -> Result<Vec<u8>> {
             requirement: "a multiple of 8 bytes, at least 16",
         });
     }
-    let mut out = vec![0u8; key.len() + 8];
-    let len = kek(kek_bytes)?
-        .wrap(key, &mut out)
-        .map_err(|_| CryptoError::Backend("AES key wrap"))?
-        .len();
-    out.truncate(len);
-    Ok(out)
+    ffi::aes_key_wrap(kek, key, false)
 }
 
-/// The inverse of [`kw_wrap`]; fails with `AuthenticationFailed` when the
-/// integrity check value does not match.
-pub fn kw_unwrap(kek_bytes: &[u8], wrapped: &[u8]) -> Result<SecretBytes> {
+/// Unwraps an RFC 3394 blob; a wrong KEK or modified data is
+/// [`CryptoError::AuthenticationFailed`].
+pub fn kw_unwrap(kek: &[u8], wrapped: &[u8]) -> Result<SecretBytes> {
+    check_kek(kek)?;
     if wrapped.len() < 24 || wrapped.len() % 8 != 0 {
         return Err(CryptoError::InvalidLength {
             what: "wrapped key",
@@ -46,35 +38,25 @@ pub fn kw_unwrap(kek_bytes: &[u8], wrapped: &[u8]) -> Result<SecretBytes> {
             requirement: "a multiple of 8 bytes, at least 24",
         });
     }
-    let mut out = SecretBytes::zeroed(wrapped.len());
-    let len = kek(kek_bytes)?
-        .unwrap(wrapped, out.expose_mut())
-        .map_err(|_| CryptoError::AuthenticationFailed)?
-        .len();
-    Ok(SecretBytes::from_slice(&out.expose()[..len]))
+    unwrap_into_secret(kek, wrapped, false)
 }
 
-/// AES key wrap with padding (RFC 5649, NIST SP 800-38F KWP): any key length
-/// from 1 byte.
-pub fn kwp_wrap(kek_bytes: &[u8], key: &[u8]) -> Result<Vec<u8>> {
-    if key.is_empty() {
+/// Wraps `key` of any length from 1 byte under `kek`, with padding.
+pub fn kwp_wrap(kek: &[u8], key: &[u8]) -> Result<Vec<u8>> {
+    check_kek(kek)?;
+    if key.is_empty() || u32::try_from(key.len()).is_err() {
         return Err(CryptoError::InvalidLength {
             what: "key to wrap",
-            len: 0,
-            requirement: "at least 1 byte",
+            len: key.len(),
+            requirement: "between 1 byte and 4 GiB",
         });
     }
-    let mut out = vec![0u8; key.len().div_ceil(8) * 8 + 8];
-    let len = kek(kek_bytes)?
-        .wrap_with_padding(key, &mut out)
-        .map_err(|_| CryptoError::Backend("AES key wrap with padding"))?
-        .len();
-    out.truncate(len);
-    Ok(out)
+    ffi::aes_key_wrap(kek, key, true)
 }
 
-/// The inverse of [`kwp_wrap`].
-pub fn kwp_unwrap(kek_bytes: &[u8], wrapped: &[u8]) -> Result<SecretBytes> {
+/// Unwraps an RFC 5649 blob.
+pub fn kwp_unwrap(kek: &[u8], wrapped: &[u8]) -> Result<SecretBytes> {
+    check_kek(kek)?;
     if wrapped.len() < 16 || wrapped.len() % 8 != 0 {
         return Err(CryptoError::InvalidLength {
             what: "wrapped key",
@@ -82,10 +64,11 @@ pub fn kwp_unwrap(kek_bytes: &[u8], wrapped: &[u8]) -> Result<SecretBytes> {
             requirement: "a multiple of 8 bytes, at least 16",
         });
     }
+    unwrap_into_secret(kek, wrapped, true)
+}
+
+fn unwrap_into_secret(kek: &[u8], wrapped: &[u8], padded: bool) -> Result<SecretBytes> {
     let mut out = SecretBytes::zeroed(wrapped.len());
-    let len = kek(kek_bytes)?
-        .unwrap_with_padding(wrapped, out.expose_mut())
-        .map_err(|_| CryptoError::AuthenticationFailed)?
-        .len();
+    let len = ffi::aes_key_unwrap(kek, wrapped, padded, out.expose_mut())?;
     Ok(SecretBytes::from_slice(&out.expose()[..len]))
 }

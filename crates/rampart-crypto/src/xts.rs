@@ -262,10 +262,7 @@ mod tests {
     #[test]
     fn rejects_bad_key_lengths() {
         for len in [0, 16, 31, 33, 48, 63, 65, 128] {
-            assert!(matches!(
-                Xts::new(&key(len)),
-                Err(CryptoError::InvalidKeyLength { .. })
-            ));
+            assert!(matches!(Xts::new(&key(len)), Err(CryptoError::InvalidKeyLength { .. })));
         }
     }
 

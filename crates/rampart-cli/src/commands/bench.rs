@@ -44,9 +44,8 @@ fn settings_from(args: &BenchArgs) -> anyhow::Result<Settings> {
     if families.is_empty() {
         families = CipherFamily::ALL.to_vec();
     }
-    let mut settings =
-        Settings::new(families, args.size, args.sector, args.threads, args.seconds)
-            .map_err(|e| UsageError(e.to_string()))?;
+    let mut settings = Settings::new(families, args.size, args.sector, args.threads, args.seconds)
+        .map_err(|e| UsageError(e.to_string()))?;
     if !(100..=60_000).contains(&args.iter_time) {
         return Err(UsageError(format!(
             "--iter-time {}: must be between 100 and 60000 ms",

@@ -48,9 +48,7 @@ pub fn run(args: &RandArgs) -> anyhow::Result<()> {
         }
         for chunk in 0..chunks {
             let worker = (chunk % workers) as usize;
-            let buffer = receivers[worker]
-                .recv()
-                .context("random generator thread stopped")??;
+            let buffer = receivers[worker].recv().context("random generator thread stopped")??;
             match out.write_all(&buffer) {
                 Ok(()) => {}
                 // `rampart rand ... | head -c N` is normal use.

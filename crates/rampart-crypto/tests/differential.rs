@@ -1,0 +1,223 @@
+#![allow(clippy::unwrap_used)]
+//! Differential test: Rampart's XTS, CBC (plain64 and ESSIV) and GCM against
+//! pyca/cryptography on random keys, tweaks, sector sizes and lengths; and
+//! multi-sector calls against one-sector-at-a-time calls.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+
+use rampart_crypto::{fill_random, Cbc, CbcIv, Gcm, Xts};
+use serde_json::json;
+
+fn random_bytes(len: usize) -> Vec<u8> {
+    let mut bytes = vec![0u8; len];
+    fill_random(&mut bytes).unwrap();
+    bytes
+}
+
+fn random_below(bound: u64) -> u64 {
+    let mut word = [0u8; 8];
+    fill_random(&mut word).unwrap();
+    u64::from_le_bytes(word) % bound
+}
+
+/// An XTS key whose halves differ (equal halves are rejected by design).
+fn xts_key(len: usize) -> Vec<u8> {
+    loop {
+        let key = random_bytes(len);
+        if key[..len / 2] != key[len / 2..] {
+            return key;
+        }
+    }
+}
+
+/// Tweaks near 0, near 2^32 and near 2^64 exercise carries and wrapping.
+fn random_first_sector() -> u64 {
+    match random_below(3) {
+        0 => random_below(1 << 20),
+        1 => (1u64 << 32) - random_below(64),
+        _ => u64::MAX - random_below(64),
+    }
+}
+
+struct Reference {
+    child: std::process::Child,
+    reader: BufReader<std::process::ChildStdout>,
+}
+
+impl Reference {
+    fn start() -> Self {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/reference.py");
+        let mut child = Command::new("python3")
+            .arg(script)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 must be installed (scripts/test installs it with pyca/cryptography)");
+        let reader = BufReader::new(child.stdout.take().unwrap());
+        Self { child, reader }
+    }
+
+    fn ask(&mut self, request: &serde_json::Value) -> Vec<u8> {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{request}").unwrap();
+        stdin.flush().unwrap();
+        let mut line = String::new();
+        self.reader.read_line(&mut line).unwrap();
+        assert!(!line.is_empty(), "reference.py exited; is pyca/cryptography installed?");
+        let answer: serde_json::Value = serde_json::from_str(&line).unwrap();
+        hex::decode(answer["out"].as_str().unwrap()).unwrap()
+    }
+}
+
+impl Drop for Reference {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+const SECTOR_SIZES: [usize; 5] = [16, 512, 1024, 2048, 4096];
+
+#[test]
+fn xts_matches_pyca_cryptography() {
+    let mut reference = Reference::start();
+    for case in 0..160 {
+        let key_len = if case % 2 == 0 { 32 } else { 64 };
+        let key = xts_key(key_len);
+        let sector_size = SECTOR_SIZES[random_below(5) as usize];
+        let sectors = 1 + random_below(9) as usize;
+        let step = [1, 8, sector_size as u64 / 512 + 1][random_below(3) as usize];
+        let first = random_first_sector();
+        let plain = random_bytes(sector_size * sectors);
+
+        let mut xts = Xts::new(&key).unwrap();
+        let mut ours = plain.clone();
+        xts.encrypt_sectors(&mut ours, sector_size, first, step).unwrap();
+        let request = json!({
+            "op": "xts", "key": hex::encode(&key), "sector_size": sector_size,
+            "first": first, "step": step, "encrypt": true, "data": hex::encode(&plain),
+        });
+        assert_eq!(
+            hex::encode(&ours),
+            hex::encode(reference.ask(&request)),
+            "XTS encrypt differs: key {} bits, sector {sector_size}, first {first}, step {step}",
+            key_len * 8
+        );
+        let mut back = ours.clone();
+        xts.decrypt_sectors(&mut back, sector_size, first, step).unwrap();
+        assert_eq!(back, plain);
+        let request = json!({
+            "op": "xts", "key": hex::encode(&key), "sector_size": sector_size,
+            "first": first, "step": step, "encrypt": false, "data": hex::encode(&ours),
+        });
+        assert_eq!(reference.ask(&request), plain, "XTS decrypt differs");
+    }
+}
+
+#[test]
+fn xts_units_with_ciphertext_stealing_match_pyca_cryptography() {
+    let mut reference = Reference::start();
+    for case in 0..120 {
+        let key_len = if case % 2 == 0 { 32 } else { 64 };
+        let key = xts_key(key_len);
+        let len = 16 + random_below(600) as usize;
+        let first = random_first_sector();
+        let plain = random_bytes(len);
+        let mut xts = Xts::new(&key).unwrap();
+        let mut ours = plain.clone();
+        xts.encrypt_unit(&rampart_crypto::plain64(first), &mut ours).unwrap();
+        let request = json!({
+            "op": "xts", "key": hex::encode(&key), "sector_size": len,
+            "first": first, "step": 1, "encrypt": true, "data": hex::encode(&plain),
+        });
+        assert_eq!(hex::encode(&ours), hex::encode(reference.ask(&request)), "len {len}");
+        xts.decrypt_unit(&rampart_crypto::plain64(first), &mut ours).unwrap();
+        assert_eq!(ours, plain, "len {len}");
+    }
+}
+
+#[test]
+fn cbc_plain64_and_essiv_match_pyca_cryptography() {
+    let mut reference = Reference::start();
+    for case in 0..120 {
+        let key = random_bytes(if case % 2 == 0 { 16 } else { 32 });
+        let (mode, name) =
+            if case % 4 < 2 { (CbcIv::Plain64, "plain64") } else { (CbcIv::EssivSha256, "essiv") };
+        let sector_size = SECTOR_SIZES[random_below(5) as usize];
+        let sectors = 1 + random_below(6) as usize;
+        let first = random_first_sector();
+        let plain = random_bytes(sector_size * sectors);
+        let mut cbc = Cbc::new(&key, mode).unwrap();
+        let mut ours = plain.clone();
+        cbc.encrypt_sectors(&mut ours, sector_size, first, 1).unwrap();
+        let request = json!({
+            "op": "cbc", "key": hex::encode(&key), "iv_mode": name, "sector_size": sector_size,
+            "first": first, "step": 1, "encrypt": true, "data": hex::encode(&plain),
+        });
+        assert_eq!(hex::encode(&ours), hex::encode(reference.ask(&request)), "CBC {name}");
+        cbc.decrypt_sectors(&mut ours, sector_size, first, 1).unwrap();
+        assert_eq!(ours, plain);
+    }
+}
+
+#[test]
+fn gcm_matches_pyca_cryptography() {
+    let mut reference = Reference::start();
+    for case in 0..120 {
+        let key = random_bytes(if case % 2 == 0 { 16 } else { 32 });
+        let nonce: [u8; 12] = random_bytes(12).try_into().unwrap();
+        let aad = random_bytes(random_below(64) as usize);
+        let plain = random_bytes(random_below(5000) as usize);
+        let gcm = Gcm::new(&key).unwrap();
+        let mut ours = plain.clone();
+        let tag = gcm.seal(&nonce, &aad, &mut ours).unwrap();
+        let request = json!({
+            "op": "gcm", "key": hex::encode(&key), "nonce": hex::encode(nonce),
+            "aad": hex::encode(&aad), "data": hex::encode(&plain),
+        });
+        let theirs = reference.ask(&request);
+        assert_eq!(hex::encode(&theirs[..ours.len()]), hex::encode(&ours));
+        assert_eq!(&theirs[ours.len()..], &tag);
+        gcm.open(&nonce, &aad, &mut ours, &tag).unwrap();
+        assert_eq!(ours, plain);
+    }
+}
+
+#[test]
+fn multi_sector_calls_equal_single_sector_calls() {
+    for case in 0..64 {
+        let sector_size = SECTOR_SIZES[1 + random_below(4) as usize];
+        let sectors = 1 + random_below(40) as usize;
+        let first = random_first_sector();
+        let step = if case % 2 == 0 { 1 } else { sector_size as u64 / 512 };
+        let plain = random_bytes(sector_size * sectors);
+
+        let mut xts = Xts::new(&xts_key(if case % 2 == 0 { 32 } else { 64 })).unwrap();
+        let mut cbc = Cbc::new(&random_bytes(32), CbcIv::EssivSha256).unwrap();
+        let mut whole_xts = plain.clone();
+        let mut whole_cbc = plain.clone();
+        xts.encrypt_sectors(&mut whole_xts, sector_size, first, step).unwrap();
+        cbc.encrypt_sectors(&mut whole_cbc, sector_size, first, step).unwrap();
+
+        let mut one_xts = plain.clone();
+        let mut one_cbc = plain.clone();
+        for (i, (a, b)) in
+            one_xts.chunks_mut(sector_size).zip(one_cbc.chunks_mut(sector_size)).enumerate()
+        {
+            let sector = first.wrapping_add(i as u64 * step);
+            xts.encrypt_sectors(a, sector_size, sector, step).unwrap();
+            cbc.encrypt_sectors(b, sector_size, sector, step).unwrap();
+        }
+        assert_eq!(whole_xts, one_xts);
+        assert_eq!(whole_cbc, one_cbc);
+
+        // A clone on another thread computes the same thing.
+        let mut clone = xts.try_clone().unwrap();
+        let mut threaded = plain.clone();
+        std::thread::scope(|s| {
+            s.spawn(|| clone.encrypt_sectors(&mut threaded, sector_size, first, step).unwrap());
+        });
+        assert_eq!(whole_xts, threaded);
+    }
+}
