@@ -20,6 +20,290 @@ pub enum Command {
     Bench(BenchArgs),
     /// Write cryptographically secure random bytes (AWS-LC's DRBG).
     Rand(RandArgs),
+    /// Create a LUKS2 (default) or LUKS1 volume, like `cryptsetup luksFormat`.
+    Format(FormatArgs),
+    /// Show a volume's header, like `cryptsetup luksDump`.
+    Dump(DumpArgs),
+    /// Check a passphrase: exit 0 when it opens a keyslot, 2 when not.
+    TestKey(TestKeyArgs),
+    /// Add a passphrase in a new keyslot (authorised by an existing one).
+    AddKey(AddKeyArgs),
+    /// Replace a passphrase with a new one.
+    ChangeKey(ChangeKeyArgs),
+    /// Remove the keyslot that a passphrase opens.
+    RemoveKey(RemoveKeyArgs),
+    /// Wipe keyslot N.
+    KillSlot(KillSlotArgs),
+    /// Manage LUKS2 tokens (JSON metadata such as key-server references).
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Back up or restore a volume's header.
+    #[command(subcommand)]
+    Header(HeaderCommand),
+    /// Decrypt a volume (or a range of it) to a file or standard output.
+    Export(ExportArgs),
+    /// Encrypt a file or standard input into a volume.
+    Import(ImportArgs),
+    /// Rewrite a damaged LUKS2 header copy from the intact one.
+    Repair(RepairArgs),
+}
+
+/// The volume: its data file or device and, when detached, its header file.
+#[derive(Debug, clap::Args)]
+pub struct VolumeArgs {
+    /// The volume file or block device.
+    #[arg(value_name = "VOL")]
+    pub volume: PathBuf,
+    /// A detached LUKS header file (the data device then holds only data).
+    #[arg(long, value_name = "FILE")]
+    pub header: Option<PathBuf>,
+}
+
+/// How the passphrase is given.
+#[derive(Debug, clap::Args)]
+pub struct KeyArgs {
+    /// Read the passphrase from FILE: its exact bytes, no newline stripping
+    /// (`-` = standard input). Without it: a prompt on a terminal, or one
+    /// line of standard input.
+    #[arg(long, short = 'd', value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
+    /// Try only this keyslot.
+    #[arg(long, short = 'S', value_name = "N")]
+    pub key_slot: Option<usize>,
+}
+
+/// Key-derivation settings for new keyslots (cryptsetup's names).
+#[derive(Debug, clap::Args)]
+pub struct PbkdfArgs {
+    /// Key derivation function: argon2id (default), argon2i or pbkdf2.
+    #[arg(long, value_name = "NAME")]
+    pub pbkdf: Option<String>,
+    /// Hash for pbkdf2 (and for LUKS1 and the AF splitter): sha256, sha1, sha512.
+    #[arg(long, value_name = "HASH")]
+    pub hash: Option<String>,
+    /// Target unlock time in milliseconds for the KDF cost search.
+    #[arg(long, short = 'i', value_name = "MS", conflicts_with = "pbkdf_force_iterations")]
+    pub iter_time: Option<u32>,
+    /// Fixed PBKDF2 iterations or Argon2 time cost; skips the cost search.
+    #[arg(long, value_name = "N")]
+    pub pbkdf_force_iterations: Option<u32>,
+    /// Argon2 memory cost in KiB (maximum for the search).
+    #[arg(long, value_name = "KIB")]
+    pub pbkdf_memory: Option<u32>,
+    /// Argon2 lanes (threads).
+    #[arg(long, value_name = "N")]
+    pub pbkdf_parallel: Option<u32>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct FormatArgs {
+    #[command(flatten)]
+    pub volume: VolumeArgs,
+    /// Create VOL with this size (bytes; K/M/G/T suffixes) when it does not exist.
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    pub size: Option<u64>,
+    /// On-disk format: luks2 or luks1.
+    #[arg(long = "type", value_name = "TYPE", default_value = "luks2")]
+    pub luks_type: String,
+    /// Data cipher: aes-xts-plain64, aes-cbc-essiv:sha256 or aes-cbc-plain64.
+    #[arg(long, short = 'c', default_value = "aes-xts-plain64", value_name = "SPEC")]
+    pub cipher: String,
+    /// Volume key size in bits (512 or 256 for XTS; 256 or 128 for CBC).
+    #[arg(long, short = 's', value_name = "BITS")]
+    pub key_size: Option<usize>,
+    /// Encryption sector size in bytes (LUKS2: 512 to 4096, default 4096).
+    #[arg(long, value_name = "BYTES")]
+    pub sector_size: Option<u32>,
+    #[command(flatten)]
+    pub pbkdf: PbkdfArgs,
+    /// Volume label (LUKS2).
+    #[arg(long, value_name = "TEXT")]
+    pub label: Option<String>,
+    /// Subsystem label (LUKS2).
+    #[arg(long, value_name = "TEXT")]
+    pub subsystem: Option<String>,
+    /// The volume UUID (default: random).
+    #[arg(long, value_name = "UUID")]
+    pub uuid: Option<String>,
+    /// LUKS2 metadata size per copy: 16K, 32K, 64K, 128K, 256K, 512K, 1M, 2M or 4M.
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    pub luks2_metadata_size: Option<u64>,
+    /// LUKS2 keyslots area size.
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    pub luks2_keyslots_size: Option<u64>,
+    /// Data offset in 512-byte sectors.
+    #[arg(long, value_name = "SECTORS")]
+    pub offset: Option<u64>,
+    /// Read the new passphrase from FILE (exact bytes; `-` = standard input).
+    #[arg(long, short = 'd', value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
+    /// Do not ask before overwriting an existing LUKS header.
+    #[arg(long, short = 'q')]
+    pub batch_mode: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DumpArgs {
+    #[command(flatten)]
+    pub volume: VolumeArgs,
+    /// Print the parsed metadata as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Also print the volume key (needs a passphrase).
+    #[arg(long)]
+    pub dump_volume_key: bool,
+    #[command(flatten)]
+    pub key: KeyArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct TestKeyArgs {
+    #[command(flatten)]
+    pub volume: VolumeArgs,
+    #[command(flatten)]
+    pub key: KeyArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct AddKeyArgs {
+    #[command(flatten)]
+    pub volume: VolumeArgs,
+    #[command(flatten)]
+    pub key: KeyArgs,
+    /// Read the new passphrase from FILE (`-` = standard input).
+    #[arg(long, value_name = "FILE")]
+    pub new_key_file: Option<PathBuf>,
+    /// Put the new passphrase in this keyslot.
+    #[arg(long, value_name = "N")]
+    pub new_key_slot: Option<usize>,
+    #[command(flatten)]
+    pub pbkdf: PbkdfArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ChangeKeyArgs {
+    #[command(flatten)]
+    pub volume: VolumeArgs,
+    #[command(flatten)]
+    pub key: KeyArgs,
+    /// Read the new passphrase from FILE (`-` = standard input).
+    #[arg(long, value_name = "FILE")]
+    pub new_key_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub pbkdf: PbkdfArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RemoveKeyArgs {
+    #[command(flatten)]
+    pub volume: VolumeArgs,
+    #[command(flatten)]
+    pub key: KeyArgs,
+    /// Allow removing the last keyslot (the data becomes unrecoverable).
+    #[arg(long, short = 'q')]
+    pub batch_mode: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct KillSlotArgs {
+    #[command(flatten)]
+    pub volume: VolumeArgs,
+    /// The keyslot to wipe.
+    #[arg(value_name = "N")]
+    pub slot: usize,
+    /// A passphrase of another keyslot, proving the right to change the volume.
+    #[arg(long, short = 'd', value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
+    /// Wipe without a passphrase, even the last keyslot.
+    #[arg(long, short = 'q')]
+    pub batch_mode: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Add a token from a JSON file (`-` = standard input), like `cryptsetup token import`.
+    Add {
+        #[command(flatten)]
+        volume: VolumeArgs,
+        /// The token JSON.
+        #[arg(long, value_name = "FILE")]
+        json_file: PathBuf,
+        /// Use this token id (default: the first free one).
+        #[arg(long, value_name = "ID")]
+        token_id: Option<usize>,
+    },
+    /// Print a token's JSON.
+    Export {
+        #[command(flatten)]
+        volume: VolumeArgs,
+        #[arg(long, value_name = "ID")]
+        token_id: usize,
+    },
+    /// Remove a token.
+    Remove {
+        #[command(flatten)]
+        volume: VolumeArgs,
+        #[arg(long, value_name = "ID")]
+        token_id: usize,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HeaderCommand {
+    /// Copy the header (binary headers, metadata and keyslot areas) to FILE.
+    Backup {
+        #[command(flatten)]
+        volume: VolumeArgs,
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+    },
+    /// Write a header backup back onto the volume.
+    Restore {
+        #[command(flatten)]
+        volume: VolumeArgs,
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        /// Do not ask before replacing a different header.
+        #[arg(long, short = 'q')]
+        batch_mode: bool,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ExportArgs {
+    #[command(flatten)]
+    pub volume: VolumeArgs,
+    /// Output file, or `-` for standard output.
+    #[arg(value_name = "OUT")]
+    pub out: PathBuf,
+    /// Start at this plaintext byte offset.
+    #[arg(long, value_parser = parse_size, default_value = "0", value_name = "BYTES")]
+    pub offset: u64,
+    /// Export only this many bytes.
+    #[arg(long, value_parser = parse_size, value_name = "BYTES")]
+    pub length: Option<u64>,
+    #[command(flatten)]
+    pub key: KeyArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ImportArgs {
+    #[command(flatten)]
+    pub volume: VolumeArgs,
+    /// Input file, or `-` for standard input.
+    #[arg(value_name = "IN")]
+    pub input: PathBuf,
+    /// Write at this plaintext byte offset.
+    #[arg(long, value_parser = parse_size, default_value = "0", value_name = "BYTES")]
+    pub offset: u64,
+    #[command(flatten)]
+    pub key: KeyArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RepairArgs {
+    #[command(flatten)]
+    pub volume: VolumeArgs,
 }
 
 #[derive(Debug, clap::Args)]

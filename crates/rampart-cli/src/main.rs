@@ -3,6 +3,7 @@
 
 mod cli;
 mod commands;
+mod passphrase;
 mod size;
 
 use std::process::ExitCode;

@@ -1,4 +1,6 @@
 mod bench;
+mod copy;
+mod luks;
 mod rand;
 
 use crate::cli::{Args, Command};
@@ -7,5 +9,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     match args.command {
         Command::Bench(bench) => bench::run(&bench),
         Command::Rand(rand) => rand::run(&rand),
+        Command::Format(format) => luks::format(&format),
+        Command::Dump(dump) => luks::dump(&dump),
+        Command::TestKey(test) => luks::test_key(&test),
+        Command::AddKey(add) => luks::add_key(&add),
+        Command::ChangeKey(change) => luks::change_key(&change),
+        Command::RemoveKey(remove) => luks::remove_key(&remove),
+        Command::KillSlot(kill) => luks::kill_slot(&kill),
+        Command::Token(token) => luks::token(&token),
+        Command::Header(header) => luks::header(&header),
+        Command::Export(export) => copy::export(&export),
+        Command::Import(import) => copy::import(&import),
+        Command::Repair(repair) => luks::repair(&repair),
     }
 }

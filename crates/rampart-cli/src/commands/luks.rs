@@ -1,0 +1,443 @@
+//! The header verbs: format, dump, test-key, keyslot and token management,
+//! header backup/restore and repair.
+
+use std::fs::{File, OpenOptions};
+use std::io::{IsTerminal, Read, Write};
+use std::path::Path;
+
+use anyhow::{bail, Context};
+use rampart_crypto::SecretBytes;
+use rampart_luks::{
+    DataCipher, FormatOptions, LoadReport, Luks, LuksVersion, MetadataIo, PbkdfChoice, PbkdfKind,
+};
+use rampart_volume::VolumePaths;
+
+use crate::cli::{
+    AddKeyArgs, ChangeKeyArgs, DumpArgs, FormatArgs, HeaderCommand, KeyArgs, KillSlotArgs,
+    PbkdfArgs, RemoveKeyArgs, RepairArgs, TestKeyArgs, TokenCommand, VolumeArgs,
+};
+use crate::passphrase::Source;
+use crate::UsageError;
+
+pub fn paths(args: &VolumeArgs) -> VolumePaths {
+    VolumePaths::new(&args.volume, args.header.as_deref())
+}
+
+pub fn warn(report: &LoadReport) {
+    for warning in &report.warnings {
+        eprintln!("rampart: warning: {warning}");
+    }
+}
+
+/// Loads the header, reporting any fallback to the secondary copy.
+pub fn load(paths: &VolumePaths, write: bool) -> anyhow::Result<(File, Luks)> {
+    let (file, luks, report) = paths.load(write)?;
+    warn(&report);
+    Ok((file, luks))
+}
+
+/// Unlocks with the passphrase from `key`: the keyslot and the volume key.
+/// A wrong passphrase is a usage error (exit 2).
+pub fn unlock(
+    luks: &Luks,
+    header: &File,
+    key: &KeyArgs,
+    prompt: &str,
+) -> anyhow::Result<(usize, SecretBytes)> {
+    let passphrase = Source::new(key.key_file.as_deref(), prompt, false).read()?;
+    luks.unlock(header, passphrase.expose(), key.key_slot).map_err(auth_error)
+}
+
+/// Turns "no key available" into exit status 2; other errors stay runtime errors.
+pub fn auth_error(error: rampart_luks::Error) -> anyhow::Error {
+    match error {
+        rampart_luks::Error::NoKey => UsageError(error.to_string()).into(),
+        other => other.into(),
+    }
+}
+
+fn pbkdf_choice(args: &PbkdfArgs, version: LuksVersion) -> anyhow::Result<PbkdfChoice> {
+    let default_kind = match version {
+        LuksVersion::Luks1 => PbkdfKind::Pbkdf2,
+        LuksVersion::Luks2 => PbkdfKind::Argon2id,
+    };
+    let kind = match args.pbkdf.as_deref() {
+        None => default_kind,
+        Some("pbkdf2") => PbkdfKind::Pbkdf2,
+        Some("argon2i") => PbkdfKind::Argon2i,
+        Some("argon2id") => PbkdfKind::Argon2id,
+        Some(other) => {
+            return Err(UsageError(format!(
+                "unknown --pbkdf '{other}' (expected argon2id, argon2i or pbkdf2)"
+            ))
+            .into())
+        }
+    };
+    if version == LuksVersion::Luks1 && kind != PbkdfKind::Pbkdf2 {
+        return Err(UsageError("LUKS1 supports only --pbkdf pbkdf2".into()).into());
+    }
+    let hash_name = args.hash.as_deref().unwrap_or("sha256");
+    let hash = rampart_crypto::HashAlg::from_name(hash_name).ok_or_else(|| {
+        UsageError(format!("unknown --hash '{hash_name}' (expected sha1, sha256 or sha512)"))
+    })?;
+    let cores = u32::try_from(rampart_bench::available_cores()).unwrap_or(1);
+    let choice = PbkdfChoice {
+        kind,
+        hash,
+        iter_time_ms: args.iter_time.unwrap_or(2000),
+        forced_iterations: args.pbkdf_force_iterations,
+        memory_kib: args.pbkdf_memory.unwrap_or(1 << 20),
+        parallel: args.pbkdf_parallel.unwrap_or_else(|| cores.clamp(1, 4)),
+    };
+    if choice.iter_time_ms == 0 || choice.forced_iterations == Some(0) || choice.parallel == 0 {
+        return Err(
+            UsageError("KDF time, iterations and parallelism must be at least 1".into()).into()
+        );
+    }
+    Ok(choice)
+}
+
+fn confirm(question: &str) -> anyhow::Result<bool> {
+    if !std::io::stdin().is_terminal() {
+        return Ok(false);
+    }
+    eprint!("{question} (Type 'yes' in capital letters): ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer).context("cannot read the answer")?;
+    Ok(answer.trim_end() == "YES")
+}
+
+pub fn format(args: &FormatArgs) -> anyhow::Result<()> {
+    let version = match args.luks_type.as_str() {
+        "luks2" => LuksVersion::Luks2,
+        "luks1" | "luks" => LuksVersion::Luks1,
+        other => {
+            return Err(
+                UsageError(format!("unknown --type '{other}' (expected luks2 or luks1)")).into()
+            )
+        }
+    };
+    let cipher = DataCipher::from_spec(&args.cipher).map_err(|e| UsageError(e.to_string()))?;
+    let default_bits = if cipher == DataCipher::AesXtsPlain64 { 512 } else { 256 };
+    let key_bits = args.key_size.unwrap_or(default_bits);
+    let valid_bits: &[usize] =
+        if cipher == DataCipher::AesXtsPlain64 { &[256, 512] } else { &[128, 256] };
+    if !valid_bits.contains(&key_bits) {
+        return Err(UsageError(format!(
+            "--key-size {key_bits} is not valid for {} (use {valid_bits:?})",
+            cipher.spec()
+        ))
+        .into());
+    }
+    let sector_size = args.sector_size.unwrap_or(match version {
+        LuksVersion::Luks2 => 4096,
+        LuksVersion::Luks1 => 512,
+    });
+    let pbkdf = pbkdf_choice(&args.pbkdf, version)?;
+    let paths = paths(&args.volume);
+    let options = FormatOptions {
+        version,
+        cipher,
+        key_bytes: key_bits / 8,
+        sector_size,
+        pbkdf,
+        label: args.label.clone(),
+        subsystem: args.subsystem.clone(),
+        metadata_size: args.luks2_metadata_size,
+        keyslots_size: args.luks2_keyslots_size,
+        detached_header: paths.header.is_some(),
+        data_offset: args.offset.map(|sectors| sectors.saturating_mul(512)),
+        uuid: args.uuid.clone(),
+    };
+
+    create_if_missing(&paths.data, args.size)?;
+    if let Some(header) = &paths.header {
+        if !header.exists() {
+            File::create(header)
+                .with_context(|| format!("cannot create header file {}", header.display()))?;
+        }
+    }
+    let header = paths.open_header(true)?;
+    if Luks::load(&header).is_ok() && !args.batch_mode {
+        let question = format!(
+            "This will overwrite the LUKS header on {} irrevocably. Are you sure?",
+            paths.header_path().display()
+        );
+        if !confirm(&question)? {
+            return Err(UsageError(format!(
+                "{} already holds a LUKS header; add --batch-mode (-q) to overwrite it",
+                paths.header_path().display()
+            ))
+            .into());
+        }
+    }
+    let passphrase =
+        Source::new(args.key_file.as_deref(), "Enter passphrase for the new volume: ", true)
+            .read()?;
+    let (luks, _key) = Luks::format(&header, &options, passphrase.expose())?;
+    // The data area must exist behind a detached header too.
+    let data_len = std::fs::metadata(&paths.data)
+        .with_context(|| format!("cannot stat {}", paths.data.display()))?
+        .len();
+    if paths.header.is_none() && data_len <= luks.metadata_end() {
+        bail!(
+            "{} ({data_len} bytes) has no room for data after the {}-byte header; give a larger --size",
+            paths.data.display(),
+            luks.metadata_end()
+        );
+    }
+    Ok(())
+}
+
+/// Creates `path` with `size` bytes (sparse) when it does not exist.
+fn create_if_missing(path: &Path, size: Option<u64>) -> anyhow::Result<()> {
+    match (path.exists(), size) {
+        (true, _) => Ok(()),
+        (false, Some(size)) => {
+            let file = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(path)
+                .with_context(|| format!("cannot create {}", path.display()))?;
+            file.set_len(size).with_context(|| format!("cannot size {}", path.display()))?;
+            file.sync_all().with_context(|| format!("cannot sync {}", path.display()))
+        }
+        (false, None) => {
+            Err(UsageError(format!("{} does not exist; give --size to create it", path.display()))
+                .into())
+        }
+    }
+}
+
+pub fn dump(args: &DumpArgs) -> anyhow::Result<()> {
+    let paths = paths(&args.volume);
+    let (header, luks) = load(&paths, false)?;
+    let key = if args.dump_volume_key {
+        Some(unlock(&luks, &header, &args.key, "Enter passphrase: ")?)
+    } else {
+        None
+    };
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let mut value = luks.to_json();
+        if let Some((slot, key)) = &key {
+            value["volume_key"] = hex(key.expose()).into();
+            value["unlocked_keyslot"] = (*slot).into();
+        }
+        serde_json::to_writer_pretty(&mut out, &value)?;
+        writeln!(out)?;
+    } else {
+        write!(out, "{}", luks.dump_text())?;
+        if let Some((_, key)) = &key {
+            writeln!(out, "Volume key ({} bits):", key.len() * 8)?;
+            for chunk in key.expose().chunks(16) {
+                writeln!(out, "\t{}", hex(chunk))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub fn test_key(args: &TestKeyArgs) -> anyhow::Result<()> {
+    let paths = paths(&args.volume);
+    let (header, luks) = load(&paths, false)?;
+    let (slot, _) = unlock(&luks, &header, &args.key, "Enter passphrase: ")?;
+    if std::io::stderr().is_terminal() {
+        eprintln!("Key slot {slot} unlocked.");
+    }
+    Ok(())
+}
+
+pub fn add_key(args: &AddKeyArgs) -> anyhow::Result<()> {
+    let paths = paths(&args.volume);
+    let (header, mut luks) = load(&paths, true)?;
+    let (_, volume_key) = unlock(&luks, &header, &args.key, "Enter any existing passphrase: ")?;
+    let pbkdf = pbkdf_choice(&args.pbkdf, luks.version())?;
+    let new = Source::new(args.new_key_file.as_deref(), "Enter new passphrase: ", true).read()?;
+    let slot = luks.add_keyslot(&header, &volume_key, new.expose(), &pbkdf, args.new_key_slot)?;
+    if std::io::stderr().is_terminal() {
+        eprintln!("Key slot {slot} created.");
+    }
+    Ok(())
+}
+
+pub fn change_key(args: &ChangeKeyArgs) -> anyhow::Result<()> {
+    let paths = paths(&args.volume);
+    let (header, mut luks) = load(&paths, true)?;
+    let (old_slot, volume_key) =
+        unlock(&luks, &header, &args.key, "Enter passphrase to be changed: ")?;
+    let pbkdf = pbkdf_choice(&args.pbkdf, luks.version())?;
+    let new = Source::new(args.new_key_file.as_deref(), "Enter new passphrase: ", true).read()?;
+    // The new slot is complete on disk before the old one goes, so a crash
+    // in between leaves both passphrases working, never neither.
+    let new_slot = luks.add_keyslot(&header, &volume_key, new.expose(), &pbkdf, None)?;
+    luks.remove_keyslot(&header, old_slot)?;
+    if std::io::stderr().is_terminal() {
+        eprintln!("Key slot {old_slot} replaced by key slot {new_slot}.");
+    }
+    Ok(())
+}
+
+pub fn remove_key(args: &RemoveKeyArgs) -> anyhow::Result<()> {
+    let paths = paths(&args.volume);
+    let (header, mut luks) = load(&paths, true)?;
+    let (slot, _) = unlock(&luks, &header, &args.key, "Enter passphrase to be deleted: ")?;
+    if luks.active_keyslots().len() == 1 && !args.batch_mode {
+        return Err(UsageError(format!(
+            "keyslot {slot} is the last one; removing it makes the data unrecoverable (add --batch-mode to do it anyway)"
+        ))
+        .into());
+    }
+    luks.remove_keyslot(&header, slot)?;
+    Ok(())
+}
+
+pub fn kill_slot(args: &KillSlotArgs) -> anyhow::Result<()> {
+    let paths = paths(&args.volume);
+    let (header, mut luks) = load(&paths, true)?;
+    let active = luks.active_keyslots();
+    if !active.contains(&args.slot) {
+        return Err(UsageError(format!("keyslot {} is not active", args.slot)).into());
+    }
+    let others: Vec<usize> = active.iter().copied().filter(|&s| s != args.slot).collect();
+    if !args.batch_mode {
+        if others.is_empty() {
+            return Err(UsageError(format!(
+                "keyslot {} is the last one; wiping it makes the data unrecoverable (add --batch-mode to do it anyway)",
+                args.slot
+            ))
+            .into());
+        }
+        // Prove the right to change the volume with a passphrase of a slot
+        // that stays.
+        let passphrase =
+            Source::new(args.key_file.as_deref(), "Enter any remaining passphrase: ", false)
+                .read()?;
+        let opened = others
+            .iter()
+            .any(|&slot| luks.unlock(&header, passphrase.expose(), Some(slot)).is_ok());
+        if !opened {
+            return Err(auth_error(rampart_luks::Error::NoKey));
+        }
+    }
+    luks.remove_keyslot(&header, args.slot)?;
+    Ok(())
+}
+
+pub fn token(command: &TokenCommand) -> anyhow::Result<()> {
+    match command {
+        TokenCommand::Add { volume, json_file, token_id } => {
+            let paths = paths(volume);
+            let (header, mut luks) = load(&paths, true)?;
+            let mut text = Vec::new();
+            let limit = 1 << 20;
+            if json_file == Path::new("-") {
+                std::io::stdin().lock().take(limit).read_to_end(&mut text)?;
+            } else {
+                File::open(json_file)
+                    .and_then(|f| f.take(limit).read_to_end(&mut text))
+                    .with_context(|| format!("cannot read {}", json_file.display()))?;
+            }
+            let token: serde_json::Value = serde_json::from_slice(&text).map_err(|e| {
+                UsageError(format!("{} is not valid JSON: {e}", json_file.display()))
+            })?;
+            let id = luks.add_token(&header, token, *token_id)?;
+            println!("{id}");
+            Ok(())
+        }
+        TokenCommand::Export { volume, token_id } => {
+            let (_, luks) = load(&paths(volume), false)?;
+            let token = luks
+                .tokens()
+                .into_iter()
+                .find(|(id, _)| id == token_id)
+                .ok_or_else(|| UsageError(format!("token {token_id} does not exist")))?;
+            println!("{}", serde_json::to_string(&token.1)?);
+            Ok(())
+        }
+        TokenCommand::Remove { volume, token_id } => {
+            let paths = paths(volume);
+            let (header, mut luks) = load(&paths, true)?;
+            luks.remove_token(&header, *token_id)?;
+            Ok(())
+        }
+    }
+}
+
+pub fn header(command: &HeaderCommand) -> anyhow::Result<()> {
+    match command {
+        HeaderCommand::Backup { volume, file } => {
+            let paths = paths(volume);
+            let (header, luks) = load(&paths, false)?;
+            let size = luks.header_bytes();
+            let mut bytes = vec![0u8; usize::try_from(size).context("header too large")?];
+            header.read_at(0, &mut bytes).context("cannot read the header")?;
+            let mut out = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(file)
+                .with_context(|| format!("cannot create {}", file.display()))?;
+            out.write_all(&bytes)
+                .and_then(|()| out.sync_all())
+                .with_context(|| format!("cannot write {}", file.display()))?;
+            Ok(())
+        }
+        HeaderCommand::Restore { volume, file, batch_mode } => {
+            let paths = paths(volume);
+            let backup =
+                File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
+            let (restored, report) = Luks::load(&backup).map_err(|e| {
+                UsageError(format!("{} is not a valid header backup: {e}", file.display()))
+            })?;
+            warn(&report);
+            let target = paths.open_header(true)?;
+            if let Ok((current, _)) = Luks::load(&target) {
+                if current.uuid() != restored.uuid() && !batch_mode {
+                    let question = format!(
+                        "The backup's UUID {} differs from the volume's {}. Replace the header?",
+                        restored.uuid(),
+                        current.uuid()
+                    );
+                    if !confirm(&question)? {
+                        return Err(UsageError(format!(
+                            "the backup belongs to another volume (UUID {}); add --batch-mode to restore it anyway",
+                            restored.uuid()
+                        ))
+                        .into());
+                    }
+                }
+            }
+            let size = restored.header_bytes();
+            let target_len = target.len().context("cannot size the volume")?;
+            if size > target_len {
+                bail!(
+                    "the header backup ({size} bytes) is larger than {}",
+                    paths.header_path().display()
+                );
+            }
+            let mut bytes = vec![0u8; usize::try_from(size).context("header too large")?];
+            backup.read_at(0, &mut bytes).context("cannot read the backup")?;
+            target.write_at(0, &bytes).context("cannot write the header")?;
+            target.sync().context("cannot sync the header")?;
+            Ok(())
+        }
+    }
+}
+
+pub fn repair(args: &RepairArgs) -> anyhow::Result<()> {
+    let paths = paths(&args.volume);
+    let (header, mut luks, report) = paths.load(true)?;
+    warn(&report);
+    if !report.used_secondary && report.warnings.is_empty() {
+        println!("No damage found in {}.", paths.header_path().display());
+        return Ok(());
+    }
+    luks.write(&header)?;
+    println!("Rewrote both header copies of {}.", paths.header_path().display());
+    Ok(())
+}

@@ -1,0 +1,418 @@
+//! The LUKS on-disk formats: reading, verifying and writing LUKS2 and LUKS1
+//! headers, byte-compatible with cryptsetup 2.6+.
+//!
+//! [`Luks::load`] reads and validates a header of either version (for
+//! LUKS2, both copies, recovering from a damaged one);
+//! [`Luks::unlock`] recovers the volume key from a passphrase;
+//! [`Luks::format`] writes a new header; keyslots and tokens are added and
+//! removed in place with crash-safe ordering.
+//!
+//! All cryptography comes from `rampart-crypto`. Every secret (passphrase-
+//! derived keys, volume keys, anti-forensic material) lives in a
+//! [`SecretBytes`] that is wiped on drop; no error or `Debug` output ever
+//! contains one.
+#![forbid(unsafe_code)]
+
+mod af;
+mod cipher;
+mod error;
+mod io;
+mod luks1;
+mod luks2;
+mod pbkdf;
+mod reader;
+mod uuid;
+
+pub use cipher::DataCipher;
+pub use error::{Error, Result};
+pub use io::{MemoryIo, MetadataIo};
+pub use pbkdf::{pbkdf_for_time, KdfParams, PbkdfChoice, PbkdfKind};
+pub use rampart_crypto::{HashAlg, SecretBytes};
+
+use rampart_crypto::random_secret;
+use serde_json::Value;
+
+use crate::luks1::Luks1;
+use crate::luks2::Luks2;
+
+/// The LUKS header version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LuksVersion {
+    Luks1,
+    Luks2,
+}
+
+/// Where and how the encrypted data lives.
+#[derive(Debug, Clone)]
+pub struct Segment {
+    /// Bytes from the start of the data device.
+    pub offset: u64,
+    /// `None`: to the end of the device.
+    pub size: Option<u64>,
+    pub cipher: DataCipher,
+    pub key_bytes: usize,
+    /// Encryption sector size in bytes.
+    pub sector_size: u32,
+    /// The IV/tweak of the first sector, in 512-byte units.
+    pub iv_tweak: u64,
+}
+
+/// Options of [`Luks::format`] (cryptsetup `luksFormat` options).
+#[derive(Debug, Clone)]
+pub struct FormatOptions {
+    pub version: LuksVersion,
+    pub cipher: DataCipher,
+    /// Volume key size: 64 for 512-bit AES-XTS.
+    pub key_bytes: usize,
+    /// LUKS2: a power of two from 512 to 4096. LUKS1: 512.
+    pub sector_size: u32,
+    pub pbkdf: PbkdfChoice,
+    pub label: Option<String>,
+    pub subsystem: Option<String>,
+    /// LUKS2 size of one header copy (binary header and JSON area): a power
+    /// of two from 16 KiB (the default) to 4 MiB.
+    pub metadata_size: Option<u64>,
+    /// LUKS2 keyslots area size (a multiple of 4096, at most 128 MiB).
+    pub keyslots_size: Option<u64>,
+    /// The device given to `format` is a header file; the data offset is 0
+    /// (in the data device) unless `data_offset` says otherwise.
+    pub detached_header: bool,
+    /// Data offset in bytes.
+    pub data_offset: Option<u64>,
+    pub uuid: Option<String>,
+}
+
+impl Default for FormatOptions {
+    /// cryptsetup 2.6's defaults: LUKS2, aes-xts-plain64 with a 512-bit
+    /// key, 4096-byte sectors, argon2id.
+    fn default() -> Self {
+        Self {
+            version: LuksVersion::Luks2,
+            cipher: DataCipher::AesXtsPlain64,
+            key_bytes: 64,
+            sector_size: 4096,
+            pbkdf: PbkdfChoice::default(),
+            label: None,
+            subsystem: None,
+            metadata_size: None,
+            keyslots_size: None,
+            detached_header: false,
+            data_offset: None,
+            uuid: None,
+        }
+    }
+}
+
+impl FormatOptions {
+    /// cryptsetup's defaults for `version` (LUKS1: PBKDF2-SHA256 and
+    /// 512-byte sectors).
+    #[must_use]
+    pub fn default_for(version: LuksVersion) -> Self {
+        match version {
+            LuksVersion::Luks2 => Self::default(),
+            LuksVersion::Luks1 => Self {
+                version,
+                sector_size: 512,
+                pbkdf: PbkdfChoice::luks1_default(),
+                ..Self::default()
+            },
+        }
+    }
+}
+
+/// What [`Luks::load`] had to work around.
+#[derive(Debug, Clone, Default)]
+pub struct LoadReport {
+    /// The LUKS2 header was read from the secondary copy.
+    pub used_secondary: bool,
+    /// One line per problem found, e.g. a damaged header copy.
+    pub warnings: Vec<String>,
+}
+
+/// A loaded, verified LUKS header of either version. It holds no key
+/// material.
+#[derive(Clone)]
+pub struct Luks {
+    inner: Inner,
+}
+
+#[derive(Clone)]
+enum Inner {
+    V1(Box<Luks1>),
+    V2(Box<Luks2>),
+}
+
+impl std::fmt::Debug for Luks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Luks")
+            .field("version", &self.version())
+            .field("uuid", &self.uuid())
+            .field("keyslots", &self.active_keyslots())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Luks {
+    /// Reads and validates the header on `io`. A damaged LUKS2 copy is
+    /// reported in the [`LoadReport`] and the other copy is used.
+    pub fn load(io: &dyn MetadataIo) -> Result<(Luks, LoadReport)> {
+        let mut report = LoadReport::default();
+        let dev_len = io.len()?;
+        let mut start = [0u8; 8];
+        let have_start = dev_len >= 8 && io.read_at(0, &mut start).is_ok();
+        let magic_ok = have_start && start[..6] == luks1::MAGIC;
+        let version = u16::from_be_bytes([start[6], start[7]]);
+        let inner = match (magic_ok, version) {
+            (true, 1) => Inner::V1(Box::new(Luks1::load(io, dev_len, &mut report)?)),
+            (true, 2) => Inner::V2(Box::new(Luks2::load(io, dev_len, &mut report)?)),
+            _ if luks2::find_secondary(io, dev_len) => {
+                Inner::V2(Box::new(Luks2::load(io, dev_len, &mut report)?))
+            }
+            (true, v) => {
+                return Err(Error::corrupt(format!("unsupported LUKS version {v}")));
+            }
+            (false, _) if dev_len < 4096 => {
+                return Err(Error::NotLuks(format!(
+                    "no LUKS header found (the device is only {dev_len} bytes)"
+                )));
+            }
+            (false, _) => return Err(Error::NotLuks("no LUKS header found (bad magic)".into())),
+        };
+        Ok((Luks { inner }, report))
+    }
+
+    /// Writes a new header with a fresh random volume key in keyslot 0 and
+    /// returns the key.
+    pub fn format(
+        io: &dyn MetadataIo,
+        opts: &FormatOptions,
+        passphrase: &[u8],
+    ) -> Result<(Luks, SecretBytes)> {
+        if opts.key_bytes == 0 || opts.key_bytes > af::MAX_KEY_BYTES {
+            return Err(Error::invalid(format!(
+                "key size {} bytes is not supported",
+                opts.key_bytes
+            )));
+        }
+        let key = loop {
+            let key = random_secret(opts.key_bytes)?;
+            // AES-XTS refuses keys whose halves are equal; draw again.
+            let half = key.len() / 2;
+            if opts.cipher != DataCipher::AesXtsPlain64
+                || key.expose()[..half] != key.expose()[half..]
+            {
+                break key;
+            }
+        };
+        let luks = Self::format_with_key(io, opts, &key, passphrase)?;
+        Ok((luks, key))
+    }
+
+    /// Writes a new header holding `volume_key` in keyslot 0: both LUKS2
+    /// copies (or the LUKS1 header), the keyslots area filled with random
+    /// bytes as cryptsetup does, and the keyslot.
+    pub fn format_with_key(
+        io: &dyn MetadataIo,
+        opts: &FormatOptions,
+        volume_key: &SecretBytes,
+        passphrase: &[u8],
+    ) -> Result<Luks> {
+        if volume_key.len() != opts.key_bytes {
+            return Err(Error::invalid(format!(
+                "the volume key is {} bytes but the options say {}",
+                volume_key.len(),
+                opts.key_bytes
+            )));
+        }
+        let inner = match opts.version {
+            LuksVersion::Luks1 => {
+                Inner::V1(Box::new(Luks1::format(io, opts, volume_key, passphrase)?))
+            }
+            LuksVersion::Luks2 => {
+                Inner::V2(Box::new(Luks2::format(io, opts, volume_key, passphrase)?))
+            }
+        };
+        Ok(Luks { inner })
+    }
+
+    #[must_use]
+    pub fn version(&self) -> LuksVersion {
+        match self.inner {
+            Inner::V1(_) => LuksVersion::Luks1,
+            Inner::V2(_) => LuksVersion::Luks2,
+        }
+    }
+
+    #[must_use]
+    pub fn uuid(&self) -> &str {
+        match &self.inner {
+            Inner::V1(h) => h.uuid(),
+            Inner::V2(h) => h.uuid(),
+        }
+    }
+
+    /// The LUKS2 label (LUKS1 has none).
+    #[must_use]
+    pub fn label(&self) -> Option<&str> {
+        match &self.inner {
+            Inner::V1(_) => None,
+            Inner::V2(h) => h.label(),
+        }
+    }
+
+    /// The LUKS2 subsystem label (LUKS1 has none).
+    #[must_use]
+    pub fn subsystem(&self) -> Option<&str> {
+        match &self.inner {
+            Inner::V1(_) => None,
+            Inner::V2(h) => h.subsystem(),
+        }
+    }
+
+    /// The data segment. LUKS2 headers with several segments (a
+    /// reencryption in progress), integrity protection or an unsupported
+    /// cipher are refused.
+    pub fn segment(&self) -> Result<Segment> {
+        match &self.inner {
+            Inner::V1(h) => h.segment(),
+            Inner::V2(h) => h.segment(),
+        }
+    }
+
+    /// Bytes reserved for the header and keyslots: the earliest possible
+    /// data offset.
+    #[must_use]
+    pub fn metadata_end(&self) -> u64 {
+        match &self.inner {
+            Inner::V1(h) => h.metadata_end(),
+            Inner::V2(h) => h.metadata_end(),
+        }
+    }
+
+    /// Recovers the volume key with `passphrase`, trying every active
+    /// keyslot (in priority order) or just `slot`.
+    pub fn unlock(
+        &self,
+        io: &dyn MetadataIo,
+        passphrase: &[u8],
+        slot: Option<usize>,
+    ) -> Result<(usize, SecretBytes)> {
+        match &self.inner {
+            Inner::V1(h) => h.unlock(io, passphrase, slot),
+            Inner::V2(h) => h.unlock(io, passphrase, slot),
+        }
+    }
+
+    /// Whether `key` is this volume's key (checked against the digest).
+    pub fn verify_volume_key(&self, key: &SecretBytes) -> Result<bool> {
+        match &self.inner {
+            Inner::V1(h) => h.verify_volume_key(key),
+            Inner::V2(h) => h.verify_volume_key(key),
+        }
+    }
+
+    /// Stores `volume_key` under `passphrase` in a free keyslot (or `slot`).
+    /// The key material is written and synced before the header refers to it.
+    pub fn add_keyslot(
+        &mut self,
+        io: &dyn MetadataIo,
+        volume_key: &SecretBytes,
+        passphrase: &[u8],
+        pbkdf: &PbkdfChoice,
+        slot: Option<usize>,
+    ) -> Result<usize> {
+        match &mut self.inner {
+            Inner::V1(h) => h.add_keyslot(io, volume_key, passphrase, pbkdf, slot),
+            Inner::V2(h) => h.add_keyslot(io, volume_key, passphrase, pbkdf, slot),
+        }
+    }
+
+    /// Overwrites the keyslot's key material with random bytes, then removes
+    /// it from the header.
+    pub fn remove_keyslot(&mut self, io: &dyn MetadataIo, slot: usize) -> Result<()> {
+        match &mut self.inner {
+            Inner::V1(h) => h.remove_keyslot(io, slot),
+            Inner::V2(h) => h.remove_keyslot(io, slot),
+        }
+    }
+
+    /// The ids of the keyslots in use.
+    #[must_use]
+    pub fn active_keyslots(&self) -> Vec<usize> {
+        match &self.inner {
+            Inner::V1(h) => h.active_keyslots(),
+            Inner::V2(h) => h.active_keyslots(),
+        }
+    }
+
+    /// The LUKS2 tokens, as stored (LUKS1: none).
+    #[must_use]
+    pub fn tokens(&self) -> Vec<(usize, Value)> {
+        match &self.inner {
+            Inner::V1(_) => Vec::new(),
+            Inner::V2(h) => h.tokens(),
+        }
+    }
+
+    /// Adds a LUKS2 token: a JSON object with a `type` string and a
+    /// `keyslots` array of existing keyslot ids (as strings).
+    pub fn add_token(
+        &mut self,
+        io: &dyn MetadataIo,
+        token: Value,
+        id: Option<usize>,
+    ) -> Result<usize> {
+        match &mut self.inner {
+            Inner::V1(_) => Err(Error::invalid("LUKS1 headers have no tokens")),
+            Inner::V2(h) => h.add_token(io, token, id),
+        }
+    }
+
+    /// Removes a LUKS2 token.
+    pub fn remove_token(&mut self, io: &dyn MetadataIo, id: usize) -> Result<()> {
+        match &mut self.inner {
+            Inner::V1(_) => Err(Error::invalid("LUKS1 headers have no tokens")),
+            Inner::V2(h) => h.remove_token(io, id),
+        }
+    }
+
+    /// Rewrites the header. LUKS2: with the next seqid, the copy not loaded
+    /// from first (the secondary when both were valid), each synced, so one
+    /// valid copy always exists. LUKS1: one header write and a sync.
+    pub fn write(&mut self, io: &dyn MetadataIo) -> Result<()> {
+        match &mut self.inner {
+            Inner::V1(h) => h.write(io),
+            Inner::V2(h) => h.write(io),
+        }
+    }
+
+    /// The size of the header region to back up: the data offset, or for a
+    /// detached header the header copies and keyslots area.
+    #[must_use]
+    pub fn header_bytes(&self) -> u64 {
+        match &self.inner {
+            Inner::V1(h) => h.header_bytes(),
+            Inner::V2(h) => h.header_bytes(),
+        }
+    }
+
+    /// A `cryptsetup luksDump`-like description.
+    #[must_use]
+    pub fn dump_text(&self) -> String {
+        match &self.inner {
+            Inner::V1(h) => h.dump_text(),
+            Inner::V2(h) => h.dump_text(),
+        }
+    }
+
+    /// The parsed metadata as JSON: `version`, `uuid`, `label`,
+    /// `data_offset`, `sector_size`, `cipher`, `key_bits`, `keyslots`,
+    /// `tokens` (and a few more).
+    #[must_use]
+    pub fn to_json(&self) -> Value {
+        match &self.inner {
+            Inner::V1(h) => h.to_json(),
+            Inner::V2(h) => h.to_json(),
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! LUKS2 `luks2` keyslots: opening one with a passphrase, storing a key in
+//! a new one, and allocating its binary area.
+
+use rampart_crypto::{fill_random, HashAlg, SecretBytes};
+
+use super::json::{Af, Area, Kdf, Keyslot, Luks2Keyslot, Metadata, RawArea, U64Str};
+use super::validate::{hash_alg, kdf_params, Layout, SALT_LEN};
+use crate::cipher::{crypt_material, DataCipher};
+use crate::io::{read_exact, MetadataIo};
+use crate::pbkdf::{KdfParams, PbkdfKind};
+use crate::{af, Error, Result};
+
+/// Recovers the key stored in keyslot `id` with `passphrase`. The result is
+/// a candidate: the caller checks it against the digest.
+pub(crate) fn open(
+    io: &dyn MetadataIo,
+    id: usize,
+    ks: &Luks2Keyslot,
+    passphrase: &[u8],
+) -> Result<SecretBytes> {
+    let what = format!("keyslot {id}");
+    let cipher = DataCipher::from_spec(&ks.area.encryption)
+        .map_err(|e| Error::UnsupportedCipher(format!("{what}: {}", unsupported_msg(&e))))?;
+    let area_key = ks.area.key_size as usize;
+    cipher.check_key_bytes(area_key)?;
+    let af_hash = hash_alg(&ks.af.hash, &format!("{what} anti-forensic splitter"))?;
+    let (params, salt) = kdf_params(&ks.kdf, &what)?;
+    let key_len = ks.key_size as usize;
+    let material_len = af::split_sectors_bytes(key_len, ks.af.stripes)?;
+    let derived = params.derive(passphrase, &salt, area_key)?;
+    let mut material = SecretBytes::zeroed(material_len);
+    read_exact(io, ks.area.offset.0, material.expose_mut(), &format!("{what} area"))?;
+    crypt_material(cipher, derived.expose(), material.expose_mut(), false)?;
+    af::merge(material.expose(), key_len, ks.af.stripes, af_hash)
+}
+
+fn unsupported_msg(e: &Error) -> String {
+    match e {
+        Error::UnsupportedCipher(msg) => msg.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The area size cryptsetup allocates for a key: the split material rounded
+/// up to 4096 bytes.
+pub(crate) fn area_size_for(key_bytes: usize) -> Result<u64> {
+    let material = af::split_sectors_bytes(key_bytes, af::STRIPES)?;
+    Ok((material as u64).div_ceil(4096) * 4096)
+}
+
+/// The first gap in the keyslots area that holds an area for a key of
+/// `key_bytes` (cryptsetup's first-fit allocation).
+pub(crate) fn find_area(meta: &Metadata, layout: &Layout, key_bytes: usize) -> Result<Area> {
+    let size = area_size_for(key_bytes)?;
+    let mut used: Vec<Area> = meta.keyslots.values().map(Keyslot::area).collect();
+    used.sort_by_key(|a| a.offset);
+    let mut offset = layout.keyslots_offset();
+    for area in used {
+        if offset.checked_add(size).is_some_and(|end| end <= area.offset) {
+            break;
+        }
+        // Validated areas lie inside the keyslots area: no overflow.
+        offset = offset.max(area.offset + area.size);
+    }
+    match offset.checked_add(size) {
+        Some(end) if end <= layout.metadata_end() => Ok(Area { offset, size }),
+        _ => Err(Error::NoSpace(format!(
+            "the keyslots area ({} bytes) has no free {size}-byte area for another keyslot",
+            layout.keyslots_size
+        ))),
+    }
+}
+
+/// The lowest keyslot id not in use.
+pub(crate) fn free_id(meta: &Metadata) -> Option<usize> {
+    (0..=super::json::MAX_ID).find(|id| !meta.keyslots.contains_key(id))
+}
+
+/// The JSON of a new keyslot holding a `key_bytes` key in `area`, encrypted
+/// with `cipher` under a key derived with `params`.
+pub(crate) fn new_keyslot(
+    key_bytes: usize,
+    cipher: DataCipher,
+    area: Area,
+    params: &KdfParams,
+    af_hash: HashAlg,
+) -> Result<Luks2Keyslot> {
+    let mut salt = [0u8; SALT_LEN];
+    fill_random(&mut salt)?;
+    let salt = super::json::b64_encode(&salt);
+    let kdf = match *params {
+        KdfParams::Pbkdf2 { hash, iterations } => {
+            Kdf::Pbkdf2 { hash: hash.name().into(), iterations, salt }
+        }
+        KdfParams::Argon2 { kind: PbkdfKind::Argon2i, time, memory_kib, parallel } => {
+            Kdf::Argon2i { time, memory: memory_kib, cpus: parallel, salt }
+        }
+        KdfParams::Argon2 { time, memory_kib, parallel, .. } => {
+            Kdf::Argon2id { time, memory: memory_kib, cpus: parallel, salt }
+        }
+    };
+    let key_size = u32::try_from(key_bytes).map_err(|_| Error::invalid("key too large"))?;
+    Ok(Luks2Keyslot {
+        kind: "luks2".into(),
+        key_size,
+        af: Af {
+            kind: "luks1".into(),
+            stripes: af::STRIPES,
+            hash: af_hash.name().into(),
+            extra: serde_json::Map::new(),
+        },
+        area: RawArea {
+            kind: "raw".into(),
+            offset: U64Str(area.offset),
+            size: U64Str(area.size),
+            encryption: cipher.spec().into(),
+            key_size,
+            extra: serde_json::Map::new(),
+        },
+        kdf,
+        priority: None,
+        extra: serde_json::Map::new(),
+    })
+}
+
+/// Splits, encrypts and writes `key` into the area of keyslot `ks`, then
+/// syncs. The header is not touched.
+pub(crate) fn store(
+    io: &dyn MetadataIo,
+    ks: &Luks2Keyslot,
+    key: &SecretBytes,
+    passphrase: &[u8],
+) -> Result<()> {
+    let cipher = DataCipher::from_spec(&ks.area.encryption)?;
+    let af_hash = hash_alg(&ks.af.hash, "new keyslot")?;
+    let (params, salt) = kdf_params(&ks.kdf, "new keyslot")?;
+    let derived = params.derive(passphrase, &salt, ks.area.key_size as usize)?;
+    let mut material = af::split(key.expose(), ks.af.stripes, af_hash)?;
+    crypt_material(cipher, derived.expose(), material.expose_mut(), true)?;
+    io.write_at(ks.area.offset.0, material.expose())?;
+    io.sync()?;
+    Ok(())
+}
+
+/// Overwrites `area` with random bytes and syncs.
+pub(crate) fn wipe_area(io: &dyn MetadataIo, area: Area) -> Result<()> {
+    crate::io::write_random(io, area.offset, area.size)?;
+    io.sync()?;
+    Ok(())
+}

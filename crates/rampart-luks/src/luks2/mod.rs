@@ -1,0 +1,666 @@
+//! LUKS2: loading (with recovery from either header copy), crash-safe
+//! writing, formatting and keyslot and token management.
+
+pub(crate) mod binary;
+mod digest;
+mod dump;
+pub(crate) mod json;
+mod keyslot;
+mod segment;
+mod token;
+mod validate;
+
+use rampart_crypto::{fill_random, SecretBytes};
+use serde_json::Value;
+
+use self::binary::{BinaryHeader, Copy, RawCopy, BIN_SIZE, HDR_SIZES, SALT_LEN};
+use self::json::{Config, DigestJson, IdRef, Keyslot, Metadata, U64Str};
+use self::validate::{Layout, MAX_KEYSLOTS_SIZE};
+use crate::io::{write_random, write_zeros, MetadataIo};
+use crate::pbkdf::{pbkdf2_iterations_for, pbkdf_for_time, PbkdfChoice};
+use crate::{Error, FormatOptions, LoadReport, Result, Segment};
+
+/// cryptsetup's `LUKS2_DEFAULT_HDR_SIZE`: header plus keyslots, 16 MiB.
+const DEFAULT_HDR_AND_KEYSLOTS: u64 = 16 * 1024 * 1024;
+/// Data is aligned to 1 MiB by default.
+const DATA_ALIGNMENT: u64 = 1024 * 1024;
+/// Time target of the volume key digest (cryptsetup's `LUKS_MKD_ITERATIONS_MS`).
+const DIGEST_ITER_MS: u32 = 125;
+
+/// A loaded, validated LUKS2 header.
+#[derive(Debug, Clone)]
+pub(crate) struct Luks2 {
+    /// The binary header of the copy in use (its seqid is the current one).
+    pub(crate) bin: BinaryHeader,
+    /// Each copy's salt (primary, secondary); `None` for a copy that was
+    /// unreadable, which gets a fresh salt when rewritten.
+    salts: [Option<[u8; SALT_LEN]>; 2],
+    pub(crate) meta: Metadata,
+    pub(crate) layout: Layout,
+    /// The copy the header was loaded from.
+    loaded_from: Copy,
+}
+
+fn salt_index(copy: Copy) -> usize {
+    match copy {
+        Copy::Primary => 0,
+        Copy::Secondary => 1,
+    }
+}
+
+fn copy_offset(copy: Copy, hdr_size: u64) -> u64 {
+    match copy {
+        Copy::Primary => 0,
+        Copy::Secondary => hdr_size,
+    }
+}
+
+/// The message of an error without its "corrupt LUKS header" prefix.
+fn reason(e: &Error) -> String {
+    match e {
+        Error::Corrupt(msg) => msg.clone(),
+        other => other.to_string(),
+    }
+}
+
+struct GoodCopy {
+    raw: RawCopy,
+    meta: Metadata,
+    layout: Layout,
+}
+
+fn try_copy(io: &dyn MetadataIo, dev_len: u64, offset: u64, copy: Copy) -> Result<GoodCopy> {
+    let raw = binary::read_copy(io, dev_len, offset, copy)?;
+    let meta = Metadata::parse(&raw.json)
+        .map_err(|e| Error::corrupt(format!("{} header: {}", copy.name(), reason(&e))))?;
+    let layout = validate::validate(&meta, raw.header.hdr_size)
+        .map_err(|e| Error::corrupt(format!("{} header: {}", copy.name(), reason(&e))))?;
+    Ok(GoodCopy { raw, meta, layout })
+}
+
+/// The size field of a binary header at `offset`, if one decodes there
+/// (used to find the secondary copy when the primary is damaged).
+fn size_hint(io: &dyn MetadataIo, dev_len: u64) -> Option<u64> {
+    if dev_len < BIN_SIZE as u64 {
+        return None;
+    }
+    let mut bin = vec![0u8; BIN_SIZE];
+    io.read_at(0, &mut bin).ok()?;
+    binary::decode(&bin, Copy::Primary, 0).ok().map(|h| h.hdr_size)
+}
+
+/// Whether a LUKS2 secondary header can be found at one of the fixed
+/// offsets (to recognise a device whose primary header is destroyed).
+pub(crate) fn find_secondary(io: &dyn MetadataIo, dev_len: u64) -> bool {
+    HDR_SIZES.iter().any(|&off| try_copy(io, dev_len, off, Copy::Secondary).is_ok())
+}
+
+impl Luks2 {
+    /// Reads both copies, keeps the valid one with the higher seqid and
+    /// reports any damaged copy.
+    pub(crate) fn load(io: &dyn MetadataIo, dev_len: u64, report: &mut LoadReport) -> Result<Self> {
+        let primary = try_copy(io, dev_len, 0, Copy::Primary);
+        let offsets: Vec<u64> = match &primary {
+            Ok(p) => vec![p.raw.header.hdr_size],
+            Err(_) => {
+                let hint = size_hint(io, dev_len);
+                hint.into_iter().chain(HDR_SIZES.into_iter().filter(|&o| Some(o) != hint)).collect()
+            }
+        };
+        let mut secondary: Result<GoodCopy> =
+            Err(Error::corrupt("secondary header: not found at any LUKS2 offset"));
+        for (i, &off) in offsets.iter().enumerate() {
+            match try_copy(io, dev_len, off, Copy::Secondary) {
+                Ok(copy) => {
+                    secondary = Ok(copy);
+                    break;
+                }
+                // Report why the expected copy failed, not the last probe.
+                Err(e) if i == 0 => secondary = Err(e),
+                Err(_) => {}
+            }
+        }
+        let (chosen, from, other_salt) = match (primary, secondary) {
+            (Ok(p), Ok(s)) => {
+                if s.raw.header.seqid > p.raw.header.seqid {
+                    report.warnings.push(format!(
+                        "the secondary LUKS2 header is newer than the primary (seqid {} > {}); using the secondary copy",
+                        s.raw.header.seqid, p.raw.header.seqid
+                    ));
+                    let salt = p.raw.header.salt;
+                    (s, Copy::Secondary, Some(salt))
+                } else {
+                    if s.raw.header.seqid < p.raw.header.seqid {
+                        report.warnings.push(format!(
+                            "the secondary LUKS2 header is older than the primary (seqid {} < {}); it will be rewritten on the next update",
+                            s.raw.header.seqid, p.raw.header.seqid
+                        ));
+                    }
+                    let salt = s.raw.header.salt;
+                    (p, Copy::Primary, Some(salt))
+                }
+            }
+            (Ok(p), Err(e)) => {
+                report.warnings.push(format!(
+                    "the secondary LUKS2 header is unusable ({}); it will be rewritten on the next update",
+                    reason(&e)
+                ));
+                (p, Copy::Primary, None)
+            }
+            (Err(e), Ok(s)) => {
+                report.warnings.push(format!(
+                    "primary LUKS2 header is corrupt ({}); using the secondary copy",
+                    reason(&e).trim_start_matches("primary header: ")
+                ));
+                (s, Copy::Secondary, None)
+            }
+            (Err(e1), Err(e2)) => {
+                return Err(Error::corrupt(format!(
+                    "no valid LUKS2 header copy: {}; {}",
+                    reason(&e1),
+                    reason(&e2)
+                )));
+            }
+        };
+        report.used_secondary = from == Copy::Secondary;
+        let needed = chosen.layout.metadata_end();
+        if dev_len < needed {
+            return Err(Error::DeviceTooSmall {
+                what: "the LUKS2 header and keyslots area",
+                required: needed,
+                actual: dev_len,
+            });
+        }
+        for req in chosen.meta.mandatory_requirements() {
+            report.warnings.push(format!(
+                "the header has the mandatory requirement \"{}\", which Rampart does not implement: it can be inspected but not unlocked or modified",
+                json::shorten(&req)
+            ));
+        }
+        let mut salts = [None, None];
+        salts[salt_index(from)] = Some(chosen.raw.header.salt);
+        salts[salt_index(from.other())] = other_salt;
+        Ok(Self {
+            bin: chosen.raw.header,
+            salts,
+            meta: chosen.meta,
+            layout: chosen.layout,
+            loaded_from: from,
+        })
+    }
+
+    /// Fails if the header lists a requirement Rampart does not implement.
+    pub(crate) fn check_requirements(&self) -> Result<()> {
+        match self.meta.mandatory_requirements().into_iter().next() {
+            Some(req) => Err(Error::UnknownRequirement(json::shorten(&req))),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes both header copies with the next seqid: first the copy that
+    /// was not loaded (the secondary when both are valid), synced, then the
+    /// other, synced. At every moment one valid copy holds either the old or
+    /// the new metadata.
+    pub(crate) fn write(&mut self, io: &dyn MetadataIo) -> Result<()> {
+        self.check_requirements()?;
+        self.write_meta(io, &self.meta.clone())
+    }
+
+    fn write_meta(&mut self, io: &dyn MetadataIo, meta: &Metadata) -> Result<()> {
+        let hdr_size = self.bin.hdr_size;
+        let area = encode_area(meta, hdr_size)?;
+        let seqid = self
+            .bin
+            .seqid
+            .checked_add(1)
+            .ok_or_else(|| Error::corrupt("the header sequence id cannot be increased"))?;
+        let mut salts = self.salts;
+        for copy in [self.loaded_from.other(), self.loaded_from] {
+            let salt = match salts[salt_index(copy)] {
+                Some(salt) => salt,
+                None => {
+                    let mut salt = [0u8; SALT_LEN];
+                    fill_random(&mut salt)?;
+                    salt
+                }
+            };
+            salts[salt_index(copy)] = Some(salt);
+            let header = BinaryHeader { seqid, salt, ..self.bin.clone() };
+            let bin = binary::encode(&header, copy, &area)?;
+            let offset = copy_offset(copy, hdr_size);
+            io.write_at(offset + BIN_SIZE as u64, &area)?;
+            io.write_at(offset, &bin)?;
+            io.sync()?;
+        }
+        self.bin.seqid = seqid;
+        self.bin.salt = salts[0].unwrap_or(self.bin.salt);
+        self.salts = salts;
+        self.loaded_from = Copy::Primary;
+        self.meta = meta.clone();
+        Ok(())
+    }
+
+    /// Applies `change` to a copy of the metadata, checks the result and
+    /// writes it; the in-memory header changes only if the write succeeds.
+    fn update(
+        &mut self,
+        io: &dyn MetadataIo,
+        change: impl FnOnce(&mut Metadata) -> Result<()>,
+    ) -> Result<()> {
+        self.check_requirements()?;
+        let mut meta = self.meta.clone();
+        change(&mut meta)?;
+        self.write_meta(io, &meta)
+    }
+
+    pub(crate) fn uuid(&self) -> &str {
+        &self.bin.uuid
+    }
+
+    pub(crate) fn label(&self) -> Option<&str> {
+        if self.bin.label.is_empty() {
+            None
+        } else {
+            std::str::from_utf8(&self.bin.label).ok()
+        }
+    }
+
+    pub(crate) fn subsystem(&self) -> Option<&str> {
+        if self.bin.subsystem.is_empty() {
+            None
+        } else {
+            std::str::from_utf8(&self.bin.subsystem).ok()
+        }
+    }
+
+    pub(crate) fn segment(&self) -> Result<Segment> {
+        self.check_requirements()?;
+        segment::describe(&self.meta)
+    }
+
+    pub(crate) fn metadata_end(&self) -> u64 {
+        self.layout.metadata_end()
+    }
+
+    /// The data offset of the first segment (0 with a detached header).
+    pub(crate) fn data_offset(&self) -> u64 {
+        self.meta.segments.values().next().map_or(0, json::SegmentJson::offset)
+    }
+
+    pub(crate) fn header_bytes(&self) -> u64 {
+        self.data_offset().max(self.metadata_end())
+    }
+
+    pub(crate) fn active_keyslots(&self) -> Vec<usize> {
+        self.meta.keyslots.keys().copied().collect()
+    }
+
+    pub(crate) fn tokens(&self) -> Vec<(usize, Value)> {
+        self.meta.tokens.iter().map(|(id, t)| (*id, t.clone())).collect()
+    }
+
+    fn segment_digest(&self) -> Result<(usize, &DigestJson)> {
+        let (seg_id, _) = segment::data_segment(&self.meta)?;
+        self.meta
+            .digest_of_segment(seg_id)
+            .ok_or_else(|| Error::corrupt(format!("segment {seg_id} has no digest")))
+    }
+
+    pub(crate) fn verify_volume_key(&self, key: &SecretBytes) -> Result<bool> {
+        let (id, digest) = self.segment_digest()?;
+        digest::verify(digest, id, key.expose())
+    }
+
+    pub(crate) fn unlock(
+        &self,
+        io: &dyn MetadataIo,
+        passphrase: &[u8],
+        slot: Option<usize>,
+    ) -> Result<(usize, SecretBytes)> {
+        self.check_requirements()?;
+        let (digest_id, digest) = self.segment_digest()?;
+        let bound: Vec<usize> = digest.keyslots().iter().map(|k| k.0).collect();
+        let candidates: Vec<usize> = match slot {
+            Some(s) => {
+                if !self.meta.keyslots.contains_key(&s) {
+                    return Err(Error::invalid(format!("keyslot {s} is not active")));
+                }
+                if bound.contains(&s) {
+                    vec![s]
+                } else {
+                    Vec::new()
+                }
+            }
+            None => {
+                let priority = |s: &usize| match &self.meta.keyslots.get(s) {
+                    Some(Keyslot::Luks2(ks)) => ks.priority.unwrap_or(1),
+                    _ => 0,
+                };
+                let mut list: Vec<usize> =
+                    bound.iter().copied().filter(|s| priority(s) > 0).collect();
+                list.sort_by_key(|s| (std::cmp::Reverse(priority(s)), *s));
+                list
+            }
+        };
+        let mut tried = false;
+        let mut first_error = None;
+        for id in candidates {
+            let Some(Keyslot::Luks2(ks)) = self.meta.keyslots.get(&id) else {
+                continue;
+            };
+            let candidate = match keyslot::open(io, id, ks, passphrase) {
+                Ok(key) => key,
+                Err(e @ Error::Io(_)) => return Err(e),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                    continue;
+                }
+            };
+            tried = true;
+            if digest::verify(digest, digest_id, candidate.expose())? {
+                return Ok((id, candidate));
+            }
+        }
+        match first_error {
+            Some(e) if !tried => Err(e),
+            _ => Err(Error::NoKey),
+        }
+    }
+
+    pub(crate) fn add_keyslot(
+        &mut self,
+        io: &dyn MetadataIo,
+        volume_key: &SecretBytes,
+        passphrase: &[u8],
+        pbkdf: &PbkdfChoice,
+        slot: Option<usize>,
+    ) -> Result<usize> {
+        self.check_requirements()?;
+        if !self.verify_volume_key(volume_key)? {
+            return Err(Error::invalid("the volume key does not match this volume's digest"));
+        }
+        let (digest_id, _) = self.segment_digest()?;
+        let (_, seg) = segment::data_segment(&self.meta)?;
+        let cipher = crate::DataCipher::from_spec(&seg.encryption)?;
+        cipher.check_key_bytes(volume_key.len())?;
+        let id = match slot {
+            Some(s) if s > json::MAX_ID => {
+                return Err(Error::invalid(format!(
+                    "keyslot {s} is out of range (0..={})",
+                    json::MAX_ID
+                )))
+            }
+            Some(s) if self.meta.keyslots.contains_key(&s) => {
+                return Err(Error::invalid(format!("keyslot {s} is already in use")))
+            }
+            Some(s) => s,
+            None => keyslot::free_id(&self.meta)
+                .ok_or_else(|| Error::NoSpace("all 32 LUKS2 keyslots are in use".into()))?,
+        };
+        let area = keyslot::find_area(&self.meta, &self.layout, volume_key.len())?;
+        let params = pbkdf_for_time(pbkdf, volume_key.len())?;
+        let ks = keyslot::new_keyslot(volume_key.len(), cipher, area, &params, pbkdf.hash)?;
+        let mut meta = self.meta.clone();
+        meta.keyslots.insert(id, Keyslot::Luks2(Box::new(ks.clone())));
+        if let Some(DigestJson::Pbkdf2(d)) = meta.digests.get_mut(&digest_id) {
+            d.keyslots.push(IdRef(id));
+            d.keyslots.sort();
+        }
+        // Check the new header before touching the device.
+        encode_area(&meta, self.bin.hdr_size)?;
+        keyslot::store(io, &ks, volume_key, passphrase)?;
+        self.update(io, |m| {
+            *m = meta;
+            Ok(())
+        })?;
+        Ok(id)
+    }
+
+    pub(crate) fn remove_keyslot(&mut self, io: &dyn MetadataIo, slot: usize) -> Result<()> {
+        self.check_requirements()?;
+        let Some(ks) = self.meta.keyslots.get(&slot) else {
+            return Err(Error::invalid(format!("keyslot {slot} is not active")));
+        };
+        let area = ks.area();
+        let mut meta = self.meta.clone();
+        meta.keyslots.remove(&slot);
+        for digest in meta.digests.values_mut() {
+            digest.remove_keyslot(slot);
+        }
+        meta.digests.retain(|_, d| !d.keyslots().is_empty() || !d.segments().is_empty());
+        token::unassign_keyslot(&mut meta, slot);
+        encode_area(&meta, self.bin.hdr_size)?;
+        keyslot::wipe_area(io, area)?;
+        self.update(io, |m| {
+            *m = meta;
+            Ok(())
+        })
+    }
+
+    pub(crate) fn add_token(
+        &mut self,
+        io: &dyn MetadataIo,
+        token: Value,
+        id: Option<usize>,
+    ) -> Result<usize> {
+        self.check_requirements()?;
+        token::check_new_token(&token, &self.meta)?;
+        let id = match id {
+            Some(i) if i > json::MAX_ID => {
+                return Err(Error::invalid(format!(
+                    "token {i} is out of range (0..={})",
+                    json::MAX_ID
+                )))
+            }
+            Some(i) if self.meta.tokens.contains_key(&i) => {
+                return Err(Error::invalid(format!("token {i} is already in use")))
+            }
+            Some(i) => i,
+            None => token::free_id(&self.meta)
+                .ok_or_else(|| Error::NoSpace("all 32 LUKS2 tokens are in use".into()))?,
+        };
+        self.update(io, |m| {
+            m.tokens.insert(id, token);
+            Ok(())
+        })?;
+        Ok(id)
+    }
+
+    pub(crate) fn remove_token(&mut self, io: &dyn MetadataIo, id: usize) -> Result<()> {
+        if !self.meta.tokens.contains_key(&id) {
+            return Err(Error::invalid(format!("token {id} does not exist")));
+        }
+        self.update(io, |m| {
+            m.tokens.remove(&id);
+            Ok(())
+        })
+    }
+
+    pub(crate) fn to_json(&self) -> Value {
+        dump::to_json(self)
+    }
+
+    pub(crate) fn dump_text(&self) -> String {
+        dump::dump_text(self)
+    }
+
+    /// Formats a new LUKS2 header holding `volume_key` in keyslot 0.
+    pub(crate) fn format(
+        io: &dyn MetadataIo,
+        opts: &FormatOptions,
+        volume_key: &SecretBytes,
+        passphrase: &[u8],
+    ) -> Result<Self> {
+        let plan = plan_layout(opts, volume_key.len())?;
+        let dev_len = io.len()?;
+        if !opts.detached_header && dev_len < plan.data_offset {
+            return Err(Error::DeviceTooSmall {
+                what: "the LUKS2 header, keyslots and data offset",
+                required: plan.data_offset,
+                actual: dev_len,
+            });
+        }
+        let params = pbkdf_for_time(&opts.pbkdf, volume_key.len())?;
+        let digest_iterations = match opts.pbkdf.forced_iterations {
+            Some(_) => crate::pbkdf::MIN_PBKDF2_ITERATIONS,
+            None => pbkdf2_iterations_for(opts.pbkdf.hash, volume_key.len(), DIGEST_ITER_MS)?,
+        };
+        let layout = Layout { hdr_size: plan.hdr_size, keyslots_size: plan.keyslots_size };
+        let mut meta = Metadata {
+            keyslots: Default::default(),
+            tokens: Default::default(),
+            segments: Default::default(),
+            digests: Default::default(),
+            config: Config {
+                json_size: U64Str(plan.hdr_size - BIN_SIZE as u64),
+                keyslots_size: U64Str(plan.keyslots_size),
+                flags: None,
+                requirements: None,
+                extra: serde_json::Map::new(),
+            },
+            extra: serde_json::Map::new(),
+        };
+        meta.segments
+            .insert(0, segment::new_crypt(plan.data_offset, opts.cipher, opts.sector_size));
+        let area = keyslot::find_area(&meta, &layout, volume_key.len())?;
+        let ks =
+            keyslot::new_keyslot(volume_key.len(), opts.cipher, area, &params, opts.pbkdf.hash)?;
+        meta.keyslots.insert(0, Keyslot::Luks2(Box::new(ks.clone())));
+        meta.digests.insert(
+            0,
+            digest::create(
+                volume_key.expose(),
+                opts.pbkdf.hash,
+                digest_iterations,
+                vec![IdRef(0)],
+                segment::refs(0),
+            )?,
+        );
+        validate::validate(&meta, plan.hdr_size)?;
+        encode_area(&meta, plan.hdr_size)?;
+
+        // Header area as cryptsetup leaves it: zeros up to the data (just
+        // the header copies with a detached header), random keyslots area.
+        if !opts.detached_header && plan.data_offset > layout.metadata_end() {
+            write_zeros(io, layout.metadata_end(), plan.data_offset - layout.metadata_end())?;
+        }
+        write_random(io, layout.keyslots_offset(), layout.keyslots_size)?;
+        keyslot::store(io, &ks, volume_key, passphrase)?;
+
+        let mut header = Self {
+            bin: BinaryHeader {
+                hdr_size: plan.hdr_size,
+                seqid: 0,
+                label: opts.label.clone().unwrap_or_default().into_bytes(),
+                csum_alg: rampart_crypto::HashAlg::Sha256,
+                salt: [0; SALT_LEN],
+                uuid: plan.uuid,
+                subsystem: opts.subsystem.clone().unwrap_or_default().into_bytes(),
+            },
+            salts: [None, None],
+            meta: meta.clone(),
+            layout,
+            loaded_from: Copy::Primary,
+        };
+        header.write_meta(io, &meta)?;
+        Ok(header)
+    }
+}
+
+/// Checks `meta` and encodes it into a JSON area of a `hdr_size` header:
+/// what is written must load again, here and in cryptsetup.
+fn encode_area(meta: &Metadata, hdr_size: u64) -> Result<Vec<u8>> {
+    validate::validate(meta, hdr_size)?;
+    let text = meta.to_text()?;
+    let area = binary::json_area(&text, hdr_size)?;
+    let reparsed = Metadata::parse(&text)?;
+    validate::validate(&reparsed, hdr_size)?;
+    Ok(area)
+}
+
+struct Plan {
+    hdr_size: u64,
+    keyslots_size: u64,
+    data_offset: u64,
+    uuid: String,
+}
+
+/// The header geometry for `opts`, computed as cryptsetup 2.6 does.
+fn plan_layout(opts: &FormatOptions, key_bytes: usize) -> Result<Plan> {
+    opts.cipher.check_key_bytes(key_bytes)?;
+    let sector = opts.sector_size;
+    if !(512..=4096).contains(&sector) || !sector.is_power_of_two() {
+        return Err(Error::invalid(format!(
+            "sector size {sector} must be a power of two from 512 to 4096"
+        )));
+    }
+    let hdr_size = opts.metadata_size.unwrap_or(HDR_SIZES[0]);
+    if !HDR_SIZES.contains(&hdr_size) {
+        return Err(Error::invalid(format!(
+            "metadata size {hdr_size} must be a power of two from 16 KiB to 4 MiB"
+        )));
+    }
+    for (name, value) in [("label", &opts.label), ("subsystem", &opts.subsystem)] {
+        if let Some(v) = value {
+            if v.len() >= binary::LABEL_LEN || v.contains('\0') {
+                return Err(Error::invalid(format!(
+                    "the {name} must be at most 47 bytes without NUL characters"
+                )));
+            }
+        }
+    }
+    let min_offset = 2 * hdr_size;
+    if let Some(off) = opts.data_offset {
+        if off % 512 != 0 || off % u64::from(sector) != 0 {
+            return Err(Error::invalid(format!(
+                "data offset {off} must be a multiple of 512 bytes and of the sector size"
+            )));
+        }
+        if off == 0 && !opts.detached_header {
+            return Err(Error::invalid("a data offset of 0 requires a detached header"));
+        }
+        if off != 0 && off < min_offset {
+            return Err(Error::invalid(format!(
+                "data offset {off} is smaller than the two header copies ({min_offset} bytes)"
+            )));
+        }
+    }
+    let data_offset_req = opts.data_offset.filter(|&o| o != 0);
+    let mut keyslots_size = match (opts.keyslots_size, data_offset_req) {
+        (Some(size), _) => {
+            if size == 0 || size % 4096 != 0 || size > MAX_KEYSLOTS_SIZE {
+                return Err(Error::invalid(format!(
+                    "keyslots size {size} must be a non-zero multiple of 4096 up to 128 MiB"
+                )));
+            }
+            size
+        }
+        (None, Some(off)) => {
+            let size = off - min_offset;
+            (size - size % 4096).min(MAX_KEYSLOTS_SIZE)
+        }
+        (None, None) => DEFAULT_HDR_AND_KEYSLOTS - min_offset,
+    };
+    if let Some(off) = data_offset_req {
+        if min_offset + keyslots_size > off {
+            keyslots_size = off - min_offset;
+            keyslots_size -= keyslots_size % 4096;
+        }
+    }
+    let need = keyslot::area_size_for(key_bytes)?;
+    if keyslots_size < need {
+        return Err(Error::NoSpace(format!(
+            "a keyslots area of {keyslots_size} bytes cannot hold one {need}-byte keyslot"
+        )));
+    }
+    let data_offset = match opts.data_offset {
+        Some(off) => off,
+        None if opts.detached_header => 0,
+        None => (min_offset + keyslots_size).div_ceil(DATA_ALIGNMENT) * DATA_ALIGNMENT,
+    };
+    let uuid = match &opts.uuid {
+        Some(u) => crate::uuid::parse(u)?,
+        None => crate::uuid::generate()?,
+    };
+    Ok(Plan { hdr_size, keyslots_size, data_offset, uuid })
+}

@@ -1,0 +1,66 @@
+//! LUKS2 tokens: opaque JSON objects bound to keyslots, kept exactly as
+//! they are except for the keyslot references Rampart must update.
+
+use serde_json::Value;
+
+use super::json::{parse_id, shorten, Metadata};
+use crate::{Error, Result};
+
+/// The reserved prefix of cryptsetup's built-in token types.
+const BUILTIN_PREFIX: &str = "luks2-";
+
+/// Checks the fields every token must have: a `type` string and a
+/// `keyslots` array of ids of existing keyslots.
+pub(crate) fn check_token(token: &Value, meta: &Metadata, what: &str) -> Result<()> {
+    let Some(obj) = token.as_object() else {
+        return Err(Error::invalid(format!("{what} is not a JSON object")));
+    };
+    if !obj.get("type").is_some_and(Value::is_string) {
+        return Err(Error::invalid(format!("{what} has no \"type\" string")));
+    }
+    let Some(list) = obj.get("keyslots").and_then(Value::as_array) else {
+        return Err(Error::invalid(format!("{what} has no \"keyslots\" array")));
+    };
+    for item in list {
+        let Some(s) = item.as_str() else {
+            return Err(Error::invalid(format!("{what}: \"keyslots\" must hold strings")));
+        };
+        let id = parse_id(s).map_err(|e| Error::invalid(format!("{what}: keyslot {e}")))?;
+        if !meta.keyslots.contains_key(&id) {
+            return Err(Error::invalid(format!("{what} refers to missing keyslot {id}")));
+        }
+    }
+    Ok(())
+}
+
+/// Checks a token a caller wants to add, as `cryptsetup token import` would.
+pub(crate) fn check_new_token(token: &Value, meta: &Metadata) -> Result<()> {
+    check_token(token, meta, "the token")?;
+    let kind = token.get("type").and_then(Value::as_str).unwrap_or_default();
+    if kind.starts_with(BUILTIN_PREFIX) {
+        let keyring_ok =
+            kind == "luks2-keyring" && token.get("key_description").is_some_and(Value::is_string);
+        if !keyring_ok {
+            return Err(Error::invalid(format!(
+                "token type \"{}\" uses the reserved \"luks2-\" prefix",
+                shorten(kind)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Removes references to `slot` from every token.
+pub(crate) fn unassign_keyslot(meta: &mut Metadata, slot: usize) {
+    let name = slot.to_string();
+    for token in meta.tokens.values_mut() {
+        if let Some(list) = token.get_mut("keyslots").and_then(Value::as_array_mut) {
+            list.retain(|v| v.as_str() != Some(name.as_str()));
+        }
+    }
+}
+
+/// The lowest unused token id.
+pub(crate) fn free_id(meta: &Metadata) -> Option<usize> {
+    (0..=super::json::MAX_ID).find(|id| !meta.tokens.contains_key(id))
+}

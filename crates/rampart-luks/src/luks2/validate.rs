@@ -1,0 +1,349 @@
+//! Structural validation of LUKS2 metadata, run on every header read and
+//! before every header write: the checks cryptsetup makes (so Rampart
+//! never writes a header cryptsetup would reject) plus the bounds that keep
+//! untrusted sizes and costs from driving allocations or arithmetic.
+//!
+//! Support for the algorithms named (ciphers, hashes) is checked when they
+//! are used, so that a header Rampart cannot unlock can still be inspected.
+
+use rampart_crypto::HashAlg;
+
+use super::binary::BIN_SIZE;
+use super::json::{
+    b64_decode, shorten, Area, DigestJson, Kdf, Keyslot, Luks2Keyslot, Metadata, SegmentJson,
+    SizeField,
+};
+use crate::pbkdf::{KdfParams, PbkdfKind};
+use crate::{af, Error, Result};
+
+/// cryptsetup's `LUKS2_MAX_KEYSLOTS_SIZE` (128 MiB).
+pub(crate) const MAX_KEYSLOTS_SIZE: u64 = 128 * 1024 * 1024;
+/// The salt length of keyslots and digests.
+pub(crate) const SALT_LEN: usize = 32;
+
+/// The header geometry implied by validated metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Layout {
+    /// Size of one binary header plus its JSON area.
+    pub(crate) hdr_size: u64,
+    pub(crate) keyslots_size: u64,
+}
+
+impl Layout {
+    /// Where the keyslots area starts (after both header copies).
+    pub(crate) fn keyslots_offset(&self) -> u64 {
+        2 * self.hdr_size
+    }
+
+    /// The end of the keyslots area: everything LUKS2 metadata occupies.
+    pub(crate) fn metadata_end(&self) -> u64 {
+        // Both terms are bounded (4 MiB and 128 MiB) when validated.
+        2 * self.hdr_size + self.keyslots_size
+    }
+}
+
+/// Parses a hash name, or fails naming where it was found.
+pub(crate) fn hash_alg(name: &str, what: &str) -> Result<HashAlg> {
+    match name {
+        "sha1" | "sha256" | "sha512" => HashAlg::from_name(name)
+            .ok_or_else(|| Error::UnsupportedCipher(format!("{what}: hash {name}"))),
+        other => Err(Error::UnsupportedCipher(format!(
+            "{what}: hash \"{}\" (supported: sha1, sha256, sha512)",
+            shorten(other)
+        ))),
+    }
+}
+
+/// The KDF parameters of a keyslot, with its salt.
+pub(crate) fn kdf_params(kdf: &Kdf, what: &str) -> Result<(KdfParams, Vec<u8>)> {
+    let (params, salt) = match kdf {
+        Kdf::Pbkdf2 { hash, iterations, salt } => {
+            (KdfParams::Pbkdf2 { hash: hash_alg(hash, what)?, iterations: *iterations }, salt)
+        }
+        Kdf::Argon2i { time, memory, cpus, salt } => (
+            KdfParams::Argon2 {
+                kind: PbkdfKind::Argon2i,
+                time: *time,
+                memory_kib: *memory,
+                parallel: *cpus,
+            },
+            salt,
+        ),
+        Kdf::Argon2id { time, memory, cpus, salt } => (
+            KdfParams::Argon2 {
+                kind: PbkdfKind::Argon2id,
+                time: *time,
+                memory_kib: *memory,
+                parallel: *cpus,
+            },
+            salt,
+        ),
+    };
+    let salt = b64_decode(salt, &format!("{what} kdf salt"))?;
+    if salt.len() != SALT_LEN {
+        return Err(Error::corrupt(format!(
+            "{what}: kdf salt is {} bytes, expected {SALT_LEN}",
+            salt.len()
+        )));
+    }
+    Ok((params, salt))
+}
+
+fn validate_luks2_keyslot(id: usize, ks: &Luks2Keyslot) -> Result<()> {
+    let what = format!("keyslot {id}");
+    let key_size = ks.key_size as usize;
+    if key_size == 0 || key_size > af::MAX_KEY_BYTES {
+        return Err(Error::corrupt(format!(
+            "{what}: key size {key_size} bytes is outside 1..={}",
+            af::MAX_KEY_BYTES
+        )));
+    }
+    if ks.af.kind != "luks1" {
+        return Err(Error::corrupt(format!(
+            "{what}: anti-forensic type \"{}\" is unknown",
+            shorten(&ks.af.kind)
+        )));
+    }
+    let material = af::split_sectors_bytes(key_size, ks.af.stripes)
+        .map_err(|e| Error::corrupt(format!("{what}: {}", strip_prefix(&e))))?;
+    if ks.area.kind != "raw" {
+        return Err(Error::corrupt(format!(
+            "{what}: area type \"{}\" is unknown",
+            shorten(&ks.area.kind)
+        )));
+    }
+    let area_key = ks.area.key_size as usize;
+    if area_key == 0 || area_key > af::MAX_KEY_BYTES {
+        return Err(Error::corrupt(format!(
+            "{what}: area key size {area_key} bytes is outside 1..={}",
+            af::MAX_KEY_BYTES
+        )));
+    }
+    if ks.area.size.0 < material as u64 {
+        return Err(Error::corrupt(format!(
+            "{what}: area of {} bytes is smaller than its {material}-byte key material",
+            ks.area.size.0
+        )));
+    }
+    if ks.priority.is_some_and(|p| p > 2) {
+        return Err(Error::corrupt(format!("{what}: priority must be 0, 1 or 2")));
+    }
+    // Unsupported hashes are reported when the keyslot is used; structure
+    // and cost bounds are checked now.
+    let (params, _salt) = match kdf_params(&ks.kdf, &what) {
+        Err(Error::UnsupportedCipher(_)) => return Ok(()),
+        other => other?,
+    };
+    params.validate_loaded(&what)
+}
+
+fn strip_prefix(e: &Error) -> String {
+    match e {
+        Error::Corrupt(msg) | Error::InvalidArgument(msg) => msg.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn check_areas(meta: &Metadata, layout: &Layout) -> Result<()> {
+    let start = layout.keyslots_offset();
+    let end = layout.metadata_end();
+    let mut seen: Vec<(usize, Area)> = Vec::new();
+    for (id, ks) in &meta.keyslots {
+        let area = ks.area();
+        let what = format!("keyslot {id}");
+        if area.size == 0 {
+            return Err(Error::corrupt(format!("{what}: area size is 0")));
+        }
+        let area_end = area.offset.checked_add(area.size).ok_or_else(|| {
+            Error::corrupt(format!("{what}: area offset + size overflows 64 bits"))
+        })?;
+        if area.offset < start || area_end > end {
+            return Err(Error::corrupt(format!(
+                "{what}: area [{}, {area_end}) lies outside the keyslots area [{start}, {end})",
+                area.offset
+            )));
+        }
+        for (other, o) in &seen {
+            if area.offset < o.offset + o.size && o.offset < area_end {
+                return Err(Error::corrupt(format!(
+                    "{what}: area overlaps the area of keyslot {other}"
+                )));
+            }
+        }
+        seen.push((*id, area));
+    }
+    Ok(())
+}
+
+fn check_digests(meta: &Metadata) -> Result<()> {
+    for (id, digest) in &meta.digests {
+        let what = format!("digest {id}");
+        for k in digest.keyslots() {
+            if !meta.keyslots.contains_key(&k.0) {
+                return Err(Error::corrupt(format!("{what} refers to missing keyslot {}", k.0)));
+            }
+        }
+        for s in digest.segments() {
+            if !meta.segments.contains_key(&s.0) {
+                return Err(Error::corrupt(format!("{what} refers to missing segment {}", s.0)));
+            }
+        }
+        if let DigestJson::Pbkdf2(d) = digest {
+            if d.iterations == 0 {
+                return Err(Error::corrupt(format!("{what}: PBKDF2 iterations is 0")));
+            }
+            let salt = b64_decode(&d.salt, &format!("{what} salt"))?;
+            if salt.len() != SALT_LEN {
+                return Err(Error::corrupt(format!(
+                    "{what}: salt is {} bytes, expected {SALT_LEN}",
+                    salt.len()
+                )));
+            }
+            let value = b64_decode(&d.digest, &format!("{what} value"))?;
+            let hash_len = hash_alg(&d.hash, &what).map(|h| h.output_len()).ok();
+            let len_ok = (20..=64).contains(&value.len())
+                && (value.len() == 20 || hash_len.is_none_or(|h| h == value.len()));
+            if !len_ok {
+                return Err(Error::corrupt(format!(
+                    "{what}: digest is {} bytes, which does not match hash {}",
+                    value.len(),
+                    shorten(&d.hash)
+                )));
+            }
+        }
+    }
+    for (id, ks) in &meta.keyslots {
+        if let Keyslot::Luks2(_) = ks {
+            let count =
+                meta.digests.values().filter(|d| d.keyslots().iter().any(|k| k.0 == *id)).count();
+            if count != 1 {
+                return Err(Error::corrupt(format!(
+                    "keyslot {id} is assigned to {count} digests (exactly 1 required)"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn is_backup(segment: &SegmentJson) -> bool {
+    segment.flags().iter().any(|f| f.starts_with("backup-"))
+}
+
+fn check_segments(meta: &Metadata) -> Result<u64> {
+    if meta.segments.is_empty() {
+        return Err(Error::corrupt("the segments section is empty"));
+    }
+    let mut regular: Vec<(usize, u64, Option<u64>)> = Vec::new();
+    let mut min_offset: Option<u64> = None;
+    for (index, (id, segment)) in meta.segments.iter().enumerate() {
+        let what = format!("segment {id}");
+        if *id != index {
+            return Err(Error::corrupt(format!("segment ids have a gap before segment {id}")));
+        }
+        let offset = segment.offset();
+        if offset % 512 != 0 {
+            return Err(Error::corrupt(format!(
+                "{what}: offset {offset} is not a multiple of 512"
+            )));
+        }
+        let size = match segment.size() {
+            SizeField::Dynamic => None,
+            SizeField::Bytes(size) => {
+                if size % 512 != 0 {
+                    return Err(Error::corrupt(format!(
+                        "{what}: size {size} is not a multiple of 512"
+                    )));
+                }
+                offset.checked_add(size).ok_or_else(|| {
+                    Error::corrupt(format!(
+                        "{what}: offset {offset} + size {size} overflows 64 bits"
+                    ))
+                })?;
+                Some(size)
+            }
+        };
+        if let SegmentJson::Crypt(crypt) = segment {
+            let sector = crypt.sector_size;
+            if !matches!(sector, 512 | 1024 | 2048 | 4096) {
+                return Err(Error::corrupt(format!(
+                    "{what}: sector size {sector} is not 512, 1024, 2048 or 4096"
+                )));
+            }
+            if size.is_some_and(|s| s % u64::from(sector) != 0) {
+                return Err(Error::corrupt(format!(
+                    "{what}: size is not a multiple of its {sector}-byte sectors"
+                )));
+            }
+            if meta.digest_of_segment(*id).is_none() {
+                return Err(Error::corrupt(format!("{what} has no digest")));
+            }
+        }
+        if offset != 0 {
+            min_offset = Some(min_offset.map_or(offset, |m| m.min(offset)));
+        }
+        if !is_backup(segment) {
+            regular.push((*id, offset, size));
+        }
+    }
+    for (i, (id, offset, size)) in regular.iter().enumerate() {
+        if size.is_none() && i + 1 != regular.len() {
+            return Err(Error::corrupt(format!(
+                "segment {id}: only the last segment may have a dynamic size"
+            )));
+        }
+        for (other, o_offset, o_size) in &regular {
+            if other == id {
+                continue;
+            }
+            let inside = *offset >= *o_offset && o_size.is_none_or(|s| *offset < o_offset + s);
+            if inside {
+                return Err(Error::corrupt(format!("segment {id} overlaps segment {other}")));
+            }
+        }
+    }
+    Ok(min_offset.unwrap_or(0))
+}
+
+fn check_tokens(meta: &Metadata) -> Result<()> {
+    for (id, token) in &meta.tokens {
+        super::token::check_token(token, meta, &format!("token {id}"))
+            .map_err(|e| Error::corrupt(strip_prefix(&e)))?;
+    }
+    Ok(())
+}
+
+/// Validates metadata read from (or about to be written to) a header copy
+/// of `hdr_size` bytes.
+pub(crate) fn validate(meta: &Metadata, hdr_size: u64) -> Result<Layout> {
+    let json_size = meta.config.json_size.0;
+    if json_size.checked_add(BIN_SIZE as u64) != Some(hdr_size) {
+        return Err(Error::corrupt(format!(
+            "config json_size {json_size} does not match the binary header size {hdr_size}"
+        )));
+    }
+    let keyslots_size = meta.config.keyslots_size.0;
+    if keyslots_size % 4096 != 0 || keyslots_size > MAX_KEYSLOTS_SIZE {
+        return Err(Error::corrupt(format!(
+            "config keyslots_size {keyslots_size} is not a multiple of 4096 up to {MAX_KEYSLOTS_SIZE}"
+        )));
+    }
+    let layout = Layout { hdr_size, keyslots_size };
+    for (id, ks) in &meta.keyslots {
+        match ks {
+            Keyslot::Luks2(ks) => validate_luks2_keyslot(*id, ks)?,
+            Keyslot::Other { .. } => {}
+        }
+    }
+    check_areas(meta, &layout)?;
+    check_digests(meta)?;
+    let min_offset = check_segments(meta)?;
+    if min_offset != 0 && min_offset < layout.metadata_end() {
+        return Err(Error::corrupt(format!(
+            "data offset {min_offset} lies inside the header and keyslots area (ends at {})",
+            layout.metadata_end()
+        )));
+    }
+    check_tokens(meta)?;
+    Ok(layout)
+}

@@ -1,0 +1,264 @@
+use std::cell::RefCell;
+use std::io;
+use std::sync::Mutex;
+
+use rayon::prelude::*;
+
+use crate::{check_range, BlockDevice, SectorCipher};
+
+/// Where a crypt segment's plaintext lives on the device underneath.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CryptLayout {
+    /// Byte offset of the segment on the device underneath.
+    pub offset: u64,
+    /// Plaintext bytes in the segment (a multiple of `sector_size`).
+    pub size: u64,
+    /// Encryption sector size: 512, 1024, 2048 or 4096.
+    pub sector_size: u32,
+    /// Added to every IV/tweak number (LUKS2 `iv_tweak`).
+    pub iv_tweak: u64,
+}
+
+/// Requests at least this large are split across all cores.
+const PARALLEL_MIN_BYTES: usize = 128 << 10;
+/// Unaligned writes lock one of these stripes per sector they patch.
+const RMW_STRIPES: usize = 64;
+const MAX_SECTOR: usize = 4096;
+
+thread_local! {
+    /// Per-thread ciphertext buffer for writes, kept between requests so the
+    /// write path allocates only when a request is larger than any before.
+    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The plaintext view of one LUKS crypt segment of `inner`.
+///
+/// The IV/tweak of a sector is its byte offset from the segment start
+/// divided by 512, plus `iv_tweak` (dm-crypt's default, also for 4096-byte
+/// sectors). Writes that do not cover whole sectors read, patch and rewrite
+/// the sectors they touch under a per-sector lock, so that two such writes
+/// into one sector never lose each other's bytes.
+#[derive(Debug)]
+pub struct CryptDevice<D> {
+    inner: D,
+    layout: CryptLayout,
+    ciphers: Mutex<Vec<SectorCipher>>,
+    template: Mutex<SectorCipher>,
+    stripes: Vec<Mutex<()>>,
+}
+
+impl<D: BlockDevice> CryptDevice<D> {
+    /// Checks the layout against `inner` and takes ownership of the cipher.
+    pub fn new(inner: D, layout: CryptLayout, cipher: SectorCipher) -> io::Result<Self> {
+        let sector = layout.sector_size;
+        if !(512..=4096).contains(&sector) || !sector.is_power_of_two() {
+            return Err(invalid(format!("unsupported sector size {sector}")));
+        }
+        if layout.size % u64::from(sector) != 0 || layout.offset % 512 != 0 {
+            return Err(invalid(format!(
+                "segment offset {} and size {} must be multiples of 512 and of the sector size {sector}",
+                layout.offset, layout.size
+            )));
+        }
+        check_range(layout.offset, layout.size, inner.len()).map_err(|_| {
+            invalid(format!(
+                "segment ({} bytes at offset {}) does not fit on the device ({} bytes)",
+                layout.size,
+                layout.offset,
+                inner.len()
+            ))
+        })?;
+        Ok(Self {
+            inner,
+            layout,
+            ciphers: Mutex::new(Vec::new()),
+            template: Mutex::new(cipher),
+            stripes: (0..RMW_STRIPES).map(|_| Mutex::new(())).collect(),
+        })
+    }
+
+    #[must_use]
+    pub fn layout(&self) -> CryptLayout {
+        self.layout
+    }
+
+    #[must_use]
+    pub fn inner(&self) -> &D {
+        &self.inner
+    }
+
+    fn sector(&self) -> usize {
+        self.layout.sector_size as usize
+    }
+
+    /// Runs `f` with a cipher instance from the pool.
+    fn with_cipher<T>(
+        &self,
+        f: impl FnOnce(&mut SectorCipher) -> Result<T, rampart_crypto::CryptoError>,
+    ) -> io::Result<T> {
+        let pooled = lock(&self.ciphers).pop();
+        let mut cipher = match pooled {
+            Some(cipher) => cipher,
+            None => lock(&self.template).try_clone().map_err(io::Error::other)?,
+        };
+        let result = f(&mut cipher).map_err(io::Error::other);
+        lock(&self.ciphers).push(cipher);
+        result
+    }
+
+    /// En- or decrypts whole sectors of plaintext offset `offset`, splitting
+    /// large buffers across cores.
+    fn transform(&self, data: &mut [u8], offset: u64, encrypt: bool) -> io::Result<()> {
+        let sector = self.sector();
+        let step = u64::from(self.layout.sector_size / 512);
+        let run = |chunk: &mut [u8], chunk_offset: u64| {
+            let first = (chunk_offset / 512).wrapping_add(self.layout.iv_tweak);
+            self.with_cipher(|cipher| {
+                if encrypt {
+                    cipher.encrypt(chunk, sector, first, step)
+                } else {
+                    cipher.decrypt(chunk, sector, first, step)
+                }
+            })
+        };
+        let threads = rayon::current_num_threads();
+        if data.len() < PARALLEL_MIN_BYTES || threads < 2 {
+            return run(data, offset);
+        }
+        let per_thread = data.len().div_ceil(threads).div_ceil(sector) * sector;
+        data.par_chunks_mut(per_thread)
+            .enumerate()
+            .try_for_each(|(i, chunk)| run(chunk, offset + (i * per_thread) as u64))
+    }
+
+    fn read_sectors(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.inner.read_at(buf, self.layout.offset + offset)?;
+        self.transform(buf, offset, false)
+    }
+
+    fn write_sectors(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        SCRATCH.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            scratch.clear();
+            scratch.extend_from_slice(buf);
+            self.transform(&mut scratch, offset, true)?;
+            self.inner.write_at(&scratch, self.layout.offset + offset)
+        })
+    }
+
+    /// Replaces `patch.len()` bytes at `within` of the sector at `sector_offset`.
+    fn patch_sector(&self, sector_offset: u64, within: usize, patch: &[u8]) -> io::Result<()> {
+        let sector = self.sector();
+        let stripe = (sector_offset / sector as u64) as usize % RMW_STRIPES;
+        let _guard = lock(&self.stripes[stripe]);
+        let mut block = [0u8; MAX_SECTOR];
+        let block = &mut block[..sector];
+        self.read_sectors(block, sector_offset)?;
+        block[within..within + patch.len()].copy_from_slice(patch);
+        self.write_sectors(block, sector_offset)
+    }
+
+    /// Splits `[offset, offset+len)` into an unaligned head, whole sectors
+    /// and an unaligned tail: (head_len, middle_len).
+    fn split(&self, offset: u64, len: usize) -> (usize, usize) {
+        let sector = self.sector();
+        let misalign = (offset % sector as u64) as usize;
+        let head = if misalign == 0 { 0 } else { (sector - misalign).min(len) };
+        let middle = (len - head) / sector * sector;
+        (head, middle)
+    }
+}
+
+impl<D: BlockDevice> BlockDevice for CryptDevice<D> {
+    fn len(&self) -> u64 {
+        self.layout.size
+    }
+
+    fn block_size(&self) -> u32 {
+        self.layout.sector_size
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        check_range(offset, buf.len() as u64, self.layout.size)?;
+        let sector = self.sector();
+        let (head, middle) = self.split(offset, buf.len());
+        let (head_buf, rest) = buf.split_at_mut(head);
+        let (middle_buf, tail_buf) = rest.split_at_mut(middle);
+        let mut block = [0u8; MAX_SECTOR];
+        let block = &mut block[..sector];
+        if head > 0 {
+            let within = (offset % sector as u64) as usize;
+            self.read_sectors(block, offset - within as u64)?;
+            head_buf.copy_from_slice(&block[within..within + head]);
+        }
+        let middle_offset = offset + head as u64;
+        if middle > 0 {
+            self.read_sectors(middle_buf, middle_offset)?;
+        }
+        if !tail_buf.is_empty() {
+            self.read_sectors(block, middle_offset + middle as u64)?;
+            tail_buf.copy_from_slice(&block[..tail_buf.len()]);
+        }
+        Ok(())
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        check_range(offset, buf.len() as u64, self.layout.size)?;
+        let sector = self.sector();
+        let (head, middle) = self.split(offset, buf.len());
+        if head > 0 {
+            let within = (offset % sector as u64) as usize;
+            self.patch_sector(offset - within as u64, within, &buf[..head])?;
+        }
+        let middle_offset = offset + head as u64;
+        if middle > 0 {
+            self.write_sectors(&buf[head..head + middle], middle_offset)?;
+        }
+        let tail = &buf[head + middle..];
+        if !tail.is_empty() {
+            self.patch_sector(middle_offset + middle as u64, 0, tail)?;
+        }
+        Ok(())
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        self.inner.flush()
+    }
+
+    fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
+        check_range(offset, len, self.layout.size)?;
+        // Only whole sectors can be let go; a partial sector keeps its data.
+        let sector = self.sector() as u64;
+        let start = offset.div_ceil(sector) * sector;
+        let end = (offset + len) / sector * sector;
+        if end > start {
+            self.inner.discard(self.layout.offset + start, end - start)?;
+        }
+        Ok(())
+    }
+
+    fn write_zeroes(&self, offset: u64, len: u64) -> io::Result<()> {
+        check_range(offset, len, self.layout.size)?;
+        // Zeros must read back as zeros through the cipher, so they are
+        // encrypted like any other data.
+        const CHUNK: u64 = 4 << 20;
+        let zeros = vec![0u8; len.min(CHUNK) as usize];
+        let mut done = 0;
+        while done < len {
+            let step = (len - done).min(CHUNK);
+            self.write_at(&zeros[..step as usize], offset + done)?;
+            done += step;
+        }
+        Ok(())
+    }
+}
+
+fn invalid(message: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, message)
+}
+
+/// Locks a mutex; a panic in another holder leaves no broken invariant
+/// here (the data is a cipher pool or unit), so poisoning is ignored.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -1,0 +1,67 @@
+//! Rampart's block layer.
+//!
+//! A [`BlockDevice`] is anything with a length that can be read, written,
+//! flushed and discarded at byte offsets. Layers compose: a [`FileDevice`]
+//! holds ciphertext; a [`CryptDevice`] over it presents the plaintext of one
+//! LUKS segment; whatever serves data (export, import, NBD) sees only the
+//! trait. Every byte of user data takes this one path.
+#![forbid(unsafe_code)]
+
+mod cipher;
+mod crypt;
+mod file;
+mod mem;
+mod volume;
+
+pub use cipher::{SectorCipher, SectorCipherKind};
+pub use crypt::{CryptDevice, CryptLayout};
+pub use file::FileDevice;
+pub use mem::MemDevice;
+pub use volume::{sector_cipher_kind, Volume, VolumeError, VolumePaths};
+
+use std::io;
+
+/// A random-access device addressed in bytes. Methods take `&self` so that
+/// one device can serve many requests at once; implementations synchronise
+/// internally where they must.
+pub trait BlockDevice: Send + Sync {
+    /// Size in bytes.
+    fn len(&self) -> u64;
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Fills `buf` from `offset`. Reading past the end is an error
+    /// (`UnexpectedEof`); callers check bounds first.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+
+    /// Writes all of `buf` at `offset`. Writing past the end is an error.
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+
+    /// Makes every completed write durable.
+    fn flush(&self) -> io::Result<()>;
+
+    /// Tells the device the range's contents are no longer needed; they may
+    /// read back as anything afterwards.
+    fn discard(&self, offset: u64, len: u64) -> io::Result<()>;
+
+    /// Sets the range to zeros as read through this device.
+    fn write_zeroes(&self, offset: u64, len: u64) -> io::Result<()>;
+
+    /// The smallest write that needs no read-modify-write.
+    fn block_size(&self) -> u32 {
+        1
+    }
+}
+
+/// Checks that `[offset, offset + len)` lies inside a device of `size`.
+pub fn check_range(offset: u64, len: u64, size: u64) -> io::Result<()> {
+    match offset.checked_add(len) {
+        Some(end) if end <= size => Ok(()),
+        _ => Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("range {offset}+{len} lies beyond the end of the device ({size} bytes)"),
+        )),
+    }
+}

@@ -1,0 +1,160 @@
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::{Path, PathBuf};
+
+use rampart_crypto::{CryptoError, SecretBytes};
+use rampart_luks::{DataCipher, LoadReport, Luks};
+
+use crate::{BlockDevice, CryptDevice, CryptLayout, FileDevice, SectorCipher, SectorCipherKind};
+
+/// Everything that can stop a volume from opening or being used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum VolumeError {
+    #[error(transparent)]
+    Luks(#[from] rampart_luks::Error),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error(transparent)]
+    Crypto(#[from] CryptoError),
+}
+
+impl VolumeError {
+    pub fn io(context: impl Into<String>, source: io::Error) -> Self {
+        Self::Io { context: context.into(), source }
+    }
+}
+
+/// Where a volume's bytes live: the data device and, for a detached header,
+/// the header file.
+#[derive(Debug, Clone)]
+pub struct VolumePaths {
+    pub data: PathBuf,
+    pub header: Option<PathBuf>,
+}
+
+impl VolumePaths {
+    #[must_use]
+    pub fn new(data: &Path, header: Option<&Path>) -> Self {
+        Self { data: data.to_owned(), header: header.map(Path::to_owned) }
+    }
+
+    /// The file holding the LUKS header.
+    #[must_use]
+    pub fn header_path(&self) -> &Path {
+        self.header.as_deref().unwrap_or(&self.data)
+    }
+
+    /// Opens the header file for metadata I/O.
+    pub fn open_header(&self, write: bool) -> Result<File, VolumeError> {
+        let path = self.header_path();
+        OpenOptions::new()
+            .read(true)
+            .write(write)
+            .open(path)
+            .map_err(|e| VolumeError::io(format!("cannot open {}", path.display()), e))
+    }
+
+    /// Loads and verifies the LUKS header.
+    pub fn load(&self, write: bool) -> Result<(File, Luks, LoadReport), VolumeError> {
+        let file = self.open_header(write)?;
+        let (luks, report) = Luks::load(&file)?;
+        Ok((file, luks, report))
+    }
+}
+
+/// An unlocked LUKS volume: its metadata and the plaintext block device of
+/// its data segment.
+#[derive(Debug)]
+pub struct Volume {
+    luks: Luks,
+    device: CryptDevice<FileDevice>,
+    slot: Option<usize>,
+}
+
+impl Volume {
+    /// Loads the header, unlocks a keyslot with `passphrase` (any slot, or
+    /// just `slot`) and opens the data segment.
+    pub fn open(
+        paths: &VolumePaths,
+        passphrase: &[u8],
+        slot: Option<usize>,
+        read_only: bool,
+    ) -> Result<(Self, LoadReport), VolumeError> {
+        let (header, luks, report) = paths.load(false)?;
+        let (slot, key) = luks.unlock(&header, passphrase, slot)?;
+        let mut volume = Self::with_key(paths, luks, &key, read_only)?;
+        volume.slot = Some(slot);
+        Ok((volume, report))
+    }
+
+    /// Opens the data segment with a known volume key (verified against the
+    /// header's digest first).
+    pub fn with_key(
+        paths: &VolumePaths,
+        luks: Luks,
+        key: &SecretBytes,
+        read_only: bool,
+    ) -> Result<Self, VolumeError> {
+        if !luks.verify_volume_key(key)? {
+            return Err(rampart_luks::Error::NoKey.into());
+        }
+        let segment = luks.segment()?;
+        let data = FileDevice::open(&paths.data, read_only)
+            .map_err(|e| VolumeError::io(format!("cannot open {}", paths.data.display()), e))?;
+        let sector = u64::from(segment.sector_size);
+        let size = match segment.size {
+            Some(size) => size,
+            None => {
+                data.len().checked_sub(segment.offset).ok_or_else(|| {
+                    rampart_luks::Error::Corrupt(format!(
+                        "the data segment starts at byte {} but the device has only {} bytes",
+                        segment.offset,
+                        data.len()
+                    ))
+                })? / sector
+                    * sector
+            }
+        };
+        let layout = CryptLayout {
+            offset: segment.offset,
+            size,
+            sector_size: segment.sector_size,
+            iv_tweak: segment.iv_tweak,
+        };
+        let cipher = SectorCipher::new(sector_cipher_kind(segment.cipher), key)?;
+        let device = CryptDevice::new(data, layout, cipher)
+            .map_err(|e| VolumeError::io(format!("cannot use {}", paths.data.display()), e))?;
+        Ok(Self { luks, device, slot: None })
+    }
+
+    #[must_use]
+    pub fn luks(&self) -> &Luks {
+        &self.luks
+    }
+
+    /// The keyslot that unlocked the volume, when a passphrase did.
+    #[must_use]
+    pub fn slot(&self) -> Option<usize> {
+        self.slot
+    }
+
+    /// The plaintext block device.
+    #[must_use]
+    pub fn device(&self) -> &CryptDevice<FileDevice> {
+        &self.device
+    }
+}
+
+#[must_use]
+pub fn sector_cipher_kind(cipher: DataCipher) -> SectorCipherKind {
+    match cipher {
+        DataCipher::AesXtsPlain64 => SectorCipherKind::AesXtsPlain64,
+        DataCipher::AesCbcEssivSha256 => SectorCipherKind::AesCbcEssivSha256,
+        DataCipher::AesCbcPlain64 => SectorCipherKind::AesCbcPlain64,
+    }
+}
