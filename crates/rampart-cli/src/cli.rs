@@ -46,6 +46,46 @@ pub enum Command {
     Import(ImportArgs),
     /// Rewrite a damaged LUKS2 header copy from the intact one.
     Repair(RepairArgs),
+    /// Serve the plaintext of volumes as block devices over NBD.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Volumes to export, each VOL or VOL=EXPORT_NAME; with one volume the
+    /// default export (empty name) is that volume.
+    #[arg(value_name = "VOL[=NAME]", required = true)]
+    pub volumes: Vec<String>,
+    /// A detached LUKS header (only with a single volume).
+    #[arg(long, value_name = "FILE")]
+    pub header: Option<PathBuf>,
+    #[command(flatten)]
+    pub key: KeyArgs,
+    /// TCP address to listen on (default 127.0.0.1:10809 unless only
+    /// --socket is given); repeatable.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub listen: Vec<String>,
+    /// Unix socket to listen on; repeatable.
+    #[arg(long, value_name = "PATH")]
+    pub socket: Vec<PathBuf>,
+    /// Refuse writes.
+    #[arg(long)]
+    pub read_only: bool,
+    /// PEM server certificate chain for TLS.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key for --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// PEM CA certificates; clients must then present a certificate signed by one.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
+    /// TLS policy: required (default with a certificate), on (offered), off.
+    #[arg(long, value_name = "MODE")]
+    pub tls: Option<String>,
+    /// Cap on request data held in memory at once (K/M/G suffixes).
+    #[arg(long, value_parser = parse_size, default_value = "256M", value_name = "SIZE")]
+    pub max_inflight: u64,
 }
 
 /// The volume: its data file or device and, when detached, its header file.

@@ -26,6 +26,15 @@ impl std::error::Error for UsageError {}
 fn main() -> ExitCode {
     rampart_crypto::disable_core_dumps();
     let args = cli::Args::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("RAMPART_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
     match commands::run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {

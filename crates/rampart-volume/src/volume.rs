@@ -148,6 +148,12 @@ impl Volume {
     pub fn device(&self) -> &CryptDevice<FileDevice> {
         &self.device
     }
+
+    /// Gives up the metadata and keeps the plaintext block device.
+    #[must_use]
+    pub fn into_device(self) -> CryptDevice<FileDevice> {
+        self.device
+    }
 }
 
 #[must_use]

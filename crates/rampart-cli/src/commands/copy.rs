@@ -22,12 +22,17 @@ pub fn open_volume(volume: &VolumeArgs, key: &KeyArgs, read_only: bool) -> anyho
     let paths = paths(volume);
     let passphrase = Source::new(key.key_file.as_deref(), "Enter passphrase: ", false).read()?;
     let (volume, report) = Volume::open(&paths, passphrase.expose(), key.key_slot, read_only)
-        .map_err(|e| match e {
-            rampart_volume::VolumeError::Luks(inner) => auth_error(inner),
-            other => other.into(),
-        })?;
+        .map_err(map_open_error)?;
     warn(&report);
     Ok(volume)
+}
+
+/// A wrong passphrase is exit status 2; anything else stays a runtime error.
+pub fn map_open_error(error: rampart_volume::VolumeError) -> anyhow::Error {
+    match error {
+        rampart_volume::VolumeError::Luks(inner) => auth_error(inner),
+        other => other.into(),
+    }
 }
 
 fn progress(total: u64) -> Option<ProgressBar> {

@@ -2,6 +2,7 @@ mod bench;
 mod copy;
 mod luks;
 mod rand;
+mod serve;
 
 use crate::cli::{Args, Command};
 
@@ -21,5 +22,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Command::Export(export) => copy::export(&export),
         Command::Import(import) => copy::import(&import),
         Command::Repair(repair) => luks::repair(&repair),
+        Command::Serve(serve) => serve::run(&serve),
     }
 }

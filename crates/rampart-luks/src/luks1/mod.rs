@@ -145,6 +145,7 @@ impl Luks1 {
         if !self.verify_volume_key(volume_key)? {
             return Err(Error::invalid("the volume key does not match this volume's digest"));
         }
+        let iterations = self.slot_iterations(pbkdf)?;
         let index = match slot {
             Some(s) if s >= NUM_KEYS => {
                 return Err(Error::invalid(format!("LUKS1 keyslot {s} is out of range (0..=7)")))
@@ -157,7 +158,6 @@ impl Luks1 {
                 .find(|&i| self.header.slots[i].state() == SlotState::Disabled)
                 .ok_or_else(|| Error::NoSpace("all 8 LUKS1 keyslots are in use".into()))?,
         };
-        let iterations = self.slot_iterations(pbkdf)?;
         let new_slot = keyslot::store(io, &self.header, index, volume_key, passphrase, iterations)?;
         let mut header = self.header.clone();
         header.slots[index] = new_slot;
@@ -311,7 +311,8 @@ impl Luks1 {
         let _ = writeln!(out, "Hash spec:     \t{}", h.hash_spec);
         let _ = writeln!(out, "Payload offset:\t{}", h.payload_offset);
         let _ = writeln!(out, "MK bits:       \t{}", u64::from(h.key_bytes) * 8);
-        let _ = writeln!(out, "MK digest:     \t{}", hex(&h.mk_digest, "               \t"));
+        let digest: String = h.mk_digest.iter().map(|b| format!("{b:02x} ")).collect();
+        let _ = writeln!(out, "MK digest:     \t{digest}");
         let _ = writeln!(out, "MK salt:       \t{}", hex(&h.mk_digest_salt, "               \t"));
         let _ = writeln!(out, "MK iterations: \t{}", h.mk_digest_iter);
         let _ = writeln!(out, "UUID:          \t{}\n", h.uuid);

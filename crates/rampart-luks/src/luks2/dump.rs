@@ -39,7 +39,7 @@ pub(super) fn dump_text(h: &Luks2) -> String {
     let _ = writeln!(out, "LUKS header information");
     let _ = writeln!(out, "Version:       \t2");
     let _ = writeln!(out, "Epoch:         \t{}", h.bin.seqid);
-    let _ = writeln!(out, "Metadata area: \t{} [bytes]", meta.config.json_size.0);
+    let _ = writeln!(out, "Metadata area: \t{} [bytes]", h.bin.hdr_size);
     let _ = writeln!(out, "Keyslots area: \t{} [bytes]", meta.config.keyslots_size.0);
     let _ = writeln!(out, "UUID:          \t{}", h.bin.uuid);
     let label = String::from_utf8_lossy(&h.bin.label);

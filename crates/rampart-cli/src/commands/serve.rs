@@ -1,0 +1,136 @@
+//! `rampart serve`: unlock volumes and export their plaintext over NBD.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use rampart_nbd::{Bound, Export, Server, ServerConfig, TlsMode};
+use rampart_volume::{BlockDevice, Volume, VolumePaths};
+
+use crate::cli::ServeArgs;
+use crate::commands::copy::map_open_error;
+use crate::commands::luks::warn;
+use crate::passphrase::Source;
+use crate::UsageError;
+
+pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
+    let exports_wanted = parse_volumes(args)?;
+    let tls_mode = match (args.tls.as_deref(), &args.tls_cert) {
+        (None, None) | (Some("off"), _) => TlsMode::Off,
+        (None, Some(_)) | (Some("required" | "require"), Some(_)) => TlsMode::Required,
+        (Some("on"), Some(_)) => TlsMode::Optional,
+        (Some("on" | "required" | "require"), None) => {
+            return Err(UsageError("--tls needs --tls-cert and --tls-key".into()).into())
+        }
+        (Some(other), _) => {
+            return Err(UsageError(format!(
+                "unknown --tls '{other}' (expected required, on or off)"
+            ))
+            .into())
+        }
+    };
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) if tls_mode != TlsMode::Off => Some(
+            rampart_nbd::tls_config(cert, key, args.tls_client_ca.as_deref())
+                .map_err(|e| UsageError(e.to_string()))?,
+        ),
+        _ => None,
+    };
+
+    let passphrase =
+        Source::new(args.key.key_file.as_deref(), "Enter passphrase: ", false).read()?;
+    let mut exports = Vec::new();
+    for (path, name) in exports_wanted {
+        let paths = VolumePaths::new(&path, args.header.as_deref());
+        let (volume, report) =
+            Volume::open(&paths, passphrase.expose(), args.key.key_slot, args.read_only)
+                .map_err(map_open_error)?;
+        warn(&report);
+        let device: Arc<dyn BlockDevice> = Arc::new(volume.into_device());
+        exports.push(Export {
+            description: format!("{} (LUKS, {} bytes)", path.display(), device.len()),
+            name,
+            device,
+            read_only: args.read_only,
+        });
+    }
+    drop(passphrase);
+
+    let config = ServerConfig {
+        exports,
+        tls,
+        tls_mode,
+        max_inflight_bytes: usize::try_from(args.max_inflight).unwrap_or(usize::MAX),
+        handshake_timeout: Duration::from_secs(60),
+    };
+    let names: Vec<String> = config.exports.iter().map(|e| e.name.clone()).collect();
+    let server = Server::new(config).map_err(|e| UsageError(e.to_string()))?;
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("rampart-serve")
+        .build()
+        .context("cannot start the I/O runtime")?;
+    runtime.block_on(async {
+        let mut listeners = Vec::new();
+        for path in &args.socket {
+            listeners.push(Bound::unix(path).map_err(|e| UsageError(e.to_string()))?);
+        }
+        let mut tcp = args.listen.clone();
+        if tcp.is_empty() && args.socket.is_empty() {
+            tcp.push("127.0.0.1:10809".to_owned());
+        }
+        for address in &tcp {
+            listeners.push(Bound::tcp(address).await.map_err(|e| UsageError(e.to_string()))?);
+        }
+        {
+            let mut out = std::io::stdout().lock();
+            for listener in &listeners {
+                for name in &names {
+                    writeln!(out, "{}", listener.uri(tls_mode == TlsMode::Required, name))?;
+                }
+            }
+            out.flush()?;
+        }
+        server.run(listeners, shutdown_signal()).await.context("flushing the volumes on exit")
+    })
+}
+
+/// Resolves on SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).ok();
+    let mut int = signal(SignalKind::interrupt()).ok();
+    tokio::select! {
+        _ = async { match term.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => {}
+        _ = async { match int.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => {}
+    }
+}
+
+fn parse_volumes(args: &ServeArgs) -> anyhow::Result<Vec<(PathBuf, String)>> {
+    if args.header.is_some() && args.volumes.len() > 1 {
+        return Err(UsageError("--header can be used with a single volume only".into()).into());
+    }
+    let single = args.volumes.len() == 1;
+    let mut exports: Vec<(PathBuf, String)> = Vec::new();
+    for spec in &args.volumes {
+        let (path, name) = match spec.split_once('=') {
+            Some((path, name)) => (PathBuf::from(path), name.to_owned()),
+            None if single => (PathBuf::from(spec), String::new()),
+            None => {
+                let name = PathBuf::from(spec)
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| spec.clone());
+                (PathBuf::from(spec), name)
+            }
+        };
+        if exports.iter().any(|(_, n)| *n == name) {
+            return Err(UsageError(format!("export name '{name}' is used twice")).into());
+        }
+        exports.push((path, name));
+    }
+    Ok(exports)
+}

@@ -1,0 +1,381 @@
+//! The transmission phase: requests are validated here, run on the blocking
+//! pool against the device, and answered out of order by one writer task.
+
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter, ReadHalf, WriteHalf};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
+
+use crate::handshake::{BoxStream, Negotiated};
+use crate::proto::*;
+use crate::server::{Shared, PERMIT_BYTES};
+use crate::Export;
+
+const KNOWN_FLAGS: u16 =
+    CMD_FLAG_FUA | CMD_FLAG_NO_HOLE | CMD_FLAG_DF | CMD_FLAG_REQ_ONE | CMD_FLAG_FAST_ZERO;
+
+#[derive(Debug, Clone, Copy)]
+struct Request {
+    flags: u16,
+    kind: u16,
+    handle: u64,
+    offset: u64,
+    len: u32,
+}
+
+impl Request {
+    fn parse(header: &[u8; 28]) -> io::Result<Self> {
+        let magic = u32::from_be_bytes([header[0], header[1], header[2], header[3]]);
+        if magic != REQUEST_MAGIC {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("bad request magic {magic:#x}"),
+            ));
+        }
+        let mut handle = [0u8; 8];
+        handle.copy_from_slice(&header[8..16]);
+        let mut offset = [0u8; 8];
+        offset.copy_from_slice(&header[16..24]);
+        Ok(Self {
+            flags: u16::from_be_bytes([header[4], header[5]]),
+            kind: u16::from_be_bytes([header[6], header[7]]),
+            handle: u64::from_be_bytes(handle),
+            offset: u64::from_be_bytes(offset),
+            len: u32::from_be_bytes([header[24], header[25], header[26], header[27]]),
+        })
+    }
+}
+
+enum Body {
+    Done,
+    Data(Vec<u8>),
+    Extent { len: u32, flags: u32 },
+    Error { errno: u32, message: String },
+}
+
+struct Reply {
+    request: Request,
+    body: Body,
+    /// Held until the reply is on the wire, bounding memory in flight.
+    _permit: Option<OwnedSemaphorePermit>,
+}
+
+pub(crate) async fn serve(
+    negotiated: Negotiated,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+) -> io::Result<()> {
+    let Negotiated { stream, export, structured, base_allocation } = negotiated;
+    let (mut reader, writer) = tokio::io::split(stream);
+    let (replies, queue) = mpsc::unbounded_channel::<Reply>();
+    let writing = tokio::spawn(write_replies(writer, queue, structured, Arc::clone(&shared)));
+    let context = Context { export, shared, base_allocation, replies };
+    let reading = tokio::select! {
+        result = read_requests(&mut reader, &context) => result,
+        _ = stop.wait_for(|stopping| *stopping) => Ok(()),
+    };
+    // In-flight requests hold clones of the sender; the writer ends once
+    // they have all answered.
+    drop(context);
+    let written = writing.await.map_err(io::Error::other)?;
+    reading.and(written)
+}
+
+struct Context {
+    export: Export,
+    shared: Arc<Shared>,
+    base_allocation: bool,
+    replies: mpsc::UnboundedSender<Reply>,
+}
+
+impl Context {
+    fn answer(&self, request: Request, body: Body, permit: Option<OwnedSemaphorePermit>) {
+        if matches!(body, Body::Error { .. }) {
+            self.shared.stats.request_errors.fetch_add(1, Ordering::Relaxed);
+        }
+        // A closed channel means the client is gone; nothing to tell it.
+        let _ = self.replies.send(Reply { request, body, _permit: permit });
+    }
+
+    fn fail(&self, request: Request, errno: u32, message: &str) {
+        self.answer(request, Body::Error { errno, message: message.to_owned() }, None);
+    }
+}
+
+async fn read_requests(reader: &mut ReadHalf<BoxStream>, cx: &Context) -> io::Result<()> {
+    let size = cx.export.device.len();
+    let mut header = [0u8; 28];
+    loop {
+        match reader.read_exact(&mut header).await {
+            Ok(_) => {}
+            // A client that just goes away is not an error worth reporting.
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        let request = Request::parse(&header)?;
+        cx.shared.stats.requests.fetch_add(1, Ordering::Relaxed);
+
+        if request.kind == CMD_WRITE {
+            if request.len > MAX_REQUEST {
+                // The payload cannot be skipped cheaply: hard disconnect.
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "write of {} bytes exceeds the {MAX_REQUEST}-byte maximum",
+                        request.len
+                    ),
+                ));
+            }
+            let permit = acquire(cx, request.len).await?;
+            let mut buffer = cx.shared.pool.take(request.len as usize);
+            reader.read_exact(&mut buffer).await?;
+            if let Err((errno, message)) = validate(cx, &request, size) {
+                cx.shared.pool.give(buffer);
+                cx.fail(request, errno, &message);
+                continue;
+            }
+            cx.shared.stats.bytes_written.fetch_add(u64::from(request.len), Ordering::Relaxed);
+            spawn_write(cx, request, buffer, permit);
+            continue;
+        }
+
+        match request.kind {
+            CMD_DISC => return Ok(()),
+            CMD_READ | CMD_FLUSH | CMD_TRIM | CMD_CACHE | CMD_WRITE_ZEROES | CMD_BLOCK_STATUS => {}
+            other => {
+                cx.fail(request, EINVAL, &format!("unknown command {other}"));
+                continue;
+            }
+        }
+        if let Err((errno, message)) = validate(cx, &request, size) {
+            cx.fail(request, errno, &message);
+            continue;
+        }
+        let permit =
+            if request.kind == CMD_READ { Some(acquire(cx, request.len).await?) } else { None };
+        if request.kind == CMD_READ {
+            cx.shared.stats.bytes_read.fetch_add(u64::from(request.len), Ordering::Relaxed);
+        }
+        spawn_other(cx, request, permit);
+    }
+}
+
+/// Checks flags, lengths and bounds; the error is (errno, message).
+fn validate(cx: &Context, request: &Request, size: u64) -> Result<(), (u32, String)> {
+    if request.flags & !KNOWN_FLAGS != 0 {
+        return Err((EINVAL, format!("unknown command flags {:#x}", request.flags)));
+    }
+    let writes = matches!(request.kind, CMD_WRITE | CMD_TRIM | CMD_WRITE_ZEROES);
+    if writes && cx.export.read_only {
+        return Err((EPERM, "the export is read-only".into()));
+    }
+    if request.kind == CMD_READ && request.len > MAX_REQUEST {
+        return Err((
+            EINVAL,
+            format!("read of {} bytes exceeds the {MAX_REQUEST}-byte maximum", request.len),
+        ));
+    }
+    if request.kind == CMD_FLUSH {
+        return Ok(());
+    }
+    if request.kind == CMD_BLOCK_STATUS {
+        if !cx.base_allocation {
+            return Err((EINVAL, "no metadata context was negotiated".into()));
+        }
+        if request.len == 0 {
+            return Err((EINVAL, "block status of zero length".into()));
+        }
+    }
+    let in_bounds =
+        request.offset.checked_add(u64::from(request.len)).is_some_and(|end| end <= size);
+    let starts_inside = request.offset < size;
+    if request.kind == CMD_BLOCK_STATUS {
+        // The reply may cover less than asked, but must start inside.
+        return if starts_inside { Ok(()) } else { Err((EINVAL, "offset beyond the end".into())) };
+    }
+    if !in_bounds {
+        let errno = if writes { ENOSPC } else { EINVAL };
+        return Err((
+            errno,
+            format!("{}+{} lies beyond the end ({size} bytes)", request.offset, request.len),
+        ));
+    }
+    Ok(())
+}
+
+async fn acquire(cx: &Context, len: u32) -> io::Result<OwnedSemaphorePermit> {
+    let wanted = (len as usize).div_ceil(PERMIT_BYTES).max(1);
+    let wanted = u32::try_from(wanted).unwrap_or(u32::MAX).min(cx.shared.inflight_permits);
+    Arc::clone(&cx.shared.inflight)
+        .acquire_many_owned(wanted)
+        .await
+        .map_err(|_| io::Error::other("server is shutting down"))
+}
+
+fn errno_of(error: &io::Error) -> u32 {
+    match error.kind() {
+        io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem => EPERM,
+        io::ErrorKind::InvalidInput | io::ErrorKind::UnexpectedEof => EINVAL,
+        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded => ENOSPC,
+        io::ErrorKind::OutOfMemory => ENOMEM,
+        io::ErrorKind::Unsupported => ENOTSUP,
+        _ => EIO,
+    }
+}
+
+fn spawn_write(cx: &Context, request: Request, buffer: Vec<u8>, permit: OwnedSemaphorePermit) {
+    let device = Arc::clone(&cx.export.device);
+    let shared = Arc::clone(&cx.shared);
+    let replies = cx.replies.clone();
+    let answer = Context { export: cx.export.clone(), shared, base_allocation: false, replies };
+    tokio::task::spawn_blocking(move || {
+        let mut result = device.write_at(&buffer, request.offset);
+        if result.is_ok() && request.flags & CMD_FLAG_FUA != 0 {
+            result = device.flush();
+        }
+        answer.shared.pool.give(buffer);
+        match result {
+            Ok(()) => answer.answer(request, Body::Done, Some(permit)),
+            Err(e) => answer.answer(
+                request,
+                Body::Error { errno: errno_of(&e), message: e.to_string() },
+                Some(permit),
+            ),
+        }
+    });
+}
+
+fn spawn_other(cx: &Context, request: Request, permit: Option<OwnedSemaphorePermit>) {
+    let device = Arc::clone(&cx.export.device);
+    let replies = cx.replies.clone();
+    let answer = Context {
+        export: cx.export.clone(),
+        shared: Arc::clone(&cx.shared),
+        base_allocation: false,
+        replies,
+    };
+    tokio::task::spawn_blocking(move || {
+        let fua = request.flags & CMD_FLAG_FUA != 0;
+        let result: io::Result<Body> = match request.kind {
+            CMD_READ => {
+                let mut buffer = answer.shared.pool.take(request.len as usize);
+                match device.read_at(&mut buffer, request.offset) {
+                    Ok(()) => Ok(Body::Data(buffer)),
+                    Err(e) => {
+                        answer.shared.pool.give(buffer);
+                        Err(e)
+                    }
+                }
+            }
+            CMD_FLUSH => device.flush().map(|()| Body::Done),
+            CMD_TRIM => device
+                .discard(request.offset, u64::from(request.len))
+                .and_then(|()| if fua { device.flush() } else { Ok(()) })
+                .map(|()| Body::Done),
+            CMD_WRITE_ZEROES if request.flags & CMD_FLAG_FAST_ZERO != 0 => {
+                // Zeros on an encrypted volume are written as ciphertext:
+                // never faster than a write, so a fast zero is refused.
+                Ok(Body::Error {
+                    errno: ENOTSUP,
+                    message: "zeroing is not faster than writing".into(),
+                })
+            }
+            CMD_WRITE_ZEROES => device
+                .write_zeroes(request.offset, u64::from(request.len))
+                .and_then(|()| if fua { device.flush() } else { Ok(()) })
+                .map(|()| Body::Done),
+            CMD_CACHE => Ok(Body::Done),
+            CMD_BLOCK_STATUS => {
+                // Everything is reported allocated data: holes and zeros in
+                // ciphertext say nothing about the plaintext.
+                let remaining = device.len() - request.offset;
+                let len = u64::from(request.len).min(remaining) as u32;
+                Ok(Body::Extent { len, flags: 0 })
+            }
+            other => Ok(Body::Error { errno: EINVAL, message: format!("unknown command {other}") }),
+        };
+        let body =
+            result.unwrap_or_else(|e| Body::Error { errno: errno_of(&e), message: e.to_string() });
+        answer.answer(request, body, permit);
+    });
+}
+
+async fn write_replies(
+    writer: WriteHalf<BoxStream>,
+    mut queue: mpsc::UnboundedReceiver<Reply>,
+    structured: bool,
+    shared: Arc<Shared>,
+) -> io::Result<()> {
+    let mut out = BufWriter::with_capacity(256 << 10, writer);
+    while let Some(reply) = queue.recv().await {
+        write_reply(&mut out, reply, structured, &shared).await?;
+        // Send everything already finished in one flush.
+        while let Ok(reply) = queue.try_recv() {
+            write_reply(&mut out, reply, structured, &shared).await?;
+        }
+        out.flush().await?;
+    }
+    out.shutdown().await
+}
+
+async fn write_reply(
+    out: &mut BufWriter<WriteHalf<BoxStream>>,
+    reply: Reply,
+    structured: bool,
+    shared: &Shared,
+) -> io::Result<()> {
+    let Reply { request, body, _permit } = reply;
+    let handle = request.handle.to_be_bytes();
+    let simple = |error: u32| {
+        let mut header = [0u8; 16];
+        header[..4].copy_from_slice(&SIMPLE_REPLY_MAGIC.to_be_bytes());
+        header[4..8].copy_from_slice(&error.to_be_bytes());
+        header[8..].copy_from_slice(&handle);
+        header
+    };
+    let chunk = |kind: u16, len: u32| {
+        let mut header = [0u8; 20];
+        header[..4].copy_from_slice(&STRUCTURED_REPLY_MAGIC.to_be_bytes());
+        header[4..6].copy_from_slice(&REPLY_FLAG_DONE.to_be_bytes());
+        header[6..8].copy_from_slice(&kind.to_be_bytes());
+        header[8..16].copy_from_slice(&handle);
+        header[16..].copy_from_slice(&len.to_be_bytes());
+        header
+    };
+    match body {
+        Body::Data(buffer) => {
+            if structured {
+                out.write_all(&chunk(REPLY_TYPE_OFFSET_DATA, request.len + 8)).await?;
+                out.write_all(&request.offset.to_be_bytes()).await?;
+            } else {
+                out.write_all(&simple(0)).await?;
+            }
+            out.write_all(&buffer).await?;
+            shared.pool.give(buffer);
+        }
+        Body::Done if structured && request.kind == CMD_READ => {
+            out.write_all(&chunk(REPLY_TYPE_NONE, 0)).await?;
+        }
+        Body::Done => out.write_all(&simple(0)).await?,
+        Body::Extent { len, flags } => {
+            out.write_all(&chunk(REPLY_TYPE_BLOCK_STATUS, 12)).await?;
+            out.write_all(&BASE_ALLOCATION_ID.to_be_bytes()).await?;
+            out.write_all(&len.to_be_bytes()).await?;
+            out.write_all(&flags.to_be_bytes()).await?;
+        }
+        Body::Error { errno, message } => {
+            if structured {
+                let message = &message.as_bytes()[..message.len().min(4096)];
+                out.write_all(&chunk(REPLY_TYPE_ERROR, 6 + message.len() as u32)).await?;
+                out.write_all(&errno.to_be_bytes()).await?;
+                out.write_all(&(message.len() as u16).to_be_bytes()).await?;
+                out.write_all(message).await?;
+            } else {
+                out.write_all(&simple(errno)).await?;
+            }
+        }
+    }
+    Ok(())
+}
