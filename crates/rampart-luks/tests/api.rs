@@ -345,3 +345,27 @@ fn file_io_works_on_regular_files() {
     let err = file.read_at((3 << 20) - 8, &mut buf).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof);
 }
+
+#[test]
+fn concurrent_updates_are_refused() {
+    let io = MemoryIo::new(3 << 20);
+    let (_, key) = Luks::format(&io, &luks2_opts(), b"p0").unwrap();
+    let (mut first, _) = Luks::load(&io).unwrap();
+    let (mut second, _) = Luks::load(&io).unwrap();
+    first.add_token(&io, json!({"type": "x", "keyslots": []}), None).unwrap();
+    let pb = fast_pbkdf2(HashAlg::Sha256);
+    for err in [
+        second.write(&io).unwrap_err(),
+        second.add_keyslot(&io, &key, b"p1", &pb, None).unwrap_err(),
+        second.remove_keyslot(&io, 0).unwrap_err(),
+        second.add_token(&io, json!({"type": "y", "keyslots": []}), None).unwrap_err(),
+    ] {
+        assert!(err.to_string().contains("changed on disk"), "{err}");
+    }
+    // The first update is intact and the refused ones left no trace.
+    let (luks, report) = Luks::load(&io).unwrap();
+    assert!(report.warnings.is_empty());
+    assert_eq!(luks.tokens().len(), 1);
+    assert_eq!(luks.active_keyslots(), vec![0]);
+    assert_eq!(luks.unlock(&io, b"p0", None).unwrap().1, key);
+}

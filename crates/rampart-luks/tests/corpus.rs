@@ -12,6 +12,9 @@ use rampart_luks::{
 use serde_json::{json, Value};
 
 const HDR: usize = 16384;
+
+/// A named JSON edit, the error kind it must cause and a fragment of its message.
+type Case = (&'static str, Box<dyn Fn(&mut Value)>, &'static str, &'static str);
 const PASS: &[u8] = b"pass";
 
 /// A LUKS2 image: 16 KiB header copies, 1 MiB keyslots area, data at 2 MiB;
@@ -187,6 +190,12 @@ fn luks2_binary_header_damage() {
     set(&mut img, HDR + 72, b"md5\0");
     expect_err("unknown checksum algorithm", img, "Corrupt", "checksum algorithm \"md5\"");
 
+    // A secondary of another volume (a stale copy) is not used.
+    let mut img = base.clone();
+    img[HDR + 168] = if img[HDR + 168] == b'0' { b'1' } else { b'0' };
+    reseal(&mut img, HDR);
+    expect_ok("secondary of another volume", img, false, Some("belongs to another volume"));
+
     // The secondary is newer (seqid higher): it wins.
     let mut img = base.clone();
     let seq = u64::from_be_bytes(img[16..24].try_into().unwrap());
@@ -236,7 +245,7 @@ fn luks2_json_area_damage() {
 #[test]
 fn luks2_config_damage() {
     let base = luks2_image();
-    let cases: Vec<(&str, Box<dyn Fn(&mut Value)>, &str, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "json_size overflow",
             Box::new(|v| v["config"]["json_size"] = json!("99999999999999999999")),
@@ -290,7 +299,7 @@ fn luks2_config_damage() {
 #[test]
 fn luks2_keyslot_damage() {
     let base = luks2_image();
-    let cases: Vec<(&str, Box<dyn Fn(&mut Value)>, &str, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "area beyond the keyslots area",
             Box::new(|v| v["keyslots"]["0"]["area"]["offset"] = json!("2097152")),
@@ -437,7 +446,7 @@ fn luks2_keyslot_damage() {
 #[test]
 fn luks2_segment_damage() {
     let base = luks2_image();
-    let cases: Vec<(&str, Box<dyn Fn(&mut Value)>, &str, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "segment offset + size overflow",
             Box::new(|v| {

@@ -287,11 +287,20 @@ async fn connection(
     shared: Arc<Shared>,
     stop: watch::Receiver<bool>,
 ) -> io::Result<()> {
-    let negotiated =
-        match tokio::time::timeout(shared.handshake_timeout, negotiate(stream, &shared)).await {
-            Ok(result) => result?,
-            Err(_) => return Err(io::Error::new(io::ErrorKind::TimedOut, "handshake timed out")),
-        };
+    // A client still haggling has nothing in flight: on shutdown it is
+    // dropped at once rather than holding the exit for the drain timeout.
+    let mut stopping = stop.clone();
+    let negotiated = tokio::select! {
+        result = tokio::time::timeout(shared.handshake_timeout, negotiate(stream, &shared)) => {
+            match result {
+                Ok(result) => result?,
+                Err(_) => {
+                    return Err(io::Error::new(io::ErrorKind::TimedOut, "handshake timed out"))
+                }
+            }
+        }
+        _ = stopping.wait_for(|stopping| *stopping) => return Ok(()),
+    };
     let Some(negotiated) = negotiated else {
         return Ok(());
     };

@@ -3,6 +3,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{IsTerminal, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use anyhow::{bail, Context};
@@ -375,16 +376,23 @@ pub fn header(command: &HeaderCommand) -> anyhow::Result<()> {
             let paths = paths(volume);
             let (header, luks) = load(&paths, false)?;
             let size = luks.header_bytes();
-            let mut bytes = vec![0u8; usize::try_from(size).context("header too large")?];
-            header.read_at(0, &mut bytes).context("cannot read the header")?;
-            let mut out = OpenOptions::new()
+            let available = header.len().context("cannot size the volume")?;
+            if size > available {
+                bail!(
+                    "the header ({size} bytes) is larger than {} ({available} bytes)",
+                    paths.header_path().display()
+                );
+            }
+            // Owner-only, as cryptsetup's luksHeaderBackup: the keyslots in
+            // it open the volume with any passphrase they ever held.
+            let out = OpenOptions::new()
                 .write(true)
                 .create_new(true)
+                .mode(0o400)
                 .open(file)
                 .with_context(|| format!("cannot create {}", file.display()))?;
-            out.write_all(&bytes)
-                .and_then(|()| out.sync_all())
-                .with_context(|| format!("cannot write {}", file.display()))?;
+            copy_prefix(&header, &out, size)?;
+            out.sync_all().with_context(|| format!("cannot write {}", file.display()))?;
             Ok(())
         }
         HeaderCommand::Restore { volume, file, batch_mode } => {
@@ -412,7 +420,19 @@ pub fn header(command: &HeaderCommand) -> anyhow::Result<()> {
                     }
                 }
             }
-            let size = restored.header_bytes();
+            // cryptsetup's LUKS1 backups end after the last keyslot's key
+            // material (rounded up to 4096 bytes), short of the data offset:
+            // restore what the backup holds when it covers every keyslot.
+            let backup_len = backup.len().context("cannot size the backup")?;
+            let size = restored.header_bytes().min(backup_len);
+            if size < restored.metadata_end() {
+                return Err(UsageError(format!(
+                    "{} is truncated: it has {backup_len} bytes but the header and keyslots need {}",
+                    file.display(),
+                    restored.metadata_end()
+                ))
+                .into());
+            }
             let target_len = target.len().context("cannot size the volume")?;
             if size > target_len {
                 bail!(
@@ -420,13 +440,28 @@ pub fn header(command: &HeaderCommand) -> anyhow::Result<()> {
                     paths.header_path().display()
                 );
             }
-            let mut bytes = vec![0u8; usize::try_from(size).context("header too large")?];
-            backup.read_at(0, &mut bytes).context("cannot read the backup")?;
-            target.write_at(0, &bytes).context("cannot write the header")?;
+            copy_prefix(&backup, &target, size)?;
             target.sync().context("cannot sync the header")?;
             Ok(())
         }
     }
+}
+
+/// Copies the first `len` bytes of `from` to `to`, 1 MiB at a time (a
+/// header area can be as large as the data offset).
+fn copy_prefix(from: &dyn MetadataIo, to: &dyn MetadataIo, len: u64) -> anyhow::Result<()> {
+    let mut buffer = vec![0u8; 1 << 20];
+    let mut offset = 0;
+    while offset < len {
+        let n = usize::try_from(len - offset).map_or(buffer.len(), |left| left.min(buffer.len()));
+        let chunk = &mut buffer[..n];
+        from.read_at(offset, chunk)
+            .with_context(|| format!("cannot read the header at byte {offset}"))?;
+        to.write_at(offset, chunk)
+            .with_context(|| format!("cannot write the header at byte {offset}"))?;
+        offset += n as u64;
+    }
+    Ok(())
 }
 
 pub fn repair(args: &RepairArgs) -> anyhow::Result<()> {

@@ -177,7 +177,7 @@ pub(crate) fn read_copy(
     copy: Copy,
 ) -> Result<RawCopy> {
     let what = copy.name();
-    let bin_end = offset.checked_add(BIN_SIZE as u64).unwrap_or(u64::MAX);
+    let bin_end = offset.saturating_add(BIN_SIZE as u64);
     if bin_end > device_len {
         return Err(Error::corrupt(format!(
             "{what} header at offset {offset} is beyond the end of the device ({device_len} bytes)"
@@ -187,7 +187,7 @@ pub(crate) fn read_copy(
     read_exact(io, offset, &mut bin, &format!("{what} binary header"))?;
     let header = decode(&bin, copy, offset)?;
     let area_len = header.hdr_size - BIN_SIZE as u64; // hdr_size is one of HDR_SIZES
-    if bin_end + area_len > device_len {
+    if bin_end.saturating_add(area_len) > device_len {
         return Err(Error::corrupt(format!(
             "{what} header is truncated: its JSON area ends at {} but the device has {device_len} bytes",
             bin_end + area_len

@@ -120,6 +120,14 @@ impl Luks2 {
                 Err(_) => {}
             }
         }
+        if let (Ok(p), Ok(s)) = (&primary, &secondary) {
+            if p.raw.header.uuid != s.raw.header.uuid {
+                secondary = Err(Error::corrupt(format!(
+                    "secondary header: it belongs to another volume (UUID {})",
+                    s.raw.header.uuid
+                )));
+            }
+        }
         let (chosen, from, other_salt) = match (primary, secondary) {
             (Ok(p), Ok(s)) => {
                 if s.raw.header.seqid > p.raw.header.seqid {
@@ -203,7 +211,27 @@ impl Luks2 {
     /// the new metadata.
     pub(crate) fn write(&mut self, io: &dyn MetadataIo) -> Result<()> {
         self.check_requirements()?;
+        self.check_unchanged(io)?;
         self.write_meta(io, &self.meta.clone())
+    }
+
+    /// Refuses to overwrite a header another program updated since it was
+    /// loaded (cryptsetup makes a similar check): no valid copy of this
+    /// header on the device may carry a newer seqid than the one loaded.
+    fn check_unchanged(&self, io: &dyn MetadataIo) -> Result<()> {
+        let dev_len = io.len()?;
+        for copy in [Copy::Primary, Copy::Secondary] {
+            let offset = copy_offset(copy, self.bin.hdr_size);
+            if let Ok(current) = binary::read_copy(io, dev_len, offset, copy) {
+                if current.header.uuid == self.bin.uuid && current.header.seqid > self.bin.seqid {
+                    return Err(Error::invalid(format!(
+                        "the LUKS2 header was changed on disk since it was loaded (seqid {} instead of {}); load it again",
+                        current.header.seqid, self.bin.seqid
+                    )));
+                }
+            }
+        }
+        Ok(())
     }
 
     fn write_meta(&mut self, io: &dyn MetadataIo, meta: &Metadata) -> Result<()> {
@@ -250,6 +278,7 @@ impl Luks2 {
         self.check_requirements()?;
         let mut meta = self.meta.clone();
         change(&mut meta)?;
+        self.check_unchanged(io)?;
         self.write_meta(io, &meta)
     }
 
@@ -376,6 +405,7 @@ impl Luks2 {
         slot: Option<usize>,
     ) -> Result<usize> {
         self.check_requirements()?;
+        self.check_unchanged(io)?;
         if !self.verify_volume_key(volume_key)? {
             return Err(Error::invalid("the volume key does not match this volume's digest"));
         }
@@ -418,6 +448,7 @@ impl Luks2 {
 
     pub(crate) fn remove_keyslot(&mut self, io: &dyn MetadataIo, slot: usize) -> Result<()> {
         self.check_requirements()?;
+        self.check_unchanged(io)?;
         let Some(ks) = self.meta.keyslots.get(&slot) else {
             return Err(Error::invalid(format!("keyslot {slot} is not active")));
         };

@@ -67,8 +67,8 @@ pub fn cryptsetup() -> &'static str {
     assert!(
         found,
         "cryptsetup is not installed: the LUKS interoperability tests need it. \
-         Run the project's test script (it installs Debian's cryptsetup-bin), \
-         or `apt-get install -y cryptsetup-bin`."
+         Run the project's test script, scripts/test, which installs Debian's cryptsetup-bin \
+         (or run `apt-get install -y cryptsetup-bin`)."
     );
     "cryptsetup"
 }
