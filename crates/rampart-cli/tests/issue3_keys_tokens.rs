@@ -65,8 +65,7 @@ fn key_management(tag: &str, luks_type: &str, made_by_rampart: bool) {
     assert_eq!(slots(&volume), [0]);
 
     // add-key: the new passphrase opens in cryptsetup, the old one still does.
-    let mut args =
-        vec!["add-key", p(&volume), "--key-file", p(&k1), "--new-key-file", p(&k2)];
+    let mut args = vec!["add-key", p(&volume), "--key-file", p(&k1), "--new-key-file", p(&k2)];
     args.extend(kdf);
     ok("rampart add-key", rampart(&args));
     assert_eq!(slots(&volume), [0, 1]);
@@ -79,8 +78,7 @@ fn key_management(tag: &str, luks_type: &str, made_by_rampart: bool) {
     }
 
     // change-key: k2 is replaced by k3.
-    let mut args =
-        vec!["change-key", p(&volume), "--key-file", p(&k2), "--new-key-file", p(&k3)];
+    let mut args = vec!["change-key", p(&volume), "--key-file", p(&k2), "--new-key-file", p(&k3)];
     args.extend(kdf);
     ok("rampart change-key", rampart(&args));
     assert!(!cryptsetup_opens(&volume, None, &k2), "the changed passphrase still opens");
@@ -88,7 +86,10 @@ fn key_management(tag: &str, luks_type: &str, made_by_rampart: bool) {
     assert!(cryptsetup_opens(&volume, None, &k1));
     let after_change = slots(&volume);
     assert_eq!(after_change.len(), 2, "{after_change:?}");
-    fails_no_key("test-key with the changed passphrase", &rampart(&["test-key", p(&volume), "-d", p(&k2)]));
+    fails_no_key(
+        "test-key with the changed passphrase",
+        &rampart(&["test-key", p(&volume), "-d", p(&k2)]),
+    );
 
     // A key added by cryptsetup unlocks in Rampart, in its slot only.
     cs_add_key(&volume, &k1, &k4);
@@ -129,7 +130,11 @@ fn key_management(tag: &str, luks_type: &str, made_by_rampart: bool) {
     ok("rampart kill-slot", rampart(&["kill-slot", p(&volume), &k4_slot_text, "-d", p(&k1)]));
     assert_eq!(slots(&volume), [0]);
     assert!(!cryptsetup_opens(&volume, None, &k4));
-    let line = fails("kill-slot of an inactive slot", &rampart(&["kill-slot", p(&volume), "5", "-d", p(&k1)]), Some(2));
+    let line = fails(
+        "kill-slot of an inactive slot",
+        &rampart(&["kill-slot", p(&volume), "5", "-d", p(&k1)]),
+        Some(2),
+    );
     assert!(line.contains('5'), "{line}");
 
     // The last keyslot: refused without --batch-mode, volume unchanged.
@@ -159,7 +164,10 @@ fn key_management(tag: &str, luks_type: &str, made_by_rampart: bool) {
     assert_eq!(cryptsetup_volume_key(&volume, &k1), volume_key);
 
     // With --batch-mode the last slot goes; nothing opens any more.
-    ok("remove-key --batch-mode", rampart(&["remove-key", p(&volume), "-d", p(&k1), "--batch-mode"]));
+    ok(
+        "remove-key --batch-mode",
+        rampart(&["remove-key", p(&volume), "-d", p(&k1), "--batch-mode"]),
+    );
     assert_eq!(slots(&volume), Vec::<usize>::new());
     assert!(!cryptsetup_opens(&volume, None, &k1));
     fails_no_key("test-key without keyslots", &rampart(&["test-key", p(&volume), "-d", p(&k1)]));
@@ -196,10 +204,8 @@ fn cs_token(volume: &Path, id: usize) -> serde_json::Value {
 
 fn rampart_token(volume: &Path, id: usize) -> serde_json::Value {
     let id = id.to_string();
-    let out = ok(
-        "rampart token export",
-        rampart(&["token", "export", p(volume), "--token-id", &id]),
-    );
+    let out =
+        ok("rampart token export", rampart(&["token", "export", p(volume), "--token-id", &id]));
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -219,7 +225,15 @@ fn issue3_tokens_imported_by_cryptsetup_survive_rampart_rewrites() {
     let want: serde_json::Value = serde_json::from_str(KMS_TOKEN).unwrap();
     ok(
         "cryptsetup token import",
-        cryptsetup(&["token", "import", "--json-file", p(&token_file), "--token-id", "3", p(&volume)]),
+        cryptsetup(&[
+            "token",
+            "import",
+            "--json-file",
+            p(&token_file),
+            "--token-id",
+            "3",
+            p(&volume),
+        ]),
     );
     assert_eq!(cs_token(&volume, 3), want);
     assert_eq!(rampart_token(&volume, 3), want, "Rampart reads the token differently");
@@ -263,7 +277,14 @@ fn issue3_tokens_follow_keyslot_removal_like_cryptsetup() {
         if tool == "cryptsetup" {
             ok(
                 "cryptsetup luksKillSlot",
-                cryptsetup(&["luksKillSlot", "--batch-mode", "--key-file", p(&k1), p(&volume), "1"]),
+                cryptsetup(&[
+                    "luksKillSlot",
+                    "--batch-mode",
+                    "--key-file",
+                    p(&k1),
+                    p(&volume),
+                    "1",
+                ]),
             );
         } else {
             ok("rampart kill-slot", rampart(&["kill-slot", p(&volume), "1", "-d", p(&k1)]));
@@ -290,7 +311,10 @@ fn issue3_tokens_rampart_add_export_remove() {
     let want: serde_json::Value = serde_json::from_str(KMS_TOKEN).unwrap();
 
     // First free id (0), then an explicit one.
-    let out = ok("rampart token add", rampart(&["token", "add", p(&volume), "--json-file", p(&token_file)]));
+    let out = ok(
+        "rampart token add",
+        rampart(&["token", "add", p(&volume), "--json-file", p(&token_file)]),
+    );
     assert_eq!(text(&out.stdout).trim(), "0");
     let other = serde_json::json!({"type": "other-kind", "keyslots": [], "n": 1});
     let other_file = dir.file("other.json", other.to_string().as_bytes());
@@ -328,7 +352,11 @@ fn issue3_tokens_rampart_add_export_remove() {
         None,
     );
     let bad = dir.file("bad.json", b"{\"type\": \"x\", \"keyslots\": [");
-    fails("token add of bad JSON", &rampart(&["token", "add", p(&volume), "--json-file", p(&bad)]), Some(2));
+    fails(
+        "token add of bad JSON",
+        &rampart(&["token", "add", p(&volume), "--json-file", p(&bad)]),
+        Some(2),
+    );
     let no_slot = dir.file("noslot.json", br#"{"type":"x","keyslots":["9"]}"#);
     fails(
         "token add naming a missing keyslot",
@@ -397,7 +425,15 @@ fn issue3_tokens_refused_on_luks1() {
     );
     let before = std::fs::read(&volume).unwrap();
     let token_file = dir.file("token.json", KMS_TOKEN.as_bytes());
-    fails("token add on LUKS1", &rampart(&["token", "add", p(&volume), "--json-file", p(&token_file)]), None);
-    fails("token export on LUKS1", &rampart(&["token", "export", p(&volume), "--token-id", "0"]), None);
+    fails(
+        "token add on LUKS1",
+        &rampart(&["token", "add", p(&volume), "--json-file", p(&token_file)]),
+        None,
+    );
+    fails(
+        "token export on LUKS1",
+        &rampart(&["token", "export", p(&volume), "--token-id", "0"]),
+        None,
+    );
     assert_same("LUKS1 volume after token add", &std::fs::read(&volume).unwrap(), &before);
 }

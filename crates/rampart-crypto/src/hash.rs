@@ -73,6 +73,23 @@ pub fn digest(alg: HashAlg, data: &[u8]) -> SecretBytes {
     SecretBytes::from_slice(lc_digest::digest(alg.digest_alg(), data).as_ref())
 }
 
+/// The digest of `data` written into `out` (at least the digest length),
+/// for hot loops over key material (the LUKS anti-forensic diffusion) where
+/// a locked allocation per digest would cost two system calls. The caller
+/// wipes `out`. Returns the digest length.
+pub fn digest_into(alg: HashAlg, data: &[u8], out: &mut [u8]) -> Result<usize> {
+    let len = alg.output_len();
+    let Some(target) = out.get_mut(..len) else {
+        return Err(crate::CryptoError::InvalidLength {
+            what: "digest output buffer",
+            len: out.len(),
+            requirement: "at least the digest length",
+        });
+    };
+    target.copy_from_slice(lc_digest::digest(alg.digest_alg(), data).as_ref());
+    Ok(len)
+}
+
 /// HMAC of `msg` under `key`.
 #[must_use]
 pub fn hmac(alg: HashAlg, key: &[u8], msg: &[u8]) -> SecretBytes {

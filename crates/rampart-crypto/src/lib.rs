@@ -25,7 +25,7 @@ pub use ctr::Ctr;
 pub use error::CryptoError;
 pub use ffi::disable_core_dumps;
 pub use gcm::{Gcm, GCM_NONCE_LEN, GCM_TAG_LEN};
-pub use hash::{digest, hkdf, hmac, HashAlg};
+pub use hash::{digest, digest_into, hkdf, hmac, HashAlg};
 pub use kdf::{argon2, argon2_with_secret, pbkdf2, Argon2Params, Argon2Variant};
 pub use keywrap::{kw_unwrap, kw_wrap, kwp_unwrap, kwp_wrap};
 pub use rng::{fill_random, random_secret};

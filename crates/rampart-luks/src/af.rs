@@ -5,7 +5,7 @@
 //! the last are random, the last is the key XORed with the diffused XOR-chain
 //! of the others, so every stripe is needed to recover the key.
 
-use rampart_crypto::{digest, fill_random, HashAlg, SecretBytes};
+use rampart_crypto::{digest_into, fill_random, HashAlg, SecretBytes};
 use zeroize::Zeroize;
 
 use crate::{Error, Result};
@@ -44,16 +44,19 @@ fn check(key_len: usize, stripes: u32) -> Result<()> {
 fn diffuse(buf: &mut [u8], hash: HashAlg) {
     let size = hash.output_len();
     let mut input = [0u8; 4 + 64];
+    let mut out = [0u8; 64];
     for (i, block) in buf.chunks_mut(size).enumerate() {
         // Blocks are at most MAX_KEY_BYTES long, so the index fits in u32.
         let index = u32::try_from(i).unwrap_or(u32::MAX);
         input[..4].copy_from_slice(&index.to_be_bytes());
         input[4..4 + block.len()].copy_from_slice(block);
-        let out = digest(hash, &input[..4 + block.len()]);
+        // `out` holds 64 bytes, the longest digest: this cannot fail.
+        let _ = digest_into(hash, &input[..4 + block.len()], &mut out);
         let len = block.len();
-        block.copy_from_slice(&out.expose()[..len]);
+        block.copy_from_slice(&out[..len]);
     }
     input.zeroize();
+    out.zeroize();
 }
 
 fn xor_into(acc: &mut [u8], block: &[u8]) {
@@ -112,6 +115,7 @@ pub(crate) fn merge(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rampart_crypto::digest;
 
     #[test]
     fn split_then_merge_round_trips() {

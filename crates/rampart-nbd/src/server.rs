@@ -111,11 +111,22 @@ impl Bound {
     }
 
     /// Binds a Unix socket, replacing a stale socket file left by a
-    /// previous server (but never a file of another kind).
+    /// previous server (but never a live one, nor a file of another kind).
     pub fn unix(path: &std::path::Path) -> Result<Self, NbdError> {
         use std::os::unix::fs::FileTypeExt;
         if let Ok(meta) = std::fs::symlink_metadata(path) {
             if meta.file_type().is_socket() {
+                // A socket that answers belongs to a running server: never
+                // take it over (its clients would be cut off).
+                if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                    return Err(NbdError::Io {
+                        context: format!("cannot listen on {}", path.display()),
+                        source: io::Error::new(
+                            io::ErrorKind::AddrInUse,
+                            "a server is already listening there",
+                        ),
+                    });
+                }
                 let _ = std::fs::remove_file(path);
             }
         }
@@ -126,10 +137,12 @@ impl Bound {
         Ok(Self::Unix(listener, path.to_owned()))
     }
 
-    /// The URI prefix clients use (without the export name).
+    /// The NBD URI of `export` on this listener (the export name and the
+    /// socket path percent-encoded, as RFC 3986 and the NBD URI spec want).
     #[must_use]
     pub fn uri(&self, tls: bool, export: &str) -> String {
         let scheme = if tls { "nbds" } else { "nbd" };
+        let export = percent_encode(export.as_bytes());
         match self {
             Self::Tcp(listener) => match listener.local_addr() {
                 Ok(addr) if addr.is_ipv6() => {
@@ -138,9 +151,26 @@ impl Bound {
                 Ok(addr) => format!("{scheme}://{}:{}/{export}", addr.ip(), addr.port()),
                 Err(_) => format!("{scheme}://?/{export}"),
             },
-            Self::Unix(_, path) => format!("{scheme}+unix:///{export}?socket={}", path.display()),
+            Self::Unix(_, path) => {
+                use std::os::unix::ffi::OsStrExt;
+                let socket = percent_encode(path.as_os_str().as_bytes());
+                format!("{scheme}+unix:///{export}?socket={socket}")
+            }
         }
     }
+}
+
+/// Percent-encodes every byte but RFC 3986's unreserved characters and `/`.
+fn percent_encode(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for &b in bytes {
+        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 pub struct Server {

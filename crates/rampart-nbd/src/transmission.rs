@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter, ReadHalf, WriteHalf};
-use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::handshake::{BoxStream, Negotiated};
 use crate::proto::*;
@@ -59,8 +59,12 @@ struct Reply {
     request: Request,
     body: Body,
     /// Held until the reply is on the wire, bounding memory in flight.
-    _permit: Option<OwnedSemaphorePermit>,
+    _permit: Option<Permit>,
 }
+
+/// In-flight budget held by one request: the connection's share and the
+/// server-wide one.
+type Permit = (OwnedSemaphorePermit, OwnedSemaphorePermit);
 
 pub(crate) async fn serve(
     negotiated: Negotiated,
@@ -71,7 +75,12 @@ pub(crate) async fn serve(
     let (mut reader, writer) = tokio::io::split(stream);
     let (replies, queue) = mpsc::unbounded_channel::<Reply>();
     let writing = tokio::spawn(write_replies(writer, queue, structured, Arc::clone(&shared)));
-    let context = Context { export, shared, base_allocation, replies };
+    // One connection may hold at most a quarter of the server's in-flight
+    // budget (and always one largest request): a client that stops reading
+    // its replies then stalls itself, not every other client.
+    let own = (shared.inflight_permits / 4).max(MAX_REQUEST / PERMIT_BYTES as u32);
+    let own = Arc::new(Semaphore::new(own as usize));
+    let context = Context { export, shared, base_allocation, replies, own };
     let reading = tokio::select! {
         result = read_requests(&mut reader, &context) => result,
         _ = stop.wait_for(|stopping| *stopping) => Ok(()),
@@ -88,10 +97,11 @@ struct Context {
     shared: Arc<Shared>,
     base_allocation: bool,
     replies: mpsc::UnboundedSender<Reply>,
+    own: Arc<Semaphore>,
 }
 
 impl Context {
-    fn answer(&self, request: Request, body: Body, permit: Option<OwnedSemaphorePermit>) {
+    fn answer(&self, request: Request, body: Body, permit: Option<Permit>) {
         if matches!(body, Body::Error { .. }) {
             self.shared.stats.request_errors.fetch_add(1, Ordering::Relaxed);
         }
@@ -205,13 +215,18 @@ fn validate(cx: &Context, request: &Request, size: u64) -> Result<(), (u32, Stri
     Ok(())
 }
 
-async fn acquire(cx: &Context, len: u32) -> io::Result<OwnedSemaphorePermit> {
+async fn acquire(cx: &Context, len: u32) -> io::Result<Permit> {
     let wanted = (len as usize).div_ceil(PERMIT_BYTES).max(1);
-    let wanted = u32::try_from(wanted).unwrap_or(u32::MAX).min(cx.shared.inflight_permits);
-    Arc::clone(&cx.shared.inflight)
-        .acquire_many_owned(wanted)
-        .await
-        .map_err(|_| io::Error::other("server is shutting down"))
+    // Requests are at most MAX_REQUEST here, and both budgets hold that.
+    let wanted = u32::try_from(wanted)
+        .unwrap_or(u32::MAX)
+        .min(MAX_REQUEST / PERMIT_BYTES as u32)
+        .min(cx.shared.inflight_permits);
+    let closed = |_| io::Error::other("server is shutting down");
+    let own = Arc::clone(&cx.own).acquire_many_owned(wanted).await.map_err(closed)?;
+    let shared =
+        Arc::clone(&cx.shared.inflight).acquire_many_owned(wanted).await.map_err(closed)?;
+    Ok((own, shared))
 }
 
 fn errno_of(error: &io::Error) -> u32 {
@@ -225,11 +240,13 @@ fn errno_of(error: &io::Error) -> u32 {
     }
 }
 
-fn spawn_write(cx: &Context, request: Request, buffer: Vec<u8>, permit: OwnedSemaphorePermit) {
+fn spawn_write(cx: &Context, request: Request, buffer: Vec<u8>, permit: Permit) {
     let device = Arc::clone(&cx.export.device);
     let shared = Arc::clone(&cx.shared);
     let replies = cx.replies.clone();
-    let answer = Context { export: cx.export.clone(), shared, base_allocation: false, replies };
+    let own = Arc::clone(&cx.own);
+    let answer =
+        Context { export: cx.export.clone(), shared, base_allocation: false, replies, own };
     tokio::task::spawn_blocking(move || {
         let mut result = device.write_at(&buffer, request.offset);
         if result.is_ok() && request.flags & CMD_FLAG_FUA != 0 {
@@ -247,7 +264,7 @@ fn spawn_write(cx: &Context, request: Request, buffer: Vec<u8>, permit: OwnedSem
     });
 }
 
-fn spawn_other(cx: &Context, request: Request, permit: Option<OwnedSemaphorePermit>) {
+fn spawn_other(cx: &Context, request: Request, permit: Option<Permit>) {
     let device = Arc::clone(&cx.export.device);
     let replies = cx.replies.clone();
     let answer = Context {
@@ -255,6 +272,7 @@ fn spawn_other(cx: &Context, request: Request, permit: Option<OwnedSemaphorePerm
         shared: Arc::clone(&cx.shared),
         base_allocation: false,
         replies,
+        own: Arc::clone(&cx.own),
     };
     tokio::task::spawn_blocking(move || {
         let fua = request.flags & CMD_FLAG_FUA != 0;

@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rampart_volume::{BlockDevice, Volume};
 
 use crate::cli::{ExportArgs, ImportArgs, KeyArgs, VolumeArgs};
-use crate::commands::luks::{auth_error, paths, warn};
+use crate::commands::luks::{luks_error, paths, warn};
 use crate::passphrase::Source;
 use crate::UsageError;
 
@@ -30,7 +30,7 @@ pub fn open_volume(volume: &VolumeArgs, key: &KeyArgs, read_only: bool) -> anyho
 /// A wrong passphrase is exit status 2; anything else stays a runtime error.
 pub fn map_open_error(error: rampart_volume::VolumeError) -> anyhow::Error {
     match error {
-        rampart_volume::VolumeError::Luks(inner) => auth_error(inner),
+        rampart_volume::VolumeError::Luks(inner) => luks_error(inner),
         other => other.into(),
     }
 }
@@ -147,6 +147,13 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
 }
 
 pub fn import(args: &ImportArgs) -> anyhow::Result<()> {
+    if args.input == Path::new("-") && args.key.key_file.as_deref() == Some(Path::new("-")) {
+        return Err(UsageError(
+            "standard input cannot hold both the key file (--key-file -) and the data (IN -)"
+                .into(),
+        )
+        .into());
+    }
     let mut input: Box<dyn Read + Send> = if args.input == Path::new("-") {
         Box::new(io::stdin())
     } else {

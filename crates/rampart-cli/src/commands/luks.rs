@@ -46,13 +46,17 @@ pub fn unlock(
     prompt: &str,
 ) -> anyhow::Result<(usize, SecretBytes)> {
     let passphrase = Source::new(key.key_file.as_deref(), prompt, false).read()?;
-    luks.unlock(header, passphrase.expose(), key.key_slot).map_err(auth_error)
+    luks.unlock(header, passphrase.expose(), key.key_slot).map_err(luks_error)
 }
 
-/// Turns "no key available" into exit status 2; other errors stay runtime errors.
-pub fn auth_error(error: rampart_luks::Error) -> anyhow::Error {
+/// A wrong passphrase or an argument the volume cannot take (a keyslot out
+/// of range or in use) is the user's to fix: exit status 2. Everything else
+/// stays a runtime error.
+pub fn luks_error(error: rampart_luks::Error) -> anyhow::Error {
     match error {
-        rampart_luks::Error::NoKey => UsageError(error.to_string()).into(),
+        rampart_luks::Error::NoKey | rampart_luks::Error::InvalidArgument(_) => {
+            UsageError(error.to_string()).into()
+        }
         other => other.into(),
     }
 }
@@ -260,7 +264,9 @@ pub fn add_key(args: &AddKeyArgs) -> anyhow::Result<()> {
     let (_, volume_key) = unlock(&luks, &header, &args.key, "Enter any existing passphrase: ")?;
     let pbkdf = pbkdf_choice(&args.pbkdf, luks.version())?;
     let new = Source::new(args.new_key_file.as_deref(), "Enter new passphrase: ", true).read()?;
-    let slot = luks.add_keyslot(&header, &volume_key, new.expose(), &pbkdf, args.new_key_slot)?;
+    let slot = luks
+        .add_keyslot(&header, &volume_key, new.expose(), &pbkdf, args.new_key_slot)
+        .map_err(luks_error)?;
     if std::io::stderr().is_terminal() {
         eprintln!("Key slot {slot} created.");
     }
@@ -275,9 +281,22 @@ pub fn change_key(args: &ChangeKeyArgs) -> anyhow::Result<()> {
     let pbkdf = pbkdf_choice(&args.pbkdf, luks.version())?;
     let new = Source::new(args.new_key_file.as_deref(), "Enter new passphrase: ", true).read()?;
     // The new slot is complete on disk before the old one goes, so a crash
-    // in between leaves both passphrases working, never neither.
-    let new_slot = luks.add_keyslot(&header, &volume_key, new.expose(), &pbkdf, None)?;
-    luks.remove_keyslot(&header, old_slot)?;
+    // in between leaves both passphrases working, never neither. With every
+    // slot in use the change can only be made in place, as cryptsetup does.
+    let new_slot = match luks.add_keyslot(&header, &volume_key, new.expose(), &pbkdf, None) {
+        Ok(new_slot) => {
+            luks.remove_keyslot(&header, old_slot)?;
+            new_slot
+        }
+        Err(rampart_luks::Error::NoSpace(_)) => {
+            eprintln!(
+                "rampart: warning: every keyslot is in use; replacing keyslot {old_slot} in place"
+            );
+            luks.remove_keyslot(&header, old_slot)?;
+            luks.add_keyslot(&header, &volume_key, new.expose(), &pbkdf, Some(old_slot))?
+        }
+        Err(other) => return Err(luks_error(other)),
+    };
     if std::io::stderr().is_terminal() {
         eprintln!("Key slot {old_slot} replaced by key slot {new_slot}.");
     }
@@ -323,7 +342,7 @@ pub fn kill_slot(args: &KillSlotArgs) -> anyhow::Result<()> {
             .iter()
             .any(|&slot| luks.unlock(&header, passphrase.expose(), Some(slot)).is_ok());
         if !opened {
-            return Err(auth_error(rampart_luks::Error::NoKey));
+            return Err(luks_error(rampart_luks::Error::NoKey));
         }
     }
     luks.remove_keyslot(&header, args.slot)?;
@@ -347,7 +366,7 @@ pub fn token(command: &TokenCommand) -> anyhow::Result<()> {
             let token: serde_json::Value = serde_json::from_slice(&text).map_err(|e| {
                 UsageError(format!("{} is not valid JSON: {e}", json_file.display()))
             })?;
-            let id = luks.add_token(&header, token, *token_id)?;
+            let id = luks.add_token(&header, token, *token_id).map_err(luks_error)?;
             println!("{id}");
             Ok(())
         }
@@ -364,7 +383,7 @@ pub fn token(command: &TokenCommand) -> anyhow::Result<()> {
         TokenCommand::Remove { volume, token_id } => {
             let paths = paths(volume);
             let (header, mut luks) = load(&paths, true)?;
-            luks.remove_token(&header, *token_id)?;
+            luks.remove_token(&header, *token_id).map_err(luks_error)?;
             Ok(())
         }
     }

@@ -1,0 +1,690 @@
+#![allow(clippy::unwrap_used)]
+#![allow(dead_code)]
+//! Shared helpers of the issue-4 NBD tests (included by each `issue4_*.rs`
+//! test with `#[path]`).
+//!
+//! The tests drive the real `rampart serve` binary with real NBD clients
+//! (libnbd's nbdinfo/nbdcopy/nbdfuse/nbdsh, qemu-img/qemu-io, fio's nbd
+//! engine) and, for protocol abuse, a small raw-socket client below. A
+//! missing tool fails the test with a message naming `scripts/test`.
+
+use std::ffi::OsStr;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The Debian packages the issue-4 tests drive (scripts/test installs them).
+pub const PACKAGES: &str = "cryptsetup-bin qemu-utils nbdkit libnbd-bin python3-libnbd fio fuse3 \
+                            e2fsprogs util-linux mount openssl procps coreutils";
+
+pub const XTS_CHECK: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/tests/helpers/issue4_xts_check.py");
+
+/// Cheap KDF settings for `rampart format`.
+pub const PBKDF2: &[&str] = &["--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000"];
+
+/// LUKS2's default header area: a volume file of `data + HEADER` bytes holds
+/// exactly `data` bytes of plaintext.
+pub const HEADER: u64 = 16 << 20;
+
+pub const MIB: u64 = 1 << 20;
+
+/// Finds `name` on PATH (or in the sbin directories); fails the test,
+/// naming `scripts/test`, when it is not installed.
+pub fn tool(name: &str) -> PathBuf {
+    let mut dirs: Vec<PathBuf> =
+        std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
+    dirs.extend(["/usr/sbin", "/sbin", "/usr/bin", "/bin"].map(PathBuf::from));
+    for dir in dirs {
+        let candidate = dir.join(name);
+        if candidate.is_file() {
+            return candidate;
+        }
+    }
+    panic!(
+        "`{name}` is not installed, and the issue-4 NBD tests need it: run scripts/test, which \
+         installs the test dependencies (Debian packages: {PACKAGES}; python3 with \
+         pyca/cryptography)"
+    );
+}
+
+/// Checks that every tool is installed; `python3` must import pyca's
+/// `cryptography`, `nbdsh` must find libnbd's Python module.
+pub fn require(tools: &[&str]) {
+    for name in tools {
+        let path = tool(name);
+        if *name == "python3" {
+            let out = Command::new(&path)
+                .args(["-c", "import cryptography.hazmat.primitives.ciphers"])
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "python3 has no pyca/cryptography module ({}); run scripts/test, which installs it",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        if *name == "nbdsh" {
+            let out = nbdsh_command().args(["-c", "pass"]).output().unwrap();
+            assert!(
+                out.status.success(),
+                "nbdsh cannot load libnbd's Python module ({}); run scripts/test, which installs \
+                 python3-libnbd",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+    }
+}
+
+/// `nbdsh` runs `python3 -m nbd`; Debian's python3 has the module
+/// (python3-libnbd) even when another python3 comes first on PATH.
+pub fn nbdsh_command() -> Command {
+    let mut command = Command::new(tool("nbdsh"));
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs = vec![PathBuf::from("/usr/bin"), PathBuf::from("/bin")];
+    dirs.extend(std::env::split_paths(&path));
+    command.env("PATH", std::env::join_paths(dirs).unwrap());
+    command
+}
+
+/// A unique, fresh directory under the system temp dir, removed on drop
+/// (big scratch files must never be left behind, so even on failure).
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> Self {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        // Short names: Unix socket paths are limited to 107 bytes.
+        let path =
+            std::env::temp_dir().join(format!("rp4-{tag}-{}-{n}-{nanos}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap();
+        Self(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    pub fn file(&self, name: &str, bytes: &[u8]) -> PathBuf {
+        let path = self.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A path as a command-line argument (temp paths are UTF-8).
+pub fn p(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+pub fn describe(what: &str, out: &Output) -> String {
+    format!(
+        "{what}: {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        out.status,
+        text(&out.stdout).chars().take(6000).collect::<String>(),
+        text(&out.stderr).chars().take(6000).collect::<String>()
+    )
+}
+
+/// Runs a prepared command with its output captured, stdin closed.
+pub fn output(mut command: Command) -> Output {
+    command.env_remove("RUST_BACKTRACE").env_remove("RUST_LIB_BACKTRACE");
+    command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    command.output().unwrap_or_else(|e| panic!("cannot run {command:?}: {e}"))
+}
+
+/// Runs `program` (a tool on PATH) with `args`.
+pub fn run<S: AsRef<OsStr>>(program: &str, args: &[S]) -> Output {
+    let mut command = Command::new(tool(program));
+    command.args(args);
+    output(command)
+}
+
+/// Runs `program` with `args`, failing the test when it has not finished
+/// within `limit` (a hung client must fail, not hang, the test).
+pub fn run_limited<S: AsRef<OsStr>>(program: &str, args: &[S], limit: Duration) -> Output {
+    let mut command = Command::new(tool(program));
+    command.args(args);
+    output_limited(command, limit)
+}
+
+/// `rampart ARGS`, failing the test when it has not finished within `limit`.
+pub fn rampart_limited(args: &[&str], limit: Duration) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_rampart"));
+    command.args(args).env_remove("RUST_BACKTRACE").env_remove("RUST_LIB_BACKTRACE");
+    output_limited(command, limit)
+}
+
+/// Runs a prepared command with its output captured, failing the test when
+/// it has not finished within `limit`.
+pub fn output_limited(mut command: Command, limit: Duration) -> Output {
+    let program = command.get_program().to_string_lossy().into_owned();
+    command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = command.spawn().unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = stdout.read_to_end(&mut bytes);
+        bytes
+    });
+    let err = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = stderr.read_to_end(&mut bytes);
+        bytes
+    });
+    let Some(status) = wait_timeout(&mut child, limit) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("{program} did not finish within {limit:?}");
+    };
+    Output { status, stdout: out.join().unwrap(), stderr: err.join().unwrap() }
+}
+
+/// Runs the `rampart` binary under test.
+pub fn rampart(args: &[&str]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_rampart"));
+    command.args(args);
+    output(command)
+}
+
+/// Asserts that the command succeeded and returns its output.
+#[track_caller]
+pub fn ok(what: &str, out: Output) -> Output {
+    assert!(out.status.success(), "{}", describe(&format!("{what} failed"), &out));
+    out
+}
+
+/// Asserts two byte strings are equal without printing megabytes.
+#[track_caller]
+pub fn assert_same(what: &str, got: &[u8], want: &[u8]) {
+    if got != want {
+        let first = got.iter().zip(want).position(|(a, b)| a != b);
+        panic!(
+            "{what}: {} bytes differ from the expected {} bytes (first difference at {first:?})",
+            got.len(),
+            want.len()
+        );
+    }
+}
+
+/// Deterministic pseudo-random bytes (splitmix64).
+pub fn random_bytes(seed: u64, len: usize) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x1234_5678;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// The passphrase file every issue-4 volume uses.
+pub fn key_file(dir: &TempDir) -> PathBuf {
+    let path = dir.join("key");
+    if !path.exists() {
+        std::fs::write(&path, b"issue4 passphrase").unwrap();
+    }
+    path
+}
+
+/// Formats a LUKS2 volume `name` in `dir` holding `data` bytes of
+/// plaintext, with a cheap KDF; returns its path.
+pub fn make_volume(dir: &TempDir, name: &str, data: u64) -> PathBuf {
+    let key = key_file(dir);
+    let path = dir.join(name);
+    let size = (data + HEADER).to_string();
+    let mut args = vec!["format", p(&path), "--size", &size, "--key-file", p(&key)];
+    args.extend_from_slice(PBKDF2);
+    args.push("-q");
+    ok("rampart format", rampart(&args));
+    path
+}
+
+/// `rampart export VOL --offset O --length L -` as bytes.
+pub fn export_range(vol: &Path, key: &Path, offset: u64, length: u64) -> Vec<u8> {
+    let offset = offset.to_string();
+    let length = length.to_string();
+    let out = ok(
+        "rampart export",
+        rampart(&[
+            "export",
+            p(vol),
+            "-",
+            "--key-file",
+            p(key),
+            "--offset",
+            &offset,
+            "--length",
+            &length,
+        ]),
+    );
+    out.stdout
+}
+
+/// Sends `signal` (TERM, INT, KILL) to process `pid` with kill(1).
+pub fn send_signal(pid: u32, signal: &str) {
+    let out = run("kill", &[format!("-{signal}"), pid.to_string()]);
+    assert!(out.status.success(), "{}", describe("kill", &out));
+}
+
+/// Waits for `child` to exit, at most `limit`.
+pub fn wait_timeout(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A running `rampart serve`, killed (SIGKILL) and reaped on drop. Its
+/// stdout (the URIs) is read by a thread, its stderr goes to a log file.
+pub struct Serve {
+    child: Child,
+    log: PathBuf,
+    pub uris: Vec<String>,
+    /// The URIs of the first `uris.len()` stdout lines; later lines land here.
+    later: mpsc::Receiver<String>,
+    pub status: Option<ExitStatus>,
+}
+
+impl Serve {
+    /// Starts `rampart serve ARGS` and waits until it has printed `uris`
+    /// lines (it prints them after binding every listener).
+    pub fn start(args: &[&str], log: PathBuf, uris: usize) -> Self {
+        let log_file = std::fs::File::create(&log).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_rampart"))
+            .arg("serve")
+            .args(args)
+            .env_remove("RUST_BACKTRACE")
+            .env_remove("RUST_LIB_BACKTRACE")
+            .env_remove("RAMPART_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log_file)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start rampart serve: {e}"));
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut serve = Self { child, log, uris: Vec::new(), later: rx, status: None };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while serve.uris.len() < uris {
+            match serve.later.recv_timeout(Duration::from_millis(50)) {
+                Ok(line) => serve.uris.push(line),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    let status = wait_timeout(&mut serve.child, Duration::from_secs(5));
+                    panic!(
+                        "rampart serve {args:?} ended ({status:?}) after printing {:?}: {}",
+                        serve.uris,
+                        serve.log()
+                    );
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "rampart serve printed only {:?} within 30 s: {}",
+                serve.uris,
+                serve.log()
+            );
+        }
+        serve
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The first printed URI.
+    pub fn uri(&self) -> &str {
+        &self.uris[0]
+    }
+
+    /// What the server wrote to stderr so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Asserts that the server is still running and never panicked.
+    #[track_caller]
+    pub fn assert_alive(&mut self, after: &str) {
+        let status = self.child.try_wait().unwrap();
+        assert!(status.is_none(), "rampart serve died ({status:?}) after {after}: {}", self.log());
+        self.assert_no_panic(after);
+    }
+
+    #[track_caller]
+    pub fn assert_no_panic(&self, after: &str) {
+        let log = self.log();
+        assert!(!log.contains("panicked"), "rampart serve panicked after {after}:\n{log}");
+    }
+
+    /// Sends `signal` and waits (at most `limit`) for the exit status.
+    pub fn stop_with(&mut self, signal: &str, limit: Duration) -> ExitStatus {
+        send_signal(self.pid(), signal);
+        let status = wait_timeout(&mut self.child, limit).unwrap_or_else(|| {
+            panic!("rampart serve did not exit within {limit:?} of SIG{signal}: {}", self.log())
+        });
+        self.status = Some(status);
+        status
+    }
+
+    /// SIGTERM, then asserts a clean exit (status 0, the counters line, no
+    /// panic) within 20 s; returns the log.
+    #[track_caller]
+    pub fn stop(&mut self) -> String {
+        let status = self.stop_with("TERM", Duration::from_secs(20));
+        let log = self.log();
+        assert!(status.success(), "rampart serve exited {status} on SIGTERM:\n{log}");
+        assert!(log.contains("served "), "no counters line on exit:\n{log}");
+        assert!(!log.contains("panicked"), "rampart serve panicked:\n{log}");
+        log
+    }
+
+    /// SIGKILL (no chance to flush) and reap.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        self.status = Some(self.child.wait().unwrap());
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        if self.status.is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The unix-socket URI among a server's printed URIs for export `name`.
+pub fn unix_uri(socket: &Path, name: &str) -> String {
+    format!("nbd+unix:///{name}?socket={}", socket.display())
+}
+
+// ---------------------------------------------------------------------------
+// A raw NBD client for protocol tests (NetworkBlockDevice/nbd doc/proto.md).
+
+pub const NBDMAGIC: u64 = 0x4e42_444d_4147_4943;
+pub const IHAVEOPT: u64 = 0x4948_4156_454f_5054;
+pub const OPTION_REPLY_MAGIC: u64 = 0x0003_e889_0455_65a9;
+pub const REQUEST_MAGIC: u32 = 0x2560_9513;
+pub const SIMPLE_REPLY_MAGIC: u32 = 0x6744_6698;
+pub const STRUCTURED_REPLY_MAGIC: u32 = 0x668e_33ef;
+
+pub const OPT_EXPORT_NAME: u32 = 1;
+pub const OPT_ABORT: u32 = 2;
+pub const OPT_LIST: u32 = 3;
+pub const OPT_INFO: u32 = 6;
+pub const OPT_GO: u32 = 7;
+pub const OPT_STRUCTURED_REPLY: u32 = 8;
+
+pub const REP_ACK: u32 = 1;
+pub const REP_INFO: u32 = 3;
+pub const REP_ERR_UNSUP: u32 = (1 << 31) + 1;
+pub const REP_ERR_INVALID: u32 = (1 << 31) + 3;
+pub const REP_ERR_UNKNOWN: u32 = (1 << 31) + 6;
+pub const REP_ERR_TOO_BIG: u32 = (1 << 31) + 9;
+
+pub const CMD_READ: u16 = 0;
+pub const CMD_WRITE: u16 = 1;
+pub const CMD_DISC: u16 = 2;
+pub const CMD_FLUSH: u16 = 3;
+pub const CMD_BLOCK_STATUS: u16 = 7;
+pub const CMD_FLAG_FUA: u16 = 1;
+
+pub const EPERM: u32 = 1;
+pub const EINVAL: u32 = 22;
+pub const ENOSPC: u32 = 28;
+
+pub const REPLY_TYPE_OFFSET_DATA: u16 = 1;
+pub const REPLY_TYPE_ERROR: u16 = (1 << 15) + 1;
+
+pub struct RawClient {
+    pub stream: UnixStream,
+}
+
+/// One option reply.
+#[derive(Debug)]
+pub struct OptionReply {
+    pub option: u32,
+    pub kind: u32,
+    pub data: Vec<u8>,
+}
+
+/// One structured reply chunk.
+#[derive(Debug)]
+pub struct Chunk {
+    pub flags: u16,
+    pub kind: u16,
+    pub handle: u64,
+    pub payload: Vec<u8>,
+}
+
+impl RawClient {
+    /// Connects and reads the server's greeting.
+    pub fn connect(socket: &Path) -> Self {
+        let stream = UnixStream::connect(socket)
+            .unwrap_or_else(|e| panic!("cannot connect to {}: {e}", socket.display()));
+        stream.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+        stream.set_write_timeout(Some(Duration::from_secs(15))).unwrap();
+        let mut client = Self { stream };
+        let greeting = client.read(18);
+        assert_eq!(u64::from_be_bytes(greeting[..8].try_into().unwrap()), NBDMAGIC);
+        assert_eq!(u64::from_be_bytes(greeting[8..16].try_into().unwrap()), IHAVEOPT);
+        let flags = u16::from_be_bytes([greeting[16], greeting[17]]);
+        assert_eq!(flags & 1, 1, "the server must offer fixed newstyle");
+        client
+    }
+
+    /// Connects and sends client flags FIXED_NEWSTYLE | NO_ZEROES.
+    pub fn connect_flags(socket: &Path) -> Self {
+        let mut client = Self::connect(socket);
+        client.send(&3u32.to_be_bytes());
+        client
+    }
+
+    /// Writes all of `bytes` (panics on an error).
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).unwrap_or_else(|e| panic!("send failed: {e}"));
+    }
+
+    /// Writes `bytes`, tolerating a server that already closed.
+    pub fn send_lossy(&mut self, bytes: &[u8]) {
+        let _ = self.stream.write_all(bytes);
+    }
+
+    pub fn read(&mut self, n: usize) -> Vec<u8> {
+        let mut buffer = vec![0u8; n];
+        self.stream.read_exact(&mut buffer).unwrap_or_else(|e| panic!("reading {n} bytes: {e}"));
+        buffer
+    }
+
+    pub fn option(&mut self, option: u32, data: &[u8]) {
+        let mut bytes = IHAVEOPT.to_be_bytes().to_vec();
+        bytes.extend_from_slice(&option.to_be_bytes());
+        bytes.extend_from_slice(&(data.len() as u32).to_be_bytes());
+        bytes.extend_from_slice(data);
+        self.send(&bytes);
+    }
+
+    pub fn option_reply(&mut self) -> OptionReply {
+        let header = self.read(20);
+        assert_eq!(
+            u64::from_be_bytes(header[..8].try_into().unwrap()),
+            OPTION_REPLY_MAGIC,
+            "bad option reply magic"
+        );
+        let option = u32::from_be_bytes(header[8..12].try_into().unwrap());
+        let kind = u32::from_be_bytes(header[12..16].try_into().unwrap());
+        let len = u32::from_be_bytes(header[16..20].try_into().unwrap());
+        assert!(len <= 1 << 20, "option reply of {len} bytes");
+        let data = self.read(len as usize);
+        OptionReply { option, kind, data }
+    }
+
+    /// NBD_OPT_GO for `name` (no info requests); returns (size, flags).
+    pub fn go(&mut self, name: &str) -> (u64, u16) {
+        self.option(OPT_GO, &info_payload(name));
+        let mut export = None;
+        loop {
+            let reply = self.option_reply();
+            assert_eq!(reply.option, OPT_GO);
+            match reply.kind {
+                REP_INFO => {
+                    if reply.data[..2] == [0, 0] {
+                        let size = u64::from_be_bytes(reply.data[2..10].try_into().unwrap());
+                        let flags = u16::from_be_bytes([reply.data[10], reply.data[11]]);
+                        export = Some((size, flags));
+                    }
+                }
+                REP_ACK => return export.expect("GO acknowledged without NBD_INFO_EXPORT"),
+                other => panic!("GO failed: reply {other:#x} {:?}", text(&reply.data)),
+            }
+        }
+    }
+
+    /// The whole handshake to transmission on export `name`; `structured`
+    /// negotiates structured replies first.
+    pub fn open(socket: &Path, name: &str, structured: bool) -> (Self, u64) {
+        let mut client = Self::connect_flags(socket);
+        if structured {
+            client.option(OPT_STRUCTURED_REPLY, &[]);
+            let reply = client.option_reply();
+            assert_eq!(reply.kind, REP_ACK, "structured replies refused");
+        }
+        let (size, _) = client.go(name);
+        (client, size)
+    }
+
+    pub fn request(&mut self, flags: u16, kind: u16, handle: u64, offset: u64, len: u32) {
+        self.send(&request_bytes(flags, kind, handle, offset, len));
+    }
+
+    /// A simple reply: (error, handle).
+    pub fn simple_reply(&mut self) -> (u32, u64) {
+        let header = self.read(16);
+        assert_eq!(
+            u32::from_be_bytes(header[..4].try_into().unwrap()),
+            SIMPLE_REPLY_MAGIC,
+            "expected a simple reply, got {header:02x?}"
+        );
+        (
+            u32::from_be_bytes(header[4..8].try_into().unwrap()),
+            u64::from_be_bytes(header[8..16].try_into().unwrap()),
+        )
+    }
+
+    pub fn chunk(&mut self) -> Chunk {
+        let header = self.read(20);
+        assert_eq!(
+            u32::from_be_bytes(header[..4].try_into().unwrap()),
+            STRUCTURED_REPLY_MAGIC,
+            "expected a structured reply chunk, got {header:02x?}"
+        );
+        let len = u32::from_be_bytes(header[16..20].try_into().unwrap());
+        assert!(len <= 64 << 20, "chunk of {len} bytes");
+        Chunk {
+            flags: u16::from_be_bytes([header[4], header[5]]),
+            kind: u16::from_be_bytes([header[6], header[7]]),
+            handle: u64::from_be_bytes(header[8..16].try_into().unwrap()),
+            payload: self.read(len as usize),
+        }
+    }
+
+    /// A read on a simple-reply connection; Ok(data) or Err(errno).
+    pub fn simple_read(&mut self, handle: u64, offset: u64, len: u32) -> Result<Vec<u8>, u32> {
+        self.request(0, CMD_READ, handle, offset, len);
+        let (error, got) = self.simple_reply();
+        assert_eq!(got, handle);
+        if error == 0 {
+            Ok(self.read(len as usize))
+        } else {
+            Err(error)
+        }
+    }
+
+    /// A write on a simple-reply connection; the reply's error.
+    pub fn simple_write(&mut self, handle: u64, offset: u64, data: &[u8], flags: u16) -> u32 {
+        let mut bytes = request_bytes(flags, CMD_WRITE, handle, offset, data.len() as u32);
+        bytes.extend_from_slice(data);
+        self.send(&bytes);
+        let (error, got) = self.simple_reply();
+        assert_eq!(got, handle);
+        error
+    }
+
+    /// Asserts that the server closes the connection (EOF or reset) within
+    /// the read timeout, reading and discarding anything before it.
+    #[track_caller]
+    pub fn expect_closed(&mut self, after: &str) {
+        let mut buffer = [0u8; 4096];
+        loop {
+            match self.stream.read(&mut buffer) {
+                Ok(0) => return,
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return,
+                Err(e) => panic!("the server did not close the connection after {after}: {e}"),
+            }
+        }
+    }
+}
+
+/// An INFO/GO payload: name, zero info requests.
+pub fn info_payload(name: &str) -> Vec<u8> {
+    let mut data = (name.len() as u32).to_be_bytes().to_vec();
+    data.extend_from_slice(name.as_bytes());
+    data.extend_from_slice(&0u16.to_be_bytes());
+    data
+}
+
+pub fn request_bytes(flags: u16, kind: u16, handle: u64, offset: u64, len: u32) -> Vec<u8> {
+    let mut bytes = REQUEST_MAGIC.to_be_bytes().to_vec();
+    bytes.extend_from_slice(&flags.to_be_bytes());
+    bytes.extend_from_slice(&kind.to_be_bytes());
+    bytes.extend_from_slice(&handle.to_be_bytes());
+    bytes.extend_from_slice(&offset.to_be_bytes());
+    bytes.extend_from_slice(&len.to_be_bytes());
+    bytes
+}

@@ -1,0 +1,295 @@
+#![allow(clippy::unwrap_used)]
+//! `rampart serve` over TLS with real clients: a test CA, server and client
+//! certificates made with the openssl CLI; libnbd (nbdinfo, `nbds://` with
+//! `tls-certificates=DIR`) and qemu (`tls-creds-x509`) read the right bytes;
+//! plain-text clients are refused under `--tls required`; with
+//! `--tls-client-ca` only clients with a certificate from that CA get in;
+//! `--tls on` serves both.
+
+#[path = "helpers/issue4_support.rs"]
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use support::*;
+
+const SIZE: u64 = 4 * MIB;
+
+struct Pki {
+    server_cert: PathBuf,
+    server_key: PathBuf,
+    ca: PathBuf,
+    /// Client directories in libnbd's and qemu's layout (ca-cert.pem,
+    /// client-cert.pem, client-key.pem): a valid client certificate, none,
+    /// and one from another CA.
+    client: PathBuf,
+    anonymous: PathBuf,
+    rogue: PathBuf,
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let mut command = std::process::Command::new(tool("openssl"));
+    command.current_dir(dir).args(args);
+    ok(&format!("openssl {}", args[0]), output(command));
+}
+
+/// A P-256 key and a certificate signed by `ca` (self-signed when None).
+fn issue(dir: &Path, name: &str, subject: &str, ca: Option<&str>, extensions: &str) {
+    let key = format!("{name}-key.pem");
+    let cert = format!("{name}-cert.pem");
+    let ext = format!("{name}.ext");
+    std::fs::write(dir.join(&ext), extensions).unwrap();
+    let curve = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    match ca {
+        None => {
+            let mut args = vec!["req", "-x509"];
+            args.extend(curve);
+            args.extend(["-keyout", &key, "-out", &cert, "-days", "2", "-subj", subject]);
+            args.extend(["-extensions", "v3", "-config", &ext]);
+            openssl(dir, &args);
+        }
+        Some(ca) => {
+            let csr = format!("{name}.csr");
+            let mut args = vec!["req"];
+            args.extend(curve);
+            args.extend(["-keyout", &key, "-out", &csr, "-subj", subject]);
+            openssl(dir, &args);
+            let (ca_cert, ca_key) = (format!("{ca}-cert.pem"), format!("{ca}-key.pem"));
+            let serial = format!("0x{:016x}", std::process::id() as u64 * 1000 + name.len() as u64);
+            openssl(
+                dir,
+                &[
+                    "x509",
+                    "-req",
+                    "-in",
+                    &csr,
+                    "-CA",
+                    &ca_cert,
+                    "-CAkey",
+                    &ca_key,
+                    "-set_serial",
+                    &serial,
+                    "-out",
+                    &cert,
+                    "-days",
+                    "2",
+                    "-extfile",
+                    &ext,
+                    "-extensions",
+                    "v3",
+                ],
+            );
+        }
+    }
+}
+
+fn make_pki(dir: &TempDir) -> Pki {
+    let d = dir.join("pki");
+    std::fs::create_dir_all(&d).unwrap();
+    let ca_ext = "[req]\ndistinguished_name=dn\n[dn]\n[v3]\nbasicConstraints=critical,CA:TRUE\n\
+                  keyUsage=critical,keyCertSign,cRLSign\nsubjectKeyIdentifier=hash\n";
+    issue(&d, "ca", "/CN=Rampart issue4 test CA", None, ca_ext);
+    issue(&d, "rogueca", "/CN=Some other CA", None, ca_ext);
+    issue(
+        &d,
+        "server",
+        "/CN=localhost",
+        Some("ca"),
+        "[v3]\nbasicConstraints=critical,CA:FALSE\n\
+         keyUsage=critical,digitalSignature,keyEncipherment\n\
+         extendedKeyUsage=serverAuth\nsubjectAltName=DNS:localhost,IP:127.0.0.1\n",
+    );
+    // qemu insists on keyEncipherment, even for ECDSA certificates.
+    let client_ext = "[v3]\nbasicConstraints=critical,CA:FALSE\n\
+                      keyUsage=critical,digitalSignature,keyEncipherment\n\
+                      extendedKeyUsage=clientAuth\n";
+    issue(&d, "client", "/CN=issue4 client", Some("ca"), client_ext);
+    issue(&d, "rogue", "/CN=issue4 rogue client", Some("rogueca"), client_ext);
+
+    let layout = |name: &str, client: Option<&str>| {
+        let out = dir.join(name);
+        std::fs::create_dir_all(&out).unwrap();
+        std::fs::copy(d.join("ca-cert.pem"), out.join("ca-cert.pem")).unwrap();
+        if let Some(client) = client {
+            std::fs::copy(d.join(format!("{client}-cert.pem")), out.join("client-cert.pem"))
+                .unwrap();
+            std::fs::copy(d.join(format!("{client}-key.pem")), out.join("client-key.pem")).unwrap();
+        }
+        out
+    };
+    Pki {
+        server_cert: d.join("server-cert.pem"),
+        server_key: d.join("server-key.pem"),
+        ca: d.join("ca-cert.pem"),
+        client: layout("client", Some("client")),
+        anonymous: layout("anonymous", None),
+        rogue: layout("rogue", Some("rogue")),
+    }
+}
+
+fn tcp_port(uri: &str, scheme: &str) -> u16 {
+    uri.strip_prefix(&format!("{scheme}://127.0.0.1:"))
+        .and_then(|rest| rest.strip_suffix('/'))
+        .unwrap_or_else(|| panic!("unexpected URI {uri}"))
+        .parse()
+        .unwrap()
+}
+
+fn nbds(port: u16, certs: &Path) -> String {
+    format!("nbds://localhost:{port}/?tls-certificates={}", certs.display())
+}
+
+/// nbdinfo --json over TLS; asserts TLS was used and the size.
+#[track_caller]
+fn nbdinfo_tls(uri: &str) {
+    let out = ok(&format!("nbdinfo {uri}"), run("nbdinfo", &["--json", uri]));
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(info["TLS"], true, "{info}");
+    assert_eq!(info["exports"][0]["export-size"], SIZE, "{info}");
+}
+
+#[track_caller]
+fn refused(what: &str, server: &mut Serve, args: &[&str]) {
+    let out = run("nbdinfo", args);
+    assert!(!out.status.success(), "{}", describe(&format!("{what} should be refused"), &out));
+    server.assert_alive(what);
+}
+
+fn qemu_tls_args(certs: &Path, port: u16) -> (String, String) {
+    (
+        format!("tls-creds-x509,id=tls0,dir={},endpoint=client", certs.display()),
+        format!("driver=nbd,host=localhost,port={port},tls-creds=tls0"),
+    )
+}
+
+#[test]
+fn tls_with_libnbd_and_qemu_and_client_certificates() {
+    require(&["openssl", "nbdinfo", "qemu-img", "qemu-io"]);
+    let dir = TempDir::new("tls");
+    let pki = make_pki(&dir);
+    let key = key_file(&dir);
+    let vol = make_volume(&dir, "vol", SIZE);
+    let data = random_bytes(7, SIZE as usize);
+    let data_file = dir.file("data.bin", &data);
+    ok("rampart import", rampart(&["import", p(&vol), p(&data_file), "--key-file", p(&key)]));
+    let socket = dir.join("tls.sock");
+    let tls_args = ["--tls-cert", p(&pki.server_cert), "--tls-key", p(&pki.server_key)];
+
+    // --tls required is the default with a certificate.
+    let mut args = vec![p(&vol), "--key-file", p(&key), "--listen", "127.0.0.1:0"];
+    args.extend(["--socket", p(&socket)]);
+    args.extend(tls_args);
+    let mut server = Serve::start(&args, dir.join("serve1.log"), 2);
+    assert_eq!(server.uris[0], format!("nbds+unix:///?socket={}", socket.display()));
+    let port = tcp_port(&server.uris[1], "nbds");
+
+    nbdinfo_tls(&nbds(port, &pki.client));
+    nbdinfo_tls(&nbds(port, &pki.anonymous));
+    nbdinfo_tls(&format!(
+        "nbds+unix:///?socket={}&tls-certificates={}",
+        socket.display(),
+        pki.anonymous.display()
+    ));
+
+    // qemu-img reads the plaintext over TLS; qemu-io writes and reads back.
+    let (object, image) = qemu_tls_args(&pki.client, port);
+    let out_file = dir.join("out.raw");
+    ok(
+        "qemu-img convert over TLS",
+        run(
+            "qemu-img",
+            &["convert", "--object", &object, "--image-opts", &image, "-O", "raw", p(&out_file)],
+        ),
+    );
+    assert_same("qemu-img over TLS", &std::fs::read(&out_file).unwrap(), &data);
+    let out = ok(
+        "qemu-io over TLS",
+        run(
+            "qemu-io",
+            &[
+                "--object",
+                &object,
+                "--image-opts",
+                &image,
+                "-c",
+                "write -P 0x7e 65536 65536",
+                "-c",
+                "flush",
+                "-c",
+                "read -P 0x7e 65536 65536",
+            ],
+        ),
+    );
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(!said.contains("failed") && said.contains("read 65536/65536"), "{said}");
+
+    // Plain text is refused, over TCP and the Unix socket.
+    refused("plain-text nbdinfo", &mut server, &[&format!("nbd://127.0.0.1:{port}/")]);
+    refused(
+        "plain-text nbdinfo on the socket",
+        &mut server,
+        &[&format!("nbd+unix:///?socket={}", socket.display())],
+    );
+    let mut raw = RawClient::connect_flags(&socket);
+    raw.option(OPT_GO, &info_payload(""));
+    let reply = raw.option_reply();
+    assert_eq!(reply.kind, (1 << 31) + 5, "GO before STARTTLS: {reply:?}");
+    raw.option(OPT_EXPORT_NAME, b"");
+    raw.expect_closed("EXPORT_NAME before STARTTLS");
+    // STARTTLS accepted, then garbage instead of a ClientHello.
+    let mut raw = RawClient::connect_flags(&socket);
+    raw.option(5, &[]);
+    assert_eq!(raw.option_reply().kind, REP_ACK);
+    raw.send_lossy(&[0x55; 600]);
+    raw.expect_closed("garbage after STARTTLS");
+    server.assert_alive("TLS abuse");
+    nbdinfo_tls(&nbds(port, &pki.client));
+
+    let log = server.stop();
+    assert!(!log.contains("panicked"), "{log}");
+    std::fs::remove_file(&out_file).unwrap();
+    let plain = export_range(&vol, &key, 0, SIZE);
+    assert!(plain[65536..131072].iter().all(|&b| b == 0x7e), "qemu-io's write over TLS");
+    assert_same("outside qemu-io's write", &plain[..65536], &data[..65536]);
+    assert_same("outside qemu-io's write", &plain[131072..], &data[131072..]);
+
+    // --tls-client-ca: a client certificate from that CA is required.
+    let mut args = vec![p(&vol), "--key-file", p(&key), "--listen", "127.0.0.1:0"];
+    args.extend(tls_args);
+    args.extend(["--tls-client-ca", p(&pki.ca)]);
+    let mut server = Serve::start(&args, dir.join("serve2.log"), 1);
+    let port = tcp_port(server.uri(), "nbds");
+    refused("a client without a certificate", &mut server, &[&nbds(port, &pki.anonymous)]);
+    refused("a client certificate from another CA", &mut server, &[&nbds(port, &pki.rogue)]);
+    refused("plain text", &mut server, &[&format!("nbd://127.0.0.1:{port}/")]);
+    nbdinfo_tls(&nbds(port, &pki.client));
+    let (object, image) = qemu_tls_args(&pki.client, port);
+    ok(
+        "qemu-img convert with a client certificate",
+        run(
+            "qemu-img",
+            &["convert", "--object", &object, "--image-opts", &image, "-O", "raw", p(&out_file)],
+        ),
+    );
+    assert_same("qemu-img with a client certificate", &std::fs::read(&out_file).unwrap(), &plain);
+    let (object, image) = qemu_tls_args(&pki.anonymous, port);
+    let out = run(
+        "qemu-img",
+        &["convert", "--object", &object, "--image-opts", &image, "-O", "raw", p(&out_file)],
+    );
+    assert!(!out.status.success(), "{}", describe("qemu-img without a client certificate", &out));
+    server.assert_alive("client certificate checks");
+    server.stop();
+
+    // --tls on: both plain text and TLS are served; URIs are plain nbd://.
+    let mut args = vec![p(&vol), "--key-file", p(&key), "--listen", "127.0.0.1:0"];
+    args.extend(tls_args);
+    args.extend(["--tls", "on"]);
+    let mut server = Serve::start(&args, dir.join("serve3.log"), 1);
+    let port = tcp_port(server.uri(), "nbd");
+    let out = ok("plain nbdinfo with --tls on", run("nbdinfo", &["--json", server.uri()]));
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(info["TLS"], false, "{info}");
+    nbdinfo_tls(&nbds(port, &pki.client));
+    server.stop();
+}
