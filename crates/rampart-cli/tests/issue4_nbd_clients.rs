@@ -352,9 +352,23 @@ print('acknowledged')
     let out = ok("nbdcopy", run("nbdcopy", &[server.uri(), "-"]));
     assert_same("nbdcopy after restart", &out.stdout[..3 * MIB as usize], &plain);
 
+    // A volume being served is not opened for writing by a second server.
+    let other_socket = dir.join("other.sock");
+    let locked = rampart_limited(
+        &["serve", p(&vol), "--key-file", p(&key), "--socket", p(&other_socket)],
+        Duration::from_secs(20),
+    );
+    assert_eq!(locked.status.code(), Some(1), "{}", describe("a second writer", &locked));
+    assert!(
+        text(&locked.stderr).contains("another process is writing the volume"),
+        "{}",
+        text(&locked.stderr)
+    );
+
     // A live server's socket is not taken over by another server.
+    let vol2 = make_volume(&dir, "vol2", MIB);
     let second = rampart_limited(
-        &["serve", p(&vol), "--key-file", p(&key), "--socket", p(&socket)],
+        &["serve", p(&vol2), "--key-file", p(&key), "--socket", p(&socket)],
         Duration::from_secs(20),
     );
     let err = text(&second.stderr);

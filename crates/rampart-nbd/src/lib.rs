@@ -45,7 +45,7 @@ impl std::fmt::Debug for Export {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum NbdError {
-    #[error("{context}: {source}")]
+    #[error("{context}")]
     Io {
         context: String,
         #[source]

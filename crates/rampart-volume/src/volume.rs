@@ -13,7 +13,7 @@ use crate::{BlockDevice, CryptDevice, CryptLayout, FileDevice, SectorCipher, Sec
 pub enum VolumeError {
     #[error(transparent)]
     Luks(#[from] rampart_luks::Error),
-    #[error("{context}: {source}")]
+    #[error("{context}")]
     Io {
         context: String,
         #[source]

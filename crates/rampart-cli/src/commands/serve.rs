@@ -32,10 +32,9 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         }
     };
     let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) if tls_mode != TlsMode::Off => Some(
-            rampart_nbd::tls_config(cert, key, args.tls_client_ca.as_deref())
-                .map_err(|e| UsageError(e.to_string()))?,
-        ),
+        (Some(cert), Some(key)) if tls_mode != TlsMode::Off => {
+            Some(rampart_nbd::tls_config(cert, key, args.tls_client_ca.as_deref()).map_err(usage)?)
+        }
         _ => None,
     };
 
@@ -66,7 +65,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         handshake_timeout: Duration::from_secs(60),
     };
     let names: Vec<String> = config.exports.iter().map(|e| e.name.clone()).collect();
-    let server = Server::new(config).map_err(|e| UsageError(e.to_string()))?;
+    let server = Server::new(config).map_err(usage)?;
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -76,14 +75,14 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     runtime.block_on(async {
         let mut listeners = Vec::new();
         for path in &args.socket {
-            listeners.push(Bound::unix(path).map_err(|e| UsageError(e.to_string()))?);
+            listeners.push(Bound::unix(path).map_err(usage)?);
         }
         let mut tcp = args.listen.clone();
         if tcp.is_empty() && args.socket.is_empty() {
             tcp.push("127.0.0.1:10809".to_owned());
         }
         for address in &tcp {
-            listeners.push(Bound::tcp(address).await.map_err(|e| UsageError(e.to_string()))?);
+            listeners.push(Bound::tcp(address).await.map_err(usage)?);
         }
         {
             let mut out = std::io::stdout().lock();
@@ -133,4 +132,9 @@ fn parse_volumes(args: &ServeArgs) -> anyhow::Result<Vec<(PathBuf, String)>> {
         exports.push((path, name));
     }
     Ok(exports)
+}
+
+/// A setup error the user must fix (exit 2), with its whole cause chain.
+fn usage(error: rampart_nbd::NbdError) -> UsageError {
+    UsageError(format!("{:#}", anyhow::Error::from(error)))
 }
