@@ -48,6 +48,9 @@ pub enum Command {
     Repair(RepairArgs),
     /// Serve the plaintext of volumes as block devices over NBD.
     Serve(ServeArgs),
+    /// Key management server: init, serve, unseal; clients, keys, audit.
+    #[command(subcommand)]
+    Kms(crate::commands::kms::KmsCommand),
 }
 
 #[derive(Debug, clap::Args)]

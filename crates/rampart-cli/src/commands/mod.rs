@@ -1,5 +1,6 @@
 mod bench;
 mod copy;
+pub mod kms;
 mod luks;
 mod rand;
 mod serve;
@@ -23,5 +24,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Command::Import(import) => copy::import(&import),
         Command::Repair(repair) => luks::repair(&repair),
         Command::Serve(serve) => serve::run(&serve),
+        Command::Kms(kms) => kms::run(&kms),
     }
 }

@@ -1,0 +1,753 @@
+//! `rampart kms ...`: the key management server and its clients.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use rampart_crypto::SecretBytes;
+use rampart_kms::client::{ClientError, KmsClient};
+use rampart_kms::deployment::{self, files, InitOptions, InitSeal};
+use rampart_kms::model::{format_time, parse_time, KeyInfo, Labels};
+use rampart_kms::server::{Server, ServerOptions};
+use rampart_kms::{Bundle, KmsError};
+
+use crate::passphrase::Source;
+use crate::UsageError;
+
+/// `rampart kms` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum KmsCommand {
+    /// Create a deployment: root key, CA, server certificate, admin bundle.
+    Init(InitArgs),
+    /// Run a key server.
+    Serve(ServeArgs),
+    /// Give a sealed server one Shamir share.
+    Unseal(UnsealArgs),
+    /// Show whether the server is sealed.
+    Status(ClientArgs),
+    /// Issue and list client bundles.
+    #[command(subcommand)]
+    Client(ClientCommand),
+    /// Create, inspect and retire keys; wrap and unwrap data.
+    #[command(subcommand)]
+    Key(KeyCommand),
+    /// List the audit log, or verify its hash chain.
+    Audit(AuditArgs),
+    /// Measure unwrap throughput and latency against a server.
+    Bench(BenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// A key this bundle may wrap and unwrap with.
+    #[arg(long, value_name = "NAME")]
+    pub key: String,
+    /// Concurrent requests (comma-separated for several runs).
+    #[arg(long, value_delimiter = ',', default_value = "1,16", value_name = "N")]
+    pub concurrency: Vec<usize>,
+    /// Seconds per run.
+    #[arg(long, default_value_t = 5.0, value_name = "S")]
+    pub seconds: f64,
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// The server's data directory (certificates, keys, the SQLite store).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: PathBuf,
+    /// `sqlite` (default: DIR/kms.db) or a postgres:// URL.
+    #[arg(long, value_name = "STORE")]
+    pub store: Option<String>,
+    /// Split the root key into N Shamir shares (printed once, never stored).
+    #[arg(long, value_name = "N", requires = "threshold", conflicts_with = "unseal_key_file")]
+    pub shares: Option<u8>,
+    /// Shares needed to unseal.
+    #[arg(long, value_name = "K", requires = "shares")]
+    pub threshold: Option<u8>,
+    /// Write the root key here, mode 0600 (default DIR/unseal.key).
+    #[arg(long, value_name = "FILE")]
+    pub unseal_key_file: Option<PathBuf>,
+    /// Extra DNS names or IP addresses for the server certificate (repeatable).
+    #[arg(long, value_name = "NAME")]
+    pub san: Vec<String>,
+    /// Server endpoints written into bundles, HOST:PORT (repeatable; default 127.0.0.1:8443).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub endpoint: Vec<String>,
+    /// Validity of the server and admin certificates in days.
+    #[arg(long, default_value_t = 825, value_name = "DAYS")]
+    pub days: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: PathBuf,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8443", value_name = "HOST:PORT")]
+    pub listen: String,
+    /// `sqlite` (default: DIR/kms.db) or a postgres:// URL.
+    #[arg(long, value_name = "STORE")]
+    pub store: Option<String>,
+    /// The unseal key file (default DIR/unseal.key) for deployments without shares.
+    #[arg(long, value_name = "FILE")]
+    pub unseal_key_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ClientArgs {
+    /// The client bundle (default: $RAMPART_KMS).
+    #[arg(long = "kms", value_name = "BUNDLE")]
+    pub bundle: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct UnsealArgs {
+    /// The share (hex); without it, a prompt or one line of standard input.
+    #[arg(long, value_name = "SHARE")]
+    pub share: Option<String>,
+    /// Talk to this server only (each server of a deployment unseals separately).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub endpoint: Option<String>,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ClientCommand {
+    /// Issue a bundle for a new client (needs an admin bundle).
+    Issue {
+        #[arg(value_name = "NAME")]
+        name: String,
+        /// Labels, KEY=VALUE[,KEY=VALUE...].
+        #[arg(long, value_name = "K=V,..", default_value = "")]
+        labels: String,
+        /// The new client may administer the server.
+        #[arg(long)]
+        admin: bool,
+        /// Where to write the bundle (mode 0600).
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+        /// Certificate validity in days.
+        #[arg(long, value_name = "DAYS")]
+        days: Option<u32>,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// List registered clients.
+    List {
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeyCommand {
+    /// Create a key.
+    Create {
+        #[arg(value_name = "NAME")]
+        name: String,
+        /// Who may wrap/unwrap/export: client:NAME or label:KEY=VALUE (repeatable).
+        #[arg(long, value_name = "SELECTOR")]
+        allow: Vec<String>,
+        /// Allow `key export` of the raw material.
+        #[arg(long)]
+        exportable: bool,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// List keys.
+    List {
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Show a key and its versions.
+    Show {
+        #[arg(value_name = "NAME")]
+        name: String,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Add a new version: new wraps use it, old versions still unwrap.
+    Rotate {
+        #[arg(value_name = "NAME")]
+        name: String,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Revoke a key (or one version): no more wrap or unwrap.
+    Revoke {
+        #[arg(value_name = "NAME")]
+        name: String,
+        #[arg(long, value_name = "TEXT")]
+        reason: String,
+        #[arg(long, value_name = "N")]
+        version: Option<u32>,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Erase a key's material (or one version's), irreversibly.
+    Destroy {
+        #[arg(value_name = "NAME")]
+        name: String,
+        #[arg(long, value_name = "N")]
+        version: Option<u32>,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Encrypt FILE (or standard input, at most 64 KiB) under the key; prints the ciphertext.
+    Wrap {
+        #[arg(value_name = "NAME")]
+        name: String,
+        #[arg(long = "in", value_name = "FILE")]
+        input: Option<PathBuf>,
+        /// Context bound to the ciphertext; unwrap must give the same.
+        #[arg(long, value_name = "TEXT", default_value = "")]
+        context: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Decrypt a ciphertext (argument, --in FILE, or standard input) to standard output or --out.
+    Unwrap {
+        #[arg(value_name = "CIPHERTEXT")]
+        ciphertext: Option<String>,
+        #[arg(long = "in", value_name = "FILE", conflicts_with = "ciphertext")]
+        input: Option<PathBuf>,
+        #[arg(long, value_name = "TEXT", default_value = "")]
+        context: String,
+        /// Write the plaintext here (mode 0600) instead of standard output.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Write the raw material of an exportable key (hex) to standard output or --out.
+    Export {
+        #[arg(value_name = "NAME")]
+        name: String,
+        #[arg(long, value_name = "N")]
+        version: Option<u32>,
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    #[command(subcommand)]
+    pub verify: Option<AuditCommand>,
+    /// Only entries at or after this time (RFC 3339, or Unix seconds).
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Check the hash chain: detects edited, removed and reordered entries.
+    Verify {
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("rampart-kms")
+        .build()
+        .context("cannot start the I/O runtime")
+}
+
+/// Errors the user can fix (refusals, bad input) exit 2; others 1.
+fn map_client(error: ClientError) -> anyhow::Error {
+    match &error {
+        ClientError::Api { status, .. } if (400..500).contains(status) => {
+            UsageError(error.to_string()).into()
+        }
+        ClientError::Tls { .. } => UsageError(error.to_string()).into(),
+        ClientError::Config(e) if e.status() == 400 => UsageError(error.to_string()).into(),
+        _ => anyhow::Error::new(error),
+    }
+}
+
+fn map_kms(error: KmsError) -> anyhow::Error {
+    match error {
+        KmsError::Config(_)
+        | KmsError::InvalidRequest(_)
+        | KmsError::Conflict(_)
+        | KmsError::UnsealFailed(_) => UsageError(error.to_string()).into(),
+        other => anyhow::Error::new(other),
+    }
+}
+
+fn load_bundle(args: &ClientArgs) -> anyhow::Result<Bundle> {
+    let path = match &args.bundle {
+        Some(path) => path.clone(),
+        None => std::env::var_os("RAMPART_KMS").map(PathBuf::from).ok_or_else(|| {
+            UsageError("no client bundle: give --kms BUNDLE or set RAMPART_KMS".into())
+        })?,
+    };
+    Bundle::read(&path).map_err(map_kms)
+}
+
+fn connect(args: &ClientArgs) -> anyhow::Result<KmsClient> {
+    KmsClient::new(&load_bundle(args)?).map_err(map_client)
+}
+
+pub fn run(command: &KmsCommand) -> anyhow::Result<()> {
+    match command {
+        KmsCommand::Init(args) => init(args),
+        KmsCommand::Serve(args) => serve(args),
+        KmsCommand::Unseal(args) => unseal(args),
+        KmsCommand::Status(args) => {
+            let client = connect(args)?;
+            let status = runtime()?.block_on(client.seal_status()).map_err(map_client)?;
+            println!("{}", serde_json::to_string_pretty(&status)?);
+            Ok(())
+        }
+        KmsCommand::Client(command) => client_command(command),
+        KmsCommand::Key(command) => key_command(command),
+        KmsCommand::Audit(args) => audit(args),
+        KmsCommand::Bench(args) => bench(args),
+    }
+}
+
+fn init(args: &InitArgs) -> anyhow::Result<()> {
+    let seal = match (args.shares, args.threshold) {
+        (Some(shares), Some(threshold)) => InitSeal::Shamir { shares, threshold },
+        _ => InitSeal::File(
+            args.unseal_key_file.clone().unwrap_or_else(|| args.data_dir.join(files::UNSEAL_KEY)),
+        ),
+    };
+    let opts = InitOptions {
+        data_dir: args.data_dir.clone(),
+        seal,
+        sans: args.san.clone(),
+        endpoints: args.endpoint.clone(),
+        days: i64::from(args.days.clamp(1, 3650)),
+    };
+    let outcome = runtime()?.block_on(async {
+        // The directory will hold private keys: owner only.
+        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+            .create(&args.data_dir)
+            .with_context(|| format!("cannot create {}", args.data_dir.display()))?;
+        let store = rampart_kms::store::open(args.store.as_deref(), &args.data_dir)
+            .await
+            .map_err(map_kms)?;
+        deployment::init(&opts, store.as_ref()).await.map_err(map_kms)
+    })?;
+    eprintln!("rampart: admin bundle written to {}", outcome.admin_bundle.display());
+    if let Some(path) = &outcome.unseal_key_file {
+        eprintln!(
+            "rampart: unseal key written to {} (mode 0600); servers unseal with it at start",
+            path.display()
+        );
+    }
+    if !outcome.shares.is_empty() {
+        eprintln!(
+            "rampart: the root key is split into {} shares; give each to a different person. They are shown only now:",
+            outcome.shares.len()
+        );
+        let mut out = std::io::stdout().lock();
+        for share in &outcome.shares {
+            let text = share.to_hex();
+            out.write_all(text.expose())?;
+            out.write_all(b"\n")?;
+        }
+        out.flush()?;
+    }
+    Ok(())
+}
+
+fn serve(args: &ServeArgs) -> anyhow::Result<()> {
+    runtime()?.block_on(async {
+        let store = rampart_kms::store::open(args.store.as_deref(), &args.data_dir)
+            .await
+            .map_err(map_kms)?;
+        let opts = ServerOptions {
+            data_dir: args.data_dir.clone(),
+            unseal_key_file: args.unseal_key_file.clone(),
+        };
+        let server = Server::new(&opts, store).await.map_err(map_kms)?;
+        let listener = rampart_kms::server::bind(&args.listen).await.map_err(map_kms)?;
+        let address = listener.local_addr().context("cannot read the listening address")?;
+        {
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "https://{address}")?;
+            out.flush()?;
+        }
+        tracing::info!(
+            "key server on https://{address} ({})",
+            if server.is_sealed() { "sealed: waiting for unseal shares" } else { "unsealed" }
+        );
+        server.run(listener, shutdown_signal()).await.map_err(map_kms)
+    })
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).ok();
+    let mut int = signal(SignalKind::interrupt()).ok();
+    tokio::select! {
+        _ = async { match term.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => {}
+        _ = async { match int.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => {}
+    }
+}
+
+fn unseal(args: &UnsealArgs) -> anyhow::Result<()> {
+    let bundle = load_bundle(&args.client)?;
+    let client = match &args.endpoint {
+        Some(endpoint) => KmsClient::for_endpoint(&bundle, endpoint),
+        None => KmsClient::new(&bundle),
+    }
+    .map_err(map_client)?;
+    let share = match &args.share {
+        Some(text) => SecretBytes::from_slice(text.as_bytes()),
+        None => Source::new(None, "Unseal share: ", false).read()?,
+    };
+    let status = runtime()?.block_on(client.unseal(&share)).map_err(map_client)?;
+    drop(share);
+    if status["sealed"] == serde_json::Value::Bool(false) {
+        println!("unsealed");
+    } else {
+        println!("sealed: {} of {} shares given", status["progress"], status["threshold"]);
+    }
+    Ok(())
+}
+
+fn client_command(command: &ClientCommand) -> anyhow::Result<()> {
+    match command {
+        ClientCommand::Issue { name, labels, admin, out, days, client } => {
+            let bundle = load_bundle(client)?;
+            let labels = Labels::parse_list(labels).map_err(map_kms)?;
+            let kms = KmsClient::new(&bundle).map_err(map_client)?;
+            let issued = runtime()?
+                .block_on(kms.issue_client(name, &labels, *admin, *days, bundle.endpoints.clone()))
+                .map_err(map_client)?;
+            issued.write(out).map_err(map_kms)?;
+            eprintln!("rampart: bundle for {name} written to {}", out.display());
+            Ok(())
+        }
+        ClientCommand::List { json, client } => {
+            let kms = connect(client)?;
+            let clients = runtime()?.block_on(kms.list_clients()).map_err(map_client)?;
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&clients)?);
+            } else {
+                println!(
+                    "{:<24} {:<6} {:<32} {:<25} FINGERPRINT",
+                    "NAME", "ADMIN", "LABELS", "EXPIRES"
+                );
+                for c in clients {
+                    let labels: Vec<String> =
+                        c.labels.as_map().iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    println!(
+                        "{:<24} {:<6} {:<32} {:<25} {}",
+                        c.name,
+                        if c.admin { "yes" } else { "no" },
+                        labels.join(","),
+                        format_time(c.not_after_ms),
+                        &c.fingerprint[..c.fingerprint.len().min(16)]
+                    );
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+fn print_key(key: &KeyInfo, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(key)?);
+        return Ok(());
+    }
+    let allow: Vec<String> = key.allow.iter().map(ToString::to_string).collect();
+    println!("key:        {}", key.name);
+    println!("created:    {}", format_time(key.created_ms));
+    println!("exportable: {}", if key.exportable { "yes" } else { "no" });
+    println!("allow:      {}", if allow.is_empty() { "(nobody)".into() } else { allow.join(" ") });
+    println!("versions:");
+    for v in &key.versions {
+        let reason = v.state.reason().map(|r| format!(" ({r})")).unwrap_or_default();
+        println!(
+            "  {:>4}  {:<9}{}  created {}",
+            v.version,
+            v.state.name(),
+            reason,
+            format_time(v.created_ms)
+        );
+    }
+    Ok(())
+}
+
+fn read_input(path: Option<&Path>, limit: u64) -> anyhow::Result<SecretBytes> {
+    let mut bytes = Vec::new();
+    match path {
+        Some(path) if path != Path::new("-") => {
+            std::fs::File::open(path)
+                .with_context(|| format!("cannot open {}", path.display()))?
+                .take(limit + 1)
+                .read_to_end(&mut bytes)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+        }
+        _ => {
+            std::io::stdin()
+                .lock()
+                .take(limit + 1)
+                .read_to_end(&mut bytes)
+                .context("cannot read standard input")?;
+        }
+    }
+    let bytes = SecretBytes::new(bytes);
+    if bytes.len() as u64 > limit {
+        return Err(UsageError(format!("the input is larger than {limit} bytes")).into());
+    }
+    Ok(bytes)
+}
+
+fn write_output(out: Option<&Path>, bytes: &[u8]) -> anyhow::Result<()> {
+    match out {
+        Some(path) => rampart_kms::bundle::write_private_file(path, bytes).map_err(map_kms),
+        None => {
+            let mut stdout = std::io::stdout().lock();
+            stdout.write_all(bytes)?;
+            stdout.flush()?;
+            Ok(())
+        }
+    }
+}
+
+fn key_command(command: &KeyCommand) -> anyhow::Result<()> {
+    let rt = runtime()?;
+    match command {
+        KeyCommand::Create { name, allow, exportable, json, client } => {
+            let kms = connect(client)?;
+            let key = rt.block_on(kms.create_key(name, allow, *exportable)).map_err(map_client)?;
+            print_key(&key, *json)
+        }
+        KeyCommand::List { json, client } => {
+            let kms = connect(client)?;
+            let keys = rt.block_on(kms.list_keys()).map_err(map_client)?;
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&keys)?);
+                return Ok(());
+            }
+            println!("{:<32} {:>7} {:<9} {:<10} ALLOW", "NAME", "VERSION", "STATE", "EXPORTABLE");
+            for key in keys {
+                let latest = key.latest();
+                let allow: Vec<String> = key.allow.iter().map(ToString::to_string).collect();
+                println!(
+                    "{:<32} {:>7} {:<9} {:<10} {}",
+                    key.name,
+                    latest.map_or(0, |v| v.version),
+                    latest.map_or("-", |v| v.state.name()),
+                    if key.exportable { "yes" } else { "no" },
+                    allow.join(" ")
+                );
+            }
+            Ok(())
+        }
+        KeyCommand::Show { name, json, client } => {
+            let kms = connect(client)?;
+            print_key(&rt.block_on(kms.get_key(name)).map_err(map_client)?, *json)
+        }
+        KeyCommand::Rotate { name, json, client } => {
+            let kms = connect(client)?;
+            print_key(&rt.block_on(kms.rotate_key(name)).map_err(map_client)?, *json)
+        }
+        KeyCommand::Revoke { name, reason, version, client } => {
+            let kms = connect(client)?;
+            print_key(
+                &rt.block_on(kms.revoke_key(name, reason, *version)).map_err(map_client)?,
+                false,
+            )
+        }
+        KeyCommand::Destroy { name, version, client } => {
+            let kms = connect(client)?;
+            print_key(&rt.block_on(kms.destroy_key(name, *version)).map_err(map_client)?, false)
+        }
+        KeyCommand::Wrap { name, input, context, client } => {
+            let kms = connect(client)?;
+            let plaintext =
+                read_input(input.as_deref(), rampart_kms::keys::MAX_WRAP_PLAINTEXT as u64)?;
+            let ciphertext = rt
+                .block_on(kms.wrap(name, plaintext.expose(), context.as_bytes()))
+                .map_err(map_client)?;
+            println!("{ciphertext}");
+            Ok(())
+        }
+        KeyCommand::Unwrap { ciphertext, input, context, out, client } => {
+            let kms = connect(client)?;
+            let text = match ciphertext {
+                Some(text) => text.clone(),
+                None => {
+                    let raw = read_input(input.as_deref(), 1 << 20)?;
+                    String::from_utf8(raw.expose().to_vec())
+                        .map_err(|_| UsageError("the ciphertext is not text".into()))?
+                }
+            };
+            let plaintext =
+                rt.block_on(kms.unwrap(text.trim(), context.as_bytes())).map_err(map_client)?;
+            write_output(out.as_deref(), plaintext.expose())
+        }
+        KeyCommand::Export { name, version, out, client } => {
+            let kms = connect(client)?;
+            let (_, material) = rt.block_on(kms.export_key(name, *version)).map_err(map_client)?;
+            let mut text = SecretBytes::new(hex::encode(material.expose()).into_bytes());
+            let mut line = SecretBytes::zeroed(text.len() + 1);
+            line.expose_mut()[..text.len()].copy_from_slice(text.expose());
+            line.expose_mut()[text.len()] = b'\n';
+            text.expose_mut().fill(0);
+            write_output(out.as_deref(), line.expose())
+        }
+    }
+}
+
+fn audit(args: &AuditArgs) -> anyhow::Result<()> {
+    let rt = runtime()?;
+    if let Some(AuditCommand::Verify { json, client }) = &args.verify {
+        let kms = connect(client)?;
+        let report = rt.block_on(kms.audit_verify()).map_err(map_client)?;
+        if *json {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        } else if report.ok {
+            println!(
+                "audit log intact: {} entries, head #{} {} ({} written while sealed, without MAC)",
+                report.entries, report.head_seq, report.head_hash, report.unauthenticated
+            );
+        }
+        if !report.ok {
+            let problem = report.problem.unwrap_or_default();
+            return Err(anyhow::anyhow!(
+                "audit log verification FAILED at entry {}: {problem}",
+                report.first_bad_seq.unwrap_or_default()
+            ));
+        }
+        return Ok(());
+    }
+    let kms = connect(&args.client)?;
+    let since = args.since.as_deref().map(parse_time).transpose().map_err(map_kms)?;
+    let entries = rt.block_on(kms.audit(since)).map_err(map_client)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&entries)?);
+        return Ok(());
+    }
+    let mut out = std::io::stdout().lock();
+    for e in entries {
+        let key = match (&e.key, e.version) {
+            (Some(k), Some(v)) => format!("{k}#{v}"),
+            (Some(k), None) => k.clone(),
+            _ => "-".into(),
+        };
+        writeln!(
+            out,
+            "{:>6} {} {:<16} {:<20} {:<24} {:<8} {}",
+            e.seq,
+            format_time(e.time_ms),
+            e.client,
+            e.operation,
+            key,
+            e.outcome,
+            e.detail
+        )?;
+    }
+    Ok(())
+}
+
+/// Unwraps one 32-byte secret (a volume passphrase's size) in a loop at
+/// each concurrency over kept-alive mTLS connections; reports operations
+/// per second and latency percentiles.
+fn bench(args: &BenchArgs) -> anyhow::Result<()> {
+    if args.concurrency.iter().any(|&c| c == 0 || c > 1024)
+        || !(0.1..=3600.0).contains(&args.seconds)
+    {
+        return Err(
+            UsageError("--concurrency must be 1 to 1024 and --seconds 0.1 to 3600".into()).into()
+        );
+    }
+    let kms = connect(&args.client)?;
+    let rt = runtime()?;
+    let secret = rampart_crypto::random_secret(32)?;
+    let ciphertext =
+        rt.block_on(kms.wrap(&args.key, secret.expose(), b"bench")).map_err(map_client)?;
+    let duration = std::time::Duration::from_secs_f64(args.seconds);
+    let mut rows = Vec::new();
+    for &concurrency in &args.concurrency {
+        let (ops, mut latencies, elapsed) = rt.block_on(async {
+            let start = std::time::Instant::now();
+            let mut tasks = Vec::new();
+            for _ in 0..concurrency {
+                let (kms, ciphertext) = (kms.clone(), ciphertext.clone());
+                tasks.push(tokio::spawn(async move {
+                    let mut latencies = Vec::new();
+                    while start.elapsed() < duration {
+                        let t = std::time::Instant::now();
+                        kms.unwrap(&ciphertext, b"bench").await?;
+                        latencies.push(t.elapsed());
+                    }
+                    Ok::<_, ClientError>(latencies)
+                }));
+            }
+            let mut all = Vec::new();
+            for task in tasks {
+                all.extend(task.await.context("a benchmark task failed")?.map_err(map_client)?);
+            }
+            Ok::<_, anyhow::Error>((all.len(), all, start.elapsed()))
+        })?;
+        latencies.sort_unstable();
+        let percentile = |p: usize| {
+            latencies
+                .get((latencies.len() * p / 100).min(latencies.len().saturating_sub(1)))
+                .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+        };
+        rows.push(serde_json::json!({
+            "concurrency": concurrency,
+            "operations": ops,
+            "ops_per_second": ops as f64 / elapsed.as_secs_f64(),
+            "p50_ms": percentile(50),
+            "p99_ms": percentile(99),
+        }));
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &serde_json::json!({ "operation": "unwrap", "runs": rows })
+            )?
+        );
+    } else {
+        println!("{:>11} {:>12} {:>10} {:>10}", "concurrency", "unwraps/s", "p50 ms", "p99 ms");
+        for row in rows {
+            println!(
+                "{:>11} {:>12.0} {:>10.3} {:>10.3}",
+                row["concurrency"],
+                row["ops_per_second"].as_f64().unwrap_or(0.0),
+                row["p50_ms"].as_f64().unwrap_or(0.0),
+                row["p99_ms"].as_f64().unwrap_or(0.0)
+            );
+        }
+    }
+    Ok(())
+}

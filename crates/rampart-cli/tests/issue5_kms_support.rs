@@ -1,0 +1,193 @@
+#![allow(clippy::unwrap_used)]
+#![allow(dead_code)]
+//! Shared helpers of the key manager's CLI tests (included by each
+//! `issue5_*.rs` test with `#[path]`; built alone it holds no tests):
+//! temporary directories, free ports, `rampart` runs, server processes,
+//! and throwaway PostgreSQL clusters from `scripts/pg-test-cluster`.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn rampart_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_rampart")
+}
+
+#[derive(Debug)]
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> Self {
+        let mut random = [0u8; 8];
+        rampart_crypto::fill_random(&mut random).unwrap();
+        let path = std::env::temp_dir().join(format!(
+            "rampart-{tag}-{}",
+            random.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        ));
+        std::fs::create_dir_all(&path).unwrap();
+        Self(path)
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A port nobody listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Runs `rampart ARGS` with `stdin` as standard input.
+pub fn rampart_in(args: &[&str], stdin: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(rampart_bin())
+        .args(args)
+        .env_remove("RUST_BACKTRACE")
+        .env_remove("RUST_LIB_BACKTRACE")
+        .env_remove("RAMPART_KMS")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+pub fn rampart(args: &[&str]) -> Output {
+    rampart_in(args, b"")
+}
+
+/// Runs and expects success; returns standard output.
+pub fn ok(args: &[&str]) -> String {
+    let out = rampart(args);
+    assert!(
+        out.status.success(),
+        "rampart {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A `rampart kms serve` process, killed (SIGKILL) when dropped.
+#[derive(Debug)]
+pub struct ServerProcess {
+    pub child: Child,
+    pub url: String,
+}
+
+impl ServerProcess {
+    pub fn start(data_dir: &Path, port: u16, store: Option<&str>) -> Self {
+        let listen = format!("127.0.0.1:{port}");
+        let mut args: Vec<String> = vec![
+            "kms".into(),
+            "serve".into(),
+            "--data-dir".into(),
+            data_dir.display().to_string(),
+            "--listen".into(),
+            listen,
+        ];
+        if let Some(store) = store {
+            args.push("--store".into());
+            args.push(store.into());
+        }
+        let mut child = Command::new(rampart_bin())
+            .args(&args)
+            .env("RAMPART_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert!(line.starts_with("https://127.0.0.1:"), "server did not start: {line:?}");
+        Self { child, url: line.trim().to_owned() }
+    }
+
+    /// SIGKILL.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/pg-test-cluster")
+}
+
+/// A PostgreSQL cluster: `$RAMPART_TEST_PG_URL` when set (the test script
+/// starts one), else a throwaway one started here and stopped on drop.
+#[derive(Debug)]
+pub struct PgCluster {
+    pub url: String,
+    owned: bool,
+}
+
+impl PgCluster {
+    pub fn get() -> Self {
+        if let Ok(url) = std::env::var("RAMPART_TEST_PG_URL") {
+            return Self { url, owned: false };
+        }
+        let out = Command::new(script()).stderr(Stdio::inherit()).output().unwrap();
+        assert!(out.status.success(), "scripts/pg-test-cluster failed");
+        Self { url: String::from_utf8(out.stdout).unwrap().trim().to_owned(), owned: true }
+    }
+
+    /// A fresh database in the cluster; returns its URL.
+    pub fn database(&self, tag: &str) -> String {
+        let mut random = [0u8; 6];
+        rampart_crypto::fill_random(&mut random).unwrap();
+        let name =
+            format!("kms_{tag}_{}", random.iter().map(|b| format!("{b:02x}")).collect::<String>());
+        let out = Command::new("psql")
+            .args([&self.url, "-q", "-c", &format!("CREATE DATABASE {name}")])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "CREATE DATABASE failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (base, _) = self.url.rsplit_once('/').unwrap();
+        format!("{base}/{name}")
+    }
+
+    /// A fast restart: every client connection is cut.
+    pub fn restart(&self) {
+        let out = Command::new(script()).args(["restart", &self.url]).output().unwrap();
+        assert!(out.status.success(), "restart failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+impl Drop for PgCluster {
+    fn drop(&mut self) {
+        if self.owned {
+            let _ = Command::new(script()).args(["stop", &self.url]).output();
+        }
+    }
+}
+
+pub fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}

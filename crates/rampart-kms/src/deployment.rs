@@ -1,0 +1,206 @@
+//! `kms init`: a new deployment. The root key is made here and leaves
+//! this function only as an unseal key file (mode 0600) or as Shamir
+//! shares handed back to the caller to print once; it is never stored.
+//!
+//! The data directory holds `ca.pem`, `server.pem`, `server.key` (mode
+//! 0600: servers need it to answer TLS while sealed), `admin.bundle` and,
+//! with the file scheme, `unseal.key`. The store holds the seal
+//! configuration, the root key check value, the CA certificate and the CA
+//! private key sealed under the root key. Further servers of an
+//! active-active deployment get a copy of the directory.
+
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use rampart_crypto::SecretBytes;
+use serde::{Deserialize, Serialize};
+
+use crate::bundle::{read_limited, write_private_file, Bundle, Endpoint, BUNDLE_FORMAT};
+use crate::error::{KmsError, Result};
+use crate::keys::{RootKey, KEY_BYTES};
+use crate::model::{now_ms, ClientInfo, Labels};
+use crate::pki::{client_request, Authority};
+use crate::shamir::{self, Share};
+use crate::store::{meta, Store};
+
+/// File names in the data directory.
+pub mod files {
+    pub const CA_CERT: &str = "ca.pem";
+    pub const SERVER_CERT: &str = "server.pem";
+    pub const SERVER_KEY: &str = "server.key";
+    pub const UNSEAL_KEY: &str = "unseal.key";
+    pub const ADMIN_BUNDLE: &str = "admin.bundle";
+}
+
+/// How the root key is kept, as stored in the deployment metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "scheme", rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum SealConfig {
+    /// An unseal key file: servers unseal themselves at start.
+    File,
+    /// Shamir shares: servers start sealed until `threshold` shares arrive.
+    Shamir { shares: u8, threshold: u8 },
+}
+
+/// How `init` should keep the root key.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum InitSeal {
+    /// Write the root key (hex) to this file, mode 0600.
+    File(PathBuf),
+    /// Split it `threshold`-of-`shares`.
+    Shamir { shares: u8, threshold: u8 },
+}
+
+/// Options of [`init`].
+#[derive(Debug, Clone)]
+pub struct InitOptions {
+    pub data_dir: PathBuf,
+    pub seal: InitSeal,
+    /// Extra server certificate names (DNS names or IP addresses).
+    pub sans: Vec<String>,
+    /// The endpoints written into bundles (default `https://127.0.0.1:8443`).
+    pub endpoints: Vec<String>,
+    /// Validity of the server and admin certificates, days.
+    pub days: i64,
+}
+
+/// What [`init`] made.
+#[derive(Debug)]
+pub struct InitOutcome {
+    pub admin_bundle: PathBuf,
+    pub unseal_key_file: Option<PathBuf>,
+    /// The shares to hand out (empty with an unseal key file).
+    pub shares: Vec<Share>,
+}
+
+/// Creates a deployment in `opts.data_dir` and `store`.
+pub async fn init(opts: &InitOptions, store: &dyn Store) -> Result<InitOutcome> {
+    let config = match opts.seal {
+        InitSeal::File(_) => SealConfig::File,
+        InitSeal::Shamir { shares, threshold } => {
+            if threshold < 2 || shares < threshold {
+                return Err(KmsError::Config(format!(
+                    "need 2 <= --threshold <= --shares <= 255 (got {threshold} of {shares})"
+                )));
+            }
+            SealConfig::Shamir { shares, threshold }
+        }
+    };
+    let mut endpoints = Vec::new();
+    for e in if opts.endpoints.is_empty() {
+        vec!["127.0.0.1:8443".to_owned()]
+    } else {
+        opts.endpoints.clone()
+    } {
+        endpoints.push(Endpoint::parse(&e)?.url());
+    }
+    for name in [files::SERVER_KEY, files::ADMIN_BUNDLE] {
+        if opts.data_dir.join(name).exists() {
+            return Err(KmsError::Config(format!(
+                "{} already holds a deployment ({name} exists)",
+                opts.data_dir.display()
+            )));
+        }
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&opts.data_dir)
+        .map_err(|e| KmsError::Config(format!("cannot create {}: {e}", opts.data_dir.display())))?;
+
+    let (root, root_bytes) = RootKey::generate()?;
+    let deployment = hex::encode(&root.check_value()?[..4]);
+    let (ca, ca_key) = Authority::generate(&deployment)?;
+    let mut sans = opts.sans.clone();
+    for e in &endpoints {
+        let host = Endpoint::parse(e)?.host;
+        if !sans.contains(&host) {
+            sans.push(host);
+        }
+    }
+    let server = ca.issue_server(&sans, opts.days)?;
+    let (csr, admin_key) = client_request("admin")?;
+    let issued = ca.issue_client_days(&csr, "admin", opts.days)?;
+    let admin = ClientInfo {
+        name: "admin".into(),
+        labels: Labels::default(),
+        admin: true,
+        serial: issued.serial,
+        fingerprint: issued.fingerprint,
+        created_ms: now_ms(),
+        not_after_ms: issued.not_after_ms,
+    };
+    let seal_json = serde_json::to_vec(&config)
+        .map_err(|e| KmsError::Config(format!("cannot encode the seal configuration: {e}")))?;
+    let entries = vec![
+        (meta::SEAL, seal_json),
+        (meta::ROOT_CHECK, root.check_value()?),
+        (meta::CA_CERT, ca.cert_pem().as_bytes().to_vec()),
+        (meta::CA_KEY, root.seal_ca_key(ca_key.expose())?),
+    ];
+    store.initialize(entries, admin).await?;
+
+    let dir = &opts.data_dir;
+    write_public_file(&dir.join(files::CA_CERT), ca.cert_pem().as_bytes())?;
+    write_public_file(&dir.join(files::SERVER_CERT), server.cert_pem.as_bytes())?;
+    write_private_file(&dir.join(files::SERVER_KEY), server.key_pem.expose())?;
+    let bundle = Bundle {
+        format: BUNDLE_FORMAT.into(),
+        name: "admin".into(),
+        endpoints,
+        ca_cert: ca.cert_pem().to_owned(),
+        cert: issued.cert_pem,
+        key: admin_key,
+    };
+    let admin_bundle = dir.join(files::ADMIN_BUNDLE);
+    bundle.write(&admin_bundle)?;
+    match &opts.seal {
+        InitSeal::File(path) => {
+            write_unseal_key(path, &root_bytes)?;
+            Ok(InitOutcome {
+                admin_bundle,
+                unseal_key_file: Some(path.clone()),
+                shares: Vec::new(),
+            })
+        }
+        InitSeal::Shamir { shares, threshold } => Ok(InitOutcome {
+            admin_bundle,
+            unseal_key_file: None,
+            shares: shamir::split(root_bytes.expose(), *threshold, *shares)?,
+        }),
+    }
+}
+
+fn write_public_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    std::fs::write(path, bytes)
+        .and_then(|()| std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)))
+        .map_err(|e| KmsError::Config(format!("cannot write {}: {e}", path.display())))
+}
+
+/// Writes the root key as hex text, mode 0600.
+pub fn write_unseal_key(path: &Path, key: &SecretBytes) -> Result<()> {
+    let mut text = SecretBytes::new(hex::encode(key.expose()).into_bytes());
+    let mut line = SecretBytes::zeroed(text.len() + 1);
+    line.expose_mut()[..text.len()].copy_from_slice(text.expose());
+    line.expose_mut()[text.len()] = b'\n';
+    text.expose_mut().fill(0);
+    write_private_file(path, line.expose())
+}
+
+/// Reads an unseal key file (hex text of the 32-byte root key).
+pub fn read_unseal_key(path: &Path) -> Result<SecretBytes> {
+    let text = read_limited(path, 256)?;
+    let trimmed = std::str::from_utf8(text.expose())
+        .map_err(|_| KmsError::Config(format!("{} is not an unseal key file", path.display())))?
+        .trim();
+    let key =
+        SecretBytes::new(hex::decode(trimmed).map_err(|_| {
+            KmsError::Config(format!("{} is not an unseal key file", path.display()))
+        })?);
+    if key.len() != KEY_BYTES {
+        return Err(KmsError::Config(format!("{} does not hold a 256-bit key", path.display())));
+    }
+    Ok(key)
+}

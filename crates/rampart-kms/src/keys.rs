@@ -1,0 +1,255 @@
+//! The root of trust and the two ciphertext formats of the key manager.
+//!
+//! * Stored material: every key version's 256-bit material (and the
+//!   deployment CA's private key) is sealed under the root key with
+//!   AES-256-GCM as `nonce(12) || ciphertext || tag(16)`; the associated
+//!   data binds the key name and version, so a stored blob moved to another
+//!   row does not open.
+//! * Wrapped data (the API's `wrap`/`unwrap`):
+//!   `rampart:v1:NAME:VERSION:BASE64URL(nonce || ciphertext || tag)`, sealed
+//!   under the key version's material; the associated data binds the format
+//!   version, key name, key version and the caller's context.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use rampart_crypto::{
+    fill_random, hkdf, hmac, random_secret, Gcm, HashAlg, SecretBytes, GCM_NONCE_LEN, GCM_TAG_LEN,
+};
+
+use crate::error::{KmsError, Result};
+use crate::model::check_name;
+
+/// Bytes of the root key and of every key version's material.
+pub const KEY_BYTES: usize = 32;
+/// Largest plaintext `wrap` accepts.
+pub const MAX_WRAP_PLAINTEXT: usize = 64 * 1024;
+/// Largest caller context bound into a wrap.
+pub const MAX_CONTEXT: usize = 4096;
+
+const CHECK_PLAINTEXT: &[u8] = b"rampart-kms root key check v1";
+
+/// The root key. Held only in memory, never stored.
+#[derive(Debug)]
+pub struct RootKey {
+    gcm: Gcm,
+    audit_key: SecretBytes,
+}
+
+impl RootKey {
+    /// Wraps 32 secret bytes.
+    pub fn new(key: &SecretBytes) -> Result<Self> {
+        if key.len() != KEY_BYTES {
+            return Err(KmsError::UnsealFailed(format!(
+                "the root key must be {KEY_BYTES} bytes, got {}",
+                key.len()
+            )));
+        }
+        let mut audit_key = SecretBytes::zeroed(32);
+        hkdf(
+            HashAlg::Sha256,
+            key.expose(),
+            b"",
+            b"rampart-kms audit mac v1",
+            audit_key.expose_mut(),
+        )?;
+        Ok(Self { gcm: Gcm::new(key.expose())?, audit_key })
+    }
+
+    /// A fresh random root key (and its bytes, for splitting or the unseal
+    /// key file).
+    pub fn generate() -> Result<(Self, SecretBytes)> {
+        let key = random_secret(KEY_BYTES)?;
+        Ok((Self::new(&key)?, key))
+    }
+
+    /// The check value stored with the deployment: proves a candidate root
+    /// key right without revealing anything about it.
+    pub fn check_value(&self) -> Result<Vec<u8>> {
+        seal(&self.gcm, &aad(b"check", &[]), CHECK_PLAINTEXT)
+    }
+
+    /// Whether `check` was made by this root key.
+    #[must_use]
+    pub fn verify_check(&self, check: &[u8]) -> bool {
+        open(&self.gcm, &aad(b"check", &[]), check).is_ok_and(|p| p.expose() == CHECK_PLAINTEXT)
+    }
+
+    /// Seals a key version's material for the store.
+    pub fn seal_material(
+        &self,
+        name: &str,
+        version: u32,
+        material: &SecretBytes,
+    ) -> Result<Vec<u8>> {
+        seal(&self.gcm, &material_aad(name, version), material.expose())
+    }
+
+    /// Opens a stored key version's material.
+    pub fn open_material(&self, name: &str, version: u32, blob: &[u8]) -> Result<SecretBytes> {
+        open(&self.gcm, &material_aad(name, version), blob).map_err(|_| {
+            KmsError::Corrupt(format!(
+                "the stored material of {name} version {version} does not open under the root key"
+            ))
+        })
+    }
+
+    /// Seals the deployment CA's private key.
+    pub fn seal_ca_key(&self, key_der: &[u8]) -> Result<Vec<u8>> {
+        seal(&self.gcm, &aad(b"ca-key", &[]), key_der)
+    }
+
+    pub fn open_ca_key(&self, blob: &[u8]) -> Result<SecretBytes> {
+        open(&self.gcm, &aad(b"ca-key", &[]), blob)
+            .map_err(|_| KmsError::Corrupt("the CA key does not open under the root key".into()))
+    }
+
+    /// The MAC of an audit entry's hash.
+    #[must_use]
+    pub fn audit_mac(&self, hash: &[u8]) -> Vec<u8> {
+        hmac(HashAlg::Sha256, self.audit_key.expose(), hash).expose().to_vec()
+    }
+}
+
+fn aad(purpose: &[u8], parts: &[&[u8]]) -> Vec<u8> {
+    let mut out = b"rampart-kms/".to_vec();
+    out.extend_from_slice(purpose);
+    out.push(0);
+    for part in parts {
+        out.extend_from_slice(&(part.len() as u64).to_be_bytes());
+        out.extend_from_slice(part);
+    }
+    out
+}
+
+fn material_aad(name: &str, version: u32) -> Vec<u8> {
+    aad(b"material/v1", &[name.as_bytes(), &version.to_be_bytes()])
+}
+
+fn wrap_aad(name: &str, version: u32, context: &[u8]) -> Vec<u8> {
+    aad(b"wrap/v1", &[name.as_bytes(), &version.to_be_bytes(), context])
+}
+
+fn seal(gcm: &Gcm, aad: &[u8], plaintext: &[u8]) -> Result<Vec<u8>> {
+    let mut nonce = [0u8; GCM_NONCE_LEN];
+    fill_random(&mut nonce)?;
+    let mut out = Vec::with_capacity(GCM_NONCE_LEN + plaintext.len() + GCM_TAG_LEN);
+    out.extend_from_slice(&nonce);
+    out.extend_from_slice(plaintext);
+    let tag = gcm.seal(&nonce, aad, &mut out[GCM_NONCE_LEN..])?;
+    out.extend_from_slice(&tag);
+    Ok(out)
+}
+
+fn open(gcm: &Gcm, aad: &[u8], blob: &[u8]) -> Result<SecretBytes> {
+    if blob.len() < GCM_NONCE_LEN + GCM_TAG_LEN {
+        return Err(KmsError::UnwrapFailed);
+    }
+    let mut nonce = [0u8; GCM_NONCE_LEN];
+    nonce.copy_from_slice(&blob[..GCM_NONCE_LEN]);
+    let mut tag = [0u8; GCM_TAG_LEN];
+    tag.copy_from_slice(&blob[blob.len() - GCM_TAG_LEN..]);
+    let mut data = SecretBytes::from_slice(&blob[GCM_NONCE_LEN..blob.len() - GCM_TAG_LEN]);
+    gcm.open(&nonce, aad, data.expose_mut(), &tag).map_err(|_| KmsError::UnwrapFailed)?;
+    Ok(data)
+}
+
+/// A parsed wrapped-data ciphertext (its header fields; the sealed bytes
+/// stay inside).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WrappedHeader {
+    pub name: String,
+    pub version: u32,
+    sealed: Vec<u8>,
+}
+
+impl WrappedHeader {
+    /// Parses `rampart:v1:NAME:VERSION:BASE64URL`.
+    pub fn parse(text: &str) -> Result<Self> {
+        let limit = 64 + MAX_NAME_TEXT + (MAX_WRAP_PLAINTEXT + 64) * 4 / 3;
+        if text.len() > limit {
+            return Err(KmsError::invalid("ciphertext is too long"));
+        }
+        let mut parts = text.trim().splitn(5, ':');
+        let (Some("rampart"), Some(format), Some(name), Some(version), Some(body)) =
+            (parts.next(), parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(KmsError::invalid("ciphertext is not rampart:v1:NAME:VERSION:DATA"));
+        };
+        if format != "v1" {
+            return Err(KmsError::invalid(format!("unsupported ciphertext format '{format}'")));
+        }
+        check_name("key name in the ciphertext", name)?;
+        let version: u32 =
+            version.parse().ok().filter(|v| *v > 0).ok_or_else(|| {
+                KmsError::invalid("ciphertext key version is not a positive number")
+            })?;
+        let sealed = URL_SAFE_NO_PAD
+            .decode(body)
+            .map_err(|_| KmsError::invalid("ciphertext data is not base64url"))?;
+        if sealed.len() < GCM_NONCE_LEN + GCM_TAG_LEN {
+            return Err(KmsError::invalid("ciphertext is too short"));
+        }
+        Ok(Self { name: name.to_owned(), version, sealed })
+    }
+}
+
+const MAX_NAME_TEXT: usize = crate::model::MAX_NAME;
+
+/// Wraps `plaintext` under a key version's material.
+pub fn wrap(
+    name: &str,
+    version: u32,
+    material: &SecretBytes,
+    plaintext: &[u8],
+    context: &[u8],
+) -> Result<String> {
+    let gcm = Gcm::new(material.expose())?;
+    let sealed = seal(&gcm, &wrap_aad(name, version, context), plaintext)?;
+    Ok(format!("rampart:v1:{name}:{version}:{}", URL_SAFE_NO_PAD.encode(sealed)))
+}
+
+/// Unwraps a parsed ciphertext with its key version's material.
+pub fn unwrap(
+    header: &WrappedHeader,
+    material: &SecretBytes,
+    context: &[u8],
+) -> Result<SecretBytes> {
+    let gcm = Gcm::new(material.expose())?;
+    open(&gcm, &wrap_aad(&header.name, header.version, context), &header.sealed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn material_is_bound_to_name_and_version() {
+        let (root, _) = RootKey::generate().unwrap();
+        let material = random_secret(32).unwrap();
+        let blob = root.seal_material("db", 1, &material).unwrap();
+        assert_eq!(root.open_material("db", 1, &blob).unwrap(), material);
+        assert!(root.open_material("db", 2, &blob).is_err());
+        assert!(root.open_material("dc", 1, &blob).is_err());
+        let (other, _) = RootKey::generate().unwrap();
+        assert!(other.open_material("db", 1, &blob).is_err());
+        assert!(root.verify_check(&root.check_value().unwrap()));
+        assert!(!other.verify_check(&root.check_value().unwrap()));
+    }
+
+    #[test]
+    fn wrap_binds_context_name_and_version() {
+        let material = random_secret(32).unwrap();
+        let text = wrap("vol", 3, &material, b"secret passphrase", b"host=a").unwrap();
+        assert!(text.starts_with("rampart:v1:vol:3:"));
+        let header = WrappedHeader::parse(&text).unwrap();
+        assert_eq!((header.name.as_str(), header.version), ("vol", 3));
+        assert_eq!(unwrap(&header, &material, b"host=a").unwrap().expose(), b"secret passphrase");
+        assert_eq!(unwrap(&header, &material, b"host=b"), Err(KmsError::UnwrapFailed));
+        let relabelled = text.replace(":vol:3:", ":vol:2:");
+        let header = WrappedHeader::parse(&relabelled).unwrap();
+        assert_eq!(unwrap(&header, &material, b"host=a"), Err(KmsError::UnwrapFailed));
+        for bad in ["", "rampart:v2:vol:1:AAAA", "rampart:v1:vol:0:AAAA", "rampart:v1:vol:1:!!"] {
+            assert!(WrappedHeader::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

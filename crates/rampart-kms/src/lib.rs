@@ -1,0 +1,29 @@
+//! Rampart's key manager: a key management server with a sealed root of
+//! trust, mutual-TLS REST API, per-key access policies, a hash-chained
+//! audit log, and SQLite (default) or PostgreSQL (active-active) storage;
+//! plus the client library with failover across servers.
+//!
+//! * [`init`] creates a deployment: root key (unseal key file or Shamir
+//!   shares), CA, server certificate and the admin bundle.
+//! * [`server`] serves the API.
+//! * [`client::KmsClient`] talks to it with a [`Bundle`].
+//!
+//! No root key, share, key material or private key is ever logged or
+//! shown by `Debug`.
+#![forbid(unsafe_code)]
+#![recursion_limit = "512"]
+
+pub mod audit;
+pub mod bundle;
+pub mod error;
+pub mod keys;
+pub mod model;
+pub mod pki;
+pub mod shamir;
+pub mod store;
+
+pub use bundle::{Bundle, Endpoint};
+pub use error::{KmsError, Result};
+pub mod client;
+pub mod deployment;
+pub mod server;

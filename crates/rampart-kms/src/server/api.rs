@@ -1,0 +1,709 @@
+//! Routing, request parsing and the handlers of the REST API. Every
+//! request, whatever its outcome, is appended to the audit chain before
+//! its response is sent; a request whose audit entry cannot be written is
+//! answered 503 instead.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine as _;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response};
+use rampart_crypto::{random_secret, SecretBytes};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::metrics::outcome;
+use super::State;
+use crate::audit::Verifier;
+use crate::deployment::SealConfig;
+use crate::error::{KmsError, Result};
+use crate::keys::{self, WrappedHeader, KEY_BYTES, MAX_CONTEXT, MAX_WRAP_PLAINTEXT};
+use crate::model::{
+    check_name, now_ms, parse_policy, AuditDraft, ClientInfo, KeyInfo, KeyState, KeyVersionInfo,
+    Labels, MAX_REASON,
+};
+use crate::pki::Authority;
+use crate::shamir::Share;
+use crate::store::{meta, MaterialRow, StateChange};
+
+/// Largest request body.
+pub const MAX_BODY: usize = 256 * 1024;
+const MAX_AUDIT_PAGE: u32 = 10_000;
+
+struct Reply {
+    status: u16,
+    content_type: &'static str,
+    body: Vec<u8>,
+    /// The `Allow` header of a 405.
+    allow: Option<&'static str>,
+}
+
+impl Reply {
+    fn json(status: u16, value: &impl Serialize) -> Result<Self> {
+        let body = serde_json::to_vec(value)
+            .map_err(|e| KmsError::Crypto(format!("cannot encode the response: {e}")))?;
+        Ok(Self { status, content_type: "application/json", body, allow: None })
+    }
+
+    fn error(error: &KmsError) -> Self {
+        let body = json!({ "error": { "code": error.code(), "message": error.to_string() } });
+        let allow = match error {
+            KmsError::MethodNotAllowed { allow, .. } => Some(*allow),
+            _ => None,
+        };
+        Self {
+            status: error.status(),
+            content_type: "application/json",
+            body: body.to_string().into_bytes(),
+            allow,
+        }
+    }
+}
+
+/// What a request did, for the audit entry and metrics.
+#[derive(Default)]
+struct Ctx {
+    op: &'static str,
+    client: Option<ClientInfo>,
+    key: Option<String>,
+    version: Option<u32>,
+}
+
+impl Ctx {
+    async fn client<'a>(&'a mut self, state: &State, fp: &str) -> Result<&'a ClientInfo> {
+        if self.client.is_none() {
+            self.client = Some(state.identify(fp).await?);
+        }
+        self.client.as_ref().ok_or(KmsError::UnknownClient)
+    }
+
+    async fn admin<'a>(&'a mut self, state: &State, fp: &str) -> Result<&'a ClientInfo> {
+        let op = self.op;
+        let client = self.client(state, fp).await?;
+        if !client.admin {
+            return Err(KmsError::Forbidden(format!("{op} needs an admin certificate")));
+        }
+        Ok(client)
+    }
+}
+
+pub(super) async fn handle(
+    state: &State,
+    fp: &str,
+    request: Request<Incoming>,
+) -> Response<Full<Bytes>> {
+    let start = Instant::now();
+    let mut ctx = Ctx { op: "unknown", ..Ctx::default() };
+    let (reply, detail) = match route(state, fp, request, &mut ctx).await {
+        Ok(reply) => {
+            let detail = reply.status.to_string();
+            (reply, detail)
+        }
+        Err(error) => (Reply::error(&error), format!("{} {error}", error.status())),
+    };
+    let client = match &ctx.client {
+        Some(client) => client.name.clone(),
+        None => format!("cert:{}", &fp[..fp.len().min(16)]),
+    };
+    let draft = AuditDraft {
+        time_ms: now_ms(),
+        client,
+        operation: ctx.op.to_owned(),
+        key: ctx.key.clone(),
+        version: ctx.version,
+        outcome: outcome(reply.status).to_owned(),
+        detail,
+    };
+    let reply = match state.audit(draft).await {
+        Ok(()) => reply,
+        Err(error) => {
+            state.metrics.audit_failed();
+            Reply::error(&KmsError::Store(format!("the audit log cannot be written: {error}")))
+        }
+    };
+    state.metrics.record(ctx.op, reply.status, start.elapsed());
+    let mut response = Response::new(Full::new(Bytes::from(reply.body)));
+    *response.status_mut() = hyper::StatusCode::from_u16(reply.status)
+        .unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static(reply.content_type),
+    );
+    response
+        .headers_mut()
+        .insert(hyper::header::CACHE_CONTROL, hyper::header::HeaderValue::from_static("no-store"));
+    if let Some(allow) = reply.allow {
+        response
+            .headers_mut()
+            .insert(hyper::header::ALLOW, hyper::header::HeaderValue::from_static(allow));
+    }
+    response
+}
+
+fn expect(method: &Method, want: &Method, path: &str) -> Result<()> {
+    if method == want {
+        return Ok(());
+    }
+    let allow = if *want == Method::GET { "GET" } else { "POST" };
+    Err(KmsError::MethodNotAllowed { target: format!("{method} {path}"), allow })
+}
+
+/// For the collections that take both GET (list) and POST (create).
+fn expect_get_or_post(method: &Method, path: &str) -> Result<()> {
+    if *method == Method::GET || *method == Method::POST {
+        return Ok(());
+    }
+    Err(KmsError::MethodNotAllowed { target: format!("{method} {path}"), allow: "GET, POST" })
+}
+
+async fn read_json<T: DeserializeOwned>(request: Request<Incoming>) -> Result<T> {
+    let body = Limited::new(request.into_body(), MAX_BODY)
+        .collect()
+        .await
+        .map_err(|e| {
+            if e.is::<http_body_util::LengthLimitError>() {
+                KmsError::PayloadTooLarge(MAX_BODY)
+            } else {
+                KmsError::invalid(format!("cannot read the request body: {e}"))
+            }
+        })?
+        .to_bytes();
+    let body = SecretBytes::from_slice(&body);
+    let text = if body.is_empty() { &b"{}"[..] } else { body.expose() };
+    // Every request body is a JSON object (serde would also take an
+    // array for a struct).
+    if text.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(KmsError::invalid("the request body must be a JSON object"));
+    }
+    serde_json::from_slice(text).map_err(|e| KmsError::invalid(format!("bad JSON body: {e}")))
+}
+
+fn query_params(query: &str) -> Result<BTreeMap<&str, &str>> {
+    let mut out = BTreeMap::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        if out.insert(k, v).is_some() {
+            return Err(KmsError::invalid(format!("query parameter '{k}' is repeated")));
+        }
+    }
+    Ok(out)
+}
+
+fn parse_param<T: std::str::FromStr>(
+    params: &BTreeMap<&str, &str>,
+    name: &str,
+) -> Result<Option<T>> {
+    params
+        .get(name)
+        .map(|v| {
+            v.parse()
+                .map_err(|_| KmsError::invalid(format!("query parameter '{name}' is not a number")))
+        })
+        .transpose()
+}
+
+async fn route(
+    state: &State,
+    fp: &str,
+    request: Request<Incoming>,
+    ctx: &mut Ctx,
+) -> Result<Reply> {
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let query = request.uri().query().unwrap_or("").to_owned();
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    match segments.as_slice() {
+        ["v1", "health"] => {
+            ctx.op = "health";
+            expect(&method, &Method::GET, &path)?;
+            let sealed = state.root().is_none();
+            Reply::json(
+                if sealed { 503 } else { 200 },
+                &json!({ "status": if sealed { "sealed" } else { "ok" }, "sealed": sealed,
+                         "store": state.store.kind(), "version": env!("CARGO_PKG_VERSION") }),
+            )
+        }
+        ["v1", "sys", "seal-status"] => {
+            ctx.op = "sys.seal_status";
+            expect(&method, &Method::GET, &path)?;
+            ctx.client(state, fp).await?;
+            Reply::json(200, &seal_status(state))
+        }
+        ["v1", "sys", "unseal"] => {
+            ctx.op = "sys.unseal";
+            expect(&method, &Method::POST, &path)?;
+            ctx.admin(state, fp).await?;
+            let body: UnsealRequest = read_json(request).await?;
+            let text = std::str::from_utf8(body.share.expose())
+                .map_err(|_| KmsError::invalid("the share is not text"))?;
+            state.add_share(Share::from_hex(text)?)?;
+            Reply::json(200, &seal_status(state))
+        }
+        _ => {
+            let root = state.require_root();
+            // Sealed: nothing else is answered (still audited).
+            if root.is_err() {
+                ctx.op = operation_name(&segments);
+                return Err(KmsError::Sealed);
+            }
+            route_unsealed(state, fp, request, ctx, &method, &path, &query, &segments).await
+        }
+    }
+}
+
+fn operation_name(segments: &[&str]) -> &'static str {
+    match segments {
+        ["v1", "openapi.json"] => "openapi",
+        ["metrics"] => "metrics",
+        ["v1", "whoami"] => "whoami",
+        ["v1", "keys"] => "key.list_or_create",
+        ["v1", "keys", _] => "key.show",
+        ["v1", "keys", _, action] => match *action {
+            "rotate" => "key.rotate",
+            "revoke" => "key.revoke",
+            "destroy" => "key.destroy",
+            "wrap" => "key.wrap",
+            "unwrap" => "key.unwrap",
+            "export" => "key.export",
+            _ => "unknown",
+        },
+        ["v1", "clients"] => "client.list_or_issue",
+        ["v1", "audit"] => "audit.list",
+        ["v1", "audit", "verify"] => "audit.verify",
+        _ => "unknown",
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn route_unsealed(
+    state: &State,
+    fp: &str,
+    request: Request<Incoming>,
+    ctx: &mut Ctx,
+    method: &Method,
+    path: &str,
+    query: &str,
+    segments: &[&str],
+) -> Result<Reply> {
+    match segments {
+        ["v1", "openapi.json"] => {
+            ctx.op = "openapi";
+            expect(method, &Method::GET, path)?;
+            Reply::json(200, &super::openapi_document())
+        }
+        ["metrics"] => {
+            ctx.op = "metrics";
+            expect(method, &Method::GET, path)?;
+            Ok(Reply {
+                status: 200,
+                content_type: "text/plain; version=0.0.4",
+                body: state.metrics.render(state.root().is_none()).into_bytes(),
+                allow: None,
+            })
+        }
+        ["v1", "whoami"] => {
+            ctx.op = "whoami";
+            expect(method, &Method::GET, path)?;
+            let client = ctx.client(state, fp).await?.clone();
+            Reply::json(200, &client)
+        }
+        ["v1", "keys"] if *method == Method::GET => {
+            ctx.op = "key.list";
+            ctx.admin(state, fp).await?;
+            Reply::json(200, &json!({ "keys": state.store.list_keys().await? }))
+        }
+        ["v1", "keys"] => {
+            ctx.op = "key.create";
+            expect_get_or_post(method, path)?;
+            ctx.admin(state, fp).await?;
+            let body: CreateKeyRequest = read_json(request).await?;
+            ctx.key = Some(body.name.clone());
+            ctx.version = Some(1);
+            create_key(state, body).await
+        }
+        ["v1", "keys", name] => {
+            ctx.op = "key.show";
+            expect(method, &Method::GET, path)?;
+            check_name("key name", name)?;
+            ctx.key = Some((*name).to_owned());
+            ctx.admin(state, fp).await?;
+            Reply::json(200, &get_key(state, name).await?)
+        }
+        ["v1", "keys", name, action] => {
+            check_name("key name", name)?;
+            ctx.key = Some((*name).to_owned());
+            let name = (*name).to_owned();
+            key_action(state, fp, request, ctx, method, path, name, action).await
+        }
+        ["v1", "clients"] if *method == Method::GET => {
+            ctx.op = "client.list";
+            ctx.admin(state, fp).await?;
+            Reply::json(200, &json!({ "clients": state.store.list_clients().await? }))
+        }
+        ["v1", "clients"] => {
+            ctx.op = "client.issue";
+            expect_get_or_post(method, path)?;
+            ctx.admin(state, fp).await?;
+            let body: IssueClientRequest = read_json(request).await?;
+            issue_client(state, body).await
+        }
+        ["v1", "audit"] => {
+            ctx.op = "audit.list";
+            expect(method, &Method::GET, path)?;
+            ctx.admin(state, fp).await?;
+            let params = query_params(query)?;
+            let after: u64 = parse_param(&params, "after_seq")?.unwrap_or(0);
+            let since: Option<i64> = parse_param(&params, "since_ms")?;
+            let limit: u32 = parse_param(&params, "limit")?.unwrap_or(1000);
+            if !(1..=MAX_AUDIT_PAGE).contains(&limit) {
+                return Err(KmsError::invalid(format!("limit must be 1 to {MAX_AUDIT_PAGE}")));
+            }
+            if since.is_some_and(|s| s < 0) || after > i64::MAX as u64 {
+                return Err(KmsError::invalid("since_ms and after_seq must be 0 to 2^63-1"));
+            }
+            let entries = state.store.audit_page(after, since, limit).await?;
+            let next = entries.last().map(|e| e.seq);
+            Reply::json(200, &json!({ "entries": entries, "next_after_seq": next }))
+        }
+        ["v1", "audit", "verify"] => {
+            ctx.op = "audit.verify";
+            expect(method, &Method::POST, path)?;
+            ctx.admin(state, fp).await?;
+            let root = state.require_root()?;
+            let mut verifier = Verifier::new(Some(&root));
+            let mut after = 0;
+            loop {
+                let page = state.store.audit_page(after, None, MAX_AUDIT_PAGE).await?;
+                let Some(last) = page.last() else { break };
+                after = last.seq;
+                if !page.iter().all(|e| verifier.check(e)) || page.len() < MAX_AUDIT_PAGE as usize {
+                    break;
+                }
+            }
+            Reply::json(200, &verifier.finish())
+        }
+        _ => {
+            ctx.op = "unknown";
+            Err(KmsError::NoRoute(path.to_owned()))
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn key_action(
+    state: &State,
+    fp: &str,
+    request: Request<Incoming>,
+    ctx: &mut Ctx,
+    method: &Method,
+    path: &str,
+    name: String,
+    action: &str,
+) -> Result<Reply> {
+    ctx.op = operation_name(&["v1", "keys", "_", action]);
+    if ctx.op == "unknown" {
+        return Err(KmsError::NoRoute(path.to_owned()));
+    }
+    expect(method, &Method::POST, path)?;
+    let root = state.require_root()?;
+    match action {
+        "rotate" => {
+            ctx.admin(state, fp).await?;
+            let _: Empty = read_json(request).await?;
+            for _ in 0..5 {
+                let key = get_key(state, &name).await?;
+                let version = key.latest().map_or(1, |v| v.version + 1);
+                ctx.version = Some(version);
+                let material = random_secret(KEY_BYTES)?;
+                let sealed = root.seal_material(&name, version, &material)?;
+                match state.store.add_version(name.clone(), version, now_ms(), sealed).await {
+                    Ok(()) => return Reply::json(200, &get_key(state, &name).await?),
+                    Err(KmsError::Conflict(_)) => continue,
+                    Err(error) => return Err(error),
+                }
+            }
+            Err(KmsError::Conflict(format!("key {name} is being rotated concurrently; try again")))
+        }
+        "revoke" => {
+            ctx.admin(state, fp).await?;
+            let body: RevokeRequest = read_json(request).await?;
+            ctx.version = body.version;
+            if body.reason.trim().is_empty() || body.reason.len() > MAX_REASON {
+                return Err(KmsError::invalid(format!(
+                    "the reason must be 1 to {MAX_REASON} characters"
+                )));
+            }
+            if body.reason.chars().any(char::is_control) {
+                return Err(KmsError::invalid("the reason may not hold control characters"));
+            }
+            let change = StateChange::Revoke { reason: body.reason };
+            state.store.change_state(name.clone(), body.version, change, now_ms()).await?;
+            Reply::json(200, &get_key(state, &name).await?)
+        }
+        "destroy" => {
+            ctx.admin(state, fp).await?;
+            let body: VersionRequest = read_json(request).await?;
+            ctx.version = body.version;
+            state
+                .store
+                .change_state(name.clone(), body.version, StateChange::Destroy, now_ms())
+                .await?;
+            Reply::json(200, &get_key(state, &name).await?)
+        }
+        "wrap" => {
+            let body: WrapRequest = read_json(request).await?;
+            let plaintext = decode_b64("plaintext", body.plaintext.expose(), MAX_WRAP_PLAINTEXT)?;
+            let context = decode_b64(
+                "context",
+                body.context.as_deref().unwrap_or("").as_bytes(),
+                MAX_CONTEXT,
+            )?;
+            let (row, material) = usable(state, fp, ctx, &root, &name, None).await?;
+            let ciphertext = keys::wrap(
+                &name,
+                row.version.version,
+                &material,
+                plaintext.expose(),
+                context.expose(),
+            )?;
+            Reply::json(
+                200,
+                &json!({ "key": name, "version": row.version.version, "ciphertext": ciphertext }),
+            )
+        }
+        "unwrap" => {
+            let body: UnwrapRequest = read_json(request).await?;
+            let header = WrappedHeader::parse(&body.ciphertext)?;
+            ctx.version = Some(header.version);
+            if header.name != name {
+                return Err(KmsError::invalid(format!(
+                    "the ciphertext belongs to key {}, not {name}",
+                    header.name
+                )));
+            }
+            let context = decode_b64(
+                "context",
+                body.context.as_deref().unwrap_or("").as_bytes(),
+                MAX_CONTEXT,
+            )?;
+            let (_, material) = usable(state, fp, ctx, &root, &name, Some(header.version)).await?;
+            let plaintext = keys::unwrap(&header, &material, context.expose())?;
+            let encoded = SecretBytes::new(B64.encode(plaintext.expose()).into_bytes());
+            let text = std::str::from_utf8(encoded.expose()).unwrap_or_default();
+            Reply::json(200, &json!({ "key": name, "version": header.version, "plaintext": text }))
+        }
+        "export" => {
+            let body: VersionRequest = read_json(request).await?;
+            ctx.version = body.version;
+            let (row, material) = usable(state, fp, ctx, &root, &name, body.version).await?;
+            let encoded = SecretBytes::new(B64.encode(material.expose()).into_bytes());
+            let text = std::str::from_utf8(encoded.expose()).unwrap_or_default();
+            Reply::json(
+                200,
+                &json!({ "key": name, "version": row.version.version, "material": text }),
+            )
+        }
+        _ => Err(KmsError::NoRoute(path.to_owned())),
+    }
+}
+
+/// The key version a data operation may use, with its material: the
+/// client must match the policy (checked first, so a refused client
+/// learns nothing of the key's state), the version must be active, and
+/// export needs an exportable key.
+async fn usable(
+    state: &State,
+    fp: &str,
+    ctx: &mut Ctx,
+    root: &keys::RootKey,
+    name: &str,
+    version: Option<u32>,
+) -> Result<(MaterialRow, SecretBytes)> {
+    let op = ctx.op;
+    let client = ctx.client(state, fp).await?.clone();
+    let row = state.store.key_material(name.to_owned(), version).await?.ok_or_else(|| {
+        KmsError::NotFound(match version {
+            Some(v) => format!("key {name} version {v}"),
+            None => format!("key {name}"),
+        })
+    })?;
+    ctx.version = Some(row.version.version);
+    if !row.allow.iter().any(|s| s.matches(&client)) {
+        return Err(KmsError::Forbidden(format!(
+            "client {} is not allowed to use key {name}",
+            client.name
+        )));
+    }
+    if op == "key.export" && !row.exportable {
+        return Err(KmsError::Forbidden(format!("key {name} is not exportable")));
+    }
+    let v = row.version.version;
+    match (&row.version.state, &row.material) {
+        (KeyState::Active, Some(blob)) => {
+            let material = root.open_material(name, v, blob)?;
+            Ok((row, material))
+        }
+        (KeyState::Revoked { .. }, _) => {
+            Err(KmsError::KeyRevoked { name: name.to_owned(), version: v })
+        }
+        _ => Err(KmsError::KeyDestroyed { name: name.to_owned(), version: v }),
+    }
+}
+
+async fn get_key(state: &State, name: &str) -> Result<KeyInfo> {
+    state
+        .store
+        .get_key(name.to_owned())
+        .await?
+        .ok_or_else(|| KmsError::NotFound(format!("key {name}")))
+}
+
+async fn create_key(state: &State, body: CreateKeyRequest) -> Result<Reply> {
+    check_name("key name", &body.name)?;
+    let allow = parse_policy(&body.allow)?;
+    let root = state.require_root()?;
+    let now = now_ms();
+    let material = random_secret(KEY_BYTES)?;
+    let sealed = root.seal_material(&body.name, 1, &material)?;
+    let key = KeyInfo {
+        name: body.name,
+        exportable: body.exportable,
+        allow,
+        created_ms: now,
+        versions: vec![KeyVersionInfo {
+            version: 1,
+            state: KeyState::Active,
+            created_ms: now,
+            changed_ms: None,
+        }],
+    };
+    state.store.create_key(key.clone(), sealed).await?;
+    Reply::json(201, &key)
+}
+
+async fn issue_client(state: &State, body: IssueClientRequest) -> Result<Reply> {
+    check_name("client name", &body.name)?;
+    let labels = Labels::new(body.labels)?;
+    let days = body.days.unwrap_or(365);
+    if !(1..=3650).contains(&days) {
+        return Err(KmsError::invalid("days must be 1 to 3650"));
+    }
+    let root = state.require_root()?;
+    let missing = || KmsError::Corrupt("the store holds no CA".into());
+    let ca_pem = String::from_utf8(state.store.get_meta(meta::CA_CERT).await?.ok_or_else(missing)?)
+        .map_err(|_| KmsError::Corrupt("the CA certificate is not text".into()))?;
+    let ca_key =
+        root.open_ca_key(&state.store.get_meta(meta::CA_KEY).await?.ok_or_else(missing)?)?;
+    let ca = Authority::load(&ca_pem, &ca_key)?;
+    drop(ca_key);
+    let issued = ca.issue_client_days(&body.csr, &body.name, i64::from(days))?;
+    let client = ClientInfo {
+        name: body.name,
+        labels,
+        admin: body.admin,
+        serial: issued.serial,
+        fingerprint: issued.fingerprint,
+        created_ms: now_ms(),
+        not_after_ms: issued.not_after_ms,
+    };
+    state.store.add_client(client.clone()).await?;
+    Reply::json(
+        201,
+        &json!({ "client": client, "certificate": issued.cert_pem, "ca_certificate": ca_pem }),
+    )
+}
+
+fn seal_status(state: &State) -> Value {
+    let sealed = state.root().is_none();
+    match state.seal {
+        SealConfig::Shamir { shares, threshold } => json!({
+            "sealed": sealed, "scheme": "shamir", "shares": shares, "threshold": threshold,
+            "progress": state.share_progress(),
+        }),
+        SealConfig::File => json!({ "sealed": sealed, "scheme": "file" }),
+    }
+}
+
+fn decode_b64(what: &str, text: &[u8], limit: usize) -> Result<SecretBytes> {
+    if text.len() > limit.div_ceil(3) * 4 + 4 {
+        return Err(KmsError::invalid(format!("{what} is larger than {limit} bytes")));
+    }
+    let bytes = SecretBytes::new(
+        B64.decode(text).map_err(|_| KmsError::invalid(format!("{what} is not base64")))?,
+    );
+    if bytes.len() > limit {
+        return Err(KmsError::invalid(format!("{what} is larger than {limit} bytes")));
+    }
+    Ok(bytes)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Empty {}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateKeyRequest {
+    name: String,
+    #[serde(default)]
+    allow: Vec<String>,
+    #[serde(default)]
+    exportable: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RevokeRequest {
+    reason: String,
+    #[serde(default)]
+    version: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VersionRequest {
+    #[serde(default)]
+    version: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WrapRequest {
+    #[serde(with = "crate::bundle::secret_text")]
+    plaintext: SecretBytes,
+    #[serde(default)]
+    context: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UnwrapRequest {
+    ciphertext: String,
+    #[serde(default)]
+    context: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IssueClientRequest {
+    name: String,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+    #[serde(default)]
+    admin: bool,
+    csr: String,
+    #[serde(default)]
+    days: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UnsealRequest {
+    #[serde(with = "crate::bundle::secret_text")]
+    share: SecretBytes,
+}

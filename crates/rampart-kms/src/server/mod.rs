@@ -1,0 +1,396 @@
+//! The key management server: HTTPS (TLS 1.3 only, AES-GCM suites, over
+//! AWS-LC) with mandatory client certificates issued by the deployment CA.
+//!
+//! Client identity: the TLS layer accepts only certificates that chain to
+//! the deployment CA and are within their validity; the server then looks
+//! the certificate's SHA-256 fingerprint up in the store's client table,
+//! which holds the name, labels and admin flag recorded when the CA issued
+//! it. Labels thus cannot be forged or changed by the client, and a
+//! CA-signed certificate that was never registered is refused.
+
+mod api;
+mod metrics;
+mod openapi;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use rustls::server::WebPkiClientVerifier;
+use rustls::RootCertStore;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio_rustls::TlsAcceptor;
+
+pub use self::metrics::Metrics;
+pub use self::openapi::openapi_document;
+
+use crate::deployment::{files, read_unseal_key, SealConfig};
+use crate::error::{KmsError, Result};
+use crate::keys::RootKey;
+use crate::model::{now_ms, AuditDraft, ClientInfo};
+use crate::pki::fingerprint;
+use crate::shamir::{self, Share};
+use crate::store::{meta, Store};
+
+const MAX_CONNECTIONS: usize = 4096;
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+const AUDIT_BATCH: usize = 512;
+
+/// Where a server finds its deployment.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    pub data_dir: PathBuf,
+    /// The unseal key file for the file scheme (default `DIR/unseal.key`).
+    pub unseal_key_file: Option<PathBuf>,
+}
+
+/// The TLS configuration the server and its clients share: TLS 1.3 only,
+/// AES-GCM cipher suites only, from AWS-LC.
+#[must_use]
+pub fn crypto_provider() -> Arc<rustls::crypto::CryptoProvider> {
+    let mut provider = rustls::crypto::aws_lc_rs::default_provider();
+    provider.cipher_suites = vec![
+        rustls::crypto::aws_lc_rs::cipher_suite::TLS13_AES_256_GCM_SHA384,
+        rustls::crypto::aws_lc_rs::cipher_suite::TLS13_AES_128_GCM_SHA256,
+    ];
+    Arc::new(provider)
+}
+
+fn tls_error(e: impl std::fmt::Display) -> KmsError {
+    KmsError::Certificate(e.to_string())
+}
+
+fn server_tls(
+    ca_pem: &str,
+    cert_path: &Path,
+    key_path: &Path,
+) -> Result<Arc<rustls::ServerConfig>> {
+    let provider = crypto_provider();
+    let mut roots = RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(ca_pem.as_bytes()).map_err(tls_error)?)
+        .map_err(tls_error)?;
+    let verifier =
+        WebPkiClientVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider))
+            .build()
+            .map_err(tls_error)?;
+    let chain = CertificateDer::pem_file_iter(cert_path)
+        .map_err(|e| KmsError::Config(format!("cannot read {}: {e}", cert_path.display())))?
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| {
+            KmsError::Config(format!("bad certificate in {}: {e}", cert_path.display()))
+        })?;
+    let key = PrivateKeyDer::from_pem_file(key_path)
+        .map_err(|e| KmsError::Config(format!("cannot read {}: {e}", key_path.display())))?;
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(tls_error)?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key)
+        .map_err(tls_error)?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// Shared server state.
+pub(crate) struct State {
+    store: Arc<dyn Store>,
+    seal: SealConfig,
+    root_check: Vec<u8>,
+    root: Arc<RwLock<Option<Arc<RootKey>>>>,
+    shares: Mutex<Vec<Share>>,
+    clients: Mutex<HashMap<String, ClientInfo>>,
+    auditor: mpsc::Sender<(AuditDraft, oneshot::Sender<Result<()>>)>,
+    metrics: Metrics,
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("State")
+            .field("store", &self.store)
+            .field("seal", &self.seal)
+            .finish_non_exhaustive()
+    }
+}
+
+impl State {
+    pub(crate) fn root(&self) -> Option<Arc<RootKey>> {
+        self.root.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    pub(crate) fn require_root(&self) -> Result<Arc<RootKey>> {
+        self.root().ok_or(KmsError::Sealed)
+    }
+
+    fn set_root(&self, key: RootKey) {
+        *self.root.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(key));
+    }
+
+    /// Tries `key` as the root key.
+    fn unseal_with(&self, key: &rampart_crypto::SecretBytes) -> Result<()> {
+        let root = RootKey::new(key)?;
+        if !root.verify_check(&self.root_check) {
+            return Err(KmsError::UnsealFailed("the key does not match this deployment".into()));
+        }
+        self.set_root(root);
+        tracing::info!("unsealed");
+        Ok(())
+    }
+
+    /// Adds one share; unseals once enough have arrived. Returns
+    /// (progress, threshold).
+    pub(crate) fn add_share(&self, share: Share) -> Result<(usize, usize)> {
+        let SealConfig::Shamir { threshold, .. } = self.seal else {
+            return Err(KmsError::invalid("this deployment unseals with a key file, not shares"));
+        };
+        if self.root().is_some() {
+            return Ok((0, usize::from(threshold)));
+        }
+        if share.threshold() != threshold {
+            return Err(KmsError::UnsealFailed("the share belongs to another split".into()));
+        }
+        let mut shares = self.shares.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if shares.iter().any(|s| s.index() == share.index()) {
+            return Err(KmsError::invalid(format!("share #{} was already given", share.index())));
+        }
+        shares.push(share);
+        if shares.len() < usize::from(threshold) {
+            return Ok((shares.len(), usize::from(threshold)));
+        }
+        let key = shamir::combine(&shares);
+        shares.clear();
+        let key = key?;
+        self.unseal_with(&key).map_err(|_| {
+            KmsError::UnsealFailed("the shares do not reconstruct the root key; start again".into())
+        })?;
+        Ok((0, usize::from(threshold)))
+    }
+
+    pub(crate) fn share_progress(&self) -> usize {
+        self.shares.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
+    }
+
+    /// The registered client holding the certificate with `fp`.
+    pub(crate) async fn identify(&self, fp: &str) -> Result<ClientInfo> {
+        if let Some(client) =
+            self.clients.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(fp)
+        {
+            return Ok(client.clone());
+        }
+        let client = self
+            .store
+            .client_by_fingerprint(fp.to_owned())
+            .await?
+            .ok_or(KmsError::UnknownClient)?;
+        let mut cache = self.clients.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if cache.len() < 100_000 {
+            cache.insert(fp.to_owned(), client.clone());
+        }
+        Ok(client)
+    }
+
+    /// Appends an entry to the audit chain and waits until it is committed.
+    pub(crate) async fn audit(&self, draft: AuditDraft) -> Result<()> {
+        let (tx, rx) = oneshot::channel();
+        self.auditor
+            .send((draft, tx))
+            .await
+            .map_err(|_| KmsError::Store("the audit writer stopped".into()))?;
+        rx.await.map_err(|_| KmsError::Store("the audit writer stopped".into()))?
+    }
+}
+
+/// Group commit: entries that arrive while one batch is being written go
+/// into the next, in one transaction.
+async fn audit_writer(
+    store: Arc<dyn Store>,
+    root: Arc<RwLock<Option<Arc<RootKey>>>>,
+    mut rx: mpsc::Receiver<(AuditDraft, oneshot::Sender<Result<()>>)>,
+) {
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < AUDIT_BATCH {
+            match rx.try_recv() {
+                Ok(item) => batch.push(item),
+                Err(_) => break,
+            }
+        }
+        let key = root.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        let drafts = batch.iter().map(|(d, _)| d.clone()).collect();
+        let result = store.append_audit(drafts, key).await.map(|_| ());
+        if let Err(error) = &result {
+            tracing::error!("cannot append to the audit log: {error}");
+        }
+        for (_, reply) in batch {
+            let _ = reply.send(result.clone());
+        }
+    }
+}
+
+/// A configured server, ready to serve on listeners.
+#[derive(Clone)]
+pub struct Server {
+    state: Arc<State>,
+    tls: TlsAcceptor,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server").field("state", &self.state).finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// Loads the deployment from the store and the data directory; with an
+    /// unseal key file, unseals at once. Must run inside a Tokio runtime.
+    pub async fn new(opts: &ServerOptions, store: Arc<dyn Store>) -> Result<Self> {
+        let not_initialised = || {
+            KmsError::Config("the store holds no deployment: run `rampart kms init` first".into())
+        };
+        let seal: SealConfig =
+            serde_json::from_slice(&store.get_meta(meta::SEAL).await?.ok_or_else(not_initialised)?)
+                .map_err(|e| KmsError::Corrupt(format!("seal configuration: {e}")))?;
+        let root_check = store.get_meta(meta::ROOT_CHECK).await?.ok_or_else(not_initialised)?;
+        let ca_pem =
+            String::from_utf8(store.get_meta(meta::CA_CERT).await?.ok_or_else(not_initialised)?)
+                .map_err(|_| KmsError::Corrupt("the CA certificate is not text".into()))?;
+        let tls = server_tls(
+            &ca_pem,
+            &opts.data_dir.join(files::SERVER_CERT),
+            &opts.data_dir.join(files::SERVER_KEY),
+        )?;
+        let root = Arc::new(RwLock::new(None));
+        let (tx, rx) = mpsc::channel(4 * AUDIT_BATCH);
+        tokio::spawn(audit_writer(Arc::clone(&store), Arc::clone(&root), rx));
+        let state = Arc::new(State {
+            store,
+            seal,
+            root_check,
+            root,
+            shares: Mutex::new(Vec::new()),
+            clients: Mutex::new(HashMap::new()),
+            auditor: tx,
+            metrics: Metrics::default(),
+        });
+        if seal == SealConfig::File {
+            let path = opts
+                .unseal_key_file
+                .clone()
+                .unwrap_or_else(|| opts.data_dir.join(files::UNSEAL_KEY));
+            let key = read_unseal_key(&path)?;
+            state.unseal_with(&key)?;
+        }
+        Ok(Self { state, tls: TlsAcceptor::from(tls) })
+    }
+
+    /// Whether the server holds the root key.
+    #[must_use]
+    pub fn is_sealed(&self) -> bool {
+        self.state.root().is_none()
+    }
+
+    /// Serves connections from `listener` until `shutdown` resolves.
+    pub async fn run(
+        &self,
+        listener: TcpListener,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> Result<()> {
+        let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+        tokio::pin!(shutdown);
+        loop {
+            let (tcp, peer) = tokio::select! {
+                () = &mut shutdown => return Ok(()),
+                accepted = listener.accept() => match accepted {
+                    Ok(pair) => pair,
+                    Err(error) => {
+                        tracing::warn!("accept failed: {error}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+            };
+            let Ok(permit) = Arc::clone(&permits).acquire_owned().await else {
+                return Ok(());
+            };
+            let _ = tcp.set_nodelay(true);
+            let state = Arc::clone(&self.state);
+            let acceptor = self.tls.clone();
+            tokio::spawn(async move {
+                serve_connection(state, acceptor, tcp, peer).await;
+                drop(permit);
+            });
+        }
+    }
+}
+
+async fn serve_connection(
+    state: Arc<State>,
+    acceptor: TlsAcceptor,
+    tcp: tokio::net::TcpStream,
+    peer: SocketAddr,
+) {
+    let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(error)) => {
+            // Refused certificates surface as rustls errors (InvalidData);
+            // those are audited. A peer that just hung up is not.
+            if error.kind() == std::io::ErrorKind::InvalidData {
+                state.metrics.tls_refused();
+                tracing::info!("refused a TLS handshake from {peer}: {error}");
+                let draft = AuditDraft {
+                    time_ms: now_ms(),
+                    client: "-".into(),
+                    operation: "tls.handshake".into(),
+                    key: None,
+                    version: None,
+                    outcome: "denied".into(),
+                    detail: format!("peer {peer}: {error}"),
+                };
+                if let Err(e) = state.audit(draft).await {
+                    tracing::error!("cannot audit a refused handshake: {e}");
+                }
+            }
+            return;
+        }
+        Err(_) => return,
+    };
+    let Some(fp) = stream
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|certs| certs.first())
+        .map(|cert| fingerprint(cert))
+    else {
+        // Unreachable with a mandatory client verifier; refuse anyway.
+        return;
+    };
+    let fp: Arc<str> = fp.into();
+    let service = hyper::service::service_fn(move |request| {
+        let state = Arc::clone(&state);
+        let fp = Arc::clone(&fp);
+        async move { Ok::<_, std::convert::Infallible>(api::handle(&state, &fp, request).await) }
+    });
+    let result = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .keep_alive(true)
+        .header_read_timeout(Duration::from_secs(60))
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
+    if let Err(error) = result {
+        tracing::debug!("connection from {peer} ended: {error}");
+    }
+}
+
+/// Binds `address` (e.g. `127.0.0.1:8443`, port 0 for any).
+pub async fn bind(address: &str) -> Result<TcpListener> {
+    TcpListener::bind(address)
+        .await
+        .map_err(|e| KmsError::Config(format!("cannot listen on {address}: {e}")))
+}

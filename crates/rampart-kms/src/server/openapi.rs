@@ -1,0 +1,208 @@
+//! The OpenAPI 3 document the server serves at `/v1/openapi.json`.
+
+use serde_json::{json, Value};
+
+fn error_responses(codes: &[u16]) -> Value {
+    let mut out = serde_json::Map::new();
+    for code in codes {
+        let description = match code {
+            400 => "Invalid request (bad field, bad JSON, a ciphertext that does not authenticate)",
+            401 => "The client certificate is not registered",
+            403 => "Not allowed (policy, admin certificate required, key revoked, unseal failed)",
+            404 => "No such key, version or endpoint",
+            405 => "Method not allowed",
+            409 => "Already exists or concurrently changed",
+            410 => "The key version was destroyed",
+            413 => "Request body too large",
+            503 => "Sealed, or the store or audit log is unavailable",
+            _ => "Error",
+        };
+        out.insert(
+            code.to_string(),
+            json!({ "description": description, "content": { "application/json": {
+                "schema": { "$ref": "#/components/schemas/Error" } } } }),
+        );
+    }
+    Value::Object(out)
+}
+
+fn ok(description: &str, schema: &str, extra: &[u16]) -> Value {
+    let mut responses = error_responses(extra);
+    if let Value::Object(map) = &mut responses {
+        map.insert(
+            "200".into(),
+            json!({ "description": description, "content": { "application/json": {
+                "schema": { "$ref": format!("#/components/schemas/{schema}") } } } }),
+        );
+    }
+    responses
+}
+
+fn created(description: &str, schema: &str, extra: &[u16]) -> Value {
+    let mut responses = error_responses(extra);
+    if let Value::Object(map) = &mut responses {
+        map.insert(
+            "201".into(),
+            json!({ "description": description, "content": { "application/json": {
+                "schema": { "$ref": format!("#/components/schemas/{schema}") } } } }),
+        );
+    }
+    responses
+}
+
+fn body(schema: &str, required: bool) -> Value {
+    json!({ "required": required, "content": { "application/json": {
+        "schema": { "$ref": format!("#/components/schemas/{schema}") } } } })
+}
+
+fn name_param() -> Value {
+    json!([{ "name": "name", "in": "path", "required": true,
+             "schema": { "$ref": "#/components/schemas/Name" } }])
+}
+
+/// The document.
+#[must_use]
+pub fn openapi_document() -> Value {
+    const ADMIN: &[u16] = &[400, 401, 403, 404, 405, 413, 503];
+    const DATA: &[u16] = &[400, 401, 403, 404, 405, 410, 413, 503];
+    json!({
+      "openapi": "3.0.3",
+      "info": {
+        "title": "Rampart KMS",
+        "version": env!("CARGO_PKG_VERSION"),
+        "description": "Rampart's key management server. HTTPS with TLS 1.3 only; every request needs a client certificate issued by the deployment CA and registered with the server. Admin operations need an admin certificate; wrap, unwrap and export need a client matching one of the key's `allow` selectors. Every request is appended to a hash-chained audit log. A sealed server answers only /v1/health, /v1/sys/seal-status and /v1/sys/unseal."
+      },
+      "servers": [{ "url": "https://127.0.0.1:8443" }],
+      "paths": {
+        "/v1/health": { "get": { "operationId": "health", "summary": "Liveness for load balancers (200 unsealed, 503 sealed)",
+            "responses": {
+              "200": { "description": "Serving", "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Health" } } } },
+              "503": { "description": "Sealed", "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Health" } } } } } } },
+        "/v1/openapi.json": { "get": { "operationId": "openapi", "summary": "This document",
+            "responses": { "200": { "description": "OpenAPI 3 document", "content": { "application/json": { "schema": { "type": "object" } } } },
+                           "503": error_responses(&[503])["503"] } } },
+        "/metrics": { "get": { "operationId": "metrics", "summary": "Prometheus metrics: requests by operation and outcome, latency histograms",
+            "responses": { "200": { "description": "Prometheus text format 0.0.4", "content": { "text/plain": { "schema": { "type": "string" } } } },
+                           "503": error_responses(&[503])["503"] } } },
+        "/v1/sys/seal-status": { "get": { "operationId": "sealStatus", "summary": "Whether the server is sealed, and unseal progress",
+            "responses": ok("Seal status", "SealStatus", &[401, 503]) } },
+        "/v1/sys/unseal": { "post": { "operationId": "unseal", "summary": "Give one Shamir share (admin)",
+            "requestBody": body("UnsealRequest", true),
+            "responses": ok("Seal status after this share", "SealStatus", ADMIN) } },
+        "/v1/whoami": { "get": { "operationId": "whoami", "summary": "The calling client's registration",
+            "responses": ok("The client", "Client", &[401, 503]) } },
+        "/v1/keys": {
+          "get": { "operationId": "listKeys", "summary": "List keys (admin)", "responses": ok("Keys", "KeyList", ADMIN) },
+          "post": { "operationId": "createKey", "summary": "Create a key with version 1 (admin)",
+            "requestBody": body("CreateKeyRequest", true), "responses": created("The new key", "Key", &[400, 401, 403, 405, 409, 413, 503]) } },
+        "/v1/keys/{name}": { "parameters": name_param(),
+          "get": { "operationId": "showKey", "summary": "A key and its versions (admin)", "responses": ok("The key", "Key", ADMIN) } },
+        "/v1/keys/{name}/rotate": { "parameters": name_param(),
+          "post": { "operationId": "rotateKey", "summary": "Add a new version; new wraps use it, old versions still unwrap (admin)",
+            "requestBody": body("Empty", false), "responses": ok("The key", "Key", &[400, 401, 403, 404, 405, 409, 413, 503]) } },
+        "/v1/keys/{name}/revoke": { "parameters": name_param(),
+          "post": { "operationId": "revokeKey", "summary": "Revoke one or all versions: no more wrap or unwrap (admin)",
+            "requestBody": body("RevokeRequest", true), "responses": ok("The key", "Key", ADMIN) } },
+        "/v1/keys/{name}/destroy": { "parameters": name_param(),
+          "post": { "operationId": "destroyKey", "summary": "Erase the material of one or all versions, irreversibly (admin)",
+            "requestBody": body("VersionRequest", false), "responses": ok("The key", "Key", ADMIN) } },
+        "/v1/keys/{name}/wrap": { "parameters": name_param(),
+          "post": { "operationId": "wrap", "summary": "Encrypt up to 64 KiB under the newest version (policy)",
+            "requestBody": body("WrapRequest", true), "responses": ok("The ciphertext", "WrapResponse", DATA) } },
+        "/v1/keys/{name}/unwrap": { "parameters": name_param(),
+          "post": { "operationId": "unwrap", "summary": "Decrypt a ciphertext of any active version (policy)",
+            "requestBody": body("UnwrapRequest", true), "responses": ok("The plaintext", "UnwrapResponse", DATA) } },
+        "/v1/keys/{name}/export": { "parameters": name_param(),
+          "post": { "operationId": "exportKey", "summary": "The raw material of an exportable key (policy)",
+            "requestBody": body("VersionRequest", false), "responses": ok("The material", "ExportResponse", DATA) } },
+        "/v1/clients": {
+          "get": { "operationId": "listClients", "summary": "Registered clients (admin)", "responses": ok("Clients", "ClientList", ADMIN) },
+          "post": { "operationId": "issueClient", "summary": "Sign a client certificate from a CSR and register the client (admin)",
+            "requestBody": body("IssueClientRequest", true), "responses": created("The certificate", "IssueClientResponse", &[400, 401, 403, 405, 409, 413, 503]) } },
+        "/v1/audit": { "get": { "operationId": "listAudit", "summary": "Audit entries in order (admin)",
+            "parameters": [
+              { "name": "after_seq", "in": "query", "schema": { "type": "integer", "minimum": 0, "maximum": 9223372036854775807i64 }, "description": "Entries after this sequence number" },
+              { "name": "since_ms", "in": "query", "schema": { "type": "integer", "minimum": 0, "maximum": 9223372036854775807i64 }, "description": "Entries at or after this Unix time in milliseconds" },
+              { "name": "limit", "in": "query", "schema": { "type": "integer", "minimum": 1, "maximum": 10000 } } ],
+            "responses": ok("A page of entries", "AuditPage", ADMIN) } },
+        "/v1/audit/verify": { "post": { "operationId": "verifyAudit", "summary": "Check the whole hash chain and MACs (admin)",
+            "responses": ok("The verification report", "VerifyReport", ADMIN) } }
+      },
+      "components": { "schemas": {
+        "Name": { "type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$" },
+        "Selector": { "type": "string", "pattern": "^(client:[A-Za-z0-9][A-Za-z0-9._-]{0,127}|label:[a-z0-9._-]{1,64}=[A-Za-z0-9._-]{0,128})$" },
+        "Error": { "type": "object", "required": ["error"], "properties": { "error": { "type": "object", "required": ["code", "message"],
+            "properties": { "code": { "type": "string" }, "message": { "type": "string" } } } } },
+        "Health": { "type": "object", "required": ["status", "sealed", "store", "version"], "properties": {
+            "status": { "type": "string", "enum": ["ok", "sealed"] }, "sealed": { "type": "boolean" },
+            "store": { "type": "string", "enum": ["sqlite", "postgresql"] }, "version": { "type": "string" } } },
+        "SealStatus": { "type": "object", "required": ["sealed", "scheme"], "properties": {
+            "sealed": { "type": "boolean" }, "scheme": { "type": "string", "enum": ["file", "shamir"] },
+            "shares": { "type": "integer" }, "threshold": { "type": "integer" }, "progress": { "type": "integer" } } },
+        "UnsealRequest": { "type": "object", "required": ["share"], "additionalProperties": false,
+            "properties": { "share": { "type": "string", "pattern": "^([0-9a-fA-F]{2}){3,66}$", "description": "One share as printed by kms init" } } },
+        "Empty": { "type": "object", "additionalProperties": false },
+        "CreateKeyRequest": { "type": "object", "required": ["name"], "additionalProperties": false, "properties": {
+            "name": { "$ref": "#/components/schemas/Name" },
+            "allow": { "type": "array", "maxItems": 64, "items": { "$ref": "#/components/schemas/Selector" } },
+            "exportable": { "type": "boolean", "default": false } } },
+        "RevokeRequest": { "type": "object", "required": ["reason"], "additionalProperties": false, "properties": {
+            "reason": { "type": "string", "minLength": 1, "maxLength": 1024, "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\s\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$", "description": "Printable text, not only spaces" },
+            "version": { "type": "integer", "minimum": 1, "maximum": 4294967295u64, "nullable": true, "description": "Only this version (default: all)" } } },
+        "VersionRequest": { "type": "object", "additionalProperties": false, "properties": {
+            "version": { "type": "integer", "minimum": 1, "maximum": 4294967295u64, "nullable": true } } },
+        "KeyVersion": { "type": "object", "required": ["version", "state", "created_ms"], "properties": {
+            "version": { "type": "integer" }, "state": { "type": "string", "enum": ["active", "revoked", "destroyed"] },
+            "reason": { "type": "string" }, "created_ms": { "type": "integer" }, "changed_ms": { "type": "integer" } } },
+        "Key": { "type": "object", "required": ["name", "exportable", "allow", "created_ms", "versions"], "properties": {
+            "name": { "$ref": "#/components/schemas/Name" }, "exportable": { "type": "boolean" },
+            "allow": { "type": "array", "items": { "$ref": "#/components/schemas/Selector" } },
+            "created_ms": { "type": "integer" },
+            "versions": { "type": "array", "items": { "$ref": "#/components/schemas/KeyVersion" } } } },
+        "KeyList": { "type": "object", "required": ["keys"], "properties": { "keys": { "type": "array", "items": { "$ref": "#/components/schemas/Key" } } } },
+        "WrapRequest": { "type": "object", "required": ["plaintext"], "additionalProperties": false, "properties": {
+            "plaintext": { "type": "string", "format": "byte", "maxLength": 87384, "description": "Base64, at most 64 KiB decoded" },
+            "context": { "type": "string", "format": "byte", "maxLength": 5464, "description": "Base64 caller context bound as associated data, at most 4 KiB" } } },
+        "WrapResponse": { "type": "object", "required": ["key", "version", "ciphertext"], "properties": {
+            "key": { "type": "string" }, "version": { "type": "integer" },
+            "ciphertext": { "type": "string", "description": "rampart:v1:NAME:VERSION:BASE64URL(nonce || ciphertext || tag)" } } },
+        "UnwrapRequest": { "type": "object", "required": ["ciphertext"], "additionalProperties": false, "properties": {
+            "ciphertext": { "type": "string", "pattern": "^rampart:v1:[A-Za-z0-9][A-Za-z0-9._-]{0,127}:[1-9][0-9]{0,8}:[A-Za-z0-9_-]{38,}$", "description": "A ciphertext of wrap, for the key named in the path" },
+            "context": { "type": "string", "format": "byte", "maxLength": 5464 } } },
+        "UnwrapResponse": { "type": "object", "required": ["key", "version", "plaintext"], "properties": {
+            "key": { "type": "string" }, "version": { "type": "integer" }, "plaintext": { "type": "string", "format": "byte" } } },
+        "ExportResponse": { "type": "object", "required": ["key", "version", "material"], "properties": {
+            "key": { "type": "string" }, "version": { "type": "integer" }, "material": { "type": "string", "format": "byte" } } },
+        "Client": { "type": "object", "required": ["name", "labels", "admin", "serial", "fingerprint", "created_ms", "not_after_ms"], "properties": {
+            "name": { "$ref": "#/components/schemas/Name" },
+            "labels": { "type": "object", "additionalProperties": { "type": "string" } },
+            "admin": { "type": "boolean" }, "serial": { "type": "string" },
+            "fingerprint": { "type": "string", "description": "SHA-256 of the certificate DER, hex" },
+            "created_ms": { "type": "integer" }, "not_after_ms": { "type": "integer" } } },
+        "ClientList": { "type": "object", "required": ["clients"], "properties": { "clients": { "type": "array", "items": { "$ref": "#/components/schemas/Client" } } } },
+        "IssueClientRequest": { "type": "object", "required": ["name", "csr"], "additionalProperties": false, "properties": {
+            "name": { "$ref": "#/components/schemas/Name" },
+            "labels": { "type": "object", "maxProperties": 32, "additionalProperties": { "type": "string", "pattern": "^[A-Za-z0-9._-]{0,128}$" } },
+            "admin": { "type": "boolean", "default": false },
+            "csr": { "type": "string", "description": "PEM PKCS#10 request; only its public key is used" },
+            "days": { "type": "integer", "minimum": 1, "maximum": 3650, "default": 365 } } },
+        "IssueClientResponse": { "type": "object", "required": ["client", "certificate", "ca_certificate"], "properties": {
+            "client": { "$ref": "#/components/schemas/Client" },
+            "certificate": { "type": "string" }, "ca_certificate": { "type": "string" } } },
+        "AuditEntry": { "type": "object", "required": ["seq", "time_ms", "client", "operation", "outcome", "detail", "hash"], "properties": {
+            "seq": { "type": "integer" }, "time_ms": { "type": "integer" }, "client": { "type": "string" },
+            "operation": { "type": "string" }, "key": { "type": "string" }, "version": { "type": "integer" },
+            "outcome": { "type": "string", "enum": ["ok", "denied", "invalid", "unavailable", "error"] },
+            "detail": { "type": "string" },
+            "hash": { "type": "string", "description": "SHA-256(previous hash || canonical entry), hex" },
+            "mac": { "type": "string", "description": "HMAC-SHA-256 of the hash under a root-derived key, hex" } } },
+        "AuditPage": { "type": "object", "required": ["entries"], "properties": {
+            "entries": { "type": "array", "items": { "$ref": "#/components/schemas/AuditEntry" } },
+            "next_after_seq": { "type": "integer", "nullable": true } } },
+        "VerifyReport": { "type": "object", "required": ["ok", "entries", "unauthenticated", "head_seq", "head_hash"], "properties": {
+            "ok": { "type": "boolean" }, "entries": { "type": "integer" }, "unauthenticated": { "type": "integer" },
+            "head_seq": { "type": "integer" }, "head_hash": { "type": "string" },
+            "first_bad_seq": { "type": "integer" }, "problem": { "type": "string" } } }
+      } }
+    })
+}

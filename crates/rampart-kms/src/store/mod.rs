@@ -1,0 +1,219 @@
+//! Where the key manager keeps its state: a [`Store`] holds the deployment
+//! metadata (seal configuration, root key check value, CA), keys and their
+//! versions (material sealed under the root key), clients, and the
+//! hash-chained audit log.
+//!
+//! [`SqliteStore`] is the default (one file, `DIR/kms.db`);
+//! [`PostgresStore`] lets several servers share one database.
+
+mod postgres;
+mod sqlite;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+pub use self::postgres::PostgresStore;
+pub use self::sqlite::SqliteStore;
+
+use crate::error::{KmsError, Result};
+use crate::keys::RootKey;
+use crate::model::{
+    parse_policy, AuditDraft, AuditEntry, ClientInfo, KeyInfo, KeyState, KeyVersionInfo, Labels,
+    Selector,
+};
+
+/// The schema version this build writes and reads.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// Metadata names.
+pub mod meta {
+    /// JSON [`crate::SealConfig`].
+    pub const SEAL: &str = "seal";
+    /// The root key check value.
+    pub const ROOT_CHECK: &str = "root_check";
+    /// The CA certificate, PEM.
+    pub const CA_CERT: &str = "ca_cert";
+    /// The CA private key (PKCS#8 DER) sealed under the root key.
+    pub const CA_KEY: &str = "ca_key";
+}
+
+/// A boxed future of a store operation.
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
+
+/// A key's policy and one version with its sealed material: what a data
+/// operation needs, read in one query.
+#[derive(Debug, Clone)]
+pub struct MaterialRow {
+    pub allow: Vec<Selector>,
+    pub exportable: bool,
+    pub version: KeyVersionInfo,
+    /// `None` once destroyed.
+    pub material: Option<Vec<u8>>,
+}
+
+/// A key state change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StateChange {
+    /// Active versions become revoked with this reason.
+    Revoke { reason: String },
+    /// Versions not yet destroyed lose their material.
+    Destroy,
+}
+
+/// The storage backend of the key manager. Every method is one
+/// transaction; implementations serialise audit appends so the chain has
+/// one order even with several servers on one database.
+pub trait Store: Send + Sync + std::fmt::Debug {
+    /// `sqlite` or `postgresql`.
+    fn kind(&self) -> &'static str;
+
+    fn get_meta(&self, name: &'static str) -> StoreFuture<'_, Option<Vec<u8>>>;
+
+    /// Writes the deployment metadata and the first (admin) client, once:
+    /// [`KmsError::Conflict`] when the store is already initialised.
+    fn initialize(
+        &self,
+        meta: Vec<(&'static str, Vec<u8>)>,
+        admin: ClientInfo,
+    ) -> StoreFuture<'_, ()>;
+
+    /// Creates a key with its version 1 and that version's sealed material.
+    fn create_key(&self, key: KeyInfo, material: Vec<u8>) -> StoreFuture<'_, ()>;
+
+    fn list_keys(&self) -> StoreFuture<'_, Vec<KeyInfo>>;
+
+    fn get_key(&self, name: String) -> StoreFuture<'_, Option<KeyInfo>>;
+
+    /// The key's policy and version `version` (the newest when `None`) with
+    /// its sealed material.
+    fn key_material(
+        &self,
+        name: String,
+        version: Option<u32>,
+    ) -> StoreFuture<'_, Option<MaterialRow>>;
+
+    /// Adds version `version` (which must be the newest plus one:
+    /// [`KmsError::Conflict`] otherwise, e.g. after a concurrent rotation).
+    fn add_version(
+        &self,
+        name: String,
+        version: u32,
+        created_ms: i64,
+        material: Vec<u8>,
+    ) -> StoreFuture<'_, ()>;
+
+    /// Revokes or destroys version `version` (all versions when `None`);
+    /// returns how many versions changed. Destroying overwrites the sealed
+    /// material. [`KmsError::NotFound`] for an unknown key or version.
+    fn change_state(
+        &self,
+        name: String,
+        version: Option<u32>,
+        change: StateChange,
+        changed_ms: i64,
+    ) -> StoreFuture<'_, u32>;
+
+    /// Registers a client; [`KmsError::Conflict`] if the name is taken.
+    fn add_client(&self, client: ClientInfo) -> StoreFuture<'_, ()>;
+
+    fn client_by_fingerprint(&self, fingerprint: String) -> StoreFuture<'_, Option<ClientInfo>>;
+
+    fn list_clients(&self) -> StoreFuture<'_, Vec<ClientInfo>>;
+
+    /// Appends entries to the audit chain in order, MACed when `root` is
+    /// given; returns their sequence numbers.
+    fn append_audit(
+        &self,
+        drafts: Vec<AuditDraft>,
+        root: Option<Arc<RootKey>>,
+    ) -> StoreFuture<'_, Vec<u64>>;
+
+    /// Up to `limit` entries after sequence number `after_seq`, at or after
+    /// `since_ms` when given, in order.
+    fn audit_page(
+        &self,
+        after_seq: u64,
+        since_ms: Option<i64>,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<AuditEntry>>;
+}
+
+/// Opens the store a `--store` value names: `sqlite` (the default, with
+/// `DIR/kms.db`), a path ending in `.db`, or a `postgres://` /
+/// `postgresql://` URL.
+pub async fn open(spec: Option<&str>, data_dir: &std::path::Path) -> Result<Arc<dyn Store>> {
+    match spec {
+        None | Some("sqlite") => Ok(Arc::new(SqliteStore::open(&data_dir.join("kms.db"))?)),
+        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            Ok(Arc::new(PostgresStore::connect(url).await?))
+        }
+        Some(path) if path.ends_with(".db") => {
+            Ok(Arc::new(SqliteStore::open(std::path::Path::new(path))?))
+        }
+        Some(other) => Err(KmsError::Config(format!(
+            "--store '{other}' is not sqlite, a .db path or a postgres:// URL"
+        ))),
+    }
+}
+
+// Row conversions shared by the backends.
+
+pub(crate) fn encode_policy(allow: &[Selector]) -> String {
+    serde_json::Value::from(allow.iter().map(ToString::to_string).collect::<Vec<_>>()).to_string()
+}
+
+pub(crate) fn decode_policy(text: &str) -> Result<Vec<Selector>> {
+    let items: Vec<String> = serde_json::from_str(text)
+        .map_err(|e| KmsError::Corrupt(format!("stored policy is not a JSON list: {e}")))?;
+    parse_policy(&items).map_err(|e| KmsError::Corrupt(format!("stored policy: {e}")))
+}
+
+pub(crate) fn encode_labels(labels: &Labels) -> String {
+    serde_json::to_string(labels).unwrap_or_else(|_| "{}".into())
+}
+
+pub(crate) fn decode_labels(text: &str) -> Result<Labels> {
+    let map = serde_json::from_str(text)
+        .map_err(|e| KmsError::Corrupt(format!("stored labels are not a JSON object: {e}")))?;
+    Labels::new(map).map_err(|e| KmsError::Corrupt(format!("stored labels: {e}")))
+}
+
+pub(crate) fn to_u32(value: i64, what: &str) -> Result<u32> {
+    u32::try_from(value)
+        .map_err(|_| KmsError::Corrupt(format!("stored {what} {value} is out of range")))
+}
+
+pub(crate) fn to_u64(value: i64, what: &str) -> Result<u64> {
+    u64::try_from(value)
+        .map_err(|_| KmsError::Corrupt(format!("stored {what} {value} is out of range")))
+}
+
+pub(crate) fn version_info(
+    version: i64,
+    state: &str,
+    reason: Option<String>,
+    created_ms: i64,
+    changed_ms: Option<i64>,
+) -> Result<KeyVersionInfo> {
+    Ok(KeyVersionInfo {
+        version: to_u32(version, "key version")?,
+        state: KeyState::from_stored(state, reason)?,
+        created_ms,
+        changed_ms,
+    })
+}
+
+/// Sorts versions under their keys.
+pub(crate) fn attach_versions(keys: &mut [KeyInfo], versions: Vec<(String, KeyVersionInfo)>) {
+    keys.sort_by(|a, b| a.name.cmp(&b.name));
+    for (name, version) in versions {
+        if let Ok(i) = keys.binary_search_by(|k| k.name.as_str().cmp(&name)) {
+            keys[i].versions.push(version);
+        }
+    }
+    for key in keys {
+        key.versions.sort_by_key(|v| v.version);
+    }
+}

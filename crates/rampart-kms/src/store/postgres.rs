@@ -1,0 +1,593 @@
+//! The PostgreSQL store, for several servers on one database
+//! (active-active). Each call is one transaction on one of a few pooled
+//! connections; a connection that dropped (a database restart) is replaced
+//! on the next call. The audit chain is serialised by a row lock on its
+//! head, so all servers append to one chain in one order.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use tokio::sync::{Mutex, MutexGuard};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{Client, NoTls, Row};
+
+use super::{
+    attach_versions, decode_labels, decode_policy, encode_labels, encode_policy, meta, to_u32,
+    to_u64, version_info, MaterialRow, StateChange, Store, StoreFuture, SCHEMA_VERSION,
+};
+use crate::audit::{seal_entry, GENESIS};
+use crate::error::{KmsError, Result};
+use crate::keys::RootKey;
+use crate::model::{AuditDraft, AuditEntry, ClientInfo, KeyInfo, KeyVersionInfo};
+
+const SCHEMA: &str = "
+CREATE TABLE kms_schema (version BIGINT NOT NULL);
+CREATE TABLE kms_meta (name TEXT PRIMARY KEY, value BYTEA NOT NULL);
+CREATE TABLE kms_keys (
+    name TEXT PRIMARY KEY,
+    exportable BOOLEAN NOT NULL,
+    allow TEXT NOT NULL,
+    created_ms BIGINT NOT NULL
+);
+CREATE TABLE kms_key_versions (
+    name TEXT NOT NULL REFERENCES kms_keys(name),
+    version BIGINT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('active', 'revoked', 'destroyed')),
+    reason TEXT,
+    created_ms BIGINT NOT NULL,
+    changed_ms BIGINT,
+    material BYTEA,
+    PRIMARY KEY (name, version)
+);
+CREATE TABLE kms_clients (
+    name TEXT PRIMARY KEY,
+    labels TEXT NOT NULL,
+    admin BOOLEAN NOT NULL,
+    serial TEXT NOT NULL,
+    fingerprint TEXT NOT NULL UNIQUE,
+    created_ms BIGINT NOT NULL,
+    not_after_ms BIGINT NOT NULL
+);
+CREATE TABLE kms_audit (
+    seq BIGINT PRIMARY KEY,
+    time_ms BIGINT NOT NULL,
+    client TEXT NOT NULL,
+    operation TEXT NOT NULL,
+    key_name TEXT,
+    key_version BIGINT,
+    outcome TEXT NOT NULL,
+    detail TEXT NOT NULL,
+    prev_hash BYTEA NOT NULL,
+    hash BYTEA NOT NULL,
+    mac BYTEA
+);
+CREATE INDEX kms_audit_time ON kms_audit (time_ms);
+CREATE TABLE kms_audit_head (id INT PRIMARY KEY, seq BIGINT NOT NULL, hash BYTEA NOT NULL);
+CREATE FUNCTION kms_audit_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN RAISE EXCEPTION 'the audit log is append-only'; END $$;
+CREATE TRIGGER kms_audit_no_change BEFORE UPDATE OR DELETE ON kms_audit
+    FOR EACH ROW EXECUTE FUNCTION kms_audit_append_only();
+";
+
+const POOL: usize = 4;
+/// Serialises schema creation between servers starting at once.
+const MIGRATION_LOCK: i64 = 0x0072_616d_706b_6d73; // "rampkms"
+
+/// The PostgreSQL store.
+pub struct PostgresStore {
+    url: String,
+    slots: Arc<Vec<Mutex<Option<Client>>>>,
+    next: AtomicUsize,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URL may hold a password: never shown.
+        f.debug_struct("PostgresStore").finish_non_exhaustive()
+    }
+}
+
+async fn connect(url: &str) -> Result<Client> {
+    let (client, connection) = tokio_postgres::connect(url, NoTls).await?;
+    tokio::spawn(async move {
+        if let Err(error) = connection.await {
+            tracing::warn!("postgresql connection closed: {}", KmsError::from(error));
+        }
+    });
+    Ok(client)
+}
+
+fn map_unique(error: tokio_postgres::Error, what: impl FnOnce() -> String) -> KmsError {
+    if error.code() == Some(&SqlState::UNIQUE_VIOLATION) {
+        KmsError::Conflict(what())
+    } else {
+        error.into()
+    }
+}
+
+/// A pooled connection, reconnected when it was lost.
+struct Lease<'a> {
+    guard: MutexGuard<'a, Option<Client>>,
+}
+
+impl Lease<'_> {
+    fn client(&mut self) -> Result<&mut Client> {
+        self.guard.as_mut().ok_or_else(|| KmsError::Store("postgresql: not connected".into()))
+    }
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        if self.guard.as_ref().is_some_and(Client::is_closed) {
+            *self.guard = None;
+        }
+    }
+}
+
+impl PostgresStore {
+    /// Connects and creates or checks the schema.
+    pub async fn connect(url: &str) -> Result<Self> {
+        let store = Self {
+            url: url.to_owned(),
+            slots: Arc::new((0..POOL).map(|_| Mutex::new(None)).collect()),
+            next: AtomicUsize::new(0),
+        };
+        let mut lease = store.lease().await?;
+        let client = lease.client()?;
+        let tx = client.transaction().await?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await?;
+        let exists: bool =
+            tx.query_one("SELECT to_regclass('kms_schema') IS NOT NULL", &[]).await?.try_get(0)?;
+        if exists {
+            let version: i64 =
+                tx.query_one("SELECT max(version) FROM kms_schema", &[]).await?.try_get(0)?;
+            if version != SCHEMA_VERSION {
+                return Err(KmsError::Store(format!(
+                    "the database has schema version {version}; this build uses {SCHEMA_VERSION}"
+                )));
+            }
+        } else {
+            tx.batch_execute(SCHEMA).await?;
+            tx.execute("INSERT INTO kms_schema VALUES ($1)", &[&SCHEMA_VERSION]).await?;
+            tx.execute(
+                "INSERT INTO kms_audit_head (id, seq, hash) VALUES (1, 0, $1)",
+                &[&GENESIS.as_slice()],
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        drop(lease);
+        Ok(store)
+    }
+
+    async fn lease(&self) -> Result<Lease<'_>> {
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut guard = None;
+        for i in 0..POOL {
+            if let Ok(g) = self.slots[(start + i) % POOL].try_lock() {
+                guard = Some(g);
+                break;
+            }
+        }
+        let mut guard = match guard {
+            Some(g) => g,
+            None => self.slots[start % POOL].lock().await,
+        };
+        if guard.as_ref().is_none_or(Client::is_closed) {
+            *guard = Some(connect(&self.url).await?);
+        }
+        Ok(Lease { guard })
+    }
+}
+
+fn client_from_row(row: &Row) -> Result<ClientInfo> {
+    Ok(ClientInfo {
+        name: row.try_get(0)?,
+        labels: decode_labels(row.try_get(1)?)?,
+        admin: row.try_get(2)?,
+        serial: row.try_get(3)?,
+        fingerprint: row.try_get(4)?,
+        created_ms: row.try_get(5)?,
+        not_after_ms: row.try_get(6)?,
+    })
+}
+
+const CLIENT_COLUMNS: &str = "name, labels, admin, serial, fingerprint, created_ms, not_after_ms";
+
+async fn insert_client(client: &impl tokio_postgres::GenericClient, c: &ClientInfo) -> Result<()> {
+    client
+        .execute(
+            &format!(
+                "INSERT INTO kms_clients ({CLIENT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)"
+            ),
+            &[
+                &c.name,
+                &encode_labels(&c.labels),
+                &c.admin,
+                &c.serial,
+                &c.fingerprint,
+                &c.created_ms,
+                &c.not_after_ms,
+            ],
+        )
+        .await
+        .map_err(|e| map_unique(e, || format!("client {} (or its certificate)", c.name)))?;
+    Ok(())
+}
+
+async fn load_keys(client: &Client, name: Option<&str>) -> Result<Vec<KeyInfo>> {
+    let rows = client
+        .query(
+            "SELECT name, exportable, allow, created_ms FROM kms_keys
+             WHERE $1::TEXT IS NULL OR name = $1",
+            &[&name],
+        )
+        .await?;
+    let mut keys = rows
+        .iter()
+        .map(|r| {
+            Ok(KeyInfo {
+                name: r.try_get(0)?,
+                exportable: r.try_get(1)?,
+                allow: decode_policy(r.try_get(2)?)?,
+                created_ms: r.try_get(3)?,
+                versions: Vec::new(),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let rows = client
+        .query(
+            "SELECT name, version, state, reason, created_ms, changed_ms FROM kms_key_versions
+             WHERE $1::TEXT IS NULL OR name = $1",
+            &[&name],
+        )
+        .await?;
+    let versions = rows
+        .iter()
+        .map(|r| {
+            Ok((
+                r.try_get::<_, String>(0)?,
+                version_info(
+                    r.try_get(1)?,
+                    r.try_get(2)?,
+                    r.try_get(3)?,
+                    r.try_get(4)?,
+                    r.try_get(5)?,
+                )?,
+            ))
+        })
+        .collect::<Result<Vec<(String, KeyVersionInfo)>>>()?;
+    attach_versions(&mut keys, versions);
+    Ok(keys)
+}
+
+impl Store for PostgresStore {
+    fn kind(&self) -> &'static str {
+        "postgresql"
+    }
+
+    fn get_meta(&self, name: &'static str) -> StoreFuture<'_, Option<Vec<u8>>> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let row = lease
+                .client()?
+                .query_opt("SELECT value FROM kms_meta WHERE name = $1", &[&name])
+                .await?;
+            Ok(row.map(|r| r.try_get(0)).transpose()?)
+        })
+    }
+
+    fn initialize(
+        &self,
+        entries: Vec<(&'static str, Vec<u8>)>,
+        admin: ClientInfo,
+    ) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let tx = lease.client()?.transaction().await?;
+            tx.execute("LOCK TABLE kms_meta IN EXCLUSIVE MODE", &[]).await?;
+            let exists = tx
+                .query_opt("SELECT 1 FROM kms_meta WHERE name = $1", &[&meta::ROOT_CHECK])
+                .await?
+                .is_some();
+            if exists {
+                return Err(KmsError::Conflict("this store is already initialised".into()));
+            }
+            for (name, value) in &entries {
+                tx.execute("INSERT INTO kms_meta (name, value) VALUES ($1, $2)", &[name, value])
+                    .await?;
+            }
+            insert_client(&tx, &admin).await?;
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
+    fn create_key(&self, key: KeyInfo, material: Vec<u8>) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let tx = lease.client()?.transaction().await?;
+            tx.execute(
+                "INSERT INTO kms_keys (name, exportable, allow, created_ms) VALUES ($1, $2, $3, $4)",
+                &[&key.name, &key.exportable, &encode_policy(&key.allow), &key.created_ms],
+            )
+            .await
+            .map_err(|e| map_unique(e, || format!("key {}", key.name)))?;
+            tx.execute(
+                "INSERT INTO kms_key_versions (name, version, state, created_ms, material)
+                 VALUES ($1, 1, 'active', $2, $3)",
+                &[&key.name, &key.created_ms, &material],
+            )
+            .await?;
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
+    fn list_keys(&self) -> StoreFuture<'_, Vec<KeyInfo>> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            load_keys(lease.client()?, None).await
+        })
+    }
+
+    fn get_key(&self, name: String) -> StoreFuture<'_, Option<KeyInfo>> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            Ok(load_keys(lease.client()?, Some(&name)).await?.pop())
+        })
+    }
+
+    fn key_material(
+        &self,
+        name: String,
+        version: Option<u32>,
+    ) -> StoreFuture<'_, Option<MaterialRow>> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let version = version.map(i64::from);
+            let row = lease
+                .client()?
+                .query_opt(
+                    "SELECT k.allow, k.exportable, v.version, v.state, v.reason, v.created_ms,
+                            v.changed_ms, v.material
+                     FROM kms_keys k JOIN kms_key_versions v ON v.name = k.name
+                     WHERE k.name = $1 AND ($2::BIGINT IS NULL OR v.version = $2)
+                     ORDER BY v.version DESC LIMIT 1",
+                    &[&name, &version],
+                )
+                .await?;
+            row.map(|r| {
+                Ok(MaterialRow {
+                    allow: decode_policy(r.try_get(0)?)?,
+                    exportable: r.try_get(1)?,
+                    version: version_info(
+                        r.try_get(2)?,
+                        r.try_get(3)?,
+                        r.try_get(4)?,
+                        r.try_get(5)?,
+                        r.try_get(6)?,
+                    )?,
+                    material: r.try_get(7)?,
+                })
+            })
+            .transpose()
+        })
+    }
+
+    fn add_version(
+        &self,
+        name: String,
+        version: u32,
+        created_ms: i64,
+        material: Vec<u8>,
+    ) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let tx = lease.client()?.transaction().await?;
+            let locked =
+                tx.query_opt("SELECT 1 FROM kms_keys WHERE name = $1 FOR UPDATE", &[&name]).await?;
+            if locked.is_none() {
+                return Err(KmsError::NotFound(format!("key {name}")));
+            }
+            let newest: Option<i64> = tx
+                .query_one("SELECT max(version) FROM kms_key_versions WHERE name = $1", &[&name])
+                .await?
+                .try_get(0)?;
+            if newest.unwrap_or(0) + 1 != i64::from(version) {
+                return Err(KmsError::Conflict(format!("key {name} was rotated concurrently")));
+            }
+            tx.execute(
+                "INSERT INTO kms_key_versions (name, version, state, created_ms, material)
+                 VALUES ($1, $2, 'active', $3, $4)",
+                &[&name, &i64::from(version), &created_ms, &material],
+            )
+            .await?;
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
+    fn change_state(
+        &self,
+        name: String,
+        version: Option<u32>,
+        change: StateChange,
+        changed_ms: i64,
+    ) -> StoreFuture<'_, u32> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let client = lease.client()?;
+            let version = version.map(i64::from);
+            let tx = client.transaction().await?;
+            let found: i64 = tx
+                .query_one(
+                    "SELECT count(*) FROM kms_key_versions
+                     WHERE name = $1 AND ($2::BIGINT IS NULL OR version = $2)",
+                    &[&name, &version],
+                )
+                .await?
+                .try_get(0)?;
+            if found == 0 {
+                return Err(KmsError::NotFound(match version {
+                    Some(v) => format!("key {name} version {v}"),
+                    None => format!("key {name}"),
+                }));
+            }
+            let changed = match &change {
+                StateChange::Revoke { reason } => {
+                    tx.execute(
+                        "UPDATE kms_key_versions SET state = 'revoked', reason = $3, changed_ms = $4
+                         WHERE name = $1 AND ($2::BIGINT IS NULL OR version = $2) AND state = 'active'",
+                        &[&name, &version, reason, &changed_ms],
+                    )
+                    .await?
+                }
+                StateChange::Destroy => {
+                    tx.execute(
+                        "UPDATE kms_key_versions SET state = 'destroyed', material = NULL, changed_ms = $3
+                         WHERE name = $1 AND ($2::BIGINT IS NULL OR version = $2) AND state != 'destroyed'",
+                        &[&name, &version, &changed_ms],
+                    )
+                    .await?
+                }
+            };
+            tx.commit().await?;
+            if change == StateChange::Destroy {
+                // Remove the dead row versions that still hold the material.
+                if let Err(error) = client.batch_execute("VACUUM kms_key_versions").await {
+                    tracing::warn!("VACUUM after destroy failed: {error}");
+                }
+            }
+            Ok(u32::try_from(changed).unwrap_or(u32::MAX))
+        })
+    }
+
+    fn add_client(&self, client: ClientInfo) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            insert_client(lease.client()?, &client).await
+        })
+    }
+
+    fn client_by_fingerprint(&self, fingerprint: String) -> StoreFuture<'_, Option<ClientInfo>> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let row = lease
+                .client()?
+                .query_opt(
+                    &format!("SELECT {CLIENT_COLUMNS} FROM kms_clients WHERE fingerprint = $1"),
+                    &[&fingerprint],
+                )
+                .await?;
+            row.as_ref().map(client_from_row).transpose()
+        })
+    }
+
+    fn list_clients(&self) -> StoreFuture<'_, Vec<ClientInfo>> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let rows = lease
+                .client()?
+                .query(&format!("SELECT {CLIENT_COLUMNS} FROM kms_clients ORDER BY name"), &[])
+                .await?;
+            rows.iter().map(client_from_row).collect()
+        })
+    }
+
+    fn append_audit(
+        &self,
+        drafts: Vec<AuditDraft>,
+        root: Option<Arc<RootKey>>,
+    ) -> StoreFuture<'_, Vec<u64>> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let tx = lease.client()?.transaction().await?;
+            let head = tx
+                .query_one("SELECT seq, hash FROM kms_audit_head WHERE id = 1 FOR UPDATE", &[])
+                .await?;
+            let mut seq = to_u64(head.try_get(0)?, "audit sequence number")?;
+            let mut prev: Vec<u8> = head.try_get(1)?;
+            let insert = tx
+                .prepare(
+                    "INSERT INTO kms_audit (seq, time_ms, client, operation, key_name, key_version,
+                         outcome, detail, prev_hash, hash, mac)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                )
+                .await?;
+            let mut out = Vec::with_capacity(drafts.len());
+            for draft in &drafts {
+                seq += 1;
+                let row = seal_entry(&prev, seq, draft, root.as_deref());
+                let seq_i = i64::try_from(seq).unwrap_or(i64::MAX);
+                tx.execute(
+                    &insert,
+                    &[
+                        &seq_i,
+                        &draft.time_ms,
+                        &draft.client,
+                        &draft.operation,
+                        &draft.key,
+                        &draft.version.map(i64::from),
+                        &draft.outcome,
+                        &draft.detail,
+                        &row.prev_hash,
+                        &row.hash,
+                        &row.mac,
+                    ],
+                )
+                .await?;
+                prev = row.hash;
+                out.push(seq);
+            }
+            let seq_i = i64::try_from(seq).unwrap_or(i64::MAX);
+            tx.execute(
+                "UPDATE kms_audit_head SET seq = $1, hash = $2 WHERE id = 1",
+                &[&seq_i, &prev],
+            )
+            .await?;
+            tx.commit().await?;
+            Ok(out)
+        })
+    }
+
+    fn audit_page(
+        &self,
+        after_seq: u64,
+        since_ms: Option<i64>,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<AuditEntry>> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let rows = lease
+                .client()?
+                .query(
+                    "SELECT seq, time_ms, client, operation, key_name, key_version, outcome, detail,
+                            hash, mac
+                     FROM kms_audit WHERE seq > $1 AND ($2::BIGINT IS NULL OR time_ms >= $2)
+                     ORDER BY seq LIMIT $3",
+                    &[&i64::try_from(after_seq).unwrap_or(i64::MAX), &since_ms, &i64::from(limit)],
+                )
+                .await?;
+            rows.iter()
+                .map(|r| {
+                    Ok(AuditEntry {
+                        seq: to_u64(r.try_get(0)?, "audit sequence number")?,
+                        time_ms: r.try_get(1)?,
+                        client: r.try_get(2)?,
+                        operation: r.try_get(3)?,
+                        key: r.try_get(4)?,
+                        version: r
+                            .try_get::<_, Option<i64>>(5)?
+                            .map(|v| to_u32(v, "key version"))
+                            .transpose()?,
+                        outcome: r.try_get(6)?,
+                        detail: r.try_get(7)?,
+                        hash: hex::encode(r.try_get::<_, Vec<u8>>(8)?),
+                        mac: r.try_get::<_, Option<Vec<u8>>>(9)?.map(hex::encode),
+                    })
+                })
+                .collect()
+        })
+    }
+}

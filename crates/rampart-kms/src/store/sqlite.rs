@@ -1,0 +1,651 @@
+//! The SQLite store: one file in WAL mode, written by one connection and
+//! read by a few more, every call on the blocking thread pool.
+//!
+//! Crypto-shredding: `secure_delete` is on, so SQLite zeroes the pages and
+//! cells it frees, and the WAL is checkpointed and truncated after a
+//! destroy so the old material survives in no page of either file.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+
+use super::{
+    attach_versions, decode_labels, decode_policy, encode_labels, encode_policy, meta, to_u64,
+    version_info, MaterialRow, StateChange, Store, StoreFuture, SCHEMA_VERSION,
+};
+use crate::audit::{seal_entry, GENESIS};
+use crate::error::{KmsError, Result};
+use crate::keys::RootKey;
+use crate::model::{AuditDraft, AuditEntry, ClientInfo, KeyInfo, KeyVersionInfo};
+
+const SCHEMA: &str = "
+CREATE TABLE kms_schema (version INTEGER NOT NULL);
+CREATE TABLE kms_meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE kms_keys (
+    name TEXT PRIMARY KEY,
+    exportable INTEGER NOT NULL,
+    allow TEXT NOT NULL,
+    created_ms INTEGER NOT NULL
+);
+CREATE TABLE kms_key_versions (
+    name TEXT NOT NULL REFERENCES kms_keys(name),
+    version INTEGER NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('active', 'revoked', 'destroyed')),
+    reason TEXT,
+    created_ms INTEGER NOT NULL,
+    changed_ms INTEGER,
+    material BLOB,
+    PRIMARY KEY (name, version)
+);
+CREATE TABLE kms_clients (
+    name TEXT PRIMARY KEY,
+    labels TEXT NOT NULL,
+    admin INTEGER NOT NULL,
+    serial TEXT NOT NULL,
+    fingerprint TEXT NOT NULL UNIQUE,
+    created_ms INTEGER NOT NULL,
+    not_after_ms INTEGER NOT NULL
+);
+CREATE TABLE kms_audit (
+    seq INTEGER PRIMARY KEY,
+    time_ms INTEGER NOT NULL,
+    client TEXT NOT NULL,
+    operation TEXT NOT NULL,
+    key_name TEXT,
+    key_version INTEGER,
+    outcome TEXT NOT NULL,
+    detail TEXT NOT NULL,
+    prev_hash BLOB NOT NULL,
+    hash BLOB NOT NULL,
+    mac BLOB
+);
+CREATE INDEX kms_audit_time ON kms_audit (time_ms);
+CREATE TRIGGER kms_audit_no_update BEFORE UPDATE ON kms_audit
+    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+CREATE TRIGGER kms_audit_no_delete BEFORE DELETE ON kms_audit
+    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+";
+
+const READERS: usize = 3;
+
+/// The SQLite store.
+#[derive(Clone)]
+pub struct SqliteStore {
+    path: PathBuf,
+    writer: Arc<Mutex<Connection>>,
+    readers: Arc<Vec<Mutex<Connection>>>,
+    next_reader: Arc<AtomicUsize>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore").field("path", &self.path).finish_non_exhaustive()
+    }
+}
+
+fn configure(conn: &Connection) -> Result<()> {
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    conn.pragma_update(None, "secure_delete", "ON")?;
+    Ok(())
+}
+
+impl SqliteStore {
+    /// Opens (creating when absent) the database file, in WAL mode, with
+    /// the schema of this build.
+    pub fn open(path: &Path) -> Result<Self> {
+        let writer = Connection::open(path)
+            .map_err(|e| KmsError::Store(format!("cannot open {}: {e}", path.display())))?;
+        configure(&writer)?;
+        let mode: String =
+            writer.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(KmsError::Store(format!("{} cannot use WAL mode", path.display())));
+        }
+        // WAL with synchronous=NORMAL: commits are atomic and survive a
+        // crash of the process; only a power loss can lose the last ones.
+        writer.pragma_update(None, "synchronous", "NORMAL")?;
+        Self::migrate(&writer, path)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+        }
+        let mut readers = Vec::with_capacity(READERS);
+        for _ in 0..READERS {
+            let reader = Connection::open_with_flags(
+                path,
+                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )?;
+            configure(&reader)?;
+            readers.push(Mutex::new(reader));
+        }
+        Ok(Self {
+            path: path.to_owned(),
+            writer: Arc::new(Mutex::new(writer)),
+            readers: Arc::new(readers),
+            next_reader: Arc::new(AtomicUsize::new(0)),
+        })
+    }
+
+    fn migrate(conn: &Connection, path: &Path) -> Result<()> {
+        let has_schema: bool = conn.query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'kms_schema'",
+            [],
+            |r| r.get::<_, i64>(0).map(|n| n > 0),
+        )?;
+        if !has_schema {
+            conn.execute_batch(&format!(
+                "BEGIN IMMEDIATE; {SCHEMA} INSERT INTO kms_schema VALUES ({SCHEMA_VERSION}); COMMIT;"
+            ))?;
+            return Ok(());
+        }
+        let version: i64 =
+            conn.query_row("SELECT max(version) FROM kms_schema", [], |r| r.get(0))?;
+        if version != SCHEMA_VERSION {
+            return Err(KmsError::Store(format!(
+                "{} has schema version {version}; this build uses {SCHEMA_VERSION}",
+                path.display()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The database file.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn write<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T> + Send + 'static,
+    ) -> StoreFuture<'_, T> {
+        let writer = Arc::clone(&self.writer);
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                let mut conn = writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                f(&mut conn)
+            })
+            .await
+            .map_err(|e| KmsError::Store(format!("store task failed: {e}")))?
+        })
+    }
+
+    fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
+    ) -> StoreFuture<'_, T> {
+        let readers = Arc::clone(&self.readers);
+        let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                // A free reader if there is one, else wait for ours.
+                for i in 0..readers.len() {
+                    if let Ok(conn) = readers[(start + i) % readers.len()].try_lock() {
+                        return f(&conn);
+                    }
+                }
+                let conn = readers[start % readers.len()]
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                f(&conn)
+            })
+            .await
+            .map_err(|e| KmsError::Store(format!("store task failed: {e}")))?
+        })
+    }
+}
+
+impl SqliteStore {
+    /// A primary-key lookup (the per-request reads of the data path): run
+    /// in place on a free reader, as it takes microseconds and, in WAL
+    /// mode, never waits for the writer; on the blocking pool only when
+    /// every reader is busy.
+    fn read_point<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
+    ) -> StoreFuture<'_, T> {
+        let start = self.next_reader.load(Ordering::Relaxed);
+        for i in 0..self.readers.len() {
+            if let Ok(conn) = self.readers[(start + i) % self.readers.len()].try_lock() {
+                let result = f(&conn);
+                return Box::pin(std::future::ready(result));
+            }
+        }
+        self.read(f)
+    }
+}
+
+fn is_constraint(error: &rusqlite::Error) -> bool {
+    matches!(
+        error,
+        rusqlite::Error::SqliteFailure(e, _) if e.code == rusqlite::ErrorCode::ConstraintViolation
+    )
+}
+
+fn client_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(ClientInfo, String)> {
+    Ok((
+        ClientInfo {
+            name: row.get(0)?,
+            labels: crate::model::Labels::default(),
+            admin: row.get(2)?,
+            serial: row.get(3)?,
+            fingerprint: row.get(4)?,
+            created_ms: row.get(5)?,
+            not_after_ms: row.get(6)?,
+        },
+        row.get(1)?,
+    ))
+}
+
+const CLIENT_COLUMNS: &str = "name, labels, admin, serial, fingerprint, created_ms, not_after_ms";
+
+fn finish_client((mut client, labels): (ClientInfo, String)) -> Result<ClientInfo> {
+    client.labels = decode_labels(&labels)?;
+    Ok(client)
+}
+
+fn insert_client(conn: &Connection, client: &ClientInfo) -> Result<()> {
+    conn.execute(
+        &format!("INSERT INTO kms_clients ({CLIENT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
+        params![
+            client.name,
+            encode_labels(&client.labels),
+            client.admin,
+            client.serial,
+            client.fingerprint,
+            client.created_ms,
+            client.not_after_ms
+        ],
+    )
+    .map_err(|e| {
+        if is_constraint(&e) {
+            KmsError::Conflict(format!("client {} (or its certificate)", client.name))
+        } else {
+            e.into()
+        }
+    })?;
+    Ok(())
+}
+
+fn load_keys(conn: &Connection, name: Option<&str>) -> Result<Vec<KeyInfo>> {
+    let filter = if name.is_some() { "WHERE name = ?1" } else { "WHERE ?1 IS NULL" };
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT name, exportable, allow, created_ms FROM kms_keys {filter}"
+    ))?;
+    let rows = stmt
+        .query_map([name], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?, r.get::<_, String>(2)?, r.get(3)?))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut keys = rows
+        .into_iter()
+        .map(|(name, exportable, allow, created_ms)| {
+            Ok(KeyInfo {
+                name,
+                exportable,
+                allow: decode_policy(&allow)?,
+                created_ms,
+                versions: Vec::new(),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT name, version, state, reason, created_ms, changed_ms FROM kms_key_versions {filter}"
+    ))?;
+    let versions = stmt
+        .query_map([name], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, Option<String>>(3)?,
+                r.get::<_, i64>(4)?,
+                r.get::<_, Option<i64>>(5)?,
+            ))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?
+        .into_iter()
+        .map(|(name, v, state, reason, created, changed)| {
+            Ok((name, version_info(v, &state, reason, created, changed)?))
+        })
+        .collect::<Result<Vec<(String, KeyVersionInfo)>>>()?;
+    attach_versions(&mut keys, versions);
+    Ok(keys)
+}
+
+impl Store for SqliteStore {
+    fn kind(&self) -> &'static str {
+        "sqlite"
+    }
+
+    fn get_meta(&self, name: &'static str) -> StoreFuture<'_, Option<Vec<u8>>> {
+        self.read(move |conn| {
+            Ok(conn
+                .query_row("SELECT value FROM kms_meta WHERE name = ?1", [name], |r| r.get(0))
+                .optional()?)
+        })
+    }
+
+    fn initialize(
+        &self,
+        entries: Vec<(&'static str, Vec<u8>)>,
+        admin: ClientInfo,
+    ) -> StoreFuture<'_, ()> {
+        self.write(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let exists: bool = tx.query_row(
+                "SELECT count(*) FROM kms_meta WHERE name = ?1",
+                [meta::ROOT_CHECK],
+                |r| r.get::<_, i64>(0).map(|n| n > 0),
+            )?;
+            if exists {
+                return Err(KmsError::Conflict("this store is already initialised".into()));
+            }
+            for (name, value) in &entries {
+                tx.execute(
+                    "INSERT INTO kms_meta (name, value) VALUES (?1, ?2)",
+                    params![name, value],
+                )?;
+            }
+            insert_client(&tx, &admin)?;
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    fn create_key(&self, key: KeyInfo, material: Vec<u8>) -> StoreFuture<'_, ()> {
+        self.write(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            tx.execute(
+                "INSERT INTO kms_keys (name, exportable, allow, created_ms) VALUES (?1, ?2, ?3, ?4)",
+                params![key.name, key.exportable, encode_policy(&key.allow), key.created_ms],
+            )
+            .map_err(|e| {
+                if is_constraint(&e) {
+                    KmsError::Conflict(format!("key {}", key.name))
+                } else {
+                    e.into()
+                }
+            })?;
+            tx.execute(
+                "INSERT INTO kms_key_versions (name, version, state, created_ms, material)
+                 VALUES (?1, 1, 'active', ?2, ?3)",
+                params![key.name, key.created_ms, material],
+            )?;
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    fn list_keys(&self) -> StoreFuture<'_, Vec<KeyInfo>> {
+        self.read(|conn| load_keys(conn, None))
+    }
+
+    fn get_key(&self, name: String) -> StoreFuture<'_, Option<KeyInfo>> {
+        self.read(move |conn| Ok(load_keys(conn, Some(&name))?.pop()))
+    }
+
+    fn key_material(
+        &self,
+        name: String,
+        version: Option<u32>,
+    ) -> StoreFuture<'_, Option<MaterialRow>> {
+        self.read_point(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT k.allow, k.exportable, v.version, v.state, v.reason, v.created_ms,
+                        v.changed_ms, v.material
+                 FROM kms_keys k JOIN kms_key_versions v ON v.name = k.name
+                 WHERE k.name = ?1 AND (?2 IS NULL OR v.version = ?2)
+                 ORDER BY v.version DESC LIMIT 1",
+            )?;
+            let row = stmt
+                .query_row(params![name, version], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, bool>(1)?,
+                        r.get::<_, i64>(2)?,
+                        r.get::<_, String>(3)?,
+                        r.get::<_, Option<String>>(4)?,
+                        r.get::<_, i64>(5)?,
+                        r.get::<_, Option<i64>>(6)?,
+                        r.get::<_, Option<Vec<u8>>>(7)?,
+                    ))
+                })
+                .optional()?;
+            row.map(|(allow, exportable, v, state, reason, created, changed, material)| {
+                Ok(MaterialRow {
+                    allow: decode_policy(&allow)?,
+                    exportable,
+                    version: version_info(v, &state, reason, created, changed)?,
+                    material,
+                })
+            })
+            .transpose()
+        })
+    }
+
+    fn add_version(
+        &self,
+        name: String,
+        version: u32,
+        created_ms: i64,
+        material: Vec<u8>,
+    ) -> StoreFuture<'_, ()> {
+        self.write(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let newest: Option<i64> = tx.query_row(
+                "SELECT max(version) FROM kms_key_versions WHERE name = ?1",
+                [&name],
+                |r| r.get(0),
+            )?;
+            let Some(newest) = newest else {
+                return Err(KmsError::NotFound(format!("key {name}")));
+            };
+            if newest + 1 != i64::from(version) {
+                return Err(KmsError::Conflict(format!("key {name} was rotated concurrently")));
+            }
+            tx.execute(
+                "INSERT INTO kms_key_versions (name, version, state, created_ms, material)
+                 VALUES (?1, ?2, 'active', ?3, ?4)",
+                params![name, version, created_ms, material],
+            )?;
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    fn change_state(
+        &self,
+        name: String,
+        version: Option<u32>,
+        change: StateChange,
+        changed_ms: i64,
+    ) -> StoreFuture<'_, u32> {
+        self.write(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let found: i64 = tx.query_row(
+                "SELECT count(*) FROM kms_key_versions WHERE name = ?1 AND (?2 IS NULL OR version = ?2)",
+                params![name, version],
+                |r| r.get(0),
+            )?;
+            if found == 0 {
+                return Err(KmsError::NotFound(match version {
+                    Some(v) => format!("key {name} version {v}"),
+                    None => format!("key {name}"),
+                }));
+            }
+            let changed = match &change {
+                StateChange::Revoke { reason } => tx.execute(
+                    "UPDATE kms_key_versions SET state = 'revoked', reason = ?3, changed_ms = ?4
+                     WHERE name = ?1 AND (?2 IS NULL OR version = ?2) AND state = 'active'",
+                    params![name, version, reason, changed_ms],
+                )?,
+                StateChange::Destroy => {
+                    // Overwrite the material in place first (secure_delete
+                    // then zeroes the freed cell), then drop it.
+                    tx.execute(
+                        "UPDATE kms_key_versions SET material = zeroblob(length(material))
+                         WHERE name = ?1 AND (?2 IS NULL OR version = ?2) AND material IS NOT NULL",
+                        params![name, version],
+                    )?;
+                    tx.execute(
+                        "UPDATE kms_key_versions SET state = 'destroyed', material = NULL, changed_ms = ?3
+                         WHERE name = ?1 AND (?2 IS NULL OR version = ?2) AND state != 'destroyed'",
+                        params![name, version, changed_ms],
+                    )?
+                }
+            };
+            tx.commit()?;
+            if change == StateChange::Destroy {
+                // Push the change out of the WAL and truncate it.
+                conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+            }
+            Ok(u32::try_from(changed).unwrap_or(u32::MAX))
+        })
+    }
+
+    fn add_client(&self, client: ClientInfo) -> StoreFuture<'_, ()> {
+        self.write(move |conn| insert_client(conn, &client))
+    }
+
+    fn client_by_fingerprint(&self, fingerprint: String) -> StoreFuture<'_, Option<ClientInfo>> {
+        self.read_point(move |conn| {
+            conn.prepare_cached(&format!(
+                "SELECT {CLIENT_COLUMNS} FROM kms_clients WHERE fingerprint = ?1"
+            ))?
+            .query_row([fingerprint], client_from_row)
+            .optional()?
+            .map(finish_client)
+            .transpose()
+        })
+    }
+
+    fn list_clients(&self) -> StoreFuture<'_, Vec<ClientInfo>> {
+        self.read(|conn| {
+            conn.prepare_cached(&format!("SELECT {CLIENT_COLUMNS} FROM kms_clients ORDER BY name"))?
+                .query_map([], client_from_row)?
+                .collect::<rusqlite::Result<Vec<_>>>()?
+                .into_iter()
+                .map(finish_client)
+                .collect()
+        })
+    }
+
+    fn append_audit(
+        &self,
+        drafts: Vec<AuditDraft>,
+        root: Option<Arc<RootKey>>,
+    ) -> StoreFuture<'_, Vec<u64>> {
+        self.write(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let last: Option<(i64, Vec<u8>)> = tx
+                .query_row("SELECT seq, hash FROM kms_audit ORDER BY seq DESC LIMIT 1", [], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })
+                .optional()?;
+            let (mut seq, mut prev) = match last {
+                Some((seq, hash)) => (to_u64(seq, "audit sequence number")?, hash),
+                None => (0, GENESIS.to_vec()),
+            };
+            let mut out = Vec::with_capacity(drafts.len());
+            {
+                let mut insert = tx.prepare_cached(
+                    "INSERT INTO kms_audit (seq, time_ms, client, operation, key_name, key_version,
+                         outcome, detail, prev_hash, hash, mac)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                )?;
+                for draft in &drafts {
+                    seq += 1;
+                    let row = seal_entry(&prev, seq, draft, root.as_deref());
+                    insert.execute(params![
+                        i64::try_from(seq).unwrap_or(i64::MAX),
+                        draft.time_ms,
+                        draft.client,
+                        draft.operation,
+                        draft.key,
+                        draft.version,
+                        draft.outcome,
+                        draft.detail,
+                        row.prev_hash,
+                        row.hash,
+                        row.mac
+                    ])?;
+                    prev = row.hash;
+                    out.push(seq);
+                }
+            }
+            tx.commit()?;
+            Ok(out)
+        })
+    }
+
+    fn audit_page(
+        &self,
+        after_seq: u64,
+        since_ms: Option<i64>,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<AuditEntry>> {
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT seq, time_ms, client, operation, key_name, key_version, outcome, detail,
+                        hash, mac
+                 FROM kms_audit WHERE seq > ?1 AND (?2 IS NULL OR time_ms >= ?2)
+                 ORDER BY seq LIMIT ?3",
+            )?;
+            let rows = stmt
+                .query_map(
+                    params![i64::try_from(after_seq).unwrap_or(i64::MAX), since_ms, limit],
+                    |r| {
+                        Ok((
+                            r.get::<_, i64>(0)?,
+                            r.get::<_, i64>(1)?,
+                            r.get::<_, String>(2)?,
+                            r.get::<_, String>(3)?,
+                            r.get::<_, Option<String>>(4)?,
+                            r.get::<_, Option<i64>>(5)?,
+                            r.get::<_, String>(6)?,
+                            r.get::<_, String>(7)?,
+                            r.get::<_, Vec<u8>>(8)?,
+                            r.get::<_, Option<Vec<u8>>>(9)?,
+                        ))
+                    },
+                )?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            rows.into_iter()
+                .map(
+                    |(
+                        seq,
+                        time_ms,
+                        client,
+                        operation,
+                        key,
+                        version,
+                        outcome,
+                        detail,
+                        hash,
+                        mac,
+                    )| {
+                        Ok(AuditEntry {
+                            seq: to_u64(seq, "audit sequence number")?,
+                            time_ms,
+                            client,
+                            operation,
+                            key,
+                            version: version
+                                .map(|v| super::to_u32(v, "key version"))
+                                .transpose()?,
+                            outcome,
+                            detail,
+                            hash: hex::encode(hash),
+                            mac: mac.map(hex::encode),
+                        })
+                    },
+                )
+                .collect()
+        })
+    }
+}
