@@ -8,8 +8,37 @@ use crate::proto::*;
 use crate::server::{Shared, TlsMode};
 use crate::Export;
 
-pub(crate) trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
+pub(crate) type ReadBox = Box<dyn AsyncRead + Send + Unpin>;
+pub(crate) type WriteBox = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// A connection: plain TCP, Unix, or TLS over either.
+pub(crate) trait Stream: AsyncRead + AsyncWrite + Unpin + Send {
+    /// Separate halves for the request reader and the reply writer. Plain
+    /// sockets split without a lock; TLS shares one session behind one.
+    fn into_halves(self: Box<Self>) -> (ReadBox, WriteBox);
+}
+
+impl Stream for tokio::net::TcpStream {
+    fn into_halves(self: Box<Self>) -> (ReadBox, WriteBox) {
+        let (read, write) = (*self).into_split();
+        (Box::new(read), Box::new(write))
+    }
+}
+
+impl Stream for tokio::net::UnixStream {
+    fn into_halves(self: Box<Self>) -> (ReadBox, WriteBox) {
+        let (read, write) = (*self).into_split();
+        (Box::new(read), Box::new(write))
+    }
+}
+
+impl Stream for tokio_rustls::server::TlsStream<BoxStream> {
+    fn into_halves(self: Box<Self>) -> (ReadBox, WriteBox) {
+        let (read, write) = tokio::io::split(*self);
+        (Box::new(read), Box::new(write))
+    }
+}
+
 pub(crate) type BoxStream = Box<dyn Stream>;
 
 /// The outcome of a handshake that entered transmission.

@@ -39,6 +39,13 @@ pub trait BlockDevice: Send + Sync {
     /// Writes all of `buf` at `offset`. Writing past the end is an error.
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
 
+    /// Like [`BlockDevice::write_at`], but the device may use `buf` as
+    /// scratch space (an encrypting layer encrypts it in place instead of
+    /// copying); its contents are unspecified afterwards.
+    fn write_at_mut(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.write_at(buf, offset)
+    }
+
     /// Makes every completed write durable.
     fn flush(&self) -> io::Result<()>;
 

@@ -121,6 +121,21 @@ fn concurrent_writes_into_one_sector_never_lose_each_other() {
 }
 
 #[test]
+fn in_place_writes_equal_copying_writes() {
+    let key = xts_key();
+    let a = device(4096, 3, &key);
+    let b = device(4096, 3, &key);
+    for (offset, len) in [(0usize, 8192usize), (100, 50_000), (4096 * 7 + 5, 3), (12_288, 2 << 20)]
+    {
+        let data = random(len);
+        a.write_at(&data, offset as u64).unwrap();
+        let mut scratch = data.clone();
+        b.write_at_mut(&mut scratch, offset as u64).unwrap();
+    }
+    assert_eq!(a.inner().snapshot(), b.inner().snapshot());
+}
+
+#[test]
 fn out_of_range_requests_are_errors_not_panics() {
     let key = xts_key();
     let dev = device(4096, 0, &key);
