@@ -214,7 +214,9 @@ impl Server {
                 tls_mode: config.tls_mode,
                 inflight: Arc::new(Semaphore::new(permits as usize)),
                 inflight_permits: permits,
-                pool: BufferPool::new(),
+                // Idle buffers beyond half the in-flight budget are returned
+                // to the allocator, so the budget still bounds memory.
+                pool: BufferPool::new(permits as usize * PERMIT_BYTES / 2),
                 stats: Arc::new(Stats::default()),
                 handshake_timeout: config.handshake_timeout,
             }),

@@ -5,8 +5,8 @@ use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
-use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::{mpsc, watch, Mutex, OwnedSemaphorePermit, Semaphore};
 
 use crate::handshake::{Negotiated, ReadBox, WriteBox};
 use crate::proto::*;
@@ -74,13 +74,18 @@ pub(crate) async fn serve(
     let Negotiated { stream, export, structured, base_allocation } = negotiated;
     let (mut reader, writer) = stream.into_halves();
     let (replies, queue) = mpsc::unbounded_channel::<Reply>();
-    let writing = tokio::spawn(write_replies(writer, queue, structured, Arc::clone(&shared)));
+    let out = Arc::new(Mutex::new(ReplyWriter {
+        inner: writer,
+        pending: Vec::with_capacity(PENDING_MAX),
+        structured,
+    }));
+    let writing = tokio::spawn(write_replies(Arc::clone(&out), queue, Arc::clone(&shared)));
     // One connection may hold at most a quarter of the server's in-flight
     // budget (and always one largest request): a client that stops reading
     // its replies then stalls itself, not every other client.
     let own = (shared.inflight_permits / 4).max(MAX_REQUEST / PERMIT_BYTES as u32);
     let own = Arc::new(Semaphore::new(own as usize));
-    let context = Arc::new(Context { export, shared, base_allocation, replies, own });
+    let context = Arc::new(Context { export, shared, base_allocation, replies, own, out });
     let reading = tokio::select! {
         result = read_requests(&mut reader, &context) => result,
         _ = stop.wait_for(|stopping| *stopping) => Ok(()),
@@ -98,13 +103,12 @@ struct Context {
     base_allocation: bool,
     replies: mpsc::UnboundedSender<Reply>,
     own: Arc<Semaphore>,
+    /// Shared with the writer task: inline reads answer through it directly.
+    out: Arc<Mutex<ReplyWriter>>,
 }
 
 impl Context {
     fn answer(&self, request: Request, body: Body, permit: Option<Permit>) {
-        if matches!(body, Body::Error { .. }) {
-            self.shared.stats.request_errors.fetch_add(1, Ordering::Relaxed);
-        }
         // A closed channel means the client is gone; nothing to tell it.
         let _ = self.replies.send(Reply { request, body, _permit: permit });
     }
@@ -167,6 +171,17 @@ async fn read_requests(reader: &mut ReadBox, cx: &Arc<Context>) -> io::Result<()
             if request.kind == CMD_READ { Some(acquire(cx, request.len).await?) } else { None };
         if request.kind == CMD_READ {
             cx.shared.stats.bytes_read.fetch_add(u64::from(request.len), Ordering::Relaxed);
+            if request.len as usize >= DIRECT_MIN && inline(&request) {
+                // Sent by this task while the data is still in this core's
+                // cache, as a thread-per-request server would: a reply
+                // queued behind others is read back from memory instead.
+                let body = execute_other(cx, &request);
+                let reply = Reply { request, body, _permit: permit };
+                let mut out = cx.out.lock().await;
+                out.reply(reply, &cx.shared).await?;
+                out.flush().await?;
+                continue;
+            }
         }
         start_other(cx, request, permit);
     }
@@ -246,11 +261,15 @@ fn errno_of(error: &io::Error) -> u32 {
 /// blocking pool.
 const INLINE_MAX: u32 = 256 << 10;
 
-fn run(cx: &Arc<Context>, request: &Request, work: impl FnOnce(&Context) + Send + 'static) {
+fn inline(request: &Request) -> bool {
     let syncs = request.kind == CMD_FLUSH || request.flags & CMD_FLAG_FUA != 0;
     let small = matches!(request.kind, CMD_READ | CMD_WRITE | CMD_CACHE | CMD_BLOCK_STATUS)
         && request.len <= INLINE_MAX;
-    if small && !syncs {
+    small && !syncs
+}
+
+fn run(cx: &Arc<Context>, request: &Request, work: impl FnOnce(&Context) + Send + 'static) {
+    if inline(request) {
         work(cx);
     } else {
         let cx = Arc::clone(cx);
@@ -280,72 +299,127 @@ fn start_write(cx: &Arc<Context>, request: Request, mut buffer: Vec<u8>, permit:
 
 fn start_other(cx: &Arc<Context>, request: Request, permit: Option<Permit>) {
     run(cx, &request, move |answer| {
-        let device = &answer.export.device;
-        let fua = request.flags & CMD_FLAG_FUA != 0;
-        let result: io::Result<Body> = match request.kind {
-            CMD_READ => {
-                let mut buffer = answer.shared.pool.take(request.len as usize);
-                match device.read_at(&mut buffer, request.offset) {
-                    Ok(()) => Ok(Body::Data(buffer)),
-                    Err(e) => {
-                        answer.shared.pool.give(buffer);
-                        Err(e)
-                    }
-                }
-            }
-            CMD_FLUSH => device.flush().map(|()| Body::Done),
-            CMD_TRIM => device
-                .discard(request.offset, u64::from(request.len))
-                .and_then(|()| if fua { device.flush() } else { Ok(()) })
-                .map(|()| Body::Done),
-            CMD_WRITE_ZEROES if request.flags & CMD_FLAG_FAST_ZERO != 0 => {
-                // Zeros on an encrypted volume are written as ciphertext:
-                // never faster than a write, so a fast zero is refused.
-                Ok(Body::Error {
-                    errno: ENOTSUP,
-                    message: "zeroing is not faster than writing".into(),
-                })
-            }
-            CMD_WRITE_ZEROES => device
-                .write_zeroes(request.offset, u64::from(request.len))
-                .and_then(|()| if fua { device.flush() } else { Ok(()) })
-                .map(|()| Body::Done),
-            CMD_CACHE => Ok(Body::Done),
-            CMD_BLOCK_STATUS => {
-                // Everything is reported allocated data: holes and zeros in
-                // ciphertext say nothing about the plaintext.
-                let remaining = device.len() - request.offset;
-                let len = u64::from(request.len).min(remaining) as u32;
-                Ok(Body::Extent { len, flags: 0 })
-            }
-            other => Ok(Body::Error { errno: EINVAL, message: format!("unknown command {other}") }),
-        };
-        let body =
-            result.unwrap_or_else(|e| Body::Error { errno: errno_of(&e), message: e.to_string() });
+        let body = execute_other(answer, &request);
         answer.answer(request, body, permit);
     });
 }
 
+/// Runs every request but WRITE against the device.
+fn execute_other(cx: &Context, request: &Request) -> Body {
+    let device = &cx.export.device;
+    let fua = request.flags & CMD_FLAG_FUA != 0;
+    let result: io::Result<Body> = match request.kind {
+        CMD_READ => {
+            let mut buffer = cx.shared.pool.take(request.len as usize);
+            match device.read_at(&mut buffer, request.offset) {
+                Ok(()) => Ok(Body::Data(buffer)),
+                Err(e) => {
+                    cx.shared.pool.give(buffer);
+                    Err(e)
+                }
+            }
+        }
+        CMD_FLUSH => device.flush().map(|()| Body::Done),
+        CMD_TRIM => device
+            .discard(request.offset, u64::from(request.len))
+            .and_then(|()| if fua { device.flush() } else { Ok(()) })
+            .map(|()| Body::Done),
+        CMD_WRITE_ZEROES if request.flags & CMD_FLAG_FAST_ZERO != 0 => {
+            // Zeros on an encrypted volume are written as ciphertext:
+            // never faster than a write, so a fast zero is refused.
+            Ok(Body::Error { errno: ENOTSUP, message: "zeroing is not faster than writing".into() })
+        }
+        CMD_WRITE_ZEROES => device
+            .write_zeroes(request.offset, u64::from(request.len))
+            .and_then(|()| if fua { device.flush() } else { Ok(()) })
+            .map(|()| Body::Done),
+        CMD_CACHE => Ok(Body::Done),
+        CMD_BLOCK_STATUS => {
+            // Everything is reported allocated data: holes and zeros in
+            // ciphertext say nothing about the plaintext.
+            let remaining = device.len() - request.offset;
+            let len = u64::from(request.len).min(remaining) as u32;
+            Ok(Body::Extent { len, flags: 0 })
+        }
+        other => Ok(Body::Error { errno: EINVAL, message: format!("unknown command {other}") }),
+    };
+    result.unwrap_or_else(|e| Body::Error { errno: errno_of(&e), message: e.to_string() })
+}
+
 async fn write_replies(
-    writer: WriteBox,
+    out: Arc<Mutex<ReplyWriter>>,
     mut queue: mpsc::UnboundedReceiver<Reply>,
-    structured: bool,
     shared: Arc<Shared>,
 ) -> io::Result<()> {
-    let mut out = BufWriter::with_capacity(256 << 10, writer);
     while let Some(reply) = queue.recv().await {
-        write_reply(&mut out, reply, structured, &shared).await?;
-        // Send everything already finished in one flush.
+        let mut out = out.lock().await;
+        out.reply(reply, &shared).await?;
+        // Send everything already finished in one go.
         while let Ok(reply) = queue.try_recv() {
-            write_reply(&mut out, reply, structured, &shared).await?;
+            out.reply(reply, &shared).await?;
         }
         out.flush().await?;
     }
-    out.shutdown().await
+    out.lock().await.inner.shutdown().await
+}
+
+/// Small replies and headers are gathered and sent together.
+const PENDING_MAX: usize = 64 << 10;
+/// Read data at least this large goes to the socket from its own buffer,
+/// never copied into `pending`.
+const DIRECT_MIN: usize = 16 << 10;
+
+/// The reply side of a connection: small pieces are coalesced into one
+/// buffer; large read data is written straight from the request buffer
+/// together with whatever is pending, in one vectored write.
+struct ReplyWriter {
+    inner: WriteBox,
+    pending: Vec<u8>,
+    structured: bool,
+}
+
+impl ReplyWriter {
+    async fn reply(&mut self, reply: Reply, shared: &Shared) -> io::Result<()> {
+        let structured = self.structured;
+        write_reply(self, reply, structured, shared).await
+    }
+
+    async fn push(&mut self, bytes: &[u8]) -> io::Result<()> {
+        if self.pending.len() + bytes.len() > PENDING_MAX {
+            self.send_pending().await?;
+        }
+        self.pending.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    async fn data(&mut self, header: &[u8], body: &[u8]) -> io::Result<()> {
+        if body.len() < DIRECT_MIN {
+            self.push(header).await?;
+            return self.push(body).await;
+        }
+        let pending = std::mem::take(&mut self.pending);
+        let result = write_all_vectored(&mut self.inner, &mut [&pending, header, body]).await;
+        self.pending = pending;
+        self.pending.clear();
+        result
+    }
+
+    async fn send_pending(&mut self) -> io::Result<()> {
+        if !self.pending.is_empty() {
+            self.inner.write_all(&self.pending).await?;
+            self.pending.clear();
+        }
+        Ok(())
+    }
+
+    async fn flush(&mut self) -> io::Result<()> {
+        self.send_pending().await?;
+        self.inner.flush().await
+    }
 }
 
 async fn write_reply(
-    out: &mut BufWriter<WriteBox>,
+    out: &mut ReplyWriter,
     reply: Reply,
     structured: bool,
     shared: &Shared,
@@ -370,8 +444,6 @@ async fn write_reply(
     };
     match body {
         Body::Data(buffer) => {
-            // Header and data in one vectored write: one segment train on
-            // TCP instead of a lone header packet, and no copy of the data.
             let mut header = [0u8; 28];
             let header_len = if structured {
                 header[..20].copy_from_slice(&chunk(REPLY_TYPE_OFFSET_DATA, request.len + 8));
@@ -381,49 +453,62 @@ async fn write_reply(
                 header[..16].copy_from_slice(&simple(0));
                 16
             };
-            write_all_vectored(out, &header[..header_len], &buffer).await?;
+            out.data(&header[..header_len], &buffer).await?;
             shared.pool.give(buffer);
         }
         Body::Done if structured && request.kind == CMD_READ => {
-            out.write_all(&chunk(REPLY_TYPE_NONE, 0)).await?;
+            out.push(&chunk(REPLY_TYPE_NONE, 0)).await?;
         }
-        Body::Done => out.write_all(&simple(0)).await?,
+        Body::Done => out.push(&simple(0)).await?,
         Body::Extent { len, flags } => {
-            out.write_all(&chunk(REPLY_TYPE_BLOCK_STATUS, 12)).await?;
-            out.write_all(&BASE_ALLOCATION_ID.to_be_bytes()).await?;
-            out.write_all(&len.to_be_bytes()).await?;
-            out.write_all(&flags.to_be_bytes()).await?;
+            let mut reply = [0u8; 32];
+            reply[..20].copy_from_slice(&chunk(REPLY_TYPE_BLOCK_STATUS, 12));
+            reply[20..24].copy_from_slice(&BASE_ALLOCATION_ID.to_be_bytes());
+            reply[24..28].copy_from_slice(&len.to_be_bytes());
+            reply[28..].copy_from_slice(&flags.to_be_bytes());
+            out.push(&reply).await?;
         }
         Body::Error { errno, message } => {
+            shared.stats.request_errors.fetch_add(1, Ordering::Relaxed);
             if structured {
                 let message = &message.as_bytes()[..message.len().min(4096)];
-                out.write_all(&chunk(REPLY_TYPE_ERROR, 6 + message.len() as u32)).await?;
-                out.write_all(&errno.to_be_bytes()).await?;
-                out.write_all(&(message.len() as u16).to_be_bytes()).await?;
-                out.write_all(message).await?;
+                out.push(&chunk(REPLY_TYPE_ERROR, 6 + message.len() as u32)).await?;
+                out.push(&errno.to_be_bytes()).await?;
+                out.push(&(message.len() as u16).to_be_bytes()).await?;
+                out.push(message).await?;
             } else {
-                out.write_all(&simple(errno)).await?;
+                out.push(&simple(errno)).await?;
             }
         }
     }
     Ok(())
 }
 
-/// Writes `head` then `body` with as few system calls as the stream allows.
-async fn write_all_vectored(
-    out: &mut BufWriter<WriteBox>,
-    mut head: &[u8],
-    mut body: &[u8],
-) -> io::Result<()> {
-    while !head.is_empty() || !body.is_empty() {
-        let slices = [std::io::IoSlice::new(head), std::io::IoSlice::new(body)];
-        let written = out.write_vectored(&slices).await?;
+/// Writes every slice in order with as few system calls as the stream
+/// allows (one, unless the socket buffer fills).
+async fn write_all_vectored(out: &mut WriteBox, parts: &mut [&[u8]; 3]) -> io::Result<()> {
+    let mut first = 0;
+    while first < parts.len() {
+        if parts[first].is_empty() {
+            first += 1;
+            continue;
+        }
+        let mut slices = [std::io::IoSlice::new(&[]); 3];
+        for (slice, part) in slices.iter_mut().zip(&parts[first..]) {
+            *slice = std::io::IoSlice::new(part);
+        }
+        let mut written = out.write_vectored(&slices[..parts.len() - first]).await?;
         if written == 0 {
             return Err(io::ErrorKind::WriteZero.into());
         }
-        let from_head = written.min(head.len());
-        head = &head[from_head..];
-        body = &body[written - from_head..];
+        while written > 0 {
+            let take = written.min(parts[first].len());
+            parts[first] = &parts[first][take..];
+            written -= take;
+            if parts[first].is_empty() {
+                first += 1;
+            }
+        }
     }
     Ok(())
 }
