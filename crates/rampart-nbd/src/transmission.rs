@@ -151,7 +151,12 @@ async fn read_requests(reader: &mut ReadBox, cx: &Arc<Context>) -> io::Result<()
                 continue;
             }
             cx.shared.stats.bytes_written.fetch_add(u64::from(request.len), Ordering::Relaxed);
-            start_write(cx, request, buffer, permit);
+            if answers_directly(&request) {
+                let body = execute_write(cx, &request, buffer);
+                answer_directly(cx, Reply { request, body, _permit: Some(permit) }).await?;
+            } else {
+                start_write(cx, request, buffer, permit);
+            }
             continue;
         }
 
@@ -171,15 +176,9 @@ async fn read_requests(reader: &mut ReadBox, cx: &Arc<Context>) -> io::Result<()
             if request.kind == CMD_READ { Some(acquire(cx, request.len).await?) } else { None };
         if request.kind == CMD_READ {
             cx.shared.stats.bytes_read.fetch_add(u64::from(request.len), Ordering::Relaxed);
-            if request.len as usize >= DIRECT_MIN && inline(&request) {
-                // Sent by this task while the data is still in this core's
-                // cache, as a thread-per-request server would: a reply
-                // queued behind others is read back from memory instead.
+            if answers_directly(&request) {
                 let body = execute_other(cx, &request);
-                let reply = Reply { request, body, _permit: permit };
-                let mut out = cx.out.lock().await;
-                out.reply(reply, &cx.shared).await?;
-                out.flush().await?;
+                answer_directly(cx, Reply { request, body, _permit: permit }).await?;
                 continue;
             }
         }
@@ -277,24 +276,39 @@ fn run(cx: &Arc<Context>, request: &Request, work: impl FnOnce(&Context) + Send 
     }
 }
 
-fn start_write(cx: &Arc<Context>, request: Request, mut buffer: Vec<u8>, permit: Permit) {
+fn start_write(cx: &Arc<Context>, request: Request, buffer: Vec<u8>, permit: Permit) {
     run(cx, &request, move |answer| {
-        let device = &answer.export.device;
-        // The request buffer is ours: it may be encrypted in place.
-        let mut result = device.write_at_mut(&mut buffer, request.offset);
-        if result.is_ok() && request.flags & CMD_FLAG_FUA != 0 {
-            result = device.flush();
-        }
-        answer.shared.pool.give(buffer);
-        match result {
-            Ok(()) => answer.answer(request, Body::Done, Some(permit)),
-            Err(e) => answer.answer(
-                request,
-                Body::Error { errno: errno_of(&e), message: e.to_string() },
-                Some(permit),
-            ),
-        }
+        let body = execute_write(answer, &request, buffer);
+        answer.answer(request, body, Some(permit));
     });
+}
+
+fn execute_write(cx: &Context, request: &Request, mut buffer: Vec<u8>) -> Body {
+    let device = &cx.export.device;
+    // The request buffer is ours: it may be encrypted in place.
+    let mut result = device.write_at_mut(&mut buffer, request.offset);
+    if result.is_ok() && request.flags & CMD_FLAG_FUA != 0 {
+        result = device.flush();
+    }
+    cx.shared.pool.give(buffer);
+    match result {
+        Ok(()) => Body::Done,
+        Err(e) => Body::Error { errno: errno_of(&e), message: e.to_string() },
+    }
+}
+
+/// Large inline requests are answered by the connection's own task while
+/// their data is still in this core's cache, as a thread-per-request server
+/// would: a reply queued behind others is read back from memory instead,
+/// and waking the writer task costs more than the write.
+fn answers_directly(request: &Request) -> bool {
+    request.len as usize >= DIRECT_MIN && inline(request)
+}
+
+async fn answer_directly(cx: &Context, reply: Reply) -> io::Result<()> {
+    let mut out = cx.out.lock().await;
+    out.reply(reply, &cx.shared).await?;
+    out.flush().await
 }
 
 fn start_other(cx: &Arc<Context>, request: Request, permit: Option<Permit>) {
