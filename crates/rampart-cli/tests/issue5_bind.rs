@@ -312,6 +312,24 @@ fn issue5_bind_format_serve_and_cryptsetup() {
     assert!(err.contains("token 0"), "{err}");
     refused(&rampart(&["unlock", s(&other), "--kms", s(&d.eu)]), "copied token, unlock");
 
+    // serve with several volumes: each tries its own token; the one whose
+    // token fails falls back to the key file, with one warning line.
+    let socket = d.path("two.sock");
+    let vol_a = format!("{}=a", s(&vol));
+    let other_b = format!("{}=b", s(&other));
+    let mut serve = nbd::Serve::start(
+        &[&vol_a, &other_b, "--socket", s(&socket), "--kms", s(&d.eu), "--key-file", s(&pass)],
+        d.path("serve-two.log"),
+        2,
+    );
+    for name in ["a", "b"] {
+        nbd::ok("nbdinfo", nbd::run("nbdinfo", &[nbd::unix_uri(&socket, name).as_str()]));
+    }
+    let log = serve.stop();
+    let warnings: Vec<&str> = log.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "{log}");
+    assert!(warnings[0].contains("other") && warnings[0].contains("trying a passphrase"), "{log}");
+
     // LUKS1 volumes cannot hold a binding.
     let v1 = d.path("v1");
     let mut args = vec![

@@ -246,9 +246,10 @@ impl<'a> KeySource<'a> {
         }
     }
 
-    /// With `--key-file`, use only that passphrase.
+    /// With `--key-file`, use only that passphrase (`test-key` checks the
+    /// passphrase it is given, not whatever else would open the volume).
     #[must_use]
-    pub fn key_file_first(mut self) -> Self {
+    pub fn passphrase_only_with_key_file(mut self) -> Self {
         self.tokens_with_key_file = false;
         self
     }
@@ -364,8 +365,8 @@ pub fn combine_failures(failures: Vec<anyhow::Error>) -> anyhow::Error {
     }
 }
 
-/// Writes the passphrase bytes exactly (no newline) to standard output,
-/// which must not be a terminal.
+/// Writes the passphrase bytes exactly (no newline) to standard output
+/// (`rampart unlock --print-passphrase`, which refuses a terminal first).
 pub fn print_passphrase(passphrase: &SecretBytes) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     out.write_all(passphrase.expose())?;

@@ -274,7 +274,8 @@ pub fn test_key(args: &TestKeyArgs) -> anyhow::Result<()> {
     let (header, luks) = load(&paths, false)?;
     // With --key-file, test that passphrase only; without, what opens the
     // volume (a bound token, else the prompt).
-    let mut source = KeySource::new(&args.key, &args.tokens, "Enter passphrase: ").key_file_first();
+    let mut source = KeySource::new(&args.key, &args.tokens, "Enter passphrase: ")
+        .passphrase_only_with_key_file();
     let (slot, _) = source.unlock(&luks, &header, paths.header_path())?;
     if std::io::stderr().is_terminal() {
         eprintln!("Key slot {slot} unlocked.");
