@@ -75,7 +75,7 @@ fn s(path: &Path) -> &str {
 /// and key `disk` allowed for `label:region=eu`.
 struct Deployment {
     tmp: TempDir,
-    _server: ServerProcess,
+    server: ServerProcess,
     admin: PathBuf,
     eu: PathBuf,
     us: PathBuf,
@@ -106,7 +106,7 @@ impl Deployment {
             ]);
         }
         ok(&["kms", "key", "create", "disk", "--allow", "label:region=eu", "--kms", s(&admin)]);
-        Self { tmp, _server: server, admin, eu, us }
+        Self { tmp, server, admin, eu, us }
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -489,6 +489,23 @@ fn issue5_bind_rotate_rewrap_revoke_unbind() {
     assert!(err.contains("--token-id"), "{err}");
     ok(&["unbind", s(&lone), "--token-id", "0"]);
     ok(&["test-key", s(&lone), "--token-only", "--kms", &eu]);
+
+    // The key server down: a runtime error (exit 1) with --token-only, else
+    // one warning line and the passphrase.
+    let (down, _) = d.format("down", None);
+    ok(&["bind", s(&down), "--key", "solo", "--kms", &eu, "--key-file", s(&pass)]);
+    let mut d = d;
+    d.server.kill();
+    let out = rampart(&["test-key", s(&down), "--token-only", "--kms", &eu]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("no key server answered"), "{err}");
+    let out = rampart_env(&["test-key", s(&down), "--kms", &eu], &line, None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("trying a passphrase"), "{err}");
 }
 
 /// The README's key-manager quick start, run as written (in a scratch

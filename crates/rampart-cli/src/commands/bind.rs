@@ -79,25 +79,34 @@ fn check_ids(luks: &Luks, slot: Option<usize>, token_id: Option<usize>) -> anyho
     Ok(())
 }
 
-/// Adds a binding to an unlocked volume: a new keyslot (`slot`, or the
-/// first free one) with a random passphrase, wrapped by `key_name` with the
-/// volume's context, and a token holding the wrap.
+/// What a new binding should look like.
+pub struct Binding<'a> {
+    /// The key-manager key that wraps the passphrase.
+    pub key_name: &'a str,
+    /// The KDF of the new keyslot.
+    pub pbkdf: PbkdfChoice,
+    /// The new keyslot (default: the first free one).
+    pub slot: Option<usize>,
+    /// The token id (default: the first free one).
+    pub token_id: Option<usize>,
+}
+
+/// Adds a binding to an unlocked volume: a new keyslot with a random
+/// passphrase, wrapped by the key manager with the volume's context, and a
+/// token holding the wrap.
 ///
 /// Crash-safe order: the key manager wraps first (nothing is written if it
 /// refuses), then the keyslot is added, then the token. A crash between the
 /// last two leaves a keyslot whose passphrase nobody knows, which is
 /// harmless and can be removed with `rampart kill-slot`.
-#[allow(clippy::too_many_arguments)]
 pub fn bind_volume(
     kms: &Kms,
     header: &File,
     luks: &mut Luks,
     volume_key: &SecretBytes,
-    key_name: &str,
-    pbkdf: &PbkdfChoice,
-    slot: Option<usize>,
-    token_id: Option<usize>,
+    binding: &Binding<'_>,
 ) -> anyhow::Result<BoundToken> {
+    let Binding { key_name, ref pbkdf, slot, token_id } = *binding;
     check_ids(luks, slot, token_id)?;
     let active = luks.active_keyslots();
     let slot = match slot {
@@ -153,16 +162,9 @@ pub fn bind(args: &BindArgs) -> anyhow::Result<()> {
     let existing = KeyArgs { key_file: args.key_file.clone(), key_slot: None };
     let (_, volume_key) =
         unlock_passphrase(&luks, &header, &existing, "Enter any existing passphrase: ")?;
-    let token = bind_volume(
-        &kms,
-        &header,
-        &mut luks,
-        &volume_key,
-        &args.key_name,
-        &pbkdf,
-        args.key_slot,
-        args.token_id,
-    )?;
+    let binding =
+        Binding { key_name: &args.key_name, pbkdf, slot: args.key_slot, token_id: args.token_id };
+    let token = bind_volume(&kms, &header, &mut luks, &volume_key, &binding)?;
     report_bound(&token);
     Ok(())
 }
@@ -183,13 +185,13 @@ pub fn bind_new_volume(
         pbkdf_memory: None,
         pbkdf_parallel: None,
     })?;
-    let token = bind_volume(kms, header, luks, volume_key, key_name, &pbkdf, None, None)
-        .with_context(|| {
-            format!(
-                "the volume was formatted and opens with its passphrase, but binding it to key \
+    let binding = Binding { key_name, pbkdf, slot: None, token_id: None };
+    let token = bind_volume(kms, header, luks, volume_key, &binding).with_context(|| {
+        format!(
+            "the volume was formatted and opens with its passphrase, but binding it to key \
                  {key_name} failed (retry with rampart bind)"
-            )
-        })?;
+        )
+    })?;
     report_bound(&token);
     Ok(())
 }

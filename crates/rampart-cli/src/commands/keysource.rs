@@ -373,3 +373,72 @@ pub fn print_passphrase(passphrase: &SecretBytes) -> anyhow::Result<()> {
     out.flush()?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    const WRAPPED: &str = "rampart:v1:vol-keys:3:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+
+    #[test]
+    fn passphrases_are_43_base64url_characters_and_differ() {
+        let a = new_passphrase().unwrap();
+        let b = new_passphrase().unwrap();
+        assert_eq!(a.len(), 43);
+        assert!(a.expose().iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'_'));
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn context_binds_volume_and_keyslot() {
+        let uuid = "0b6d1ad5-3f44-4c5e-9a0e-1f2b3c4d5e6f";
+        assert_eq!(
+            context(uuid, 1),
+            b"rampart-bind/v1 luks-uuid=0b6d1ad5-3f44-4c5e-9a0e-1f2b3c4d5e6f keyslot=1".to_vec()
+        );
+        assert_ne!(context(uuid, 1), context(uuid, 2));
+        assert_ne!(context(uuid, 1), context("another", 1));
+    }
+
+    #[test]
+    fn tokens_round_trip_and_bad_ones_are_refused_without_panics() {
+        let token = json!({"type": TOKEN_TYPE, "keyslots": ["4"], "format": 1,
+            "endpoints": ["https://kms:8443"], "key": "vol-keys", "key_version": 3,
+            "wrapped": WRAPPED});
+        let parsed = BoundToken::parse(2, &token).unwrap();
+        assert_eq!((parsed.id, parsed.slot, parsed.key_version), (2, 4, 3));
+        assert_eq!(parsed.key, "vol-keys");
+        assert_eq!(parsed.to_json(), token);
+        assert_eq!(parsed.describe(), "token 2 (key vol-keys version 3, keyslot 4)");
+        for bad in [
+            json!({"type": TOKEN_TYPE, "keyslots": [], "wrapped": WRAPPED}),
+            json!({"type": TOKEN_TYPE, "keyslots": ["1", "2"], "wrapped": WRAPPED}),
+            json!({"type": TOKEN_TYPE, "keyslots": ["x"], "wrapped": WRAPPED}),
+            json!({"type": TOKEN_TYPE, "keyslots": ["1"]}),
+            json!({"type": TOKEN_TYPE, "keyslots": ["1"], "wrapped": 7}),
+            json!({"type": TOKEN_TYPE, "keyslots": ["1"], "wrapped": "garbage"}),
+            json!({"type": TOKEN_TYPE, "keyslots": ["1"], "wrapped": WRAPPED, "format": 2}),
+            json!("not an object"),
+        ] {
+            assert!(BoundToken::parse(0, &bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn failures_combine_into_one_line_with_the_right_exit_class() {
+        let usage = combine_failures(vec![
+            UsageError("a".into()).into(),
+            anyhow::Error::from(UsageError("b".into())).context("token 1"),
+        ]);
+        assert!(usage.downcast_ref::<UsageError>().is_some());
+        assert_eq!(format!("{usage:#}"), "a; token 1: b");
+        let runtime = combine_failures(vec![
+            UsageError("a".into()).into(),
+            anyhow::anyhow!("no key server answered"),
+        ]);
+        assert!(runtime.downcast_ref::<UsageError>().is_none());
+        assert!(combine_failures(Vec::new()).to_string().contains("no usable token"));
+    }
+}
