@@ -51,6 +51,11 @@ pub enum Command {
     Serve(ServeArgs),
     /// Bind a LUKS2 volume to a key-manager key: a keyslot with a random
     /// passphrase that the server wraps, kept in a `rampart-kms` token.
+    ///
+    /// An existing passphrase authorises the change. The new keyslot uses
+    /// PBKDF2-SHA256 with 1000 iterations (its passphrase has 256 random
+    /// bits) unless KDF options are given. Commands that open the volume
+    /// then try the token first when given --kms BUNDLE or $RAMPART_KMS.
     Bind(BindArgs),
     /// Remove a key-manager binding: its token and its keyslot.
     Unbind(UnbindArgs),
@@ -58,6 +63,12 @@ pub enum Command {
     Rewrap(RewrapArgs),
     /// Unlock through key-manager tokens only: check it, or print the
     /// keyslot passphrase for `cryptsetup open --key-file -`.
+    ///
+    /// Exit 0 when a token opens the volume, 2 when none may (1 when no key
+    /// server answers). With
+    /// --print-passphrase the passphrase goes to standard output exactly,
+    /// without a newline, and never to a terminal:
+    /// `rampart unlock VOL --print-passphrase | cryptsetup open --key-file - VOL NAME`.
     Unlock(UnlockArgs),
     /// Key management server: init, serve, unseal; clients, keys, audit.
     #[command(subcommand)]
