@@ -330,6 +330,62 @@ fn issue5_bind_format_serve_and_cryptsetup() {
     assert_eq!(warnings.len(), 1, "{log}");
     assert!(warnings[0].contains("other") && warnings[0].contains("trying a passphrase"), "{log}");
 
+    // cryptsetup rewrites the header (a new keyslot) and keeps the token:
+    // the binding still opens the volume.
+    let extra = d.path("extra");
+    std::fs::write(&extra, b"extra passphrase").unwrap();
+    let add = nbd::run(
+        "cryptsetup",
+        &[
+            "luksAddKey",
+            "-q",
+            "--key-file",
+            s(&pass),
+            "--pbkdf",
+            "pbkdf2",
+            "--pbkdf-force-iterations",
+            "1000",
+            s(&vol),
+            s(&extra),
+        ],
+    );
+    nbd::ok("cryptsetup luksAddKey", add);
+    assert_eq!(d.token(&vol, 0), token);
+    ok(&["test-key", s(&vol), "--token-only", "--kms", s(&d.eu)]);
+
+    // A volume made by cryptsetup, bound by rampart, opened by cryptsetup
+    // with the printed passphrase.
+    let made = d.path("made-by-cryptsetup");
+    std::fs::File::create(&made).unwrap().set_len(32 << 20).unwrap();
+    let format = nbd::run(
+        "cryptsetup",
+        &[
+            "luksFormat",
+            "-q",
+            "--type",
+            "luks2",
+            "--pbkdf",
+            "pbkdf2",
+            "--pbkdf-force-iterations",
+            "1000",
+            "--key-file",
+            s(&pass),
+            s(&made),
+        ],
+    );
+    nbd::ok("cryptsetup luksFormat", format);
+    ok(&["bind", s(&made), "--key", "disk", "--kms", s(&d.eu), "--key-file", s(&pass)]);
+    let printed = rampart(&["unlock", s(&made), "--print-passphrase", "--kms", s(&d.eu)]);
+    assert!(printed.status.success(), "{}", String::from_utf8_lossy(&printed.stderr));
+    let test = tool_with_input(
+        "cryptsetup",
+        &["open", "--test-passphrase", "--key-file", "-", s(&made)],
+        &printed.stdout,
+    );
+    assert!(test.status.success(), "cryptsetup: {}", String::from_utf8_lossy(&test.stderr));
+    let dump = nbd::ok("cryptsetup luksDump", nbd::run("cryptsetup", &["luksDump", s(&made)]));
+    assert!(nbd::text(&dump.stdout).contains("rampart-kms"));
+
     // LUKS1 volumes cannot hold a binding.
     let v1 = d.path("v1");
     let mut args = vec![
