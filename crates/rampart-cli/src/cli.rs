@@ -2,6 +2,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+use crate::commands::kms::ClientArgs;
 use crate::size::parse_size;
 
 /// Rampart: hardware-accelerated encryption of data at rest, on standard
@@ -48,6 +49,27 @@ pub enum Command {
     Repair(RepairArgs),
     /// Serve the plaintext of volumes as block devices over NBD.
     Serve(ServeArgs),
+    /// Bind a LUKS2 volume to a key-manager key: a keyslot with a random
+    /// passphrase that the server wraps, kept in a `rampart-kms` token.
+    ///
+    /// An existing passphrase authorises the change. The new keyslot uses
+    /// PBKDF2-SHA256 with 1000 iterations (its passphrase has 256 random
+    /// bits) unless KDF options are given. Commands that open the volume
+    /// then try the token first when given --kms BUNDLE or $RAMPART_KMS.
+    Bind(BindArgs),
+    /// Remove a key-manager binding: its token and its keyslot.
+    Unbind(UnbindArgs),
+    /// Re-wrap a binding under the newest version of its key.
+    Rewrap(RewrapArgs),
+    /// Unlock through key-manager tokens only: check it, or print the
+    /// keyslot passphrase for `cryptsetup open --key-file -`.
+    ///
+    /// Exit 0 when a token opens the volume, 2 when none may (1 when no key
+    /// server answers). With
+    /// --print-passphrase the passphrase goes to standard output exactly,
+    /// without a newline, and never to a terminal:
+    /// `rampart unlock VOL --print-passphrase | cryptsetup open --key-file - VOL NAME`.
+    Unlock(UnlockArgs),
     /// Key management server: init, serve, unseal; clients, keys, audit.
     #[command(subcommand)]
     Kms(crate::commands::kms::KmsCommand),
@@ -64,6 +86,8 @@ pub struct ServeArgs {
     pub header: Option<PathBuf>,
     #[command(flatten)]
     pub key: KeyArgs,
+    #[command(flatten)]
+    pub tokens: TokenArgs,
     /// TCP address to listen on (default 127.0.0.1:10809 unless only
     /// --socket is given); repeatable.
     #[arg(long, value_name = "HOST:PORT")]
@@ -113,6 +137,77 @@ pub struct KeyArgs {
     /// Try only this keyslot.
     #[arg(long, short = 'S', value_name = "N")]
     pub key_slot: Option<usize>,
+}
+
+/// Unlocking through key-manager tokens (volumes bound with `rampart bind`).
+#[derive(Debug, clap::Args)]
+pub struct TokenArgs {
+    /// Client bundle for volumes bound to a key manager (default:
+    /// $RAMPART_KMS). Without one, tokens are skipped.
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// Unlock only through tokens; never fall back to a passphrase.
+    #[arg(long)]
+    pub token_only: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BindArgs {
+    #[command(flatten)]
+    pub volume: VolumeArgs,
+    /// The key-manager key that wraps the new keyslot's passphrase.
+    #[arg(long = "key", value_name = "NAME")]
+    pub key_name: String,
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// An existing passphrase of the volume, from FILE (`-` = standard input).
+    #[arg(long, short = 'd', value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
+    /// Put the bound passphrase in this keyslot (default: the first free one).
+    #[arg(long, short = 'S', value_name = "N")]
+    pub key_slot: Option<usize>,
+    /// Store the binding in this token id (default: the first free one).
+    #[arg(long, value_name = "ID")]
+    pub token_id: Option<usize>,
+    /// KDF of the bound keyslot (default: pbkdf2 with 1000 iterations,
+    /// since its passphrase is 256 random bits).
+    #[command(flatten)]
+    pub pbkdf: PbkdfArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct UnbindArgs {
+    #[command(flatten)]
+    pub volume: VolumeArgs,
+    /// The binding's token (needed when the volume has several).
+    #[arg(long, value_name = "ID")]
+    pub token_id: Option<usize>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RewrapArgs {
+    #[command(flatten)]
+    pub volume: VolumeArgs,
+    /// Only this binding's token (default: every binding).
+    #[arg(long, value_name = "ID")]
+    pub token_id: Option<usize>,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct UnlockArgs {
+    #[command(flatten)]
+    pub volume: VolumeArgs,
+    /// Write the bound keyslot's passphrase to standard output (exact
+    /// bytes, no newline; refused on a terminal).
+    #[arg(long)]
+    pub print_passphrase: bool,
+    /// Only this token.
+    #[arg(long, value_name = "ID")]
+    pub token_id: Option<usize>,
+    #[command(flatten)]
+    pub client: ClientArgs,
 }
 
 /// Key-derivation settings for new keyslots (cryptsetup's names).
@@ -183,6 +278,13 @@ pub struct FormatArgs {
     /// Do not ask before overwriting an existing LUKS header.
     #[arg(long, short = 'q')]
     pub batch_mode: bool,
+    /// Bind the new volume to this key-manager key (as `rampart bind`),
+    /// with the client bundle of --kms or $RAMPART_KMS.
+    #[arg(long = "key", value_name = "NAME")]
+    pub kms_key: Option<String>,
+    /// The client bundle for --key (default: $RAMPART_KMS).
+    #[arg(long = "kms", value_name = "BUNDLE", requires = "kms_key")]
+    pub kms: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -192,11 +294,13 @@ pub struct DumpArgs {
     /// Print the parsed metadata as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Also print the volume key (needs a passphrase).
+    /// Also print the volume key (needs a passphrase or a bound token).
     #[arg(long)]
     pub dump_volume_key: bool,
     #[command(flatten)]
     pub key: KeyArgs,
+    #[command(flatten)]
+    pub tokens: TokenArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -205,6 +309,8 @@ pub struct TestKeyArgs {
     pub volume: VolumeArgs,
     #[command(flatten)]
     pub key: KeyArgs,
+    #[command(flatten)]
+    pub tokens: TokenArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -327,6 +433,8 @@ pub struct ExportArgs {
     pub length: Option<u64>,
     #[command(flatten)]
     pub key: KeyArgs,
+    #[command(flatten)]
+    pub tokens: TokenArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -341,6 +449,8 @@ pub struct ImportArgs {
     pub offset: u64,
     #[command(flatten)]
     pub key: KeyArgs,
+    #[command(flatten)]
+    pub tokens: TokenArgs,
 }
 
 #[derive(Debug, clap::Args)]

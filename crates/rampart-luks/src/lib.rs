@@ -368,6 +368,14 @@ impl Luks {
         }
     }
 
+    /// Replaces LUKS2 token `id` in a single crash-safe header write.
+    pub fn replace_token(&mut self, io: &dyn MetadataIo, id: usize, token: Value) -> Result<()> {
+        match &mut self.inner {
+            Inner::V1(_) => Err(Error::invalid("LUKS1 headers have no tokens")),
+            Inner::V2(h) => h.replace_token(io, id, token),
+        }
+    }
+
     /// Removes a LUKS2 token.
     pub fn remove_token(&mut self, io: &dyn MetadataIo, id: usize) -> Result<()> {
         match &mut self.inner {

@@ -269,6 +269,17 @@ fn luks2_tokens() {
     assert_eq!(Luks::load(&io).unwrap().0.tokens().len(), 2);
     assert!(luks.to_json()["tokens"][0]["json"]["nested"]["a"][1] == "b");
 
+    // Replacing a token is one header write; a bad or missing one is refused.
+    let newer = json!({"type": "rampart-kms", "keyslots": ["0"], "key_version": 2});
+    luks.replace_token(&io, 0, newer.clone()).unwrap();
+    assert_eq!(Luks::load(&io).unwrap().0.tokens()[0].1, newer);
+    assert!(matches!(luks.replace_token(&io, 9, newer.clone()), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        luks.replace_token(&io, 0, json!({"type": "x", "keyslots": ["5"]})),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert_eq!(Luks::load(&io).unwrap().0.tokens()[0].1, newer);
+
     // A token too large for the JSON area is refused without writing.
     let huge = json!({"type": "x", "keyslots": [], "blob": "a".repeat(20_000)});
     assert!(matches!(luks.add_token(&io, huge, None), Err(Error::NoSpace(_))));

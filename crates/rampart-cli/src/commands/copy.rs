@@ -8,23 +8,40 @@ use std::sync::mpsc;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
-use rampart_volume::{BlockDevice, Volume};
+use rampart_volume::{BlockDevice, Volume, VolumePaths};
 
-use crate::cli::{ExportArgs, ImportArgs, KeyArgs, VolumeArgs};
-use crate::commands::luks::{luks_error, paths, warn};
-use crate::passphrase::Source;
+use crate::cli::{ExportArgs, ImportArgs, KeyArgs, TokenArgs, VolumeArgs};
+use crate::commands::keysource::KeySource;
+use crate::commands::luks::{load, luks_error, paths};
 use crate::UsageError;
 
 const CHUNK: usize = 8 << 20;
 
 /// Opens and unlocks a volume for data access.
-pub fn open_volume(volume: &VolumeArgs, key: &KeyArgs, read_only: bool) -> anyhow::Result<Volume> {
+/// Opens and unlocks a volume for data access: a bound token first, then
+/// the passphrase.
+pub fn open_volume(
+    volume: &VolumeArgs,
+    key: &KeyArgs,
+    tokens: &TokenArgs,
+    read_only: bool,
+) -> anyhow::Result<Volume> {
     let paths = paths(volume);
-    let passphrase = Source::new(key.key_file.as_deref(), "Enter passphrase: ", false).read()?;
-    let (volume, report) = Volume::open(&paths, passphrase.expose(), key.key_slot, read_only)
-        .map_err(map_open_error)?;
-    warn(&report);
-    Ok(volume)
+    let mut source = KeySource::new(key, tokens, "Enter passphrase: ");
+    open_with(&paths, &mut source, read_only)
+}
+
+/// Loads the header of `paths`, gets the key from `source` and opens the
+/// data segment.
+pub fn open_with(
+    paths: &VolumePaths,
+    source: &mut KeySource<'_>,
+    read_only: bool,
+) -> anyhow::Result<Volume> {
+    let (header, luks) = load(paths, false)?;
+    let (_, volume_key) = source.unlock(&luks, &header, paths.header_path())?;
+    drop(header);
+    Volume::with_key(paths, luks, &volume_key, read_only).map_err(map_open_error)
 }
 
 /// A wrong passphrase is exit status 2; anything else stays a runtime error.
@@ -138,7 +155,7 @@ fn parallel_read(
 }
 
 pub fn export(args: &ExportArgs) -> anyhow::Result<()> {
-    let volume = open_volume(&args.volume, &args.key, true)?;
+    let volume = open_volume(&args.volume, &args.key, &args.tokens, true)?;
     let device = volume.device();
     let size = device.len();
     if args.offset > size {
@@ -203,7 +220,7 @@ pub fn import(args: &ImportArgs) -> anyhow::Result<()> {
     } else {
         Some(std::fs::metadata(&args.input)?.len())
     };
-    let volume = open_volume(&args.volume, &args.key, false)?;
+    let volume = open_volume(&args.volume, &args.key, &args.tokens, false)?;
     let device = volume.device();
     let size = device.len();
     if args.offset > size {

@@ -272,7 +272,7 @@ pub enum AuditCommand {
     },
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("rampart-kms")
@@ -281,7 +281,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 }
 
 /// Errors the user can fix (refusals, bad input) exit 2; others 1.
-fn map_client(error: ClientError) -> anyhow::Error {
+pub(crate) fn map_client(error: ClientError) -> anyhow::Error {
     match &error {
         ClientError::Api { status, .. } if (400..500).contains(status) => {
             UsageError(error.to_string()).into()
@@ -302,17 +302,19 @@ fn map_kms(error: KmsError) -> anyhow::Error {
     }
 }
 
-fn load_bundle(args: &ClientArgs) -> anyhow::Result<Bundle> {
-    let path = match &args.bundle {
-        Some(path) => path.clone(),
-        None => std::env::var_os("RAMPART_KMS").map(PathBuf::from).ok_or_else(|| {
-            UsageError("no client bundle: give --kms BUNDLE or set RAMPART_KMS".into())
-        })?,
-    };
+/// The client bundle's path: `--kms BUNDLE`, else `$RAMPART_KMS`, else none.
+pub(crate) fn bundle_path(args: &ClientArgs) -> Option<PathBuf> {
+    args.bundle.clone().or_else(|| std::env::var_os("RAMPART_KMS").map(PathBuf::from))
+}
+
+pub(crate) fn load_bundle(args: &ClientArgs) -> anyhow::Result<Bundle> {
+    let path = bundle_path(args).ok_or_else(|| {
+        UsageError("no client bundle: give --kms BUNDLE or set RAMPART_KMS".into())
+    })?;
     Bundle::read(&path).map_err(map_kms)
 }
 
-fn connect(args: &ClientArgs) -> anyhow::Result<KmsClient> {
+pub(crate) fn connect(args: &ClientArgs) -> anyhow::Result<KmsClient> {
     KmsClient::new(&load_bundle(args)?).map_err(map_client)
 }
 

@@ -17,6 +17,9 @@ use crate::cli::{
     AddKeyArgs, ChangeKeyArgs, DumpArgs, FormatArgs, HeaderCommand, KeyArgs, KillSlotArgs,
     PbkdfArgs, RemoveKeyArgs, RepairArgs, TestKeyArgs, TokenCommand, VolumeArgs,
 };
+use crate::commands::bind::{bind_new_volume, require_luks2};
+use crate::commands::keysource::{KeySource, Kms};
+use crate::commands::kms::ClientArgs;
 use crate::passphrase::Source;
 use crate::UsageError;
 
@@ -61,7 +64,7 @@ pub fn luks_error(error: rampart_luks::Error) -> anyhow::Error {
     }
 }
 
-fn pbkdf_choice(args: &PbkdfArgs, version: LuksVersion) -> anyhow::Result<PbkdfChoice> {
+pub(crate) fn pbkdf_choice(args: &PbkdfArgs, version: LuksVersion) -> anyhow::Result<PbkdfChoice> {
     let default_kind = match version {
         LuksVersion::Luks1 => PbkdfKind::Pbkdf2,
         LuksVersion::Luks2 => PbkdfKind::Argon2id,
@@ -163,6 +166,19 @@ pub fn format(args: &FormatArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("cannot create header file {}", header.display()))?;
         }
     }
+    // Binding at creation (`--key NAME`): LUKS2 only, and the bundle must
+    // load before anything is written.
+    let kms = match &args.kms_key {
+        Some(_) if version == LuksVersion::Luks1 => {
+            return Err(UsageError(
+                "LUKS1 volumes have no tokens to hold a binding; use --type luks2 with --key"
+                    .into(),
+            )
+            .into())
+        }
+        Some(_) => Some(Kms::connect(&ClientArgs { bundle: args.kms.clone() })?),
+        None => None,
+    };
     let header = paths.open_header(true)?;
     if Luks::load(&header).is_ok() && !args.batch_mode {
         let question = format!(
@@ -180,7 +196,7 @@ pub fn format(args: &FormatArgs) -> anyhow::Result<()> {
     let passphrase =
         Source::new(args.key_file.as_deref(), "Enter passphrase for the new volume: ", true)
             .read()?;
-    let (luks, _key) = Luks::format(&header, &options, passphrase.expose())?;
+    let (mut luks, volume_key) = Luks::format(&header, &options, passphrase.expose())?;
     // The data area must exist behind a detached header too.
     let data_len = std::fs::metadata(&paths.data)
         .with_context(|| format!("cannot stat {}", paths.data.display()))?
@@ -191,6 +207,10 @@ pub fn format(args: &FormatArgs) -> anyhow::Result<()> {
             paths.data.display(),
             luks.metadata_end()
         );
+    }
+    if let (Some(kms), Some(key_name)) = (&kms, &args.kms_key) {
+        require_luks2(&luks, &paths)?;
+        bind_new_volume(kms, &header, &mut luks, &volume_key, key_name)?;
     }
     Ok(())
 }
@@ -219,7 +239,8 @@ pub fn dump(args: &DumpArgs) -> anyhow::Result<()> {
     let paths = paths(&args.volume);
     let (header, luks) = load(&paths, false)?;
     let key = if args.dump_volume_key {
-        Some(unlock(&luks, &header, &args.key, "Enter passphrase: ")?)
+        let mut source = KeySource::new(&args.key, &args.tokens, "Enter passphrase: ");
+        Some(source.unlock(&luks, &header, paths.header_path())?)
     } else {
         None
     };
@@ -251,7 +272,11 @@ fn hex(bytes: &[u8]) -> String {
 pub fn test_key(args: &TestKeyArgs) -> anyhow::Result<()> {
     let paths = paths(&args.volume);
     let (header, luks) = load(&paths, false)?;
-    let (slot, _) = unlock(&luks, &header, &args.key, "Enter passphrase: ")?;
+    // With --key-file, test that passphrase only; without, what opens the
+    // volume (a bound token, else the prompt).
+    let mut source = KeySource::new(&args.key, &args.tokens, "Enter passphrase: ")
+        .passphrase_only_with_key_file();
+    let (slot, _) = source.unlock(&luks, &header, paths.header_path())?;
     if std::io::stderr().is_terminal() {
         eprintln!("Key slot {slot} unlocked.");
     }

@@ -1,5 +1,7 @@
 mod bench;
+mod bind;
 mod copy;
+pub mod keysource;
 pub mod kms;
 mod luks;
 mod rand;
@@ -24,6 +26,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Command::Import(import) => copy::import(&import),
         Command::Repair(repair) => luks::repair(&repair),
         Command::Serve(serve) => serve::run(&serve),
+        Command::Bind(bind) => bind::bind(&bind),
+        Command::Unbind(unbind) => bind::unbind(&unbind),
+        Command::Rewrap(rewrap) => bind::rewrap(&rewrap),
+        Command::Unlock(unlock) => bind::unlock(&unlock),
         Command::Kms(kms) => kms::run(&kms),
     }
 }

@@ -7,12 +7,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use rampart_nbd::{Bound, Export, Server, ServerConfig, TlsMode};
-use rampart_volume::{BlockDevice, Volume, VolumePaths};
+use rampart_volume::{BlockDevice, VolumePaths};
 
 use crate::cli::ServeArgs;
-use crate::commands::copy::map_open_error;
-use crate::commands::luks::warn;
-use crate::passphrase::Source;
+use crate::commands::copy::open_with;
+use crate::commands::keysource::KeySource;
 use crate::UsageError;
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
@@ -38,15 +37,13 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         _ => None,
     };
 
-    let passphrase =
-        Source::new(args.key.key_file.as_deref(), "Enter passphrase: ", false).read()?;
+    // Each volume opens with its own bound token if it has one; the
+    // passphrase is asked for (once, shared) only when a volume needs it.
+    let mut source = KeySource::new(&args.key, &args.tokens, "Enter passphrase: ");
     let mut exports = Vec::new();
     for (path, name) in exports_wanted {
         let paths = VolumePaths::new(&path, args.header.as_deref());
-        let (volume, report) =
-            Volume::open(&paths, passphrase.expose(), args.key.key_slot, args.read_only)
-                .map_err(map_open_error)?;
-        warn(&report);
+        let volume = open_with(&paths, &mut source, args.read_only)?;
         let device: Arc<dyn BlockDevice> = Arc::new(volume.into_device());
         exports.push(Export {
             description: format!("{} (LUKS, {} bytes)", path.display(), device.len()),
@@ -55,7 +52,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             read_only: args.read_only,
         });
     }
-    drop(passphrase);
+    drop(source);
 
     let config = ServerConfig {
         exports,

@@ -497,6 +497,25 @@ impl Luks2 {
         Ok(id)
     }
 
+    /// Replaces token `id` with `token` in one header update, so a crash
+    /// leaves either the old token or the new one, never neither.
+    pub(crate) fn replace_token(
+        &mut self,
+        io: &dyn MetadataIo,
+        id: usize,
+        token: Value,
+    ) -> Result<()> {
+        self.check_requirements()?;
+        if !self.meta.tokens.contains_key(&id) {
+            return Err(Error::invalid(format!("token {id} does not exist")));
+        }
+        token::check_new_token(&token, &self.meta)?;
+        self.update(io, |m| {
+            m.tokens.insert(id, token);
+            Ok(())
+        })
+    }
+
     pub(crate) fn remove_token(&mut self, io: &dyn MetadataIo, id: usize) -> Result<()> {
         if !self.meta.tokens.contains_key(&id) {
             return Err(Error::invalid(format!("token {id} does not exist")));

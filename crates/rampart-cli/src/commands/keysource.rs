@@ -1,0 +1,444 @@
+//! Where the key of a volume comes from: its `rampart-kms` tokens first
+//! (a keyslot passphrase wrapped by the key manager), then a passphrase.
+//!
+//! A volume bound with `rampart bind` holds, per binding, one keyslot whose
+//! passphrase is 32 random bytes written as 43 base64url characters, and a
+//! LUKS2 token of type `rampart-kms` holding that passphrase wrapped by the
+//! key manager:
+//!
+//! ```json
+//! {"type": "rampart-kms", "keyslots": ["1"], "format": 1,
+//!  "endpoints": ["https://127.0.0.1:8443"], "key": "vol-keys", "key_version": 1,
+//!  "wrapped": "rampart:v1:vol-keys:1:BASE64URL"}
+//! ```
+//!
+//! The wrap's associated data (its context) is [`context`]: the volume's
+//! LUKS UUID and the keyslot, computed from the header at unlock time and
+//! never stored, so a token copied to another volume does not unwrap.
+//!
+//! Commands that open a volume use [`KeySource`]: when a client bundle is
+//! configured (`--kms BUNDLE` or `$RAMPART_KMS`) every `rampart-kms` token
+//! is tried first; a token that fails (revoked key, server down, refused
+//! client) costs one warning line on standard error, and the passphrase
+//! (`--key-file` or the prompt) is used instead, unless `--token-only`.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use base64::Engine as _;
+use rampart_crypto::SecretBytes;
+use rampart_kms::client::KmsClient;
+use rampart_kms::keys::WrappedHeader;
+use rampart_kms::Bundle;
+use rampart_luks::Luks;
+use serde_json::{json, Value};
+
+use crate::cli::{KeyArgs, TokenArgs};
+use crate::commands::kms::{self, ClientArgs};
+use crate::commands::luks::luks_error;
+use crate::passphrase::Source;
+use crate::UsageError;
+
+/// The LUKS2 token type of a key-manager binding.
+pub const TOKEN_TYPE: &str = "rampart-kms";
+/// The token layout version (the `format` field).
+pub const TOKEN_FORMAT: u64 = 1;
+/// Random bytes in a bound keyslot's passphrase.
+pub const PASSPHRASE_BYTES: usize = 32;
+
+/// The wrap context of a bound keyslot: the volume's UUID and the keyslot.
+#[must_use]
+pub fn context(uuid: &str, slot: usize) -> Vec<u8> {
+    format!("rampart-bind/v1 luks-uuid={uuid} keyslot={slot}").into_bytes()
+}
+
+/// A fresh keyslot passphrase: 32 random bytes as base64url text (43
+/// characters, no padding), so it survives any passphrase channel.
+pub fn new_passphrase() -> anyhow::Result<SecretBytes> {
+    let raw = rampart_crypto::random_secret(PASSPHRASE_BYTES)?;
+    let mut text = SecretBytes::zeroed(PASSPHRASE_BYTES.div_ceil(3) * 4);
+    let len = B64
+        .encode_slice(raw.expose(), text.expose_mut())
+        .map_err(|e| anyhow::anyhow!("cannot encode the passphrase: {e}"))?;
+    Ok(SecretBytes::from_slice(&text.expose()[..len]))
+}
+
+/// A parsed `rampart-kms` token.
+#[derive(Debug, Clone)]
+pub struct BoundToken {
+    pub id: usize,
+    /// The keyslot it opens.
+    pub slot: usize,
+    pub key: String,
+    pub key_version: u32,
+    /// Where the volume was bound (informational: the client bundle's
+    /// endpoints are the ones used).
+    pub endpoints: Vec<String>,
+    /// The key manager's ciphertext of the keyslot passphrase.
+    pub wrapped: String,
+}
+
+impl BoundToken {
+    /// Reads token `id`; the error says what is wrong with it.
+    pub fn parse(id: usize, token: &Value) -> Result<Self, String> {
+        let slots: Vec<&str> = token
+            .get("keyslots")
+            .and_then(Value::as_array)
+            .map(|list| list.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let [slot] = slots.as_slice() else {
+            return Err(format!("it names {} keyslots instead of one", slots.len()));
+        };
+        let slot: usize = slot.parse().map_err(|_| "its keyslot is not a number".to_owned())?;
+        if let Some(format) = token.get("format") {
+            if format.as_u64() != Some(TOKEN_FORMAT) {
+                return Err(format!("its format {format} is not {TOKEN_FORMAT}"));
+            }
+        }
+        let wrapped = token
+            .get("wrapped")
+            .and_then(Value::as_str)
+            .ok_or_else(|| "it has no \"wrapped\" string".to_owned())?
+            .to_owned();
+        let header =
+            WrappedHeader::parse(&wrapped).map_err(|e| format!("its \"wrapped\" field: {e}"))?;
+        let endpoints = token
+            .get("endpoints")
+            .and_then(Value::as_array)
+            .map(|list| list.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .unwrap_or_default();
+        Ok(Self { id, slot, key: header.name, key_version: header.version, endpoints, wrapped })
+    }
+
+    /// The token as stored in the LUKS2 header.
+    #[must_use]
+    pub fn to_json(&self) -> Value {
+        json!({
+            "type": TOKEN_TYPE,
+            "keyslots": [self.slot.to_string()],
+            "format": TOKEN_FORMAT,
+            "endpoints": self.endpoints,
+            "key": self.key,
+            "key_version": self.key_version,
+            "wrapped": self.wrapped,
+        })
+    }
+
+    /// `token 0 (key vol-keys version 1, keyslot 1)`.
+    #[must_use]
+    pub fn describe(&self) -> String {
+        format!(
+            "token {} (key {} version {}, keyslot {})",
+            self.id, self.key, self.key_version, self.slot
+        )
+    }
+}
+
+/// The volume's `rampart-kms` tokens, each parsed or with the reason it
+/// cannot be used.
+#[must_use]
+pub fn bound_tokens(luks: &Luks) -> Vec<(usize, Result<BoundToken, String>)> {
+    luks.tokens()
+        .into_iter()
+        .filter(|(_, t)| t.get("type").and_then(Value::as_str) == Some(TOKEN_TYPE))
+        .map(|(id, t)| (id, BoundToken::parse(id, &t)))
+        .collect()
+}
+
+/// A connection to the key manager through a client bundle, with the
+/// runtime its async client needs.
+pub struct Kms {
+    client: KmsClient,
+    runtime: tokio::runtime::Runtime,
+    bundle: Bundle,
+}
+
+impl Kms {
+    /// Connects with the bundle of `--kms`/`$RAMPART_KMS` (required).
+    pub fn connect(args: &ClientArgs) -> anyhow::Result<Self> {
+        let bundle = kms::load_bundle(args)?;
+        let client = KmsClient::new(&bundle).map_err(kms::map_client)?;
+        Ok(Self { client, runtime: kms::runtime()?, bundle })
+    }
+
+    /// The bundle's server endpoints (recorded in new tokens).
+    #[must_use]
+    pub fn endpoints(&self) -> &[String] {
+        &self.bundle.endpoints
+    }
+
+    /// Wraps `secret` under the newest version of `key`; returns the
+    /// ciphertext and that version.
+    pub fn wrap(
+        &self,
+        key: &str,
+        secret: &SecretBytes,
+        context: &[u8],
+    ) -> anyhow::Result<(String, u32)> {
+        let wrapped = self
+            .runtime
+            .block_on(self.client.wrap(key, secret.expose(), context))
+            .map_err(kms::map_client)?;
+        let version = WrappedHeader::parse(&wrapped)
+            .map_err(|e| anyhow::anyhow!("the key server returned a malformed ciphertext: {e}"))?
+            .version;
+        Ok((wrapped, version))
+    }
+
+    /// Unwraps a token's passphrase (bound to this volume and keyslot).
+    pub fn unwrap_token(&self, luks: &Luks, token: &BoundToken) -> anyhow::Result<SecretBytes> {
+        self.runtime
+            .block_on(self.client.unwrap(&token.wrapped, &context(luks.uuid(), token.slot)))
+            .map_err(kms::map_client)
+    }
+
+    /// Unwraps the token's passphrase and opens its keyslot: returns the
+    /// volume key and the passphrase.
+    pub fn open_token(
+        &self,
+        luks: &Luks,
+        header: &File,
+        token: &BoundToken,
+    ) -> anyhow::Result<(SecretBytes, SecretBytes)> {
+        let passphrase = self.unwrap_token(luks, token)?;
+        let (_, key) =
+            luks.unlock(header, passphrase.expose(), Some(token.slot)).map_err(|e| match e {
+                rampart_luks::Error::NoKey => UsageError(format!(
+                    "the unwrapped passphrase does not open keyslot {}",
+                    token.slot
+                ))
+                .into(),
+                other => luks_error(other),
+            })?;
+        Ok((key, passphrase))
+    }
+}
+
+/// How a command gets a volume key: tokens first, then a passphrase.
+pub struct KeySource<'a> {
+    key_file: Option<&'a Path>,
+    key_slot: Option<usize>,
+    client: &'a ClientArgs,
+    token_only: bool,
+    /// Try tokens even when `--key-file` is given (`test-key` does not: it
+    /// checks the given passphrase).
+    tokens_with_key_file: bool,
+    prompt: &'a str,
+    /// The key manager, once connected (or why it cannot be).
+    kms: Option<Result<Kms, String>>,
+    /// The passphrase, once read (several volumes share it in `serve`).
+    passphrase: Option<SecretBytes>,
+}
+
+impl<'a> KeySource<'a> {
+    pub fn new(key: &'a KeyArgs, tokens: &'a TokenArgs, prompt: &'a str) -> Self {
+        Self {
+            key_file: key.key_file.as_deref(),
+            key_slot: key.key_slot,
+            client: &tokens.client,
+            token_only: tokens.token_only,
+            tokens_with_key_file: true,
+            prompt,
+            kms: None,
+            passphrase: None,
+        }
+    }
+
+    /// With `--key-file`, use only that passphrase (`test-key` checks the
+    /// passphrase it is given, not whatever else would open the volume).
+    #[must_use]
+    pub fn passphrase_only_with_key_file(mut self) -> Self {
+        self.tokens_with_key_file = false;
+        self
+    }
+
+    /// Recovers the volume key of `luks` (whose header is `header`, of the
+    /// volume `what`): returns the keyslot and the key.
+    pub fn unlock(
+        &mut self,
+        luks: &Luks,
+        header: &File,
+        what: &Path,
+    ) -> anyhow::Result<(usize, SecretBytes)> {
+        let tokens = bound_tokens(luks);
+        // Without a client bundle, tokens are skipped silently (unless
+        // they are all that may be used).
+        let have_bundle = kms::bundle_path(self.client).is_some();
+        let use_tokens = (have_bundle || self.token_only)
+            && (self.token_only || self.key_file.is_none() || self.tokens_with_key_file);
+        if use_tokens && !tokens.is_empty() {
+            match self.try_tokens(luks, header, what, &tokens)? {
+                Ok(found) => return Ok(found),
+                Err(failure) if self.token_only => {
+                    return Err(failure.context(format!("no token unlocked {}", what.display())))
+                }
+                Err(failure) => {
+                    eprintln!(
+                        "rampart: warning: no token unlocked {}: {failure:#}; trying a passphrase",
+                        what.display()
+                    );
+                }
+            }
+        } else if self.token_only {
+            return Err(UsageError(format!(
+                "{} has no {TOKEN_TYPE} token (see rampart bind)",
+                what.display()
+            ))
+            .into());
+        }
+        if self.passphrase.is_none() {
+            self.passphrase = Some(Source::new(self.key_file, self.prompt, false).read()?);
+        }
+        let passphrase = self.passphrase.as_ref().map_or(&[][..], SecretBytes::expose);
+        luks.unlock(header, passphrase, self.key_slot).map_err(luks_error)
+    }
+
+    /// Tries each usable token: the outer error is fatal, the inner one
+    /// says why no token opened the volume (one line, no secrets).
+    #[allow(clippy::type_complexity)]
+    fn try_tokens(
+        &mut self,
+        luks: &Luks,
+        header: &File,
+        what: &Path,
+        tokens: &[(usize, Result<BoundToken, String>)],
+    ) -> anyhow::Result<Result<(usize, SecretBytes), anyhow::Error>> {
+        if self.kms.is_none() {
+            self.kms = Some(match Kms::connect(self.client) {
+                Ok(kms) => Ok(kms),
+                Err(e) if self.token_only => return Err(e),
+                Err(e) => Err(format!("the key manager cannot be used: {e:#}")),
+            });
+        }
+        let kms = match &self.kms {
+            Some(Ok(kms)) => kms,
+            Some(Err(reason)) => return Ok(Err(anyhow::anyhow!("{reason}"))),
+            None => return Ok(Err(anyhow::anyhow!("the key manager is not configured"))),
+        };
+        let mut failures = Vec::new();
+        for (id, token) in tokens {
+            let token = match token {
+                Ok(token) => token,
+                Err(why) => {
+                    failures.push(UsageError(format!("token {id} is unusable: {why}")).into());
+                    continue;
+                }
+            };
+            if self.key_slot.is_some_and(|slot| slot != token.slot) {
+                continue;
+            }
+            match kms.open_token(luks, header, token) {
+                Ok((key, _)) => {
+                    tracing::debug!("{}: unlocked by {}", what.display(), token.describe());
+                    return Ok(Ok((token.slot, key)));
+                }
+                Err(e) => failures.push(e.context(token.describe())),
+            }
+        }
+        if failures.is_empty() {
+            failures.push(
+                UsageError(format!(
+                    "no {TOKEN_TYPE} token opens keyslot {}",
+                    self.key_slot.unwrap_or_default()
+                ))
+                .into(),
+            );
+        }
+        Ok(Err(combine_failures(failures)))
+    }
+}
+
+/// One error for several failed tokens: a usage error (exit 2) when every
+/// failure was one (refusals, revoked keys, wrong volume), else a runtime
+/// error (a server down).
+pub fn combine_failures(failures: Vec<anyhow::Error>) -> anyhow::Error {
+    let usage =
+        !failures.is_empty() && failures.iter().all(|e| e.downcast_ref::<UsageError>().is_some());
+    let text: Vec<String> = failures.iter().map(|e| format!("{e:#}")).collect();
+    let text = if text.is_empty() { "no usable token".to_owned() } else { text.join("; ") };
+    if usage {
+        UsageError(text).into()
+    } else {
+        anyhow::anyhow!(text)
+    }
+}
+
+/// Writes the passphrase bytes exactly (no newline) to standard output
+/// (`rampart unlock --print-passphrase`, which refuses a terminal first).
+pub fn print_passphrase(passphrase: &SecretBytes) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(passphrase.expose())?;
+    out.flush()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    const WRAPPED: &str = "rampart:v1:vol-keys:3:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+
+    #[test]
+    fn passphrases_are_43_base64url_characters_and_differ() {
+        let a = new_passphrase().unwrap();
+        let b = new_passphrase().unwrap();
+        assert_eq!(a.len(), 43);
+        assert!(a.expose().iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'_'));
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn context_binds_volume_and_keyslot() {
+        let uuid = "0b6d1ad5-3f44-4c5e-9a0e-1f2b3c4d5e6f";
+        assert_eq!(
+            context(uuid, 1),
+            b"rampart-bind/v1 luks-uuid=0b6d1ad5-3f44-4c5e-9a0e-1f2b3c4d5e6f keyslot=1".to_vec()
+        );
+        assert_ne!(context(uuid, 1), context(uuid, 2));
+        assert_ne!(context(uuid, 1), context("another", 1));
+    }
+
+    #[test]
+    fn tokens_round_trip_and_bad_ones_are_refused_without_panics() {
+        let token = json!({"type": TOKEN_TYPE, "keyslots": ["4"], "format": 1,
+            "endpoints": ["https://kms:8443"], "key": "vol-keys", "key_version": 3,
+            "wrapped": WRAPPED});
+        let parsed = BoundToken::parse(2, &token).unwrap();
+        assert_eq!((parsed.id, parsed.slot, parsed.key_version), (2, 4, 3));
+        assert_eq!(parsed.key, "vol-keys");
+        assert_eq!(parsed.to_json(), token);
+        assert_eq!(parsed.describe(), "token 2 (key vol-keys version 3, keyslot 4)");
+        for bad in [
+            json!({"type": TOKEN_TYPE, "keyslots": [], "wrapped": WRAPPED}),
+            json!({"type": TOKEN_TYPE, "keyslots": ["1", "2"], "wrapped": WRAPPED}),
+            json!({"type": TOKEN_TYPE, "keyslots": ["x"], "wrapped": WRAPPED}),
+            json!({"type": TOKEN_TYPE, "keyslots": ["1"]}),
+            json!({"type": TOKEN_TYPE, "keyslots": ["1"], "wrapped": 7}),
+            json!({"type": TOKEN_TYPE, "keyslots": ["1"], "wrapped": "garbage"}),
+            json!({"type": TOKEN_TYPE, "keyslots": ["1"], "wrapped": WRAPPED, "format": 2}),
+            json!("not an object"),
+        ] {
+            assert!(BoundToken::parse(0, &bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn failures_combine_into_one_line_with_the_right_exit_class() {
+        let usage = combine_failures(vec![
+            UsageError("a".into()).into(),
+            anyhow::Error::from(UsageError("b".into())).context("token 1"),
+        ]);
+        assert!(usage.downcast_ref::<UsageError>().is_some());
+        assert_eq!(format!("{usage:#}"), "a; token 1: b");
+        let runtime = combine_failures(vec![
+            UsageError("a".into()).into(),
+            anyhow::anyhow!("no key server answered"),
+        ]);
+        assert!(runtime.downcast_ref::<UsageError>().is_none());
+        assert!(combine_failures(Vec::new()).to_string().contains("no usable token"));
+    }
+}
