@@ -509,3 +509,97 @@ async fn openapi_metrics_and_failover_across_endpoints() {
     // Unknown endpoints and methods are answered, not dropped.
     assert_eq!(api_code(admin.get_key("k").await.map(|k| k.name)), "unexpectedly succeeded: \"k\"");
 }
+
+/// A request body over the limit is read to its end and answered 413 on a
+/// connection that stays usable (found by schemathesis: the server used
+/// to answer and close while the client was still sending, so the
+/// client's kernel saw a reset and the client never read the 413).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_body_is_answered_413_and_the_connection_stays_usable() {
+    use rustls_pki_types::pem::PemObject;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let d = Deployment::new("big", None).await;
+    d.admin().create_key("k", &["client:admin".into()], false).await.unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls_pki_types::CertificateDer::from_pem_slice(d.admin.ca_cert.as_bytes()).unwrap())
+        .unwrap();
+    let certs = vec![rustls_pki_types::CertificateDer::from_pem_slice(d.admin.cert.as_bytes())
+        .unwrap()
+        .into_owned()];
+    let key = rustls_pki_types::PrivateKeyDer::from_pem_slice(d.admin.key.expose()).unwrap();
+    let config =
+        rustls::ClientConfig::builder_with_provider(rampart_kms::server::crypto_provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_client_auth_cert(certs, key)
+            .unwrap();
+    let tcp = tokio::net::TcpStream::connect(&d.endpoint).await.unwrap();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let mut tls = connector.connect("127.0.0.1".try_into().unwrap(), tcp).await.unwrap();
+
+    // Reads one response (Content-Length framed): status and body.
+    async fn response<S: tokio::io::AsyncRead + Unpin>(
+        s: &mut S,
+        buf: &mut Vec<u8>,
+    ) -> (u16, String) {
+        loop {
+            if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8(buf[..end].to_vec()).unwrap();
+                let length: usize = head
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length:")
+                            .map(|v| v.trim().parse().unwrap())
+                    })
+                    .unwrap();
+                while buf.len() < end + 4 + length {
+                    let mut chunk = [0u8; 4096];
+                    let n = s.read(&mut chunk).await.unwrap();
+                    assert!(n > 0, "connection closed mid-response");
+                    buf.extend_from_slice(&chunk[..n]);
+                }
+                let body = String::from_utf8(buf[end + 4..end + 4 + length].to_vec()).unwrap();
+                let status = head[9..12].parse().unwrap();
+                buf.drain(..end + 4 + length);
+                return (status, body);
+            }
+            let mut chunk = [0u8; 4096];
+            let n = s.read(&mut chunk).await.unwrap();
+            assert!(
+                n > 0,
+                "connection closed before a response: {:?}",
+                String::from_utf8_lossy(buf)
+            );
+            buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    let mut buf = Vec::new();
+    for size in [600_000usize, 256 * 1024 + 1] {
+        let body = format!("{{\"plaintext\":\"{}\"}}", "A".repeat(size));
+        let head = format!(
+            "POST /v1/keys/k/wrap HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        tls.write_all(head.as_bytes()).await.unwrap();
+        tls.write_all(body.as_bytes()).await.unwrap();
+        let (status, text) = response(&mut tls, &mut buf).await;
+        assert_eq!(status, 413, "{text}");
+        assert!(text.contains("payload_too_large"), "{text}");
+    }
+    // The same connection still serves.
+    let body = r#"{"plaintext":"aGVsbG8="}"#;
+    let head = format!(
+        "POST /v1/keys/k/wrap HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    tls.write_all(head.as_bytes()).await.unwrap();
+    tls.write_all(body.as_bytes()).await.unwrap();
+    let (status, text) = response(&mut tls, &mut buf).await;
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("rampart:v1:k:1:"), "{text}");
+}

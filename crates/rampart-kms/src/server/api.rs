@@ -9,13 +9,14 @@ use std::time::Instant;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response};
 use rampart_crypto::{random_secret, SecretBytes};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use zeroize::Zeroizing;
 
 use super::metrics::outcome;
 use super::State;
@@ -33,6 +34,10 @@ use crate::store::{meta, MaterialRow, StateChange};
 
 /// Largest request body.
 pub const MAX_BODY: usize = 256 * 1024;
+/// Largest oversized body read to its end (and discarded) before a 413.
+const MAX_DRAIN: usize = 8 * 1024 * 1024;
+/// Time allowed for sending a whole request body.
+const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 const MAX_AUDIT_PAGE: u32 = 10_000;
 
 struct Reply {
@@ -161,19 +166,58 @@ fn expect_get_or_post(method: &Method, path: &str) -> Result<()> {
     Err(KmsError::MethodNotAllowed { target: format!("{method} {path}"), allow: "GET, POST" })
 }
 
-async fn read_json<T: DeserializeOwned>(request: Request<Incoming>) -> Result<T> {
-    let body = Limited::new(request.into_body(), MAX_BODY)
-        .collect()
-        .await
-        .map_err(|e| {
-            if e.is::<http_body_util::LengthLimitError>() {
-                KmsError::PayloadTooLarge(MAX_BODY)
-            } else {
-                KmsError::invalid(format!("cannot read the request body: {e}"))
+/// Reads a request body of at most [`MAX_BODY`] bytes. A larger body is
+/// read on and discarded (up to [`MAX_DRAIN`] bytes, within
+/// [`DRAIN_TIMEOUT`]) before the 413 is sent: a server that answers and
+/// closes while the client is still sending makes the client's kernel see
+/// a reset, and the client never reads the 413.
+async fn read_body(request: Request<Incoming>) -> Result<SecretBytes> {
+    let declared = request
+        .headers()
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_DRAIN as u64) {
+        // Too large to be worth reading: answer, and let the connection close.
+        return Err(KmsError::PayloadTooLarge(MAX_BODY));
+    }
+    let capacity = declared.map_or(0, |n| usize::try_from(n).unwrap_or(MAX_BODY).min(MAX_BODY));
+    // Allocated once at its final size where the length is declared, and
+    // grown by hand otherwise, so that no copy of a secret is left unwiped.
+    let mut bytes = Zeroizing::new(Vec::with_capacity(capacity));
+    let mut incoming = request.into_body();
+    let mut seen = 0usize;
+    let read = async {
+        while let Some(frame) = incoming.frame().await {
+            let frame = frame
+                .map_err(|e| KmsError::invalid(format!("cannot read the request body: {e}")))?;
+            let Ok(data) = frame.into_data() else { continue };
+            seen = seen.saturating_add(data.len());
+            if seen > MAX_DRAIN {
+                break;
             }
-        })?
-        .to_bytes();
-    let body = SecretBytes::from_slice(&body);
+            if seen > MAX_BODY {
+                continue;
+            }
+            if bytes.capacity() - bytes.len() < data.len() {
+                let mut grown = Vec::with_capacity((bytes.len() + data.len()).max(2 * bytes.len()));
+                grown.extend_from_slice(&bytes);
+                bytes = Zeroizing::new(grown);
+            }
+            bytes.extend_from_slice(&data);
+        }
+        Ok::<(), KmsError>(())
+    };
+    match tokio::time::timeout(DRAIN_TIMEOUT, read).await {
+        Err(_) => Err(KmsError::invalid("the request body was not sent in time")),
+        Ok(Err(e)) => Err(e),
+        Ok(Ok(())) if seen > MAX_BODY => Err(KmsError::PayloadTooLarge(MAX_BODY)),
+        Ok(Ok(())) => Ok(SecretBytes::new(std::mem::take(&mut *bytes))),
+    }
+}
+
+async fn read_json<T: DeserializeOwned>(request: Request<Incoming>) -> Result<T> {
+    let body = read_body(request).await?;
     let text = if body.is_empty() { &b"{}"[..] } else { body.expose() };
     // Every request body is a JSON object (serde would also take an
     // array for a struct).
