@@ -130,7 +130,8 @@ fn script() -> PathBuf {
 }
 
 /// A PostgreSQL cluster: `$RAMPART_TEST_PG_URL` when set (the test script
-/// starts one), else a throwaway one started here and stopped on drop.
+/// starts one), else (not under CI, where its absence fails the test) a
+/// throwaway one started here and stopped on drop.
 #[derive(Debug)]
 pub struct PgCluster {
     pub url: String,
@@ -142,6 +143,10 @@ impl PgCluster {
         if let Ok(url) = std::env::var("RAMPART_TEST_PG_URL") {
             return Self { url, owned: false };
         }
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "RAMPART_TEST_PG_URL is not set: under CI, scripts/test starts the PostgreSQL cluster"
+        );
         let out = Command::new(script()).stderr(Stdio::inherit()).output().unwrap();
         assert!(out.status.success(), "scripts/pg-test-cluster failed");
         Self { url: String::from_utf8(out.stdout).unwrap().trim().to_owned(), owned: true }

@@ -1,8 +1,13 @@
 //! The key server end to end: in-process servers on 127.0.0.1 with real
-//! TLS and a real SQLite store (no mocks), driven by the client library.
+//! TLS and a real store (no mocks), driven by the client library. Each
+//! scenario runs on SQLite and again on PostgreSQL: a fresh database in
+//! the cluster at `$RAMPART_TEST_PG_URL` (scripts/test starts one), or,
+//! outside CI, in a throwaway cluster started by scripts/pg-test-cluster.
+//! Under CI a missing `$RAMPART_TEST_PG_URL` fails the PostgreSQL tests.
 #![allow(clippy::unwrap_used)] // test helpers: a failed set-up step should panic
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,6 +40,69 @@ impl Drop for TempDir {
     }
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+fn pg_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/pg-test-cluster")
+}
+
+/// A PostgreSQL cluster: `$RAMPART_TEST_PG_URL`, or (not under CI) a
+/// throwaway one stopped on drop.
+struct PgCluster {
+    url: String,
+    owned: bool,
+}
+
+impl PgCluster {
+    fn get() -> Self {
+        if let Ok(url) = std::env::var("RAMPART_TEST_PG_URL") {
+            return Self { url, owned: false };
+        }
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "RAMPART_TEST_PG_URL is not set: under CI, scripts/test starts the PostgreSQL cluster"
+        );
+        let out = Command::new(pg_script()).stderr(Stdio::inherit()).output().unwrap();
+        assert!(out.status.success(), "scripts/pg-test-cluster failed");
+        Self { url: String::from_utf8(out.stdout).unwrap().trim().to_owned(), owned: true }
+    }
+
+    /// A fresh database; returns its URL.
+    fn database(&self, tag: &str) -> String {
+        let mut random = [0u8; 6];
+        rampart_crypto::fill_random(&mut random).unwrap();
+        let name = format!("kms_srv_{tag}_{}", hex::encode(random));
+        psql(&self.url, &format!("CREATE DATABASE {name}")).unwrap();
+        let (base, _) = self.url.rsplit_once('/').unwrap();
+        format!("{base}/{name}")
+    }
+}
+
+impl Drop for PgCluster {
+    fn drop(&mut self) {
+        if self.owned {
+            let _ = Command::new(pg_script()).args(["stop", &self.url]).output();
+        }
+    }
+}
+
+/// Runs SQL with psql; the unaligned output, or the error.
+fn psql(url: &str, sql: &str) -> Result<String, String> {
+    let out = Command::new("psql")
+        .args([url, "-qtA", "-v", "ON_ERROR_STOP=1", "-c", sql])
+        .output()
+        .map_err(|e| format!("psql: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
 struct Deployment {
     dir: TempDir,
     store: Arc<dyn Store>,
@@ -43,6 +111,10 @@ struct Deployment {
     admin: Bundle,
     shares: Vec<Share>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
+    /// The database URL on PostgreSQL.
+    pg: Option<String>,
+    /// Last field: dropped after the server has been told to stop.
+    _cluster: Option<PgCluster>,
 }
 
 impl Drop for Deployment {
@@ -59,11 +131,17 @@ fn fast() -> RetryPolicy {
 
 impl Deployment {
     async fn new(tag: &str, seal: Option<(u8, u8)>) -> Self {
+        Self::on(Backend::Sqlite, tag, seal).await
+    }
+
+    async fn on(backend: Backend, tag: &str, seal: Option<(u8, u8)>) -> Self {
         let dir = TempDir::new(tag);
         let data_dir = dir.0.join("data");
         let listener = rampart_kms::server::bind("127.0.0.1:0").await.unwrap();
         let endpoint = format!("127.0.0.1:{}", listener.local_addr().unwrap().port());
-        let store = rampart_kms::store::open(None, &{
+        let cluster = (backend == Backend::Postgres).then(PgCluster::get);
+        let pg = cluster.as_ref().map(|c| c.database(tag));
+        let store = rampart_kms::store::open(pg.as_deref(), &{
             std::fs::create_dir_all(&data_dir).unwrap();
             data_dir.clone()
         })
@@ -95,7 +173,50 @@ impl Deployment {
                 .await
                 .unwrap();
         });
-        Self { dir, store, server, endpoint, admin, shares: outcome.shares, stop: Some(stop) }
+        Self {
+            dir,
+            store,
+            server,
+            endpoint,
+            admin,
+            shares: outcome.shares,
+            stop: Some(stop),
+            pg,
+            _cluster: cluster,
+        }
+    }
+
+    /// Runs SQL directly on the store's database (what someone with
+    /// database access could do); the first column of the first row.
+    fn sql(&self, sql: &str) -> Result<String, String> {
+        match &self.pg {
+            Some(url) => psql(url, sql),
+            None => {
+                let db = rusqlite::Connection::open(self.data_dir().join("kms.db")).unwrap();
+                let mut stmt = db.prepare(sql).map_err(|e| e.to_string())?;
+                if stmt.column_count() == 0 {
+                    stmt.execute([]).map(|_| String::new()).map_err(|e| e.to_string())
+                } else {
+                    stmt.query_row([], |r| r.get::<_, rusqlite::types::Value>(0))
+                        .map(|v| match v {
+                            rusqlite::types::Value::Integer(i) => i.to_string(),
+                            rusqlite::types::Value::Text(t) => t,
+                            other => format!("{other:?}"),
+                        })
+                        .map_err(|e| e.to_string())
+                }
+            }
+        }
+    }
+
+    /// Drops the triggers that keep the audit log append-only.
+    fn drop_audit_guard(&self) {
+        if self.pg.is_some() {
+            self.sql("DROP TRIGGER kms_audit_no_change ON kms_audit").unwrap();
+        } else {
+            self.sql("DROP TRIGGER kms_audit_no_update").unwrap();
+            self.sql("DROP TRIGGER kms_audit_no_delete").unwrap();
+        }
     }
 
     fn data_dir(&self) -> PathBuf {
@@ -154,8 +275,17 @@ fn api_code(result: Result<impl std::fmt::Debug, ClientError>) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn refuses_missing_foreign_expired_and_unregistered_certificates() {
-    let d = Deployment::new("refuse", None).await;
+async fn refuses_missing_foreign_expired_and_unregistered_certificates_on_sqlite() {
+    refuses_missing_foreign_expired_and_unregistered_certificates(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refuses_missing_foreign_expired_and_unregistered_certificates_on_postgres() {
+    refuses_missing_foreign_expired_and_unregistered_certificates(Backend::Postgres).await;
+}
+
+async fn refuses_missing_foreign_expired_and_unregistered_certificates(backend: Backend) {
+    let d = Deployment::on(backend, "refuse", None).await;
     assert_eq!(d.admin().whoami().await.unwrap().name, "admin");
 
     // No client certificate: the handshake is refused.
@@ -247,8 +377,17 @@ async fn refuses_missing_foreign_expired_and_unregistered_certificates() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn geo_fenced_key_unwraps_only_for_its_region() {
-    let d = Deployment::new("geo", None).await;
+async fn geo_fenced_key_unwraps_only_for_its_region_on_sqlite() {
+    geo_fenced_key_unwraps_only_for_its_region(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn geo_fenced_key_unwraps_only_for_its_region_on_postgres() {
+    geo_fenced_key_unwraps_only_for_its_region(Backend::Postgres).await;
+}
+
+async fn geo_fenced_key_unwraps_only_for_its_region(backend: Backend) {
+    let d = Deployment::on(backend, "geo", None).await;
     let admin = d.admin();
     admin.create_key("eu-data", &["label:region=eu".into()], false).await.unwrap();
     let eu = d.issue("host-eu", "region=eu,role=host").await;
@@ -276,8 +415,17 @@ async fn geo_fenced_key_unwraps_only_for_its_region() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rotation_keeps_old_ciphertexts_and_revoke_and_destroy_stop_them() {
-    let d = Deployment::new("lifecycle", None).await;
+async fn rotation_keeps_old_ciphertexts_and_revoke_and_destroy_stop_them_on_sqlite() {
+    rotation_keeps_old_ciphertexts_and_revoke_and_destroy_stop_them(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotation_keeps_old_ciphertexts_and_revoke_and_destroy_stop_them_on_postgres() {
+    rotation_keeps_old_ciphertexts_and_revoke_and_destroy_stop_them(Backend::Postgres).await;
+}
+
+async fn rotation_keeps_old_ciphertexts_and_revoke_and_destroy_stop_them(backend: Backend) {
+    let d = Deployment::on(backend, "lifecycle", None).await;
     let admin = d.admin();
     admin.create_key("vol", &["label:role=host".into()], false).await.unwrap();
     let host = d.issue("h", "role=host").await;
@@ -311,15 +459,10 @@ async fn rotation_keeps_old_ciphertexts_and_revoke_and_destroy_stop_them() {
         api_code(admin.revoke_key("vol", "again", None).await.map(|k| k.versions.len())),
         "unexpectedly succeeded: 2"
     );
-    let db = rusqlite::Connection::open(d.data_dir().join("kms.db")).unwrap();
-    let left: i64 = db
-        .query_row(
-            "SELECT count(*) FROM kms_key_versions WHERE name = 'vol' AND material IS NOT NULL",
-            [],
-            |r| r.get(0),
-        )
+    let left = d
+        .sql("SELECT count(*) FROM kms_key_versions WHERE name = 'vol' AND material IS NOT NULL")
         .unwrap();
-    assert_eq!(left, 0);
+    assert_eq!(left, "0");
     // A rotation after destruction makes a new version; the old
     // ciphertexts stay unreadable.
     admin.rotate_key("vol").await.unwrap();
@@ -346,8 +489,17 @@ async fn rotation_keeps_old_ciphertexts_and_revoke_and_destroy_stop_them() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn audit_verify_catches_edited_removed_and_reordered_rows() {
-    let d = Deployment::new("audit", None).await;
+async fn audit_verify_catches_edited_removed_and_reordered_rows_on_sqlite() {
+    audit_verify_catches_edited_removed_and_reordered_rows(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_verify_catches_edited_removed_and_reordered_rows_on_postgres() {
+    audit_verify_catches_edited_removed_and_reordered_rows(Backend::Postgres).await;
+}
+
+async fn audit_verify_catches_edited_removed_and_reordered_rows(backend: Backend) {
+    let d = Deployment::on(backend, "audit", None).await;
     let admin = d.admin();
     admin.create_key("k", &["client:h".into()], false).await.unwrap();
     let host = d.issue("h", "").await;
@@ -362,48 +514,50 @@ async fn audit_verify_catches_edited_removed_and_reordered_rows() {
     assert!(entries.iter().all(|e| e.mac.is_some()));
     assert!(admin.audit(Some(now_ms() + 3_600_000)).await.unwrap().is_empty());
 
-    let path = d.data_dir().join("kms.db");
-    let db = rusqlite::Connection::open(&path).unwrap();
     // The log refuses edits through SQL...
-    assert!(db.execute("UPDATE kms_audit SET outcome = 'ok' WHERE seq = 3", []).is_err());
+    assert!(d.sql("UPDATE kms_audit SET outcome = 'ok' WHERE seq = 3").is_err());
+    assert!(d.sql("DELETE FROM kms_audit WHERE seq = 3").is_err());
     // ...so an attacker drops the guard first.
-    db.execute_batch("DROP TRIGGER kms_audit_no_update; DROP TRIGGER kms_audit_no_delete;")
-        .unwrap();
-    let original: String =
-        db.query_row("SELECT client FROM kms_audit WHERE seq = 4", [], |r| r.get(0)).unwrap();
-    db.execute("UPDATE kms_audit SET client = 'someone-else' WHERE seq = 4", []).unwrap();
+    d.drop_audit_guard();
+    let original = d.sql("SELECT client FROM kms_audit WHERE seq = 4").unwrap();
+    d.sql("UPDATE kms_audit SET client = 'someone-else' WHERE seq = 4").unwrap();
     let report = admin.audit_verify().await.unwrap();
     assert!(!report.ok);
     assert_eq!(report.first_bad_seq, Some(4), "{report:?}");
 
     // Restore it: intact again. Then remove a row.
-    db.execute("UPDATE kms_audit SET client = ?1 WHERE seq = 4", [&original]).unwrap();
+    d.sql(&format!("UPDATE kms_audit SET client = '{original}' WHERE seq = 4")).unwrap();
     assert!(admin.audit_verify().await.unwrap().ok);
-    db.execute("DELETE FROM kms_audit WHERE seq = 5", []).unwrap();
+    d.sql("DELETE FROM kms_audit WHERE seq = 5").unwrap();
     let report = admin.audit_verify().await.unwrap();
     assert_eq!(report.first_bad_seq, Some(6), "{report:?}");
 
     // Reordering: swap two entries' sequence numbers.
-    let d2 = Deployment::new("audit2", None).await;
+    let d2 = Deployment::on(backend, "audit2", None).await;
     let admin2 = d2.admin();
     for _ in 0..4 {
         admin2.list_keys().await.unwrap();
     }
-    let db2 = rusqlite::Connection::open(d2.data_dir().join("kms.db")).unwrap();
-    db2.execute_batch(
-        "DROP TRIGGER kms_audit_no_update;
-         UPDATE kms_audit SET seq = 1000 WHERE seq = 2;
-         UPDATE kms_audit SET seq = 2 WHERE seq = 3;
-         UPDATE kms_audit SET seq = 3 WHERE seq = 1000;",
-    )
-    .unwrap();
+    d2.drop_audit_guard();
+    d2.sql("UPDATE kms_audit SET seq = 1000 WHERE seq = 2").unwrap();
+    d2.sql("UPDATE kms_audit SET seq = 2 WHERE seq = 3").unwrap();
+    d2.sql("UPDATE kms_audit SET seq = 3 WHERE seq = 1000").unwrap();
     let report = admin2.audit_verify().await.unwrap();
     assert_eq!(report.first_bad_seq, Some(2), "{report:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sealed_server_refuses_key_operations_until_k_shares() {
-    let d = Deployment::new("sealed", Some((5, 3))).await;
+async fn sealed_server_refuses_key_operations_until_k_shares_on_sqlite() {
+    sealed_server_refuses_key_operations_until_k_shares(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sealed_server_refuses_key_operations_until_k_shares_on_postgres() {
+    sealed_server_refuses_key_operations_until_k_shares(Backend::Postgres).await;
+}
+
+async fn sealed_server_refuses_key_operations_until_k_shares(backend: Backend) {
+    let d = Deployment::on(backend, "sealed", Some((5, 3))).await;
     assert!(d.server.is_sealed());
     assert_eq!(d.shares.len(), 5);
     assert!(!d.data_dir().join(files::UNSEAL_KEY).exists());
@@ -508,4 +662,105 @@ async fn openapi_metrics_and_failover_across_endpoints() {
     assert!(matches!(client.whoami().await, Err(ClientError::Unavailable(_))));
     // Unknown endpoints and methods are answered, not dropped.
     assert_eq!(api_code(admin.get_key("k").await.map(|k| k.name)), "unexpectedly succeeded: \"k\"");
+}
+
+/// A request body over the limit is read to its end and answered 413 on a
+/// connection that stays usable (found by schemathesis: the server used
+/// to answer and close while the client was still sending, so the
+/// client's kernel saw a reset and the client never read the 413).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_body_is_answered_413_and_the_connection_stays_usable() {
+    use rustls_pki_types::pem::PemObject;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let d = Deployment::new("big", None).await;
+    d.admin().create_key("k", &["client:admin".into()], false).await.unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls_pki_types::CertificateDer::from_pem_slice(d.admin.ca_cert.as_bytes()).unwrap())
+        .unwrap();
+    let certs = vec![rustls_pki_types::CertificateDer::from_pem_slice(d.admin.cert.as_bytes())
+        .unwrap()
+        .into_owned()];
+    let key = rustls_pki_types::PrivateKeyDer::from_pem_slice(d.admin.key.expose()).unwrap();
+    let config =
+        rustls::ClientConfig::builder_with_provider(rampart_kms::server::crypto_provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_client_auth_cert(certs, key)
+            .unwrap();
+    let tcp = tokio::net::TcpStream::connect(&d.endpoint).await.unwrap();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let mut tls = connector.connect("127.0.0.1".try_into().unwrap(), tcp).await.unwrap();
+
+    // Reads one response (Content-Length framed): status and body.
+    async fn response<S: tokio::io::AsyncRead + Unpin>(
+        s: &mut S,
+        buf: &mut Vec<u8>,
+    ) -> (u16, String) {
+        loop {
+            if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8(buf[..end].to_vec()).unwrap();
+                let length: usize = head
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length:")
+                            .map(|v| v.trim().parse().unwrap())
+                    })
+                    .unwrap();
+                while buf.len() < end + 4 + length {
+                    let mut chunk = [0u8; 4096];
+                    let n = s.read(&mut chunk).await.unwrap();
+                    assert!(n > 0, "connection closed mid-response");
+                    buf.extend_from_slice(&chunk[..n]);
+                }
+                let body = String::from_utf8(buf[end + 4..end + 4 + length].to_vec()).unwrap();
+                let status = head[9..12].parse().unwrap();
+                buf.drain(..end + 4 + length);
+                return (status, body);
+            }
+            let mut chunk = [0u8; 4096];
+            let n = s.read(&mut chunk).await.unwrap();
+            assert!(
+                n > 0,
+                "connection closed before a response: {:?}",
+                String::from_utf8_lossy(buf)
+            );
+            buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    let mut buf = Vec::new();
+    // Over the limit; and under it, to a route refused before the body
+    // matters (no such key, a name that is not a name).
+    for (path, size, want, code) in [
+        ("/v1/keys/k/wrap", 600_000usize, 413, "payload_too_large"),
+        ("/v1/keys/k/wrap", 256 * 1024 + 1, 413, "payload_too_large"),
+        ("/v1/no-such-endpoint", 200_000, 404, "no_route"),
+        ("/v1/keys/%C2%B7/wrap", 200_000, 400, "invalid_request"),
+    ] {
+        let body = format!("{{\"plaintext\":\"{}\"}}", "A".repeat(size));
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        tls.write_all(head.as_bytes()).await.unwrap();
+        tls.write_all(body.as_bytes()).await.unwrap();
+        let (status, text) = response(&mut tls, &mut buf).await;
+        assert_eq!(status, want, "{path}: {text}");
+        assert!(text.contains(code), "{path}: {text}");
+    }
+    // The same connection still serves.
+    let body = r#"{"plaintext":"aGVsbG8="}"#;
+    let head = format!(
+        "POST /v1/keys/k/wrap HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    tls.write_all(head.as_bytes()).await.unwrap();
+    tls.write_all(body.as_bytes()).await.unwrap();
+    let (status, text) = response(&mut tls, &mut buf).await;
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("rampart:v1:k:1:"), "{text}");
 }

@@ -9,13 +9,14 @@ use std::time::Instant;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response};
 use rampart_crypto::{random_secret, SecretBytes};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use zeroize::Zeroizing;
 
 use super::metrics::outcome;
 use super::State;
@@ -33,6 +34,10 @@ use crate::store::{meta, MaterialRow, StateChange};
 
 /// Largest request body.
 pub const MAX_BODY: usize = 256 * 1024;
+/// Largest oversized body read to its end (and discarded) before a 413.
+const MAX_DRAIN: usize = 8 * 1024 * 1024;
+/// Time allowed for sending a whole request body.
+const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 const MAX_AUDIT_PAGE: u32 = 10_000;
 
 struct Reply {
@@ -99,6 +104,13 @@ pub(super) async fn handle(
 ) -> Response<Full<Bytes>> {
     let start = Instant::now();
     let mut ctx = Ctx { op: "unknown", ..Ctx::default() };
+    // The body is read (or, over the limit, drained) whatever the route
+    // decides: a request refused before its body is read would otherwise
+    // close the connection under a client still sending, whose kernel then
+    // sees a reset instead of the answer.
+    let (parts, incoming) = request.into_parts();
+    let body = read_body(&parts.headers, incoming).await;
+    let request = Request::from_parts(parts, body);
     let (reply, detail) = match route(state, fp, request, &mut ctx).await {
         Ok(reply) => {
             let detail = reply.status.to_string();
@@ -161,19 +173,59 @@ fn expect_get_or_post(method: &Method, path: &str) -> Result<()> {
     Err(KmsError::MethodNotAllowed { target: format!("{method} {path}"), allow: "GET, POST" })
 }
 
-async fn read_json<T: DeserializeOwned>(request: Request<Incoming>) -> Result<T> {
-    let body = Limited::new(request.into_body(), MAX_BODY)
-        .collect()
-        .await
-        .map_err(|e| {
-            if e.is::<http_body_util::LengthLimitError>() {
-                KmsError::PayloadTooLarge(MAX_BODY)
-            } else {
-                KmsError::invalid(format!("cannot read the request body: {e}"))
+/// Reads a request body of at most [`MAX_BODY`] bytes. A larger body is
+/// read on and discarded (up to [`MAX_DRAIN`] bytes, within
+/// [`DRAIN_TIMEOUT`]) before the 413 is sent: a server that answers and
+/// closes while the client is still sending makes the client's kernel see
+/// a reset, and the client never reads the 413.
+async fn read_body(headers: &hyper::HeaderMap, mut incoming: Incoming) -> Result<SecretBytes> {
+    let declared = headers
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_DRAIN as u64) {
+        // Too large to be worth reading: answer, and let the connection close.
+        return Err(KmsError::PayloadTooLarge(MAX_BODY));
+    }
+    let capacity = declared.map_or(0, |n| usize::try_from(n).unwrap_or(MAX_BODY).min(MAX_BODY));
+    // Allocated once at its final size where the length is declared, and
+    // grown by hand otherwise, so that no copy of a secret is left unwiped.
+    let mut bytes = Zeroizing::new(Vec::with_capacity(capacity));
+    let mut seen = 0usize;
+    let read = async {
+        while let Some(frame) = incoming.frame().await {
+            let frame = frame
+                .map_err(|e| KmsError::invalid(format!("cannot read the request body: {e}")))?;
+            let Ok(data) = frame.into_data() else { continue };
+            seen = seen.saturating_add(data.len());
+            if seen > MAX_DRAIN {
+                break;
             }
-        })?
-        .to_bytes();
-    let body = SecretBytes::from_slice(&body);
+            if seen > MAX_BODY {
+                continue;
+            }
+            if bytes.capacity() - bytes.len() < data.len() {
+                let mut grown = Vec::with_capacity((bytes.len() + data.len()).max(2 * bytes.len()));
+                grown.extend_from_slice(&bytes);
+                bytes = Zeroizing::new(grown);
+            }
+            bytes.extend_from_slice(&data);
+        }
+        Ok::<(), KmsError>(())
+    };
+    match tokio::time::timeout(DRAIN_TIMEOUT, read).await {
+        Err(_) => Err(KmsError::invalid("the request body was not sent in time")),
+        Ok(Err(e)) => Err(e),
+        Ok(Ok(())) if seen > MAX_BODY => Err(KmsError::PayloadTooLarge(MAX_BODY)),
+        Ok(Ok(())) => Ok(SecretBytes::new(std::mem::take(&mut *bytes))),
+    }
+}
+
+/// A request whose body has been read (or the error reading it).
+type Req = Request<Result<SecretBytes>>;
+
+fn read_json<T: DeserializeOwned>(request: Req) -> Result<T> {
+    let body = request.into_body()?;
     let text = if body.is_empty() { &b"{}"[..] } else { body.expose() };
     // Every request body is a JSON object (serde would also take an
     // array for a struct).
@@ -207,12 +259,7 @@ fn parse_param<T: std::str::FromStr>(
         .transpose()
 }
 
-async fn route(
-    state: &State,
-    fp: &str,
-    request: Request<Incoming>,
-    ctx: &mut Ctx,
-) -> Result<Reply> {
+async fn route(state: &State, fp: &str, request: Req, ctx: &mut Ctx) -> Result<Reply> {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
     let query = request.uri().query().unwrap_or("").to_owned();
@@ -238,7 +285,7 @@ async fn route(
             ctx.op = "sys.unseal";
             expect(&method, &Method::POST, &path)?;
             ctx.admin(state, fp).await?;
-            let body: UnsealRequest = read_json(request).await?;
+            let body: UnsealRequest = read_json(request)?;
             let text = std::str::from_utf8(body.share.expose())
                 .map_err(|_| KmsError::invalid("the share is not text"))?;
             state.add_share(Share::from_hex(text)?)?;
@@ -283,7 +330,7 @@ fn operation_name(segments: &[&str]) -> &'static str {
 async fn route_unsealed(
     state: &State,
     fp: &str,
-    request: Request<Incoming>,
+    request: Req,
     ctx: &mut Ctx,
     method: &Method,
     path: &str,
@@ -321,7 +368,7 @@ async fn route_unsealed(
             ctx.op = "key.create";
             expect_get_or_post(method, path)?;
             ctx.admin(state, fp).await?;
-            let body: CreateKeyRequest = read_json(request).await?;
+            let body: CreateKeyRequest = read_json(request)?;
             ctx.key = Some(body.name.clone());
             ctx.version = Some(1);
             create_key(state, body).await
@@ -349,7 +396,7 @@ async fn route_unsealed(
             ctx.op = "client.issue";
             expect_get_or_post(method, path)?;
             ctx.admin(state, fp).await?;
-            let body: IssueClientRequest = read_json(request).await?;
+            let body: IssueClientRequest = read_json(request)?;
             issue_client(state, body).await
         }
         ["v1", "audit"] => {
@@ -398,7 +445,7 @@ async fn route_unsealed(
 async fn key_action(
     state: &State,
     fp: &str,
-    request: Request<Incoming>,
+    request: Req,
     ctx: &mut Ctx,
     method: &Method,
     path: &str,
@@ -414,7 +461,7 @@ async fn key_action(
     match action {
         "rotate" => {
             ctx.admin(state, fp).await?;
-            let _: Empty = read_json(request).await?;
+            let _: Empty = read_json(request)?;
             for _ in 0..5 {
                 let key = get_key(state, &name).await?;
                 let version = key.latest().map_or(1, |v| v.version + 1);
@@ -431,7 +478,7 @@ async fn key_action(
         }
         "revoke" => {
             ctx.admin(state, fp).await?;
-            let body: RevokeRequest = read_json(request).await?;
+            let body: RevokeRequest = read_json(request)?;
             ctx.version = body.version;
             if body.reason.trim().is_empty() || body.reason.len() > MAX_REASON {
                 return Err(KmsError::invalid(format!(
@@ -447,7 +494,7 @@ async fn key_action(
         }
         "destroy" => {
             ctx.admin(state, fp).await?;
-            let body: VersionRequest = read_json(request).await?;
+            let body: VersionRequest = read_json(request)?;
             ctx.version = body.version;
             state
                 .store
@@ -456,7 +503,7 @@ async fn key_action(
             Reply::json(200, &get_key(state, &name).await?)
         }
         "wrap" => {
-            let body: WrapRequest = read_json(request).await?;
+            let body: WrapRequest = read_json(request)?;
             let plaintext = decode_b64("plaintext", body.plaintext.expose(), MAX_WRAP_PLAINTEXT)?;
             let context = decode_b64(
                 "context",
@@ -477,7 +524,7 @@ async fn key_action(
             )
         }
         "unwrap" => {
-            let body: UnwrapRequest = read_json(request).await?;
+            let body: UnwrapRequest = read_json(request)?;
             let header = WrappedHeader::parse(&body.ciphertext)?;
             ctx.version = Some(header.version);
             if header.name != name {
@@ -498,7 +545,7 @@ async fn key_action(
             Reply::json(200, &json!({ "key": name, "version": header.version, "plaintext": text }))
         }
         "export" => {
-            let body: VersionRequest = read_json(request).await?;
+            let body: VersionRequest = read_json(request)?;
             ctx.version = body.version;
             let (row, material) = usable(state, fp, ctx, &root, &name, body.version).await?;
             let encoded = SecretBytes::new(B64.encode(material.expose()).into_bytes());

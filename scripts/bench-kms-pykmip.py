@@ -1,0 +1,146 @@
+"""PyKMIP's side of scripts/bench-kms (run with the venv's python).
+
+  bench-kms-pykmip.py serve DIR PORT
+      PyKMIP's server on 127.0.0.1:PORT, TLS 1.2 with client certificates
+      (DIR/ca.pem, DIR/server.pem, DIR/server.key), SQLite in DIR.
+  bench-kms-pykmip.py bench DIR PORT SECONDS CONCURRENCY[,CONCURRENCY...]
+      Creates an AES-256 key, encrypts one 32-byte secret under it (CBC,
+      PKCS#5 padding), then for each concurrency runs that many client
+      processes, each with its own kept-open TLS connection, decrypting the
+      ciphertext in a loop for SECONDS; prints JSON like `rampart kms bench
+      --json` (runs: concurrency, operations, ops_per_second, p50_ms, p99_ms).
+"""
+
+import json
+import logging
+import multiprocessing
+import os
+import sys
+import time
+import warnings
+
+warnings.simplefilter("ignore")
+
+from kmip import enums  # noqa: E402
+from kmip.pie.client import ProxyKmipClient  # noqa: E402
+
+PARAMS = {
+    "cryptographic_algorithm": enums.CryptographicAlgorithm.AES,
+    "block_cipher_mode": enums.BlockCipherMode.CBC,
+    "padding_method": enums.PaddingMethod.PKCS5,
+}
+
+
+def client(d, port):
+    c = ProxyKmipClient(
+        hostname="127.0.0.1",
+        port=port,
+        cert=os.path.join(d, "client.pem"),
+        key=os.path.join(d, "client.key"),
+        ca=os.path.join(d, "ca.pem"),
+        ssl_version="PROTOCOL_TLSv1_2",
+        config_file=os.path.join(d, "client.conf"),
+    )
+    c.open()
+    return c
+
+
+def serve(d, port):
+    from kmip.services.server import KmipServer
+
+    os.makedirs(os.path.join(d, "policies"), exist_ok=True)
+    server = KmipServer(
+        hostname="127.0.0.1",
+        port=port,
+        certificate_path=os.path.join(d, "server.pem"),
+        key_path=os.path.join(d, "server.key"),
+        ca_path=os.path.join(d, "ca.pem"),
+        auth_suite="TLS1.2",
+        config_path=None,
+        log_path=os.path.join(d, "pykmip-server.log"),
+        policy_path=os.path.join(d, "policies"),
+        enable_tls_client_auth=True,
+        logging_level="WARNING",
+        database_path=os.path.join(d, "pykmip.db"),
+    )
+    with server:
+        server.serve()
+
+
+def worker(d, port, uid, ciphertext, iv, expected, start_at, seconds, out):
+    c = client(d, port)
+    # One decrypt before the clock starts (the connection is open already).
+    assert c.decrypt(ciphertext, uid=uid, cryptographic_parameters=PARAMS, iv_counter_nonce=iv) == expected
+    while time.time() < start_at:
+        time.sleep(0.001)
+    latencies = []
+    end = start_at + seconds
+    while True:
+        t = time.perf_counter()
+        if time.time() >= end:
+            break
+        plain = c.decrypt(ciphertext, uid=uid, cryptographic_parameters=PARAMS, iv_counter_nonce=iv)
+        latencies.append(time.perf_counter() - t)
+        if plain != expected:
+            raise SystemExit("PyKMIP decrypted to the wrong plaintext")
+    c.close()
+    out.put(latencies)
+
+
+def bench(d, port, seconds, concurrencies):
+    logging.disable(logging.CRITICAL)
+    admin = client(d, port)
+    uid = admin.create(
+        enums.CryptographicAlgorithm.AES,
+        256,
+        cryptographic_usage_mask=[enums.CryptographicUsageMask.ENCRYPT, enums.CryptographicUsageMask.DECRYPT],
+    )
+    admin.activate(uid)
+    secret = os.urandom(32)
+    iv = os.urandom(16)
+    ciphertext, _ = admin.encrypt(secret, uid=uid, cryptographic_parameters=PARAMS, iv_counter_nonce=iv)
+    admin.close()
+    runs = []
+    for n in concurrencies:
+        out = multiprocessing.Queue()
+        start_at = time.time() + 1.0 + 0.1 * n
+        procs = [
+            multiprocessing.Process(target=worker, args=(d, port, uid, ciphertext, iv, secret, start_at, seconds, out))
+            for _ in range(n)
+        ]
+        for p in procs:
+            p.start()
+        latencies = []
+        for _ in procs:
+            latencies.extend(out.get(timeout=seconds + 120))
+        for p in procs:
+            p.join()
+            if p.exitcode != 0:
+                raise SystemExit(f"a PyKMIP client process failed ({p.exitcode})")
+        latencies.sort()
+
+        def pct(p):
+            return latencies[min(len(latencies) * p // 100, len(latencies) - 1)] * 1000.0 if latencies else 0.0
+
+        runs.append(
+            {
+                "concurrency": n,
+                "operations": len(latencies),
+                "ops_per_second": len(latencies) / seconds,
+                "p50_ms": pct(50),
+                "p99_ms": pct(99),
+            }
+        )
+    print(json.dumps({"operation": "decrypt (AES-256-CBC)", "runs": runs}, indent=2))
+
+
+if __name__ == "__main__":
+    mode, d, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    with open(os.path.join(d, "client.conf"), "w") as f:
+        f.write("[client]\n")
+    if mode == "serve":
+        serve(d, port)
+    elif mode == "bench":
+        bench(d, port, float(sys.argv[4]), [int(c) for c in sys.argv[5].split(",")])
+    else:
+        raise SystemExit(__doc__)
