@@ -4,8 +4,11 @@
 //! libc calls that keep secrets out of swap and core dumps.
 #![allow(unsafe_code)]
 
+use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use aws_lc_sys as sys;
 
@@ -357,23 +360,107 @@ pub(crate) fn hkdf(
     Ok(())
 }
 
+/// Set once the whole process is locked in memory ([`lock_all_memory`]):
+/// secrets then need no locking of their own.
+static ALL_LOCKED: AtomicBool = AtomicBool::new(false);
+
+/// How many live secrets hold each locked page. `mlock` does not count, so
+/// without this, dropping one secret would unlock a page that another one
+/// still lives on; and a page already locked costs no system call.
+static LOCKED_PAGES: Mutex<BTreeMap<usize, u32>> = Mutex::new(BTreeMap::new());
+
+fn page_size() -> usize {
+    static SIZE: OnceLock<usize> = OnceLock::new();
+    *SIZE.get_or_init(|| {
+        // SAFETY: sysconf has no memory-safety preconditions.
+        let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        usize::try_from(size).ok().filter(|s| s.is_power_of_two()).unwrap_or(4096)
+    })
+}
+
+fn pages(buf: &[u8]) -> std::ops::Range<usize> {
+    let page = page_size();
+    let start = buf.as_ptr() as usize & !(page - 1);
+    let end = (buf.as_ptr() as usize + buf.len()).div_ceil(page) * page;
+    (start / page)..(end / page)
+}
+
 /// Locks the pages holding `buf` in memory so that they are never written to
 /// swap. Best effort: a low RLIMIT_MEMLOCK makes it fail, which is harmless.
 pub(crate) fn lock_memory(buf: &[u8]) {
-    if buf.is_empty() {
+    if buf.is_empty() || ALL_LOCKED.load(Ordering::Relaxed) {
         return;
     }
-    // SAFETY: mlock only reads the address range; it is valid.
-    let _ = unsafe { libc::mlock(buf.as_ptr().cast(), buf.len()) };
+    let page = page_size();
+    let mut locked = LOCKED_PAGES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    for index in pages(buf) {
+        let count = locked.entry(index).or_insert(0);
+        if *count == 0 {
+            // SAFETY: mlock only reads the address range; the page holds
+            // part of `buf`, so it is mapped.
+            let _ = unsafe { libc::mlock((index * page) as *const c_void, page) };
+        }
+        *count = count.saturating_add(1);
+    }
 }
 
-/// Undoes [`lock_memory`] before the buffer is freed.
+/// Undoes [`lock_memory`] before the buffer is freed; a page stays locked
+/// while another secret lives on it.
 pub(crate) fn unlock_memory(buf: &[u8]) {
-    if buf.is_empty() {
+    if buf.is_empty() || ALL_LOCKED.load(Ordering::Relaxed) {
         return;
     }
-    // SAFETY: as above.
-    let _ = unsafe { libc::munlock(buf.as_ptr().cast(), buf.len()) };
+    let page = page_size();
+    let mut locked = LOCKED_PAGES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    for index in pages(buf) {
+        let Some(count) = locked.get_mut(&index) else { continue };
+        *count -= 1;
+        if *count == 0 {
+            locked.remove(&index);
+            // SAFETY: as above.
+            let _ = unsafe { libc::munlock((index * page) as *const c_void, page) };
+        }
+    }
+}
+
+/// Locks every page of the process, present and future, as they are first
+/// touched (`MCL_ONFAULT`), so that nothing it holds is ever swapped out.
+/// Long-running servers that create secrets per request call this once at
+/// start: locking each secret separately costs two system calls and a
+/// memory-map change per secret. Returns false when the system refuses
+/// (RLIMIT_MEMLOCK); secrets are then locked one by one as before.
+pub fn lock_all_memory() -> bool {
+    // Under a finite RLIMIT_MEMLOCK, MCL_FUTURE would make later mappings
+    // (thread stacks, heap growth) fail once the limit is reached: only lock
+    // everything when no limit applies.
+    if !memlock_unlimited() {
+        return false;
+    }
+    // SAFETY: mlockall takes flags only.
+    let ok = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE | libc::MCL_ONFAULT) };
+    if ok == 0 {
+        ALL_LOCKED.store(true, Ordering::Relaxed);
+    }
+    ok == 0
+}
+
+/// True when this process may lock any amount of memory: RLIMIT_MEMLOCK is
+/// unlimited, or it holds CAP_IPC_LOCK (which bypasses the limit).
+fn memlock_unlimited() -> bool {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes one valid rlimit struct.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut limit) };
+    if ok == 0 && limit.rlim_cur == libc::RLIM_INFINITY {
+        return true;
+    }
+    const CAP_IPC_LOCK: u32 = 14;
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|l| l.starts_with("CapEff:"))?;
+            u64::from_str_radix(line.trim_start_matches("CapEff:").trim(), 16).ok()
+        })
+        .is_some_and(|caps| caps & (1 << CAP_IPC_LOCK) != 0)
 }
 
 /// Turns off core dumps for this process, so that keys in memory cannot end
@@ -382,4 +469,42 @@ pub fn disable_core_dumps() {
     let zero = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: setrlimit reads a valid rlimit struct.
     let _ = unsafe { libc::setrlimit(libc::RLIMIT_CORE, &zero) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lock_count(index: usize) -> u32 {
+        LOCKED_PAGES.lock().unwrap().get(&index).copied().unwrap_or(0)
+    }
+
+    #[test]
+    fn a_page_stays_locked_while_any_secret_lives_on_it() {
+        // Two secrets side by side at the start of one page.
+        let page_len = page_size();
+        let buffer = vec![7u8; 2 * page_len];
+        let start = page_len - buffer.as_ptr() as usize % page_len;
+        let (first, second) = buffer[start..start + 64].split_at(32);
+        let page = pages(first).start;
+        assert_eq!(pages(second).start, page);
+        let before = lock_count(page);
+        lock_memory(first);
+        lock_memory(second);
+        assert_eq!(lock_count(page), before + 2);
+        unlock_memory(first);
+        assert_eq!(lock_count(page), before + 1, "the second secret's page was unlocked");
+        unlock_memory(second);
+        assert_eq!(lock_count(page), before);
+    }
+
+    #[test]
+    fn page_ranges_cover_the_whole_buffer() {
+        let page = page_size();
+        let buffer = vec![0u8; 3 * page];
+        // Two bytes either side of a page boundary.
+        let last = page - 1 - buffer.as_ptr() as usize % page;
+        assert_eq!(pages(&buffer[last..last + 2]).len(), 2);
+        assert_eq!(pages(&buffer[last + 1..last + 2]).len(), 1);
+    }
 }

@@ -384,6 +384,13 @@ fn init(args: &InitArgs) -> anyhow::Result<()> {
 }
 
 fn serve(args: &ServeArgs) -> anyhow::Result<()> {
+    // Every request handles keys and plaintexts: lock the whole process
+    // once rather than each secret (two system calls apiece).
+    if !rampart_crypto::lock_all_memory() {
+        tracing::warn!(
+            "cannot lock the server's memory (RLIMIT_MEMLOCK); secrets are locked one by one"
+        );
+    }
     runtime()?.block_on(async {
         let store = rampart_kms::store::open(args.store.as_deref(), &args.data_dir)
             .await
