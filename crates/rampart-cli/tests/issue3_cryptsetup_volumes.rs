@@ -7,7 +7,7 @@
 //! independently (pyca/cryptography, with the key cryptsetup dumps) to that
 //! data; data encrypted by pyca/cryptography reads back through Rampart.
 
-#[path = "issue3_support.rs"]
+#[path = "helpers/issue3_support.rs"]
 mod support;
 
 use support::*;

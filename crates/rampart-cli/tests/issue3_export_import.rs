@@ -6,7 +6,7 @@
 //! it touches; ranges past the end are refused (exit 2, one line) without
 //! touching the volume.
 
-#[path = "issue3_support.rs"]
+#[path = "helpers/issue3_support.rs"]
 mod support;
 
 use support::*;

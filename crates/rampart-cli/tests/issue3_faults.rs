@@ -14,7 +14,7 @@
 //!   (rewritten with valid checksums): a one-line error, a non-zero exit,
 //!   never a panic or a crash, and write verbs leave the file unchanged.
 
-#[path = "issue3_support.rs"]
+#[path = "helpers/issue3_support.rs"]
 mod support;
 
 use std::path::{Path, PathBuf};

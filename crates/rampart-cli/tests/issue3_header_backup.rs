@@ -6,7 +6,7 @@
 //! Rampart accepts `cryptsetup luksHeaderBackup`'s; a backup of another
 //! volume is refused without `--batch-mode`.
 
-#[path = "issue3_support.rs"]
+#[path = "helpers/issue3_support.rs"]
 mod support;
 
 use std::os::unix::fs::PermissionsExt;

@@ -13,7 +13,7 @@
 //! (`cryptsetup token export` returns the same JSON object); `rampart token
 //! add/export/remove` round-trips and is visible to cryptsetup.
 
-#[path = "issue3_support.rs"]
+#[path = "helpers/issue3_support.rs"]
 mod support;
 
 use std::path::Path;

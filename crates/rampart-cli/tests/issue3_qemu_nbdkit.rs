@@ -14,7 +14,7 @@
 //! nbdkit always listens on a Unix socket in the test's temp dir, runs in
 //! the foreground with `--exit-with-parent`, and is killed on drop.
 
-#[path = "issue3_support.rs"]
+#[path = "helpers/issue3_support.rs"]
 mod support;
 
 use std::path::Path;

@@ -7,7 +7,7 @@
 //! offsets agree; and data Rampart imports decrypts independently
 //! (pyca/cryptography) with cryptsetup's key.
 
-#[path = "issue3_support.rs"]
+#[path = "helpers/issue3_support.rs"]
 mod support;
 
 use support::*;

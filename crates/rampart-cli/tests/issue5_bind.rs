@@ -1,4 +1,6 @@
 #![allow(clippy::unwrap_used)]
+// Both support modules include helpers/common.rs; each keeps its own copy.
+#![allow(clippy::duplicate_mod)]
 //! Volumes bound to the key manager (issue 5, section 6), against a real
 //! `rampart kms serve` process, the real cryptsetup and libnbd's nbdinfo
 //! and nbdcopy: `format --key`, `bind`, token-first unlocking in every
@@ -7,7 +9,7 @@
 //! still working, `unbind`, tokens copied to another volume, and geo-fenced
 //! keys. A missing tool fails the test (scripts/test installs them).
 
-#[path = "issue5_kms_support.rs"]
+#[path = "helpers/issue5_kms_support.rs"]
 mod kms_support;
 
 #[path = "helpers/issue4_support.rs"]
@@ -84,13 +86,13 @@ struct Deployment {
 impl Deployment {
     fn start(tag: &str) -> Self {
         let tmp = TempDir::new(tag);
-        let dir = tmp.path("kms");
+        let dir = tmp.join("kms");
         let port = free_port();
         let endpoint = format!("127.0.0.1:{port}");
         ok(&["kms", "init", "--data-dir", s(&dir), "--endpoint", &endpoint]);
         let server = ServerProcess::start(&dir, port, None);
         let admin = dir.join("admin.bundle");
-        let (eu, us) = (tmp.path("eu.bundle"), tmp.path("us.bundle"));
+        let (eu, us) = (tmp.join("eu.bundle"), tmp.join("us.bundle"));
         for (name, labels, out) in [("host-eu", "region=eu", &eu), ("host-us", "region=us", &us)] {
             ok(&[
                 "kms",
@@ -110,7 +112,7 @@ impl Deployment {
     }
 
     fn path(&self, name: &str) -> PathBuf {
-        self.tmp.path(name)
+        self.tmp.join(name)
     }
 
     fn pass_file(&self) -> PathBuf {
@@ -590,7 +592,7 @@ fn issue5_bind_readme_quickstart() {
     let dir = TempDir::new("quickstart");
     let out = Command::new(nbd::tool("bash"))
         .args(["-c", &script])
-        .current_dir(&dir.0)
+        .current_dir(dir.path())
         .env_remove("RAMPART_KMS")
         .env("RAMPART_LOG", "warn")
         .stdin(Stdio::null())

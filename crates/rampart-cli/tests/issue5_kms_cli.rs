@@ -3,7 +3,7 @@
 //! serve (a real server process), client bundles, the key lifecycle,
 //! wrap/unwrap, the audit log and Shamir unsealing.
 
-#[path = "issue5_kms_support.rs"]
+#[path = "helpers/issue5_kms_support.rs"]
 mod support;
 
 use std::os::unix::fs::PermissionsExt;
@@ -17,7 +17,7 @@ fn mode(path: &std::path::Path) -> u32 {
 #[test]
 fn issue5_kms_cli_end_to_end_on_sqlite() {
     let tmp = TempDir::new("kms-cli");
-    let dir = tmp.path("data");
+    let dir = tmp.join("data");
     let dir_s = dir.display().to_string();
     let port = free_port();
     let endpoint = format!("127.0.0.1:{port}");
@@ -33,8 +33,8 @@ fn issue5_kms_cli_end_to_end_on_sqlite() {
 
     let _server = ServerProcess::start(&dir, port, None);
     let admin = dir.join("admin.bundle").display().to_string();
-    let eu = tmp.path("eu.bundle").display().to_string();
-    let us = tmp.path("us.bundle").display().to_string();
+    let eu = tmp.join("eu.bundle").display().to_string();
+    let us = tmp.join("us.bundle").display().to_string();
     ok(&["kms", "key", "create", "disk", "--allow", "label:region=eu", "--kms", &admin]);
     ok(&[
         "kms",
@@ -60,7 +60,7 @@ fn issue5_kms_cli_end_to_end_on_sqlite() {
         "--kms",
         &admin,
     ]);
-    assert_eq!(mode(&tmp.path("eu.bundle")), 0o600);
+    assert_eq!(mode(&tmp.join("eu.bundle")), 0o600);
     let clients: serde_json::Value =
         serde_json::from_str(&ok(&["kms", "client", "list", "--json", "--kms", &admin])).unwrap();
     assert_eq!(clients.as_array().unwrap().len(), 3);
@@ -127,7 +127,7 @@ fn issue5_kms_cli_end_to_end_on_sqlite() {
         "--kms",
         &admin,
     ]);
-    let material = tmp.path("raw.key");
+    let material = tmp.join("raw.key");
     ok(&["kms", "key", "export", "raw", "--out", &material.display().to_string(), "--kms", &eu]);
     assert_eq!(mode(&material), 0o600);
     assert_eq!(std::fs::read_to_string(&material).unwrap().trim().len(), 64);
@@ -174,7 +174,7 @@ fn issue5_kms_cli_end_to_end_on_sqlite() {
 #[test]
 fn issue5_kms_cli_shamir_unseal() {
     let tmp = TempDir::new("kms-shamir");
-    let dir = tmp.path("data");
+    let dir = tmp.join("data");
     let dir_s = dir.display().to_string();
     let port = free_port();
     let out = ok(&[

@@ -7,7 +7,7 @@
 //! The cluster comes from `$RAMPART_TEST_PG_URL` (scripts/test starts one
 //! with scripts/pg-test-cluster) or is started here.
 
-#[path = "issue5_kms_support.rs"]
+#[path = "helpers/issue5_kms_support.rs"]
 mod support;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -69,7 +69,7 @@ async fn issue5_two_servers_on_one_postgres_survive_sigkill_and_database_restart
     let cluster = PgCluster::get();
     let db = cluster.database("ha");
     let tmp = TempDir::new("kms-ha");
-    let dir = tmp.path("data");
+    let dir = tmp.join("data");
     let dir_s = dir.display().to_string();
     let (port_a, port_b) = (free_port(), free_port());
     let (ea, eb) = (format!("127.0.0.1:{port_a}"), format!("127.0.0.1:{port_b}"));
@@ -89,7 +89,7 @@ async fn issue5_two_servers_on_one_postgres_survive_sigkill_and_database_restart
     let mut a = ServerProcess::start(&dir, port_a, Some(&db));
     let _b = ServerProcess::start(&dir, port_b, Some(&db));
     let admin = dir.join("admin.bundle").display().to_string();
-    let host = tmp.path("host.bundle").display().to_string();
+    let host = tmp.join("host.bundle").display().to_string();
     // Writes through either server are seen by the other.
     ok(&["kms", "key", "create", "k1", "--allow", "label:role=host", "--kms", &admin]);
     ok(&[

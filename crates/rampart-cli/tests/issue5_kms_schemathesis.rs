@@ -21,7 +21,7 @@
 //!
 //! A missing python3 or schemathesis fails the test (it never skips).
 
-#[path = "issue5_kms_support.rs"]
+#[path = "helpers/issue5_kms_support.rs"]
 mod support;
 
 use std::path::Path;
@@ -143,7 +143,7 @@ fn run(dir: &Path, url: &str, pems: &[String; 3], examples: u32, seed: &str) -> 
 fn issue5_schemathesis_finds_no_server_error_or_nonconformance() {
     check_installed();
     let tmp = TempDir::new("kms-schemathesis");
-    let dir = tmp.path("data");
+    let dir = tmp.join("data");
     let port = free_port();
     ok(&[
         "kms",
@@ -155,7 +155,7 @@ fn issue5_schemathesis_finds_no_server_error_or_nonconformance() {
     ]);
     let mut server = ServerProcess::start(&dir, port, None);
     let admin = dir.join("admin.bundle").display().to_string();
-    let host = tmp.path("host.bundle").display().to_string();
+    let host = tmp.join("host.bundle").display().to_string();
     // Keys the generated requests can reach, and a plain host client.
     ok(&["kms", "key", "create", "disk", "--allow", "label:role=host", "--kms", &admin]);
     ok(&[
@@ -185,11 +185,11 @@ fn issue5_schemathesis_finds_no_server_error_or_nonconformance() {
     ]);
     let seed = std::env::var("RAMPART_SCHEMATHESIS_SEED").unwrap_or_else(|_| "5".into());
 
-    let admin_pems = pem_files(&Bundle::read(Path::new(&admin)).unwrap(), &tmp.0, "admin");
-    let report = run(&tmp.0, &server.url, &admin_pems, 60, &seed);
+    let admin_pems = pem_files(&Bundle::read(Path::new(&admin)).unwrap(), tmp.path(), "admin");
+    let report = run(tmp.path(), &server.url, &admin_pems, 60, &seed);
     assert!(report.contains("Stateful"), "{report}");
-    let host_pems = pem_files(&Bundle::read(Path::new(&host)).unwrap(), &tmp.0, "host");
-    run(&tmp.0, &server.url, &host_pems, 20, &seed);
+    let host_pems = pem_files(&Bundle::read(Path::new(&host)).unwrap(), tmp.path(), "host");
+    run(tmp.path(), &server.url, &host_pems, 20, &seed);
 
     // The server survived it all, still serves, and its audit chain (every
     // generated request is in it) is intact. (The admin run may have

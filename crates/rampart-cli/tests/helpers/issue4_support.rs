@@ -8,12 +8,15 @@
 //! engine) and, for protocol abuse, a small raw-socket client below. A
 //! missing tool fails the test with a message naming `scripts/test`.
 
+#[path = "common.rs"]
+mod common;
+pub use common::*;
+
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -32,25 +35,6 @@ pub const PBKDF2: &[&str] = &["--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "
 pub const HEADER: u64 = 16 << 20;
 
 pub const MIB: u64 = 1 << 20;
-
-/// Finds `name` on PATH (or in the sbin directories); fails the test,
-/// naming `scripts/test`, when it is not installed.
-pub fn tool(name: &str) -> PathBuf {
-    let mut dirs: Vec<PathBuf> =
-        std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
-    dirs.extend(["/usr/sbin", "/sbin", "/usr/bin", "/bin"].map(PathBuf::from));
-    for dir in dirs {
-        let candidate = dir.join(name);
-        if candidate.is_file() {
-            return candidate;
-        }
-    }
-    panic!(
-        "`{name}` is not installed, and the issue-4 NBD tests need it: run scripts/test, which \
-         installs the test dependencies (Debian packages: {PACKAGES}; python3 with \
-         pyca/cryptography)"
-    );
-}
 
 /// Checks that every tool is installed; `python3` must import pyca's
 /// `cryptography`, `nbdsh` must find libnbd's Python module.
@@ -89,79 +73,6 @@ pub fn nbdsh_command() -> Command {
     dirs.extend(std::env::split_paths(&path));
     command.env("PATH", std::env::join_paths(dirs).unwrap());
     command
-}
-
-/// A unique, fresh directory under the system temp dir, removed on drop
-/// (big scratch files must never be left behind, so even on failure).
-pub struct TempDir(PathBuf);
-
-impl TempDir {
-    pub fn new(tag: &str) -> Self {
-        static COUNTER: AtomicUsize = AtomicUsize::new(0);
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        // Short names: Unix socket paths are limited to 107 bytes.
-        let path =
-            std::env::temp_dir().join(format!("rp4-{tag}-{}-{n}-{nanos}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).unwrap();
-        Self(path)
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-
-    pub fn join(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-
-    pub fn file(&self, name: &str, bytes: &[u8]) -> PathBuf {
-        let path = self.join(name);
-        std::fs::write(&path, bytes).unwrap();
-        path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A path as a command-line argument (temp paths are UTF-8).
-pub fn p(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
-
-pub fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-pub fn describe(what: &str, out: &Output) -> String {
-    format!(
-        "{what}: {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-        out.status,
-        text(&out.stdout).chars().take(6000).collect::<String>(),
-        text(&out.stderr).chars().take(6000).collect::<String>()
-    )
-}
-
-/// Runs a prepared command with its output captured, stdin closed.
-pub fn output(mut command: Command) -> Output {
-    command.env_remove("RUST_BACKTRACE").env_remove("RUST_LIB_BACKTRACE");
-    command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    command.output().unwrap_or_else(|e| panic!("cannot run {command:?}: {e}"))
-}
-
-/// Runs `program` (a tool on PATH) with `args`.
-pub fn run<S: AsRef<OsStr>>(program: &str, args: &[S]) -> Output {
-    let mut command = Command::new(tool(program));
-    command.args(args);
-    output(command)
 }
 
 /// Runs `program` with `args`, failing the test when it has not finished
@@ -203,48 +114,6 @@ pub fn output_limited(mut command: Command, limit: Duration) -> Output {
         panic!("{program} did not finish within {limit:?}");
     };
     Output { status, stdout: out.join().unwrap(), stderr: err.join().unwrap() }
-}
-
-/// Runs the `rampart` binary under test.
-pub fn rampart(args: &[&str]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_rampart"));
-    command.args(args);
-    output(command)
-}
-
-/// Asserts that the command succeeded and returns its output.
-#[track_caller]
-pub fn ok(what: &str, out: Output) -> Output {
-    assert!(out.status.success(), "{}", describe(&format!("{what} failed"), &out));
-    out
-}
-
-/// Asserts two byte strings are equal without printing megabytes.
-#[track_caller]
-pub fn assert_same(what: &str, got: &[u8], want: &[u8]) {
-    if got != want {
-        let first = got.iter().zip(want).position(|(a, b)| a != b);
-        panic!(
-            "{what}: {} bytes differ from the expected {} bytes (first difference at {first:?})",
-            got.len(),
-            want.len()
-        );
-    }
-}
-
-/// Deterministic pseudo-random bytes (splitmix64).
-pub fn random_bytes(seed: u64, len: usize) -> Vec<u8> {
-    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x1234_5678;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
-    }
-    out.truncate(len);
-    out
 }
 
 /// The passphrase file every issue-4 volume uses.

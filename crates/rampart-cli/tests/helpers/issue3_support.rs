@@ -8,11 +8,13 @@
 //! `tests/helpers/issue3_luks.py`). A missing tool fails the test with a
 //! message naming `scripts/test`, which installs them.
 
+#[path = "common.rs"]
+mod common;
+pub use common::*;
+
 use std::ffi::OsStr;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -27,25 +29,6 @@ pub const ARGON2ID: &[&str] =
 
 /// The error every wrong passphrase must produce.
 pub const NO_KEY: &str = "no key available with this passphrase";
-
-/// Finds `name` on PATH (or in /usr/sbin, /sbin where cryptsetup lives);
-/// fails the test, naming `scripts/test`, when it is not installed.
-pub fn tool(name: &str) -> PathBuf {
-    let mut dirs: Vec<PathBuf> =
-        std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
-    dirs.extend(["/usr/sbin", "/sbin", "/usr/bin", "/bin"].map(PathBuf::from));
-    for dir in dirs {
-        let candidate = dir.join(name);
-        if candidate.is_file() {
-            return candidate;
-        }
-    }
-    panic!(
-        "`{name}` is not installed, and the issue-3 interoperability tests need it: run \
-         scripts/test, which installs the test dependencies (cryptsetup-bin, qemu-utils, nbdkit, \
-         libnbd-bin, python3 with pyca/cryptography)"
-    );
-}
 
 /// Checks that every tool is installed (and Python has `cryptography`).
 pub fn require(tools: &[&str]) {
@@ -86,129 +69,16 @@ pub fn python() -> PathBuf {
     }
 }
 
-/// A unique, fresh directory under the system temp dir, removed on drop
-/// (kept, and named on stderr, when the test is failing).
-#[derive(Debug)]
-pub struct TempDir(PathBuf);
-
-impl TempDir {
-    pub fn new(tag: &str) -> Self {
-        static COUNTER: AtomicUsize = AtomicUsize::new(0);
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        let path = std::env::temp_dir()
-            .join(format!("rampart-issue3-{tag}-{}-{n}-{nanos}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).unwrap();
-        Self(path)
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-
-    pub fn join(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-
-    /// Writes `bytes` to a new file `name` and returns its path.
-    pub fn file(&self, name: &str, bytes: &[u8]) -> PathBuf {
-        let path = self.join(name);
-        std::fs::write(&path, bytes).unwrap();
-        path
-    }
-
-    /// A sparse file of `size` bytes.
-    pub fn sparse(&self, name: &str, size: u64) -> PathBuf {
-        let path = self.join(name);
-        let file = std::fs::File::create(&path).unwrap();
-        file.set_len(size).unwrap();
-        path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("issue3: kept {} for inspection", self.0.display());
-        } else {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
-/// A path as a command-line argument (temp paths are UTF-8).
-pub fn p(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
-
-fn run_with(mut command: Command, stdin: Option<&[u8]>) -> Output {
-    command.env_remove("RUST_BACKTRACE").env_remove("RUST_LIB_BACKTRACE");
-    command.stdout(Stdio::piped()).stderr(Stdio::piped());
-    command.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
-    let mut child = command.spawn().unwrap_or_else(|e| panic!("cannot run {command:?}: {e}"));
-    let writer = stdin.map(|bytes| {
-        let mut pipe = child.stdin.take().unwrap();
-        let bytes = bytes.to_vec();
-        std::thread::spawn(move || {
-            // The child may exit before reading everything; that is its
-            // answer, not an error here.
-            let _ = pipe.write_all(&bytes);
-        })
-    });
-    let out = child.wait_with_output().unwrap();
-    if let Some(writer) = writer {
-        writer.join().unwrap();
-    }
-    out
-}
-
-/// Runs `program` with `args` (no stdin).
+/// Runs `program` with `args` (no stdin); `python3` is the interpreter
+/// that has pyca/cryptography.
 pub fn run<S: AsRef<OsStr>>(program: &str, args: &[S]) -> Output {
     let mut command = Command::new(if program == "python3" { python() } else { tool(program) });
     command.args(args);
-    run_with(command, None)
-}
-
-/// Runs the `rampart` binary under test.
-pub fn rampart(args: &[&str]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_rampart"));
-    command.args(args);
-    run_with(command, None)
-}
-
-/// Runs `rampart` with `stdin` as its standard input.
-pub fn rampart_in(args: &[&str], stdin: &[u8]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_rampart"));
-    command.args(args);
-    run_with(command, Some(stdin))
+    output(command)
 }
 
 pub fn cryptsetup(args: &[&str]) -> Output {
     run("cryptsetup", args)
-}
-
-pub fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn describe(what: &str, out: &Output) -> String {
-    format!(
-        "{what}: {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-        out.status,
-        text(&out.stdout).chars().take(4000).collect::<String>(),
-        text(&out.stderr)
-    )
-}
-
-/// Asserts that the command succeeded and returns its output.
-#[track_caller]
-pub fn ok(what: &str, out: Output) -> Output {
-    assert!(out.status.success(), "{}", describe(&format!("{what} failed"), &out));
-    out
 }
 
 /// Asserts a clean `rampart` failure: a non-zero exit (`code` when given),
@@ -255,21 +125,6 @@ pub fn fails_after_warnings(what: &str, out: &Output) -> String {
 pub fn fails_no_key(what: &str, out: &Output) {
     let line = fails(what, out, Some(2));
     assert!(line.contains(NO_KEY), "{what}: {line}");
-}
-
-/// Deterministic pseudo-random bytes (splitmix64).
-pub fn random_bytes(seed: u64, len: usize) -> Vec<u8> {
-    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x1234_5678;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
-    }
-    out.truncate(len);
-    out
 }
 
 pub fn hex(bytes: &[u8]) -> String {
@@ -525,18 +380,6 @@ pub fn luks2_json(volume: &Path, offset: u64) -> serde_json::Value {
 }
 
 /// Asserts two byte strings are equal without printing megabytes.
-#[track_caller]
-pub fn assert_same(what: &str, got: &[u8], want: &[u8]) {
-    if got != want {
-        let first = got.iter().zip(want).position(|(a, b)| a != b);
-        panic!(
-            "{what}: {} bytes differ from the expected {} bytes (first difference at {first:?})",
-            got.len(),
-            want.len()
-        );
-    }
-}
-
 /// A background server process (nbdkit), killed and reaped on drop. Its
 /// stderr goes to a log file for failure messages.
 #[derive(Debug)]

@@ -5,6 +5,10 @@
 //! temporary directories, free ports, `rampart` runs, server processes,
 //! and throwaway PostgreSQL clusters from `scripts/pg-test-cluster`.
 
+#[path = "common.rs"]
+mod common;
+pub use common::TempDir;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -12,32 +16,6 @@ use std::time::{Duration, Instant};
 
 pub fn rampart_bin() -> &'static str {
     env!("CARGO_BIN_EXE_rampart")
-}
-
-#[derive(Debug)]
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new(tag: &str) -> Self {
-        let mut random = [0u8; 8];
-        rampart_crypto::fill_random(&mut random).unwrap();
-        let path = std::env::temp_dir().join(format!(
-            "rampart-{tag}-{}",
-            random.iter().map(|b| format!("{b:02x}")).collect::<String>()
-        ));
-        std::fs::create_dir_all(&path).unwrap();
-        Self(path)
-    }
-
-    pub fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// A port nobody listens on right now.
