@@ -94,18 +94,7 @@ impl Deployment {
         let admin = dir.join("admin.bundle");
         let (eu, us) = (tmp.join("eu.bundle"), tmp.join("us.bundle"));
         for (name, labels, out) in [("host-eu", "region=eu", &eu), ("host-us", "region=us", &us)] {
-            ok(&[
-                "kms",
-                "client",
-                "issue",
-                name,
-                "--labels",
-                labels,
-                "--out",
-                s(out),
-                "--kms",
-                s(&admin),
-            ]);
+            kms_support::issue_client(s(&admin), name, labels, s(out));
         }
         ok(&["kms", "key", "create", "disk", "--allow", "label:region=eu", "--kms", s(&admin)]);
         Self { tmp, server, admin, eu, us }

@@ -8,7 +8,7 @@ mod support;
 
 use std::os::unix::fs::PermissionsExt;
 
-use support::{free_port, ok, rampart, rampart_in, ServerProcess, TempDir};
+use support::{free_port, issue_client, ok, rampart, rampart_in, ServerProcess, TempDir};
 
 fn mode(path: &std::path::Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
@@ -36,30 +36,8 @@ fn issue5_kms_cli_end_to_end_on_sqlite() {
     let eu = tmp.join("eu.bundle").display().to_string();
     let us = tmp.join("us.bundle").display().to_string();
     ok(&["kms", "key", "create", "disk", "--allow", "label:region=eu", "--kms", &admin]);
-    ok(&[
-        "kms",
-        "client",
-        "issue",
-        "host-eu",
-        "--labels",
-        "region=eu,role=host",
-        "--out",
-        &eu,
-        "--kms",
-        &admin,
-    ]);
-    ok(&[
-        "kms",
-        "client",
-        "issue",
-        "host-us",
-        "--labels",
-        "region=us",
-        "--out",
-        &us,
-        "--kms",
-        &admin,
-    ]);
+    issue_client(&admin, "host-eu", "region=eu,role=host", &eu);
+    issue_client(&admin, "host-us", "region=us", &us);
     assert_eq!(mode(&tmp.join("eu.bundle")), 0o600);
     let clients: serde_json::Value =
         serde_json::from_str(&ok(&["kms", "client", "list", "--json", "--kms", &admin])).unwrap();

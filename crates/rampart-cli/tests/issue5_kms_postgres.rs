@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use rampart_kms::client::{KmsClient, RetryPolicy};
 use rampart_kms::Bundle;
-use support::{free_port, ok, PgCluster, ServerProcess, TempDir};
+use support::{free_port, issue_client, ok, PgCluster, ServerProcess, TempDir};
 
 struct Load {
     stop: Arc<AtomicBool>,
@@ -92,18 +92,7 @@ async fn issue5_two_servers_on_one_postgres_survive_sigkill_and_database_restart
     let host = tmp.join("host.bundle").display().to_string();
     // Writes through either server are seen by the other.
     ok(&["kms", "key", "create", "k1", "--allow", "label:role=host", "--kms", &admin]);
-    ok(&[
-        "kms",
-        "client",
-        "issue",
-        "host",
-        "--labels",
-        "role=host",
-        "--out",
-        &host,
-        "--kms",
-        &admin,
-    ]);
+    issue_client(&admin, "host", "role=host", &host);
 
     let bundle = Bundle::read(std::path::Path::new(&host)).unwrap();
     let policy =

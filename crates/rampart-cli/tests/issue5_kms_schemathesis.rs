@@ -29,7 +29,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rampart_kms::Bundle;
-use support::{free_port, ok, ServerProcess, TempDir};
+use support::{free_port, issue_client, ok, ServerProcess, TempDir};
 
 /// The supported schemathesis major version (as `scripts/test` pins it).
 const SCHEMATHESIS_MAJOR: &str = "4.";
@@ -171,18 +171,7 @@ fn issue5_schemathesis_finds_no_server_error_or_nonconformance() {
         "--kms",
         &admin,
     ]);
-    ok(&[
-        "kms",
-        "client",
-        "issue",
-        "host",
-        "--labels",
-        "role=host",
-        "--out",
-        &host,
-        "--kms",
-        &admin,
-    ]);
+    issue_client(&admin, "host", "role=host", &host);
     let seed = std::env::var("RAMPART_SCHEMATHESIS_SEED").unwrap_or_else(|_| "5".into());
 
     let admin_pems = pem_files(&Bundle::read(Path::new(&admin)).unwrap(), tmp.path(), "admin");

@@ -55,6 +55,12 @@ pub fn ok(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// Issues client bundle `out` for `name` with `labels` (`k=v,...`),
+/// signed by the admin bundle `admin`.
+pub fn issue_client(admin: &str, name: &str, labels: &str, out: &str) {
+    ok(&["kms", "client", "issue", name, "--labels", labels, "--out", out, "--kms", admin]);
+}
+
 /// A `rampart kms serve` process, killed (SIGKILL) when dropped.
 #[derive(Debug)]
 pub struct ServerProcess {
