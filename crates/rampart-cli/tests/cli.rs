@@ -20,7 +20,7 @@ fn stderr_line(output: &Output) -> String {
 }
 
 #[test]
-fn issue2_help_lists_commands() {
+fn help_lists_commands() {
     let output = rampart(&["--help"]);
     assert!(output.status.success());
     let text = String::from_utf8(output.stdout).unwrap();
@@ -28,7 +28,7 @@ fn issue2_help_lists_commands() {
 }
 
 #[test]
-fn issue2_bench_json_reports_every_row_with_documented_fields() {
+fn bench_json_reports_every_row_with_documented_fields() {
     let output =
         rampart(&["bench", "--json", "--seconds", "0.02", "--iter-time", "100", "--threads", "2"]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
@@ -93,7 +93,7 @@ fn issue2_bench_json_reports_every_row_with_documented_fields() {
 }
 
 #[test]
-fn issue2_bench_table_with_cipher_filter_and_sector_size() {
+fn bench_table_with_cipher_filter_and_sector_size() {
     let output = rampart(&[
         "bench",
         "--cipher",
@@ -117,7 +117,7 @@ fn issue2_bench_table_with_cipher_filter_and_sector_size() {
 }
 
 #[test]
-fn issue2_bench_rejects_bad_settings_with_one_line_and_exit_2() {
+fn bench_rejects_bad_settings_with_one_line_and_exit_2() {
     for args in [
         &["bench", "--cipher", "des"][..],
         &["bench", "--size", "100"],
@@ -134,13 +134,13 @@ fn issue2_bench_rejects_bad_settings_with_one_line_and_exit_2() {
 }
 
 #[test]
-fn issue2_usage_errors_exit_2() {
+fn usage_errors_exit_2() {
     assert_eq!(rampart(&["no-such-command"]).status.code(), Some(2));
     assert_eq!(rampart(&["rand", "12Q"]).status.code(), Some(2));
 }
 
 #[test]
-fn issue2_rand_writes_exact_counts_to_stdout_and_files() {
+fn rand_writes_exact_counts_to_stdout_and_files() {
     for count in [0usize, 1, 1000, 3 * 1024 * 1024 + 17] {
         let output = rampart(&["rand", &count.to_string()]);
         assert!(output.status.success());
@@ -164,7 +164,7 @@ fn issue2_rand_writes_exact_counts_to_stdout_and_files() {
 }
 
 #[test]
-fn issue2_rand_to_unwritable_path_fails_with_one_line() {
+fn rand_to_unwritable_path_fails_with_one_line() {
     let output = rampart(&["rand", "16", "--out", "/nonexistent-dir/x"]);
     assert_eq!(output.status.code(), Some(1));
     let line = stderr_line(&output);

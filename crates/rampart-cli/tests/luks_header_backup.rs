@@ -6,7 +6,7 @@
 //! Rampart accepts `cryptsetup luksHeaderBackup`'s; a backup of another
 //! volume is refused without `--batch-mode`.
 
-#[path = "helpers/issue3_support.rs"]
+#[path = "helpers/luks_support.rs"]
 mod support;
 
 use std::os::unix::fs::PermissionsExt;
@@ -168,18 +168,18 @@ fn backup_restore(tag: &str, luks_type: &str) {
 }
 
 #[test]
-fn issue3_header_backup_restore_luks2() {
+fn header_backup_restore_luks2() {
     backup_restore("hdr-luks2", "luks2");
 }
 
 #[test]
-fn issue3_header_backup_restore_luks1() {
+fn header_backup_restore_luks1() {
     backup_restore("hdr-luks1", "luks1");
 }
 
 /// A detached header: backup and restore act on the header file.
 #[test]
-fn issue3_header_backup_restore_detached() {
+fn header_backup_restore_detached() {
     require(&["cryptsetup"]);
     let dir = TempDir::new("hdr-detached");
     let data = dir.sparse("data.img", 4 << 20);

@@ -14,7 +14,7 @@
 //! nbdkit always listens on a Unix socket in the test's temp dir, runs in
 //! the foreground with `--exit-with-parent`, and is killed on drop.
 
-#[path = "helpers/issue3_support.rs"]
+#[path = "helpers/luks_support.rs"]
 mod support;
 
 use std::path::Path;
@@ -109,17 +109,17 @@ fn rampart_to_qemu(tag: &str, cipher_args: &[&str]) {
 }
 
 #[test]
-fn issue3_qemu_reads_rampart_luks1_xts512() {
+fn qemu_reads_rampart_luks1_xts512() {
     rampart_to_qemu("qemu-read-xts", &[]);
 }
 
 #[test]
-fn issue3_qemu_reads_rampart_luks1_cbc_essiv() {
+fn qemu_reads_rampart_luks1_cbc_essiv() {
     rampart_to_qemu("qemu-read-essiv", &["--cipher", "aes-cbc-essiv:sha256", "--key-size", "256"]);
 }
 
 #[test]
-fn issue3_qemu_reads_rampart_luks1_cbc_plain64_sha1() {
+fn qemu_reads_rampart_luks1_cbc_plain64_sha1() {
     rampart_to_qemu(
         "qemu-read-plain64",
         &["--cipher", "aes-cbc-plain64", "--key-size", "256", "--hash", "sha1"],
@@ -212,7 +212,7 @@ fn qemu_to_rampart(tag: &str, qemu_options: &str) {
 }
 
 #[test]
-fn issue3_qemu_writes_luks1_xts_plain64_rampart_reads() {
+fn qemu_writes_luks1_xts_plain64_rampart_reads() {
     qemu_to_rampart(
         "qemu-write-xts",
         "cipher-alg=aes-256,cipher-mode=xts,ivgen-alg=plain64,hash-alg=sha256",
@@ -220,7 +220,7 @@ fn issue3_qemu_writes_luks1_xts_plain64_rampart_reads() {
 }
 
 #[test]
-fn issue3_qemu_writes_luks1_cbc_essiv_rampart_reads() {
+fn qemu_writes_luks1_cbc_essiv_rampart_reads() {
     qemu_to_rampart(
         "qemu-write-essiv",
         "cipher-alg=aes-256,cipher-mode=cbc,ivgen-alg=essiv,ivgen-hash-alg=sha256,hash-alg=sha1",
@@ -241,7 +241,7 @@ fn nbdkit(dir: &TempDir, volume: &Path, key: &Path, read_only: bool) -> (Server,
 
 /// (c) nbdkit's luks filter reads what Rampart imported.
 #[test]
-fn issue3_nbdkit_reads_rampart_luks1() {
+fn nbdkit_reads_rampart_luks1() {
     require(&["nbdkit", "nbdcopy", "nbdinfo"]);
     let dir = TempDir::new("nbdkit-read");
     let key = dir.file("key", b"nbdkit reads this");
@@ -266,7 +266,7 @@ fn issue3_nbdkit_reads_rampart_luks1() {
 
 /// (c) nbdcopy writes through nbdkit into a Rampart volume; Rampart reads.
 #[test]
-fn issue3_nbdkit_writes_rampart_luks1() {
+fn nbdkit_writes_rampart_luks1() {
     require(&["nbdkit", "nbdcopy", "cryptsetup"]);
     let dir = TempDir::new("nbdkit-write");
     let key = dir.file("key", b"nbdkit writes this");

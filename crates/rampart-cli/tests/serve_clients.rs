@@ -5,7 +5,7 @@
 //! I/O), crash safety of acknowledged FUA/flushed writes (nbdsh, then
 //! `kill -9`), and shutdown on SIGTERM/SIGINT with clients connected.
 
-#[path = "helpers/issue4_support.rs"]
+#[path = "helpers/serve_support.rs"]
 mod support;
 
 use std::io::{BufRead, BufReader};

@@ -1,11 +1,11 @@
 #![allow(clippy::unwrap_used)]
 #![allow(dead_code)]
-//! Shared helpers of the issue-3 interoperability tests (included by each
-//! `issue3_*.rs` test with `#[path]`; built alone it holds no tests).
+//! Shared helpers of the LUKS interoperability tests (included by each
+//! `luks_*.rs` test with `#[path]`; built alone it holds no tests).
 //!
 //! The peers are the real tools: cryptsetup, qemu-img, nbdkit with its luks
 //! filter, nbdcopy/nbdinfo and Python's pyca/cryptography (through
-//! `tests/helpers/issue3_luks.py`). A missing tool fails the test with a
+//! `tests/helpers/luks_reference.py`). A missing tool fails the test with a
 //! message naming `scripts/test`, which installs them.
 
 #[path = "common.rs"]
@@ -18,7 +18,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-pub const HELPER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/helpers/issue3_luks.py");
+pub const HELPER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/helpers/luks_reference.py");
 
 /// Cheap KDF settings, the same spelling for cryptsetup and Rampart.
 pub const PBKDF2: &[&str] = &["--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000"];

@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used)]
 // Both support modules include helpers/common.rs; each keeps its own copy.
 #![allow(clippy::duplicate_mod)]
-//! Volumes bound to the key manager (issue 5, section 6), against a real
+//! Volumes bound to the key manager, against a real
 //! `rampart kms serve` process, the real cryptsetup and libnbd's nbdinfo
 //! and nbdcopy: `format --key`, `bind`, token-first unlocking in every
 //! command that opens a volume, `unlock --print-passphrase` piped into
@@ -9,10 +9,10 @@
 //! still working, `unbind`, tokens copied to another volume, and geo-fenced
 //! keys. A missing tool fails the test (scripts/test installs them).
 
-#[path = "helpers/issue5_kms_support.rs"]
+#[path = "helpers/kms_support.rs"]
 mod kms_support;
 
-#[path = "helpers/issue4_support.rs"]
+#[path = "helpers/serve_support.rs"]
 mod nbd;
 
 use std::io::Write;
@@ -161,7 +161,7 @@ fn tool_with_input(program: &str, args: &[&str], stdin: &[u8]) -> Output {
 }
 
 #[test]
-fn issue5_bind_format_serve_and_cryptsetup() {
+fn bind_format_serve_and_cryptsetup() {
     nbd::require(&["cryptsetup", "nbdinfo", "nbdcopy"]);
     let d = Deployment::start("bind-serve");
     let (vol, printed) = d.format("vol", Some(&d.eu));
@@ -418,7 +418,7 @@ fn issue5_bind_format_serve_and_cryptsetup() {
 }
 
 #[test]
-fn issue5_bind_rotate_rewrap_revoke_unbind() {
+fn bind_rotate_rewrap_revoke_unbind() {
     nbd::require(&["cryptsetup"]);
     let d = Deployment::start("bind-life");
     let admin = s(&d.admin).to_owned();
@@ -558,7 +558,7 @@ fn issue5_bind_rotate_rewrap_revoke_unbind() {
 /// The README's key-manager quick start, run as written (in a scratch
 /// directory, on a free port instead of 8443, with the test's binary).
 #[test]
-fn issue5_bind_readme_quickstart() {
+fn bind_readme_quickstart() {
     nbd::require(&["bash", "nbdinfo"]);
     let readme =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))

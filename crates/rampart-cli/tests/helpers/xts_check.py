@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Independent check of Rampart's on-disk ciphertext (pyca/cryptography, never
-Rampart's code), for the issue-4 NBD tests.
+Rampart's code), for the NBD serve tests.
 
-  issue4_xts_check.py VOL DATA_OFFSET KEYHEX SECTOR IV_TWEAK PLAIN RANGE...
+  xts_check.py VOL DATA_OFFSET KEYHEX SECTOR IV_TWEAK PLAIN RANGE...
 
 Each RANGE is START:LENGTH in plaintext bytes (multiples of SECTOR). The
 ciphertext at VOL byte DATA_OFFSET + START is decrypted with AES-XTS under the

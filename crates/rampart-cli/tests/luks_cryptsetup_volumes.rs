@@ -7,7 +7,7 @@
 //! independently (pyca/cryptography, with the key cryptsetup dumps) to that
 //! data; data encrypted by pyca/cryptography reads back through Rampart.
 
-#[path = "helpers/issue3_support.rs"]
+#[path = "helpers/luks_support.rs"]
 mod support;
 
 use support::*;
@@ -137,7 +137,7 @@ fn check(case: &Case) {
 }
 
 #[test]
-fn issue3_cryptsetup_luks2_pbkdf2_sha1_xts512_sector512() {
+fn cryptsetup_luks2_pbkdf2_sha1_xts512_sector512() {
     check(&Case {
         name: "luks2-pbkdf2-xts512-s512",
         luks_type: "luks2",
@@ -151,7 +151,7 @@ fn issue3_cryptsetup_luks2_pbkdf2_sha1_xts512_sector512() {
 }
 
 #[test]
-fn issue3_cryptsetup_luks2_argon2i_xts256_sector4096() {
+fn cryptsetup_luks2_argon2i_xts256_sector4096() {
     check(&Case {
         name: "luks2-argon2i-xts256-s4096",
         luks_type: "luks2",
@@ -165,7 +165,7 @@ fn issue3_cryptsetup_luks2_argon2i_xts256_sector4096() {
 }
 
 #[test]
-fn issue3_cryptsetup_luks2_argon2id_xts512_sector4096() {
+fn cryptsetup_luks2_argon2id_xts512_sector4096() {
     check(&Case {
         name: "luks2-argon2id-xts512-s4096",
         luks_type: "luks2",
@@ -179,7 +179,7 @@ fn issue3_cryptsetup_luks2_argon2id_xts512_sector4096() {
 }
 
 #[test]
-fn issue3_cryptsetup_luks2_argon2id_xts256_sector512_default_sector() {
+fn cryptsetup_luks2_argon2id_xts256_sector512_default_sector() {
     // No --sector-size: whatever cryptsetup picks for a file.
     check(&Case {
         name: "luks2-argon2id-xts256-default-sector",
@@ -194,7 +194,7 @@ fn issue3_cryptsetup_luks2_argon2id_xts256_sector512_default_sector() {
 }
 
 #[test]
-fn issue3_cryptsetup_luks2_metadata_64k_keyslots_2m() {
+fn cryptsetup_luks2_metadata_64k_keyslots_2m() {
     check(&Case {
         name: "luks2-md64k-ks2m",
         luks_type: "luks2",
@@ -208,7 +208,7 @@ fn issue3_cryptsetup_luks2_metadata_64k_keyslots_2m() {
 }
 
 #[test]
-fn issue3_cryptsetup_luks2_metadata_1m_keyslots_4m() {
+fn cryptsetup_luks2_metadata_1m_keyslots_4m() {
     check(&Case {
         name: "luks2-md1m-ks4m",
         luks_type: "luks2",
@@ -222,7 +222,7 @@ fn issue3_cryptsetup_luks2_metadata_1m_keyslots_4m() {
 }
 
 #[test]
-fn issue3_cryptsetup_luks2_detached_header() {
+fn cryptsetup_luks2_detached_header() {
     check(&Case {
         name: "luks2-detached",
         luks_type: "luks2",
@@ -236,7 +236,7 @@ fn issue3_cryptsetup_luks2_detached_header() {
 }
 
 #[test]
-fn issue3_cryptsetup_luks2_cbc_essiv_sector512() {
+fn cryptsetup_luks2_cbc_essiv_sector512() {
     check(&Case {
         name: "luks2-cbc-essiv",
         luks_type: "luks2",
@@ -250,7 +250,7 @@ fn issue3_cryptsetup_luks2_cbc_essiv_sector512() {
 }
 
 #[test]
-fn issue3_cryptsetup_luks1_xts512() {
+fn cryptsetup_luks1_xts512() {
     check(&Case {
         name: "luks1-xts512",
         luks_type: "luks1",
@@ -264,7 +264,7 @@ fn issue3_cryptsetup_luks1_xts512() {
 }
 
 #[test]
-fn issue3_cryptsetup_luks1_xts256() {
+fn cryptsetup_luks1_xts256() {
     check(&Case {
         name: "luks1-xts256",
         luks_type: "luks1",
@@ -278,7 +278,7 @@ fn issue3_cryptsetup_luks1_xts256() {
 }
 
 #[test]
-fn issue3_cryptsetup_luks1_cbc_essiv_sha256() {
+fn cryptsetup_luks1_cbc_essiv_sha256() {
     check(&Case {
         name: "luks1-cbc-essiv",
         luks_type: "luks1",
@@ -292,7 +292,7 @@ fn issue3_cryptsetup_luks1_cbc_essiv_sha256() {
 }
 
 #[test]
-fn issue3_cryptsetup_luks1_cbc_plain64_sha512() {
+fn cryptsetup_luks1_cbc_plain64_sha512() {
     check(&Case {
         name: "luks1-cbc-plain64",
         luks_type: "luks1",
@@ -306,7 +306,7 @@ fn issue3_cryptsetup_luks1_cbc_plain64_sha512() {
 }
 
 #[test]
-fn issue3_cryptsetup_luks1_detached_header() {
+fn cryptsetup_luks1_detached_header() {
     check(&Case {
         name: "luks1-detached",
         luks_type: "luks1",
@@ -323,7 +323,7 @@ fn issue3_cryptsetup_luks1_detached_header() {
 /// rewrites headers, e.g. after a reencryption): the tweak of the sector at
 /// segment byte B is B / 512 + iv_tweak, which pyca/cryptography reproduces.
 #[test]
-fn issue3_cryptsetup_luks2_nonzero_iv_tweak() {
+fn cryptsetup_luks2_nonzero_iv_tweak() {
     require(&["cryptsetup", "python3"]);
     let dir = TempDir::new("iv-tweak");
     let key = dir.file("key", b"tweaked");

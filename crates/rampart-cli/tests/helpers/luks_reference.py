@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent reference for the issue-3 interop tests (pyca/cryptography and
+"""Independent reference for the LUKS interop tests (pyca/cryptography and
 hashlib, never Rampart's code).
 
 Subcommands:

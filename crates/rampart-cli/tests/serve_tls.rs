@@ -6,7 +6,7 @@
 //! `--tls-client-ca` only clients with a certificate from that CA get in;
 //! `--tls on` serves both.
 
-#[path = "helpers/issue4_support.rs"]
+#[path = "helpers/serve_support.rs"]
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -88,7 +88,7 @@ fn make_pki(dir: &TempDir) -> Pki {
     std::fs::create_dir_all(&d).unwrap();
     let ca_ext = "[req]\ndistinguished_name=dn\n[dn]\n[v3]\nbasicConstraints=critical,CA:TRUE\n\
                   keyUsage=critical,keyCertSign,cRLSign\nsubjectKeyIdentifier=hash\n";
-    issue(&d, "ca", "/CN=Rampart issue4 test CA", None, ca_ext);
+    issue(&d, "ca", "/CN=Rampart serve test CA", None, ca_ext);
     issue(&d, "rogueca", "/CN=Some other CA", None, ca_ext);
     issue(
         &d,
@@ -103,8 +103,8 @@ fn make_pki(dir: &TempDir) -> Pki {
     let client_ext = "[v3]\nbasicConstraints=critical,CA:FALSE\n\
                       keyUsage=critical,digitalSignature,keyEncipherment\n\
                       extendedKeyUsage=clientAuth\n";
-    issue(&d, "client", "/CN=issue4 client", Some("ca"), client_ext);
-    issue(&d, "rogue", "/CN=issue4 rogue client", Some("rogueca"), client_ext);
+    issue(&d, "client", "/CN=serve client", Some("ca"), client_ext);
+    issue(&d, "rogue", "/CN=serve rogue client", Some("rogueca"), client_ext);
 
     let layout = |name: &str, client: Option<&str>| {
         let out = dir.join(name);

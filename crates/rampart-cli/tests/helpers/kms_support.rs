@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used)]
 #![allow(dead_code)]
 //! Shared helpers of the key manager's CLI tests (included by each
-//! `issue5_*.rs` test with `#[path]`; built alone it holds no tests):
+//! `kms_*.rs` test with `#[path]`; built alone it holds no tests):
 //! temporary directories, free ports, `rampart` runs, server processes,
 //! and throwaway PostgreSQL clusters from `scripts/pg-test-cluster`.
 

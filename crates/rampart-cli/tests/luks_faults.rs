@@ -14,7 +14,7 @@
 //!   (rewritten with valid checksums): a one-line error, a non-zero exit,
 //!   never a panic or a crash, and write verbs leave the file unchanged.
 
-#[path = "helpers/issue3_support.rs"]
+#[path = "helpers/luks_support.rs"]
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -121,18 +121,18 @@ fn wrong_passphrase(tag: &str, luks_type: &str) {
 }
 
 #[test]
-fn issue3_faults_wrong_passphrase_luks2() {
+fn faults_wrong_passphrase_luks2() {
     wrong_passphrase("wrong-luks2", "luks2");
 }
 
 #[test]
-fn issue3_faults_wrong_passphrase_luks1() {
+fn faults_wrong_passphrase_luks1() {
     wrong_passphrase("wrong-luks1", "luks1");
 }
 
 /// Damage to one LUKS2 header copy: warning, still opens, repair fixes it.
 #[test]
-fn issue3_faults_damaged_header_copy_and_repair() {
+fn faults_damaged_header_copy_and_repair() {
     require(&["cryptsetup", "python3"]);
     let dir = TempDir::new("repair");
     let key = dir.file("key", b"repair me");
@@ -273,7 +273,7 @@ fn hostile(dir: &TempDir, what: &str, volume: &Path, key: &Path, must_fail: bool
 
 /// Files that are not (whole) LUKS volumes.
 #[test]
-fn issue3_faults_truncated_random_and_empty_files() {
+fn faults_truncated_random_and_empty_files() {
     require(&["cryptsetup"]);
     let dir = TempDir::new("junk");
     let key = dir.file("key", b"junk key");
@@ -323,7 +323,7 @@ fn with_json(dir: &TempDir, pristine: &Path, name: &str, json: &[u8]) -> PathBuf
 
 /// JSON areas that are not objects, or not JSON: refused by every verb.
 #[test]
-fn issue3_faults_json_area_not_an_object() {
+fn faults_json_area_not_an_object() {
     require(&["cryptsetup", "python3"]);
     let dir = TempDir::new("json-not-object");
     let key = dir.file("key", b"json key");
@@ -539,16 +539,16 @@ fn hostile_json(part: usize) {
 }
 
 #[test]
-fn issue3_faults_hostile_json_values_part0() {
+fn faults_hostile_json_values_part0() {
     hostile_json(0);
 }
 
 #[test]
-fn issue3_faults_hostile_json_values_part1() {
+fn faults_hostile_json_values_part1() {
     hostile_json(1);
 }
 
 #[test]
-fn issue3_faults_hostile_json_values_part2() {
+fn faults_hostile_json_values_part2() {
     hostile_json(2);
 }

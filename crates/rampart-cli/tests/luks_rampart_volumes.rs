@@ -7,7 +7,7 @@
 //! offsets agree; and data Rampart imports decrypts independently
 //! (pyca/cryptography) with cryptsetup's key.
 
-#[path = "helpers/issue3_support.rs"]
+#[path = "helpers/luks_support.rs"]
 mod support;
 
 use support::*;
@@ -91,7 +91,7 @@ fn check(case: &Case) {
 }
 
 #[test]
-fn issue3_rampart_luks2_defaults_with_label() {
+fn rampart_luks2_defaults_with_label() {
     check(&Case {
         name: "r-luks2-default",
         args: &[
@@ -102,13 +102,13 @@ fn issue3_rampart_luks2_defaults_with_label() {
             "--label",
             "rampart-data",
             "--subsystem",
-            "issue3",
+            "tests",
         ],
         detached_header: false,
         dump_lines: &[
             "Version: 2",
             "Label: rampart-data",
-            "Subsystem: issue3",
+            "Subsystem: tests",
             "cipher: aes-xts-plain64",
             "sector: 4096 [bytes]",
             "Key: 512 bits",
@@ -124,7 +124,7 @@ fn issue3_rampart_luks2_defaults_with_label() {
 }
 
 #[test]
-fn issue3_rampart_luks2_pbkdf2_sector512_xts256_unicode_label() {
+fn rampart_luks2_pbkdf2_sector512_xts256_unicode_label() {
     check(&Case {
         name: "r-luks2-s512",
         args: &[
@@ -155,7 +155,7 @@ fn issue3_rampart_luks2_pbkdf2_sector512_xts256_unicode_label() {
 }
 
 #[test]
-fn issue3_rampart_luks2_argon2i_small_metadata_and_uuid() {
+fn rampart_luks2_argon2i_small_metadata_and_uuid() {
     check(&Case {
         name: "r-luks2-md",
         args: &[
@@ -187,7 +187,7 @@ fn issue3_rampart_luks2_argon2i_small_metadata_and_uuid() {
 }
 
 #[test]
-fn issue3_rampart_luks2_explicit_offset() {
+fn rampart_luks2_explicit_offset() {
     check(&Case {
         name: "r-luks2-offset",
         args: &["--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000", "--offset", "36864"],
@@ -201,7 +201,7 @@ fn issue3_rampart_luks2_explicit_offset() {
 }
 
 #[test]
-fn issue3_rampart_luks2_cbc_essiv() {
+fn rampart_luks2_cbc_essiv() {
     check(&Case {
         name: "r-luks2-essiv",
         args: &[
@@ -224,7 +224,7 @@ fn issue3_rampart_luks2_cbc_essiv() {
 }
 
 #[test]
-fn issue3_rampart_luks2_detached_header_with_label() {
+fn rampart_luks2_detached_header_with_label() {
     check(&Case {
         name: "r-luks2-detached",
         args: &["--pbkdf-force-iterations", "4", "--pbkdf-memory", "32768", "--label", "detached"],
@@ -238,7 +238,7 @@ fn issue3_rampart_luks2_detached_header_with_label() {
 }
 
 #[test]
-fn issue3_rampart_luks1_defaults() {
+fn rampart_luks1_defaults() {
     check(&Case {
         name: "r-luks1-default",
         args: &["--type", "luks1", "--pbkdf-force-iterations", "1000"],
@@ -259,7 +259,7 @@ fn issue3_rampart_luks1_defaults() {
 }
 
 #[test]
-fn issue3_rampart_luks1_cbc_essiv_sha1() {
+fn rampart_luks1_cbc_essiv_sha1() {
     check(&Case {
         name: "r-luks1-essiv",
         args: &[
@@ -284,7 +284,7 @@ fn issue3_rampart_luks1_cbc_essiv_sha1() {
 }
 
 #[test]
-fn issue3_rampart_luks1_cbc_plain64() {
+fn rampart_luks1_cbc_plain64() {
     check(&Case {
         name: "r-luks1-plain64",
         args: &[
@@ -307,7 +307,7 @@ fn issue3_rampart_luks1_cbc_plain64() {
 }
 
 #[test]
-fn issue3_rampart_luks1_detached_header() {
+fn rampart_luks1_detached_header() {
     check(&Case {
         name: "r-luks1-detached",
         args: &["--type", "luks1", "--pbkdf-force-iterations", "1000"],
@@ -323,7 +323,7 @@ fn issue3_rampart_luks1_detached_header() {
 /// `rampart format` refuses to overwrite an existing header without
 /// `--batch-mode` (exit 2, one line, volume unchanged) and overwrites it with.
 #[test]
-fn issue3_rampart_format_refuses_to_overwrite_without_batch_mode() {
+fn rampart_format_refuses_to_overwrite_without_batch_mode() {
     require(&["cryptsetup"]);
     let dir = TempDir::new("r-overwrite");
     let key = dir.file("key", b"first");

@@ -7,7 +7,7 @@
 //! clean. Every mount, loop device and FUSE mount is undone by guards, even
 //! when the test fails.
 
-#[path = "helpers/issue4_support.rs"]
+#[path = "helpers/serve_support.rs"]
 mod support;
 
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! serve (a real server process), client bundles, the key lifecycle,
 //! wrap/unwrap, the audit log and Shamir unsealing.
 
-#[path = "helpers/issue5_kms_support.rs"]
+#[path = "helpers/kms_support.rs"]
 mod support;
 
 use std::os::unix::fs::PermissionsExt;
@@ -15,7 +15,7 @@ fn mode(path: &std::path::Path) -> u32 {
 }
 
 #[test]
-fn issue5_kms_cli_end_to_end_on_sqlite() {
+fn kms_cli_end_to_end_on_sqlite() {
     let tmp = TempDir::new("kms-cli");
     let dir = tmp.join("data");
     let dir_s = dir.display().to_string();
@@ -150,7 +150,7 @@ fn issue5_kms_cli_end_to_end_on_sqlite() {
 }
 
 #[test]
-fn issue5_kms_cli_shamir_unseal() {
+fn kms_cli_shamir_unseal() {
     let tmp = TempDir::new("kms-shamir");
     let dir = tmp.join("data");
     let dir_s = dir.display().to_string();

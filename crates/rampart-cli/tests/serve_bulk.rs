@@ -4,7 +4,7 @@
 //! stopped, and the on-disk ciphertext decrypting (pyca/cryptography) under
 //! the volume key cryptsetup prints.
 
-#[path = "helpers/issue4_support.rs"]
+#[path = "helpers/serve_support.rs"]
 mod support;
 
 use std::fs::File;

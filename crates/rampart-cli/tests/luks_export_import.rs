@@ -6,7 +6,7 @@
 //! it touches; ranges past the end are refused (exit 2, one line) without
 //! touching the volume.
 
-#[path = "helpers/issue3_support.rs"]
+#[path = "helpers/luks_support.rs"]
 mod support;
 
 use support::*;
@@ -248,7 +248,7 @@ fn ranges(tag: &str, format_args: &[&str], size: &str) {
 /// swallowing the data as the passphrase. `export -` into a pipe whose
 /// reader stops early ends quietly with exit 0.
 #[test]
-fn issue3_export_import_stdin_passphrase_and_broken_pipe() {
+fn export_import_stdin_passphrase_and_broken_pipe() {
     let dir = TempDir::new("stdin-pipe");
     let key = dir.file("key", b"stdin passphrase");
     let volume = dir.join("volume.img");
@@ -298,16 +298,16 @@ fn issue3_export_import_stdin_passphrase_and_broken_pipe() {
 }
 
 #[test]
-fn issue3_export_import_ranges_luks2_sector4096() {
+fn export_import_ranges_luks2_sector4096() {
     ranges("ranges-luks2", &[], "40M");
 }
 
 #[test]
-fn issue3_export_import_ranges_luks1_sector512_cbc_essiv() {
+fn export_import_ranges_luks1_sector512_cbc_essiv() {
     ranges("ranges-luks1", &["--type", "luks1", "--cipher", "aes-cbc-essiv:sha256"], "28M");
 }
 
 #[test]
-fn issue3_export_import_ranges_luks2_sector512_xts256() {
+fn export_import_ranges_luks2_sector512_xts256() {
     ranges("ranges-luks2-512", &["--sector-size", "512", "--key-size", "256"], "40M");
 }

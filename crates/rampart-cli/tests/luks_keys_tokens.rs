@@ -13,7 +13,7 @@
 //! (`cryptsetup token export` returns the same JSON object); `rampart token
 //! add/export/remove` round-trips and is visible to cryptsetup.
 
-#[path = "helpers/issue3_support.rs"]
+#[path = "helpers/luks_support.rs"]
 mod support;
 
 use std::path::Path;
@@ -174,22 +174,22 @@ fn key_management(tag: &str, luks_type: &str, made_by_rampart: bool) {
 }
 
 #[test]
-fn issue3_keys_luks2_made_by_rampart() {
+fn keys_luks2_made_by_rampart() {
     key_management("keys-luks2-rampart", "luks2", true);
 }
 
 #[test]
-fn issue3_keys_luks2_made_by_cryptsetup() {
+fn keys_luks2_made_by_cryptsetup() {
     key_management("keys-luks2-cs", "luks2", false);
 }
 
 #[test]
-fn issue3_keys_luks1_made_by_rampart() {
+fn keys_luks1_made_by_rampart() {
     key_management("keys-luks1-rampart", "luks1", true);
 }
 
 #[test]
-fn issue3_keys_luks1_made_by_cryptsetup() {
+fn keys_luks1_made_by_cryptsetup() {
     key_management("keys-luks1-cs", "luks1", false);
 }
 
@@ -213,7 +213,7 @@ const KMS_TOKEN: &str = r#"{"type":"rampart-kms","keyslots":["0"],"server":"http
 
 /// A token imported by cryptsetup survives every Rampart header rewrite.
 #[test]
-fn issue3_tokens_imported_by_cryptsetup_survive_rampart_rewrites() {
+fn tokens_imported_by_cryptsetup_survive_rampart_rewrites() {
     require(&["cryptsetup"]);
     let dir = TempDir::new("tokens-cs");
     let volume = dir.sparse("volume.img", 20 << 20);
@@ -259,7 +259,7 @@ fn issue3_tokens_imported_by_cryptsetup_survive_rampart_rewrites() {
 /// A token naming a keyslot that Rampart wipes loses that reference, as
 /// cryptsetup's luksKillSlot does, so cryptsetup still accepts the header.
 #[test]
-fn issue3_tokens_follow_keyslot_removal_like_cryptsetup() {
+fn tokens_follow_keyslot_removal_like_cryptsetup() {
     require(&["cryptsetup"]);
     let dir = TempDir::new("tokens-kill");
     let k1 = dir.file("k1", b"token kill 1");
@@ -299,7 +299,7 @@ fn issue3_tokens_follow_keyslot_removal_like_cryptsetup() {
 
 /// `rampart token add/export/remove`, seen by cryptsetup.
 #[test]
-fn issue3_tokens_rampart_add_export_remove() {
+fn tokens_rampart_add_export_remove() {
     require(&["cryptsetup"]);
     let dir = TempDir::new("tokens-rampart");
     let volume = dir.join("volume.img");
@@ -404,7 +404,7 @@ fn issue3_tokens_rampart_add_export_remove() {
 
 /// LUKS1 has no tokens: a one-line error, the header unchanged.
 #[test]
-fn issue3_tokens_refused_on_luks1() {
+fn tokens_refused_on_luks1() {
     let dir = TempDir::new("tokens-luks1");
     let volume = dir.join("volume.img");
     let k1 = dir.file("k1", b"luks1 tokens");

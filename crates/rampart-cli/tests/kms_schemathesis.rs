@@ -21,7 +21,7 @@
 //!
 //! A missing python3 or schemathesis fails the test (it never skips).
 
-#[path = "helpers/issue5_kms_support.rs"]
+#[path = "helpers/kms_support.rs"]
 mod support;
 
 use std::path::Path;
@@ -140,7 +140,7 @@ fn run(dir: &Path, url: &str, pems: &[String; 3], examples: u32, seed: &str) -> 
 }
 
 #[test]
-fn issue5_schemathesis_finds_no_server_error_or_nonconformance() {
+fn schemathesis_finds_no_server_error_or_nonconformance() {
     check_installed();
     let tmp = TempDir::new("kms-schemathesis");
     let dir = tmp.join("data");

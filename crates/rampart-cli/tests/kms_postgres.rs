@@ -7,7 +7,7 @@
 //! The cluster comes from `$RAMPART_TEST_PG_URL` (scripts/test starts one
 //! with scripts/pg-test-cluster) or is started here.
 
-#[path = "helpers/issue5_kms_support.rs"]
+#[path = "helpers/kms_support.rs"]
 mod support;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -65,7 +65,7 @@ impl Load {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn issue5_two_servers_on_one_postgres_survive_sigkill_and_database_restart() {
+async fn two_servers_on_one_postgres_survive_sigkill_and_database_restart() {
     let cluster = PgCluster::get();
     let db = cluster.database("ha");
     let tmp = TempDir::new("kms-ha");

@@ -7,7 +7,7 @@
 //! expected bytes, the server is alive, and its stderr never says
 //! "panicked".
 
-#[path = "helpers/issue4_support.rs"]
+#[path = "helpers/serve_support.rs"]
 mod support;
 
 use std::path::Path;

@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used)]
 #![allow(dead_code)]
-//! Shared helpers of the issue-4 NBD tests (included by each `issue4_*.rs`
+//! Shared helpers of the NBD serve tests (included by each `serve_*.rs`
 //! test with `#[path]`).
 //!
 //! The tests drive the real `rampart serve` binary with real NBD clients
@@ -20,12 +20,11 @@ use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// The Debian packages the issue-4 tests drive (scripts/test installs them).
+/// The Debian packages the serve tests drive (scripts/test installs them).
 pub const PACKAGES: &str = "cryptsetup-bin qemu-utils nbdkit libnbd-bin python3-libnbd fio fuse3 \
                             e2fsprogs util-linux mount openssl procps coreutils";
 
-pub const XTS_CHECK: &str =
-    concat!(env!("CARGO_MANIFEST_DIR"), "/tests/helpers/issue4_xts_check.py");
+pub const XTS_CHECK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/helpers/xts_check.py");
 
 /// Cheap KDF settings for `rampart format`.
 pub const PBKDF2: &[&str] = &["--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000"];
@@ -116,11 +115,11 @@ pub fn output_limited(mut command: Command, limit: Duration) -> Output {
     Output { status, stdout: out.join().unwrap(), stderr: err.join().unwrap() }
 }
 
-/// The passphrase file every issue-4 volume uses.
+/// The passphrase file every serve test volume uses.
 pub fn key_file(dir: &TempDir) -> PathBuf {
     let path = dir.join("key");
     if !path.exists() {
-        std::fs::write(&path, b"issue4 passphrase").unwrap();
+        std::fs::write(&path, b"serve passphrase").unwrap();
     }
     path
 }
