@@ -47,6 +47,11 @@ pub enum Command {
     Import(ImportArgs),
     /// Rewrite a damaged LUKS2 header copy from the intact one.
     Repair(RepairArgs),
+    /// Exit 0 when VOL holds a LUKS header (of --type, if given), 1 when
+    /// not, like `cryptsetup isLuks`.
+    IsLuks(IsLuksArgs),
+    /// Print a volume's UUID, or set it with --uuid, like `cryptsetup luksUUID`.
+    Uuid(UuidArgs),
     /// Serve the plaintext of volumes as block devices over NBD.
     Serve(ServeArgs),
     /// Bind a LUKS2 volume to a key-manager key: a keyslot with a random
@@ -370,8 +375,10 @@ pub struct KillSlotArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum TokenCommand {
-    /// Add a token from a JSON file (`-` = standard input), like `cryptsetup token import`.
-    Add {
+    /// Add a token from a JSON file (`-` = standard input), like `cryptsetup
+    /// token import` (`token add` is an alias).
+    #[command(alias = "add")]
+    Import {
         #[command(flatten)]
         volume: VolumeArgs,
         /// The token JSON.
@@ -381,10 +388,11 @@ pub enum TokenCommand {
         #[arg(long, value_name = "ID")]
         token_id: Option<usize>,
     },
-    /// Print a token's JSON.
+    /// Print a token's JSON exactly as stored, like `cryptsetup token export`.
     Export {
         #[command(flatten)]
         volume: VolumeArgs,
+        /// The token to print.
         #[arg(long, value_name = "ID")]
         token_id: usize,
     },
@@ -392,6 +400,7 @@ pub enum TokenCommand {
     Remove {
         #[command(flatten)]
         volume: VolumeArgs,
+        /// The token to remove.
         #[arg(long, value_name = "ID")]
         token_id: usize,
     },
@@ -403,6 +412,7 @@ pub enum HeaderCommand {
     Backup {
         #[command(flatten)]
         volume: VolumeArgs,
+        /// The backup file to create.
         #[arg(value_name = "FILE")]
         file: PathBuf,
     },
@@ -410,6 +420,7 @@ pub enum HeaderCommand {
     Restore {
         #[command(flatten)]
         volume: VolumeArgs,
+        /// The backup file made by `header backup` or `cryptsetup luksHeaderBackup`.
         #[arg(value_name = "FILE")]
         file: PathBuf,
         /// Do not ask before replacing a different header.
@@ -451,6 +462,28 @@ pub struct ImportArgs {
     pub key: KeyArgs,
     #[command(flatten)]
     pub tokens: TokenArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct IsLuksArgs {
+    #[command(flatten)]
+    pub volume: VolumeArgs,
+    /// Succeed only for this version: luks1 or luks2.
+    #[arg(long = "type", value_name = "TYPE")]
+    pub luks_type: Option<String>,
+    /// Say why VOL is not LUKS (on standard error).
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct UuidArgs {
+    #[command(flatten)]
+    pub volume: VolumeArgs,
+    /// Set this UUID instead of printing it (key-manager bindings of the
+    /// volume then stop working: unbind and bind again).
+    #[arg(long, value_name = "UUID")]
+    pub uuid: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -499,4 +532,42 @@ pub struct RandArgs {
 fn parse_usize_size(text: &str) -> Result<usize, String> {
     let size = parse_size(text)?;
     usize::try_from(size).map_err(|_| format!("'{text}' is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Args;
+
+    fn missing_help(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+        for arg in command.get_arguments() {
+            let id = arg.get_id().as_str();
+            if id == "help" || id == "version" {
+                continue;
+            }
+            if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                missing.push(format!("{path} <{id}>"));
+            }
+        }
+        for sub in command.get_subcommands() {
+            let name = sub.get_name();
+            if name == "help" {
+                continue;
+            }
+            if sub.get_about().is_none() && sub.get_long_about().is_none() {
+                missing.push(format!("{path} {name}"));
+            }
+            missing_help(sub, &format!("{path} {name}"), missing);
+        }
+    }
+
+    #[test]
+    fn every_command_and_flag_has_help_text() {
+        let command = Args::command();
+        command.clone().debug_assert();
+        let mut missing = Vec::new();
+        missing_help(&command, "rampart", &mut missing);
+        assert!(missing.is_empty(), "without help text: {missing:#?}");
+    }
 }

@@ -23,6 +23,19 @@ impl std::fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
+/// A command's answer given by exit status alone (`is-luks` saying "no"):
+/// exit with this status and print nothing.
+#[derive(Debug)]
+pub struct QuietExit(pub u8);
+
+impl std::fmt::Display for QuietExit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "exit status {}", self.0)
+    }
+}
+
+impl std::error::Error for QuietExit {}
+
 fn main() -> ExitCode {
     rampart_crypto::disable_core_dumps();
     let args = cli::Args::parse();
@@ -38,11 +51,13 @@ fn main() -> ExitCode {
     match commands::run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            // One line: the whole cause chain, no backtrace unless asked for.
-            eprintln!("rampart: error: {error:#}");
-            if std::env::var_os("RUST_BACKTRACE").is_some_and(|v| v != "0") {
-                eprintln!("{}", error.backtrace());
+            if let Some(QuietExit(status)) = error.downcast_ref::<QuietExit>() {
+                return ExitCode::from(*status);
             }
+            // One line: the whole cause chain. An error is an answer, not a
+            // bug, so RUST_BACKTRACE never adds a stack dump here; panics
+            // (bugs) still get theirs from the panic hook.
+            eprintln!("rampart: error: {error:#}");
             if error.downcast_ref::<UsageError>().is_some() {
                 ExitCode::from(2)
             } else {

@@ -399,6 +399,11 @@ pub(crate) fn lock_memory(buf: &[u8]) {
             // SAFETY: mlock only reads the address range; the page holds
             // part of `buf`, so it is mapped.
             let _ = unsafe { libc::mlock((index * page) as *const c_void, page) };
+            // Out of core dumps too (should one ever be enabled again, or
+            // taken by a debugger that honours the flag).
+            // SAFETY: MADV_DONTDUMP only changes the mapping's dump flag.
+            let _ =
+                unsafe { libc::madvise((index * page) as *mut c_void, page, libc::MADV_DONTDUMP) };
         }
         *count = count.saturating_add(1);
     }
@@ -419,6 +424,9 @@ pub(crate) fn unlock_memory(buf: &[u8]) {
             locked.remove(&index);
             // SAFETY: as above.
             let _ = unsafe { libc::munlock((index * page) as *const c_void, page) };
+            // SAFETY: as above; the page goes back to the heap.
+            let _ =
+                unsafe { libc::madvise((index * page) as *mut c_void, page, libc::MADV_DODUMP) };
         }
     }
 }
@@ -463,12 +471,57 @@ fn memlock_unlimited() -> bool {
         .is_some_and(|caps| caps & (1 << CAP_IPC_LOCK) != 0)
 }
 
-/// Turns off core dumps for this process, so that keys in memory cannot end
-/// up in a core file. Call once at start-up of any program that holds keys.
+/// Keeps keys in this process's memory out of core files and away from
+/// other processes of the same user: core dumps off (`RLIMIT_CORE` 0) and
+/// the process marked non-dumpable (`PR_SET_DUMPABLE` 0), which also
+/// refuses `ptrace` attaches and `/proc/PID/mem` reads by anyone but root.
+/// Call once at start-up of any program that holds keys.
 pub fn disable_core_dumps() {
     let zero = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: setrlimit reads a valid rlimit struct.
     let _ = unsafe { libc::setrlimit(libc::RLIMIT_CORE, &zero) };
+    // SAFETY: PR_SET_DUMPABLE takes integer arguments only.
+    let _ = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+}
+
+/// Whether this process is marked dumpable (`PR_GET_DUMPABLE`).
+#[must_use]
+pub fn is_dumpable() -> bool {
+    // SAFETY: PR_GET_DUMPABLE takes no pointer arguments.
+    unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) != 0 }
+}
+
+/// Takes a non-blocking open-file-description (OFD) lock on the single
+/// byte at `offset` of `file`: a write lock when `exclusive`, else a read
+/// lock. Returns false when another open file description holds a
+/// conflicting lock. OFD locks belong to the open file (not the process, as
+/// classic POSIX locks do), are released when it is closed, and do not
+/// interact with `flock` — so a byte far beyond any data can mark "a writer
+/// has this volume open" without disturbing cryptsetup's `flock` protocol
+/// or QEMU's image locks on bytes 100 and 200.
+pub fn try_lock_byte(file: &std::fs::File, offset: u64, exclusive: bool) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    let start = libc::off_t::try_from(offset).map_err(|_| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "lock offset out of range")
+    })?;
+    // SAFETY: an all-zero `flock` is a valid value of the plain C struct.
+    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+    lock.l_type = if exclusive { libc::F_WRLCK } else { libc::F_RDLCK } as libc::c_short;
+    lock.l_whence = libc::SEEK_SET as libc::c_short;
+    lock.l_start = start;
+    lock.l_len = 1;
+    lock.l_pid = 0; // required to be 0 for OFD locks
+                    // SAFETY: the descriptor is valid for the borrow of `file`, and
+                    // F_OFD_SETLK reads one valid `flock` struct.
+    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &lock) };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let err = std::io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EAGAIN | libc::EACCES) => Ok(false),
+        _ => Err(err),
+    }
 }
 
 #[cfg(test)]

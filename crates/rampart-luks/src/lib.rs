@@ -251,6 +251,16 @@ impl Luks {
         }
     }
 
+    /// Sets the volume UUID (`cryptsetup luksUUID --uuid`): a canonical
+    /// 36-character UUID, written in one crash-safe header update.
+    pub fn set_uuid(&mut self, io: &dyn MetadataIo, uuid: &str) -> Result<()> {
+        let uuid = crate::uuid::parse(uuid)?;
+        match &mut self.inner {
+            Inner::V1(h) => h.set_uuid(io, uuid),
+            Inner::V2(h) => h.set_uuid(io, uuid),
+        }
+    }
+
     /// The LUKS2 label (LUKS1 has none).
     #[must_use]
     pub fn label(&self) -> Option<&str> {

@@ -19,22 +19,14 @@ impl FileDevice {
     /// Opens `path` read-write (or read-only). The size is taken once:
     /// block devices report it by seeking to the end.
     ///
-    /// A writable open takes an exclusive `flock`, so that two Rampart
-    /// processes never write one volume at once; readers take no lock, so a
-    /// volume can be exported while it is being served.
+    /// A writable open takes the data-writer lock (see [`crate::lock`]), so
+    /// that two processes never write one volume's data at once; readers
+    /// take no lock, so a volume can be exported while it is being served,
+    /// and cryptsetup's metadata locks are not disturbed.
     pub fn open(path: &Path, read_only: bool) -> io::Result<Self> {
         let file = OpenOptions::new().read(true).write(!read_only).open(path)?;
         if !read_only {
-            match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-                Ok(()) => {}
-                Err(rustix::io::Errno::WOULDBLOCK) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::ResourceBusy,
-                        "another process is writing the volume (rampart serve or import)",
-                    ))
-                }
-                Err(e) => return Err(e.into()),
-            }
+            crate::lock::lock_data_writer(&file)?;
         }
         Self::from_file(file, read_only)
     }

@@ -10,6 +10,7 @@
 mod cipher;
 mod crypt;
 mod file;
+pub mod lock;
 mod mem;
 mod volume;
 
@@ -17,7 +18,7 @@ pub use cipher::{SectorCipher, SectorCipherKind};
 pub use crypt::{CryptDevice, CryptLayout};
 pub use file::FileDevice;
 pub use mem::MemDevice;
-pub use volume::{sector_cipher_kind, Volume, VolumeError, VolumePaths};
+pub use volume::{sector_cipher_kind, HeaderFile, Volume, VolumeError, VolumePaths};
 
 use std::io;
 

@@ -3,7 +3,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use rampart_crypto::{CryptoError, SecretBytes};
-use rampart_luks::{DataCipher, LoadReport, Luks};
+use rampart_luks::{DataCipher, LoadReport, Luks, MetadataIo};
+
+use crate::lock::{LockMode, MetadataLock};
 
 use crate::{BlockDevice, CryptDevice, CryptLayout, FileDevice, SectorCipher, SectorCipherKind};
 
@@ -49,21 +51,70 @@ impl VolumePaths {
         self.header.as_deref().unwrap_or(&self.data)
     }
 
-    /// Opens the header file for metadata I/O.
-    pub fn open_header(&self, write: bool) -> Result<File, VolumeError> {
+    /// Opens the header file for metadata I/O under cryptsetup's metadata
+    /// lock: exclusive when `write`, else shared (see [`crate::lock`]). The
+    /// lock lasts as long as the returned [`HeaderFile`]; keep it only for
+    /// one metadata operation.
+    pub fn open_header(&self, write: bool) -> Result<HeaderFile, VolumeError> {
         let path = self.header_path();
-        OpenOptions::new()
+        let file = OpenOptions::new()
             .read(true)
             .write(write)
             .open(path)
-            .map_err(|e| VolumeError::io(format!("cannot open {}", path.display()), e))
+            .map_err(|e| VolumeError::io(format!("cannot open {}", path.display()), e))?;
+        let mode = if write { LockMode::Exclusive } else { LockMode::Shared };
+        let lock = MetadataLock::acquire(path, mode, || {
+            tracing::info!(
+                "waiting for the metadata lock of {} (held by cryptsetup or another rampart)",
+                path.display()
+            );
+        })
+        .map_err(|e| {
+            VolumeError::io(format!("cannot lock the metadata of {}", path.display()), e)
+        })?;
+        Ok(HeaderFile { file, _lock: lock })
     }
 
-    /// Loads and verifies the LUKS header.
-    pub fn load(&self, write: bool) -> Result<(File, Luks, LoadReport), VolumeError> {
+    /// Loads and verifies the LUKS header under the metadata lock (see
+    /// [`VolumePaths::open_header`]).
+    pub fn load(&self, write: bool) -> Result<(HeaderFile, Luks, LoadReport), VolumeError> {
         let file = self.open_header(write)?;
         let (luks, report) = Luks::load(&file)?;
         Ok((file, luks, report))
+    }
+}
+
+/// The open header file of a volume, holding its metadata lock until it is
+/// dropped.
+#[derive(Debug)]
+pub struct HeaderFile {
+    file: File,
+    _lock: MetadataLock,
+}
+
+impl std::ops::Deref for HeaderFile {
+    type Target = File;
+
+    fn deref(&self) -> &File {
+        &self.file
+    }
+}
+
+impl MetadataIo for HeaderFile {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        MetadataIo::read_at(&self.file, offset, buf)
+    }
+
+    fn write_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        MetadataIo::write_at(&self.file, offset, buf)
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        self.file.sync_all()
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        MetadataIo::len(&self.file)
     }
 }
 

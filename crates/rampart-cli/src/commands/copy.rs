@@ -17,7 +17,6 @@ use crate::UsageError;
 
 const CHUNK: usize = 8 << 20;
 
-/// Opens and unlocks a volume for data access.
 /// Opens and unlocks a volume for data access: a bound token first, then
 /// the passphrase.
 pub fn open_volume(

@@ -49,6 +49,7 @@ pub struct BenchArgs {
     /// Seconds per run.
     #[arg(long, default_value_t = 5.0, value_name = "S")]
     pub seconds: f64,
+    /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
@@ -85,6 +86,7 @@ pub struct InitArgs {
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
+    /// The server's data directory (certificates, keys, the SQLite store).
     #[arg(long, value_name = "DIR")]
     pub data_dir: PathBuf,
     /// Address to listen on.
@@ -121,6 +123,7 @@ pub struct UnsealArgs {
 pub enum ClientCommand {
     /// Issue a bundle for a new client (needs an admin bundle).
     Issue {
+        /// The client name (its certificate subject).
         #[arg(value_name = "NAME")]
         name: String,
         /// Labels, KEY=VALUE[,KEY=VALUE...].
@@ -140,6 +143,7 @@ pub enum ClientCommand {
     },
     /// List registered clients.
     List {
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -151,6 +155,7 @@ pub enum ClientCommand {
 pub enum KeyCommand {
     /// Create a key.
     Create {
+        /// The key name.
         #[arg(value_name = "NAME")]
         name: String,
         /// Who may wrap/unwrap/export: client:NAME or label:KEY=VALUE (repeatable).
@@ -159,6 +164,7 @@ pub enum KeyCommand {
         /// Allow `key export` of the raw material.
         #[arg(long)]
         exportable: bool,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -166,6 +172,7 @@ pub enum KeyCommand {
     },
     /// List keys.
     List {
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -173,8 +180,10 @@ pub enum KeyCommand {
     },
     /// Show a key and its versions.
     Show {
+        /// The key name.
         #[arg(value_name = "NAME")]
         name: String,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -182,8 +191,10 @@ pub enum KeyCommand {
     },
     /// Add a new version: new wraps use it, old versions still unwrap.
     Rotate {
+        /// The key name.
         #[arg(value_name = "NAME")]
         name: String,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -191,10 +202,13 @@ pub enum KeyCommand {
     },
     /// Revoke a key (or one version): no more wrap or unwrap.
     Revoke {
+        /// The key name.
         #[arg(value_name = "NAME")]
         name: String,
+        /// Why (recorded in the audit log).
         #[arg(long, value_name = "TEXT")]
         reason: String,
+        /// Only this version.
         #[arg(long, value_name = "N")]
         version: Option<u32>,
         #[command(flatten)]
@@ -202,8 +216,10 @@ pub enum KeyCommand {
     },
     /// Erase a key's material (or one version's), irreversibly.
     Destroy {
+        /// The key name.
         #[arg(value_name = "NAME")]
         name: String,
+        /// Only this version.
         #[arg(long, value_name = "N")]
         version: Option<u32>,
         #[command(flatten)]
@@ -211,8 +227,10 @@ pub enum KeyCommand {
     },
     /// Encrypt FILE (or standard input, at most 64 KiB) under the key; prints the ciphertext.
     Wrap {
+        /// The key name.
         #[arg(value_name = "NAME")]
         name: String,
+        /// Read the input from FILE instead of standard input.
         #[arg(long = "in", value_name = "FILE")]
         input: Option<PathBuf>,
         /// Context bound to the ciphertext; unwrap must give the same.
@@ -223,10 +241,13 @@ pub enum KeyCommand {
     },
     /// Decrypt a ciphertext (argument, --in FILE, or standard input) to standard output or --out.
     Unwrap {
+        /// The ciphertext (`rampart:v1:...`); default: --in FILE or standard input.
         #[arg(value_name = "CIPHERTEXT")]
         ciphertext: Option<String>,
+        /// Read the input from FILE instead of standard input.
         #[arg(long = "in", value_name = "FILE", conflicts_with = "ciphertext")]
         input: Option<PathBuf>,
+        /// Context given at wrap time.
         #[arg(long, value_name = "TEXT", default_value = "")]
         context: String,
         /// Write the plaintext here (mode 0600) instead of standard output.
@@ -237,10 +258,13 @@ pub enum KeyCommand {
     },
     /// Write the raw material of an exportable key (hex) to standard output or --out.
     Export {
+        /// The key name.
         #[arg(value_name = "NAME")]
         name: String,
+        /// Only this version.
         #[arg(long, value_name = "N")]
         version: Option<u32>,
+        /// Write to FILE (mode 0600) instead of standard output.
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
         #[command(flatten)]
@@ -255,6 +279,7 @@ pub struct AuditArgs {
     /// Only entries at or after this time (RFC 3339, or Unix seconds).
     #[arg(long, value_name = "TIME")]
     pub since: Option<String>,
+    /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
@@ -265,6 +290,7 @@ pub struct AuditArgs {
 pub enum AuditCommand {
     /// Check the hash chain: detects edited, removed and reordered entries.
     Verify {
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
         #[command(flatten)]

@@ -11,17 +11,18 @@ use rampart_crypto::SecretBytes;
 use rampart_luks::{
     DataCipher, FormatOptions, LoadReport, Luks, LuksVersion, MetadataIo, PbkdfChoice, PbkdfKind,
 };
-use rampart_volume::VolumePaths;
+use rampart_volume::{HeaderFile, VolumePaths};
 
 use crate::cli::{
-    AddKeyArgs, ChangeKeyArgs, DumpArgs, FormatArgs, HeaderCommand, KeyArgs, KillSlotArgs,
-    PbkdfArgs, RemoveKeyArgs, RepairArgs, TestKeyArgs, TokenCommand, VolumeArgs,
+    AddKeyArgs, ChangeKeyArgs, DumpArgs, FormatArgs, HeaderCommand, IsLuksArgs, KeyArgs,
+    KillSlotArgs, PbkdfArgs, RemoveKeyArgs, RepairArgs, TestKeyArgs, TokenCommand, UuidArgs,
+    VolumeArgs,
 };
 use crate::commands::bind::{bind_new_volume, require_luks2};
 use crate::commands::keysource::{KeySource, Kms};
 use crate::commands::kms::ClientArgs;
 use crate::passphrase::Source;
-use crate::UsageError;
+use crate::{QuietExit, UsageError};
 
 pub fn paths(args: &VolumeArgs) -> VolumePaths {
     VolumePaths::new(&args.volume, args.header.as_deref())
@@ -33,8 +34,10 @@ pub fn warn(report: &LoadReport) {
     }
 }
 
-/// Loads the header, reporting any fallback to the secondary copy.
-pub fn load(paths: &VolumePaths, write: bool) -> anyhow::Result<(File, Luks)> {
+/// Loads the header under cryptsetup's metadata lock (exclusive when
+/// `write`, held until the returned file is dropped), reporting any
+/// fallback to the secondary copy.
+pub fn load(paths: &VolumePaths, write: bool) -> anyhow::Result<(HeaderFile, Luks)> {
     let (file, luks, report) = paths.load(write)?;
     warn(&report);
     Ok((file, luks))
@@ -376,9 +379,9 @@ pub fn kill_slot(args: &KillSlotArgs) -> anyhow::Result<()> {
 
 pub fn token(command: &TokenCommand) -> anyhow::Result<()> {
     match command {
-        TokenCommand::Add { volume, json_file, token_id } => {
-            let paths = paths(volume);
-            let (header, mut luks) = load(&paths, true)?;
+        TokenCommand::Import { volume, json_file, token_id } => {
+            // Read the token before taking the metadata lock: standard
+            // input may be slow.
             let mut text = Vec::new();
             let limit = 1 << 20;
             if json_file == Path::new("-") {
@@ -391,6 +394,8 @@ pub fn token(command: &TokenCommand) -> anyhow::Result<()> {
             let token: serde_json::Value = serde_json::from_slice(&text).map_err(|e| {
                 UsageError(format!("{} is not valid JSON: {e}", json_file.display()))
             })?;
+            let paths = paths(volume);
+            let (header, mut luks) = load(&paths, true)?;
             let id = luks.add_token(&header, token, *token_id).map_err(luks_error)?;
             println!("{id}");
             Ok(())
@@ -518,5 +523,62 @@ pub fn repair(args: &RepairArgs) -> anyhow::Result<()> {
     }
     luks.write(&header)?;
     println!("Rewrote both header copies of {}.", paths.header_path().display());
+    Ok(())
+}
+
+/// `cryptsetup isLuks`: exit 0 when VOL holds a loadable LUKS header (of
+/// the requested version), 1 otherwise, silently unless `--verbose`.
+pub fn is_luks(args: &IsLuksArgs) -> anyhow::Result<()> {
+    let wanted = match args.luks_type.as_deref() {
+        None => None,
+        Some("luks2") => Some(LuksVersion::Luks2),
+        Some("luks1" | "luks") => Some(LuksVersion::Luks1),
+        Some(other) => {
+            return Err(
+                UsageError(format!("unknown --type '{other}' (expected luks2 or luks1)")).into()
+            )
+        }
+    };
+    let paths = paths(&args.volume);
+    let verdict = match paths.load(false) {
+        Ok((_, luks, _)) if wanted.is_none_or(|v| v == luks.version()) => return Ok(()),
+        Ok((_, luks, _)) => format!(
+            "{} is {}, not {}",
+            paths.header_path().display(),
+            version_name(luks.version()),
+            args.luks_type.as_deref().unwrap_or_default()
+        ),
+        Err(error) => format!(
+            "{} is not a valid LUKS device: {:#}",
+            paths.header_path().display(),
+            anyhow::Error::from(error)
+        ),
+    };
+    if args.verbose {
+        eprintln!("rampart: {verdict}");
+    }
+    Err(QuietExit(1).into())
+}
+
+fn version_name(version: LuksVersion) -> &'static str {
+    match version {
+        LuksVersion::Luks1 => "LUKS1",
+        LuksVersion::Luks2 => "LUKS2",
+    }
+}
+
+/// `cryptsetup luksUUID`: print the UUID, or set a new one.
+pub fn uuid(args: &UuidArgs) -> anyhow::Result<()> {
+    let paths = paths(&args.volume);
+    match &args.uuid {
+        None => {
+            let (_, luks) = load(&paths, false)?;
+            println!("{}", luks.uuid());
+        }
+        Some(new) => {
+            let (header, mut luks) = load(&paths, true)?;
+            luks.set_uuid(&header, new).map_err(luks_error)?;
+        }
+    }
     Ok(())
 }

@@ -25,6 +25,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Command::Export(export) => copy::export(&export),
         Command::Import(import) => copy::import(&import),
         Command::Repair(repair) => luks::repair(&repair),
+        Command::IsLuks(is_luks) => luks::is_luks(&is_luks),
+        Command::Uuid(uuid) => luks::uuid(&uuid),
         Command::Serve(serve) => serve::run(&serve),
         Command::Bind(bind) => bind::bind(&bind),
         Command::Unbind(unbind) => bind::unbind(&unbind),

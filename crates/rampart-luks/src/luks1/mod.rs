@@ -183,6 +183,16 @@ impl Luks1 {
         Ok(())
     }
 
+    /// Writes the header with a new UUID.
+    pub(crate) fn set_uuid(&mut self, io: &dyn MetadataIo, uuid: String) -> Result<()> {
+        let previous = std::mem::replace(&mut self.header.uuid, uuid);
+        let written = self.write(io);
+        if written.is_err() {
+            self.header.uuid = previous;
+        }
+        written
+    }
+
     pub(crate) fn write(&self, io: &dyn MetadataIo) -> Result<()> {
         write_header(io, &self.header)
     }

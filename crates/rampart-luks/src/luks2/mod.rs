@@ -215,6 +215,19 @@ impl Luks2 {
         self.write_meta(io, &self.meta.clone())
     }
 
+    /// Writes both copies with a new UUID (checked against the loaded one
+    /// first, so that a concurrent change is not overwritten).
+    pub(crate) fn set_uuid(&mut self, io: &dyn MetadataIo, uuid: String) -> Result<()> {
+        self.check_requirements()?;
+        self.check_unchanged(io)?;
+        let previous = std::mem::replace(&mut self.bin.uuid, uuid);
+        let written = self.write_meta(io, &self.meta.clone());
+        if written.is_err() {
+            self.bin.uuid = previous;
+        }
+        written
+    }
+
     /// Refuses to overwrite a header another program updated since it was
     /// loaded (cryptsetup makes a similar check): no valid copy of this
     /// header on the device may carry a newer seqid than the one loaded.
