@@ -560,4 +560,76 @@ mod tests {
         assert_eq!(pages(&buffer[last..last + 2]).len(), 2);
         assert_eq!(pages(&buffer[last + 1..last + 2]).len(), 1);
     }
+
+    /// The `VmFlags` of the mapping holding `address`, from /proc/self/smaps.
+    fn vm_flags(address: usize) -> Vec<String> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut inside = false;
+        for line in smaps.lines() {
+            if let Some((range, _)) = line.split_once(' ') {
+                if let Some((start, end)) = range.split_once('-') {
+                    if let (Ok(start), Ok(end)) =
+                        (usize::from_str_radix(start, 16), usize::from_str_radix(end, 16))
+                    {
+                        inside = (start..end).contains(&address);
+                        continue;
+                    }
+                }
+            }
+            if inside {
+                if let Some(flags) = line.strip_prefix("VmFlags:") {
+                    return flags.split_whitespace().map(str::to_owned).collect();
+                }
+            }
+        }
+        panic!("no mapping holds {address:#x}");
+    }
+
+    #[test]
+    fn secret_pages_are_left_out_of_core_dumps_while_they_live() {
+        let page_len = page_size();
+        let buffer = vec![7u8; 3 * page_len];
+        let start = page_len - buffer.as_ptr() as usize % page_len;
+        let secret = &buffer[start..start + 32];
+        let address = secret.as_ptr() as usize;
+        lock_memory(secret);
+        assert!(vm_flags(address).iter().any(|f| f == "dd"), "{:?}", vm_flags(address));
+        unlock_memory(secret);
+        assert!(!vm_flags(address).iter().any(|f| f == "dd"), "{:?}", vm_flags(address));
+    }
+
+    #[test]
+    fn processes_holding_keys_are_not_dumpable() {
+        disable_core_dumps();
+        assert!(!is_dumpable());
+        let limits = std::fs::read_to_string("/proc/self/limits").unwrap();
+        let core = limits.lines().find(|l| l.starts_with("Max core file size")).unwrap();
+        assert_eq!(core.split_whitespace().nth(4), Some("0"), "{core}");
+    }
+
+    #[test]
+    fn a_byte_lock_excludes_other_open_files_only() {
+        let path = std::env::temp_dir().join(format!("rampart-ofd-{}", std::process::id()));
+        std::fs::write(&path, b"x").unwrap();
+        let open = || std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+        let (first, second) = (open(), open());
+        let far = i64::MAX as u64 - 1;
+        assert!(try_lock_byte(&first, far, true).unwrap());
+        // Same process, another open file: refused (a POSIX lock would not be).
+        assert!(!try_lock_byte(&second, far, true).unwrap());
+        assert!(!try_lock_byte(&second, far, false).unwrap());
+        // Other bytes and flock are independent of it.
+        assert!(try_lock_byte(&second, 100, true).unwrap());
+        flock_whole_file(&second);
+        drop(first);
+        assert!(try_lock_byte(&second, far, true).unwrap(), "closing the file releases it");
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    fn flock_whole_file(file: &std::fs::File) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: flock takes a valid descriptor and an operation.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        assert_eq!(rc, 0, "flock conflicts with the byte lock");
+    }
 }
