@@ -366,11 +366,12 @@ pub fn decrypt(args: &DecryptArgs) -> anyhow::Result<()> {
         )
         .into());
     }
-    let output = Output::create(&args.output)?;
-    let to_file = output.is_file();
+    // The output is created only once the key is recovered.
+    let to_file = !is_stdio(&args.output);
     let (summary, opened_by) = if is_stdio(&args.input) {
         let mut input = io::stdin();
         let opened = rampart_file::open(&mut input, &refs).map_err(file_error)?;
+        let output = Output::create(&args.output)?;
         let summary = output.run(|out| {
             let mut input = io::stdin();
             opened.decrypt(&mut input, out, &|_| {}).map_err(file_error)
@@ -384,6 +385,7 @@ pub fn decrypt(args: &DecryptArgs) -> anyhow::Result<()> {
             .with_context(|| args.input.display().to_string())?;
         let len = file.metadata()?.len();
         let total = opened.plaintext_len(len).map_err(file_error)?;
+        let output = Output::create(&args.output)?;
         let bar = progress(total.saturating_sub(offset).min(length));
         let on_progress = |n: u64| {
             if let Some(bar) = &bar {
