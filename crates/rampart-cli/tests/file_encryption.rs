@@ -165,7 +165,7 @@ fn tampering_and_wrong_keys_are_refused_without_plaintext() {
     refused(&tmp, &extended, &key, "segment 5 (the last)");
     let mut appended = file.clone();
     appended.extend_from_slice(&file[seg(1)..seg(2)]);
-    refused(&tmp, &appended, &key, "the last");
+    refused(&tmp, &appended, &key, "segment 5 failed authentication");
     let mut reordered = file.clone();
     reordered[seg(1)..seg(2)].copy_from_slice(&file[seg(2)..seg(3)]);
     reordered[seg(2)..seg(3)].copy_from_slice(&file[seg(1)..seg(2)]);
