@@ -78,6 +78,90 @@ pub enum Command {
     /// Key management server: init, serve, unseal; clients, keys, audit.
     #[command(subcommand)]
     Kms(crate::commands::kms::KmsCommand),
+    /// Encrypt a file or pipe (authenticated streaming: a Rampart header
+    /// and a Tink AES-GCM-HKDF streaming body) to a passphrase, a raw key
+    /// and/or a key-manager key.
+    Encrypt(EncryptArgs),
+    /// Decrypt a `rampart encrypt` file or pipe (all of it or a range), or
+    /// an `openssl enc` file with --openssl.
+    Decrypt(DecryptArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct EncryptArgs {
+    /// Input file, or `-` (default) for standard input.
+    #[arg(value_name = "IN", default_value = "-")]
+    pub input: PathBuf,
+    /// Output file, or `-` (default) for standard output (never a terminal).
+    #[arg(long, short = 'o', value_name = "OUT", default_value = "-")]
+    pub output: PathBuf,
+    /// Encrypt to the passphrase in FILE (exact bytes; `-` = standard
+    /// input). Without any key option: a prompt.
+    #[arg(long, short = 'd', value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
+    /// Encrypt to a raw 256-bit key: FILE holds exactly 32 bytes.
+    #[arg(long, value_name = "FILE")]
+    pub raw_key_file: Option<PathBuf>,
+    /// Encrypt to this key-manager key (a fresh data key per file, wrapped
+    /// by the server), with the bundle of --kms or $RAMPART_KMS.
+    #[arg(long = "key", value_name = "NAME")]
+    pub kms_key: Option<String>,
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// Ciphertext segment size (K/M suffixes; 4K to 8M, default 1M).
+    #[arg(long, value_parser = parse_size, default_value = "1M", value_name = "SIZE")]
+    pub segment_size: u64,
+    /// Argon2 cost for the passphrase (default: argon2id tuned like `format`).
+    #[command(flatten)]
+    pub pbkdf: PbkdfArgs,
+    /// Print a JSON summary (to standard output when the ciphertext goes
+    /// to a file, else to standard error).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DecryptArgs {
+    /// Input file, or `-` (default) for standard input.
+    #[arg(value_name = "IN", default_value = "-")]
+    pub input: PathBuf,
+    /// Output file, or `-` (default) for standard output.
+    #[arg(long, short = 'o', value_name = "OUT", default_value = "-")]
+    pub output: PathBuf,
+    /// The passphrase, from FILE (exact bytes; `-` = standard input).
+    #[arg(long, short = 'd', value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
+    /// A raw 256-bit key: FILE holds exactly 32 bytes.
+    #[arg(long, value_name = "FILE")]
+    pub raw_key_file: Option<PathBuf>,
+    /// Unwrap key-manager stanzas with the bundle of --kms or $RAMPART_KMS.
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// Start at this plaintext byte offset (needs a seekable input; reads
+    /// only the segments needed).
+    #[arg(long, value_parser = parse_size, value_name = "BYTES")]
+    pub offset: Option<u64>,
+    /// Decrypt only this many bytes.
+    #[arg(long, value_parser = parse_size, value_name = "BYTES")]
+    pub length: Option<u64>,
+    /// Read an `openssl enc` file made with this cipher: aes-128-cbc,
+    /// aes-256-cbc, aes-128-ctr or aes-256-ctr (unauthenticated: a warning
+    /// is printed).
+    #[arg(long, value_name = "CIPHER")]
+    pub openssl: Option<String>,
+    /// With --openssl: the file was made with -pbkdf2.
+    #[arg(long, requires = "openssl")]
+    pub pbkdf2: bool,
+    /// With --openssl: -iter N (implies --pbkdf2; default 10000).
+    #[arg(long, value_name = "N", requires = "openssl")]
+    pub iter: Option<u32>,
+    /// With --openssl: -md NAME (md5, sha1, sha256, sha512; default sha256).
+    #[arg(long, value_name = "NAME", requires = "openssl")]
+    pub md: Option<String>,
+    /// Print a JSON summary (to standard output when the plaintext goes to
+    /// a file, else to standard error).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, clap::Args)]

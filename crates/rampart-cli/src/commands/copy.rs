@@ -51,7 +51,7 @@ pub fn map_open_error(error: rampart_volume::VolumeError) -> anyhow::Error {
     }
 }
 
-fn progress(total: u64) -> Option<ProgressBar> {
+pub(crate) fn progress(total: u64) -> Option<ProgressBar> {
     if !io::stderr().is_terminal() {
         return None;
     }

@@ -187,6 +187,11 @@ impl Kms {
         Ok((wrapped, version))
     }
 
+    /// Unwraps `wrapped`, bound to `context`.
+    pub fn unwrap(&self, wrapped: &str, context: &[u8]) -> anyhow::Result<SecretBytes> {
+        self.runtime.block_on(self.client.unwrap(wrapped, context)).map_err(kms::map_client)
+    }
+
     /// Unwraps a token's passphrase (bound to this volume and keyslot).
     pub fn unwrap_token(&self, luks: &Luks, token: &BoundToken) -> anyhow::Result<SecretBytes> {
         self.runtime

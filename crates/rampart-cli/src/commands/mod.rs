@@ -1,6 +1,7 @@
 mod bench;
 mod bind;
 mod copy;
+mod file;
 pub mod keysource;
 pub mod kms;
 mod luks;
@@ -33,5 +34,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Command::Rewrap(rewrap) => bind::rewrap(&rewrap),
         Command::Unlock(unlock) => bind::unlock(&unlock),
         Command::Kms(kms) => kms::run(&kms),
+        Command::Encrypt(encrypt) => file::encrypt(&encrypt),
+        Command::Decrypt(decrypt) => file::decrypt(&decrypt),
     }
 }

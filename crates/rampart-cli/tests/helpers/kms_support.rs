@@ -6,7 +6,7 @@
 //! and throwaway PostgreSQL clusters from `scripts/pg-test-cluster`.
 
 #[path = "common.rs"]
-mod common;
+pub mod common;
 pub use common::TempDir;
 
 use std::io::{BufRead, BufReader};

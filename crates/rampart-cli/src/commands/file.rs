@@ -1,0 +1,477 @@
+//! `encrypt` and `decrypt`: authenticated streaming encryption of files
+//! and pipes (`rampart-file`), and `openssl enc` files for migration.
+//!
+//! Output files are written under a temporary name beside the target and
+//! renamed into place only on success, so a failure (a wrong key, a
+//! tampered segment, a full disk) removes the partial output and leaves an
+//! existing file untouched. Standard output gets only authenticated
+//! segments, and stops before the first that fails.
+
+use std::cell::OnceCell;
+use std::fs::{File, OpenOptions};
+use std::io::{self, IsTerminal, Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::Context;
+use rampart_crypto::{Argon2Params, Argon2Variant, SecretBytes};
+use rampart_file::openssl::{self, Cipher, Kdf, Md};
+use rampart_file::recipient::STANZA_KMS;
+use rampart_file::{Identity, Passphrase, RawKey, Recipient, Summary, UnwrapFailure};
+use rampart_kms::keys::WrappedHeader;
+use rampart_luks::{KdfParams, LuksVersion, PbkdfKind};
+use serde_json::json;
+
+use crate::cli::{DecryptArgs, EncryptArgs};
+use crate::commands::copy::progress;
+use crate::commands::keysource::Kms;
+use crate::commands::kms::{bundle_path, ClientArgs};
+use crate::commands::luks::pbkdf_choice;
+use crate::passphrase::Source;
+use crate::UsageError;
+
+/// Library errors: tampering, wrong keys and bad formats exit 2.
+fn file_error(error: rampart_file::Error) -> anyhow::Error {
+    if error.is_data_error() {
+        UsageError(error.to_string()).into()
+    } else {
+        error.into()
+    }
+}
+
+/// The key manager as a recipient (encrypt) and an identity (decrypt).
+struct KmsKey<'a> {
+    client: &'a ClientArgs,
+    /// The key to wrap with (encrypt only).
+    key: Option<String>,
+    kms: OnceCell<Result<Kms, String>>,
+}
+
+impl KmsKey<'_> {
+    fn kms(&self) -> Result<&Kms, String> {
+        self.kms
+            .get_or_init(|| Kms::connect(self.client).map_err(|e| format!("{e:#}")))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+}
+
+impl Recipient for KmsKey<'_> {
+    fn kind(&self) -> u8 {
+        STANZA_KMS
+    }
+
+    fn describe(&self) -> String {
+        format!("kms:{}", self.key.as_deref().unwrap_or_default())
+    }
+
+    fn wrap(&self, file_key: &SecretBytes, context: &[u8]) -> rampart_file::Result<Vec<u8>> {
+        let key = self.key.as_deref().unwrap_or_default();
+        let kms =
+            self.kms().map_err(|e| rampart_file::Error::NoKey { reasons: e, runtime: true })?;
+        let (wrapped, _) =
+            kms.wrap(key, file_key, context).map_err(|e| rampart_file::Error::NoKey {
+                reasons: format!("the key manager did not wrap with key {key}: {e:#}"),
+                runtime: e.downcast_ref::<UsageError>().is_none(),
+            })?;
+        Ok(wrapped.into_bytes())
+    }
+}
+
+impl Identity for KmsKey<'_> {
+    fn kind(&self) -> u8 {
+        STANZA_KMS
+    }
+
+    fn describe(&self) -> String {
+        "key manager".into()
+    }
+
+    fn unwrap(&self, body: &[u8], context: &[u8]) -> Result<SecretBytes, UnwrapFailure> {
+        let wrapped = std::str::from_utf8(body)
+            .map_err(|_| UnwrapFailure::refused("the stanza is not a key-manager ciphertext"))?;
+        let header = WrappedHeader::parse(wrapped)
+            .map_err(|e| UnwrapFailure::refused(format!("the stanza: {e}")))?;
+        let kms = self.kms().map_err(|message| UnwrapFailure { message, runtime: true })?;
+        kms.unwrap(wrapped, context).map_err(|e| UnwrapFailure {
+            message: format!("key {} version {}: {e:#}", header.name, header.version),
+            runtime: e.downcast_ref::<UsageError>().is_none(),
+        })
+    }
+}
+
+fn read_raw_key(path: &Path) -> anyhow::Result<RawKey> {
+    let key = Source::KeyFile(path).read()?;
+    RawKey::new(key).map_err(|e| UsageError(format!("{}: {e}", path.display())).into())
+}
+
+/// The Argon2 cost of a new passphrase stanza, chosen as `format` does.
+fn argon2_params(args: &EncryptArgs) -> anyhow::Result<Argon2Params> {
+    let choice = pbkdf_choice(&args.pbkdf, LuksVersion::Luks2)?;
+    if choice.kind == PbkdfKind::Pbkdf2 {
+        return Err(
+            UsageError("file passphrases use Argon2: --pbkdf argon2id or argon2i".into()).into()
+        );
+    }
+    match rampart_luks::pbkdf_for_time(&choice, 32).map_err(crate::commands::luks::luks_error)? {
+        KdfParams::Argon2 { kind, time, memory_kib, parallel } => Ok(Argon2Params {
+            variant: if kind == PbkdfKind::Argon2i {
+                Argon2Variant::Argon2i
+            } else {
+                Argon2Variant::Argon2id
+            },
+            time,
+            memory_kib,
+            parallelism: parallel,
+        }),
+        KdfParams::Pbkdf2 { .. } => Err(UsageError("file passphrases use Argon2".into()).into()),
+    }
+}
+
+fn is_stdio(path: &Path) -> bool {
+    path == Path::new("-")
+}
+
+/// Where the output goes: standard output, a file written in place (a
+/// device or a FIFO), or a temporary file renamed on success.
+enum Output {
+    Stdout,
+    Direct(File),
+    Temporary { file: File, temp: PathBuf, target: PathBuf },
+}
+
+impl Output {
+    fn create(path: &Path) -> anyhow::Result<Self> {
+        if is_stdio(path) {
+            return Ok(Self::Stdout);
+        }
+        if let Ok(meta) = std::fs::metadata(path) {
+            if !meta.is_file() {
+                let file = OpenOptions::new()
+                    .write(true)
+                    .open(path)
+                    .with_context(|| format!("cannot open {}", path.display()))?;
+                return Ok(Self::Direct(file));
+            }
+        }
+        let name = path
+            .file_name()
+            .ok_or_else(|| UsageError(format!("{} is not a file name", path.display())))?;
+        let mut temp_name = std::ffi::OsString::from(".");
+        temp_name.push(name);
+        temp_name.push(format!(".rampart-{}", std::process::id()));
+        let temp = path.with_file_name(temp_name);
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&temp)
+            .with_context(|| format!("cannot create {}", temp.display()))?;
+        Ok(Self::Temporary { file, temp, target: path.to_owned() })
+    }
+
+    fn is_file(&self) -> bool {
+        !matches!(self, Self::Stdout)
+    }
+
+    /// Runs `work` on the writer; renames on success, removes on failure.
+    fn run<T>(
+        self,
+        work: impl FnOnce(&mut (dyn Write + Send)) -> anyhow::Result<T>,
+    ) -> anyhow::Result<T> {
+        match self {
+            Self::Stdout => {
+                // A duplicate of descriptor 1: large unbuffered writes, and
+                // `Send` for the writer thread (a locked `Stdout` is not).
+                let fd = io::stdout()
+                    .as_fd()
+                    .try_clone_to_owned()
+                    .context("cannot use standard output")?;
+                let mut out = File::from(fd);
+                work(&mut out)
+            }
+            Self::Direct(mut file) => work(&mut file),
+            Self::Temporary { mut file, temp, target } => {
+                let result = work(&mut file).and_then(|value| {
+                    file.sync_all().context("cannot sync the output")?;
+                    drop(file);
+                    std::fs::rename(&temp, &target).with_context(|| {
+                        format!("cannot rename the output to {}", target.display())
+                    })?;
+                    Ok(value)
+                });
+                if result.is_err() {
+                    let _ = std::fs::remove_file(&temp);
+                }
+                result
+            }
+        }
+    }
+}
+
+/// Opens the input; returns it and its size when it is a regular file.
+fn open_input(path: &Path) -> anyhow::Result<(Box<dyn Read + Send>, Option<u64>)> {
+    if is_stdio(path) {
+        return Ok((Box::new(io::stdin()), None));
+    }
+    let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let meta = file.metadata()?;
+    let size = meta.is_file().then_some(meta.len());
+    Ok((Box::new(file), size))
+}
+
+fn print_summary(to_stdout: bool, value: &serde_json::Value) {
+    if to_stdout {
+        println!("{value}");
+    } else {
+        eprintln!("{value}");
+    }
+}
+
+fn summary_json(
+    op: &str,
+    summary: &Summary,
+    started: Instant,
+    extra: serde_json::Value,
+) -> serde_json::Value {
+    let seconds = started.elapsed().as_secs_f64();
+    let mut value = json!({
+        "operation": op,
+        "plaintext_bytes": summary.plaintext_bytes,
+        "ciphertext_bytes": summary.ciphertext_bytes,
+        "segments": summary.segments,
+        "seconds": seconds,
+        "mib_per_s": if seconds > 0.0 { summary.plaintext_bytes as f64 / seconds / 1048576.0 } else { 0.0 },
+    });
+    if let (Some(map), serde_json::Value::Object(more)) = (value.as_object_mut(), extra) {
+        map.extend(more);
+    }
+    value
+}
+
+pub fn encrypt(args: &EncryptArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let segment_size = u32::try_from(args.segment_size)
+        .ok()
+        .filter(|s| (4096..=rampart_file::stream::MAX_SEGMENT_SIZE).contains(s))
+        .ok_or_else(|| {
+            UsageError(format!("--segment-size {} is outside 4K..=8M", args.segment_size))
+        })?;
+    if is_stdio(&args.output) && io::stdout().is_terminal() {
+        return Err(UsageError(
+            "refusing to write ciphertext to a terminal (use -o FILE or a pipe)".into(),
+        )
+        .into());
+    }
+    let mut recipients: Vec<Box<dyn Recipient + '_>> = Vec::new();
+    if let Some(path) = &args.raw_key_file {
+        recipients.push(Box::new(read_raw_key(path)?));
+    }
+    if let Some(key) = &args.kms_key {
+        if bundle_path(&args.client).is_none() {
+            return Err(UsageError(
+                "--key needs a client bundle: --kms BUNDLE or $RAMPART_KMS".into(),
+            )
+            .into());
+        }
+        recipients.push(Box::new(KmsKey {
+            client: &args.client,
+            key: Some(key.clone()),
+            kms: OnceCell::new(),
+        }));
+    }
+    if args.key_file.is_some() || recipients.is_empty() {
+        if is_stdio(&args.input)
+            && (args.key_file.is_none() || args.key_file.as_deref().is_some_and(is_stdio))
+        {
+            return Err(UsageError(
+                "standard input carries the data: give the passphrase with --key-file FILE".into(),
+            )
+            .into());
+        }
+        let passphrase =
+            Source::new(args.key_file.as_deref(), "Enter passphrase: ", true).read()?;
+        recipients.push(Box::new(Passphrase::new(passphrase, argon2_params(args)?)));
+    }
+    let (mut input, size) = open_input(&args.input)?;
+    let output = Output::create(&args.output)?;
+    let to_file = output.is_file();
+    let bar = size.and_then(progress);
+    let on_progress = |n: u64| {
+        if let Some(bar) = &bar {
+            bar.inc(n);
+        }
+    };
+    let refs: Vec<&dyn Recipient> =
+        recipients.iter().map(|r| r.as_ref() as &dyn Recipient).collect();
+    let summary = output.run(|out| {
+        rampart_file::encrypt(&mut *input, out, &refs, segment_size, &on_progress)
+            .map_err(file_error)
+    })?;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    if args.json {
+        let names: Vec<String> = recipients.iter().map(|r| r.describe()).collect();
+        print_summary(
+            to_file,
+            &summary_json(
+                "encrypt",
+                &summary,
+                started,
+                json!({"segment_size": segment_size, "recipients": names}),
+            ),
+        );
+    }
+    Ok(())
+}
+
+pub fn decrypt(args: &DecryptArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
+    if let Some(cipher) = &args.openssl {
+        return decrypt_openssl(args, cipher, started);
+    }
+    let mut identities: Vec<Box<dyn Identity + '_>> = Vec::new();
+    if let Some(path) = &args.raw_key_file {
+        identities.push(Box::new(read_raw_key(path)?));
+    }
+    if bundle_path(&args.client).is_some() {
+        identities.push(Box::new(KmsKey { client: &args.client, key: None, kms: OnceCell::new() }));
+    }
+    if args.key_file.is_some() || identities.is_empty() {
+        if is_stdio(&args.input) && args.key_file.is_none() {
+            return Err(UsageError(
+                "standard input carries the data: give the passphrase with --key-file FILE".into(),
+            )
+            .into());
+        }
+        let passphrase =
+            Source::new(args.key_file.as_deref(), "Enter passphrase: ", false).read()?;
+        let unused = Argon2Params {
+            variant: Argon2Variant::Argon2id,
+            time: 1,
+            memory_kib: 8,
+            parallelism: 1,
+        };
+        identities.push(Box::new(Passphrase::new(passphrase, unused)));
+    }
+    let refs: Vec<&dyn Identity> = identities.iter().map(|i| i.as_ref() as &dyn Identity).collect();
+    let ranged = args.offset.is_some() || args.length.is_some();
+    let (offset, length) = (args.offset.unwrap_or(0), args.length.unwrap_or(u64::MAX));
+    if ranged && is_stdio(&args.input) {
+        return Err(UsageError(
+            "--offset/--length need a seekable input file, not standard input".into(),
+        )
+        .into());
+    }
+    // The output is created only once the key is recovered.
+    let to_file = !is_stdio(&args.output);
+    let (summary, opened_by) = if is_stdio(&args.input) {
+        let mut input = io::stdin();
+        let opened = rampart_file::open(&mut input, &refs).map_err(file_error)?;
+        let output = Output::create(&args.output)?;
+        let summary = output.run(|out| {
+            let mut input = io::stdin();
+            opened.decrypt(&mut input, out, &|_| {}).map_err(file_error)
+        })?;
+        (summary, opened.opened_by)
+    } else {
+        let mut file = File::open(&args.input)
+            .with_context(|| format!("cannot open {}", args.input.display()))?;
+        let opened = rampart_file::open(&mut file, &refs)
+            .map_err(file_error)
+            .with_context(|| args.input.display().to_string())?;
+        let len = file.metadata()?.len();
+        let total = opened.plaintext_len(len).map_err(file_error)?;
+        let output = Output::create(&args.output)?;
+        let bar = progress(total.saturating_sub(offset).min(length));
+        let on_progress = |n: u64| {
+            if let Some(bar) = &bar {
+                bar.inc(n);
+            }
+        };
+        let summary = output.run(|out| {
+            if ranged {
+                opened.decrypt_range(&mut file, offset, length, out, &on_progress)
+            } else {
+                opened.decrypt(&mut file, out, &on_progress)
+            }
+            .map_err(file_error)
+        })?;
+        if let Some(bar) = bar {
+            bar.finish_and_clear();
+        }
+        (summary, opened.opened_by)
+    };
+    if args.json {
+        print_summary(
+            to_file,
+            &summary_json("decrypt", &summary, started, json!({"opened_by": opened_by})),
+        );
+    }
+    Ok(())
+}
+
+fn decrypt_openssl(args: &DecryptArgs, cipher_name: &str, started: Instant) -> anyhow::Result<()> {
+    let cipher = Cipher::from_name(cipher_name).ok_or_else(|| {
+        UsageError(format!(
+            "unsupported --openssl cipher '{cipher_name}' (expected aes-128-cbc, aes-256-cbc, aes-128-ctr or aes-256-ctr)"
+        ))
+    })?;
+    let md_name = args.md.as_deref().unwrap_or("sha256");
+    let md = Md::from_name(md_name).ok_or_else(|| {
+        UsageError(format!("unknown --md '{md_name}' (expected md5, sha1, sha256 or sha512)"))
+    })?;
+    let kdf = if args.pbkdf2 || args.iter.is_some() {
+        let iterations = args.iter.unwrap_or(10_000);
+        if iterations == 0 {
+            return Err(UsageError("--iter must be at least 1".into()).into());
+        }
+        Kdf::Pbkdf2 { md, iterations }
+    } else {
+        Kdf::BytesToKey { md }
+    };
+    if args.offset.is_some() || args.length.is_some() || args.raw_key_file.is_some() {
+        return Err(UsageError(
+            "--openssl takes a passphrase only, and no --offset/--length".into(),
+        )
+        .into());
+    }
+    if is_stdio(&args.input) && args.key_file.is_none() {
+        return Err(UsageError(
+            "standard input carries the data: give the passphrase with --key-file FILE".into(),
+        )
+        .into());
+    }
+    let passphrase = Source::new(args.key_file.as_deref(), "Enter passphrase: ", false).read()?;
+    eprintln!(
+        "rampart: warning: openssl enc files are not authenticated: modifications are not detected (re-encrypt with `rampart encrypt`)"
+    );
+    let (mut input, size) = open_input(&args.input)?;
+    let output = Output::create(&args.output)?;
+    let to_file = output.is_file();
+    let bar = size.and_then(progress);
+    let on_progress = |n: u64| {
+        if let Some(bar) = &bar {
+            bar.inc(n);
+        }
+    };
+    let written = output.run(|out| {
+        openssl::decrypt(passphrase.expose(), cipher, kdf, &mut *input, out, &on_progress)
+            .map_err(file_error)
+    })?;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    if args.json {
+        let summary =
+            Summary { plaintext_bytes: written, ciphertext_bytes: size.unwrap_or(0), segments: 0 };
+        print_summary(
+            to_file,
+            &summary_json("decrypt-openssl", &summary, started, json!({"cipher": cipher_name})),
+        );
+    }
+    Ok(())
+}
