@@ -159,10 +159,7 @@ impl Deployment {
         };
         let outcome = deployment::init(&opts, store.as_ref()).await.unwrap();
         let admin = Bundle::read(&outcome.admin_bundle).unwrap();
-        let server =
-            Server::new(&ServerOptions { data_dir, unseal_key_file: None }, Arc::clone(&store))
-                .await
-                .unwrap();
+        let server = Server::new(&ServerOptions::new(data_dir), Arc::clone(&store)).await.unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let running = server.clone();
         tokio::spawn(async move {
