@@ -1,8 +1,10 @@
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
 use crate::commands::kms::ClientArgs;
+use crate::duration::parse_duration;
 use crate::size::parse_size;
 
 /// Rampart: hardware-accelerated encryption of data at rest, on standard
@@ -202,6 +204,30 @@ pub struct ServeArgs {
     /// Cap on request data held in memory at once (K/M/G suffixes).
     #[arg(long, value_parser = parse_size, default_value = "256M", value_name = "SIZE")]
     pub max_inflight: u64,
+    /// Time a client has from connecting to the end of the handshake (TLS
+    /// included); slower ones are disconnected. As QEMU's NBD server.
+    #[arg(long, value_parser = parse_duration, default_value = "10s", value_name = "TIME")]
+    pub handshake_timeout: Duration,
+    /// Close a connection that has no request in flight and sends nothing
+    /// for TIME. 0 (the default): never; mounted filesystems and VMs
+    /// legitimately idle for hours.
+    #[arg(long, value_parser = parse_duration, default_value = "0", value_name = "TIME")]
+    pub idle_timeout: Duration,
+    /// Disconnect a client that, with requests in flight, reads none of its
+    /// replies (or sends none of a started write's data) for TIME, releasing
+    /// the memory its requests hold.
+    #[arg(long, value_parser = parse_duration, default_value = "60s", value_name = "TIME")]
+    pub stall_timeout: Duration,
+    /// Connections served at once across all listeners; further ones are
+    /// closed at once and logged. 0: no limit. As QEMU's NBD server.
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub max_connections: usize,
+    /// Requests one connection may have in flight; further requests wait
+    /// unread until one is answered (like nbdkit --threads, but a queue
+    /// depth, not threads).
+    #[arg(long, default_value_t = 256, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub max_requests: u32,
 }
 
 /// The volume: its data file or device and, when detached, its header file.

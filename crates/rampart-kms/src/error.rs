@@ -14,6 +14,10 @@ pub enum KmsError {
     /// The request body is larger than the server accepts.
     #[error("request body too large (at most {0} bytes)")]
     PayloadTooLarge(usize),
+    /// The client identity made more requests than its rate limit allows;
+    /// it may retry after `retry_after` seconds.
+    #[error("rate limit exceeded: retry in {retry_after} s")]
+    RateLimited { retry_after: u64 },
     /// No such endpoint.
     #[error("no such endpoint: {0}")]
     NoRoute(String),
@@ -78,6 +82,7 @@ impl KmsError {
             Self::Conflict(_) => 409,
             Self::KeyDestroyed { .. } => 410,
             Self::PayloadTooLarge(_) => 413,
+            Self::RateLimited { .. } => 429,
             Self::Sealed | Self::Store(_) => 503,
             Self::Corrupt(_) | Self::Certificate(_) | Self::Config(_) | Self::Crypto(_) => 500,
         }
@@ -89,6 +94,7 @@ impl KmsError {
         match self {
             Self::InvalidRequest(_) => "invalid_request",
             Self::PayloadTooLarge(_) => "payload_too_large",
+            Self::RateLimited { .. } => "rate_limited",
             Self::NoRoute(_) => "no_route",
             Self::MethodNotAllowed { .. } => "method_not_allowed",
             Self::UnknownClient => "unknown_client",

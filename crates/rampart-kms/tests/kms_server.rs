@@ -17,7 +17,7 @@ use rampart_kms::deployment::{self, files, read_unseal_key, InitOptions, InitSea
 use rampart_kms::keys::RootKey;
 use rampart_kms::model::{now_ms, ClientInfo, Labels};
 use rampart_kms::pki::{client_request, Authority};
-use rampart_kms::server::{Server, ServerOptions};
+use rampart_kms::server::{Limits, Server, ServerOptions};
 use rampart_kms::shamir::Share;
 use rampart_kms::store::{meta, Store};
 use rampart_kms::Bundle;
@@ -135,6 +135,15 @@ impl Deployment {
     }
 
     async fn on(backend: Backend, tag: &str, seal: Option<(u8, u8)>) -> Self {
+        Self::with_limits(backend, tag, seal, Limits::default()).await
+    }
+
+    async fn with_limits(
+        backend: Backend,
+        tag: &str,
+        seal: Option<(u8, u8)>,
+        limits: Limits,
+    ) -> Self {
         let dir = TempDir::new(tag);
         let data_dir = dir.0.join("data");
         let listener = rampart_kms::server::bind("127.0.0.1:0").await.unwrap();
@@ -159,10 +168,12 @@ impl Deployment {
         };
         let outcome = deployment::init(&opts, store.as_ref()).await.unwrap();
         let admin = Bundle::read(&outcome.admin_bundle).unwrap();
-        let server =
-            Server::new(&ServerOptions { data_dir, unseal_key_file: None }, Arc::clone(&store))
-                .await
-                .unwrap();
+        let server = Server::new(
+            &ServerOptions { limits, ..ServerOptions::new(data_dir) },
+            Arc::clone(&store),
+        )
+        .await
+        .unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let running = server.clone();
         tokio::spawn(async move {
@@ -265,6 +276,169 @@ impl Deployment {
             .map(|e| (e.client, e.operation, e.outcome))
             .collect()
     }
+}
+
+/// A TLS connection presenting `bundle`'s certificate, for raw HTTP.
+async fn raw_tls(
+    bundle: &Bundle,
+    endpoint: &str,
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls_pki_types::CertificateDer::from_pem_slice(bundle.ca_cert.as_bytes()).unwrap())
+        .unwrap();
+    let certs = vec![rustls_pki_types::CertificateDer::from_pem_slice(bundle.cert.as_bytes())
+        .unwrap()
+        .into_owned()];
+    let key = rustls_pki_types::PrivateKeyDer::from_pem_slice(bundle.key.expose()).unwrap();
+    let config =
+        rustls::ClientConfig::builder_with_provider(rampart_kms::server::crypto_provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_client_auth_cert(certs, key)
+            .unwrap();
+    let tcp = tokio::net::TcpStream::connect(endpoint).await.unwrap();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    connector.connect("127.0.0.1".try_into().unwrap(), tcp).await.unwrap()
+}
+
+/// The value of the Prometheus counter `name`.
+async fn counter(d: &Deployment, name: &str) -> u64 {
+    let text = d.admin().metrics().await.unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
+        .unwrap_or_else(|| panic!("no {name} in the metrics:\n{text}"))
+}
+
+/// Whether the server closes `tcp` within `limit` (end of file or reset).
+async fn closed_within(tcp: &mut tokio::net::TcpStream, limit: Duration) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 4096];
+    tokio::time::timeout(limit, async {
+        loop {
+            match tcp.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await
+    .is_ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_over_its_rate_gets_429_while_other_identities_are_served() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let limits = Limits { rate: 5.0, burst: 5, ..Limits::default() };
+    let d = Deployment::with_limits(Backend::Sqlite, "rate", None, limits).await;
+    let bundle = d
+        .admin()
+        .issue_client("flooder", &Labels::default(), false, Some(7), d.admin.endpoints.clone())
+        .await
+        .unwrap();
+    let flooder = KmsClient::with_policy(&bundle, fast()).unwrap();
+    let other = d.issue("neighbour", "").await;
+    let mut limited = 0;
+    for i in 0..40 {
+        match flooder.whoami().await {
+            Ok(_) => {}
+            Err(e) => {
+                assert_eq!(e.status(), Some(429), "{e}");
+                assert_eq!(e.code(), Some("rate_limited"), "{e}");
+                limited += 1;
+            }
+        }
+        // Another identity is served all along (under its own 5/s).
+        if i % 8 == 0 {
+            assert_eq!(other.whoami().await.unwrap().name, "neighbour");
+        }
+    }
+    assert!(limited >= 30, "only {limited} of 40 requests over a 5/s limit were refused");
+    // The answer says when to come back.
+    let mut tls = raw_tls(&bundle, &d.endpoint).await;
+    tls.write_all(b"GET /v1/whoami HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    let mut head = vec![0u8; 4096];
+    let n = tls.read(&mut head).await.unwrap();
+    let head = String::from_utf8_lossy(&head[..n]).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 429"), "{head}");
+    assert!(head.contains("retry-after: 1\r\n"), "{head}");
+    assert!(counter(&d, "rampart_kms_rate_limited_total").await >= 31);
+    // Only the first refusal of a run is audited.
+    let audited = d
+        .audit_ops()
+        .await
+        .into_iter()
+        .filter(|(client, _, outcome)| client == "flooder" && outcome == "limited")
+        .count();
+    assert!((1..=10).contains(&audited), "{audited} refusals audited");
+    // The rate recovers.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(flooder.whoami().await.unwrap().name, "flooder");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_and_stalled_handshakes_are_dropped_and_a_connection_flood_refused() {
+    use tokio::io::AsyncWriteExt;
+    let limits = Limits {
+        max_connections: 4,
+        handshake_timeout: Duration::from_secs(1),
+        ..Limits::default()
+    };
+    let d = Deployment::with_limits(Backend::Sqlite, "conns", None, limits).await;
+    assert_eq!(d.admin().whoami().await.unwrap().name, "admin");
+    // Two clients that connect and send nothing, one that stalls in the
+    // middle of its ClientHello.
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        held.push(tokio::net::TcpStream::connect(&d.endpoint).await.unwrap());
+    }
+    let mut partial = tokio::net::TcpStream::connect(&d.endpoint).await.unwrap();
+    partial.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01]).await.unwrap();
+    held.push(partial);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // A flood: one takes the last slot, the rest are closed at once.
+    let mut flood = Vec::new();
+    for _ in 0..10 {
+        flood.push(tokio::net::TcpStream::connect(&d.endpoint).await.unwrap());
+    }
+    let mut refused = 0;
+    for tcp in &mut flood {
+        if closed_within(tcp, Duration::from_millis(300)).await {
+            refused += 1;
+        }
+    }
+    assert!(refused >= 9, "only {refused} of 10 connections past the limit were closed at once");
+    drop(flood);
+    // The silent and stalled handshakes are dropped within the timeout...
+    for (i, tcp) in held.iter_mut().enumerate() {
+        assert!(closed_within(tcp, Duration::from_secs(3)).await, "held connection {i} kept");
+    }
+    // ...and a well-behaved client is served again.
+    assert_eq!(d.admin().whoami().await.unwrap().name, "admin");
+    assert!(counter(&d, "rampart_kms_connections_refused_total").await >= 9);
+    assert!(counter(&d, "rampart_kms_handshake_timeouts_total").await >= 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_headers_are_refused_431_and_other_clients_served() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let limits = Limits { max_header_bytes: 8192, max_headers: 20, ..Limits::default() };
+    let d = Deployment::with_limits(Backend::Sqlite, "headers", None, limits).await;
+    let big = format!("X-Big: {}\r\n", "a".repeat(20_000));
+    let many: String = (0..30).map(|i| format!("X-{i}: y\r\n")).collect();
+    for (what, extra) in [("a 20 KB header", big), ("30 headers", many)] {
+        let mut tls = raw_tls(&d.admin, &d.endpoint).await;
+        let head = format!("GET /v1/whoami HTTP/1.1\r\nHost: x\r\n{extra}\r\n");
+        let _ = tls.write_all(head.as_bytes()).await;
+        let mut answer = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), tls.read_to_end(&mut answer)).await;
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 431"), "{what}: {answer}");
+        assert_eq!(d.admin().whoami().await.unwrap().name, "admin", "after {what}");
+    }
+    assert!(counter(&d, "rampart_kms_oversized_headers_total").await >= 2);
 }
 
 fn api_code(result: Result<impl std::fmt::Debug, ClientError>) -> String {
@@ -670,29 +844,11 @@ async fn openapi_metrics_and_failover_across_endpoints() {
 /// client's kernel saw a reset and the client never read the 413).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_body_is_answered_413_and_the_connection_stays_usable() {
-    use rustls_pki_types::pem::PemObject;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     let d = Deployment::new("big", None).await;
     d.admin().create_key("k", &["client:admin".into()], false).await.unwrap();
-    let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(rustls_pki_types::CertificateDer::from_pem_slice(d.admin.ca_cert.as_bytes()).unwrap())
-        .unwrap();
-    let certs = vec![rustls_pki_types::CertificateDer::from_pem_slice(d.admin.cert.as_bytes())
-        .unwrap()
-        .into_owned()];
-    let key = rustls_pki_types::PrivateKeyDer::from_pem_slice(d.admin.key.expose()).unwrap();
-    let config =
-        rustls::ClientConfig::builder_with_provider(rampart_kms::server::crypto_provider())
-            .with_protocol_versions(&[&rustls::version::TLS13])
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_client_auth_cert(certs, key)
-            .unwrap();
-    let tcp = tokio::net::TcpStream::connect(&d.endpoint).await.unwrap();
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-    let mut tls = connector.connect("127.0.0.1".try_into().unwrap(), tcp).await.unwrap();
+    let mut tls = raw_tls(&d.admin, &d.endpoint).await;
 
     // Reads one response (Content-Length framed): status and body.
     async fn response<S: tokio::io::AsyncRead + Unpin>(

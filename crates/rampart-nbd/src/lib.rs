@@ -17,7 +17,7 @@ mod transmission;
 use std::sync::Arc;
 
 pub use rampart_volume::BlockDevice;
-pub use server::{Bound, Server, ServerConfig, Stats, TlsMode};
+pub use server::{Bound, Limits, Server, ServerConfig, Stats, TlsMode, DEFAULT_MAX_INFLIGHT};
 pub use tls::tls_config;
 
 /// One named export.

@@ -4,13 +4,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
 use crate::buffers::BufferPool;
-use crate::handshake::{negotiate, BoxStream};
+use crate::handshake::{negotiate, AnyStream, BoxStream};
 use crate::transmission;
 use crate::{Export, NbdError};
 
@@ -33,8 +34,62 @@ pub struct ServerConfig {
     /// Cap on request payload bytes held in memory at once, across all
     /// connections; requests beyond it wait.
     pub max_inflight_bytes: usize,
-    /// How long a client may take to finish option haggling.
+    pub limits: Limits,
+}
+
+impl ServerConfig {
+    /// Plain-text serving of `exports` with the default budget and limits.
+    #[must_use]
+    pub fn new(exports: Vec<Export>) -> Self {
+        Self {
+            exports,
+            tls: None,
+            tls_mode: TlsMode::Off,
+            max_inflight_bytes: DEFAULT_MAX_INFLIGHT,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// Default of [`ServerConfig::max_inflight_bytes`].
+pub const DEFAULT_MAX_INFLIGHT: usize = 256 << 20;
+
+/// What one client may hold of the server, so that a hostile or broken
+/// one is cut off instead of starving the others.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Time from connecting to the end of option haggling (TLS included).
+    /// QEMU's NBD server allows 10 s since CVE-2024-7409.
     pub handshake_timeout: Duration,
+    /// A connection in transmission with no request in flight that sends
+    /// nothing for this long is closed. `None` (the default): never, as
+    /// nbdkit and qemu-nbd do; mounted filesystems idle for hours.
+    pub idle_timeout: Option<Duration>,
+    /// A client with requests in flight that accepts no reply byte, or
+    /// sends no byte of a started request's payload, for this long is
+    /// disconnected; what its requests hold (buffers, the in-flight
+    /// budget) is released.
+    pub stall_timeout: Duration,
+    /// Connections served at once across every listener; further ones are
+    /// closed at once. 0: no limit.
+    pub max_connections: usize,
+    /// Requests one connection may have in flight; the server reads no
+    /// further request from it until one is answered (TCP back-pressure,
+    /// not an error). At least 1.
+    pub max_requests: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            handshake_timeout: Duration::from_secs(10),
+            idle_timeout: None,
+            stall_timeout: Duration::from_secs(60),
+            // QEMU's default since CVE-2024-7409.
+            max_connections: 100,
+            max_requests: 256,
+        }
+    }
 }
 
 impl std::fmt::Debug for ServerConfig {
@@ -43,6 +98,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("exports", &self.exports)
             .field("tls_mode", &self.tls_mode)
             .field("max_inflight_bytes", &self.max_inflight_bytes)
+            .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
 }
@@ -56,6 +112,10 @@ pub struct Stats {
     pub bytes_read: AtomicU64,
     pub bytes_written: AtomicU64,
     pub request_errors: AtomicU64,
+    /// Connections closed at once because `max_connections` were open.
+    pub refused_connections: AtomicU64,
+    /// Connections cut off by a handshake, idle or stall timeout.
+    pub timed_out_connections: AtomicU64,
 }
 
 impl std::fmt::Display for Stats {
@@ -63,9 +123,11 @@ impl std::fmt::Display for Stats {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         write!(
             f,
-            "{} connections ({} ended by errors), {} requests ({} failed), {} bytes read, {} bytes written",
+            "{} connections ({} ended by errors, {} timed out, {} refused over the limit), {} requests ({} failed), {} bytes read, {} bytes written",
             get(&self.connections),
             get(&self.failed_connections),
+            get(&self.timed_out_connections),
+            get(&self.refused_connections),
             get(&self.requests),
             get(&self.request_errors),
             get(&self.bytes_read),
@@ -85,7 +147,11 @@ pub(crate) struct Shared {
     pub(crate) inflight_permits: u32,
     pub(crate) pool: BufferPool,
     pub(crate) stats: Arc<Stats>,
-    pub(crate) handshake_timeout: Duration,
+    pub(crate) limits: Limits,
+    /// One permit per connection being served (`None`: no limit).
+    connections: Option<Arc<Semaphore>>,
+    /// When a refusal was last logged, to keep a flood from flooding the log.
+    refusal_logged: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 impl Shared {
@@ -201,6 +267,16 @@ impl Server {
                 ));
             }
         }
+        if config.limits.max_requests == 0 {
+            return Err(NbdError::Config("at most 0 requests per connection".into()));
+        }
+        let zero = Duration::ZERO;
+        if config.limits.handshake_timeout == zero
+            || config.limits.stall_timeout == zero
+            || config.limits.idle_timeout == Some(zero)
+        {
+            return Err(NbdError::Config("timeouts must be longer than zero".into()));
+        }
         if config.tls_mode != TlsMode::Off && config.tls.is_none() {
             return Err(NbdError::Config("TLS requested without a certificate and key".into()));
         }
@@ -218,7 +294,13 @@ impl Server {
                 // to the allocator, so the budget still bounds memory.
                 pool: BufferPool::new(permits as usize * PERMIT_BYTES / 2),
                 stats: Arc::new(Stats::default()),
-                handshake_timeout: config.handshake_timeout,
+                connections: (config.limits.max_connections > 0).then(|| {
+                    Arc::new(Semaphore::new(
+                        config.limits.max_connections.min(Semaphore::MAX_PERMITS),
+                    ))
+                }),
+                limits: config.limits,
+                refusal_logged: std::sync::Mutex::new(None),
             }),
         })
     }
@@ -226,6 +308,21 @@ impl Server {
     #[must_use]
     pub fn stats(&self) -> Arc<Stats> {
         Arc::clone(&self.shared.stats)
+    }
+
+    /// Serves one client over any byte stream (an in-memory pipe, a socket
+    /// accepted elsewhere) until it disconnects: handshake, transmission
+    /// and every limit, as for a listener's connections; `peer` names it in
+    /// the log. The connection limit is not applied (the caller accepted
+    /// the stream).
+    pub async fn serve_stream<S>(&self, stream: S, peer: &str) -> io::Result<()>
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        // Held for the call: a dropped sender would read as "stopping".
+        let (_running, stop) = watch::channel(false);
+        self.shared.stats.connections.fetch_add(1, Ordering::Relaxed);
+        connection(Box::new(AnyStream(stream)), peer, Arc::clone(&self.shared), stop).await
     }
 
     /// Serves every listener until `shutdown` completes; then stops
@@ -277,14 +374,32 @@ async fn accept_loop(listener: Bound, shared: Arc<Shared>, mut stop: watch::Rece
         };
         match accepted {
             Ok((stream, peer)) => {
+                let permit = match &shared.connections {
+                    None => None,
+                    Some(slots) => match Arc::clone(slots).try_acquire_owned() {
+                        Ok(permit) => Some(permit),
+                        Err(_) => {
+                            // Closed at once: a flood of connections costs
+                            // an accept and a close each, nothing more.
+                            drop(stream);
+                            refused(&shared, &peer);
+                            continue;
+                        }
+                    },
+                };
                 shared.stats.connections.fetch_add(1, Ordering::Relaxed);
                 let shared = Arc::clone(&shared);
                 let stop = stop.clone();
                 connections.spawn(async move {
                     if let Err(error) = connection(stream, &peer, shared.clone(), stop).await {
-                        shared.stats.failed_connections.fetch_add(1, Ordering::Relaxed);
+                        if error.kind() == io::ErrorKind::TimedOut {
+                            shared.stats.timed_out_connections.fetch_add(1, Ordering::Relaxed);
+                        } else {
+                            shared.stats.failed_connections.fetch_add(1, Ordering::Relaxed);
+                        }
                         tracing::info!(%peer, "connection ended: {error}");
                     }
+                    drop(permit);
                 });
             }
             Err(error) => {
@@ -297,6 +412,23 @@ async fn accept_loop(listener: Bound, shared: Arc<Shared>, mut stop: watch::Rece
         while connections.try_join_next().is_some() {}
     }
     while connections.join_next().await.is_some() {}
+}
+
+/// Counts a connection refused over `max_connections`; logs the first of
+/// each second, with how many were refused in all.
+fn refused(shared: &Shared, peer: &str) {
+    let total = shared.stats.refused_connections.fetch_add(1, Ordering::Relaxed) + 1;
+    let now = std::time::Instant::now();
+    let mut logged =
+        shared.refusal_logged.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if logged.is_none_or(|at| now.duration_since(at) >= Duration::from_secs(1)) {
+        *logged = Some(now);
+        tracing::warn!(
+            %peer,
+            "refused a connection: {} are open (--max-connections); {total} refused so far",
+            shared.limits.max_connections
+        );
+    }
 }
 
 async fn accept(listener: &Bound) -> io::Result<(BoxStream, String)> {
@@ -323,7 +455,7 @@ async fn connection(
     // dropped at once rather than holding the exit for the drain timeout.
     let mut stopping = stop.clone();
     let negotiated = tokio::select! {
-        result = tokio::time::timeout(shared.handshake_timeout, negotiate(stream, &shared)) => {
+        result = tokio::time::timeout(shared.limits.handshake_timeout, negotiate(stream, &shared)) => {
             match result {
                 Ok(result) => result?,
                 Err(_) => {

@@ -1,11 +1,15 @@
 //! The transmission phase: requests are validated here, run on the blocking
 //! pool against the device, and answered out of order by one writer task.
 
+use std::future::Future;
 use std::io;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, watch, Mutex, OwnedSemaphorePermit, Semaphore};
 
 use crate::handshake::{Negotiated, ReadBox, WriteBox};
@@ -58,13 +62,20 @@ enum Body {
 struct Reply {
     request: Request,
     body: Body,
-    /// Held until the reply is on the wire, bounding memory in flight.
-    _permit: Option<Permit>,
+    _held: Held,
 }
 
 /// In-flight budget held by one request: the connection's share and the
 /// server-wide one.
 type Permit = (OwnedSemaphorePermit, OwnedSemaphorePermit);
+
+/// What a request holds until its reply is on the wire: one of the
+/// connection's request slots and, for requests carrying data, in-flight
+/// budget. Dropping an unsent reply (the client was cut off) releases both.
+struct Held {
+    _slot: OwnedSemaphorePermit,
+    _budget: Option<Permit>,
+}
 
 pub(crate) async fn serve(
     negotiated: Negotiated,
@@ -73,28 +84,45 @@ pub(crate) async fn serve(
 ) -> io::Result<()> {
     let Negotiated { stream, export, structured, base_allocation } = negotiated;
     let (mut reader, writer) = stream.into_halves();
+    // Unbounded, yet bounded by the request slots every reply holds.
     let (replies, queue) = mpsc::unbounded_channel::<Reply>();
     let out = Arc::new(Mutex::new(ReplyWriter {
-        inner: writer,
+        inner: Box::new(StallGuard::new(writer, shared.limits.stall_timeout)),
         pending: Vec::with_capacity(PENDING_MAX),
         structured,
     }));
-    let writing = tokio::spawn(write_replies(Arc::clone(&out), queue, Arc::clone(&shared)));
+    let mut writing = tokio::spawn(write_replies(Arc::clone(&out), queue, Arc::clone(&shared)));
     // One connection may hold at most a quarter of the server's in-flight
     // budget (and always one largest request): a client that stops reading
     // its replies then stalls itself, not every other client.
     let own = (shared.inflight_permits / 4).max(MAX_REQUEST / PERMIT_BYTES as u32);
     let own = Arc::new(Semaphore::new(own as usize));
-    let context = Arc::new(Context { export, shared, base_allocation, replies, own, out });
+    let max_slots = shared.limits.max_requests.min(Semaphore::MAX_PERMITS);
+    let slots = Arc::new(Semaphore::new(max_slots));
+    let context =
+        Arc::new(Context { export, shared, base_allocation, replies, own, slots, max_slots, out });
+    let mut written = None;
     let reading = tokio::select! {
         result = read_requests(&mut reader, &context) => result,
         _ = stop.wait_for(|stopping| *stopping) => Ok(()),
+        // The writer fails when the client stops reading its replies (or
+        // goes away): stop reading its requests too.
+        result = &mut writing => {
+            written = Some(result);
+            Ok(())
+        }
     };
     // In-flight requests hold clones of the sender; the writer ends once
     // they have all answered.
     drop(context);
-    let written = writing.await.map_err(io::Error::other)?;
-    reading.and(written)
+    let written = match written {
+        Some(result) => result,
+        None => writing.await,
+    };
+    let written = written.map_err(io::Error::other)?;
+    // The writer's error says why the connection ended (a stall, a reset)
+    // when it ended first; otherwise the reader's does.
+    written.and(reading)
 }
 
 struct Context {
@@ -103,33 +131,93 @@ struct Context {
     base_allocation: bool,
     replies: mpsc::UnboundedSender<Reply>,
     own: Arc<Semaphore>,
+    /// The connection's request slots (`Limits::max_requests`).
+    slots: Arc<Semaphore>,
+    max_slots: usize,
     /// Shared with the writer task: inline reads answer through it directly.
     out: Arc<Mutex<ReplyWriter>>,
 }
 
 impl Context {
-    fn answer(&self, request: Request, body: Body, permit: Option<Permit>) {
+    fn answer(&self, request: Request, body: Body, held: Held) {
         // A closed channel means the client is gone; nothing to tell it.
-        let _ = self.replies.send(Reply { request, body, _permit: permit });
+        let _ = self.replies.send(Reply { request, body, _held: held });
     }
 
-    fn fail(&self, request: Request, errno: u32, message: &str) {
-        self.answer(request, Body::Error { errno, message: message.to_owned() }, None);
+    fn fail(&self, request: Request, slot: OwnedSemaphorePermit, errno: u32, message: &str) {
+        let held = Held { _slot: slot, _budget: None };
+        self.answer(request, Body::Error { errno, message: message.to_owned() }, held);
     }
+
+    /// Whether no request of this connection awaits its reply.
+    fn is_idle(&self) -> bool {
+        self.slots.available_permits() == self.max_slots
+    }
+}
+
+/// Reads the next request header. With an idle timeout, a client that
+/// sends nothing for that long while it has nothing in flight is cut off
+/// (one waiting for a slow request is not idle).
+async fn read_header(reader: &mut ReadBox, cx: &Context, header: &mut [u8; 28]) -> io::Result<()> {
+    let read = reader.read_exact(header);
+    let Some(idle) = cx.shared.limits.idle_timeout else {
+        return read.await.map(|_| ());
+    };
+    tokio::pin!(read);
+    loop {
+        tokio::select! {
+            result = &mut read => return result.map(|_| ()),
+            () = tokio::time::sleep(idle) => {
+                if cx.is_idle() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("idle for {} s (--idle-timeout)", idle.as_secs_f64()),
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// Reads a write's payload; a client that stops sending it for the stall
+/// timeout is cut off, releasing the budget the write holds.
+async fn read_payload(reader: &mut ReadBox, cx: &Context, buffer: &mut [u8]) -> io::Result<()> {
+    let stall = cx.shared.limits.stall_timeout;
+    let mut filled = 0;
+    while filled < buffer.len() {
+        // `read` is cancel-safe: a timeout loses no byte.
+        let n = tokio::time::timeout(stall, reader.read(&mut buffer[filled..]))
+            .await
+            .map_err(|_| stalled(stall, "sent no byte of a request's payload"))??;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        filled += n;
+    }
+    Ok(())
+}
+
+fn stalled(limit: Duration, what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!("the client {what} for {} s (--stall-timeout)", limit.as_secs_f64()),
+    )
 }
 
 async fn read_requests(reader: &mut ReadBox, cx: &Arc<Context>) -> io::Result<()> {
     let size = cx.export.device.len();
     let mut header = [0u8; 28];
     loop {
-        match reader.read_exact(&mut header).await {
-            Ok(_) => {}
+        match read_header(reader, cx, &mut header).await {
+            Ok(()) => {}
             // A client that just goes away is not an error worth reporting.
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
             Err(e) => return Err(e),
         }
         let request = Request::parse(&header)?;
         cx.shared.stats.requests.fetch_add(1, Ordering::Relaxed);
+        let closed = |_| io::Error::other("server is shutting down");
+        let slot = Arc::clone(&cx.slots).acquire_owned().await.map_err(closed)?;
 
         if request.kind == CMD_WRITE {
             if request.len > MAX_REQUEST {
@@ -144,18 +232,19 @@ async fn read_requests(reader: &mut ReadBox, cx: &Arc<Context>) -> io::Result<()
             }
             let permit = acquire(cx, request.len).await?;
             let mut buffer = cx.shared.pool.take(request.len as usize);
-            reader.read_exact(&mut buffer).await?;
+            read_payload(reader, cx, &mut buffer).await?;
             if let Err((errno, message)) = validate(cx, &request, size) {
                 cx.shared.pool.give(buffer);
-                cx.fail(request, errno, &message);
+                cx.fail(request, slot, errno, &message);
                 continue;
             }
             cx.shared.stats.bytes_written.fetch_add(u64::from(request.len), Ordering::Relaxed);
+            let held = Held { _slot: slot, _budget: Some(permit) };
             if answers_directly(&request) {
                 let body = execute_write(cx, &request, buffer);
-                answer_directly(cx, Reply { request, body, _permit: Some(permit) }).await?;
+                answer_directly(cx, Reply { request, body, _held: held }).await?;
             } else {
-                start_write(cx, request, buffer, permit);
+                start_write(cx, request, buffer, held);
             }
             continue;
         }
@@ -164,25 +253,26 @@ async fn read_requests(reader: &mut ReadBox, cx: &Arc<Context>) -> io::Result<()
             CMD_DISC => return Ok(()),
             CMD_READ | CMD_FLUSH | CMD_TRIM | CMD_CACHE | CMD_WRITE_ZEROES | CMD_BLOCK_STATUS => {}
             other => {
-                cx.fail(request, EINVAL, &format!("unknown command {other}"));
+                cx.fail(request, slot, EINVAL, &format!("unknown command {other}"));
                 continue;
             }
         }
         if let Err((errno, message)) = validate(cx, &request, size) {
-            cx.fail(request, errno, &message);
+            cx.fail(request, slot, errno, &message);
             continue;
         }
         let permit =
             if request.kind == CMD_READ { Some(acquire(cx, request.len).await?) } else { None };
+        let held = Held { _slot: slot, _budget: permit };
         if request.kind == CMD_READ {
             cx.shared.stats.bytes_read.fetch_add(u64::from(request.len), Ordering::Relaxed);
             if answers_directly(&request) {
                 let body = execute_other(cx, &request);
-                answer_directly(cx, Reply { request, body, _permit: permit }).await?;
+                answer_directly(cx, Reply { request, body, _held: held }).await?;
                 continue;
             }
         }
-        start_other(cx, request, permit);
+        start_other(cx, request, held);
     }
 }
 
@@ -276,10 +366,10 @@ fn run(cx: &Arc<Context>, request: &Request, work: impl FnOnce(&Context) + Send 
     }
 }
 
-fn start_write(cx: &Arc<Context>, request: Request, buffer: Vec<u8>, permit: Permit) {
+fn start_write(cx: &Arc<Context>, request: Request, buffer: Vec<u8>, held: Held) {
     run(cx, &request, move |answer| {
         let body = execute_write(answer, &request, buffer);
-        answer.answer(request, body, Some(permit));
+        answer.answer(request, body, held);
     });
 }
 
@@ -311,10 +401,10 @@ async fn answer_directly(cx: &Context, reply: Reply) -> io::Result<()> {
     out.flush().await
 }
 
-fn start_other(cx: &Arc<Context>, request: Request, permit: Option<Permit>) {
+fn start_other(cx: &Arc<Context>, request: Request, held: Held) {
     run(cx, &request, move |answer| {
         let body = execute_other(answer, &request);
-        answer.answer(request, body, permit);
+        answer.answer(request, body, held);
     });
 }
 
@@ -438,7 +528,7 @@ async fn write_reply(
     structured: bool,
     shared: &Shared,
 ) -> io::Result<()> {
-    let Reply { request, body, _permit } = reply;
+    let Reply { request, body, _held } = reply;
     let handle = request.handle.to_be_bytes();
     let simple = |error: u32| {
         let mut header = [0u8; 16];
@@ -525,4 +615,87 @@ async fn write_all_vectored(out: &mut WriteBox, parts: &mut [&[u8]; 3]) -> io::R
         }
     }
     Ok(())
+}
+
+/// The reply half of a connection, failing for good once the client has
+/// accepted no byte for `limit` while replies wait: a client that never
+/// reads its replies is then dropped, and what its requests hold (reply
+/// buffers, the in-flight budget) is released.
+struct StallGuard {
+    inner: WriteBox,
+    limit: Duration,
+    /// Armed while a write waits on a full socket.
+    deadline: Pin<Box<tokio::time::Sleep>>,
+    armed: bool,
+    failed: bool,
+}
+
+impl StallGuard {
+    fn new(inner: WriteBox, limit: Duration) -> Self {
+        Self {
+            inner,
+            limit,
+            deadline: Box::pin(tokio::time::sleep(limit)),
+            armed: false,
+            failed: false,
+        }
+    }
+
+    fn guard<T>(
+        &mut self,
+        cx: &mut TaskContext<'_>,
+        op: impl FnOnce(Pin<&mut WriteBox>, &mut TaskContext<'_>) -> Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        if self.failed {
+            return Poll::Ready(Err(stalled(self.limit, "read no reply byte")));
+        }
+        match op(Pin::new(&mut self.inner), cx) {
+            Poll::Ready(result) => {
+                self.armed = false;
+                Poll::Ready(result)
+            }
+            Poll::Pending => {
+                if !self.armed {
+                    self.armed = true;
+                    let at = tokio::time::Instant::now() + self.limit;
+                    self.deadline.as_mut().reset(at);
+                }
+                if self.deadline.as_mut().poll(cx).is_ready() {
+                    self.failed = true;
+                    return Poll::Ready(Err(stalled(self.limit, "read no reply byte")));
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl AsyncWrite for StallGuard {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.get_mut().guard(cx, |inner, cx| inner.poll_write(cx, buf))
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.get_mut().guard(cx, |inner, cx| inner.poll_write_vectored(cx, bufs))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
+        self.get_mut().guard(cx, |inner, cx| inner.poll_flush(cx))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
+        self.get_mut().guard(cx, |inner, cx| inner.poll_shutdown(cx))
+    }
 }

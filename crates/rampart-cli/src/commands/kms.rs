@@ -9,9 +9,10 @@ use rampart_crypto::SecretBytes;
 use rampart_kms::client::{ClientError, KmsClient};
 use rampart_kms::deployment::{self, files, InitOptions, InitSeal};
 use rampart_kms::model::{format_time, parse_time, KeyInfo, Labels};
-use rampart_kms::server::{Server, ServerOptions};
+use rampart_kms::server::{Limits, Server, ServerOptions};
 use rampart_kms::{Bundle, KmsError};
 
+use crate::duration::parse_duration;
 use crate::passphrase::Source;
 use crate::UsageError;
 
@@ -98,6 +99,30 @@ pub struct ServeArgs {
     /// The unseal key file (default DIR/unseal.key) for deployments without shares.
     #[arg(long, value_name = "FILE")]
     pub unseal_key_file: Option<PathBuf>,
+    /// TLS connections served at once; further ones are closed at once.
+    #[arg(long, default_value_t = 4096, value_name = "N")]
+    pub max_connections: usize,
+    /// Time from connecting to the end of the TLS handshake; a client that
+    /// sends nothing or stalls mid-handshake is dropped.
+    #[arg(long, value_parser = parse_duration, default_value = "10s", value_name = "TIME")]
+    pub handshake_timeout: std::time::Duration,
+    /// Time a kept-alive connection may wait for its next request (and a
+    /// request for its headers, and a response for its client to read it).
+    #[arg(long, value_parser = parse_duration, default_value = "60s", value_name = "TIME")]
+    pub idle_timeout: std::time::Duration,
+    /// Average requests per second per client certificate; beyond it
+    /// (after --rate-burst), HTTP 429 with Retry-After. 0: no limit.
+    #[arg(long, default_value_t = 1000.0, value_name = "PER_SECOND")]
+    pub rate_limit: f64,
+    /// Requests a client certificate may make at once above --rate-limit.
+    #[arg(long, default_value_t = 2000, value_name = "N")]
+    pub rate_burst: u32,
+    /// Largest request line and headers in bytes (HTTP 431 beyond).
+    #[arg(long, value_parser = crate::size::parse_size, default_value = "16K", value_name = "SIZE")]
+    pub max_header_size: u64,
+    /// Most header fields in one request (HTTP 431 beyond).
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub max_headers: usize,
 }
 
 #[derive(Debug, Args)]
@@ -424,7 +449,17 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         let opts = ServerOptions {
             data_dir: args.data_dir.clone(),
             unseal_key_file: args.unseal_key_file.clone(),
+            limits: Limits {
+                max_connections: args.max_connections,
+                handshake_timeout: args.handshake_timeout,
+                idle_timeout: args.idle_timeout,
+                rate: args.rate_limit,
+                burst: args.rate_burst,
+                max_header_bytes: usize::try_from(args.max_header_size).unwrap_or(usize::MAX),
+                max_headers: args.max_headers,
+            },
         };
+        opts.limits.validate().map_err(|e| UsageError(format!("kms serve: {e}")))?;
         let server = Server::new(&opts, store).await.map_err(map_kms)?;
         let listener = rampart_kms::server::bind(&args.listen).await.map_err(map_kms)?;
         let address = listener.local_addr().context("cannot read the listening address")?;

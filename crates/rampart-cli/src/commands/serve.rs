@@ -3,10 +3,9 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
-use rampart_nbd::{Bound, Export, Server, ServerConfig, TlsMode};
+use rampart_nbd::{Bound, Export, Limits, Server, ServerConfig, TlsMode};
 use rampart_volume::{BlockDevice, VolumePaths};
 
 use crate::cli::ServeArgs;
@@ -30,6 +29,13 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             .into())
         }
     };
+    for (flag, time) in
+        [("--handshake-timeout", args.handshake_timeout), ("--stall-timeout", args.stall_timeout)]
+    {
+        if time.is_zero() {
+            return Err(UsageError(format!("{flag} must be longer than zero")).into());
+        }
+    }
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) if tls_mode != TlsMode::Off => {
             Some(rampart_nbd::tls_config(cert, key, args.tls_client_ca.as_deref()).map_err(usage)?)
@@ -59,7 +65,13 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         tls,
         tls_mode,
         max_inflight_bytes: usize::try_from(args.max_inflight).unwrap_or(usize::MAX),
-        handshake_timeout: Duration::from_secs(60),
+        limits: Limits {
+            handshake_timeout: args.handshake_timeout,
+            idle_timeout: (!args.idle_timeout.is_zero()).then_some(args.idle_timeout),
+            stall_timeout: args.stall_timeout,
+            max_connections: args.max_connections,
+            max_requests: args.max_requests as usize,
+        },
     };
     let names: Vec<String> = config.exports.iter().map(|e| e.name.clone()).collect();
     let server = Server::new(config).map_err(usage)?;

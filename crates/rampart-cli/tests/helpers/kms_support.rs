@@ -78,6 +78,10 @@ impl ServerProcess {
             data_dir.display().to_string(),
             "--listen".into(),
             listen,
+            // The CLI tests benchmark and load servers from one
+            // certificate; rate limits have their own tests.
+            "--rate-limit".into(),
+            "0".into(),
         ];
         if let Some(store) = store {
             args.push("--store".into());

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use zeroize::Zeroizing;
 
+use super::limits::Admission;
 use super::metrics::outcome;
 use super::State;
 use crate::audit::Verifier;
@@ -46,13 +47,15 @@ struct Reply {
     body: Vec<u8>,
     /// The `Allow` header of a 405.
     allow: Option<&'static str>,
+    /// The `Retry-After` header of a 429, in seconds.
+    retry_after: Option<u64>,
 }
 
 impl Reply {
     fn json(status: u16, value: &impl Serialize) -> Result<Self> {
         let body = serde_json::to_vec(value)
             .map_err(|e| KmsError::Crypto(format!("cannot encode the response: {e}")))?;
-        Ok(Self { status, content_type: "application/json", body, allow: None })
+        Ok(Self { status, content_type: "application/json", body, allow: None, retry_after: None })
     }
 
     fn error(error: &KmsError) -> Self {
@@ -61,11 +64,16 @@ impl Reply {
             KmsError::MethodNotAllowed { allow, .. } => Some(*allow),
             _ => None,
         };
+        let retry_after = match error {
+            KmsError::RateLimited { retry_after } => Some(*retry_after),
+            _ => None,
+        };
         Self {
             status: error.status(),
             content_type: "application/json",
             body: body.to_string().into_bytes(),
             allow,
+            retry_after,
         }
     }
 }
@@ -110,6 +118,27 @@ pub(super) async fn handle(
     // sees a reset instead of the answer.
     let (parts, incoming) = request.into_parts();
     let body = read_body(&parts.headers, incoming).await;
+    // Per certificate: a client over its rate is answered 429 before any
+    // work (store lookups included); only the first refusal of a run is
+    // audited, so a flood cannot flood the audit log.
+    if let Admission::Refused { retry_after, first } = state.rate.admit(fp) {
+        state.metrics.rate_limited();
+        let segments: Vec<&str> = parts.uri.path().trim_start_matches('/').split('/').collect();
+        ctx.op = operation_name(&segments);
+        let error = KmsError::RateLimited { retry_after };
+        let mut reply = Reply::error(&error);
+        if first {
+            ctx.client = state.identify(fp).await.ok();
+            let detail = format!(
+                "{} {error} (further refusals until the rate recovers are counted in \
+                 rampart_kms_rate_limited_total, not audited)",
+                error.status()
+            );
+            reply = audited(state, fp, &ctx, reply, detail).await;
+        }
+        state.metrics.record(ctx.op, reply.status, start.elapsed());
+        return response(reply);
+    }
     let request = Request::from_parts(parts, body);
     let (reply, detail) = match route(state, fp, request, &mut ctx).await {
         Ok(reply) => {
@@ -118,6 +147,14 @@ pub(super) async fn handle(
         }
         Err(error) => (Reply::error(&error), format!("{} {error}", error.status())),
     };
+    let reply = audited(state, fp, &ctx, reply, detail).await;
+    state.metrics.record(ctx.op, reply.status, start.elapsed());
+    response(reply)
+}
+
+/// Appends the request's audit entry; the reply, or a 503 when the entry
+/// cannot be written.
+async fn audited(state: &State, fp: &str, ctx: &Ctx, reply: Reply, detail: String) -> Reply {
     let client = match &ctx.client {
         Some(client) => client.name.clone(),
         None => format!("cert:{}", &fp[..fp.len().min(16)]),
@@ -131,14 +168,16 @@ pub(super) async fn handle(
         outcome: outcome(reply.status).to_owned(),
         detail,
     };
-    let reply = match state.audit(draft).await {
+    match state.audit(draft).await {
         Ok(()) => reply,
         Err(error) => {
             state.metrics.audit_failed();
             Reply::error(&KmsError::Store(format!("the audit log cannot be written: {error}")))
         }
-    };
-    state.metrics.record(ctx.op, reply.status, start.elapsed());
+    }
+}
+
+fn response(reply: Reply) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::from(reply.body)));
     *response.status_mut() = hyper::StatusCode::from_u16(reply.status)
         .unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
@@ -153,6 +192,9 @@ pub(super) async fn handle(
         response
             .headers_mut()
             .insert(hyper::header::ALLOW, hyper::header::HeaderValue::from_static(allow));
+    }
+    if let Some(seconds) = reply.retry_after {
+        response.headers_mut().insert(hyper::header::RETRY_AFTER, seconds.into());
     }
     response
 }
@@ -305,6 +347,9 @@ async fn route(state: &State, fp: &str, request: Req, ctx: &mut Ctx) -> Result<R
 
 fn operation_name(segments: &[&str]) -> &'static str {
     match segments {
+        ["v1", "health"] => "health",
+        ["v1", "sys", "seal-status"] => "sys.seal_status",
+        ["v1", "sys", "unseal"] => "sys.unseal",
         ["v1", "openapi.json"] => "openapi",
         ["metrics"] => "metrics",
         ["v1", "whoami"] => "whoami",
@@ -351,6 +396,7 @@ async fn route_unsealed(
                 content_type: "text/plain; version=0.0.4",
                 body: state.metrics.render(state.root().is_none()).into_bytes(),
                 allow: None,
+                retry_after: None,
             })
         }
         ["v1", "whoami"] => {

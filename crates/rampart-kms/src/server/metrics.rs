@@ -1,5 +1,6 @@
 //! Prometheus text metrics: requests by operation and outcome, a latency
-//! histogram per operation, and refused TLS handshakes.
+//! histogram per operation, refused TLS handshakes, and what the limits
+//! against hostile clients cut off.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -22,6 +23,12 @@ struct Inner {
     latency: BTreeMap<&'static str, Histogram>,
     tls_refused: u64,
     audit_failures: u64,
+    connections_refused: u64,
+    /// When a refused connection was last logged.
+    refusal_logged: Option<std::time::Instant>,
+    handshake_timeouts: u64,
+    rate_limited: u64,
+    oversized_headers: u64,
 }
 
 /// The server's counters.
@@ -36,6 +43,7 @@ pub fn outcome(status: u16) -> &'static str {
     match status {
         200..=299 => "ok",
         401 | 403 => "denied",
+        429 => "limited",
         503 => "unavailable",
         400..=499 => "invalid",
         _ => "error",
@@ -67,6 +75,32 @@ impl Metrics {
 
     pub fn audit_failed(&self) {
         self.lock().audit_failures += 1;
+    }
+
+    /// Counts a connection refused over the connection limit; true when
+    /// it should be logged (the first of each second).
+    pub fn connection_refused(&self) -> bool {
+        let mut inner = self.lock();
+        inner.connections_refused += 1;
+        let now = std::time::Instant::now();
+        let log =
+            inner.refusal_logged.is_none_or(|at| now.duration_since(at) >= Duration::from_secs(1));
+        if log {
+            inner.refusal_logged = Some(now);
+        }
+        log
+    }
+
+    pub fn handshake_timed_out(&self) {
+        self.lock().handshake_timeouts += 1;
+    }
+
+    pub fn rate_limited(&self) {
+        self.lock().rate_limited += 1;
+    }
+
+    pub fn oversized_headers(&self) {
+        self.lock().oversized_headers += 1;
     }
 
     /// The Prometheus text exposition.
@@ -113,6 +147,31 @@ impl Metrics {
         out.push_str("# HELP rampart_kms_audit_failures_total Requests refused because the audit entry could not be written.\n");
         out.push_str("# TYPE rampart_kms_audit_failures_total counter\n");
         let _ = writeln!(out, "rampart_kms_audit_failures_total {}", inner.audit_failures);
+        let counters = [
+            (
+                "rampart_kms_connections_refused_total",
+                "Connections closed at once because --max-connections were open.",
+                inner.connections_refused,
+            ),
+            (
+                "rampart_kms_handshake_timeouts_total",
+                "Connections dropped for not finishing the TLS handshake within --handshake-timeout.",
+                inner.handshake_timeouts,
+            ),
+            (
+                "rampart_kms_rate_limited_total",
+                "Requests answered 429 because their client identity exceeded --rate-limit.",
+                inner.rate_limited,
+            ),
+            (
+                "rampart_kms_oversized_headers_total",
+                "Requests answered 431 for headers over --max-header-size or --max-headers.",
+                inner.oversized_headers,
+            ),
+        ];
+        for (name, help, value) in counters {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}");
+        }
         out.push_str("# HELP rampart_kms_sealed Whether the server is sealed.\n");
         out.push_str("# TYPE rampart_kms_sealed gauge\n");
         let _ = writeln!(out, "rampart_kms_sealed {}", u8::from(sealed));

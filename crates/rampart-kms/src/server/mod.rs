@@ -9,8 +9,10 @@
 //! CA-signed certificate that was never registered is refused.
 
 mod api;
+mod limits;
 mod metrics;
 mod openapi;
+mod writes;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -28,6 +30,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
+pub use self::limits::Limits;
 pub use self::metrics::Metrics;
 pub use self::openapi::openapi_document;
 
@@ -39,16 +42,23 @@ use crate::pki::fingerprint;
 use crate::shamir::{self, Share};
 use crate::store::{meta, Store};
 
-const MAX_CONNECTIONS: usize = 4096;
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const AUDIT_BATCH: usize = 512;
 
-/// Where a server finds its deployment.
+/// Where a server finds its deployment, and its limits.
 #[derive(Debug, Clone)]
 pub struct ServerOptions {
     pub data_dir: PathBuf,
     /// The unseal key file for the file scheme (default `DIR/unseal.key`).
     pub unseal_key_file: Option<PathBuf>,
+    pub limits: Limits,
+}
+
+impl ServerOptions {
+    /// The deployment in `data_dir`, its default unseal key file, default limits.
+    #[must_use]
+    pub fn new(data_dir: PathBuf) -> Self {
+        Self { data_dir, unseal_key_file: None, limits: Limits::default() }
+    }
 }
 
 /// The TLS configuration the server and its clients share: TLS 1.3 only,
@@ -109,6 +119,8 @@ pub(crate) struct State {
     clients: Mutex<HashMap<String, ClientInfo>>,
     auditor: mpsc::Sender<(AuditDraft, oneshot::Sender<Result<()>>)>,
     metrics: Metrics,
+    limits: Limits,
+    rate: limits::RateLimiter,
 }
 
 impl std::fmt::Debug for State {
@@ -251,6 +263,7 @@ impl Server {
     /// Loads the deployment from the store and the data directory; with an
     /// unseal key file, unseals at once. Must run inside a Tokio runtime.
     pub async fn new(opts: &ServerOptions, store: Arc<dyn Store>) -> Result<Self> {
+        opts.limits.validate().map_err(|e| KmsError::Config(format!("invalid limits: {e}")))?;
         let not_initialised = || {
             KmsError::Config("the store holds no deployment: run `rampart kms init` first".into())
         };
@@ -278,6 +291,8 @@ impl Server {
             clients: Mutex::new(HashMap::new()),
             auditor: tx,
             metrics: Metrics::default(),
+            rate: limits::RateLimiter::new(&opts.limits),
+            limits: opts.limits.clone(),
         });
         if seal == SealConfig::File {
             let path = opts
@@ -302,7 +317,8 @@ impl Server {
         listener: TcpListener,
         shutdown: impl std::future::Future<Output = ()>,
     ) -> Result<()> {
-        let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+        let permits =
+            Arc::new(Semaphore::new(self.state.limits.max_connections.min(Semaphore::MAX_PERMITS)));
         tokio::pin!(shutdown);
         loop {
             let (tcp, peer) = tokio::select! {
@@ -316,8 +332,17 @@ impl Server {
                     }
                 },
             };
-            let Ok(permit) = Arc::clone(&permits).acquire_owned().await else {
-                return Ok(());
+            let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
+                // Closed at once: a flood of connections costs an accept
+                // and a close each, and never queues ahead of others.
+                drop(tcp);
+                if self.state.metrics.connection_refused() {
+                    tracing::warn!(
+                        "refused a connection from {peer}: {} are open (--max-connections)",
+                        self.state.limits.max_connections
+                    );
+                }
+                continue;
             };
             let _ = tcp.set_nodelay(true);
             let state = Arc::clone(&self.state);
@@ -336,7 +361,8 @@ async fn serve_connection(
     tcp: tokio::net::TcpStream,
     peer: SocketAddr,
 ) {
-    let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+    let limits = state.limits.clone();
+    let stream = match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp)).await {
         Ok(Ok(stream)) => stream,
         Ok(Err(error)) => {
             // Refused certificates surface as rustls errors (InvalidData);
@@ -359,7 +385,11 @@ async fn serve_connection(
             }
             return;
         }
-        Err(_) => return,
+        Err(_) => {
+            state.metrics.handshake_timed_out();
+            tracing::debug!("dropped {peer}: no TLS handshake within the handshake timeout");
+            return;
+        }
     };
     let Some(fp) = stream
         .get_ref()
@@ -372,18 +402,28 @@ async fn serve_connection(
         return;
     };
     let fp: Arc<str> = fp.into();
+    let mut http = http1::Builder::new();
+    // hyper waits for the next request's head under the header timeout,
+    // so it is also the keep-alive idle timeout.
+    http.timer(TokioTimer::new())
+        .keep_alive(true)
+        .header_read_timeout(limits.idle_timeout)
+        .max_header_size(limits.max_header_bytes);
+    if limits.max_headers != limits::HYPER_MAX_HEADERS {
+        http.max_headers(limits.max_headers);
+    }
+    let stream = writes::StallGuard::new(stream, limits.idle_timeout);
+    let shared = Arc::clone(&state);
     let service = hyper::service::service_fn(move |request| {
         let state = Arc::clone(&state);
         let fp = Arc::clone(&fp);
         async move { Ok::<_, std::convert::Infallible>(api::handle(&state, &fp, request).await) }
     });
-    let result = http1::Builder::new()
-        .timer(TokioTimer::new())
-        .keep_alive(true)
-        .header_read_timeout(Duration::from_secs(60))
-        .serve_connection(TokioIo::new(stream), service)
-        .await;
+    let result = http.serve_connection(TokioIo::new(stream), service).await;
     if let Err(error) = result {
+        if error.is_parse_too_large() {
+            shared.metrics.oversized_headers();
+        }
         tracing::debug!("connection from {peer} ended: {error}");
     }
 }

@@ -2,9 +2,11 @@
 
 use serde_json::{json, Value};
 
+/// The error responses of an operation: `codes`, and 429, which any
+/// request may get when its client exceeds its rate limit.
 fn error_responses(codes: &[u16]) -> Value {
     let mut out = serde_json::Map::new();
-    for code in codes {
+    for code in codes.iter().chain(&[429]) {
         let description = match code {
             400 => "Invalid request (bad field, bad JSON, a ciphertext that does not authenticate)",
             401 => "The client certificate is not registered",
@@ -14,6 +16,7 @@ fn error_responses(codes: &[u16]) -> Value {
             409 => "Already exists or concurrently changed",
             410 => "The key version was destroyed",
             413 => "Request body too large",
+            429 => "The client certificate's rate limit is exceeded; retry after the Retry-After header's seconds",
             503 => "Sealed, or the store or audit log is unavailable",
             _ => "Error",
         };
@@ -77,12 +80,15 @@ pub fn openapi_document() -> Value {
         "/v1/health": { "get": { "operationId": "health", "summary": "Liveness for load balancers (200 unsealed, 503 sealed)",
             "responses": {
               "200": { "description": "Serving", "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Health" } } } },
+              "429": error_responses(&[])["429"],
               "503": { "description": "Sealed", "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Health" } } } } } } },
         "/v1/openapi.json": { "get": { "operationId": "openapi", "summary": "This document",
             "responses": { "200": { "description": "OpenAPI 3 document", "content": { "application/json": { "schema": { "type": "object" } } } },
+                           "429": error_responses(&[])["429"],
                            "503": error_responses(&[503])["503"] } } },
         "/metrics": { "get": { "operationId": "metrics", "summary": "Prometheus metrics: requests by operation and outcome, latency histograms",
             "responses": { "200": { "description": "Prometheus text format 0.0.4", "content": { "text/plain": { "schema": { "type": "string" } } } },
+                           "429": error_responses(&[])["429"],
                            "503": error_responses(&[503])["503"] } } },
         "/v1/sys/seal-status": { "get": { "operationId": "sealStatus", "summary": "Whether the server is sealed, and unseal progress",
             "responses": ok("Seal status", "SealStatus", &[401, 503]) } },
