@@ -29,8 +29,8 @@ use core::arch::x86_64::{
     _mm512_ternarylogic_epi64, _mm512_xor_si512, _mm_aesdec_si128, _mm_aesdeclast_si128,
     _mm_aesenc_si128, _mm_aesenclast_si128, _mm_aesimc_si128, _mm_aeskeygenassist_si128,
     _mm_clmulepi64_si128, _mm_cvtsi128_si64x, _mm_cvtsi32_si128, _mm_cvtsi64_si128,
-    _mm_loadu_si128, _mm_set_epi64x, _mm_shuffle_epi32, _mm_sll_epi64, _mm_slli_epi64,
-    _mm_slli_si128, _mm_srl_epi64, _mm_srli_epi64, _mm_storeu_si128, _mm_xor_si128,
+    _mm_loadu_si128, _mm_set_epi64x, _mm_setzero_si128, _mm_shuffle_epi32, _mm_sll_epi64,
+    _mm_slli_epi64, _mm_slli_si128, _mm_srl_epi64, _mm_srli_epi64, _mm_storeu_si128, _mm_xor_si128,
 };
 
 use zeroize::Zeroize;
@@ -632,13 +632,18 @@ impl<L: Lanes, const R: usize> Keys<L, R> {
         // SAFETY: the caller runs under the features of `L` (which include
         // SSE2); every load reads one 16-byte array element.
         unsafe {
-            let block = |k: &u128| _mm_loadu_si128((k as *const u128).cast());
-            let data1: [__m128i; 15] = std::array::from_fn(|i| block(&source[i]));
-            Self {
-                data: std::array::from_fn(|i| L::splat(data1[i])),
-                data1,
-                tweak: std::array::from_fn(|i| block(&schedule.tweak[i])),
+            // Plain loops, not closures: a closure would not inherit the
+            // entry point's target features, and the intrinsics inside it
+            // would become out-of-line calls.
+            let zero = _mm_setzero_si128();
+            let mut keys =
+                Self { data: [L::splat(zero); 15], data1: [zero; 15], tweak: [zero; 15] };
+            for i in 0..15 {
+                keys.data1[i] = _mm_loadu_si128((&raw const source[i]).cast());
+                keys.data[i] = L::splat(keys.data1[i]);
+                keys.tweak[i] = _mm_loadu_si128((&raw const schedule.tweak[i]).cast());
             }
+            keys
         }
     }
 }
@@ -731,12 +736,17 @@ unsafe fn blocks<L: Lanes, const R: usize, const ENC: bool>(
     // caller. Each vector is loaded before it is stored, so `src == dst`
     // is fine.
     unsafe {
-        let mut t: [L; WIDTH] = std::array::from_fn(|j| L::spread(t0, (j * w) as u32));
+        let mut t = [L::splat(t0); WIDTH];
+        for (j, tj) in t.iter_mut().enumerate() {
+            *tj = L::spread(t0, (j * w) as u32);
+        }
         let mut done = 0;
         while blocks - done >= WIDTH * w {
             let at = done * 16;
-            let mut x: [L; WIDTH] =
-                std::array::from_fn(|j| L::load(src.add(at + j * w * 16)).xor3(t[j], k[0]));
+            let mut x = t;
+            for j in 0..WIDTH {
+                x[j] = L::load(src.add(at + j * w * 16)).xor3(t[j], k[0]);
+            }
             for key in &k[1..R] {
                 for v in &mut x {
                     *v = if ENC { v.enc(*key) } else { v.dec(*key) };
@@ -789,10 +799,11 @@ unsafe fn sectors_generic<L: Lanes, const R: usize, const ENC: bool>(
         let mut sector = 0;
         let mut number = job.first;
         while sector < count {
-            let mut tweaks: [__m128i; WIDTH] = std::array::from_fn(|i| {
+            let mut tweaks = [_mm_setzero_si128(); WIDTH];
+            for (i, t) in tweaks.iter_mut().enumerate() {
                 let n = number.wrapping_add((i as u64).wrapping_mul(job.step));
-                _mm_set_epi64x(0, n as i64)
-            });
+                *t = _mm_set_epi64x(0, n as i64);
+            }
             encrypt_tweaks::<R>(&keys.tweak, &mut tweaks);
             for t in tweaks.iter().take(count - sector) {
                 let at = sector * job.sector;
@@ -916,7 +927,10 @@ pub(crate) fn register_ceiling(rounds: usize, seconds: f64) -> Option<f64> {
 #[target_feature(enable = "avx512f,vaes")]
 unsafe fn ceiling_loop(rounds: usize, iterations: u64) -> u64 {
     let key = std::hint::black_box(_mm512_set1_epi64(0x0123_4567_89ab_cdef));
-    let mut x: [__m512i; 12] = std::array::from_fn(|i| _mm512_set1_epi64(i as i64));
+    let mut x = [key; 12];
+    for (i, v) in x.iter_mut().enumerate() {
+        *v = _mm512_set1_epi64(i as i64);
+    }
     for _ in 0..iterations {
         for _ in 0..rounds {
             for v in &mut x {
