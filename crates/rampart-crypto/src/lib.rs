@@ -54,10 +54,10 @@ pub fn plain64(sector: u64) -> [u8; 16] {
 /// Checks that `data` is a whole number of `sector_size` sectors and that
 /// `sector_size` is a usable multiple of the AES block.
 fn check_sectors(data: &[u8], sector_size: usize) -> Result<usize> {
-    if sector_size == 0 || sector_size % AES_BLOCK != 0 {
+    if sector_size == 0 || !sector_size.is_multiple_of(AES_BLOCK) {
         return Err(CryptoError::InvalidSectorSize(sector_size));
     }
-    if data.len() % sector_size != 0 {
+    if !data.len().is_multiple_of(sector_size) {
         return Err(CryptoError::InvalidLength {
             what: "sector data",
             len: data.len(),

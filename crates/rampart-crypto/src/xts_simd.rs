@@ -127,7 +127,7 @@ impl Schedule {
         step: u64,
         encrypt: bool,
     ) {
-        assert!(sector != 0 && sector % 16 == 0 && data.len() % sector == 0);
+        assert!(sector != 0 && sector.is_multiple_of(16) && data.len().is_multiple_of(sector));
         let job = Job {
             src: data.as_ptr(),
             dst: data.as_mut_ptr(),
@@ -153,7 +153,10 @@ impl Schedule {
         encrypt: bool,
     ) {
         assert!(
-            sector != 0 && sector % 16 == 0 && src.len() % sector == 0 && src.len() == dst.len()
+            sector != 0
+                && sector.is_multiple_of(16)
+                && src.len().is_multiple_of(sector)
+                && src.len() == dst.len()
         );
         let job =
             Job { src: src.as_ptr(), dst: dst.as_mut_ptr(), len: src.len(), sector, first, step };
@@ -638,10 +641,10 @@ impl<L: Lanes, const R: usize> Keys<L, R> {
             let zero = _mm_setzero_si128();
             let mut keys =
                 Self { data: [L::splat(zero); 15], data1: [zero; 15], tweak: [zero; 15] };
-            for i in 0..15 {
-                keys.data1[i] = _mm_loadu_si128((&raw const source[i]).cast());
+            for (i, (key, tweak)) in source.iter().zip(&schedule.tweak).enumerate() {
+                keys.data1[i] = _mm_loadu_si128((&raw const *key).cast());
                 keys.data[i] = L::splat(keys.data1[i]);
-                keys.tweak[i] = _mm_loadu_si128((&raw const schedule.tweak[i]).cast());
+                keys.tweak[i] = _mm_loadu_si128((&raw const *tweak).cast());
             }
             keys
         }
