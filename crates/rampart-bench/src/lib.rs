@@ -9,8 +9,8 @@
 use std::time::{Duration, Instant};
 
 use rampart_crypto::{
-    argon2, cpu, fill_random, pbkdf2, Argon2Params, Argon2Variant, Cbc, CbcIv, CryptoError, Gcm,
-    HashAlg, Xts, AES_BLOCK, GCM_NONCE_LEN,
+    argon2, cpu, fill_random, pbkdf2, xts_instruction_ceiling, Argon2Params, Argon2Variant, Cbc,
+    CbcIv, CryptoError, Gcm, HashAlg, Xts, XtsPath, AES_BLOCK, GCM_NONCE_LEN,
 };
 use serde::Serialize;
 
@@ -79,6 +79,11 @@ pub struct Settings {
     pub iter_time: Duration,
     /// Whether to measure the DRBG.
     pub rng: bool,
+    /// Force this XTS path instead of the fastest the CPU has (for
+    /// comparing the engine's paths and AWS-LC on one machine).
+    pub xts_path: Option<XtsPath>,
+    /// Also measure the AES instruction ceiling (register-only VAES loop).
+    pub ceiling: bool,
 }
 
 impl Settings {
@@ -123,6 +128,8 @@ impl Settings {
             kdf: true,
             iter_time: Duration::from_millis(2000),
             rng: true,
+            xts_path: None,
+            ceiling: false,
         })
     }
 }
@@ -208,6 +215,19 @@ pub struct Report {
     pub ciphers: Vec<CipherRow>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rng: Option<RngRow>,
+    /// With `--ceiling`: what VAESENC alone does on one core.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ceiling: Option<CeilingRow>,
+}
+
+/// MiB/s of AES rounds on 512-bit VAES registers with no memory traffic:
+/// the most any AES mode can reach on one core of this CPU.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CeilingRow {
+    #[serde(serialize_with = "one_decimal")]
+    pub aes128_mib_s: f64,
+    #[serde(serialize_with = "one_decimal")]
+    pub aes256_mib_s: f64,
 }
 
 fn one_decimal<S: serde::Serializer>(value: &f64, serializer: S) -> Result<S::Ok, S::Error> {
@@ -240,7 +260,24 @@ pub fn run(settings: &Settings, progress: &mut dyn FnMut(&str)) -> Result<Report
     } else {
         None
     };
-    Ok(Report { cpu: CpuReport::detect(), pbkdf, ciphers, rng })
+    let ceiling = if settings.ceiling {
+        progress("vaes ceiling");
+        let seconds = settings.duration.as_secs_f64();
+        let mib = |bits| xts_instruction_ceiling(bits, seconds).map(|b| b / f64::from(1 << 20));
+        match (mib(128), mib(256)) {
+            (Some(aes128_mib_s), Some(aes256_mib_s)) => {
+                Some(CeilingRow { aes128_mib_s, aes256_mib_s })
+            }
+            _ => {
+                return Err(BenchError::Settings(
+                    "--ceiling needs VAES and AVX-512, which this CPU lacks".to_owned(),
+                ))
+            }
+        }
+    } else {
+        None
+    };
+    Ok(Report { cpu: CpuReport::detect(), pbkdf, ciphers, rng, ceiling })
 }
 
 const KDF_PASSWORD: &[u8] = b"rampart benchmark passphrase";
@@ -348,11 +385,17 @@ enum Worker {
 }
 
 impl Worker {
-    fn new(family: CipherFamily, key_bits: usize) -> Result<Self, BenchError> {
+    fn new(
+        family: CipherFamily,
+        key_bits: usize,
+        xts_path: Option<XtsPath>,
+    ) -> Result<Self, BenchError> {
         let mut key = vec![0u8; key_bits / 8];
         fill_random(&mut key)?;
         Ok(match family {
-            CipherFamily::AesXts => Self::Xts(Xts::new(&key)?),
+            CipherFamily::AesXts => {
+                Self::Xts(Xts::with_path(&key, xts_path.unwrap_or_else(XtsPath::best))?)
+            }
             CipherFamily::AesCbc => Self::Cbc(Cbc::new(&key, CbcIv::Plain64)?),
             CipherFamily::AesGcm => Self::Gcm(Gcm::new(&key)?),
         })
@@ -404,7 +447,7 @@ fn measure_cipher(
     family: CipherFamily,
     key_bits: usize,
 ) -> Result<CipherRow, BenchError> {
-    let template = Worker::new(family, key_bits)?;
+    let template = Worker::new(family, key_bits, settings.xts_path)?;
     let implementation = template.implementation();
     let encrypt_mib_s = throughput(settings, family, key_bits, true)?;
     let decrypt_mib_s = throughput(settings, family, key_bits, false)?;
@@ -433,7 +476,7 @@ fn throughput(
         let handles: Vec<_> = (0..settings.threads)
             .map(|_| {
                 scope.spawn(move || -> Result<(u64, Duration), BenchError> {
-                    let mut worker = Worker::new(family, key_bits)?;
+                    let mut worker = Worker::new(family, key_bits, settings.xts_path)?;
                     let mut buffer = vec![0u8; settings.block_bytes];
                     fill_random(&mut buffer)?;
                     let mut tag = [0u8; 16];

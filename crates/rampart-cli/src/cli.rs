@@ -627,6 +627,14 @@ pub struct BenchArgs {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Run AES-XTS on this path instead of the fastest this CPU has:
+    /// vaes512, vaes256, aes-ni or aws-lc.
+    #[arg(long, value_name = "PATH")]
+    pub xts_path: Option<String>,
+    /// Also measure the AES instruction ceiling: VAESENC on registers only,
+    /// no memory traffic (needs VAES and AVX-512).
+    #[arg(long)]
+    pub ceiling: bool,
 }
 
 #[derive(Debug, clap::Args)]

@@ -140,7 +140,7 @@ impl Cbc {
 }
 
 fn check_blocks(data: &[u8]) -> Result<()> {
-    if data.len() % AES_BLOCK != 0 {
+    if !data.len().is_multiple_of(AES_BLOCK) {
         return Err(CryptoError::InvalidLength {
             what: "CBC data",
             len: data.len(),

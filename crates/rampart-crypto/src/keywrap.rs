@@ -17,7 +17,7 @@ fn check_kek(kek: &[u8]) -> Result<()> {
 /// Wraps `key` (a multiple of 8 bytes, at least 16) under `kek`.
 pub fn kw_wrap(kek: &[u8], key: &[u8]) -> Result<Vec<u8>> {
     check_kek(kek)?;
-    if key.len() < 16 || key.len() % 8 != 0 {
+    if key.len() < 16 || !key.len().is_multiple_of(8) {
         return Err(CryptoError::InvalidLength {
             what: "key to wrap",
             len: key.len(),
@@ -31,7 +31,7 @@ pub fn kw_wrap(kek: &[u8], key: &[u8]) -> Result<Vec<u8>> {
 /// [`CryptoError::AuthenticationFailed`].
 pub fn kw_unwrap(kek: &[u8], wrapped: &[u8]) -> Result<SecretBytes> {
     check_kek(kek)?;
-    if wrapped.len() < 24 || wrapped.len() % 8 != 0 {
+    if wrapped.len() < 24 || !wrapped.len().is_multiple_of(8) {
         return Err(CryptoError::InvalidLength {
             what: "wrapped key",
             len: wrapped.len(),
@@ -57,7 +57,7 @@ pub fn kwp_wrap(kek: &[u8], key: &[u8]) -> Result<Vec<u8>> {
 /// Unwraps an RFC 5649 blob.
 pub fn kwp_unwrap(kek: &[u8], wrapped: &[u8]) -> Result<SecretBytes> {
     check_kek(kek)?;
-    if wrapped.len() < 16 || wrapped.len() % 8 != 0 {
+    if wrapped.len() < 16 || !wrapped.len().is_multiple_of(8) {
         return Err(CryptoError::InvalidLength {
             what: "wrapped key",
             len: wrapped.len(),

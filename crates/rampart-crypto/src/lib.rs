@@ -1,8 +1,10 @@
 //! Rampart's crypto engine.
 //!
-//! A small, typed API over AWS-LC. This crate is the only one in the
-//! workspace that contains `unsafe`, and all of it lives in [`ffi`]: every
-//! other module is safe Rust built on the wrappers there or on `aws-lc-rs`.
+//! A small, typed API over AWS-LC and Rampart's own AES-XTS engine. This
+//! crate is the only one in the workspace that contains `unsafe`, and all
+//! of it lives in [`ffi`] (AWS-LC) and `xts_simd` (the XTS engine on
+//! VAES/AES-NI intrinsics): every other module is safe Rust built on those
+//! or on `aws-lc-rs`.
 //!
 //! Secrets are held in [`SecretBytes`], which zeroizes on drop, never prints
 //! its contents and compares in constant time.
@@ -19,6 +21,7 @@ mod keywrap;
 mod rng;
 mod secret;
 mod xts;
+mod xts_simd;
 
 pub use cbc::{Cbc, CbcIv};
 pub use ctr::Ctr;
@@ -30,7 +33,7 @@ pub use kdf::{argon2, argon2_with_secret, pbkdf2, Argon2Params, Argon2Variant};
 pub use keywrap::{kw_unwrap, kw_wrap, kwp_unwrap, kwp_wrap};
 pub use rng::{fill_random, random_secret};
 pub use secret::SecretBytes;
-pub use xts::Xts;
+pub use xts::{xts_instruction_ceiling, Xts, XtsPath};
 
 /// The AES block size in bytes.
 pub const AES_BLOCK: usize = 16;
@@ -51,10 +54,10 @@ pub fn plain64(sector: u64) -> [u8; 16] {
 /// Checks that `data` is a whole number of `sector_size` sectors and that
 /// `sector_size` is a usable multiple of the AES block.
 fn check_sectors(data: &[u8], sector_size: usize) -> Result<usize> {
-    if sector_size == 0 || sector_size % AES_BLOCK != 0 {
+    if sector_size == 0 || !sector_size.is_multiple_of(AES_BLOCK) {
         return Err(CryptoError::InvalidSectorSize(sector_size));
     }
-    if data.len() % sector_size != 0 {
+    if !data.len().is_multiple_of(sector_size) {
         return Err(CryptoError::InvalidLength {
             what: "sector data",
             len: data.len(),

@@ -1,4 +1,5 @@
 use crate::ffi::{constant_time_eq, AesBlockKey, CipherCtx, EvpCipher};
+use crate::xts_simd as simd;
 use crate::{check_sectors, cpu, plain64, CryptoError, Result, AES_BLOCK};
 
 /// IEEE 1619 / NIST SP 800-38E cap on one data unit: 2^20 blocks.
@@ -8,30 +9,101 @@ const MAX_UNIT_BYTES: usize = (1 << 20) * AES_BLOCK;
 /// 4 KiB sector, so the batch stays in L1 cache between the two XOR passes.
 const TWEAK_BATCH: usize = 256;
 
+/// Which code computes AES-XTS. [`Xts::new`] takes the fastest this CPU
+/// has; [`Xts::with_path`] forces one (for tests and `rampart bench`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum XtsPath {
+    /// Rampart's engine on VAES with 512-bit vectors (AVX-512F/BW, VPCLMULQDQ).
+    Vaes512,
+    /// Rampart's engine on VAES with 256-bit vectors (AVX2, VPCLMULQDQ).
+    Vaes256,
+    /// Rampart's engine on AES-NI with 128-bit vectors (and PCLMULQDQ).
+    AesNi,
+    /// AWS-LC: its AES-256-XTS for 64-byte keys; for 32-byte keys XTS
+    /// computed here over its AES-128-ECB. Runs on any CPU.
+    AwsLc,
+}
+
+impl XtsPath {
+    /// Every path, fastest first.
+    pub const ALL: [Self; 4] = [Self::Vaes512, Self::Vaes256, Self::AesNi, Self::AwsLc];
+
+    /// The fastest path this CPU runs.
+    #[must_use]
+    pub fn best() -> Self {
+        Self::ALL.into_iter().find(|path| path.available()).unwrap_or(Self::AwsLc)
+    }
+
+    /// Whether this CPU has the instructions the path needs.
+    #[must_use]
+    pub fn available(self) -> bool {
+        match self.native() {
+            Some(path) => path.available(),
+            None => true,
+        }
+    }
+
+    /// The name `rampart bench --xts-path` takes.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Vaes512 => "vaes512",
+            Self::Vaes256 => "vaes256",
+            Self::AesNi => "aes-ni",
+            Self::AwsLc => "aws-lc",
+        }
+    }
+
+    /// The inverse of [`XtsPath::name`].
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|path| path.name() == name)
+    }
+
+    fn native(self) -> Option<simd::Path> {
+        match self {
+            Self::Vaes512 => Some(simd::Path::Vaes512),
+            Self::Vaes256 => Some(simd::Path::Vaes256),
+            Self::AesNi => Some(simd::Path::AesNi),
+            Self::AwsLc => None,
+        }
+    }
+}
+
 /// AES-XTS (IEEE 1619) over whole sectors or single data units.
 ///
-/// A 64-byte key (AES-256-XTS, "512 bits" in cryptsetup's terms) runs on
-/// AWS-LC's own XTS, which uses VAES/AVX-512 where the CPU has them. AWS-LC
-/// has no AES-128-XTS, so a 32-byte key runs XTS computed here over AWS-LC's
-/// AES-128 ECB: tweaks for a whole sector are derived first, then the sector
-/// is whitened, encrypted in one pipelined ECB call and whitened again.
+/// By default it runs Rampart's engine ([`XtsPath`]): any number of
+/// consecutive sectors per call, AES rounds of many blocks interleaved on
+/// VAES (or AES-NI), tweaks advanced in registers. On CPUs without AES-NI,
+/// or when [`XtsPath::AwsLc`] is forced, a 64-byte key (AES-256-XTS, "512
+/// bits" in cryptsetup's terms) runs on AWS-LC's XTS and a 32-byte key on
+/// XTS computed here over AWS-LC's AES-128 ECB.
 ///
 /// Not `Sync`: each thread uses its own [`Xts::try_clone`].
 #[derive(Debug)]
 pub struct Xts {
     engine: Engine,
+    key_bits: usize,
 }
 
 #[derive(Debug)]
 enum Engine {
+    Native(Box<simd::Schedule>),
     AwsLc256 { enc: CipherCtx, dec: CipherCtx },
     Composed128 { enc: CipherCtx, dec: CipherCtx, tweak_key: AesBlockKey },
 }
 
 impl Xts {
     /// `key` is key1 || key2: 32 bytes for AES-128-XTS, 64 for AES-256-XTS.
-    /// Identical halves are rejected.
+    /// Identical halves are rejected. Runs on [`XtsPath::best`].
     pub fn new(key: &[u8]) -> Result<Self> {
+        Self::with_path(key, XtsPath::best())
+    }
+
+    /// As [`Xts::new`], on the given path; an error if this CPU lacks its
+    /// instructions.
+    pub fn with_path(key: &[u8], path: XtsPath) -> Result<Self> {
         let half = key.len() / 2;
         if key.len() != 32 && key.len() != 64 {
             return Err(CryptoError::InvalidKeyLength {
@@ -43,24 +115,33 @@ impl Xts {
         if constant_time_eq(&key[..half], &key[half..]) {
             return Err(CryptoError::XtsDuplicateKeyHalves);
         }
-        let engine = if key.len() == 64 {
-            Engine::AwsLc256 {
+        if !path.available() {
+            return Err(CryptoError::InvalidParameter(
+                "this CPU lacks the instructions of the requested XTS path",
+            ));
+        }
+        let engine = match path.native() {
+            Some(native) => Engine::Native(
+                simd::Schedule::new(key, native)
+                    .ok_or(CryptoError::InvalidParameter("this CPU has no AES-NI"))?,
+            ),
+            None if key.len() == 64 => Engine::AwsLc256 {
                 enc: CipherCtx::new(EvpCipher::Aes256Xts, key, true)?,
                 dec: CipherCtx::new(EvpCipher::Aes256Xts, key, false)?,
-            }
-        } else {
-            Engine::Composed128 {
+            },
+            None => Engine::Composed128 {
                 enc: CipherCtx::new(EvpCipher::Aes128Ecb, &key[..half], true)?,
                 dec: CipherCtx::new(EvpCipher::Aes128Ecb, &key[..half], false)?,
                 tweak_key: AesBlockKey::new(&key[half..])?,
-            }
+            },
         };
-        Ok(Self { engine })
+        Ok(Self { engine, key_bits: key.len() * 8 })
     }
 
     /// An independent instance with the same key, for another thread.
     pub fn try_clone(&self) -> Result<Self> {
         let engine = match &self.engine {
+            Engine::Native(keys) => Engine::Native(keys.clone()),
             Engine::AwsLc256 { enc, dec } => {
                 Engine::AwsLc256 { enc: enc.try_clone()?, dec: dec.try_clone()? }
             }
@@ -70,15 +151,25 @@ impl Xts {
                 tweak_key: tweak_key.clone(),
             },
         };
-        Ok(Self { engine })
+        Ok(Self { engine, key_bits: self.key_bits })
     }
 
     /// Key size in bits as cryptsetup prints it (both halves): 256 or 512.
     #[must_use]
     pub fn key_bits(&self) -> usize {
-        match self.engine {
-            Engine::AwsLc256 { .. } => 512,
-            Engine::Composed128 { .. } => 256,
+        self.key_bits
+    }
+
+    /// The path this instance runs on.
+    #[must_use]
+    pub fn path(&self) -> XtsPath {
+        match &self.engine {
+            Engine::Native(keys) => match keys.path() {
+                simd::Path::Vaes512 => XtsPath::Vaes512,
+                simd::Path::Vaes256 => XtsPath::Vaes256,
+                simd::Path::AesNi => XtsPath::AesNi,
+            },
+            _ => XtsPath::AwsLc,
         }
     }
 
@@ -86,7 +177,12 @@ impl Xts {
     #[must_use]
     pub fn implementation(&self) -> &'static str {
         let features = cpu::features();
-        match self.engine {
+        match &self.engine {
+            Engine::Native(keys) => match keys.path() {
+                simd::Path::Vaes512 => "rampart xts engine (vaes avx-512, multi-sector)",
+                simd::Path::Vaes256 => "rampart xts engine (vaes avx2, multi-sector)",
+                simd::Path::AesNi => "rampart xts engine (aes-ni, multi-sector)",
+            },
             Engine::AwsLc256 { .. } if features.xts_avx512() => "aws-lc aes-256-xts (vaes avx-512)",
             Engine::AwsLc256 { .. } if features.aes_ni => "aws-lc aes-256-xts (aes-ni)",
             Engine::AwsLc256 { .. } => "aws-lc aes-256-xts (software)",
@@ -100,6 +196,7 @@ impl Xts {
     /// Encrypts consecutive sectors in place. Sector `i` of `data` uses the
     /// `plain64` tweak `first_tweak + i * tweak_step` (wrapping, as dm-crypt):
     /// LUKS2 counts tweaks in 512-byte units, so 4096-byte sectors step by 8.
+    /// One call covers all of them.
     pub fn encrypt_sectors(
         &mut self,
         data: &mut [u8],
@@ -107,7 +204,7 @@ impl Xts {
         first_tweak: u64,
         tweak_step: u64,
     ) -> Result<()> {
-        self.sectors(data, sector_size, first_tweak, tweak_step, true)
+        self.sectors(Buffers::InPlace(data), sector_size, first_tweak, tweak_step, true)
     }
 
     /// The inverse of [`Xts::encrypt_sectors`].
@@ -118,7 +215,32 @@ impl Xts {
         first_tweak: u64,
         tweak_step: u64,
     ) -> Result<()> {
-        self.sectors(data, sector_size, first_tweak, tweak_step, false)
+        self.sectors(Buffers::InPlace(data), sector_size, first_tweak, tweak_step, false)
+    }
+
+    /// [`Xts::encrypt_sectors`] out of place: reads `src`, writes `dst`
+    /// (the same length), with no copy in between.
+    pub fn encrypt_sectors_to(
+        &mut self,
+        src: &[u8],
+        dst: &mut [u8],
+        sector_size: usize,
+        first_tweak: u64,
+        tweak_step: u64,
+    ) -> Result<()> {
+        self.sectors(Buffers::Apart(src, dst), sector_size, first_tweak, tweak_step, true)
+    }
+
+    /// [`Xts::decrypt_sectors`] out of place.
+    pub fn decrypt_sectors_to(
+        &mut self,
+        src: &[u8],
+        dst: &mut [u8],
+        sector_size: usize,
+        first_tweak: u64,
+        tweak_step: u64,
+    ) -> Result<()> {
+        self.sectors(Buffers::Apart(src, dst), sector_size, first_tweak, tweak_step, false)
     }
 
     /// Encrypts one data unit of any length from 16 bytes to 16 MiB with a
@@ -136,14 +258,38 @@ impl Xts {
 
     fn sectors(
         &mut self,
-        data: &mut [u8],
+        buffers: Buffers<'_>,
         sector_size: usize,
         first_tweak: u64,
         tweak_step: u64,
         encrypt: bool,
     ) -> Result<()> {
+        let data = match buffers {
+            Buffers::InPlace(data) => data,
+            Buffers::Apart(src, dst) => {
+                if src.len() != dst.len() {
+                    return Err(CryptoError::InvalidLength {
+                        what: "XTS output buffer",
+                        len: dst.len(),
+                        requirement: "the length of the input",
+                    });
+                }
+                check_sectors(src, sector_size)?;
+                check_unit(sector_size)?;
+                if let Engine::Native(keys) = &self.engine {
+                    keys.sectors_apart(src, dst, sector_size, first_tweak, tweak_step, encrypt);
+                    return Ok(());
+                }
+                dst.copy_from_slice(src);
+                dst
+            }
+        };
         check_sectors(data, sector_size)?;
         check_unit(sector_size)?;
+        if let Engine::Native(keys) = &self.engine {
+            keys.sectors_in_place(data, sector_size, first_tweak, tweak_step, encrypt);
+            return Ok(());
+        }
         let mut tweak = first_tweak;
         for sector in data.chunks_exact_mut(sector_size) {
             self.unit(&plain64(tweak), sector, encrypt)?;
@@ -154,6 +300,10 @@ impl Xts {
 
     fn unit(&mut self, tweak: &[u8; 16], data: &mut [u8], encrypt: bool) -> Result<()> {
         match &mut self.engine {
+            Engine::Native(keys) => {
+                keys.unit_in_place(data, tweak, encrypt);
+                Ok(())
+            }
             Engine::AwsLc256 { enc, dec } => {
                 let ctx = if encrypt { enc } else { dec };
                 ctx.apply_with_iv(tweak, data)
@@ -164,6 +314,21 @@ impl Xts {
             }
         }
     }
+}
+
+/// Input and output of one call.
+enum Buffers<'a> {
+    InPlace(&'a mut [u8]),
+    Apart(&'a [u8], &'a mut [u8]),
+}
+
+/// Bytes per second of AES-256 (`key_bits` 256) or AES-128 rounds on
+/// 512-bit VAES registers with no memory traffic, measured for about
+/// `seconds`: the instruction ceiling that `rampart bench --ceiling`
+/// reports. `None` on CPUs without VAES/AVX-512.
+#[must_use]
+pub fn xts_instruction_ceiling(key_bits: usize, seconds: f64) -> Option<f64> {
+    simd::register_ceiling(if key_bits == 128 { 10 } else { 14 }, seconds)
 }
 
 fn check_unit(len: usize) -> Result<()> {

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use rampart_crypto::{
     argon2_with_secret, digest, hkdf, hmac, kw_unwrap, kw_wrap, kwp_unwrap, kwp_wrap, pbkdf2,
-    Argon2Params, Argon2Variant, Cbc, CbcIv, CryptoError, Ctr, Gcm, HashAlg, Xts,
+    Argon2Params, Argon2Variant, Cbc, CbcIv, CryptoError, Ctr, Gcm, HashAlg, Xts, XtsPath,
 };
 
 /// One vector: field name → value, in file order.
@@ -77,11 +77,15 @@ fn check_xts(file: &str, key_len: usize) -> usize {
             assert_eq!(Xts::new(&key).err(), Some(CryptoError::XtsDuplicateKeyHalves));
             continue;
         }
-        let mut xts = Xts::new(&key).unwrap();
-        xts.encrypt_unit(&tweak, &mut data).unwrap();
-        assert_eq!(hex::encode(&data), v.text("CT"), "{file} line {}", v.line);
-        xts.decrypt_unit(&tweak, &mut data).unwrap();
-        assert_eq!(data, plain, "{file} line {}", v.line);
+        for path in XtsPath::ALL.into_iter().filter(|p| p.available()) {
+            let mut xts = Xts::with_path(&key, path).unwrap();
+            assert_eq!(xts.path(), path);
+            data.copy_from_slice(&plain);
+            xts.encrypt_unit(&tweak, &mut data).unwrap();
+            assert_eq!(hex::encode(&data), v.text("CT"), "{file} line {} {path:?}", v.line);
+            xts.decrypt_unit(&tweak, &mut data).unwrap();
+            assert_eq!(data, plain, "{file} line {} {path:?}", v.line);
+        }
     }
     vectors.len()
 }
@@ -112,11 +116,16 @@ fn xts_sector_api_matches_ieee1619_sequence_numbers() {
                 continue;
             }
             let sector = u64::from_le_bytes(tweak[..8].try_into().unwrap());
-            let mut xts = Xts::new(&key).unwrap();
-            assert_eq!(xts.key_bits(), key_len * 8);
-            let mut data = plain.clone();
-            xts.encrypt_sectors(&mut data, plain.len(), sector, 1).unwrap();
-            assert_eq!(hex::encode(&data), v.text("CT"), "{file} line {}", v.line);
+            for path in XtsPath::ALL.into_iter().filter(|p| p.available()) {
+                let mut xts = Xts::with_path(&key, path).unwrap();
+                assert_eq!(xts.key_bits(), key_len * 8);
+                let mut data = plain.clone();
+                xts.encrypt_sectors(&mut data, plain.len(), sector, 1).unwrap();
+                assert_eq!(hex::encode(&data), v.text("CT"), "{file} line {} {path:?}", v.line);
+                let mut out = vec![0u8; plain.len()];
+                xts.decrypt_sectors_to(&data, &mut out, plain.len(), sector, 1).unwrap();
+                assert_eq!(out, plain, "{file} line {} {path:?}", v.line);
+            }
         }
     }
 }

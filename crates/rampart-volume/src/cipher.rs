@@ -60,6 +60,33 @@ impl SectorCipher {
         }
     }
 
+    /// [`SectorCipher::encrypt`] from `src` into `dst` (the same length):
+    /// XTS reads the plaintext and writes the ciphertext in one pass; CBC
+    /// copies, then encrypts in place.
+    pub fn encrypt_to(
+        &mut self,
+        src: &[u8],
+        dst: &mut [u8],
+        sector_size: usize,
+        first: u64,
+        step: u64,
+    ) -> Result<(), CryptoError> {
+        match &mut self.engine {
+            Engine::Xts(xts) => xts.encrypt_sectors_to(src, dst, sector_size, first, step),
+            Engine::Cbc(cbc) => {
+                if src.len() != dst.len() {
+                    return Err(CryptoError::InvalidLength {
+                        what: "output buffer",
+                        len: dst.len(),
+                        requirement: "the length of the input",
+                    });
+                }
+                dst.copy_from_slice(src);
+                cbc.encrypt_sectors(dst, sector_size, first, step)
+            }
+        }
+    }
+
     /// The inverse of [`SectorCipher::encrypt`].
     pub fn decrypt(
         &mut self,

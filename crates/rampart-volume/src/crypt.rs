@@ -133,6 +133,27 @@ impl<D: BlockDevice> CryptDevice<D> {
             .try_for_each(|(i, chunk)| run(chunk, offset + (i * per_thread) as u64))
     }
 
+    /// Encrypts whole sectors of plaintext offset `offset` from `src` into
+    /// `dst` in one pass (no copy first), splitting large buffers across
+    /// cores as [`CryptDevice::transform`] does.
+    fn encrypt_to(&self, src: &[u8], dst: &mut [u8], offset: u64) -> io::Result<()> {
+        let sector = self.sector();
+        let step = u64::from(self.layout.sector_size / 512);
+        let run = |src: &[u8], dst: &mut [u8], chunk_offset: u64| {
+            let first = (chunk_offset / 512).wrapping_add(self.layout.iv_tweak);
+            self.with_cipher(|cipher| cipher.encrypt_to(src, dst, sector, first, step))
+        };
+        let threads = rayon::current_num_threads();
+        if src.len() < PARALLEL_MIN_BYTES || threads < 2 {
+            return run(src, dst, offset);
+        }
+        let per_thread = src.len().div_ceil(threads).div_ceil(sector) * sector;
+        src.par_chunks(per_thread)
+            .zip(dst.par_chunks_mut(per_thread))
+            .enumerate()
+            .try_for_each(|(i, (s, d))| run(s, d, offset + (i * per_thread) as u64))
+    }
+
     fn read_sectors(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         self.inner.read_at(buf, self.layout.offset + offset)?;
         self.transform(buf, offset, false)
@@ -141,10 +162,12 @@ impl<D: BlockDevice> CryptDevice<D> {
     fn write_sectors(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         SCRATCH.with(|scratch| {
             let mut scratch = scratch.borrow_mut();
-            scratch.clear();
-            scratch.extend_from_slice(buf);
-            self.transform(&mut scratch, offset, true)?;
-            self.inner.write_at(&scratch, self.layout.offset + offset)
+            if scratch.len() < buf.len() {
+                scratch.resize(buf.len(), 0);
+            }
+            let ciphertext = &mut scratch[..buf.len()];
+            self.encrypt_to(buf, ciphertext, offset)?;
+            self.inner.write_at(ciphertext, self.layout.offset + offset)
         })
     }
 
