@@ -41,6 +41,50 @@ impl Stream for tokio_rustls::server::TlsStream<BoxStream> {
 
 pub(crate) type BoxStream = Box<dyn Stream>;
 
+/// Any other byte stream (see `Server::serve_stream`).
+pub(crate) struct AnyStream<S>(pub(crate) S);
+
+impl<S: AsyncRead + Unpin> AsyncRead for AnyStream<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for AnyStream<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<io::Result<usize>> {
+        std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> Stream for AnyStream<S> {
+    fn into_halves(self: Box<Self>) -> (ReadBox, WriteBox) {
+        let (read, write) = tokio::io::split(*self);
+        (Box::new(read), Box::new(write))
+    }
+}
+
 /// The outcome of a handshake that entered transmission.
 pub(crate) struct Negotiated {
     pub(crate) stream: BoxStream,

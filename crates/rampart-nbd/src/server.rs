@@ -228,6 +228,21 @@ impl Server {
         Arc::clone(&self.shared.stats)
     }
 
+    /// Serves one already-connected client over any byte stream (an
+    /// in-memory pipe in tests and fuzzing, a socket accepted elsewhere):
+    /// the handshake, then transmission until the client disconnects. The
+    /// result is the connection's outcome, which `run` only logs.
+    pub async fn serve_stream<S>(&self, stream: S) -> io::Result<()>
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        // The sender stays alive for the call: this connection never sees
+        // a shutdown signal.
+        let (_stop_tx, stop_rx) = watch::channel(false);
+        let stream: BoxStream = Box::new(crate::handshake::AnyStream(stream));
+        connection(stream, "stream", Arc::clone(&self.shared), stop_rx).await
+    }
+
     /// Serves every listener until `shutdown` completes; then stops
     /// accepting, lets connections finish their in-flight requests, flushes
     /// every export and returns.

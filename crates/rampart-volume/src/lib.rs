@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 mod cipher;
+pub mod crashsim;
 mod crypt;
 mod file;
 mod mem;
