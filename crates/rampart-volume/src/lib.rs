@@ -12,12 +12,14 @@ pub mod crashsim;
 mod crypt;
 mod file;
 mod mem;
+mod restore;
 mod volume;
 
 pub use cipher::{SectorCipher, SectorCipherKind};
 pub use crypt::{CryptDevice, CryptLayout};
 pub use file::FileDevice;
 pub use mem::MemDevice;
+pub use restore::restore_header;
 pub use volume::{sector_cipher_kind, Volume, VolumeError, VolumePaths};
 
 use std::io;

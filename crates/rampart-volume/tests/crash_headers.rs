@@ -1,5 +1,5 @@
 //! Every LUKS header writer — format, add-key, change-key, remove-key,
-//! token add/replace/remove, bind's keyslot-then-token sequence, and repair — run over a simulated disk with a volatile write cache
+//! token add/replace/remove, bind's keyslot-then-token sequence, repair and header restore — run over a simulated disk with a volatile write cache
 //! (`rampart_volume::crashsim`) and crashed before each of its writes and
 //! flushes, with several seeded draws of which unflushed writes are lost,
 //! reordered or torn. After every crash the header loads, holds the old or
@@ -306,4 +306,40 @@ fn repair_rewrites_the_damaged_copy_atomically() {
         },
     );
     eprintln!("repair: {n} crashes");
+}
+
+#[test]
+fn header_restore_leaves_the_old_or_the_backup_header() {
+    // rampart header restore of a backup that predates a token import,
+    // onto a volume whose primary copy, secondary copy or neither is
+    // damaged.
+    let (image, key) = base(LuksVersion::Luks2);
+    let backup = MemoryIo::from_vec(image.clone());
+    let restored = load(&backup);
+    let size = restored.header_bytes().min(image.len() as u64);
+    let with_token = {
+        let io = MemoryIo::from_vec(image);
+        load(&io).add_token(&io, token(1), Some(2)).unwrap();
+        io.into_vec()
+    };
+    for damage in [None, Some(4096 + 10), Some(16384 + 4096 + 10)] {
+        let mut current = with_token.clone();
+        if let Some(at) = damage {
+            current[at] ^= 0x40;
+        }
+        let name = format!("header restore, damage at {damage:?}");
+        let n = crash_everywhere(
+            &name,
+            &current,
+            &|io| Ok(rampart_volume::restore_header(&backup, &restored, io, size)?),
+            &|after, done| {
+                let luks = load(after);
+                assert_eq!(luks.active_keyslots(), [0, 1]);
+                assert!(opens(&luks, after, b"zero", &key) && opens(&luks, after, b"one", &key));
+                let tokens = token_ids(&luks);
+                assert!(tokens.is_empty() || (tokens == [2] && !done), "tokens {tokens:?}");
+            },
+        );
+        eprintln!("{name}: {n} crashes");
+    }
 }
