@@ -104,13 +104,17 @@ impl Bundle {
     /// Reads and checks a bundle file.
     pub fn read(path: &Path) -> Result<Self> {
         let text = read_limited(path, MAX_BUNDLE)?;
-        let bundle: Self = serde_json::from_slice(text.expose()).map_err(|e| {
-            KmsError::Config(format!("{} is not a Rampart KMS bundle: {e}", path.display()))
-        })?;
+        Self::parse(text.expose(), &path.display().to_string())
+    }
+
+    /// Parses and checks a bundle file's contents; `origin` names it in
+    /// errors.
+    pub fn parse(text: &[u8], origin: &str) -> Result<Self> {
+        let bundle: Self = serde_json::from_slice(text)
+            .map_err(|e| KmsError::Config(format!("{origin} is not a Rampart KMS bundle: {e}")))?;
         if bundle.format != BUNDLE_FORMAT {
             return Err(KmsError::Config(format!(
-                "{}: unsupported bundle format '{}'",
-                path.display(),
+                "{origin}: unsupported bundle format '{}'",
                 bundle.format
             )));
         }

@@ -8,16 +8,19 @@
 #![forbid(unsafe_code)]
 
 mod cipher;
+pub mod crashsim;
 mod crypt;
 mod file;
 pub mod lock;
 mod mem;
+mod restore;
 mod volume;
 
 pub use cipher::{SectorCipher, SectorCipherKind};
 pub use crypt::{CryptDevice, CryptLayout};
 pub use file::FileDevice;
 pub use mem::MemDevice;
+pub use restore::restore_header;
 pub use volume::{sector_cipher_kind, HeaderFile, Volume, VolumeError, VolumePaths};
 
 use std::io;

@@ -489,8 +489,8 @@ pub fn header(command: &HeaderCommand) -> anyhow::Result<()> {
                     paths.header_path().display()
                 );
             }
-            copy_prefix(&backup, &target, size)?;
-            target.sync().context("cannot sync the header")?;
+            rampart_volume::restore_header(&backup, &restored, &target, size)
+                .context("cannot restore the header")?;
             Ok(())
         }
     }

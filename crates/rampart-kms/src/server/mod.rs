@@ -30,6 +30,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
+pub use self::api::{check_request_body, BODY_OPERATIONS};
 pub use self::limits::Limits;
 pub use self::metrics::Metrics;
 pub use self::openapi::openapi_document;

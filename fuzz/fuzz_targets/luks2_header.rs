@@ -1,0 +1,4 @@
+//! See `rampart_fuzz::luks2_header` (fuzz/src/) and fuzz/README.md.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| rampart_fuzz::luks2_header(data));

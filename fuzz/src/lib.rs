@@ -1,0 +1,53 @@
+//! The bodies of Rampart's fuzz targets, one function per target, shared
+//! by the libFuzzer binaries in `fuzz_targets/` and by `tests/replay.rs`,
+//! which runs every seed-corpus file through them on a stable toolchain.
+//!
+//! Each function takes the raw input and must never panic, hang or
+//! allocate by an untrusted length: libFuzzer reports any of these.
+
+mod kms;
+mod luks;
+mod nbd;
+
+pub use kms::{kms_bundle, kms_request};
+pub use nbd::nbd_server;
+
+/// `Luks::load` on the input as given (LUKS1 or LUKS2 detection, both LUKS2
+/// copies, the search for a secondary copy), then with LUKS2 checksums
+/// recomputed.
+pub fn luks_header(data: &[u8]) {
+    luks::exercise(data.to_vec());
+    let mut fixed = data.to_vec();
+    if luks::fix_checksums(&mut fixed) {
+        luks::exercise(fixed);
+    }
+}
+
+/// The LUKS1 parser: the input with the LUKS magic and version 1 forced
+/// into its first 8 bytes, so that every mutation reaches the LUKS1 phdr,
+/// keyslot and digest code.
+pub fn luks1_header(data: &[u8]) {
+    let Some(mut data) = with_version(data, 1) else { return };
+    luks::exercise(std::mem::take(&mut data));
+}
+
+/// The LUKS2 parser: the input with the primary magic and version 2 forced,
+/// as given and with the binary headers' checksums recomputed, so that
+/// mutations reach the binary header fields, the JSON parser and the
+/// metadata validator.
+pub fn luks2_header(data: &[u8]) {
+    let Some(data) = with_version(data, 2) else { return };
+    let mut fixed = data.clone();
+    luks::exercise(data);
+    if luks::fix_checksums(&mut fixed) {
+        luks::exercise(fixed);
+    }
+}
+
+fn with_version(data: &[u8], version: u8) -> Option<Vec<u8>> {
+    let mut data = data.to_vec();
+    let head = data.get_mut(..8)?;
+    head[..6].copy_from_slice(luks::MAGIC_1ST);
+    head[6..8].copy_from_slice(&[0, version]);
+    Some(data)
+}
