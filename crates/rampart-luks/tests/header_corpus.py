@@ -408,8 +408,6 @@ CASES = [
      edit(setp(["keyslots", "0", "kdf", "vendor"], 1))),
     ("kdf_pbkdf2_iterations_zero", "KDF costs are checked when used", "load", PASS,
      edit(setp(["keyslots", "0", "kdf", "iterations"], 0))),
-    ("kdf_pbkdf2_iterations_negative", "KDF costs are checked when used", "load", PASS,
-     edit(setp(["keyslots", "0", "kdf", "iterations"], -5))),
     ("kdf_pbkdf2_iterations_low", "legacy low costs open (write limits do not apply)", "open",
      PASS, edit(lambda v: None)),
     ("kdf_pbkdf2_unknown_hash", "the KDF hash is checked when used", "load", PASS,

@@ -24,6 +24,18 @@ use crate::{Error, Result};
 /// (cryptsetup's `LUKS2_KEYSLOTS_MAX` and friends).
 pub(crate) const MAX_ID: usize = 31;
 
+/// json-c's default nesting limit, which cryptsetup's parser applies.
+const MAX_DEPTH: usize = 32;
+
+/// The nesting depth of a value (a scalar is 0, `{}` is 1).
+fn depth(v: &Value) -> usize {
+    match v {
+        Value::Array(a) => 1 + a.iter().map(depth).max().unwrap_or(0),
+        Value::Object(o) => 1 + o.values().map(depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
 /// Shortens untrusted text for an error message.
 pub(crate) fn shorten(s: &str) -> String {
     const MAX: usize = 48;
@@ -432,6 +444,11 @@ impl Metadata {
     pub(crate) fn parse(text: &[u8]) -> Result<Self> {
         let value: Value = serde_json::from_slice(text)
             .map_err(|e| Error::corrupt(format!("JSON metadata does not parse: {e}")))?;
+        if depth(&value) > MAX_DEPTH {
+            return Err(Error::corrupt(format!(
+                "JSON metadata nests deeper than {MAX_DEPTH} levels (json-c's limit)"
+            )));
+        }
         let Value::Object(mut top) = value else {
             return Err(Error::corrupt("JSON metadata is not an object"));
         };

@@ -219,11 +219,6 @@ fn check_segments(meta: &Metadata) -> Result<u64> {
                         "{what}: size {size} is not a multiple of 512"
                     )));
                 }
-                offset.checked_add(size).ok_or_else(|| {
-                    Error::corrupt(format!(
-                        "{what}: offset {offset} + size {size} overflows 64 bits"
-                    ))
-                })?;
                 Some(size)
             }
         };
@@ -267,7 +262,8 @@ fn check_segments(meta: &Metadata) -> Result<u64> {
             if other == id {
                 continue;
             }
-            let inside = *offset >= *o_offset && o_size.is_none_or(|s| *offset < o_offset + s);
+            let inside =
+                *offset >= *o_offset && o_size.is_none_or(|s| *offset < o_offset.saturating_add(s));
             if inside {
                 return Err(Error::corrupt(format!("segment {id} overlaps segment {other}")));
             }
