@@ -86,7 +86,8 @@ pub(crate) fn decode(bytes: &[u8], copy: Copy, offset: u64) -> Result<BinaryHead
     let label = r.c_string(LABEL_LEN, "label")?.bytes.to_vec();
     let csum_alg_field = r.c_string(CSUM_ALG_LEN, "checksum algorithm")?;
     let salt: [u8; SALT_LEN] = r.array("salt")?;
-    let uuid = r.c_string(UUID_LEN, "uuid")?.ascii("uuid", &format!("{what} header"))?;
+    // cryptsetup does not check the UUID's form at load.
+    let uuid = r.c_string(UUID_LEN, "uuid")?.lossy();
     let subsystem = r.c_string(LABEL_LEN, "subsystem")?.bytes.to_vec();
     let hdr_offset = r.u64_be("hdr_offset")?;
     if hdr_offset != offset {

@@ -9,12 +9,20 @@ use crate::{Error, Result};
 /// Whether `key` matches `digest`.
 pub(crate) fn verify(digest: &DigestJson, id: usize, key: &[u8]) -> Result<bool> {
     let DigestJson::Pbkdf2(d) = digest else {
-        return Err(Error::UnsupportedCipher(format!("digest {id} has a type other than pbkdf2")));
+        return Err(Error::UnsupportedCipher(format!(
+            "digest {id} is not a pbkdf2 digest Rampart can read (type or fields)"
+        )));
     };
     let what = format!("digest {id}");
     let hash = hash_alg(&d.hash, &what)?;
     let salt = b64_decode(&d.salt, &format!("{what} salt"))?;
+    if d.iterations == 0 {
+        return Err(Error::corrupt(format!("{what}: PBKDF2 iterations is 0")));
+    }
     let expected = SecretBytes::new(b64_decode(&d.digest, &format!("{what} value"))?);
+    if expected.is_empty() || expected.len() > 64 {
+        return Err(Error::corrupt(format!("{what}: digest of {} bytes", expected.len())));
+    }
     let mut computed = SecretBytes::zeroed(expected.len());
     pbkdf2(hash, key, &salt, d.iterations, computed.expose_mut())?;
     Ok(computed == expected)

@@ -25,7 +25,7 @@ fn b64_hex(text: &str, indent: &str) -> String {
     b64_decode(text, "value").map_or_else(|_| "(invalid)".to_owned(), |b| hex_block(&b, indent))
 }
 
-fn priority_name(p: Option<u32>) -> &'static str {
+fn priority_name(p: Option<i64>) -> &'static str {
     match p {
         Some(0) => "ignored",
         Some(2) => "preferred",
@@ -99,7 +99,7 @@ pub(super) fn dump_text(h: &Luks2) -> String {
         let _ = writeln!(out, "\tKey:        {} bits", u64::from(ks.key_size) * 8);
         let _ = writeln!(out, "\tPriority:   {}", priority_name(ks.priority));
         let _ = writeln!(out, "\tCipher:     {}", ks.area.encryption);
-        let _ = writeln!(out, "\tCipher key: {} bits", u64::from(ks.area.key_size) * 8);
+        let _ = writeln!(out, "\tCipher key: {} bits", ks.area.key_size.saturating_mul(8));
         let salt = match &ks.kdf {
             Kdf::Pbkdf2 { hash, iterations, salt } => {
                 let _ = writeln!(out, "\tPBKDF:      pbkdf2");
@@ -116,6 +116,10 @@ pub(super) fn dump_text(h: &Luks2) -> String {
                 let _ = writeln!(out, "\tMemory:     {memory}");
                 let _ = writeln!(out, "\tThreads:    {cpus}");
                 salt
+            }
+            Kdf::Other => {
+                let _ = writeln!(out, "\tPBKDF:      (a type Rampart does not implement)");
+                &String::new()
             }
         };
         let _ = writeln!(out, "\tSalt:       {}", b64_hex(salt, "\t            "));
@@ -192,6 +196,7 @@ pub(super) fn to_json(h: &Luks2) -> Value {
                 Kdf::Argon2id { time, memory, cpus, .. } => {
                     json!({"type": "argon2id", "time": time, "memory_kib": memory, "threads": cpus})
                 }
+                Kdf::Other => json!({"type": "unknown"}),
             };
             json!({
                 "id": id,
@@ -199,7 +204,7 @@ pub(super) fn to_json(h: &Luks2) -> Value {
                 "key_bits": u64::from(ks.key_size) * 8,
                 "priority": priority_name(ks.priority),
                 "cipher": ks.area.encryption,
-                "cipher_key_bits": u64::from(ks.area.key_size) * 8,
+                "cipher_key_bits": ks.area.key_size.saturating_mul(8),
                 "kdf": kdf,
                 "af_stripes": ks.af.stripes,
                 "af_hash": ks.af.hash,

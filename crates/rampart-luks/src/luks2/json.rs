@@ -24,6 +24,18 @@ use crate::{Error, Result};
 /// (cryptsetup's `LUKS2_KEYSLOTS_MAX` and friends).
 pub(crate) const MAX_ID: usize = 31;
 
+/// json-c's default nesting limit, which cryptsetup's parser applies.
+const MAX_DEPTH: usize = 32;
+
+/// The nesting depth of a value (a scalar is 0, `{}` is 1).
+fn depth(v: &Value) -> usize {
+    match v {
+        Value::Array(a) => 1 + a.iter().map(depth).max().unwrap_or(0),
+        Value::Object(o) => 1 + o.values().map(depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
 /// Shortens untrusted text for an error message.
 pub(crate) fn shorten(s: &str) -> String {
     const MAX: usize = 48;
@@ -48,8 +60,10 @@ pub(crate) fn parse_id(s: &str) -> std::result::Result<usize, String> {
     let canonical =
         !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && (s == "0" || !s.starts_with('0'));
     match s.parse::<usize>() {
-        Ok(id) if canonical && id <= MAX_ID => Ok(id),
-        _ => Err(format!("\"{}\" is not an object id (0..={MAX_ID})", shorten(s))),
+        // Ids above MAX_ID load (cryptsetup loads them); Rampart only
+        // creates ids up to MAX_ID.
+        Ok(id) if canonical && id <= u32::MAX as usize => Ok(id),
+        _ => Err(format!("\"{}\" is not an object id (a decimal number)", shorten(s))),
     }
 }
 
@@ -187,8 +201,10 @@ pub(crate) struct Luks2Keyslot {
     pub(crate) af: Af,
     pub(crate) area: RawArea,
     pub(crate) kdf: Kdf,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) priority: Option<u32>,
+    /// cryptsetup reads any value here; anything but 0, 1 and 2 makes the
+    /// keyslot unusable (checked when it is used).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "any_priority")]
+    pub(crate) priority: Option<i64>,
     #[serde(flatten)]
     pub(crate) extra: Map<String, Value>,
 }
@@ -198,7 +214,8 @@ pub(crate) struct Luks2Keyslot {
 pub(crate) struct Af {
     #[serde(rename = "type")]
     pub(crate) kind: String,
-    pub(crate) stripes: u32,
+    /// Any JSON integer: checked when the keyslot is used.
+    pub(crate) stripes: i64,
     pub(crate) hash: String,
     #[serde(flatten)]
     pub(crate) extra: Map<String, Value>,
@@ -212,22 +229,35 @@ pub(crate) struct RawArea {
     pub(crate) offset: U64Str,
     pub(crate) size: U64Str,
     pub(crate) encryption: String,
-    pub(crate) key_size: u32,
+    /// Any JSON integer: checked when the keyslot is used.
+    pub(crate) key_size: i64,
     #[serde(flatten)]
     pub(crate) extra: Map<String, Value>,
 }
 
-/// The keyslot PBKDF object. cryptsetup accepts exactly these fields (it
-/// removes any others when it repairs a header), so nothing else is kept.
+/// The keyslot PBKDF object, with the fields cryptsetup requires of each
+/// type (it drops any others when it repairs a header). The costs are any
+/// JSON integers, as cryptsetup loads them: legacy or hostile values are
+/// refused when the keyslot is used, never at load. KDF types cryptsetup
+/// does not know are loaded as `Other`, as cryptsetup loads them.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "type")]
 pub(crate) enum Kdf {
     #[serde(rename = "pbkdf2")]
-    Pbkdf2 { hash: String, iterations: u32, salt: String },
+    Pbkdf2 { hash: String, iterations: i64, salt: String },
     #[serde(rename = "argon2i")]
-    Argon2i { time: u32, memory: u32, cpus: u32, salt: String },
+    Argon2i { time: i64, memory: i64, cpus: i64, salt: String },
     #[serde(rename = "argon2id")]
-    Argon2id { time: u32, memory: u32, cpus: u32, salt: String },
+    Argon2id { time: i64, memory: i64, cpus: i64, salt: String },
+    #[serde(other)]
+    Other,
+}
+
+/// A priority as cryptsetup reads it (`json_object_get_int`): integers as
+/// they are, anything else as an invalid value.
+fn any_priority<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<i64>, D::Error> {
+    let v = Value::deserialize(d)?;
+    Ok(Some(v.as_i64().unwrap_or(-1)))
 }
 
 /// A segment: `crypt`, or any other type kept verbatim.
@@ -385,6 +415,7 @@ fn type_of(value: &Value, what: &str) -> Result<String> {
     value
         .get("type")
         .and_then(Value::as_str)
+        .filter(|t| !t.is_empty())
         .map(str::to_owned)
         .ok_or_else(|| Error::corrupt(format!("{what} has no \"type\" string")))
 }
@@ -413,6 +444,11 @@ impl Metadata {
     pub(crate) fn parse(text: &[u8]) -> Result<Self> {
         let value: Value = serde_json::from_slice(text)
             .map_err(|e| Error::corrupt(format!("JSON metadata does not parse: {e}")))?;
+        if depth(&value) > MAX_DEPTH {
+            return Err(Error::corrupt(format!(
+                "JSON metadata nests deeper than {MAX_DEPTH} levels (json-c's limit)"
+            )));
+        }
         let Value::Object(mut top) = value else {
             return Err(Error::corrupt("JSON metadata is not an object"));
         };
@@ -447,7 +483,21 @@ impl Metadata {
             let what = format!("segment {id}");
             let kind = type_of(&v, &what)?;
             if kind == "crypt" {
-                Ok(SegmentJson::Crypt(Box::new(typed(v, &what)?)))
+                let seg: CryptSegment = typed(v, &what)?;
+                if seg.encryption.is_empty() {
+                    return Err(Error::corrupt(format!("{what}: \"encryption\" is empty")));
+                }
+                if let Some(integrity) = &seg.integrity {
+                    let ok = ["type", "journal_encryption", "journal_integrity"].iter().all(|f| {
+                        integrity.get(f).and_then(Value::as_str).is_some_and(|s| !s.is_empty())
+                    });
+                    if !ok {
+                        return Err(Error::corrupt(format!(
+                            "{what}: \"integrity\" needs type, journal_encryption and journal_integrity strings"
+                        )));
+                    }
+                }
+                Ok(SegmentJson::Crypt(Box::new(seg)))
             } else {
                 let bounds: SegmentBounds = typed(v.clone(), &what)?;
                 Ok(SegmentJson::Other { kind, offset: bounds.offset.0, size: bounds.size, raw: v })
@@ -456,8 +506,13 @@ impl Metadata {
         let digests = numbered(take_object(&mut top, "digests")?, "digest", |id, v| {
             let what = format!("digest {id}");
             let kind = type_of(&v, &what)?;
-            if kind == "pbkdf2" {
-                Ok(DigestJson::Pbkdf2(Box::new(typed(v, &what)?)))
+            // Digest fields are checked when the digest is used, as
+            // cryptsetup checks them: a pbkdf2 digest Rampart cannot read
+            // is kept as it is.
+            let pbkdf2 =
+                if kind == "pbkdf2" { typed::<Pbkdf2Digest>(v.clone(), &what).ok() } else { None };
+            if let Some(d) = pbkdf2 {
+                Ok(DigestJson::Pbkdf2(Box::new(d)))
             } else {
                 Ok(DigestJson::Other {
                     keyslots: refs(&v, "keyslots", &what)?,
@@ -556,7 +611,8 @@ mod tests {
     fn ids() {
         assert_eq!(parse_id("0"), Ok(0));
         assert_eq!(parse_id("31"), Ok(31));
-        for bad in ["", "01", "32", "-1", "a", "99999999999999999999999"] {
+        assert_eq!(parse_id("40"), Ok(40));
+        for bad in ["", "01", "-1", "a", "99999999999999999999999"] {
             assert!(parse_id(bad).is_err(), "{bad}");
         }
     }

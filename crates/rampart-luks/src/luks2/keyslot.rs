@@ -21,17 +21,32 @@ pub(crate) fn open(
     let what = format!("keyslot {id}");
     let cipher = DataCipher::from_spec(&ks.area.encryption)
         .map_err(|e| Error::UnsupportedCipher(format!("{what}: {}", unsupported_msg(&e))))?;
-    let area_key = ks.area.key_size as usize;
+    let area_key = usize::try_from(ks.area.key_size)
+        .ok()
+        .filter(|&k| k > 0 && k <= af::MAX_KEY_BYTES)
+        .ok_or_else(|| {
+            Error::UnsupportedCipher(format!("{what}: area key size {} bytes", ks.area.key_size))
+        })?;
     cipher.check_key_bytes(area_key)?;
     let af_hash = hash_alg(&ks.af.hash, &format!("{what} anti-forensic splitter"))?;
     let (params, salt) = kdf_params(&ks.kdf, &what)?;
     let key_len = ks.key_size as usize;
-    let material_len = af::split_sectors_bytes(key_len, ks.af.stripes)?;
+    if key_len == 0 || key_len > af::MAX_KEY_BYTES {
+        return Err(Error::UnsupportedCipher(format!(
+            "{what}: key size {key_len} bytes is outside 1..={}",
+            af::MAX_KEY_BYTES
+        )));
+    }
+    let stripes = u32::try_from(ks.af.stripes).map_err(|_| {
+        Error::UnsupportedCipher(format!("{what}: anti-forensic stripe count {}", ks.af.stripes))
+    })?;
+    let material_len = af::split_sectors_bytes(key_len, stripes)
+        .map_err(|e| Error::UnsupportedCipher(format!("{what}: {}", unsupported_msg(&e))))?;
     let derived = params.derive(passphrase, &salt, area_key)?;
     let mut material = SecretBytes::zeroed(material_len);
     read_exact(io, ks.area.offset.0, material.expose_mut(), &format!("{what} area"))?;
     crypt_material(cipher, derived.expose(), material.expose_mut(), false)?;
-    af::merge(material.expose(), key_len, ks.af.stripes, af_hash)
+    af::merge(material.expose(), key_len, stripes, af_hash)
 }
 
 fn unsupported_msg(e: &Error) -> String {
@@ -90,14 +105,22 @@ pub(crate) fn new_keyslot(
     let salt = super::json::b64_encode(&salt);
     let kdf = match *params {
         KdfParams::Pbkdf2 { hash, iterations } => {
-            Kdf::Pbkdf2 { hash: hash.name().into(), iterations, salt }
+            Kdf::Pbkdf2 { hash: hash.name().into(), iterations: iterations.into(), salt }
         }
         KdfParams::Argon2 { kind: PbkdfKind::Argon2i, time, memory_kib, parallel } => {
-            Kdf::Argon2i { time, memory: memory_kib, cpus: parallel, salt }
+            Kdf::Argon2i {
+                time: time.into(),
+                memory: memory_kib.into(),
+                cpus: parallel.into(),
+                salt,
+            }
         }
-        KdfParams::Argon2 { time, memory_kib, parallel, .. } => {
-            Kdf::Argon2id { time, memory: memory_kib, cpus: parallel, salt }
-        }
+        KdfParams::Argon2 { time, memory_kib, parallel, .. } => Kdf::Argon2id {
+            time: time.into(),
+            memory: memory_kib.into(),
+            cpus: parallel.into(),
+            salt,
+        },
     };
     let key_size = u32::try_from(key_bytes).map_err(|_| Error::invalid("key too large"))?;
     Ok(Luks2Keyslot {
@@ -105,7 +128,7 @@ pub(crate) fn new_keyslot(
         key_size,
         af: Af {
             kind: "luks1".into(),
-            stripes: af::STRIPES,
+            stripes: i64::from(af::STRIPES),
             hash: af_hash.name().into(),
             extra: serde_json::Map::new(),
         },
@@ -114,7 +137,7 @@ pub(crate) fn new_keyslot(
             offset: U64Str(area.offset),
             size: U64Str(area.size),
             encryption: cipher.spec().into(),
-            key_size,
+            key_size: i64::from(key_size),
             extra: serde_json::Map::new(),
         },
         kdf,
@@ -134,8 +157,12 @@ pub(crate) fn store(
     let cipher = DataCipher::from_spec(&ks.area.encryption)?;
     let af_hash = hash_alg(&ks.af.hash, "new keyslot")?;
     let (params, salt) = kdf_params(&ks.kdf, "new keyslot")?;
-    let derived = params.derive(passphrase, &salt, ks.area.key_size as usize)?;
-    let mut material = af::split(key.expose(), ks.af.stripes, af_hash)?;
+    let area_key = usize::try_from(ks.area.key_size)
+        .map_err(|_| Error::invalid("new keyslot: invalid area key size"))?;
+    let stripes = u32::try_from(ks.af.stripes)
+        .map_err(|_| Error::invalid("new keyslot: invalid stripe count"))?;
+    let derived = params.derive(passphrase, &salt, area_key)?;
+    let mut material = af::split(key.expose(), stripes, af_hash)?;
     crypt_material(cipher, derived.expose(), material.expose_mut(), true)?;
     io.write_at(ks.area.offset.0, material.expose())?;
     io.sync()?;

@@ -341,8 +341,11 @@ impl Luks2 {
         self.meta.tokens.iter().map(|(id, t)| (*id, t.clone())).collect()
     }
 
+    /// The digest of the volume key: that of the default segment
+    /// (cryptsetup's: the `backup-final` segment during a reencryption,
+    /// else segment 0), whatever its type.
     fn segment_digest(&self) -> Result<(usize, &DigestJson)> {
-        let (seg_id, _) = segment::data_segment(&self.meta)?;
+        let seg_id = segment::default_segment(&self.meta);
         self.meta
             .digest_of_segment(seg_id)
             .ok_or_else(|| Error::corrupt(format!("segment {seg_id} has no digest")))
@@ -359,7 +362,8 @@ impl Luks2 {
         passphrase: &[u8],
         slot: Option<usize>,
     ) -> Result<(usize, SecretBytes)> {
-        self.check_requirements()?;
+        // Testing a passphrase needs no requirement: mapping and writing
+        // refuse headers with requirements Rampart does not implement.
         let (digest_id, digest) = self.segment_digest()?;
         let bound: Vec<usize> = digest.keyslots().iter().map(|k| k.0).collect();
         let candidates: Vec<usize> = match slot {
@@ -374,8 +378,13 @@ impl Luks2 {
                 }
             }
             None => {
+                // cryptsetup: 2 preferred, 1 normal, 0 ignored unless asked
+                // for; any other value makes the keyslot unusable.
                 let priority = |s: &usize| match &self.meta.keyslots.get(s) {
-                    Some(Keyslot::Luks2(ks)) => ks.priority.unwrap_or(1),
+                    Some(Keyslot::Luks2(ks)) => match ks.priority.unwrap_or(1) {
+                        p @ 0..=2 => p,
+                        _ => 0,
+                    },
                     _ => 0,
                 };
                 let mut list: Vec<usize> =
@@ -446,8 +455,8 @@ impl Luks2 {
         let mut meta = self.meta.clone();
         meta.keyslots.insert(id, Keyslot::Luks2(Box::new(ks.clone())));
         if let Some(DigestJson::Pbkdf2(d)) = meta.digests.get_mut(&digest_id) {
+            // Appended, as cryptsetup does.
             d.keyslots.push(IdRef(id));
-            d.keyslots.sort();
         }
         // Check the new header before touching the device.
         encode_area(&meta, self.bin.hdr_size)?;

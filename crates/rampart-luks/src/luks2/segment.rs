@@ -22,6 +22,14 @@ pub(crate) fn data_segment(meta: &Metadata) -> Result<(usize, &CryptSegment)> {
     }
 }
 
+/// cryptsetup's default segment: the one flagged `backup-final`, else 0.
+pub(crate) fn default_segment(meta: &Metadata) -> usize {
+    meta.segments
+        .iter()
+        .find(|(_, s)| s.flags().iter().any(|f| f == "backup-final"))
+        .map_or(0, |(id, _)| *id)
+}
+
 /// The public description of the data segment, refusing what Rampart does
 /// not implement.
 pub(crate) fn describe(meta: &Metadata) -> Result<Segment> {
@@ -34,6 +42,12 @@ pub(crate) fn describe(meta: &Metadata) -> Result<Segment> {
     if let Some(flag) = seg.flags.iter().flatten().find(|f| f.as_str() == "in-reencryption") {
         return Err(Error::UnsupportedCipher(format!(
             "segment {id} is flagged {flag}; reencryption is not supported"
+        )));
+    }
+    if !matches!(seg.sector_size, 512 | 1024 | 2048 | 4096) {
+        return Err(Error::UnsupportedCipher(format!(
+            "segment {id}: sector size {} (Rampart maps 512, 1024, 2048 and 4096)",
+            seg.sector_size
         )));
     }
     let cipher = DataCipher::from_spec(&seg.encryption)?;

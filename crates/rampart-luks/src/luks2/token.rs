@@ -15,7 +15,7 @@ pub(crate) fn check_token(token: &Value, meta: &Metadata, what: &str) -> Result<
     let Some(obj) = token.as_object() else {
         return Err(Error::invalid(format!("{what} is not a JSON object")));
     };
-    if !obj.get("type").is_some_and(Value::is_string) {
+    if obj.get("type").and_then(Value::as_str).is_none_or(str::is_empty) {
         return Err(Error::invalid(format!("{what} has no \"type\" string")));
     }
     let Some(list) = obj.get("keyslots").and_then(Value::as_array) else {

@@ -10,11 +10,10 @@ use rampart_crypto::HashAlg;
 
 use super::binary::BIN_SIZE;
 use super::json::{
-    b64_decode, shorten, Area, DigestJson, Kdf, Keyslot, Luks2Keyslot, Metadata, SegmentJson,
-    SizeField,
+    b64_decode, shorten, Area, Kdf, Keyslot, Luks2Keyslot, Metadata, SegmentJson, SizeField,
 };
 use crate::pbkdf::{KdfParams, PbkdfKind};
-use crate::{af, Error, Result};
+use crate::{Error, Result};
 
 /// cryptsetup's `LUKS2_MAX_KEYSLOTS_SIZE` (128 MiB).
 pub(crate) const MAX_KEYSLOTS_SIZE: u64 = 128 * 1024 * 1024;
@@ -54,87 +53,74 @@ pub(crate) fn hash_alg(name: &str, what: &str) -> Result<HashAlg> {
     }
 }
 
-/// The KDF parameters of a keyslot, with its salt.
+/// A keyslot cost as Rampart's KDFs take it, or a clear refusal naming
+/// the keyslot and the value.
+fn cost(value: i64, name: &str, what: &str) -> Result<u32> {
+    u32::try_from(value).map_err(|_| {
+        Error::UnsupportedCipher(format!("{what}: {name} {value} is outside 0..={}", u32::MAX))
+    })
+}
+
+/// The KDF parameters of a keyslot, with its salt, checked when the
+/// keyslot is used: costs a header may carry but Rampart will not run
+/// (zero, beyond its memory and thread bounds, KDFs it does not implement)
+/// are refused here, for this keyslot only.
 pub(crate) fn kdf_params(kdf: &Kdf, what: &str) -> Result<(KdfParams, Vec<u8>)> {
-    let (params, salt) = match kdf {
-        Kdf::Pbkdf2 { hash, iterations, salt } => {
-            (KdfParams::Pbkdf2 { hash: hash_alg(hash, what)?, iterations: *iterations }, salt)
-        }
-        Kdf::Argon2i { time, memory, cpus, salt } => (
-            KdfParams::Argon2 {
-                kind: PbkdfKind::Argon2i,
-                time: *time,
-                memory_kib: *memory,
-                parallel: *cpus,
-            },
-            salt,
-        ),
-        Kdf::Argon2id { time, memory, cpus, salt } => (
-            KdfParams::Argon2 {
-                kind: PbkdfKind::Argon2id,
-                time: *time,
-                memory_kib: *memory,
-                parallel: *cpus,
-            },
-            salt,
-        ),
+    let argon2 = |kind, time: &i64, memory: &i64, cpus: &i64| -> Result<KdfParams> {
+        Ok(KdfParams::Argon2 {
+            kind,
+            time: cost(*time, "Argon2 time cost", what)?,
+            memory_kib: cost(*memory, "Argon2 memory (KiB)", what)?,
+            parallel: cost(*cpus, "Argon2 parallelism", what)?,
+        })
     };
+    let (params, salt) = match kdf {
+        Kdf::Pbkdf2 { hash, iterations, salt } => (
+            KdfParams::Pbkdf2 {
+                hash: hash_alg(hash, what)?,
+                iterations: cost(*iterations, "PBKDF2 iterations", what)?,
+            },
+            salt,
+        ),
+        Kdf::Argon2i { time, memory, cpus, salt } => {
+            (argon2(PbkdfKind::Argon2i, time, memory, cpus)?, salt)
+        }
+        Kdf::Argon2id { time, memory, cpus, salt } => {
+            (argon2(PbkdfKind::Argon2id, time, memory, cpus)?, salt)
+        }
+        Kdf::Other => {
+            return Err(Error::UnsupportedCipher(format!(
+                "{what}: its KDF type is not one Rampart implements (pbkdf2, argon2i, argon2id)"
+            )))
+        }
+    };
+    params.validate_loaded(what)?;
     let salt = b64_decode(salt, &format!("{what} kdf salt"))?;
-    if salt.len() != SALT_LEN {
-        return Err(Error::corrupt(format!(
-            "{what}: kdf salt is {} bytes, expected {SALT_LEN}",
-            salt.len()
-        )));
+    if salt.is_empty() {
+        return Err(Error::corrupt(format!("{what}: kdf salt is empty")));
     }
     Ok((params, salt))
 }
 
+/// What cryptsetup's `luks2` keyslot handler requires at load: a `luks1`
+/// anti-forensic splitter and a `raw` area (the KDF's fields are checked
+/// by its parser). Sizes, costs and algorithms are checked when the
+/// keyslot is used (see `keyslot::usable`).
 fn validate_luks2_keyslot(id: usize, ks: &Luks2Keyslot) -> Result<()> {
     let what = format!("keyslot {id}");
-    let key_size = ks.key_size as usize;
-    if key_size == 0 || key_size > af::MAX_KEY_BYTES {
-        return Err(Error::corrupt(format!(
-            "{what}: key size {key_size} bytes is outside 1..={}",
-            af::MAX_KEY_BYTES
-        )));
-    }
     if ks.af.kind != "luks1" {
         return Err(Error::corrupt(format!(
             "{what}: anti-forensic type \"{}\" is unknown",
             shorten(&ks.af.kind)
         )));
     }
-    let material = af::split_sectors_bytes(key_size, ks.af.stripes)
-        .map_err(|e| Error::corrupt(format!("{what}: {}", strip_prefix(&e))))?;
     if ks.area.kind != "raw" {
         return Err(Error::corrupt(format!(
             "{what}: area type \"{}\" is unknown",
             shorten(&ks.area.kind)
         )));
     }
-    let area_key = ks.area.key_size as usize;
-    if area_key == 0 || area_key > af::MAX_KEY_BYTES {
-        return Err(Error::corrupt(format!(
-            "{what}: area key size {area_key} bytes is outside 1..={}",
-            af::MAX_KEY_BYTES
-        )));
-    }
-    if ks.area.size.0 < material as u64 {
-        return Err(Error::corrupt(format!(
-            "{what}: area of {} bytes is smaller than its {material}-byte key material",
-            ks.area.size.0
-        )));
-    }
-    if ks.priority.is_some_and(|p| p > 2) {
-        return Err(Error::corrupt(format!("{what}: priority must be 0, 1 or 2")));
-    }
-    // Unsupported hashes are reported when the keyslot is used; structure
-    // and cost bounds are checked now.
-    let (params, _salt) = match kdf_params(&ks.kdf, &what) {
-        Err(Error::UnsupportedCipher(_)) => return Ok(()),
-        other => other?,
-    };
-    params.validate_loaded(&what)
+    Ok(())
 }
 
 fn strip_prefix(e: &Error) -> String {
@@ -188,29 +174,6 @@ fn check_digests(meta: &Metadata) -> Result<()> {
                 return Err(Error::corrupt(format!("{what} refers to missing segment {}", s.0)));
             }
         }
-        if let DigestJson::Pbkdf2(d) = digest {
-            if d.iterations == 0 {
-                return Err(Error::corrupt(format!("{what}: PBKDF2 iterations is 0")));
-            }
-            let salt = b64_decode(&d.salt, &format!("{what} salt"))?;
-            if salt.len() != SALT_LEN {
-                return Err(Error::corrupt(format!(
-                    "{what}: salt is {} bytes, expected {SALT_LEN}",
-                    salt.len()
-                )));
-            }
-            let value = b64_decode(&d.digest, &format!("{what} value"))?;
-            let hash_len = hash_alg(&d.hash, &what).map(|h| h.output_len()).ok();
-            let len_ok = (20..=64).contains(&value.len())
-                && (value.len() == 20 || hash_len.is_none_or(|h| h == value.len()));
-            if !len_ok {
-                return Err(Error::corrupt(format!(
-                    "{what}: digest is {} bytes, which does not match hash {}",
-                    value.len(),
-                    shorten(&d.hash)
-                )));
-            }
-        }
     }
     for (id, ks) in &meta.keyslots {
         if let Keyslot::Luks2(_) = ks {
@@ -236,6 +199,7 @@ fn check_segments(meta: &Metadata) -> Result<u64> {
     }
     let mut regular: Vec<(usize, u64, Option<u64>)> = Vec::new();
     let mut min_offset: Option<u64> = None;
+    let mut first_backup: Option<usize> = None;
     for (index, (id, segment)) in meta.segments.iter().enumerate() {
         let what = format!("segment {id}");
         if *id != index {
@@ -255,19 +219,14 @@ fn check_segments(meta: &Metadata) -> Result<u64> {
                         "{what}: size {size} is not a multiple of 512"
                     )));
                 }
-                offset.checked_add(size).ok_or_else(|| {
-                    Error::corrupt(format!(
-                        "{what}: offset {offset} + size {size} overflows 64 bits"
-                    ))
-                })?;
                 Some(size)
             }
         };
         if let SegmentJson::Crypt(crypt) = segment {
             let sector = crypt.sector_size;
-            if !matches!(sector, 512 | 1024 | 2048 | 4096) {
+            if sector == 0 || sector % 512 != 0 {
                 return Err(Error::corrupt(format!(
-                    "{what}: sector size {sector} is not 512, 1024, 2048 or 4096"
+                    "{what}: sector size {sector} is not a multiple of 512"
                 )));
             }
             if size.is_some_and(|s| s % u64::from(sector) != 0) {
@@ -279,10 +238,17 @@ fn check_segments(meta: &Metadata) -> Result<u64> {
                 return Err(Error::corrupt(format!("{what} has no digest")));
             }
         }
-        if offset != 0 {
-            min_offset = Some(min_offset.map_or(offset, |m| m.min(offset)));
+        // As cryptsetup: the smallest offset of the regular segments, 0
+        // (a detached header) when any of them starts at 0.
+        if is_backup(segment) {
+            first_backup.get_or_insert(*id);
+        } else if let Some(backup) = first_backup {
+            return Err(Error::corrupt(format!(
+                "{what}: a regular segment follows backup segment {backup}"
+            )));
         }
         if !is_backup(segment) {
+            min_offset = Some(min_offset.map_or(offset, |m| m.min(offset)));
             regular.push((*id, offset, size));
         }
     }
@@ -296,11 +262,15 @@ fn check_segments(meta: &Metadata) -> Result<u64> {
             if other == id {
                 continue;
             }
-            let inside = *offset >= *o_offset && o_size.is_none_or(|s| *offset < o_offset + s);
+            let inside =
+                *offset >= *o_offset && o_size.is_none_or(|s| *offset < o_offset.saturating_add(s));
             if inside {
                 return Err(Error::corrupt(format!("segment {id} overlaps segment {other}")));
             }
         }
+    }
+    if first_backup == Some(0) {
+        return Err(Error::corrupt("segment 0 is a backup segment: there is no regular segment"));
     }
     Ok(min_offset.unwrap_or(0))
 }
@@ -309,6 +279,33 @@ fn check_tokens(meta: &Metadata) -> Result<()> {
     for (id, token) in &meta.tokens {
         super::token::check_token(token, meta, &format!("token {id}"))
             .map_err(|e| Error::corrupt(strip_prefix(&e)))?;
+    }
+    Ok(())
+}
+
+/// cryptsetup's name test for online reencryption requirement flags.
+fn is_reencrypt_flag(flag: &str) -> bool {
+    flag == "online-reencrypt"
+        || flag
+            .strip_prefix("online-reencrypt-v")
+            .is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// At most one online-reencryption requirement, and it comes with exactly
+/// one `reencrypt` keyslot (and the keyslot with the requirement).
+fn check_reencryption(meta: &Metadata) -> Result<()> {
+    let flags = meta.mandatory_requirements().into_iter().filter(|f| is_reencrypt_flag(f)).count();
+    if flags > 1 {
+        return Err(Error::corrupt("config requirements list several online-reencrypt flags"));
+    }
+    let slots = meta.keyslots.values().filter(|k| k.kind() == "reencrypt").count();
+    if slots > 1 {
+        return Err(Error::corrupt("the header has several reencrypt keyslots"));
+    }
+    if (flags == 1) != (slots == 1) {
+        return Err(Error::corrupt(
+            "an online-reencrypt requirement and a reencrypt keyslot must come together",
+        ));
     }
     Ok(())
 }
@@ -329,6 +326,7 @@ pub(crate) fn validate(meta: &Metadata, hdr_size: u64) -> Result<Layout> {
         )));
     }
     let layout = Layout { hdr_size, keyslots_size };
+    check_reencryption(meta)?;
     for (id, ks) in &meta.keyslots {
         match ks {
             Keyslot::Luks2(ks) => validate_luks2_keyslot(*id, ks)?,
