@@ -45,7 +45,7 @@ struct Batch {
 }
 
 /// Reads until `buf` is full or the input ends; returns the bytes read.
-fn read_full(input: &mut (dyn Read + Send), buf: &mut [u8]) -> Result<usize> {
+pub(crate) fn read_full(input: &mut (impl Read + ?Sized), buf: &mut [u8]) -> Result<usize> {
     let mut filled = 0;
     while filled < buf.len() {
         match input.read(&mut buf[filled..]) {
