@@ -131,6 +131,22 @@ fn argon2_params(args: &EncryptArgs) -> anyhow::Result<Argon2Params> {
     }
 }
 
+/// The passphrase: `--key-file` or the prompt, which cannot share
+/// standard input with the data.
+fn read_passphrase(
+    input: &Path,
+    key_file: Option<&Path>,
+    confirm: bool,
+) -> anyhow::Result<SecretBytes> {
+    if is_stdio(input) && key_file.is_none_or(is_stdio) {
+        return Err(UsageError(
+            "standard input carries the data: give the passphrase with --key-file FILE".into(),
+        )
+        .into());
+    }
+    Source::new(key_file, "Enter passphrase: ", confirm).read()
+}
+
 fn is_stdio(path: &Path) -> bool {
     path == Path::new("-")
 }
@@ -293,16 +309,7 @@ pub fn encrypt(args: &EncryptArgs) -> anyhow::Result<()> {
         }));
     }
     if args.keys.key_file.is_some() || recipients.is_empty() {
-        if is_stdio(&args.input)
-            && (args.keys.key_file.is_none() || args.keys.key_file.as_deref().is_some_and(is_stdio))
-        {
-            return Err(UsageError(
-                "standard input carries the data: give the passphrase with --key-file FILE".into(),
-            )
-            .into());
-        }
-        let passphrase =
-            Source::new(args.keys.key_file.as_deref(), "Enter passphrase: ", true).read()?;
+        let passphrase = read_passphrase(&args.input, args.keys.key_file.as_deref(), true)?;
         recipients.push(Box::new(Passphrase::new(passphrase, argon2_params(args)?)));
     }
     let (mut input, size) = open_input(&args.input)?;
@@ -347,14 +354,7 @@ pub fn decrypt(args: &DecryptArgs) -> anyhow::Result<()> {
         identities.push(Box::new(KmsKey { client: &args.client, key: None, kms: OnceCell::new() }));
     }
     if args.keys.key_file.is_some() || identities.is_empty() {
-        if is_stdio(&args.input) && args.keys.key_file.is_none() {
-            return Err(UsageError(
-                "standard input carries the data: give the passphrase with --key-file FILE".into(),
-            )
-            .into());
-        }
-        let passphrase =
-            Source::new(args.keys.key_file.as_deref(), "Enter passphrase: ", false).read()?;
+        let passphrase = read_passphrase(&args.input, args.keys.key_file.as_deref(), false)?;
         let unused = Argon2Params {
             variant: Argon2Variant::Argon2id,
             time: 1,
@@ -441,14 +441,7 @@ fn decrypt_openssl(args: &DecryptArgs, cipher_name: &str, started: Instant) -> a
         )
         .into());
     }
-    if is_stdio(&args.input) && args.keys.key_file.is_none() {
-        return Err(UsageError(
-            "standard input carries the data: give the passphrase with --key-file FILE".into(),
-        )
-        .into());
-    }
-    let passphrase =
-        Source::new(args.keys.key_file.as_deref(), "Enter passphrase: ", false).read()?;
+    let passphrase = read_passphrase(&args.input, args.keys.key_file.as_deref(), false)?;
     eprintln!(
         "rampart: warning: openssl enc files are not authenticated: modifications are not detected (re-encrypt with `rampart encrypt`)"
     );
