@@ -89,6 +89,18 @@ pub enum Command {
     Decrypt(DecryptArgs),
 }
 
+/// A file's passphrase and raw key (`encrypt` and `decrypt`).
+#[derive(Debug, clap::Args)]
+pub struct FileKeyArgs {
+    /// A passphrase, from FILE (exact bytes; `-` = standard input).
+    /// Without any key option: a prompt.
+    #[arg(long, short = 'd', value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
+    /// A raw 256-bit key: FILE holds exactly 32 bytes.
+    #[arg(long, value_name = "FILE")]
+    pub raw_key_file: Option<PathBuf>,
+}
+
 #[derive(Debug, clap::Args)]
 pub struct EncryptArgs {
     /// Input file, or `-` (default) for standard input.
@@ -97,13 +109,8 @@ pub struct EncryptArgs {
     /// Output file, or `-` (default) for standard output (never a terminal).
     #[arg(long, short = 'o', value_name = "OUT", default_value = "-")]
     pub output: PathBuf,
-    /// Encrypt to the passphrase in FILE (exact bytes; `-` = standard
-    /// input). Without any key option: a prompt.
-    #[arg(long, short = 'd', value_name = "FILE")]
-    pub key_file: Option<PathBuf>,
-    /// Encrypt to a raw 256-bit key: FILE holds exactly 32 bytes.
-    #[arg(long, value_name = "FILE")]
-    pub raw_key_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub keys: FileKeyArgs,
     /// Encrypt to this key-manager key (a fresh data key per file, wrapped
     /// by the server), with the bundle of --kms or $RAMPART_KMS.
     #[arg(long = "key", value_name = "NAME")]
@@ -130,12 +137,8 @@ pub struct DecryptArgs {
     /// Output file, or `-` (default) for standard output.
     #[arg(long, short = 'o', value_name = "OUT", default_value = "-")]
     pub output: PathBuf,
-    /// The passphrase, from FILE (exact bytes; `-` = standard input).
-    #[arg(long, short = 'd', value_name = "FILE")]
-    pub key_file: Option<PathBuf>,
-    /// A raw 256-bit key: FILE holds exactly 32 bytes.
-    #[arg(long, value_name = "FILE")]
-    pub raw_key_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub keys: FileKeyArgs,
     /// Unwrap key-manager stanzas with the bundle of --kms or $RAMPART_KMS.
     #[command(flatten)]
     pub client: ClientArgs,

@@ -12,6 +12,7 @@ use std::io::{Read, Write};
 use md5::{Digest, Md5};
 use rampart_crypto::{digest, pbkdf2, Cbc, CbcIv, Ctr, HashAlg, SecretBytes};
 
+use crate::pipeline::read_full;
 use crate::{Error, Progress, Result};
 
 const MAGIC: &[u8; 8] = b"Salted__";
@@ -131,19 +132,6 @@ fn derive(kdf: Kdf, passphrase: &[u8], salt: &[u8], len: usize) -> Result<Secret
         Kdf::BytesToKey { md } => bytes_to_key(md, passphrase, salt, out.expose_mut()),
     }
     Ok(out)
-}
-
-fn read_full(input: &mut dyn Read, buf: &mut [u8]) -> Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match input.read(&mut buf[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(filled)
 }
 
 /// Adds `blocks` to a 128-bit big-endian counter block.

@@ -45,7 +45,7 @@ struct Batch {
 }
 
 /// Reads until `buf` is full or the input ends; returns the bytes read.
-fn read_full(input: &mut (dyn Read + Send), buf: &mut [u8]) -> Result<usize> {
+pub(crate) fn read_full(input: &mut (impl Read + ?Sized), buf: &mut [u8]) -> Result<usize> {
     let mut filled = 0;
     while filled < buf.len() {
         match input.read(&mut buf[filled..]) {
@@ -171,7 +171,8 @@ fn reader(
 
 /// Runs the three stages; `process` seals or opens a batch's segments,
 /// `write` writes a processed batch and returns the plaintext bytes.
-// The stages' inputs are independent; a struct would only rename them.
+// The three stages' ends and their two callbacks: a struct would only
+// rename them.
 #[allow(clippy::too_many_arguments)]
 fn run(
     cipher: &SegmentCipher,

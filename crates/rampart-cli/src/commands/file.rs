@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context;
+use indicatif::ProgressBar;
 use rampart_crypto::{Argon2Params, Argon2Variant, SecretBytes};
 use rampart_file::openssl::{self, Cipher, Kdf, Md};
 use rampart_file::recipient::STANZA_KMS;
@@ -130,6 +131,22 @@ fn argon2_params(args: &EncryptArgs) -> anyhow::Result<Argon2Params> {
     }
 }
 
+/// The passphrase: `--key-file` or the prompt, which cannot share
+/// standard input with the data.
+fn read_passphrase(
+    input: &Path,
+    key_file: Option<&Path>,
+    confirm: bool,
+) -> anyhow::Result<SecretBytes> {
+    if is_stdio(input) && key_file.is_none_or(is_stdio) {
+        return Err(UsageError(
+            "standard input carries the data: give the passphrase with --key-file FILE".into(),
+        )
+        .into());
+    }
+    Source::new(key_file, "Enter passphrase: ", confirm).read()
+}
+
 fn is_stdio(path: &Path) -> bool {
     path == Path::new("-")
 }
@@ -222,6 +239,15 @@ fn open_input(path: &Path) -> anyhow::Result<(Box<dyn Read + Send>, Option<u64>)
     Ok((Box::new(file), size))
 }
 
+/// Advances the progress bar, when there is one.
+fn ticker(bar: Option<&ProgressBar>) -> impl Fn(u64) + Sync + '_ {
+    move |n| {
+        if let Some(bar) = bar {
+            bar.inc(n);
+        }
+    }
+}
+
 fn print_summary(to_stdout: bool, value: &serde_json::Value) {
     if to_stdout {
         println!("{value}");
@@ -266,7 +292,7 @@ pub fn encrypt(args: &EncryptArgs) -> anyhow::Result<()> {
         .into());
     }
     let mut recipients: Vec<Box<dyn Recipient + '_>> = Vec::new();
-    if let Some(path) = &args.raw_key_file {
+    if let Some(path) = &args.keys.raw_key_file {
         recipients.push(Box::new(read_raw_key(path)?));
     }
     if let Some(key) = &args.kms_key {
@@ -282,35 +308,22 @@ pub fn encrypt(args: &EncryptArgs) -> anyhow::Result<()> {
             kms: OnceCell::new(),
         }));
     }
-    if args.key_file.is_some() || recipients.is_empty() {
-        if is_stdio(&args.input)
-            && (args.key_file.is_none() || args.key_file.as_deref().is_some_and(is_stdio))
-        {
-            return Err(UsageError(
-                "standard input carries the data: give the passphrase with --key-file FILE".into(),
-            )
-            .into());
-        }
-        let passphrase =
-            Source::new(args.key_file.as_deref(), "Enter passphrase: ", true).read()?;
+    if args.keys.key_file.is_some() || recipients.is_empty() {
+        let passphrase = read_passphrase(&args.input, args.keys.key_file.as_deref(), true)?;
         recipients.push(Box::new(Passphrase::new(passphrase, argon2_params(args)?)));
     }
     let (mut input, size) = open_input(&args.input)?;
     let output = Output::create(&args.output)?;
     let to_file = output.is_file();
     let bar = size.and_then(progress);
-    let on_progress = |n: u64| {
-        if let Some(bar) = &bar {
-            bar.inc(n);
-        }
-    };
+    let on_progress = ticker(bar.as_ref());
     let refs: Vec<&dyn Recipient> =
         recipients.iter().map(|r| r.as_ref() as &dyn Recipient).collect();
     let summary = output.run(|out| {
         rampart_file::encrypt(&mut *input, out, &refs, segment_size, &on_progress)
             .map_err(file_error)
     })?;
-    if let Some(bar) = bar {
+    if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
     if args.json {
@@ -334,21 +347,14 @@ pub fn decrypt(args: &DecryptArgs) -> anyhow::Result<()> {
         return decrypt_openssl(args, cipher, started);
     }
     let mut identities: Vec<Box<dyn Identity + '_>> = Vec::new();
-    if let Some(path) = &args.raw_key_file {
+    if let Some(path) = &args.keys.raw_key_file {
         identities.push(Box::new(read_raw_key(path)?));
     }
     if bundle_path(&args.client).is_some() {
         identities.push(Box::new(KmsKey { client: &args.client, key: None, kms: OnceCell::new() }));
     }
-    if args.key_file.is_some() || identities.is_empty() {
-        if is_stdio(&args.input) && args.key_file.is_none() {
-            return Err(UsageError(
-                "standard input carries the data: give the passphrase with --key-file FILE".into(),
-            )
-            .into());
-        }
-        let passphrase =
-            Source::new(args.key_file.as_deref(), "Enter passphrase: ", false).read()?;
+    if args.keys.key_file.is_some() || identities.is_empty() {
+        let passphrase = read_passphrase(&args.input, args.keys.key_file.as_deref(), false)?;
         let unused = Argon2Params {
             variant: Argon2Variant::Argon2id,
             time: 1,
@@ -387,11 +393,7 @@ pub fn decrypt(args: &DecryptArgs) -> anyhow::Result<()> {
         let total = opened.plaintext_len(len).map_err(file_error)?;
         let output = Output::create(&args.output)?;
         let bar = progress(total.saturating_sub(offset).min(length));
-        let on_progress = |n: u64| {
-            if let Some(bar) = &bar {
-                bar.inc(n);
-            }
-        };
+        let on_progress = ticker(bar.as_ref());
         let summary = output.run(|out| {
             if ranged {
                 opened.decrypt_range(&mut file, offset, length, out, &on_progress)
@@ -400,7 +402,7 @@ pub fn decrypt(args: &DecryptArgs) -> anyhow::Result<()> {
             }
             .map_err(file_error)
         })?;
-        if let Some(bar) = bar {
+        if let Some(bar) = &bar {
             bar.finish_and_clear();
         }
         (summary, opened.opened_by)
@@ -433,19 +435,13 @@ fn decrypt_openssl(args: &DecryptArgs, cipher_name: &str, started: Instant) -> a
     } else {
         Kdf::BytesToKey { md }
     };
-    if args.offset.is_some() || args.length.is_some() || args.raw_key_file.is_some() {
+    if args.offset.is_some() || args.length.is_some() || args.keys.raw_key_file.is_some() {
         return Err(UsageError(
             "--openssl takes a passphrase only, and no --offset/--length".into(),
         )
         .into());
     }
-    if is_stdio(&args.input) && args.key_file.is_none() {
-        return Err(UsageError(
-            "standard input carries the data: give the passphrase with --key-file FILE".into(),
-        )
-        .into());
-    }
-    let passphrase = Source::new(args.key_file.as_deref(), "Enter passphrase: ", false).read()?;
+    let passphrase = read_passphrase(&args.input, args.keys.key_file.as_deref(), false)?;
     eprintln!(
         "rampart: warning: openssl enc files are not authenticated: modifications are not detected (re-encrypt with `rampart encrypt`)"
     );
@@ -453,16 +449,12 @@ fn decrypt_openssl(args: &DecryptArgs, cipher_name: &str, started: Instant) -> a
     let output = Output::create(&args.output)?;
     let to_file = output.is_file();
     let bar = size.and_then(progress);
-    let on_progress = |n: u64| {
-        if let Some(bar) = &bar {
-            bar.inc(n);
-        }
-    };
+    let on_progress = ticker(bar.as_ref());
     let written = output.run(|out| {
         openssl::decrypt(passphrase.expose(), cipher, kdf, &mut *input, out, &on_progress)
             .map_err(file_error)
     })?;
-    if let Some(bar) = bar {
+    if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
     if args.json {
