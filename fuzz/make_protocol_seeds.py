@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Writes the seed corpora of the nbd_server, kms_request and kms_bundle
-fuzz targets (corpus/<target>/). Run it again after changing
+"""Writes the seed corpora of the nbd_server, kms_request, kms_bundle and
+kmip_ttlv fuzz targets (corpus/<target>/). Run it again after changing
 it and commit the result (the kms_bundle seeds get a new throwaway key pair
 each time). The kms_bundle seeds need `openssl` (a throwaway
 CA, certificate and key made for the corpus, used nowhere else)."""
@@ -142,7 +142,89 @@ def kms_bundle_seeds():
     write("kms_bundle", "bundle-no-endpoints", json.dumps(dict(bundle, endpoints=[])).encode())
 
 
+# --- KMIP: TTLV request messages as clients send them ----------------------
+
+def ttlv(tag, typ, value):
+    """One TTLV item: value is bytes (already encoded) or a list of items."""
+    if typ == 1:
+        body = b"".join(value)
+        return struct.pack(">I", tag)[1:] + bytes([1]) + struct.pack(">I", len(body)) + body
+    pad = (8 - len(value) % 8) % 8
+    return struct.pack(">I", tag)[1:] + bytes([typ]) + struct.pack(">I", len(value)) + value + b"\0" * pad
+
+
+def t_int(tag, v): return ttlv(tag, 2, struct.pack(">i", v))
+def t_enum(tag, v): return ttlv(tag, 5, struct.pack(">I", v))
+def t_bool(tag, v): return ttlv(tag, 6, struct.pack(">Q", int(v)))
+def t_text(tag, v): return ttlv(tag, 7, v.encode())
+def t_bytes(tag, v): return ttlv(tag, 8, v)
+def t_struct(tag, *items): return ttlv(tag, 1, list(items))
+
+
+def attribute(name, value):
+    return t_struct(0x420008, t_text(0x42000A, name), value)
+
+
+def kmip_request(items, major=1, minor=4, extra_header=()):
+    header = t_struct(0x420077,
+                      t_struct(0x420069, t_int(0x42006A, major), t_int(0x42006B, minor)),
+                      *extra_header, t_int(0x42000D, len(items)))
+    batch = [t_struct(0x42000F, t_enum(0x42005C, op), t_struct(0x420079, *payload))
+             for op, payload in items]
+    return t_struct(0x420078, header, *batch)
+
+
+def kmip_ttlv_seeds():
+    uid = t_text(0x420094, "1")
+    aes256 = [attribute("Cryptographic Algorithm", t_enum(0x42000B, 3)),
+              attribute("Cryptographic Length", t_int(0x42000B, 256)),
+              attribute("Cryptographic Usage Mask", t_int(0x42000B, 12)),
+              attribute("Name", t_struct(0x42000B, t_text(0x420055, "vm-key"), t_enum(0x420054, 1)))]
+    params_gcm = t_struct(0x42002B, t_enum(0x420011, 9), t_enum(0x420028, 3), t_int(0x4200CE, 16))
+    seeds = {
+        "discover-versions": kmip_request([(0x1E, [t_struct(0x420069, t_int(0x42006A, 2), t_int(0x42006B, 1)),
+                                                   t_struct(0x420069, t_int(0x42006A, 1), t_int(0x42006B, 4))])]),
+        "query": kmip_request([(0x18, [t_enum(0x420074, 1), t_enum(0x420074, 2), t_enum(0x420074, 3)])]),
+        "create-aes256": kmip_request([(0x01, [t_enum(0x420057, 2), t_struct(0x420091, *aes256)])]),
+        "create-activate-get-placeholder": kmip_request(
+            [(0x01, [t_enum(0x420057, 2), t_struct(0x420091, *aes256)]), (0x12, []), (0x0A, [])],
+            extra_header=[t_enum(0x42000E, 1)]),
+        "register-secret": kmip_request([(0x03, [t_enum(0x420057, 7), t_struct(0x420091),
+            t_struct(0x420085, t_enum(0x420086, 1), t_struct(0x420040, t_enum(0x420042, 2),
+                     t_struct(0x420045, t_bytes(0x420043, b"password"))))])]),
+        "get-wrapped": kmip_request([(0x0A, [uid, t_struct(0x420047, t_enum(0x42009E, 1),
+            t_struct(0x420036, t_text(0x420094, "2"),
+                     t_struct(0x42002B, t_enum(0x420011, 0x0D))))])]),
+        "locate-max-offset": kmip_request([(0x08, [t_int(0x42004F, 10), t_int(0x4200D4, 1),
+            attribute("Object Type", t_enum(0x42000B, 2)), attribute("x-vm", t_text(0x42000B, "vm1"))])]),
+        "add-modify-delete-attribute": kmip_request([
+            (0x0D, [uid, attribute("x-purpose", t_text(0x42000B, "test"))]),
+            (0x0E, [uid, attribute("x-purpose", t_text(0x42000B, "prod"))]),
+            (0x0F, [uid, t_text(0x42000A, "x-purpose"), t_int(0x420009, 0)])]),
+        "revoke-destroy": kmip_request([(0x13, [uid, t_struct(0x420081, t_enum(0x420082, 2),
+                                                t_text(0x420080, "lost"))]), (0x14, [uid])]),
+        "encrypt-gcm": kmip_request([(0x1F, [uid, params_gcm, t_bytes(0x4200C2, bytes(64)),
+                                             t_bytes(0x4200FE, b"aad")])],
+                                    extra_header=[t_int(0x420050, 4096)]),
+        "mac": kmip_request([(0x23, [uid, t_struct(0x42002B, t_enum(0x420028, 9)),
+                                     t_bytes(0x4200C2, bytes(range(16)))])], minor=2),
+        "async-indicator": kmip_request([(0x0A, [uid])], extra_header=[t_bool(0x420007, True)]),
+        "unknown-operation": kmip_request([(0x99, [t_text(0x540001, "vendor")])], major=2, minor=1),
+        "response": t_struct(0x42007B, t_struct(0x42007A,
+            t_struct(0x420069, t_int(0x42006A, 1), t_int(0x42006B, 4)),
+            ttlv(0x420092, 9, struct.pack(">q", 1205495800)), t_int(0x42000D, 1)),
+            t_struct(0x42000F, t_enum(0x42005C, 0x0A), t_enum(0x42007F, 1), t_enum(0x42007E, 1),
+                     t_text(0x42007D, "no such object"))),
+        "spec-structure": bytes.fromhex("420020010000002042000405000000040000"
+                                        "00FE0000000042000502000000040000"
+                                        "00FF00000000"),
+    }
+    for name, data in seeds.items():
+        write("kmip_ttlv", name, data)
+
+
 if __name__ == "__main__":
     nbd_seeds()
     kms_request_seeds()
     kms_bundle_seeds()
+    kmip_ttlv_seeds()

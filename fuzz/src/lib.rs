@@ -5,10 +5,12 @@
 //! Each function takes the raw input and must never panic, hang or
 //! allocate by an untrusted length: libFuzzer reports any of these.
 
+mod kmip;
 mod kms;
 mod luks;
 mod nbd;
 
+pub use kmip::kmip_ttlv;
 pub use kms::{kms_bundle, kms_request};
 pub use nbd::nbd_server;
 

@@ -9,6 +9,7 @@
 //! CA-signed certificate that was never registered is refused.
 
 mod api;
+pub mod kmip;
 mod limits;
 mod metrics;
 mod openapi;
@@ -78,12 +79,44 @@ fn tls_error(e: impl std::fmt::Display) -> KmsError {
     KmsError::Certificate(e.to_string())
 }
 
+/// The TLS configuration of the KMIP listener: as the REST one (the same
+/// CA, certificate and client verifier), but TLS 1.2 is also accepted,
+/// with ECDHE and AES-GCM only, because KMIP clients (PyKMIP, vSphere,
+/// MySQL's keyring) still commonly speak it.
+#[must_use]
+pub fn kmip_crypto_provider() -> Arc<rustls::crypto::CryptoProvider> {
+    use rustls::crypto::aws_lc_rs::cipher_suite as cs;
+    let mut provider = rustls::crypto::aws_lc_rs::default_provider();
+    provider.cipher_suites = vec![
+        cs::TLS13_AES_256_GCM_SHA384,
+        cs::TLS13_AES_128_GCM_SHA256,
+        cs::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+        cs::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+        cs::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+        cs::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+    ];
+    Arc::new(provider)
+}
+
+/// Which front end a TLS configuration is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FrontEnd {
+    Rest,
+    Kmip,
+}
+
 fn server_tls(
     ca_pem: &str,
     cert_path: &Path,
     key_path: &Path,
+    front_end: FrontEnd,
 ) -> Result<Arc<rustls::ServerConfig>> {
-    let provider = crypto_provider();
+    let (provider, versions): (_, &[&rustls::SupportedProtocolVersion]) = match front_end {
+        FrontEnd::Rest => (crypto_provider(), &[&rustls::version::TLS13]),
+        FrontEnd::Kmip => {
+            (kmip_crypto_provider(), &[&rustls::version::TLS13, &rustls::version::TLS12])
+        }
+    };
     let mut roots = RootCertStore::empty();
     roots
         .add(CertificateDer::from_pem_slice(ca_pem.as_bytes()).map_err(tls_error)?)
@@ -101,12 +134,14 @@ fn server_tls(
     let key = PrivateKeyDer::from_pem_file(key_path)
         .map_err(|e| KmsError::Config(format!("cannot read {}: {e}", key_path.display())))?;
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13])
+        .with_protocol_versions(versions)
         .map_err(tls_error)?
         .with_client_cert_verifier(verifier)
         .with_single_cert(chain, key)
         .map_err(tls_error)?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    if front_end == FrontEnd::Rest {
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    }
     Ok(Arc::new(config))
 }
 
@@ -252,6 +287,7 @@ async fn audit_writer(
 pub struct Server {
     state: Arc<State>,
     tls: TlsAcceptor,
+    kmip_tls: TlsAcceptor,
 }
 
 impl std::fmt::Debug for Server {
@@ -275,11 +311,10 @@ impl Server {
         let ca_pem =
             String::from_utf8(store.get_meta(meta::CA_CERT).await?.ok_or_else(not_initialised)?)
                 .map_err(|_| KmsError::Corrupt("the CA certificate is not text".into()))?;
-        let tls = server_tls(
-            &ca_pem,
-            &opts.data_dir.join(files::SERVER_CERT),
-            &opts.data_dir.join(files::SERVER_KEY),
-        )?;
+        let cert = opts.data_dir.join(files::SERVER_CERT);
+        let key = opts.data_dir.join(files::SERVER_KEY);
+        let tls = server_tls(&ca_pem, &cert, &key, FrontEnd::Rest)?;
+        let kmip_tls = server_tls(&ca_pem, &cert, &key, FrontEnd::Kmip)?;
         let root = Arc::new(RwLock::new(None));
         let (tx, rx) = mpsc::channel(4 * AUDIT_BATCH);
         tokio::spawn(audit_writer(Arc::clone(&store), Arc::clone(&root), rx));
@@ -303,7 +338,7 @@ impl Server {
             let key = read_unseal_key(&path)?;
             state.unseal_with(&key)?;
         }
-        Ok(Self { state, tls: TlsAcceptor::from(tls) })
+        Ok(Self { state, tls: TlsAcceptor::from(tls), kmip_tls: TlsAcceptor::from(kmip_tls) })
     }
 
     /// Whether the server holds the root key.
@@ -312,48 +347,126 @@ impl Server {
         self.state.root().is_none()
     }
 
+    /// Serves KMIP (binary TTLV over TLS 1.2/1.3, [`kmip`]) on `listener`
+    /// until `shutdown` resolves, beside [`Server::run`]: the same state,
+    /// identities, limits and audit chain.
+    pub async fn run_kmip(
+        &self,
+        listener: TcpListener,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> Result<()> {
+        let acceptor = self.kmip_tls.clone();
+        accept_loop(&self.state, listener, shutdown, move |state, tcp, peer| {
+            kmip::serve_connection(state, acceptor.clone(), tcp, peer)
+        })
+        .await;
+        Ok(())
+    }
+
     /// Serves connections from `listener` until `shutdown` resolves.
     pub async fn run(
         &self,
         listener: TcpListener,
         shutdown: impl std::future::Future<Output = ()>,
     ) -> Result<()> {
-        let permits =
-            Arc::new(Semaphore::new(self.state.limits.max_connections.min(Semaphore::MAX_PERMITS)));
-        tokio::pin!(shutdown);
-        loop {
-            let (tcp, peer) = tokio::select! {
-                () = &mut shutdown => return Ok(()),
-                accepted = listener.accept() => match accepted {
-                    Ok(pair) => pair,
-                    Err(error) => {
-                        tracing::warn!("accept failed: {error}");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                },
-            };
-            let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
-                // Closed at once: a flood of connections costs an accept
-                // and a close each, and never queues ahead of others.
-                drop(tcp);
-                if self.state.metrics.connection_refused() {
-                    tracing::warn!(
-                        "refused a connection from {peer}: {} are open (--max-connections)",
-                        self.state.limits.max_connections
-                    );
-                }
-                continue;
-            };
-            let _ = tcp.set_nodelay(true);
-            let state = Arc::clone(&self.state);
-            let acceptor = self.tls.clone();
-            tokio::spawn(async move {
-                serve_connection(state, acceptor, tcp, peer).await;
-                drop(permit);
-            });
-        }
+        let acceptor = self.tls.clone();
+        accept_loop(&self.state, listener, shutdown, move |state, tcp, peer| {
+            serve_connection(state, acceptor.clone(), tcp, peer)
+        })
+        .await;
+        Ok(())
     }
+}
+
+/// Accepts connections on `listener` until `shutdown` resolves, at most
+/// `max_connections` at once (further ones are closed at once: a flood
+/// costs an accept and a close each, and never queues ahead of others),
+/// and runs `serve` on each.
+pub(crate) async fn accept_loop<F, Fut>(
+    state: &Arc<State>,
+    listener: TcpListener,
+    shutdown: impl std::future::Future<Output = ()>,
+    serve: F,
+) where
+    F: Fn(Arc<State>, tokio::net::TcpStream, SocketAddr) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let permits =
+        Arc::new(Semaphore::new(state.limits.max_connections.min(Semaphore::MAX_PERMITS)));
+    tokio::pin!(shutdown);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            () = &mut shutdown => return,
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(error) => {
+                    tracing::warn!("accept failed: {error}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
+            drop(tcp);
+            if state.metrics.connection_refused() {
+                tracing::warn!(
+                    "refused a connection from {peer}: {} are open (--max-connections)",
+                    state.limits.max_connections
+                );
+            }
+            continue;
+        };
+        let _ = tcp.set_nodelay(true);
+        let connection = serve(Arc::clone(state), tcp, peer);
+        tokio::spawn(async move {
+            connection.await;
+            drop(permit);
+        });
+    }
+}
+
+/// The TLS handshake under the handshake timeout; the stream and the
+/// SHA-256 fingerprint of the client certificate. Refused certificates
+/// (rustls errors, InvalidData) are audited as `audit_operation`; a peer
+/// that just hung up is not.
+pub(crate) async fn tls_handshake(
+    state: &State,
+    acceptor: &TlsAcceptor,
+    tcp: tokio::net::TcpStream,
+    peer: SocketAddr,
+    audit_operation: &str,
+) -> Option<(tokio_rustls::server::TlsStream<tokio::net::TcpStream>, String)> {
+    let stream =
+        match tokio::time::timeout(state.limits.handshake_timeout, acceptor.accept(tcp)).await {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(error)) => {
+                if error.kind() == std::io::ErrorKind::InvalidData {
+                    state.metrics.tls_refused();
+                    tracing::info!("refused a TLS handshake from {peer}: {error}");
+                    let draft = AuditDraft {
+                        time_ms: now_ms(),
+                        client: "-".into(),
+                        operation: audit_operation.into(),
+                        key: None,
+                        version: None,
+                        outcome: "denied".into(),
+                        detail: format!("peer {peer}: {error}"),
+                    };
+                    if let Err(e) = state.audit(draft).await {
+                        tracing::error!("cannot audit a refused handshake: {e}");
+                    }
+                }
+                return None;
+            }
+            Err(_) => {
+                state.metrics.handshake_timed_out();
+                tracing::debug!("dropped {peer}: no TLS handshake within the handshake timeout");
+                return None;
+            }
+        };
+    // Always present with a mandatory client verifier; refuse otherwise.
+    let fp = stream.get_ref().1.peer_certificates()?.first().map(|cert| fingerprint(cert))?;
+    Some((stream, fp))
 }
 
 async fn serve_connection(
@@ -363,43 +476,8 @@ async fn serve_connection(
     peer: SocketAddr,
 ) {
     let limits = state.limits.clone();
-    let stream = match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp)).await {
-        Ok(Ok(stream)) => stream,
-        Ok(Err(error)) => {
-            // Refused certificates surface as rustls errors (InvalidData);
-            // those are audited. A peer that just hung up is not.
-            if error.kind() == std::io::ErrorKind::InvalidData {
-                state.metrics.tls_refused();
-                tracing::info!("refused a TLS handshake from {peer}: {error}");
-                let draft = AuditDraft {
-                    time_ms: now_ms(),
-                    client: "-".into(),
-                    operation: "tls.handshake".into(),
-                    key: None,
-                    version: None,
-                    outcome: "denied".into(),
-                    detail: format!("peer {peer}: {error}"),
-                };
-                if let Err(e) = state.audit(draft).await {
-                    tracing::error!("cannot audit a refused handshake: {e}");
-                }
-            }
-            return;
-        }
-        Err(_) => {
-            state.metrics.handshake_timed_out();
-            tracing::debug!("dropped {peer}: no TLS handshake within the handshake timeout");
-            return;
-        }
-    };
-    let Some(fp) = stream
-        .get_ref()
-        .1
-        .peer_certificates()
-        .and_then(|certs| certs.first())
-        .map(|cert| fingerprint(cert))
+    let Some((stream, fp)) = tls_handshake(&state, &acceptor, tcp, peer, "tls.handshake").await
     else {
-        // Unreachable with a mandatory client verifier; refuse anyway.
         return;
     };
     let fp: Arc<str> = fp.into();

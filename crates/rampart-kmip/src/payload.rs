@@ -1,0 +1,752 @@
+//! Typed request payloads of the operations in the KMIP 1.4 Baseline
+//! Server, Symmetric Key Lifecycle Server and Basic Cryptographic Server
+//! profiles, and the response items that carry objects back.
+//!
+//! Attributes arrive in two shapes: KMIP 1.x `Attribute` structures (name,
+//! index, value) inside a Template-Attribute, and KMIP 2.x `Attributes`
+//! structures whose children are the attribute items themselves, tagged by
+//! attribute. Both become one [`AttributeSet`] of [`Attribute`]s named as
+//! in 1.x, so the server has one model whatever version the client speaks.
+
+use crate::enums::{
+    BlockCipherMode, CryptographicAlgorithm, HashingAlgorithm, KeyFormatType, LinkType, NameType,
+    ObjectType, PaddingMethod, QueryFunction, RevocationReasonCode, SecretDataType, WrappingMethod,
+};
+use crate::error::KmipError;
+use crate::message::{Attribute, ProtocolVersion};
+use crate::tag::Tag;
+use crate::ttlv::{Bytes, Fields, Item, Value};
+
+/// The attributes of a request, in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AttributeSet(pub Vec<Attribute>);
+
+/// Attribute names of KMIP 1.x and the tags KMIP 2.x uses for them.
+const NAMED_TAGS: &[(&str, Tag)] = &[
+    ("Unique Identifier", Tag::UNIQUE_IDENTIFIER),
+    ("Name", Tag::NAME),
+    ("Object Type", Tag::OBJECT_TYPE),
+    ("Cryptographic Algorithm", Tag::CRYPTOGRAPHIC_ALGORITHM),
+    ("Cryptographic Length", Tag::CRYPTOGRAPHIC_LENGTH),
+    ("Cryptographic Parameters", Tag::CRYPTOGRAPHIC_PARAMETERS),
+    ("Cryptographic Usage Mask", Tag::CRYPTOGRAPHIC_USAGE_MASK),
+    ("Operation Policy Name", Tag::OPERATION_POLICY_NAME),
+    ("State", Tag::STATE),
+    ("Initial Date", Tag::INITIAL_DATE),
+    ("Activation Date", Tag::ACTIVATION_DATE),
+    ("Process Start Date", Tag::PROCESS_START_DATE),
+    ("Protect Stop Date", Tag::PROTECT_STOP_DATE),
+    ("Deactivation Date", Tag::DEACTIVATION_DATE),
+    ("Destroy Date", Tag::DESTROY_DATE),
+    ("Compromise Occurrence Date", Tag::COMPROMISE_OCCURRENCE_DATE),
+    ("Compromise Date", Tag::COMPROMISE_DATE),
+    ("Revocation Reason", Tag::REVOCATION_REASON),
+    ("Archive Date", Tag::ARCHIVE_DATE),
+    ("Object Group", Tag::OBJECT_GROUP),
+    ("Fresh", Tag::FRESH),
+    ("Link", Tag::LINK),
+    ("Application Specific Information", Tag::APPLICATION_SPECIFIC_INFORMATION),
+    ("Contact Information", Tag::CONTACT_INFORMATION),
+    ("Last Change Date", Tag::LAST_CHANGE_DATE),
+    ("Original Creation Date", Tag::ORIGINAL_CREATION_DATE),
+    ("Digest", Tag::DIGEST),
+    ("Lease Time", Tag::LEASE_TIME),
+    ("Usage Limits", Tag::USAGE_LIMITS),
+];
+
+/// The KMIP 1.x attribute name of a KMIP 2.x attribute tag.
+#[must_use]
+pub fn attribute_name_of(tag: Tag) -> Option<&'static str> {
+    NAMED_TAGS.iter().find(|(_, t)| *t == tag).map(|(n, _)| *n)
+}
+
+/// The KMIP 2.x tag of a KMIP 1.x attribute name.
+#[must_use]
+pub fn attribute_tag_of(name: &str) -> Option<Tag> {
+    NAMED_TAGS.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
+}
+
+/// Whether `name` is a client-defined attribute (`x-`, as vSphere uses,
+/// or `y-` for server-defined ones in KMIP 1.x).
+#[must_use]
+pub fn is_custom_attribute(name: &str) -> bool {
+    name.starts_with("x-") || name.starts_with("y-")
+}
+
+impl AttributeSet {
+    /// The attributes of a Template-Attribute (1.x: Attribute items;
+    /// named Templates are not supported) or an Attributes structure (2.x).
+    pub fn parse(item: &Item) -> Result<Self, KmipError> {
+        let f = Fields::of(item)?;
+        let mut out = Vec::new();
+        if item.tag == Tag::ATTRIBUTES {
+            for child in f.items {
+                let name = attribute_name_of(child.tag).ok_or_else(|| {
+                    KmipError::FeatureNotSupported(format!("attribute {}", child.tag))
+                })?;
+                out.push(Attribute {
+                    name: name.to_owned(),
+                    index: None,
+                    value: Some(Item::new(Tag::ATTRIBUTE_VALUE, child.value.clone())),
+                });
+            }
+            return Ok(Self(out));
+        }
+        if f.optional(Tag::NAME)?.is_some() || f.optional(Tag::TEMPLATE)?.is_some() {
+            return Err(KmipError::FeatureNotSupported("named templates".into()));
+        }
+        for a in f.all(Tag::ATTRIBUTE) {
+            out.push(Attribute::parse(a)?);
+        }
+        Ok(Self(out))
+    }
+
+    /// The values of every attribute called `name`.
+    pub fn values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Item> + 'a {
+        self.0.iter().filter(move |a| a.name == name).filter_map(|a| a.value.as_ref())
+    }
+
+    /// The one value of `name`, if present; more than one is an error.
+    pub fn single(&self, name: &str) -> Result<Option<&Item>, KmipError> {
+        let mut it = self.0.iter().filter(|a| a.name == name).filter_map(|a| a.value.as_ref());
+        let first = it.next();
+        if first.is_some() && it.next().is_some() {
+            return Err(KmipError::InvalidField(format!("attribute {name} given more than once")));
+        }
+        Ok(first)
+    }
+
+    pub fn enum_value(&self, name: &str) -> Result<Option<u32>, KmipError> {
+        self.single(name)?.map(Item::as_enum).transpose()
+    }
+
+    pub fn int_value(&self, name: &str) -> Result<Option<i32>, KmipError> {
+        self.single(name)?.map(Item::as_int).transpose()
+    }
+
+    pub fn date_value(&self, name: &str) -> Result<Option<i64>, KmipError> {
+        self.single(name)?.map(Item::as_date_time).transpose()
+    }
+
+    /// Every Name attribute.
+    pub fn names(&self) -> Result<Vec<Name>, KmipError> {
+        self.values("Name").map(Name::parse).collect()
+    }
+}
+
+/// The Name attribute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Name {
+    pub value: String,
+    pub name_type: NameType,
+}
+
+impl Name {
+    pub fn parse(item: &Item) -> Result<Self, KmipError> {
+        // Some clients send a bare Text String where 1.x wants a structure.
+        if let Value::TextString(s) = &item.value {
+            return Ok(Self { value: s.clone(), name_type: NameType::UNINTERPRETED_TEXT_STRING });
+        }
+        let f = Fields::of(item)?;
+        Ok(Self {
+            value: f.required(Tag::NAME_VALUE)?.as_text()?.to_owned(),
+            name_type: f
+                .optional(Tag::NAME_TYPE)?
+                .map(Item::as_enum)
+                .transpose()?
+                .map_or(NameType::UNINTERPRETED_TEXT_STRING, NameType),
+        })
+    }
+
+    #[must_use]
+    pub fn to_value(&self, tag: Tag) -> Item {
+        Item::structure(
+            tag,
+            vec![
+                Item::text(Tag::NAME_VALUE, self.value.clone()),
+                Item::enumeration(Tag::NAME_TYPE, self.name_type.0),
+            ],
+        )
+    }
+}
+
+/// The Link attribute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    pub link_type: LinkType,
+    pub linked_object: String,
+}
+
+impl Link {
+    pub fn parse(item: &Item) -> Result<Self, KmipError> {
+        let f = Fields::of(item)?;
+        Ok(Self {
+            link_type: LinkType(f.required(Tag::LINK_TYPE)?.as_enum()?),
+            linked_object: f.required(Tag::LINKED_OBJECT_IDENTIFIER)?.as_text()?.to_owned(),
+        })
+    }
+
+    #[must_use]
+    pub fn to_value(&self, tag: Tag) -> Item {
+        Item::structure(
+            tag,
+            vec![
+                Item::enumeration(Tag::LINK_TYPE, self.link_type.0),
+                Item::text(Tag::LINKED_OBJECT_IDENTIFIER, self.linked_object.clone()),
+            ],
+        )
+    }
+}
+
+/// Cryptographic Parameters (the fields the profiles use).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CryptographicParameters {
+    pub block_cipher_mode: Option<BlockCipherMode>,
+    pub padding_method: Option<PaddingMethod>,
+    pub hashing_algorithm: Option<HashingAlgorithm>,
+    pub cryptographic_algorithm: Option<CryptographicAlgorithm>,
+    pub random_iv: Option<bool>,
+    pub iv_length: Option<i32>,
+    pub tag_length: Option<i32>,
+}
+
+impl CryptographicParameters {
+    pub fn parse(item: &Item) -> Result<Self, KmipError> {
+        let f = Fields::of(item)?;
+        let e = |tag| f.optional(tag)?.map(Item::as_enum).transpose();
+        let i = |tag| f.optional(tag)?.map(Item::as_int).transpose();
+        Ok(Self {
+            block_cipher_mode: e(Tag::BLOCK_CIPHER_MODE)?.map(BlockCipherMode),
+            padding_method: e(Tag::PADDING_METHOD)?.map(PaddingMethod),
+            hashing_algorithm: e(Tag::HASHING_ALGORITHM)?.map(HashingAlgorithm),
+            cryptographic_algorithm: e(Tag::CRYPTOGRAPHIC_ALGORITHM)?.map(CryptographicAlgorithm),
+            random_iv: f.optional(Tag::RANDOM_IV)?.map(Item::as_bool).transpose()?,
+            iv_length: i(Tag::IV_LENGTH)?,
+            tag_length: i(Tag::TAG_LENGTH)?,
+        })
+    }
+}
+
+/// A Key Block with key material in Raw (or Transparent Symmetric Key)
+/// format, unwrapped or wrapped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyBlock {
+    pub format: KeyFormatType,
+    pub material: Bytes,
+    pub algorithm: Option<CryptographicAlgorithm>,
+    pub length: Option<i32>,
+    /// Present when the material is wrapped.
+    pub wrapping: Option<KeyWrappingData>,
+}
+
+impl KeyBlock {
+    pub fn parse(item: &Item) -> Result<Self, KmipError> {
+        let f = Fields::of(item)?;
+        let format = KeyFormatType(f.required(Tag::KEY_FORMAT_TYPE)?.as_enum()?);
+        if f.optional(Tag::KEY_COMPRESSION_TYPE)?.is_some() {
+            return Err(KmipError::KeyCompressionTypeNotSupported);
+        }
+        let value = f.required(Tag::KEY_VALUE)?;
+        let material = match &value.value {
+            // A wrapped key's Key Value is a Byte String.
+            Value::ByteString(b) => b.clone(),
+            Value::Structure(_) => {
+                let v = Fields::of(value)?;
+                let m = v.required(Tag::KEY_MATERIAL)?;
+                match &m.value {
+                    Value::ByteString(b) => b.clone(),
+                    // Transparent Symmetric Key: a structure holding Key.
+                    Value::Structure(_) => {
+                        Bytes::from(Fields::of(m)?.required(Tag::KEY)?.as_bytes()?)
+                    }
+                    _ => {
+                        return Err(KmipError::InvalidField("Key Material".into()));
+                    }
+                }
+            }
+            _ => return Err(KmipError::InvalidField("Key Value".into())),
+        };
+        Ok(Self {
+            format,
+            material,
+            algorithm: f
+                .optional(Tag::CRYPTOGRAPHIC_ALGORITHM)?
+                .map(Item::as_enum)
+                .transpose()?
+                .map(CryptographicAlgorithm),
+            length: f.optional(Tag::CRYPTOGRAPHIC_LENGTH)?.map(Item::as_int).transpose()?,
+            wrapping: f
+                .optional(Tag::KEY_WRAPPING_DATA)?
+                .map(KeyWrappingData::parse)
+                .transpose()?,
+        })
+    }
+
+    #[must_use]
+    pub fn to_item(&self) -> Item {
+        let mut items = vec![Item::enumeration(Tag::KEY_FORMAT_TYPE, self.format.0)];
+        if self.wrapping.is_some() {
+            items.push(Item::bytes(Tag::KEY_VALUE, self.material.as_slice()));
+        } else {
+            items.push(Item::structure(
+                Tag::KEY_VALUE,
+                vec![Item::bytes(Tag::KEY_MATERIAL, self.material.as_slice())],
+            ));
+        }
+        if let Some(a) = self.algorithm {
+            items.push(Item::enumeration(Tag::CRYPTOGRAPHIC_ALGORITHM, a.0));
+        }
+        if let Some(l) = self.length {
+            items.push(Item::int(Tag::CRYPTOGRAPHIC_LENGTH, l));
+        }
+        if let Some(w) = &self.wrapping {
+            items.push(w.to_item());
+        }
+        Item::structure(Tag::KEY_BLOCK, items)
+    }
+}
+
+/// Key Wrapping Data: how a wrapped Key Block was wrapped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyWrappingData {
+    pub method: WrappingMethod,
+    pub encryption_key: Option<String>,
+    pub parameters: Option<CryptographicParameters>,
+    pub iv_counter_nonce: Option<Vec<u8>>,
+}
+
+impl KeyWrappingData {
+    pub fn parse(item: &Item) -> Result<Self, KmipError> {
+        let f = Fields::of(item)?;
+        let (encryption_key, parameters) = encryption_key_information(&f)?;
+        Ok(Self {
+            method: WrappingMethod(f.required(Tag::WRAPPING_METHOD)?.as_enum()?),
+            encryption_key,
+            parameters,
+            iv_counter_nonce: f
+                .optional(Tag::IV_COUNTER_NONCE)?
+                .map(|i| i.as_bytes().map(<[u8]>::to_vec))
+                .transpose()?,
+        })
+    }
+
+    #[must_use]
+    pub fn to_item(&self) -> Item {
+        let mut items = vec![Item::enumeration(Tag::WRAPPING_METHOD, self.method.0)];
+        if let Some(uid) = &self.encryption_key {
+            let mut info = vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid.clone())];
+            if let Some(p) = &self.parameters {
+                let mut params = Vec::new();
+                if let Some(m) = p.block_cipher_mode {
+                    params.push(Item::enumeration(Tag::BLOCK_CIPHER_MODE, m.0));
+                }
+                info.push(Item::structure(Tag::CRYPTOGRAPHIC_PARAMETERS, params));
+            }
+            items.push(Item::structure(Tag::ENCRYPTION_KEY_INFORMATION, info));
+        }
+        if let Some(iv) = &self.iv_counter_nonce {
+            items.push(Item::bytes(Tag::IV_COUNTER_NONCE, iv));
+        }
+        Item::structure(Tag::KEY_WRAPPING_DATA, items)
+    }
+}
+
+fn encryption_key_information(
+    f: &Fields<'_>,
+) -> Result<(Option<String>, Option<CryptographicParameters>), KmipError> {
+    if f.optional(Tag::MAC_SIGNATURE_KEY_INFORMATION)?.is_some() {
+        return Err(KmipError::FeatureNotSupported("MAC/signature key wrapping".into()));
+    }
+    let Some(info) = f.optional(Tag::ENCRYPTION_KEY_INFORMATION)? else {
+        return Ok((None, None));
+    };
+    let i = Fields::of(info)?;
+    Ok((
+        Some(i.required(Tag::UNIQUE_IDENTIFIER)?.as_text()?.to_owned()),
+        i.optional(Tag::CRYPTOGRAPHIC_PARAMETERS)?
+            .map(CryptographicParameters::parse)
+            .transpose()?,
+    ))
+}
+
+/// Key Wrapping Specification of a Get request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyWrappingSpecification {
+    pub method: WrappingMethod,
+    pub encryption_key: String,
+    pub parameters: Option<CryptographicParameters>,
+}
+
+impl KeyWrappingSpecification {
+    pub fn parse(item: &Item) -> Result<Self, KmipError> {
+        let f = Fields::of(item)?;
+        let method = WrappingMethod(f.required(Tag::WRAPPING_METHOD)?.as_enum()?);
+        let (key, parameters) = encryption_key_information(&f)?;
+        Ok(Self {
+            method,
+            encryption_key: key.ok_or(KmipError::Missing {
+                tag: Tag::ENCRYPTION_KEY_INFORMATION,
+                within: Tag::KEY_WRAPPING_SPECIFICATION,
+            })?,
+            parameters,
+        })
+    }
+}
+
+/// A managed object as Register sends and Get returns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ManagedObject {
+    SymmetricKey(KeyBlock),
+    SecretData { data_type: SecretDataType, block: KeyBlock },
+}
+
+impl ManagedObject {
+    #[must_use]
+    pub fn object_type(&self) -> ObjectType {
+        match self {
+            Self::SymmetricKey(_) => ObjectType::SYMMETRIC_KEY,
+            Self::SecretData { .. } => ObjectType::SECRET_DATA,
+        }
+    }
+
+    #[must_use]
+    pub fn key_block(&self) -> &KeyBlock {
+        match self {
+            Self::SymmetricKey(b) | Self::SecretData { block: b, .. } => b,
+        }
+    }
+
+    /// The object of `object_type` among a payload's fields.
+    pub fn parse(object_type: ObjectType, f: &Fields<'_>) -> Result<Self, KmipError> {
+        match object_type {
+            ObjectType::SYMMETRIC_KEY => {
+                let o = Fields::of(f.required(Tag::SYMMETRIC_KEY)?)?;
+                Ok(Self::SymmetricKey(KeyBlock::parse(o.required(Tag::KEY_BLOCK)?)?))
+            }
+            ObjectType::SECRET_DATA => {
+                let o = Fields::of(f.required(Tag::SECRET_DATA)?)?;
+                Ok(Self::SecretData {
+                    data_type: SecretDataType(o.required(Tag::SECRET_DATA_TYPE)?.as_enum()?),
+                    block: KeyBlock::parse(o.required(Tag::KEY_BLOCK)?)?,
+                })
+            }
+            other => Err(KmipError::FeatureNotSupported(format!("object type {other}"))),
+        }
+    }
+
+    #[must_use]
+    pub fn to_item(&self) -> Item {
+        match self {
+            Self::SymmetricKey(b) => Item::structure(Tag::SYMMETRIC_KEY, vec![b.to_item()]),
+            Self::SecretData { data_type, block } => Item::structure(
+                Tag::SECRET_DATA,
+                vec![Item::enumeration(Tag::SECRET_DATA_TYPE, data_type.0), block.to_item()],
+            ),
+        }
+    }
+}
+
+fn uid(f: &Fields<'_>) -> Result<Option<String>, KmipError> {
+    f.optional(Tag::UNIQUE_IDENTIFIER)?.map(|i| i.as_text().map(str::to_owned)).transpose()
+}
+
+fn template(f: &Fields<'_>) -> Result<AttributeSet, KmipError> {
+    match (f.optional(Tag::TEMPLATE_ATTRIBUTE)?, f.optional(Tag::ATTRIBUTES)?) {
+        (Some(t), None) | (None, Some(t)) => AttributeSet::parse(t),
+        (None, None) => Ok(AttributeSet::default()),
+        (Some(_), Some(_)) => {
+            Err(KmipError::InvalidField("both Template-Attribute and Attributes".into()))
+        }
+    }
+}
+
+fn bytes_field(f: &Fields<'_>, tag: Tag) -> Result<Option<Bytes>, KmipError> {
+    f.optional(tag)?.map(|i| i.as_bytes().map(Bytes::from)).transpose()
+}
+
+/// Create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateRequest {
+    pub object_type: ObjectType,
+    pub attributes: AttributeSet,
+}
+
+impl CreateRequest {
+    pub fn parse(payload: &Item) -> Result<Self, KmipError> {
+        let f = Fields::of(payload)?;
+        Ok(Self {
+            object_type: ObjectType(f.required(Tag::OBJECT_TYPE)?.as_enum()?),
+            attributes: template(&f)?,
+        })
+    }
+}
+
+/// Register.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegisterRequest {
+    pub attributes: AttributeSet,
+    pub object: ManagedObject,
+}
+
+impl RegisterRequest {
+    pub fn parse(payload: &Item) -> Result<Self, KmipError> {
+        let f = Fields::of(payload)?;
+        let object_type = ObjectType(f.required(Tag::OBJECT_TYPE)?.as_enum()?);
+        Ok(Self { attributes: template(&f)?, object: ManagedObject::parse(object_type, &f)? })
+    }
+}
+
+/// Get.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GetRequest {
+    /// `None`: the ID Placeholder.
+    pub unique_identifier: Option<String>,
+    pub key_format_type: Option<KeyFormatType>,
+    pub wrapping: Option<KeyWrappingSpecification>,
+}
+
+impl GetRequest {
+    pub fn parse(payload: &Item) -> Result<Self, KmipError> {
+        let f = Fields::of(payload)?;
+        if f.optional(Tag::KEY_COMPRESSION_TYPE)?.is_some() {
+            return Err(KmipError::KeyCompressionTypeNotSupported);
+        }
+        Ok(Self {
+            unique_identifier: uid(&f)?,
+            key_format_type: f
+                .optional(Tag::KEY_FORMAT_TYPE)?
+                .map(Item::as_enum)
+                .transpose()?
+                .map(KeyFormatType),
+            wrapping: f
+                .optional(Tag::KEY_WRAPPING_SPECIFICATION)?
+                .map(KeyWrappingSpecification::parse)
+                .transpose()?,
+        })
+    }
+}
+
+/// Operations that name one object and nothing else (Activate, Destroy,
+/// Get Attribute List), or that name attributes (Get Attributes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectRequest {
+    pub unique_identifier: Option<String>,
+    /// Attribute Names (Get Attributes; 1.x) or Attribute References (2.x).
+    pub attribute_names: Vec<String>,
+}
+
+impl ObjectRequest {
+    pub fn parse(payload: &Item) -> Result<Self, KmipError> {
+        let f = Fields::of(payload)?;
+        let mut attribute_names = Vec::new();
+        for n in f.all(Tag::ATTRIBUTE_NAME) {
+            attribute_names.push(n.as_text()?.to_owned());
+        }
+        for r in f.all(Tag::ATTRIBUTE_REFERENCE) {
+            let name = match &r.value {
+                Value::Enumeration(t) => attribute_name_of(Tag(*t))
+                    .ok_or_else(|| {
+                        KmipError::FeatureNotSupported(format!("attribute {}", Tag(*t)))
+                    })?
+                    .to_owned(),
+                _ => Fields::of(r)?.required(Tag::ATTRIBUTE_NAME)?.as_text()?.to_owned(),
+            };
+            attribute_names.push(name);
+        }
+        Ok(Self { unique_identifier: uid(&f)?, attribute_names })
+    }
+}
+
+/// Add Attribute, Modify Attribute, Delete Attribute (1.x shapes, and the
+/// 2.x New Attribute / Current Attribute / Attribute Reference).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttributeChangeRequest {
+    pub unique_identifier: Option<String>,
+    pub attribute: Attribute,
+    /// 2.x Modify: the value being replaced.
+    pub current: Option<Item>,
+}
+
+impl AttributeChangeRequest {
+    pub fn parse(payload: &Item) -> Result<Self, KmipError> {
+        let f = Fields::of(payload)?;
+        let unique_identifier = uid(&f)?;
+        if let Some(a) = f.optional(Tag::ATTRIBUTE)? {
+            return Ok(Self { unique_identifier, attribute: Attribute::parse(a)?, current: None });
+        }
+        // Delete Attribute in 1.x: Attribute Name and Attribute Index.
+        if let Some(n) = f.optional(Tag::ATTRIBUTE_NAME)? {
+            return Ok(Self {
+                unique_identifier,
+                attribute: Attribute {
+                    name: n.as_text()?.to_owned(),
+                    index: f.optional(Tag::ATTRIBUTE_INDEX)?.map(Item::as_int).transpose()?,
+                    value: None,
+                },
+                current: None,
+            });
+        }
+        let from_2x = |item: &Item| -> Result<Attribute, KmipError> {
+            let child =
+                item.children()?.first().ok_or(KmipError::MissingData("attribute value".into()))?;
+            let name = attribute_name_of(child.tag).ok_or_else(|| {
+                KmipError::FeatureNotSupported(format!("attribute {}", child.tag))
+            })?;
+            Ok(Attribute {
+                name: name.to_owned(),
+                index: None,
+                value: Some(Item::new(Tag::ATTRIBUTE_VALUE, child.value.clone())),
+            })
+        };
+        let current = f.optional(Tag::CURRENT_ATTRIBUTE)?.map(from_2x).transpose()?;
+        if let Some(new) = f.optional(Tag::NEW_ATTRIBUTE)? {
+            return Ok(Self {
+                unique_identifier,
+                attribute: from_2x(new)?,
+                current: current.and_then(|c| c.value),
+            });
+        }
+        if let Some(c) = current {
+            return Ok(Self { unique_identifier, attribute: c, current: None });
+        }
+        Err(KmipError::Missing { tag: Tag::ATTRIBUTE, within: payload.tag })
+    }
+}
+
+/// Locate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocateRequest {
+    pub maximum_items: Option<i32>,
+    pub offset_items: Option<i32>,
+    pub attributes: AttributeSet,
+}
+
+impl LocateRequest {
+    pub fn parse(payload: &Item) -> Result<Self, KmipError> {
+        let f = Fields::of(payload)?;
+        let attributes = match f.optional(Tag::ATTRIBUTES)? {
+            Some(a) => AttributeSet::parse(a)?,
+            None => {
+                AttributeSet(f.all(Tag::ATTRIBUTE).map(Attribute::parse).collect::<Result<_, _>>()?)
+            }
+        };
+        let int = |tag| f.optional(tag)?.map(Item::as_int).transpose();
+        Ok(Self {
+            maximum_items: int(Tag::MAXIMUM_ITEMS)?,
+            offset_items: int(Tag::OFFSET_ITEMS)?,
+            attributes,
+        })
+    }
+}
+
+/// Revoke.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RevokeRequest {
+    pub unique_identifier: Option<String>,
+    pub reason: RevocationReasonCode,
+    pub message: Option<String>,
+    pub compromise_occurrence_date: Option<i64>,
+}
+
+impl RevokeRequest {
+    pub fn parse(payload: &Item) -> Result<Self, KmipError> {
+        let f = Fields::of(payload)?;
+        let r = Fields::of(f.required(Tag::REVOCATION_REASON)?)?;
+        Ok(Self {
+            unique_identifier: uid(&f)?,
+            reason: RevocationReasonCode(r.required(Tag::REVOCATION_REASON_CODE)?.as_enum()?),
+            message: r
+                .optional(Tag::REVOCATION_MESSAGE)?
+                .map(|i| i.as_text().map(str::to_owned))
+                .transpose()?,
+            compromise_occurrence_date: f
+                .optional(Tag::COMPROMISE_OCCURRENCE_DATE)?
+                .map(Item::as_date_time)
+                .transpose()?,
+        })
+    }
+}
+
+/// Re-key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReKeyRequest {
+    pub unique_identifier: Option<String>,
+    /// Seconds between the new key's Initialization Date and Activation Date.
+    pub offset: Option<u32>,
+    pub attributes: AttributeSet,
+}
+
+impl ReKeyRequest {
+    pub fn parse(payload: &Item) -> Result<Self, KmipError> {
+        let f = Fields::of(payload)?;
+        Ok(Self {
+            unique_identifier: uid(&f)?,
+            offset: f.optional(Tag::OFFSET)?.map(Item::as_interval).transpose()?,
+            attributes: template(&f)?,
+        })
+    }
+}
+
+/// Encrypt, Decrypt and MAC.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CryptoRequest {
+    pub unique_identifier: Option<String>,
+    pub parameters: Option<CryptographicParameters>,
+    pub data: Bytes,
+    pub iv_counter_nonce: Option<Vec<u8>>,
+    pub aad: Option<Vec<u8>>,
+    /// Decrypt with an authenticated mode: the tag to check.
+    pub tag: Option<Vec<u8>>,
+}
+
+impl CryptoRequest {
+    pub fn parse(payload: &Item) -> Result<Self, KmipError> {
+        let f = Fields::of(payload)?;
+        for streaming in [Tag(0x42_00D6), Tag(0x42_00D7), Tag(0x42_00D8)] {
+            if f.optional(streaming)?.is_some() {
+                return Err(KmipError::FeatureNotSupported(
+                    "streaming cryptographic operations".into(),
+                ));
+            }
+        }
+        let vec = |tag| -> Result<Option<Vec<u8>>, KmipError> {
+            f.optional(tag)?.map(|i| i.as_bytes().map(<[u8]>::to_vec)).transpose()
+        };
+        Ok(Self {
+            unique_identifier: uid(&f)?,
+            parameters: f
+                .optional(Tag::CRYPTOGRAPHIC_PARAMETERS)?
+                .map(CryptographicParameters::parse)
+                .transpose()?,
+            data: bytes_field(&f, Tag::DATA)?
+                .ok_or(KmipError::Missing { tag: Tag::DATA, within: payload.tag })?,
+            iv_counter_nonce: vec(Tag::IV_COUNTER_NONCE)?,
+            aad: vec(Tag::AUTHENTICATED_ENCRYPTION_ADDITIONAL_DATA)?,
+            tag: vec(Tag::AUTHENTICATED_ENCRYPTION_TAG)?,
+        })
+    }
+}
+
+/// Query.
+pub fn parse_query(payload: &Item) -> Result<Vec<QueryFunction>, KmipError> {
+    Fields::of(payload)?.all(Tag::QUERY_FUNCTION).map(|i| i.as_enum().map(QueryFunction)).collect()
+}
+
+/// Discover Versions: the client's versions, in its order of preference.
+pub fn parse_discover_versions(payload: &Item) -> Result<Vec<ProtocolVersion>, KmipError> {
+    Fields::of(payload)?.all(Tag::PROTOCOL_VERSION).map(ProtocolVersion::parse).collect()
+}
+
+/// The Discover Versions answer (KMIP 1.4 §4.26): the server's versions
+/// the client also listed, in the server's order of preference; all of the
+/// server's when the client listed none.
+#[must_use]
+pub fn negotiate_versions(
+    client: &[ProtocolVersion],
+    server: &[ProtocolVersion],
+) -> Vec<ProtocolVersion> {
+    if client.is_empty() {
+        return server.to_vec();
+    }
+    server.iter().copied().filter(|v| client.contains(v)).collect()
+}

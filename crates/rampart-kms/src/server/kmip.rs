@@ -1,0 +1,381 @@
+//! The KMIP front end: binary TTLV messages (`rampart-kmip`) over TLS 1.2
+//! or 1.3 with the same mandatory client certificates, client identities,
+//! connection limits, timeouts and hash-chained audit as the REST API.
+//!
+//! A connection carries request messages one after another. Each is read
+//! under the idle timeout: its length from the first 8 bytes (refused
+//! before any buffer is allocated when over [`MAX_MESSAGE`]), then the
+//! rest, decoded by the bounded reader. A message that decodes but does
+//! not parse is answered with one failed batch item (Invalid Message) and
+//! the connection stays usable; a message whose framing is wrong (not a
+//! structure, too long) is answered the same way and the connection then
+//! closed, since the next message's start is unknown. Every batch item is
+//! audited as `kmip.<operation>`.
+//!
+//! Batches follow KMIP 1.4 §7: items run in order; after a failure the Batch
+//! Error Continuation Option decides (Stop, the default: the rest are not
+//! run; Continue: they run; Undo is not supported and fails the batch up
+//! front); the response honours the Maximum Response Size; asynchronous
+//! requests are refused per item.
+//!
+//! Operations served here: Discover Versions and Query. Every other
+//! operation is answered Operation Not Supported in a well-formed
+//! response.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rampart_kmip::enums::{
+    BatchErrorContinuationOption, Operation, QueryFunction, ResultReason, ResultStatus,
+};
+use rampart_kmip::message::{
+    ProtocolVersion, RequestBatchItem, RequestMessage, ResponseBatchItem, ResponseHeader,
+    ResponseMessage,
+};
+use rampart_kmip::payload::{negotiate_versions, parse_discover_versions, parse_query};
+use rampart_kmip::tag::Tag;
+use rampart_kmip::ttlv::{self, Item, HEADER_LEN};
+use rampart_kmip::{KmipError, Limits as TtlvLimits};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio_rustls::TlsAcceptor;
+
+use super::{tls_handshake, writes, State};
+use crate::model::{now_ms, AuditDraft, ClientInfo};
+
+/// The standard KMIP port (IANA).
+pub const DEFAULT_KMIP_PORT: u16 = 5696;
+
+/// The largest request message accepted, header included.
+pub const MAX_MESSAGE: usize = 1 << 20;
+
+const TTLV_LIMITS: TtlvLimits =
+    TtlvLimits { max_message_len: MAX_MESSAGE, max_depth: 16, max_items: 16_384 };
+
+/// The protocol versions served, most preferred first.
+pub const VERSIONS: [ProtocolVersion; 7] = [
+    ProtocolVersion::V2_1,
+    ProtocolVersion::V2_0,
+    ProtocolVersion::V1_4,
+    ProtocolVersion::V1_3,
+    ProtocolVersion::V1_2,
+    ProtocolVersion::V1_1,
+    ProtocolVersion::V1_0,
+];
+
+/// The operations this front end serves (what Query Operations lists).
+pub const OPERATIONS: [Operation; 2] = [Operation::DISCOVER_VERSIONS, Operation::QUERY];
+
+/// Serves one KMIP connection (from [`super::accept_loop`]).
+pub(super) async fn serve_connection(
+    state: Arc<State>,
+    acceptor: TlsAcceptor,
+    tcp: tokio::net::TcpStream,
+    peer: SocketAddr,
+) {
+    let limits = state.limits.clone();
+    let Some((stream, fp)) =
+        tls_handshake(&state, &acceptor, tcp, peer, "kmip.tls.handshake").await
+    else {
+        return;
+    };
+    let client = state.identify(&fp).await;
+    let mut stream = writes::StallGuard::new(stream, limits.idle_timeout);
+    if let Err(error) =
+        serve_messages(&state, &fp, client.as_ref().ok(), &mut stream, limits.idle_timeout).await
+    {
+        tracing::debug!("KMIP connection from {peer} ended: {error}");
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(1), stream.shutdown()).await;
+}
+
+/// Why a connection ended.
+#[derive(Debug)]
+enum Ended {
+    Closed,
+    Io(std::io::Error),
+    Idle,
+    Framing,
+    Unauthenticated,
+}
+
+impl std::fmt::Display for Ended {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Closed => f.write_str("closed by the client"),
+            Self::Io(e) => write!(f, "{e}"),
+            Self::Idle => f.write_str("idle timeout"),
+            Self::Framing => f.write_str("unframable message"),
+            Self::Unauthenticated => f.write_str("unregistered client certificate"),
+        }
+    }
+}
+
+async fn read_exact_within<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    buf: &mut [u8],
+    limit: Duration,
+) -> Result<(), Ended> {
+    match tokio::time::timeout(limit, stream.read_exact(buf)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => Err(Ended::Closed),
+        Ok(Err(e)) => Err(Ended::Io(e)),
+        Err(_) => Err(Ended::Idle),
+    }
+}
+
+async fn serve_messages<S: AsyncRead + AsyncWrite + Unpin>(
+    state: &State,
+    fp: &str,
+    client: Option<&ClientInfo>,
+    stream: &mut S,
+    idle: Duration,
+) -> Result<(), Ended> {
+    loop {
+        let mut header = [0u8; HEADER_LEN];
+        read_exact_within(stream, &mut header, idle).await?;
+        let (response, end) = match ttlv::message_len(&header, &TTLV_LIMITS) {
+            Ok(len) => {
+                let mut message = vec![0u8; len];
+                message[..HEADER_LEN].copy_from_slice(&header);
+                read_exact_within(stream, &mut message[HEADER_LEN..], idle).await?;
+                match client {
+                    Some(client) => (handle_message(state, client, &message).await, None),
+                    None => {
+                        let err = KmipError::AuthenticationNotSuccessful;
+                        audit(
+                            state,
+                            &format!("cert:{}", &fp[..fp.len().min(16)]),
+                            "kmip.message",
+                            "denied",
+                            err.to_string(),
+                        )
+                        .await;
+                        (error_response(&err), Some(Ended::Unauthenticated))
+                    }
+                }
+            }
+            Err(err) => {
+                let who = client.map_or_else(
+                    || format!("cert:{}", &fp[..fp.len().min(16)]),
+                    |c| c.name.clone(),
+                );
+                audit(state, &who, "kmip.message", "invalid", err.to_string()).await;
+                (error_response(&err), Some(Ended::Framing))
+            }
+        };
+        stream.write_all(&response).await.map_err(Ended::Io)?;
+        stream.flush().await.map_err(Ended::Io)?;
+        if let Some(end) = end {
+            return Err(end);
+        }
+    }
+}
+
+fn error_response(err: &KmipError) -> Vec<u8> {
+    ResponseMessage::error(ProtocolVersion::V1_0, now_ms() / 1000, err)
+        .encode_bounded(None)
+        .unwrap_or_default()
+}
+
+async fn audit(
+    state: &State,
+    client: &str,
+    operation: &str,
+    outcome: &str,
+    detail: String,
+) -> bool {
+    let draft = AuditDraft {
+        time_ms: now_ms(),
+        client: client.to_owned(),
+        operation: operation.to_owned(),
+        key: None,
+        version: None,
+        outcome: outcome.to_owned(),
+        detail,
+    };
+    match state.audit(draft).await {
+        Ok(()) => true,
+        Err(error) => {
+            state.metrics.audit_failed();
+            tracing::error!("cannot audit a KMIP request: {error}");
+            false
+        }
+    }
+}
+
+/// The audit name of an operation: `kmip.get_attributes`, or the number
+/// for one KMIP does not define.
+fn operation_name(op: Operation) -> String {
+    match op.name() {
+        Some(name) => format!("kmip.{}", name.to_ascii_lowercase().replace([' ', '-'], "_")),
+        None => format!("kmip.0x{:08X}", op.0),
+    }
+}
+
+/// Answers one framed message (any bytes: it is decoded here).
+pub(crate) async fn handle_message(state: &State, client: &ClientInfo, bytes: &[u8]) -> Vec<u8> {
+    let request =
+        match ttlv::decode(bytes, &TTLV_LIMITS).and_then(|item| RequestMessage::parse(&item)) {
+            Ok(request) => request,
+            Err(err) => {
+                audit(state, &client.name, "kmip.message", "invalid", err.to_string()).await;
+                return error_response(&err);
+            }
+        };
+    let version = request.header.protocol_version;
+    let now = now_ms() / 1000;
+    if !VERSIONS.contains(&version) {
+        // Answered in the newest version the client's major number knows.
+        let answer = VERSIONS
+            .iter()
+            .copied()
+            .find(|v| v.major <= version.major)
+            .unwrap_or(ProtocolVersion::V1_0);
+        let err = KmipError::UnsupportedVersion { major: version.major, minor: version.minor };
+        audit(state, &client.name, "kmip.message", "invalid", err.to_string()).await;
+        return ResponseMessage::error(answer, now, &err).encode_bounded(None).unwrap_or_default();
+    }
+    let max = request.header.maximum_response_size;
+    let response = if request.header.asynchronous_indicator {
+        for item in &request.batch_items {
+            audit(
+                state,
+                &client.name,
+                &operation_name(item.operation),
+                "invalid",
+                "asynchronous operations are not supported".into(),
+            )
+            .await;
+        }
+        request.refuse_async(version, now)
+    } else {
+        run_batch(state, client, &request, now).await
+    };
+    response
+        .encode_bounded(max)
+        .unwrap_or_else(|err| error_response(&KmipError::GeneralFailure(err.to_string())))
+}
+
+async fn run_batch(
+    state: &State,
+    client: &ClientInfo,
+    request: &RequestMessage,
+    now: i64,
+) -> ResponseMessage {
+    let version = request.header.protocol_version;
+    let continuation = request.header.batch_error_continuation;
+    let mut items = Vec::with_capacity(request.batch_items.len());
+    let mut failed = false;
+    for item in &request.batch_items {
+        let op_name = operation_name(item.operation);
+        if failed && continuation != BatchErrorContinuationOption::CONTINUE {
+            items.push(ResponseBatchItem::not_run(
+                item.operation,
+                item.unique_batch_item_id.clone(),
+            ));
+            audit(
+                state,
+                &client.name,
+                &op_name,
+                "invalid",
+                "not run: an earlier batch item failed".into(),
+            )
+            .await;
+            continue;
+        }
+        let result = if continuation == BatchErrorContinuationOption::UNDO {
+            Err(KmipError::FeatureNotSupported("Batch Error Continuation Option Undo".into()))
+        } else {
+            dispatch(version, item)
+        };
+        let (response, outcome, detail) = match result {
+            Ok(fields) => (
+                ResponseBatchItem::success(
+                    item.operation,
+                    item.unique_batch_item_id.clone(),
+                    fields,
+                ),
+                "ok",
+                "Success".to_owned(),
+            ),
+            Err(err) => {
+                failed = true;
+                let outcome = match err.result_reason() {
+                    ResultReason::PERMISSION_DENIED
+                    | ResultReason::AUTHENTICATION_NOT_SUCCESSFUL => "denied",
+                    ResultReason::GENERAL_FAILURE | ResultReason::CRYPTOGRAPHIC_FAILURE => "error",
+                    _ => "invalid",
+                };
+                let detail = format!("{}: {err}", err.result_reason());
+                (
+                    ResponseBatchItem::failure(
+                        Some(item.operation),
+                        item.unique_batch_item_id.clone(),
+                        &err,
+                    ),
+                    outcome,
+                    detail,
+                )
+            }
+        };
+        if !audit(state, &client.name, &op_name, outcome, detail).await {
+            // Never answer what could not be audited.
+            let err = KmipError::GeneralFailure("the audit log cannot be written".into());
+            items.push(ResponseBatchItem::failure(
+                Some(item.operation),
+                item.unique_batch_item_id.clone(),
+                &err,
+            ));
+            failed = true;
+            continue;
+        }
+        debug_assert!(response.result_status == ResultStatus::SUCCESS || failed);
+        items.push(response);
+    }
+    ResponseMessage {
+        header: ResponseHeader { protocol_version: version, time_stamp: now },
+        batch_items: items,
+    }
+}
+
+fn dispatch(version: ProtocolVersion, item: &RequestBatchItem) -> Result<Vec<Item>, KmipError> {
+    match item.operation {
+        Operation::DISCOVER_VERSIONS => {
+            let client = parse_discover_versions(&item.payload)?;
+            Ok(negotiate_versions(&client, &VERSIONS)
+                .into_iter()
+                .map(ProtocolVersion::to_item)
+                .collect())
+        }
+        Operation::QUERY => query(version, &parse_query(&item.payload)?),
+        other => Err(KmipError::OperationNotSupported(other)),
+    }
+}
+
+fn query(version: ProtocolVersion, functions: &[QueryFunction]) -> Result<Vec<Item>, KmipError> {
+    let mut out = Vec::new();
+    for f in functions {
+        match *f {
+            QueryFunction::OPERATIONS => {
+                out.extend(OPERATIONS.iter().map(|op| Item::enumeration(Tag::OPERATION, op.0)));
+            }
+            // No managed object type is served over KMIP yet (Create and
+            // Register are not among OPERATIONS): the list is empty.
+            QueryFunction::OBJECTS => {}
+            QueryFunction::SERVER_INFORMATION => {
+                out.push(Item::text(Tag::VENDOR_IDENTIFICATION, "Rampart"));
+                let mut info = vec![Item::text(Tag(0x42_012D), "rampart-kms")];
+                if version >= ProtocolVersion::V2_0 {
+                    info.push(Item::text(Tag(0x42_012F), env!("CARGO_PKG_VERSION")));
+                }
+                out.push(Item::structure(Tag::SERVER_INFORMATION, info));
+            }
+            // Application namespaces, extensions, attestation types, RNGs,
+            // validations, profiles, capabilities, registration methods:
+            // Rampart has none to list, which is a valid (empty) answer.
+            _ => {}
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Drives a Rampart KMIP server with PyKMIP's client (the independent
+reference implementation) and prints what came back as JSON, for
+kms_kmip_pykmip.rs to check.
+
+Usage: pykmip_driver.py HOST PORT CERT KEY CA
+
+PyKMIP builds its own ssl.SSLContext from ssl_version, so a TLS 1.2
+context is asked for (PyKMIP 0.11 cannot verify host names; the CA is
+still verified)."""
+import json
+import sys
+import warnings
+
+from kmip.core import enums
+from kmip.core.messages.contents import ProtocolVersion
+from kmip.pie.client import ProxyKmipClient
+from kmip.pie.exceptions import KmipOperationFailure
+from kmip.services.kmip_client import KMIPProxy
+
+warnings.simplefilter("ignore", DeprecationWarning)
+
+
+def main():
+    host, port, cert, key, ca = sys.argv[1:6]
+    out = {}
+    for name, version in [("1.2", enums.KMIPVersion.KMIP_1_2), ("1.4", enums.KMIPVersion.KMIP_1_4),
+                          ("2.0", enums.KMIPVersion.KMIP_2_0)]:
+        proxy = KMIPProxy(host=host, port=int(port), certfile=cert, keyfile=key, ca_certs=ca,
+                          cert_reqs="CERT_REQUIRED", ssl_version="PROTOCOL_TLSv1_2",
+                          config_file="/dev/null", kmip_version=version)
+        proxy.open()
+        try:
+            tls = proxy.socket.version()
+            discovered = proxy.discover_versions()
+            asked = proxy.discover_versions(protocol_versions=[
+                ProtocolVersion(1, 3), ProtocolVersion(1, 1),
+            ])
+            query = proxy.query(query_functions=[enums.QueryFunction.QUERY_OPERATIONS,
+                                                 enums.QueryFunction.QUERY_OBJECTS,
+                                                 enums.QueryFunction.QUERY_SERVER_INFORMATION])
+            out[name] = {
+                "tls": tls,
+                "discover_status": discovered.result_status.value.name,
+                "versions": [[v.major, v.minor] for v in discovered.protocol_versions],
+                "asked_versions": [[v.major, v.minor] for v in asked.protocol_versions],
+                "query_status": query.result_status.value.name,
+                "operations": [op.name for op in (query.operations or [])],
+                "object_types": [t.name for t in (query.object_types or [])],
+                "vendor": query.vendor_identification,
+            }
+        finally:
+            proxy.close()
+    # An operation the server does not serve: PyKMIP gets a well-formed
+    # failure with a Result Reason, and the connection survives it.
+    client = ProxyKmipClient(hostname=host, port=int(port), cert=cert, key=key, ca=ca,
+                             ssl_version="PROTOCOL_TLSv1_2", config_file="/dev/null",
+                             kmip_version=enums.KMIPVersion.KMIP_1_2)
+    with client:
+        failures = {}
+        for op, call in [("create", lambda: client.create(enums.CryptographicAlgorithm.AES, 256)),
+                         ("get", lambda: client.get("1")),
+                         ("destroy", lambda: client.destroy("1"))]:
+            try:
+                call()
+                failures[op] = "succeeded"
+            except KmipOperationFailure as e:
+                failures[op] = [e.status.name, e.reason.name]
+        out["unsupported"] = failures
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

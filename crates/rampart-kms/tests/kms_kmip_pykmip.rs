@@ -1,0 +1,79 @@
+//! PyKMIP's client (PyPI `pykmip`, the independent reference
+//! implementation, in the virtual environment scripts/test makes; its
+//! interpreter is `$RAMPART_PYKMIP_PYTHON`, default
+//! /opt/rampart-pykmip/bin/python) against the KMIP front end over TLS 1.2
+//! with an admin bundle's certificate, key and CA: Discover Versions (all
+//! and negotiated) and Query in KMIP 1.2, 1.4 and 2.0, and operations the
+//! front end does not serve, which PyKMIP must receive as well-formed
+//! failures with a Result Reason. The results are checked, not just the
+//! status. A missing PyKMIP fails the test.
+#![allow(clippy::unwrap_used)] // test helpers: a failed set-up step should panic
+
+use std::path::Path;
+use std::process::Command;
+
+#[path = "kmip/support.rs"]
+mod support;
+use support::Deployment;
+
+fn python() -> String {
+    std::env::var("RAMPART_PYKMIP_PYTHON")
+        .unwrap_or_else(|_| "/opt/rampart-pykmip/bin/python".into())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pykmip_discovers_versions_queries_and_gets_result_reasons() {
+    let d = Deployment::new("pykmip").await;
+    let files = d.dir.join("client");
+    std::fs::create_dir_all(&files).unwrap();
+    std::fs::write(files.join("cert.pem"), &d.admin.cert).unwrap();
+    std::fs::write(files.join("key.pem"), d.admin.key.expose()).unwrap();
+    std::fs::write(files.join("ca.pem"), &d.admin.ca_cert).unwrap();
+    let (host, port) = d.kmip.rsplit_once(':').unwrap();
+    let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kmip/pykmip_driver.py");
+    let python = python();
+    let files2 = files.clone();
+    let (host, port) = (host.to_owned(), port.to_owned());
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(&python)
+            .arg(driver)
+            .args([&host, &port])
+            .args(["cert.pem", "key.pem", "ca.pem"].map(|f| files2.join(f)))
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {python} (scripts/test installs PyKMIP): {e}"))
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the PyKMIP driver failed:\n{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let all = serde_json::json!([[2, 1], [2, 0], [1, 4], [1, 3], [1, 2], [1, 1], [1, 0]]);
+    for version in ["1.2", "1.4", "2.0"] {
+        let r = &v[version];
+        assert_eq!(r["tls"], "TLSv1.2", "{version}: {r}");
+        assert_eq!(r["discover_status"], "SUCCESS", "{version}: {r}");
+        assert_eq!(r["versions"], all, "{version}: {r}");
+        assert_eq!(r["asked_versions"], serde_json::json!([[1, 3], [1, 1]]), "{version}: {r}");
+        assert_eq!(r["query_status"], "SUCCESS", "{version}: {r}");
+        assert_eq!(
+            r["operations"],
+            serde_json::json!(["DISCOVER_VERSIONS", "QUERY"]),
+            "{version}: {r}"
+        );
+        assert_eq!(r["object_types"], serde_json::json!([]), "{version}: {r}");
+        assert_eq!(r["vendor"], "Rampart", "{version}: {r}");
+    }
+    for op in ["create", "get", "destroy"] {
+        assert_eq!(
+            v["unsupported"][op],
+            serde_json::json!(["OPERATION_FAILED", "OPERATION_NOT_SUPPORTED"]),
+            "{op}: {v}"
+        );
+    }
+    // Every PyKMIP request is in the audit chain under the admin identity.
+    let audit = d.audit_ops().await;
+    let count = |name: &str| audit.iter().filter(|(c, op, _)| c == "admin" && op == name).count();
+    assert_eq!(count("kmip.discover_versions"), 6);
+    assert_eq!(count("kmip.query"), 3);
+    assert_eq!(count("kmip.create"), 1);
+}
