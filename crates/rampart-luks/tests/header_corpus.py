@@ -11,7 +11,9 @@ Usage:
       Formats DIR/base.img with cryptsetup (keyslot 0: PBKDF2, passphrase
       "pass"; keyslot 1: Argon2id, passphrase "pass1"; token 0 of a foreign
       type), then writes DIR/<case>.img for every case and DIR/cases.json:
-      a list of {"name", "check", "verdict", "passphrase"}.
+      a list of {"name", "check", "verdict", "passphrase", "cryptsetup"}
+      ("cryptsetup" is the verdict, or what cryptsetup 2.6.1 does instead
+      where it misbehaves: see CRYPTSETUP_DIFFERS).
 
 Verdicts: "open" (the header loads and the passphrase opens it), "load"
 (the header loads, the passphrase does not open it), "refuse" (the header
@@ -497,6 +499,32 @@ CASES = [
     # -- binary header (luks2_disk_metadata.c) ------------------------------
     ("bin_primary_checksum", "hdr_checksum_check: the secondary copy is used", "open", PASS,
      binary(lambda img: img.__setitem__(BIN + 10, img[BIN + 10] ^ 0x20))),
+    # -- lookups by name, which cryptsetup makes with the canonical "%d" ---
+    ("keyslot_id_leading_zero", "numbered() accepts \"01\"; the digest's reference finds no keyslot \"01\"",
+     "refuse", PASS1, edit(rename("keyslots", "1", "01", [("digests", "keyslots")]))),
+    ("keyslot_id_leading_zero_unreferenced", "a keyslot \"01\" is not keyslot 1 of the digest",
+     "refuse", PASS, edit(rename("keyslots", "1", "01"))),
+    ("token_id_leading_zero", "numbered() accepts a token \"01\"", "open", PASS,
+     edit(rename("tokens", "0", "01"))),
+    ("segment_id_leading_zero", "the digest's segment \"00\" is not segment 0", "refuse", PASS,
+     edit(both(rename("segments", "0", "00"), setp(["digests", "0", "segments"], ["00"])))),
+    ("digest_id_leading_zero", "a digest \"00\" is found by iteration but not by id: loads, never opens",
+     "load", PASS, edit(rename("digests", "0", "00"))),
+    ("token_id_32", "token ids above 31 load", "open", PASS, edit(rename("tokens", "0", "32"))),
+    ("token_id_40", "token ids above 31 load", "open", PASS, edit(rename("tokens", "0", "40"))),
+    # -- what opening a keyslot reads --------------------------------------
+    ("af_stripes_zero", "the stripe count is read, but keyslots always split into 4000", "open",
+     PASS, edit(setp(["keyslots", "0", "af", "stripes"], 0))),
+    ("af_stripes_two", "the stripe count is read, but keyslots always split into 4000", "open",
+     PASS, edit(setp(["keyslots", "0", "af", "stripes"], 2))),
+    ("kdf_unknown_type_first", "a keyslot no KDF can open ends the search (LUKS2_keyslot_open_priority)",
+     "load", PASS1, edit(setp(["keyslots", "0", "kdf", "type"], "scrypt"))),
+    ("kdf_unknown_type_second", "a later keyslot is not reached", "open", PASS,
+     edit(setp(["keyslots", "1", "kdf", "type"], "scrypt"))),
+    ("digest_unknown_hash", "a digest whose hash is unknown verifies no key", "load", PASS,
+     edit(setp(["digests", "0", "hash"], "whirlpool-x"))),
+    ("digest_hash_size_mismatch", "a 32-byte digest is not a sha1 digest", "load", PASS,
+     edit(setp(["digests", "0", "hash"], "sha1"))),
     ("bin_both_checksums", "hdr_checksum_check on both copies", "refuse", PASS,
      binary(lambda img: [img.__setitem__(o + BIN + 10, img[o + BIN + 10] ^ 0x20) for o in (0, HDR)])),
     ("bin_both_versions", "hdr_disk_sanity_check_pre: version 2", "refuse", PASS,
@@ -516,6 +544,22 @@ CASES = [
 ]
 
 
+# Cases where cryptsetup 2.6.1 itself misbehaves, with what it does instead
+# of the verdict above (the test checks that it still does, so that a fixed
+# cryptsetup shows up as a failure to update this table):
+# - "abort": luksDump loads the header; `open` dies of an assertion.
+# - "accepts-any-passphrase": PBKDF2_digest_verify returns success when the
+#   digest's length matches neither 20 bytes nor its hash (the length check
+#   jumps out with r still 0 from the base64 decoding), so any passphrase
+#   "opens" the volume with a wrong key. Rampart refuses such a digest.
+CRYPTSETUP_DIFFERS = {
+    "token_id_32": "abort",  # token_is_blocked: assert(token < 32)
+    "token_id_40": "abort",
+    "digest_unknown_hash": "accepts-any-passphrase",
+    "digest_hash_size_mismatch": "accepts-any-passphrase",
+}
+
+
 def make(d):
     os.makedirs(d, exist_ok=True)
     base = make_base(d)
@@ -532,7 +576,8 @@ def make(d):
         with open(os.path.join(d, name + ".img"), "wb") as f:
             f.write(img)
         cases.append({"name": name, "check": check, "verdict": verdict,
-                      "passphrase": passphrase.decode()})
+                      "passphrase": passphrase.decode(),
+                      "cryptsetup": CRYPTSETUP_DIFFERS.get(name, verdict)})
     with open(os.path.join(d, "cases.json"), "w") as f:
         json.dump(cases, f, indent=1)
 

@@ -20,8 +20,16 @@ pub(crate) fn verify(digest: &DigestJson, id: usize, key: &[u8]) -> Result<bool>
         return Err(Error::corrupt(format!("{what}: PBKDF2 iterations is 0")));
     }
     let expected = SecretBytes::new(b64_decode(&d.digest, &format!("{what} value"))?);
-    if expected.is_empty() || expected.len() > 64 {
-        return Err(Error::corrupt(format!("{what}: digest of {} bytes", expected.len())));
+    // 20 bytes (LUKS1's SHA-1 digest) or the hash's size. cryptsetup 2.6
+    // accepts every passphrase for any other length (its check returns
+    // success), so such a header is refused here rather than trusted.
+    if expected.len() != 20 && expected.len() != hash.output_len() {
+        return Err(Error::corrupt(format!(
+            "{what}: a {} digest of {} bytes (20 or {} expected)",
+            d.hash,
+            expected.len(),
+            hash.output_len()
+        )));
     }
     let mut computed = SecretBytes::zeroed(expected.len());
     pbkdf2(hash, key, &salt, d.iterations, computed.expose_mut())?;

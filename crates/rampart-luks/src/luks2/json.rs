@@ -7,6 +7,12 @@
 //! keeps them; keyslots, segments and digests of unknown types, and all
 //! tokens, are kept as raw JSON.
 //!
+//! Writing is as tolerant as reading: the document as loaded is kept, and
+//! every object whose typed form did not change is written back as it was
+//! read, byte for byte (unknown members, member order, object order);
+//! inside a changed object, members keep their places and new ones follow,
+//! as json-c's in-place updates leave them in cryptsetup.
+//!
 //! 64-bit numbers are JSON strings of decimal digits; they are parsed with
 //! overflow checks and every layout computation on them uses checked
 //! arithmetic.
@@ -64,6 +70,24 @@ pub(crate) fn parse_id(s: &str) -> std::result::Result<usize, String> {
         // creates ids up to MAX_ID.
         Ok(id) if canonical && id <= u32::MAX as usize => Ok(id),
         _ => Err(format!("\"{}\" is not an object id (a decimal number)", shorten(s))),
+    }
+}
+
+/// How cryptsetup reads an object's name (`numbered()`): any string of
+/// decimal digits. It looks objects up by their canonical name (`"%d"`), so
+/// an object named `"01"` loads but cannot be found by id; Rampart keeps
+/// such names and refuses to use the object, as cryptsetup fails to.
+fn parse_name(s: &str) -> std::result::Result<(usize, bool), String> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("\"{}\" is not an object id (a decimal number)", shorten(s)));
+    }
+    let digits = s.trim_start_matches('0');
+    let id = if digits.is_empty() { Ok(0) } else { digits.parse::<u32>().map(|n| n as usize) };
+    match id {
+        Ok(id) => Ok((id, parse_id(s).is_ok())),
+        Err(_) => {
+            Err(format!("\"{}\" is not an object id (it does not fit in 32 bits)", shorten(s)))
+        }
     }
 }
 
@@ -381,6 +405,58 @@ pub(crate) struct Metadata {
     pub(crate) config: Config,
     /// Unknown top-level members.
     pub(crate) extra: Map<String, Value>,
+    /// Object names that are not canonical ids (`"01"`), by section and id.
+    pub(crate) odd_names: BTreeMap<(Section, usize), String>,
+    /// The document as loaded, for writing untouched objects back as they
+    /// were; `None` for a header made here.
+    pub(crate) source: Option<std::sync::Arc<Source>>,
+}
+
+/// The sections of numbered objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Section {
+    Keyslots,
+    Tokens,
+    Segments,
+    Digests,
+}
+
+/// A loaded document and its typed form at load time.
+#[derive(Debug)]
+pub(crate) struct Source {
+    /// The JSON text as parsed (member order kept).
+    document: Value,
+    /// What the typed model wrote for it right after loading: a member
+    /// whose typed form still equals this is written back from `document`.
+    typed: Value,
+}
+
+/// `new` laid out as `src`: a value the typed model left as it was when it
+/// read `src` (`base`) is `src` itself; in a changed object, members keep
+/// their order, members the model dropped stay dropped, new ones follow.
+fn preserve(src: &Value, base: Option<&Value>, new: &Value) -> Value {
+    if base == Some(new) {
+        return src.clone();
+    }
+    match (src, new) {
+        (Value::Object(src), Value::Object(new_map)) => {
+            let base = base.and_then(Value::as_object);
+            let mut out = Map::new();
+            for (name, old) in src {
+                if let Some(value) = new_map.get(name) {
+                    let before = base.and_then(|b| b.get(name));
+                    out.insert(name.clone(), preserve(old, before, value));
+                }
+            }
+            for (name, value) in new_map {
+                if !src.contains_key(name) {
+                    out.insert(name.clone(), value.clone());
+                }
+            }
+            Value::Object(out)
+        }
+        _ => new.clone(),
+    }
 }
 
 fn typed<T: serde::de::DeserializeOwned>(value: Value, what: &str) -> Result<T> {
@@ -397,14 +473,26 @@ fn take_object(top: &mut Map<String, Value>, name: &str) -> Result<Map<String, V
 
 fn numbered<T>(
     section: Map<String, Value>,
+    kind: Section,
+    odd_names: &mut BTreeMap<(Section, usize), String>,
     what: &str,
     mut parse: impl FnMut(usize, Value) -> Result<T>,
 ) -> Result<BTreeMap<usize, T>> {
     let mut out = BTreeMap::new();
     for (name, value) in section {
-        let id = parse_id(&name).map_err(|e| Error::corrupt(format!("{what} name {e}")))?;
+        let (id, canonical) =
+            parse_name(&name).map_err(|e| Error::corrupt(format!("{what} name {e}")))?;
         if !value.is_object() {
             return Err(Error::corrupt(format!("{what} {id} is not an object")));
+        }
+        if out.contains_key(&id) {
+            return Err(Error::corrupt(format!(
+                "two {what}s are both numbered {id} (\"{}\")",
+                shorten(&name)
+            )));
+        }
+        if !canonical {
+            odd_names.insert((kind, id), name);
         }
         out.insert(id, parse(id, value)?);
     }
@@ -449,117 +537,202 @@ impl Metadata {
                 "JSON metadata nests deeper than {MAX_DEPTH} levels (json-c's limit)"
             )));
         }
+        let document = value.clone();
         let Value::Object(mut top) = value else {
             return Err(Error::corrupt("JSON metadata is not an object"));
         };
-        let keyslots = numbered(take_object(&mut top, "keyslots")?, "keyslot", |id, v| {
-            let what = format!("keyslot {id}");
-            let kind = type_of(&v, &what)?;
-            match v.get("key_size") {
-                Some(Value::Number(n)) if n.as_u64().is_some_and(|n| n <= u64::from(u32::MAX)) => {}
-                _ => {
-                    return Err(Error::corrupt(format!(
-                        "{what}: \"key_size\" is not a 32-bit unsigned integer"
-                    )))
-                }
-            }
-            if kind == "luks2" {
-                Ok(Keyslot::Luks2(Box::new(typed(v, &what)?)))
-            } else {
-                let area = v
-                    .get("area")
-                    .cloned()
-                    .ok_or_else(|| Error::corrupt(format!("{what} has no \"area\" object")))?;
-                let bounds: AreaBounds = typed(area, &format!("{what} area"))?;
-                Ok(Keyslot::Other {
-                    kind,
-                    area: Area { offset: bounds.offset.0, size: bounds.size.0 },
-                    raw: v,
-                })
-            }
-        })?;
-        let tokens = numbered(take_object(&mut top, "tokens")?, "token", |_, v| Ok(v))?;
-        let segments = numbered(take_object(&mut top, "segments")?, "segment", |id, v| {
-            let what = format!("segment {id}");
-            let kind = type_of(&v, &what)?;
-            if kind == "crypt" {
-                let seg: CryptSegment = typed(v, &what)?;
-                if seg.encryption.is_empty() {
-                    return Err(Error::corrupt(format!("{what}: \"encryption\" is empty")));
-                }
-                if let Some(integrity) = &seg.integrity {
-                    let ok = ["type", "journal_encryption", "journal_integrity"].iter().all(|f| {
-                        integrity.get(f).and_then(Value::as_str).is_some_and(|s| !s.is_empty())
-                    });
-                    if !ok {
+        let mut odd_names = BTreeMap::new();
+        let names = &mut odd_names;
+        let keyslots = numbered(
+            take_object(&mut top, "keyslots")?,
+            Section::Keyslots,
+            names,
+            "keyslot",
+            |id, v| {
+                let what = format!("keyslot {id}");
+                let kind = type_of(&v, &what)?;
+                match v.get("key_size") {
+                    Some(Value::Number(n))
+                        if n.as_u64().is_some_and(|n| n <= u64::from(u32::MAX)) => {}
+                    _ => {
                         return Err(Error::corrupt(format!(
-                            "{what}: \"integrity\" needs type, journal_encryption and journal_integrity strings"
-                        )));
+                            "{what}: \"key_size\" is not a 32-bit unsigned integer"
+                        )))
                     }
                 }
-                Ok(SegmentJson::Crypt(Box::new(seg)))
-            } else {
-                let bounds: SegmentBounds = typed(v.clone(), &what)?;
-                Ok(SegmentJson::Other { kind, offset: bounds.offset.0, size: bounds.size, raw: v })
-            }
-        })?;
-        let digests = numbered(take_object(&mut top, "digests")?, "digest", |id, v| {
-            let what = format!("digest {id}");
-            let kind = type_of(&v, &what)?;
-            // Digest fields are checked when the digest is used, as
-            // cryptsetup checks them: a pbkdf2 digest Rampart cannot read
-            // is kept as it is.
-            let pbkdf2 =
-                if kind == "pbkdf2" { typed::<Pbkdf2Digest>(v.clone(), &what).ok() } else { None };
-            if let Some(d) = pbkdf2 {
-                Ok(DigestJson::Pbkdf2(Box::new(d)))
-            } else {
-                Ok(DigestJson::Other {
-                    keyslots: refs(&v, "keyslots", &what)?,
-                    segments: refs(&v, "segments", &what)?,
-                    raw: v,
-                })
-            }
-        })?;
+                if kind == "luks2" {
+                    Ok(Keyslot::Luks2(Box::new(typed(v, &what)?)))
+                } else {
+                    let area = v
+                        .get("area")
+                        .cloned()
+                        .ok_or_else(|| Error::corrupt(format!("{what} has no \"area\" object")))?;
+                    let bounds: AreaBounds = typed(area, &format!("{what} area"))?;
+                    Ok(Keyslot::Other {
+                        kind,
+                        area: Area { offset: bounds.offset.0, size: bounds.size.0 },
+                        raw: v,
+                    })
+                }
+            },
+        )?;
+        let tokens =
+            numbered(take_object(&mut top, "tokens")?, Section::Tokens, names, "token", |_, v| {
+                Ok(v)
+            })?;
+        let segments = numbered(
+            take_object(&mut top, "segments")?,
+            Section::Segments,
+            names,
+            "segment",
+            |id, v| {
+                let what = format!("segment {id}");
+                let kind = type_of(&v, &what)?;
+                if kind == "crypt" {
+                    let seg: CryptSegment = typed(v, &what)?;
+                    if seg.encryption.is_empty() {
+                        return Err(Error::corrupt(format!("{what}: \"encryption\" is empty")));
+                    }
+                    if let Some(integrity) = &seg.integrity {
+                        let ok =
+                            ["type", "journal_encryption", "journal_integrity"].iter().all(|f| {
+                                integrity
+                                    .get(f)
+                                    .and_then(Value::as_str)
+                                    .is_some_and(|s| !s.is_empty())
+                            });
+                        if !ok {
+                            return Err(Error::corrupt(format!(
+                            "{what}: \"integrity\" needs type, journal_encryption and journal_integrity strings"
+                        )));
+                        }
+                    }
+                    Ok(SegmentJson::Crypt(Box::new(seg)))
+                } else {
+                    let bounds: SegmentBounds = typed(v.clone(), &what)?;
+                    Ok(SegmentJson::Other {
+                        kind,
+                        offset: bounds.offset.0,
+                        size: bounds.size,
+                        raw: v,
+                    })
+                }
+            },
+        )?;
+        let digests = numbered(
+            take_object(&mut top, "digests")?,
+            Section::Digests,
+            names,
+            "digest",
+            |id, v| {
+                let what = format!("digest {id}");
+                let kind = type_of(&v, &what)?;
+                // Digest fields are checked when the digest is used, as
+                // cryptsetup checks them: a pbkdf2 digest Rampart cannot read
+                // is kept as it is.
+                let pbkdf2 = if kind == "pbkdf2" {
+                    typed::<Pbkdf2Digest>(v.clone(), &what).ok()
+                } else {
+                    None
+                };
+                if let Some(d) = pbkdf2 {
+                    Ok(DigestJson::Pbkdf2(Box::new(d)))
+                } else {
+                    Ok(DigestJson::Other {
+                        keyslots: refs(&v, "keyslots", &what)?,
+                        segments: refs(&v, "segments", &what)?,
+                        raw: v,
+                    })
+                }
+            },
+        )?;
         let config: Config = typed(Value::Object(take_object(&mut top, "config")?), "config")?;
-        Ok(Self { keyslots, tokens, segments, digests, config, extra: top })
+        let mut meta = Self {
+            keyslots,
+            tokens,
+            segments,
+            digests,
+            config,
+            extra: top,
+            odd_names,
+            source: None,
+        };
+        let typed = meta.typed_value()?;
+        meta.source = Some(std::sync::Arc::new(Source { document, typed }));
+        Ok(meta)
     }
 
-    /// The metadata as JSON.
+    /// The metadata as JSON, untouched objects as they were loaded.
     pub(crate) fn to_value(&self) -> Result<Value> {
-        fn section<T>(
+        let new = self.typed_value()?;
+        Ok(match &self.source {
+            Some(source) => preserve(&source.document, Some(&source.typed), &new),
+            None => new,
+        })
+    }
+
+    /// The name of object `id` of a section: its id, or the name it was
+    /// loaded with.
+    fn name_of(&self, section: Section, id: usize) -> String {
+        self.odd_names.get(&(section, id)).cloned().unwrap_or_else(|| id.to_string())
+    }
+
+    /// Whether object `id` of a section has a canonical name, that is,
+    /// whether cryptsetup can find it by id.
+    pub(crate) fn reachable(&self, section: Section, id: usize) -> bool {
+        !self.odd_names.contains_key(&(section, id))
+    }
+
+    /// The metadata as the typed model writes it.
+    fn typed_value(&self) -> Result<Value> {
+        let section = |kind: Section, items: Vec<(usize, Value)>| {
+            let mut out = Map::new();
+            for (id, item) in items {
+                out.insert(self.name_of(kind, id), item);
+            }
+            Value::Object(out)
+        };
+        fn each<T>(
             map: &BTreeMap<usize, T>,
             mut f: impl FnMut(&T) -> Result<Value>,
-        ) -> Result<Value> {
-            let mut out = Map::new();
-            for (id, item) in map {
-                out.insert(id.to_string(), f(item)?);
-            }
-            Ok(Value::Object(out))
+        ) -> Result<Vec<(usize, Value)>> {
+            map.iter().map(|(id, item)| Ok((*id, f(item)?))).collect()
         }
         let ser = |e: serde_json::Error| Error::corrupt(format!("cannot encode metadata: {e}"));
         let mut top = self.extra.clone();
         top.insert(
             "keyslots".into(),
-            section(&self.keyslots, |k| match k {
-                Keyslot::Luks2(ks) => serde_json::to_value(ks).map_err(ser),
-                Keyslot::Other { raw, .. } => Ok(raw.clone()),
-            })?,
+            section(
+                Section::Keyslots,
+                each(&self.keyslots, |k| match k {
+                    Keyslot::Luks2(ks) => serde_json::to_value(ks).map_err(ser),
+                    Keyslot::Other { raw, .. } => Ok(raw.clone()),
+                })?,
+            ),
         );
-        top.insert("tokens".into(), section(&self.tokens, |t| Ok(t.clone()))?);
+        top.insert(
+            "tokens".into(),
+            section(Section::Tokens, each(&self.tokens, |t| Ok(t.clone()))?),
+        );
         top.insert(
             "segments".into(),
-            section(&self.segments, |s| match s {
-                SegmentJson::Crypt(seg) => serde_json::to_value(seg).map_err(ser),
-                SegmentJson::Other { raw, .. } => Ok(raw.clone()),
-            })?,
+            section(
+                Section::Segments,
+                each(&self.segments, |s| match s {
+                    SegmentJson::Crypt(seg) => serde_json::to_value(seg).map_err(ser),
+                    SegmentJson::Other { raw, .. } => Ok(raw.clone()),
+                })?,
+            ),
         );
         top.insert(
             "digests".into(),
-            section(&self.digests, |d| match d {
-                DigestJson::Pbkdf2(dg) => serde_json::to_value(dg).map_err(ser),
-                DigestJson::Other { raw, .. } => Ok(raw.clone()),
-            })?,
+            section(
+                Section::Digests,
+                each(&self.digests, |d| match d {
+                    DigestJson::Pbkdf2(dg) => serde_json::to_value(dg).map_err(ser),
+                    DigestJson::Other { raw, .. } => Ok(raw.clone()),
+                })?,
+            ),
         );
         top.insert("config".into(), serde_json::to_value(&self.config).map_err(ser)?);
         Ok(Value::Object(top))
@@ -634,5 +807,29 @@ mod tests {
         assert_eq!(v["digests"]["0"]["note"], 1);
         assert_eq!(v["config"]["x-cfg"], true);
         assert_eq!(v["tokens"]["0"]["k"][1]["a"], Value::Null);
+    }
+
+    #[test]
+    fn untouched_objects_keep_their_bytes_and_changed_ones_their_order() {
+        let text = br#"{"config":{"x":{"b":1,"a":2},"json_size":"12288","keyslots_size":"16744448"},"tokens":{"01":{"z":1,"type":"t","keyslots":[]},"3":{"type":"u","keyslots":[]}},"segments":{"0":{"type":"crypt","offset":"16777216","size":"dynamic","iv_tweak":"0","encryption":"aes-xts-plain64","sector_size":4096}},"keyslots":{},"digests":{"0":{"type":"pbkdf2","keyslots":[],"segments":["0"],"hash":"sha256","iterations":1000,"salt":"AA==","digest":"AA==","note":1}}}"#;
+        let meta = Metadata::parse(text).unwrap();
+        assert_eq!(meta.to_text().unwrap(), text.to_vec());
+        assert!(!meta.reachable(Section::Tokens, 1));
+        let mut changed = meta.clone();
+        changed.tokens.remove(&3);
+        changed.tokens.insert(2, serde_json::json!({"type": "new", "keyslots": []}));
+        if let Some(DigestJson::Pbkdf2(d)) = changed.digests.get_mut(&0) {
+            d.iterations = 2000;
+        }
+        let out = String::from_utf8(changed.to_text().unwrap()).unwrap();
+        assert!(out.starts_with(r#"{"config":{"x":{"b":1,"a":2},"#), "{out}");
+        assert!(
+            out.contains(r#""tokens":{"01":{"z":1,"type":"t","keyslots":[]},"2":{"type":"new""#),
+            "{out}"
+        );
+        assert!(
+            out.contains(r#""iterations":2000,"salt":"AA==","digest":"AA==","note":1}"#),
+            "{out}"
+        );
     }
 }

@@ -3,7 +3,7 @@
 
 use rampart_crypto::{fill_random, HashAlg, SecretBytes};
 
-use super::json::{Af, Area, Kdf, Keyslot, Luks2Keyslot, Metadata, RawArea, U64Str};
+use super::json::{b64_decode, Af, Area, Kdf, Keyslot, Luks2Keyslot, Metadata, RawArea, U64Str};
 use super::validate::{hash_alg, kdf_params, Layout, SALT_LEN};
 use crate::cipher::{crypt_material, DataCipher};
 use crate::io::{read_exact, MetadataIo};
@@ -37,9 +37,9 @@ pub(crate) fn open(
             af::MAX_KEY_BYTES
         )));
     }
-    let stripes = u32::try_from(ks.af.stripes).map_err(|_| {
-        Error::UnsupportedCipher(format!("{what}: anti-forensic stripe count {}", ks.af.stripes))
-    })?;
+    // cryptsetup reads the stripe count but always splits into 4000
+    // stripes; keyslots open as they open there.
+    let stripes = af::STRIPES;
     let material_len = af::split_sectors_bytes(key_len, stripes)
         .map_err(|e| Error::UnsupportedCipher(format!("{what}: {}", unsupported_msg(&e))))?;
     let derived = params.derive(passphrase, &salt, area_key)?;
@@ -47,6 +47,39 @@ pub(crate) fn open(
     read_exact(io, ks.area.offset.0, material.expose_mut(), &format!("{what} area"))?;
     crypt_material(cipher, derived.expose(), material.expose_mut(), false)?;
     af::merge(material.expose(), key_len, stripes, af_hash)
+}
+
+/// Why keyslot `id` cannot be opened by any LUKS2 implementation
+/// (cryptsetup's keyslot handler fails on it with an error other than a
+/// wrong passphrase, which ends its search), if it cannot: an unknown KDF,
+/// costs below 1, a salt that is not 32 bytes of base64, a key size of 0.
+pub(crate) fn unusable_anywhere(id: usize, ks: &Luks2Keyslot) -> Option<Error> {
+    let what = format!("keyslot {id}");
+    let costs: &[(&str, i64)] = match &ks.kdf {
+        Kdf::Pbkdf2 { iterations, .. } => &[("PBKDF2 iterations", *iterations)],
+        Kdf::Argon2i { time, memory, cpus, .. } | Kdf::Argon2id { time, memory, cpus, .. } => {
+            &[("Argon2 time cost", *time), ("Argon2 memory", *memory), ("Argon2 threads", *cpus)]
+        }
+        Kdf::Other => {
+            return Some(Error::UnsupportedCipher(format!(
+                "{what}: its KDF type is not pbkdf2, argon2i or argon2id"
+            )))
+        }
+    };
+    if let Some((name, value)) = costs.iter().find(|(_, v)| *v < 1) {
+        return Some(Error::UnsupportedCipher(format!("{what}: {name} {value} is below 1")));
+    }
+    let salt = match &ks.kdf {
+        Kdf::Pbkdf2 { salt, .. } | Kdf::Argon2i { salt, .. } | Kdf::Argon2id { salt, .. } => salt,
+        Kdf::Other => return None,
+    };
+    if b64_decode(salt, "").map_or(true, |s| s.len() != SALT_LEN) {
+        return Some(Error::corrupt(format!("{what}: the KDF salt is not 32 bytes of base64")));
+    }
+    if ks.key_size == 0 || ks.area.key_size < 1 {
+        return Some(Error::UnsupportedCipher(format!("{what}: a key size of 0")));
+    }
+    None
 }
 
 fn unsupported_msg(e: &Error) -> String {
@@ -159,8 +192,7 @@ pub(crate) fn store(
     let (params, salt) = kdf_params(&ks.kdf, "new keyslot")?;
     let area_key = usize::try_from(ks.area.key_size)
         .map_err(|_| Error::invalid("new keyslot: invalid area key size"))?;
-    let stripes = u32::try_from(ks.af.stripes)
-        .map_err(|_| Error::invalid("new keyslot: invalid stripe count"))?;
+    let stripes = af::STRIPES;
     let derived = params.derive(passphrase, &salt, area_key)?;
     let mut material = af::split(key.expose(), stripes, af_hash)?;
     crypt_material(cipher, derived.expose(), material.expose_mut(), true)?;

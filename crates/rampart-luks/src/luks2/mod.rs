@@ -346,9 +346,18 @@ impl Luks2 {
     /// else segment 0), whatever its type.
     fn segment_digest(&self) -> Result<(usize, &DigestJson)> {
         let seg_id = segment::default_segment(&self.meta);
-        self.meta
+        let (id, digest) = self
+            .meta
             .digest_of_segment(seg_id)
-            .ok_or_else(|| Error::corrupt(format!("segment {seg_id} has no digest")))
+            .ok_or_else(|| Error::corrupt(format!("segment {seg_id} has no digest")))?;
+        if !self.meta.reachable(json::Section::Digests, id) {
+            // cryptsetup finds the digest by iteration, then fails to look
+            // it up by id: the volume loads but opens in neither tool.
+            return Err(Error::corrupt(format!(
+                "digest {id} is not named by its id (\"{id}\"), so it cannot be used"
+            )));
+        }
+        Ok((id, digest))
     }
 
     pub(crate) fn verify_volume_key(&self, key: &SecretBytes) -> Result<bool> {
@@ -393,12 +402,18 @@ impl Luks2 {
                 list
             }
         };
-        let mut tried = false;
+        // As cryptsetup: a wrong passphrase moves on to the next keyslot,
+        // and so does a keyslot whose algorithms Rampart lacks (cryptsetup
+        // might run them); a keyslot no implementation can use ends the
+        // search with its error, as it ends cryptsetup's.
         let mut first_error = None;
         for id in candidates {
             let Some(Keyslot::Luks2(ks)) = self.meta.keyslots.get(&id) else {
                 continue;
             };
+            if let Some(e) = keyslot::unusable_anywhere(id, ks) {
+                return Err(first_error.unwrap_or(e));
+            }
             let candidate = match keyslot::open(io, id, ks, passphrase) {
                 Ok(key) => key,
                 Err(e @ Error::Io(_)) => return Err(e),
@@ -407,14 +422,13 @@ impl Luks2 {
                     continue;
                 }
             };
-            tried = true;
             if digest::verify(digest, digest_id, candidate.expose())? {
                 return Ok((id, candidate));
             }
         }
         match first_error {
-            Some(e) if !tried => Err(e),
-            _ => Err(Error::NoKey),
+            Some(e) => Err(e),
+            None => Err(Error::NoKey),
         }
     }
 
@@ -591,6 +605,8 @@ impl Luks2 {
                 extra: serde_json::Map::new(),
             },
             extra: serde_json::Map::new(),
+            odd_names: Default::default(),
+            source: None,
         };
         meta.segments
             .insert(0, segment::new_crypt(plan.data_offset, opts.cipher, opts.sector_size));

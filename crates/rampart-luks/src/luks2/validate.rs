@@ -10,7 +10,8 @@ use rampart_crypto::HashAlg;
 
 use super::binary::BIN_SIZE;
 use super::json::{
-    b64_decode, shorten, Area, Kdf, Keyslot, Luks2Keyslot, Metadata, SegmentJson, SizeField,
+    b64_decode, shorten, Area, Kdf, Keyslot, Luks2Keyslot, Metadata, Section, SegmentJson,
+    SizeField,
 };
 use crate::pbkdf::{KdfParams, PbkdfKind};
 use crate::{Error, Result};
@@ -164,13 +165,14 @@ fn check_areas(meta: &Metadata, layout: &Layout) -> Result<()> {
 fn check_digests(meta: &Metadata) -> Result<()> {
     for (id, digest) in &meta.digests {
         let what = format!("digest {id}");
+        // Looked up by canonical name, as cryptsetup looks them up.
         for k in digest.keyslots() {
-            if !meta.keyslots.contains_key(&k.0) {
+            if !meta.keyslots.contains_key(&k.0) || !meta.reachable(Section::Keyslots, k.0) {
                 return Err(Error::corrupt(format!("{what} refers to missing keyslot {}", k.0)));
             }
         }
         for s in digest.segments() {
-            if !meta.segments.contains_key(&s.0) {
+            if !meta.segments.contains_key(&s.0) || !meta.reachable(Section::Segments, s.0) {
                 return Err(Error::corrupt(format!("{what} refers to missing segment {}", s.0)));
             }
         }
