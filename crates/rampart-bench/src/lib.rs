@@ -393,9 +393,10 @@ impl Worker {
         let mut key = vec![0u8; key_bits / 8];
         fill_random(&mut key)?;
         Ok(match family {
-            CipherFamily::AesXts => {
-                Self::Xts(Xts::with_path(&key, xts_path.unwrap_or_else(XtsPath::best))?)
-            }
+            CipherFamily::AesXts => Self::Xts(match xts_path {
+                Some(path) => Xts::with_path(&key, path)?,
+                None => Xts::new(&key)?,
+            }),
             CipherFamily::AesCbc => Self::Cbc(Cbc::new(&key, CbcIv::Plain64)?),
             CipherFamily::AesGcm => Self::Gcm(Gcm::new(&key)?),
         })

@@ -135,6 +135,49 @@ impl CipherCtx {
         self.apply(data)
     }
 
+    /// Sets a fresh 16-byte IV (or XTS tweak) and transforms `src` into
+    /// `dst`, which callers size to `src`'s length.
+    pub(crate) fn apply_with_iv_to(
+        &mut self,
+        iv: &[u8; 16],
+        src: &[u8],
+        dst: &mut [u8],
+    ) -> Result<()> {
+        if src.len() != dst.len() {
+            return Err(CryptoError::InvalidLength {
+                what: "cipher output buffer",
+                len: dst.len(),
+                requirement: "the length of the input",
+            });
+        }
+        // SAFETY: as in apply_with_iv.
+        let ok = unsafe {
+            sys::EVP_CipherInit_ex(
+                self.ctx.as_ptr(),
+                std::ptr::null(),
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                iv.as_ptr(),
+                -1,
+            )
+        };
+        if ok != 1 {
+            return Err(CryptoError::Backend("EVP_CipherInit_ex(iv)"));
+        }
+        if src.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: src and dst are distinct valid buffers of the same length
+        // (a &[u8] and a &mut [u8] cannot overlap).
+        let ok = unsafe {
+            sys::EVP_Cipher(self.ctx.as_ptr(), dst.as_mut_ptr(), src.as_ptr(), src.len())
+        };
+        if ok != 1 {
+            return Err(CryptoError::Backend("EVP_Cipher"));
+        }
+        Ok(())
+    }
+
     /// Transforms `data` in place, continuing from the current state.
     /// Callers guarantee a whole number of blocks for ECB/CBC.
     pub(crate) fn apply(&mut self, data: &mut [u8]) -> Result<()> {
