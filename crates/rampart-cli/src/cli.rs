@@ -49,6 +49,14 @@ pub enum Command {
     Import(ImportArgs),
     /// Rewrite a damaged LUKS2 header copy from the intact one.
     Repair(RepairArgs),
+    /// Copy a volume under a new volume key, UUID and keyslots: the clone
+    /// shares no secret with its source.
+    Clone(CloneArgs),
+    /// Fill a volume's data with zeros through its key (the ciphertext
+    /// looks random), or with --header destroy its headers and keyslots so
+    /// that it can never be opened again (a detached header is
+    /// --header-file FILE here).
+    Wipe(WipeArgs),
     /// Exit 0 when VOL holds a LUKS header (of --type, if given), 1 when
     /// not, like `cryptsetup isLuks`.
     IsLuks(IsLuksArgs),
@@ -396,6 +404,11 @@ pub struct FormatArgs {
     /// Do not ask before overwriting an existing LUKS header.
     #[arg(long, short = 'q')]
     pub batch_mode: bool,
+    /// Fill the new volume's data area with zeros through its key, so that
+    /// it reads as zeros and nothing of the old contents remains (like
+    /// dm-crypt zero-filling a new mapping).
+    #[arg(long)]
+    pub wipe: bool,
     /// Bind the new volume to this key-manager key (as `rampart bind`),
     /// with the client bundle of --kms or $RAMPART_KMS.
     #[arg(long = "key", value_name = "NAME")]
@@ -559,6 +572,57 @@ pub struct ExportArgs {
     pub key: KeyArgs,
     #[command(flatten)]
     pub tokens: TokenArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CloneArgs {
+    /// The source volume (SRC); --header names its detached header.
+    #[command(flatten)]
+    pub volume: VolumeArgs,
+    /// Where the clone goes: a new file, a block device, or `-` for
+    /// standard output. The clone always carries its header.
+    #[arg(value_name = "DST")]
+    pub target: PathBuf,
+    #[command(flatten)]
+    pub key: KeyArgs,
+    #[command(flatten)]
+    pub tokens: TokenArgs,
+    /// The clone's passphrase, from FILE (exact bytes; `-` = standard
+    /// input). Default: the passphrase that opened SRC.
+    #[arg(long, value_name = "FILE")]
+    pub new_key_file: Option<PathBuf>,
+    /// Bind the clone to this key-manager key (a fresh binding, with the
+    /// bundle of --kms or $RAMPART_KMS); without --new-key-file the clone
+    /// then has no passphrase at all.
+    #[arg(long = "key", value_name = "NAME")]
+    pub kms_key: Option<String>,
+    #[command(flatten)]
+    pub pbkdf: PbkdfArgs,
+    /// Overwrite DST when it is a non-empty file, without asking.
+    #[arg(long, short = 'q')]
+    pub batch_mode: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct WipeArgs {
+    /// The volume file or block device.
+    #[arg(value_name = "VOL")]
+    pub volume: PathBuf,
+    /// Destroy both headers and every keyslot with random bytes instead
+    /// (cryptsetup's luksErase, and the header area overwritten): the data
+    /// can never be decrypted again. Needs no passphrase.
+    #[arg(long = "header")]
+    pub header: bool,
+    /// A detached LUKS header file (here `--header` is the flag above).
+    #[arg(long, value_name = "FILE")]
+    pub header_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub key: KeyArgs,
+    #[command(flatten)]
+    pub tokens: TokenArgs,
+    /// Do not ask before wiping.
+    #[arg(long, short = 'q')]
+    pub batch_mode: bool,
 }
 
 #[derive(Debug, clap::Args)]

@@ -599,3 +599,56 @@ fn bind_readme_quickstart() {
     assert!(stdout.contains("token 0: keyslot 1 bound to key vol-keys version 1"), "{stdout}");
     assert!(!stderr.contains("passphrase"), "no passphrase was asked for: {stderr}");
 }
+
+/// `clone --key NAME`: the clone gets its own binding (a new volume key, a
+/// new wrapped passphrase) and, without --new-key-file, no passphrase at
+/// all; a source opened through its token has no passphrase to pass on.
+#[test]
+fn clone_gets_a_fresh_binding() {
+    nbd::require(&["cryptsetup"]);
+    let d = Deployment::start("bind-clone");
+    let eu = s(&d.eu).to_owned();
+    let (src, _) = d.format("src", Some(&d.eu));
+    let pass = d.pass_file();
+    let dst = d.path("dst");
+    // Opened through the token: a passphrase for the clone must be named.
+    let out = rampart(&["clone", s(&src), s(&dst), "--kms", &eu, "--token-only"]);
+    let err = refused(&out, "clone with nothing to give the clone");
+    assert!(err.contains("--new-key-file or --key"), "{err}");
+    assert!(!dst.exists() || std::fs::metadata(&dst).unwrap().len() == 0);
+
+    let mut args = vec!["clone", s(&src), s(&dst), "--kms", &eu, "--token-only", "--key", "disk"];
+    args.extend_from_slice(CHEAP_KDF);
+    ok(&args);
+    assert_eq!(keyslot_ids(&dst), vec!["1".to_owned()], "the throwaway keyslot 0 is gone");
+    let (src_token, dst_token) = (d.token(&src, 0), d.token(&dst, 0));
+    assert_eq!(dst_token["key"], "disk");
+    assert_ne!(src_token["wrapped"], dst_token["wrapped"]);
+    ok(&["test-key", s(&dst), "--token-only", "--kms", &eu]);
+    refused(
+        &rampart(&["test-key", s(&dst), "--key-file", s(&pass)]),
+        "the source passphrase on the clone",
+    );
+    let key_of = |vol: &Path| {
+        let dump: serde_json::Value = serde_json::from_str(&ok(&[
+            "dump",
+            s(vol),
+            "--json",
+            "--dump-volume-key",
+            "--kms",
+            &eu,
+            "--token-only",
+        ]))
+        .unwrap();
+        dump["volume_key"].as_str().unwrap().to_owned()
+    };
+    assert_ne!(key_of(&src), key_of(&dst));
+    let export = |vol: &Path| {
+        let out = rampart(&["export", s(vol), "-", "--kms", &eu, "--token-only"]);
+        assert!(out.status.success(), "export: {}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    };
+    assert!(export(&src) == export(&dst), "the clone's plaintext differs");
+    let dump = nbd::run("cryptsetup", &["luksDump", s(&dst)]);
+    assert!(dump.status.success());
+}

@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used)]
-//! Issue 3, coverage 8: `rampart export --offset/--length` (to a file and to
+//! `rampart export --offset/--length` (to a file and to
 //! `-`, standard output) and `rampart import -` (standard input) at odd
 //! lengths and unaligned offsets, checked against an in-memory model of the
 //! plaintext. Every import must change only the ciphertext of the sectors

@@ -209,7 +209,7 @@ fn rampart_token(volume: &Path, id: usize) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-const KMS_TOKEN: &str = r#"{"type":"rampart-kms","keyslots":["0"],"server":"https://kms.example:8443/v1","key_id":"vol-42","wrapped":"q83vEjRWeJA=","nested":{"list":[1,-2,3.5,true,null,{"k":"v"}],"text":"Zürich \"quoted\" \\ tab\t"}}"#;
+const KMS_TOKEN: &str = r#"{"type":"rampart-kms","keyslots":["0"],"server":"https://kms.example:8443/v1","key_id":"vol-42","wrapped":"rampart:v1:vol-42:1:q83vEjRWeJCrze8SNFZ4kKvN7xI0VniQq83vEjRWeJCrze8SNFZ4kKvN7xI0VniQ","nested":{"list":[1,-2,3.5,true,null,{"k":"v"}],"text":"Zürich \"quoted\" \\ tab\t"}}"#;
 
 /// A token imported by cryptsetup survives every Rampart header rewrite.
 #[test]

@@ -314,3 +314,53 @@ fn block_devices_lock_through_run_cryptsetup_like_cryptsetup() {
     ok("cryptsetup luksDump while serving", cryptsetup(&["luksDump", p(&device.0)]));
     server.stop();
 }
+
+/// No lock is held while a passphrase is asked for: cryptsetup changes the
+/// header while `rampart add-key` waits for its passphrases, and Rampart
+/// then writes its keyslot onto the changed header, keeping cryptsetup's
+/// change.
+#[test]
+fn no_lock_is_held_while_a_passphrase_is_asked_for() {
+    require(&["cryptsetup"]);
+    let dir = TempDir::new("lock-prompt");
+    let key = key_file(&dir);
+    let vol = make_volume(&dir, "vol", 8 * MIB);
+    let mut args = vec!["add-key", p(&vol)];
+    args.extend_from_slice(PBKDF2);
+    // Passphrases come from standard input, one line each, written later.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rampart"))
+        .args(&args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Give Rampart time to load the header and block on its prompt.
+    std::thread::sleep(Duration::from_millis(500));
+    let token = dir.file("token.json", br#"{"type":"site-note","keyslots":[]}"#);
+    let started = Instant::now();
+    ok(
+        "cryptsetup token import while rampart prompts",
+        cryptsetup(&["token", "import", p(&vol), "--json-file", p(&token), "--token-id", "4"]),
+    );
+    assert!(started.elapsed() < Duration::from_secs(10), "cryptsetup waited for a lock");
+    let mid_dump = ok("cryptsetup luksDump", cryptsetup(&["luksDump", p(&vol)]));
+    assert!(text(&mid_dump.stdout).contains("site-note"));
+    {
+        use std::io::Write;
+        let stdin = child.stdin.as_mut().unwrap();
+        let passphrase = std::fs::read(&key).unwrap();
+        stdin.write_all(&passphrase).unwrap();
+        stdin.write_all(b"\nthe new passphrase\n").unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    ok("rampart add-key", out);
+    assert_eq!(keyslots(&vol), vec![0, 1]);
+    let dump = text(&cryptsetup(&["luksDump", p(&vol)]).stdout);
+    assert!(dump.contains("site-note"), "cryptsetup's token was lost:\n{dump}");
+    let new_key = dir.file("new", b"the new passphrase");
+    ok(
+        "cryptsetup opens with the new passphrase",
+        cryptsetup(&["open", "--test-passphrase", "--key-file", p(&new_key), p(&vol)]),
+    );
+}

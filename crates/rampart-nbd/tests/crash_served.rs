@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use rampart_crypto::SecretBytes;
 use rampart_nbd::{Export, Server, ServerConfig};
-use rampart_volume::crashsim::CrashSim;
+use rampart_volume::crashsim::{CrashSim, SplitMix64};
 use rampart_volume::{
     BlockDevice, CryptDevice, CryptLayout, MemDevice, SectorCipher, SectorCipherKind,
 };
@@ -27,17 +27,6 @@ fn crypt<D: BlockDevice>(device: D, key: &SecretBytes) -> CryptDevice<D> {
         CryptLayout { offset: HEADER, size: SECTORS * SECTOR, sector_size: 512, iv_tweak: 0 };
     let cipher = SectorCipher::new(SectorCipherKind::AesXtsPlain64, key).unwrap();
     CryptDevice::new(device, layout, cipher).unwrap()
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
 }
 
 /// A minimal client: fixed newstyle, `NBD_OPT_GO` to the default export,
@@ -101,10 +90,10 @@ const WRITE_ZEROES: u16 = 6;
 const FUA: u16 = 1;
 
 async fn trial(seed: u64, key: &SecretBytes, image: &[u8]) {
-    let mut rng = Rng(seed.wrapping_mul(0x2545_f491_4f6c_dd1d) | 1);
+    let mut rng = SplitMix64(seed);
     let sim = CrashSim::new(image.to_vec(), seed);
     let steps = 30;
-    sim.crash_at(rng.next() % (steps * 2));
+    sim.crash_at(rng.next_u64() % (steps * 2));
     let mut config = ServerConfig::new(vec![Export {
         name: String::new(),
         description: String::new(),
@@ -124,9 +113,9 @@ async fn trial(seed: u64, key: &SecretBytes, image: &[u8]) {
     let sector_of =
         |model: &[u8], s: u64| model[(s * SECTOR) as usize..][..SECTOR as usize].to_vec();
     for _ in 0..steps {
-        let choice = rng.next() % 10;
-        let first = rng.next() % (SECTORS - 8);
-        let count = 1 + rng.next() % 8;
+        let choice = rng.next_u64() % 10;
+        let first = rng.next_u64() % (SECTORS - 8);
+        let count = 1 + rng.next_u64() % 8;
         let (offset, len) = (first * SECTOR, count * SECTOR);
         let range = offset as usize..(offset + len) as usize;
         if choice >= 8 {
@@ -155,7 +144,7 @@ async fn trial(seed: u64, key: &SecretBytes, image: &[u8]) {
                 error
             }
             _ => {
-                let data: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+                let data: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
                 model[range].copy_from_slice(&data);
                 client.request(flags, WRITE, offset, len as u32, &data).await
             }

@@ -146,12 +146,12 @@ impl CrashSim {
         let mut order: Vec<usize> = (0..state.pending.len()).collect();
         // Fisher-Yates: kept writes land in any order.
         for i in (1..order.len()).rev() {
-            let j = (state.rng.next() % (i as u64 + 1)) as usize;
+            let j = (state.rng.next_u64() % (i as u64 + 1)) as usize;
             order.swap(i, j);
         }
         for index in order {
             let (offset, data) = &state.pending[index];
-            let fate = state.rng.next() % 3;
+            let fate = state.rng.next_u64() % 3;
             if fate == 0 {
                 continue; // lost
             }
@@ -160,7 +160,7 @@ impl CrashSim {
             while at < end {
                 // Pieces end at the medium's sector boundaries.
                 let piece_end = ((at / self.tear + 1) * self.tear).min(end);
-                if fate == 1 || state.rng.next() % 2 == 0 {
+                if fate == 1 || state.rng.next_u64() % 2 == 0 {
                     let src = (at - offset) as usize..(piece_end - offset) as usize;
                     medium[at as usize..piece_end as usize].copy_from_slice(&data[src]);
                 }
@@ -258,17 +258,26 @@ impl MetadataIo for CrashSim {
     }
 }
 
-/// A small, seedable generator (SplitMix64): crash outcomes only need to
-/// be varied and reproducible, not unpredictable.
-struct SplitMix64(u64);
+/// A small, seedable generator (SplitMix64): crash outcomes and the
+/// workloads of crash tests only need to be varied and reproducible, not
+/// unpredictable.
+#[derive(Debug, Clone)]
+pub struct SplitMix64(pub u64);
 
 impl SplitMix64 {
-    fn next(&mut self) -> u64 {
+    /// The next value.
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^ (z >> 31)
+    }
+
+    /// A value in `0..n` (`n` > 0; the slight modulo bias does not matter
+    /// here).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
     }
 }
 

@@ -108,13 +108,33 @@ impl<D: BlockDevice> CryptDevice<D> {
         result
     }
 
+    /// The bytes each core takes of a `len`-byte request (whole sectors),
+    /// or `None` when the request is too small to split or there is one
+    /// core.
+    fn per_core(&self, len: usize) -> Option<usize> {
+        let threads = rayon::current_num_threads();
+        if len < PARALLEL_MIN_BYTES || threads < 2 {
+            return None;
+        }
+        let sector = self.sector();
+        Some(len.div_ceil(threads).div_ceil(sector) * sector)
+    }
+
+    /// The plain64 tweak of the sector at plaintext offset `offset`, and the
+    /// tweak step per sector (LUKS2 counts tweaks in 512-byte units).
+    fn tweaks(&self, offset: u64) -> (u64, u64) {
+        (
+            (offset / 512).wrapping_add(self.layout.iv_tweak),
+            u64::from(self.layout.sector_size / 512),
+        )
+    }
+
     /// En- or decrypts whole sectors of plaintext offset `offset`, splitting
     /// large buffers across cores.
     fn transform(&self, data: &mut [u8], offset: u64, encrypt: bool) -> io::Result<()> {
         let sector = self.sector();
-        let step = u64::from(self.layout.sector_size / 512);
         let run = |chunk: &mut [u8], chunk_offset: u64| {
-            let first = (chunk_offset / 512).wrapping_add(self.layout.iv_tweak);
+            let (first, step) = self.tweaks(chunk_offset);
             self.with_cipher(|cipher| {
                 if encrypt {
                     cipher.encrypt(chunk, sector, first, step)
@@ -123,35 +143,32 @@ impl<D: BlockDevice> CryptDevice<D> {
                 }
             })
         };
-        let threads = rayon::current_num_threads();
-        if data.len() < PARALLEL_MIN_BYTES || threads < 2 {
-            return run(data, offset);
+        match self.per_core(data.len()) {
+            None => run(data, offset),
+            Some(piece) => data
+                .par_chunks_mut(piece)
+                .enumerate()
+                .try_for_each(|(i, chunk)| run(chunk, offset + (i * piece) as u64)),
         }
-        let per_thread = data.len().div_ceil(threads).div_ceil(sector) * sector;
-        data.par_chunks_mut(per_thread)
-            .enumerate()
-            .try_for_each(|(i, chunk)| run(chunk, offset + (i * per_thread) as u64))
     }
 
     /// Encrypts whole sectors of plaintext offset `offset` from `src` into
-    /// `dst` in one pass (no copy first), splitting large buffers across
-    /// cores as [`CryptDevice::transform`] does.
+    /// `dst` in one pass (no copy first), split across cores as
+    /// [`CryptDevice::transform`] splits.
     fn encrypt_to(&self, src: &[u8], dst: &mut [u8], offset: u64) -> io::Result<()> {
         let sector = self.sector();
-        let step = u64::from(self.layout.sector_size / 512);
         let run = |src: &[u8], dst: &mut [u8], chunk_offset: u64| {
-            let first = (chunk_offset / 512).wrapping_add(self.layout.iv_tweak);
+            let (first, step) = self.tweaks(chunk_offset);
             self.with_cipher(|cipher| cipher.encrypt_to(src, dst, sector, first, step))
         };
-        let threads = rayon::current_num_threads();
-        if src.len() < PARALLEL_MIN_BYTES || threads < 2 {
-            return run(src, dst, offset);
+        match self.per_core(src.len()) {
+            None => run(src, dst, offset),
+            Some(piece) => src
+                .par_chunks(piece)
+                .zip(dst.par_chunks_mut(piece))
+                .enumerate()
+                .try_for_each(|(i, (s, d))| run(s, d, offset + (i * piece) as u64)),
         }
-        let per_thread = src.len().div_ceil(threads).div_ceil(sector) * sector;
-        src.par_chunks(per_thread)
-            .zip(dst.par_chunks_mut(per_thread))
-            .enumerate()
-            .try_for_each(|(i, (s, d))| run(s, d, offset + (i * per_thread) as u64))
     }
 
     fn read_sectors(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {

@@ -8,20 +8,28 @@
 #![forbid(unsafe_code)]
 
 mod cipher;
+mod clone;
 pub mod crashsim;
 mod crypt;
 mod file;
 pub mod lock;
 mod mem;
+mod ordered;
 mod restore;
 mod volume;
+mod wipe;
 
 pub use cipher::{SectorCipher, SectorCipherKind};
+pub use clone::write_clone;
 pub use crypt::{CryptDevice, CryptLayout};
 pub use file::FileDevice;
 pub use mem::MemDevice;
+pub use ordered::read_in_order;
 pub use restore::restore_header;
-pub use volume::{sector_cipher_kind, HeaderFile, Volume, VolumeError, VolumePaths};
+pub use volume::{
+    sector_cipher_kind, HeaderFile, ReleasedHeader, Volume, VolumeError, VolumePaths,
+};
+pub use wipe::{wipe_data, wipe_random};
 
 use std::io;
 

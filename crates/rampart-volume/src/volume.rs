@@ -75,6 +75,16 @@ impl VolumePaths {
         Ok(HeaderFile { file, _lock: lock })
     }
 
+    /// Loads and verifies the LUKS header under the shared metadata lock,
+    /// then releases the lock: later reads (of keyslot areas, after a
+    /// prompt) lock for themselves.
+    pub fn load_released(&self) -> Result<(ReleasedHeader, Luks, LoadReport), VolumeError> {
+        let (header, luks, report) = self.load(false)?;
+        let HeaderFile { file, _lock } = header;
+        drop(_lock);
+        Ok((ReleasedHeader { file, path: self.header_path().to_path_buf() }, luks, report))
+    }
+
     /// Loads and verifies the LUKS header under the metadata lock (see
     /// [`VolumePaths::open_header`]).
     pub fn load(&self, write: bool) -> Result<(HeaderFile, Luks, LoadReport), VolumeError> {
@@ -111,6 +121,38 @@ impl MetadataIo for HeaderFile {
 
     fn sync(&self) -> io::Result<()> {
         self.file.sync_all()
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        MetadataIo::len(&self.file)
+    }
+}
+
+/// A volume's header file read the way cryptsetup reads keyslot areas:
+/// each read takes the shared metadata lock for itself only, so that a
+/// passphrase prompt or a key-server call between reads never holds off
+/// cryptsetup (or another Rampart) wanting to write the header. Writes are
+/// refused: writing needs [`VolumePaths::load`] with `write`.
+#[derive(Debug)]
+pub struct ReleasedHeader {
+    file: File,
+    path: PathBuf,
+}
+
+impl MetadataIo for ReleasedHeader {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let _lock = MetadataLock::acquire(&self.path, LockMode::Shared, || {
+            tracing::info!("waiting for the metadata lock of {}", self.path.display());
+        })?;
+        MetadataIo::read_at(&self.file, offset, buf)
+    }
+
+    fn write_at(&self, _offset: u64, _buf: &[u8]) -> io::Result<()> {
+        Err(io::Error::new(io::ErrorKind::PermissionDenied, "the header was opened for reading"))
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        Ok(())
     }
 
     fn len(&self) -> io::Result<u64> {

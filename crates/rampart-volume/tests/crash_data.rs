@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 
 use rampart_luks::{FormatOptions, HashAlg, Luks, MemoryIo, PbkdfChoice, PbkdfKind, SecretBytes};
-use rampart_volume::crashsim::CrashSim;
+use rampart_volume::crashsim::{CrashSim, SplitMix64};
 use rampart_volume::{
     sector_cipher_kind, BlockDevice, CryptDevice, CryptLayout, MemDevice, SectorCipher,
 };
@@ -51,20 +51,6 @@ fn crypt<D: BlockDevice>(device: D, luks: &Luks, key: &SecretBytes) -> CryptDevi
     CryptDevice::new(device, layout, cipher).unwrap()
 }
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 /// Per crypt sector: the value the last completed flush made durable, and
 /// the values written since.
 #[derive(Default)]
@@ -74,7 +60,7 @@ struct Expect {
 }
 
 fn trial(sector: u64, seed: u64, image: &[u8], key: &SecretBytes) {
-    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let mut rng = SplitMix64(seed);
     let sim = CrashSim::new(image.to_vec(), seed);
     let luks = Luks::load(&sim).unwrap().0;
     let dev = crypt(sim.clone(), &luks, key);
@@ -98,7 +84,7 @@ fn trial(sector: u64, seed: u64, image: &[u8], key: &SecretBytes) {
                 } else {
                     (rng.below(span - 9000), 1 + rng.below(9000))
                 };
-                let data: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+                let data: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
                 dev.write_at(&data, offset).unwrap();
                 model[offset as usize..(offset + len) as usize].copy_from_slice(&data);
                 touched(&mut expect, &model, sector, offset, len);

@@ -2,12 +2,11 @@
 //! Tang: `bind`, `unbind`, `rewrap` and `unlock`. The token format and the
 //! unlocking order are described in `keysource.rs`.
 
-use std::fs::File;
 use std::io::IsTerminal;
 
 use anyhow::Context;
 use rampart_crypto::SecretBytes;
-use rampart_luks::{Luks, LuksVersion, PbkdfChoice};
+use rampart_luks::{Luks, LuksVersion, MetadataIo, PbkdfChoice};
 use rampart_volume::VolumePaths;
 
 use crate::cli::{BindArgs, KeyArgs, PbkdfArgs, RewrapArgs, UnbindArgs, UnlockArgs};
@@ -15,7 +14,9 @@ use crate::commands::keysource::{
     bound_tokens, combine_failures, context, new_passphrase, print_passphrase, BoundToken, Kms,
     TOKEN_TYPE,
 };
-use crate::commands::luks::{load, luks_error, paths, pbkdf_choice, unlock as unlock_passphrase};
+use crate::commands::luks::{
+    load, load_released, luks_error, paths, pbkdf_choice, relock, unlock as unlock_passphrase,
+};
 use crate::UsageError;
 
 /// LUKS2 keyslot and token ids run from 0 to 31.
@@ -101,7 +102,7 @@ pub struct Binding<'a> {
 /// harmless and can be removed with `rampart kill-slot`.
 pub fn bind_volume(
     kms: &Kms,
-    header: &File,
+    header: &dyn MetadataIo,
     luks: &mut Luks,
     volume_key: &SecretBytes,
     binding: &Binding<'_>,
@@ -154,14 +155,16 @@ fn report_bound(token: &BoundToken) {
 
 pub fn bind(args: &BindArgs) -> anyhow::Result<()> {
     let paths = paths(&args.volume);
-    let (header, mut luks) = load(&paths, true)?;
+    let (released, luks) = load_released(&paths)?;
     require_luks2(&luks, &paths)?;
     check_ids(&luks, args.key_slot, args.token_id)?;
     let pbkdf = bind_pbkdf(&args.pbkdf)?;
     let kms = Kms::connect(&args.client)?;
     let existing = KeyArgs { key_file: args.key_file.clone(), key_slot: None };
     let (_, volume_key) =
-        unlock_passphrase(&luks, &header, &existing, "Enter any existing passphrase: ")?;
+        unlock_passphrase(&luks, &released, &existing, "Enter any existing passphrase: ")?;
+    let (header, mut luks) = relock(&paths, &volume_key)?;
+    check_ids(&luks, args.key_slot, args.token_id)?;
     let binding =
         Binding { key_name: &args.key_name, pbkdf, slot: args.key_slot, token_id: args.token_id };
     let token = bind_volume(&kms, &header, &mut luks, &volume_key, &binding)?;
@@ -172,7 +175,7 @@ pub fn bind(args: &BindArgs) -> anyhow::Result<()> {
 /// Binds a volume `format` has just written (`format --key NAME`).
 pub fn bind_new_volume(
     kms: &Kms,
-    header: &File,
+    header: &dyn MetadataIo,
     luks: &mut Luks,
     volume_key: &SecretBytes,
     key_name: &str,

@@ -8,14 +8,19 @@ use std::sync::mpsc;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
-use rampart_volume::{BlockDevice, Volume, VolumePaths};
+use rampart_volume::{read_in_order, BlockDevice, Volume, VolumePaths};
 
 use crate::cli::{ExportArgs, ImportArgs, KeyArgs, TokenArgs, VolumeArgs};
 use crate::commands::keysource::KeySource;
-use crate::commands::luks::{load, luks_error, paths};
+use crate::commands::luks::{load_released, luks_error, paths};
 use crate::UsageError;
 
 const CHUNK: usize = 8 << 20;
+
+/// Readers (or writers) for a whole-volume stream: one per core.
+pub(crate) fn readers() -> usize {
+    rampart_bench::available_cores()
+}
 
 /// Opens and unlocks a volume for data access: a bound token first, then
 /// the passphrase.
@@ -37,9 +42,8 @@ pub fn open_with(
     source: &mut KeySource<'_>,
     read_only: bool,
 ) -> anyhow::Result<Volume> {
-    let (header, luks) = load(paths, false)?;
+    let (header, luks) = load_released(paths)?;
     let (_, volume_key) = source.unlock(&luks, &header, paths.header_path())?;
-    drop(header);
     Volume::with_key(paths, luks, &volume_key, read_only).map_err(map_open_error)
 }
 
@@ -104,55 +108,6 @@ fn pipeline(
     })
 }
 
-/// Export reads in pieces that stay in the L2 cache between the read and
-/// the decryption, one worker per core, written out in order.
-const READ_CHUNK: u64 = 512 << 10;
-
-fn parallel_read(
-    device: &impl BlockDevice,
-    start: u64,
-    end: u64,
-    mut consume: impl FnMut(&[u8]) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
-    let chunks = (end - start).div_ceil(READ_CHUNK);
-    let workers = rampart_bench::available_cores().clamp(1, 8) as u64;
-    std::thread::scope(|scope| {
-        let mut full = Vec::new();
-        let mut empty = Vec::new();
-        for worker in 0..workers {
-            let (full_tx, full_rx) = mpsc::sync_channel::<anyhow::Result<Vec<u8>>>(2);
-            let (empty_tx, empty_rx) = mpsc::sync_channel::<Vec<u8>>(3);
-            full.push(full_rx);
-            empty.push(empty_tx);
-            scope.spawn(move || {
-                let mut chunk = worker;
-                while chunk < chunks {
-                    let position = start + chunk * READ_CHUNK;
-                    let len = (end - position).min(READ_CHUNK) as usize;
-                    let mut buffer = empty_rx.try_recv().unwrap_or_default();
-                    buffer.resize(len, 0);
-                    let read = device
-                        .read_at(&mut buffer, position)
-                        .map(|()| buffer)
-                        .with_context(|| format!("cannot read the volume at byte {position}"));
-                    let failed = read.is_err();
-                    if full_tx.send(read).is_err() || failed {
-                        return;
-                    }
-                    chunk += workers;
-                }
-            });
-        }
-        for chunk in 0..chunks {
-            let worker = (chunk % workers) as usize;
-            let buffer = full[worker].recv().context("a reader thread stopped")??;
-            consume(&buffer)?;
-            let _ = empty[worker].try_send(buffer);
-        }
-        Ok(())
-    })
-}
-
 pub fn export(args: &ExportArgs) -> anyhow::Result<()> {
     let volume = open_volume(&args.volume, &args.key, &args.tokens, true)?;
     let device = volume.device();
@@ -178,13 +133,14 @@ pub fn export(args: &ExportArgs) -> anyhow::Result<()> {
         )
     };
     let bar = progress(length);
-    let result = parallel_read(device, args.offset, end, |data| {
+    let result = read_in_order(device, args.offset, end, readers(), |data| {
         out.write_all(data)?;
         if let Some(bar) = &bar {
             bar.inc(data.len() as u64);
         }
         Ok(())
-    });
+    })
+    .map_err(anyhow::Error::from);
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }

@@ -22,7 +22,6 @@
 //! client) costs one warning line on standard error, and the passphrase
 //! (`--key-file` or the prompt) is used instead, unless `--token-only`.
 
-use std::fs::File;
 use std::io::Write;
 use std::path::Path;
 
@@ -32,7 +31,7 @@ use rampart_crypto::SecretBytes;
 use rampart_kms::client::KmsClient;
 use rampart_kms::keys::WrappedHeader;
 use rampart_kms::Bundle;
-use rampart_luks::Luks;
+use rampart_luks::{Luks, MetadataIo};
 use serde_json::{json, Value};
 
 use crate::cli::{KeyArgs, TokenArgs};
@@ -204,7 +203,7 @@ impl Kms {
     pub fn open_token(
         &self,
         luks: &Luks,
-        header: &File,
+        header: &dyn MetadataIo,
         token: &BoundToken,
     ) -> anyhow::Result<(SecretBytes, SecretBytes)> {
         let passphrase = self.unwrap_token(luks, token)?;
@@ -251,6 +250,13 @@ impl<'a> KeySource<'a> {
         }
     }
 
+    /// The passphrase that was read to unlock, if one was (none when a
+    /// token opened the volume).
+    #[must_use]
+    pub fn passphrase(&self) -> Option<&SecretBytes> {
+        self.passphrase.as_ref()
+    }
+
     /// With `--key-file`, use only that passphrase (`test-key` checks the
     /// passphrase it is given, not whatever else would open the volume).
     #[must_use]
@@ -264,7 +270,7 @@ impl<'a> KeySource<'a> {
     pub fn unlock(
         &mut self,
         luks: &Luks,
-        header: &File,
+        header: &dyn MetadataIo,
         what: &Path,
     ) -> anyhow::Result<(usize, SecretBytes)> {
         let tokens = bound_tokens(luks);
@@ -306,7 +312,7 @@ impl<'a> KeySource<'a> {
     fn try_tokens(
         &mut self,
         luks: &Luks,
-        header: &File,
+        header: &dyn MetadataIo,
         what: &Path,
         tokens: &[(usize, Result<BoundToken, String>)],
     ) -> anyhow::Result<Result<(usize, SecretBytes), anyhow::Error>> {

@@ -11,7 +11,7 @@ use rampart_crypto::SecretBytes;
 use rampart_luks::{
     DataCipher, FormatOptions, LoadReport, Luks, LuksVersion, MetadataIo, PbkdfChoice, PbkdfKind,
 };
-use rampart_volume::{HeaderFile, VolumePaths};
+use rampart_volume::{HeaderFile, ReleasedHeader, VolumePaths};
 
 use crate::cli::{
     AddKeyArgs, ChangeKeyArgs, DumpArgs, FormatArgs, HeaderCommand, IsLuksArgs, KeyArgs,
@@ -43,11 +43,35 @@ pub fn load(paths: &VolumePaths, write: bool) -> anyhow::Result<(HeaderFile, Luk
     Ok((file, luks))
 }
 
+/// Loads the header under the shared metadata lock and lets the lock go,
+/// as cryptsetup does before it asks for a passphrase: the returned header
+/// locks for each later read by itself.
+pub fn load_released(paths: &VolumePaths) -> anyhow::Result<(ReleasedHeader, Luks)> {
+    let (file, luks, report) = paths.load_released()?;
+    warn(&report);
+    Ok((file, luks))
+}
+
+/// Loads the header again for writing, under the exclusive metadata lock,
+/// once `volume_key` was recovered without it: if cryptsetup or another
+/// Rampart changed the header meanwhile, the change goes ahead on the new
+/// header only if it still belongs to the same volume key.
+pub fn relock(paths: &VolumePaths, volume_key: &SecretBytes) -> anyhow::Result<(HeaderFile, Luks)> {
+    let (header, luks) = load(paths, true)?;
+    if !luks.verify_volume_key(volume_key).map_err(luks_error)? {
+        bail!(
+            "the header of {} changed while its key was being recovered, and no longer holds that key; nothing was written",
+            paths.header_path().display()
+        );
+    }
+    Ok((header, luks))
+}
+
 /// Unlocks with the passphrase from `key`: the keyslot and the volume key.
 /// A wrong passphrase is a usage error (exit 2).
 pub fn unlock(
     luks: &Luks,
-    header: &File,
+    header: &dyn MetadataIo,
     key: &KeyArgs,
     prompt: &str,
 ) -> anyhow::Result<(usize, SecretBytes)> {
@@ -108,7 +132,7 @@ pub(crate) fn pbkdf_choice(args: &PbkdfArgs, version: LuksVersion) -> anyhow::Re
     Ok(choice)
 }
 
-fn confirm(question: &str) -> anyhow::Result<bool> {
+pub(crate) fn confirm(question: &str) -> anyhow::Result<bool> {
     if !std::io::stdin().is_terminal() {
         return Ok(false);
     }
@@ -215,6 +239,12 @@ pub fn format(args: &FormatArgs) -> anyhow::Result<()> {
         require_luks2(&luks, &paths)?;
         bind_new_volume(kms, &header, &mut luks, &volume_key, key_name)?;
     }
+    if args.wipe {
+        drop(header);
+        let volume = rampart_volume::Volume::with_key(&paths, luks, &volume_key, false)
+            .with_context(|| format!("cannot open {} for wiping", paths.data.display()))?;
+        crate::commands::wipe::wipe_device(&paths, volume.device())?;
+    }
     Ok(())
 }
 
@@ -240,7 +270,7 @@ fn create_if_missing(path: &Path, size: Option<u64>) -> anyhow::Result<()> {
 
 pub fn dump(args: &DumpArgs) -> anyhow::Result<()> {
     let paths = paths(&args.volume);
-    let (header, luks) = load(&paths, false)?;
+    let (header, luks) = load_released(&paths)?;
     let key = if args.dump_volume_key {
         let mut source = KeySource::new(&args.key, &args.tokens, "Enter passphrase: ");
         Some(source.unlock(&luks, &header, paths.header_path())?)
@@ -274,7 +304,7 @@ fn hex(bytes: &[u8]) -> String {
 
 pub fn test_key(args: &TestKeyArgs) -> anyhow::Result<()> {
     let paths = paths(&args.volume);
-    let (header, luks) = load(&paths, false)?;
+    let (header, luks) = load_released(&paths)?;
     // With --key-file, test that passphrase only; without, what opens the
     // volume (a bound token, else the prompt).
     let mut source = KeySource::new(&args.key, &args.tokens, "Enter passphrase: ")
@@ -288,10 +318,11 @@ pub fn test_key(args: &TestKeyArgs) -> anyhow::Result<()> {
 
 pub fn add_key(args: &AddKeyArgs) -> anyhow::Result<()> {
     let paths = paths(&args.volume);
-    let (header, mut luks) = load(&paths, true)?;
+    let (header, luks) = load_released(&paths)?;
     let (_, volume_key) = unlock(&luks, &header, &args.key, "Enter any existing passphrase: ")?;
     let pbkdf = pbkdf_choice(&args.pbkdf, luks.version())?;
     let new = Source::new(args.new_key_file.as_deref(), "Enter new passphrase: ", true).read()?;
+    let (header, mut luks) = relock(&paths, &volume_key)?;
     let slot = luks
         .add_keyslot(&header, &volume_key, new.expose(), &pbkdf, args.new_key_slot)
         .map_err(luks_error)?;
@@ -303,11 +334,13 @@ pub fn add_key(args: &AddKeyArgs) -> anyhow::Result<()> {
 
 pub fn change_key(args: &ChangeKeyArgs) -> anyhow::Result<()> {
     let paths = paths(&args.volume);
-    let (header, mut luks) = load(&paths, true)?;
+    let (header, luks) = load_released(&paths)?;
     let (old_slot, volume_key) =
         unlock(&luks, &header, &args.key, "Enter passphrase to be changed: ")?;
     let pbkdf = pbkdf_choice(&args.pbkdf, luks.version())?;
     let new = Source::new(args.new_key_file.as_deref(), "Enter new passphrase: ", true).read()?;
+    let (header, mut luks) = relock(&paths, &volume_key)?;
+    let old_slot = still_active(&luks, old_slot)?;
     // The new slot is complete on disk before the old one goes, so a crash
     // in between leaves both passphrases working, never neither. With every
     // slot in use the change can only be made in place, as cryptsetup does.
@@ -333,8 +366,10 @@ pub fn change_key(args: &ChangeKeyArgs) -> anyhow::Result<()> {
 
 pub fn remove_key(args: &RemoveKeyArgs) -> anyhow::Result<()> {
     let paths = paths(&args.volume);
-    let (header, mut luks) = load(&paths, true)?;
-    let (slot, _) = unlock(&luks, &header, &args.key, "Enter passphrase to be deleted: ")?;
+    let (header, luks) = load_released(&paths)?;
+    let (slot, volume_key) = unlock(&luks, &header, &args.key, "Enter passphrase to be deleted: ")?;
+    let (header, mut luks) = relock(&paths, &volume_key)?;
+    let slot = still_active(&luks, slot)?;
     if luks.active_keyslots().len() == 1 && !args.batch_mode {
         return Err(UsageError(format!(
             "keyslot {slot} is the last one; removing it makes the data unrecoverable (add --batch-mode to do it anyway)"
@@ -345,15 +380,26 @@ pub fn remove_key(args: &RemoveKeyArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `slot`, if the header loaded again still has it.
+fn still_active(luks: &Luks, slot: usize) -> anyhow::Result<usize> {
+    if luks.active_keyslots().contains(&slot) {
+        Ok(slot)
+    } else {
+        bail!("keyslot {slot} was removed by another program meanwhile; nothing was written")
+    }
+}
+
 pub fn kill_slot(args: &KillSlotArgs) -> anyhow::Result<()> {
     let paths = paths(&args.volume);
-    let (header, mut luks) = load(&paths, true)?;
+    let (released, luks) = load_released(&paths)?;
     let active = luks.active_keyslots();
     if !active.contains(&args.slot) {
         return Err(UsageError(format!("keyslot {} is not active", args.slot)).into());
     }
     let others: Vec<usize> = active.iter().copied().filter(|&s| s != args.slot).collect();
-    if !args.batch_mode {
+    let (header, mut luks) = if args.batch_mode {
+        load(&paths, true)?
+    } else {
         if others.is_empty() {
             return Err(UsageError(format!(
                 "keyslot {} is the last one; wiping it makes the data unrecoverable (add --batch-mode to do it anyway)",
@@ -366,13 +412,14 @@ pub fn kill_slot(args: &KillSlotArgs) -> anyhow::Result<()> {
         let passphrase =
             Source::new(args.key_file.as_deref(), "Enter any remaining passphrase: ", false)
                 .read()?;
-        let opened = others
+        let volume_key = others
             .iter()
-            .any(|&slot| luks.unlock(&header, passphrase.expose(), Some(slot)).is_ok());
-        if !opened {
-            return Err(luks_error(rampart_luks::Error::NoKey));
-        }
-    }
+            .find_map(|&slot| luks.unlock(&released, passphrase.expose(), Some(slot)).ok())
+            .map(|(_, key)| key)
+            .ok_or_else(|| luks_error(rampart_luks::Error::NoKey))?;
+        relock(&paths, &volume_key)?
+    };
+    still_active(&luks, args.slot)?;
     luks.remove_keyslot(&header, args.slot)?;
     Ok(())
 }

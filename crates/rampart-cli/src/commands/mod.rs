@@ -1,5 +1,6 @@
 mod bench;
 mod bind;
+mod clone;
 mod copy;
 mod file;
 pub mod keysource;
@@ -7,6 +8,7 @@ pub mod kms;
 mod luks;
 mod rand;
 mod serve;
+pub mod wipe;
 
 use crate::cli::{Args, Command};
 
@@ -26,6 +28,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Command::Export(export) => copy::export(&export),
         Command::Import(import) => copy::import(&import),
         Command::Repair(repair) => luks::repair(&repair),
+        Command::Clone(clone) => clone::clone(&clone),
+        Command::Wipe(wipe) => wipe::wipe(&wipe),
         Command::IsLuks(is_luks) => luks::is_luks(&is_luks),
         Command::Uuid(uuid) => luks::uuid(&uuid),
         Command::Serve(serve) => serve::run(&serve),

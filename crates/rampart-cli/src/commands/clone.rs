@@ -1,0 +1,203 @@
+//! `clone`: a volume's plaintext under a new volume key, UUID and
+//! keyslots, streamed to a file, a block device or standard output.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, IsTerminal, Write};
+use std::os::unix::fs::FileTypeExt;
+use std::path::Path;
+
+use anyhow::{bail, Context};
+use rampart_crypto::SecretBytes;
+use rampart_luks::{FormatOptions, Luks, MemoryIo};
+use rampart_volume::{sector_cipher_kind, write_clone, BlockDevice, CryptLayout, SectorCipher};
+
+use crate::cli::CloneArgs;
+use crate::commands::bind::{bind_new_volume, require_luks2};
+use crate::commands::copy::{open_with, progress, readers};
+use crate::commands::keysource::{KeySource, Kms};
+use crate::commands::luks::{confirm, luks_error, paths, pbkdf_choice};
+use crate::passphrase::Source;
+use crate::UsageError;
+
+/// The largest source data offset a clone keeps (a header area is built in
+/// memory); beyond it the clone gets the default layout.
+const MAX_KEPT_OFFSET: u64 = 256 << 20;
+
+pub fn clone(args: &CloneArgs) -> anyhow::Result<()> {
+    let to_stdout = args.target == Path::new("-");
+    if to_stdout && io::stdout().is_terminal() {
+        return Err(UsageError("the clone is binary: redirect standard output".into()).into());
+    }
+    let stdin_twice = args.key.key_file.as_deref() == Some(Path::new("-"))
+        && args.new_key_file.as_deref() == Some(Path::new("-"));
+    if stdin_twice {
+        return Err(UsageError(
+            "standard input cannot hold both passphrases (--key-file - and --new-key-file -)"
+                .into(),
+        )
+        .into());
+    }
+    let src_paths = paths(&args.volume);
+    if !to_stdout && same_file(&args.target, &src_paths.data) {
+        return Err(UsageError("DST is SRC: a clone needs a second device or file".into()).into());
+    }
+    let mut source = KeySource::new(&args.key, &args.tokens, "Enter passphrase for SRC: ");
+    let volume = open_with(&src_paths, &mut source, true)?;
+    let src = volume.luks();
+    let segment = src.segment().map_err(luks_error)?;
+    let version = src.version();
+    let kms = match &args.kms_key {
+        Some(_) => {
+            require_luks2(src, &src_paths)?;
+            Some(Kms::connect(&args.tokens.client)?)
+        }
+        None => None,
+    };
+
+    // The clone's passphrase: a new one, the source's, or (bound only) a
+    // throwaway that is removed once the binding holds.
+    let new_passphrase = match (&args.new_key_file, source.passphrase(), &args.kms_key) {
+        (Some(_), _, _) => Some(
+            Source::new(args.new_key_file.as_deref(), "Enter passphrase for the clone: ", true)
+                .read()?,
+        ),
+        (None, Some(passphrase), None) => Some(passphrase.clone()),
+        (None, _, Some(_)) => None,
+        (None, None, None) => {
+            return Err(UsageError(
+                "SRC was opened through the key manager, so there is no passphrase to give the clone: use --new-key-file or --key"
+                    .into(),
+            )
+            .into())
+        }
+    };
+    let attached = src_paths.header.is_none();
+    let data_offset = (attached && segment.offset <= MAX_KEPT_OFFSET)
+        .then_some(segment.offset)
+        .filter(|&o| o > 0);
+    let options = FormatOptions {
+        version,
+        cipher: segment.cipher,
+        key_bytes: segment.key_bytes,
+        sector_size: segment.sector_size,
+        pbkdf: pbkdf_choice(&args.pbkdf, version)?,
+        label: src.label().map(str::to_owned),
+        subsystem: src.subsystem().map(str::to_owned),
+        metadata_size: None,
+        keyslots_size: None,
+        detached_header: false,
+        data_offset,
+        uuid: None,
+    };
+    let throwaway = match &new_passphrase {
+        Some(_) => None,
+        None => Some(random_passphrase()?),
+    };
+    let first = new_passphrase.as_ref().or(throwaway.as_ref()).map_or(&[][..], SecretBytes::expose);
+    let scratch =
+        MemoryIo::new(usize::try_from(data_offset.unwrap_or(0).max(16 << 20) + (1 << 20))?);
+    let (mut luks, volume_key) = Luks::format(&scratch, &options, first).map_err(luks_error)?;
+    if let (Some(kms), Some(key_name)) = (&kms, &args.kms_key) {
+        bind_new_volume(kms, &scratch, &mut luks, &volume_key, key_name)?;
+        if throwaway.is_some() {
+            luks.remove_keyslot(&scratch, 0).map_err(luks_error)?;
+        }
+    }
+    let layout_segment = luks.segment().map_err(luks_error)?;
+    let header_len = usize::try_from(layout_segment.offset)?;
+    let mut header = scratch.into_vec();
+    header.truncate(header_len);
+
+    let plaintext = volume.device().len();
+    let layout = CryptLayout {
+        offset: layout_segment.offset,
+        size: plaintext,
+        sector_size: layout_segment.sector_size,
+        iv_tweak: layout_segment.iv_tweak,
+    };
+    let cipher = SectorCipher::new(sector_cipher_kind(layout_segment.cipher), &volume_key)?;
+    let total = layout.offset + plaintext;
+
+    let mut out: Box<dyn Write + Send> = if to_stdout {
+        Box::new(io::stdout())
+    } else {
+        Box::new(open_target(&args.target, total, args.batch_mode)?)
+    };
+    let bar = progress(plaintext);
+    let result = write_clone(volume.device(), &header, layout, cipher, &mut *out, readers(), |n| {
+        if let Some(bar) = &bar {
+            bar.inc(n);
+        }
+    });
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    result.with_context(|| format!("cannot write the clone to {}", args.target.display()))?;
+    drop(out);
+    if !to_stdout {
+        File::open(&args.target)
+            .and_then(|f| f.sync_all())
+            .with_context(|| format!("cannot sync {}", args.target.display()))?;
+    }
+    if io::stderr().is_terminal() {
+        eprintln!(
+            "Cloned {} to {}: UUID {}, a new volume key.",
+            src_paths.header_path().display(),
+            args.target.display(),
+            luks.uuid()
+        );
+    }
+    Ok(())
+}
+
+/// A passphrase nobody will know, for a keyslot that is removed again.
+fn random_passphrase() -> anyhow::Result<SecretBytes> {
+    let mut bytes = SecretBytes::zeroed(32);
+    rampart_crypto::fill_random(bytes.expose_mut())?;
+    Ok(bytes)
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+/// Opens DST for the clone: a block device large enough, or a file (new,
+/// empty, or overwritten with --batch-mode), with the data-writer lock so
+/// that nothing serves it meanwhile.
+fn open_target(path: &Path, total: u64, batch_mode: bool) -> anyhow::Result<File> {
+    let existing = std::fs::metadata(path).ok();
+    let block = existing.as_ref().is_some_and(|m| m.file_type().is_block_device());
+    if let Some(meta) = &existing {
+        if !block && meta.len() > 0 && !batch_mode {
+            let question = format!("{} is not empty; overwrite it with the clone?", path.display());
+            if !confirm(&question)? {
+                return Err(UsageError(format!(
+                    "{} is not empty; add --batch-mode (-q) to overwrite it",
+                    path.display()
+                ))
+                .into());
+            }
+        }
+    }
+    let file = OpenOptions::new()
+        .write(true)
+        .create(!block)
+        .truncate(false)
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    rampart_volume::lock::lock_data_writer(&file)
+        .with_context(|| format!("{} is in use (served or being written)", path.display()))?;
+    if block {
+        let len = rampart_volume::FileDevice::from_file(file.try_clone()?, true)?.len();
+        if len < total {
+            bail!("{} has {len} bytes; the clone needs {total}", path.display());
+        }
+    } else {
+        file.set_len(0).with_context(|| format!("cannot truncate {}", path.display()))?;
+    }
+    Ok(file)
+}

@@ -1,0 +1,118 @@
+//! `wipe`: zeros through the key over a volume's whole data area, or
+//! random bytes over its headers and keyslots.
+
+use std::fs::OpenOptions;
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use anyhow::Context;
+use rampart_luks::Luks;
+use rampart_volume::{wipe_data, wipe_random, BlockDevice, FileDevice, VolumePaths};
+
+use crate::cli::{VolumeArgs, WipeArgs};
+use crate::commands::copy::{open_with, progress, readers};
+use crate::commands::keysource::KeySource;
+use crate::commands::luks::{confirm, load, paths};
+use crate::UsageError;
+
+pub fn wipe(args: &WipeArgs) -> anyhow::Result<()> {
+    let volume_args = VolumeArgs { volume: args.volume.clone(), header: args.header_file.clone() };
+    let paths = paths(&volume_args);
+    if args.header {
+        wipe_header(&paths, args.batch_mode)
+    } else {
+        let mut source = KeySource::new(&args.key, &args.tokens, "Enter passphrase: ");
+        ask(
+            &format!(
+                "This overwrites all data of {} with zeros. Are you sure?",
+                paths.data.display()
+            ),
+            args.batch_mode,
+        )?;
+        wipe_volume_data(&paths, &mut source)
+    }
+}
+
+/// Zeros over the whole data area of an unlocked volume (also `format
+/// --wipe`). Refused while anything else writes the volume.
+pub fn wipe_volume_data(paths: &VolumePaths, source: &mut KeySource<'_>) -> anyhow::Result<()> {
+    let volume = open_with(paths, source, false)
+        .with_context(|| format!("cannot open {} for wiping", paths.data.display()))?;
+    wipe_device(paths, volume.device())
+}
+
+/// Zeros over all of an open volume's plaintext, with a progress bar.
+pub fn wipe_device(paths: &VolumePaths, device: &impl BlockDevice) -> anyhow::Result<()> {
+    let bar = progress(device.len());
+    let done = AtomicU64::new(0);
+    let result = wipe_data(device, readers(), &|n| {
+        let total = done.fetch_add(n, Ordering::Relaxed) + n;
+        if let Some(bar) = &bar {
+            bar.set_position(total);
+        }
+    });
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    result.with_context(|| format!("cannot wipe {}", paths.data.display()))?;
+    if std::io::stderr().is_terminal() {
+        eprintln!("Wiped {} bytes of {}.", device.len(), paths.data.display());
+    }
+    Ok(())
+}
+
+/// Random bytes over every byte before the data (attached header), or the
+/// whole detached header file: both header copies, the keyslots area and
+/// the padding. The volume can never be opened again.
+fn wipe_header(paths: &VolumePaths, batch_mode: bool) -> anyhow::Result<()> {
+    let (lock, luks) = load(paths, true)?;
+    ask(
+        &format!(
+            "This destroys every keyslot and both headers of {}; its data can never be decrypted again. Are you sure?",
+            paths.header_path().display()
+        ),
+        batch_mode,
+    )?;
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(paths.header_path())
+        .with_context(|| format!("cannot open {}", paths.header_path().display()))?;
+    // Refused while `serve` or an import writes the volume: the data-writer
+    // lock of the data device, which a detached header file shares with
+    // nothing.
+    let data = FileDevice::open(&paths.data, false)
+        .with_context(|| format!("{} is in use", paths.data.display()))?;
+    drop(data);
+    let device = FileDevice::from_file(file, false)?;
+    let end = header_area_end(paths, &luks).min(device.len());
+    wipe_random(&device, 0, end)
+        .with_context(|| format!("cannot wipe the header of {}", paths.header_path().display()))?;
+    drop(lock);
+    if std::io::stderr().is_terminal() {
+        eprintln!(
+            "Destroyed {end} bytes of header and keyslots on {}.",
+            paths.header_path().display()
+        );
+    }
+    Ok(())
+}
+
+/// Where the header area ends: the data offset behind an attached header,
+/// the header's own size in a detached header file.
+fn header_area_end(paths: &VolumePaths, luks: &Luks) -> u64 {
+    let segment_offset = luks.segment().map(|s| s.offset).unwrap_or(0);
+    if paths.header.is_some() || segment_offset == 0 {
+        luks.metadata_end().max(luks.header_bytes())
+    } else {
+        segment_offset.max(luks.metadata_end())
+    }
+}
+
+fn ask(question: &str, batch_mode: bool) -> anyhow::Result<()> {
+    if batch_mode || confirm(question)? {
+        Ok(())
+    } else {
+        Err(UsageError("not confirmed; add --batch-mode (-q) to wipe without asking".into()).into())
+    }
+}
