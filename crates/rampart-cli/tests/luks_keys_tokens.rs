@@ -209,7 +209,10 @@ fn rampart_token(volume: &Path, id: usize) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-const KMS_TOKEN: &str = r#"{"type":"rampart-kms","keyslots":["0"],"server":"https://kms.example:8443/v1","key_id":"vol-42","wrapped":"rampart:v1:vol-42:1:q83vEjRWeJCrze8SNFZ4kKvN7xI0VniQq83vEjRWeJCrze8SNFZ4kKvN7xI0VniQ","nested":{"list":[1,-2,3.5,true,null,{"k":"v"}],"text":"Zürich \"quoted\" \\ tab\t"}}"#;
+/// A vendor's token, of a type no token plugin claims: cryptsetup hands
+/// a `rampart-kms` token to Rampart's plugin when it is installed, which
+/// refuses one that does not wrap a real key.
+const VENDOR_TOKEN: &str = r#"{"type":"vendor-kms","keyslots":["0"],"server":"https://kms.example:8443/v1","key_id":"vol-42","wrapped":"rampart:v1:vol-42:1:q83vEjRWeJCrze8SNFZ4kKvN7xI0VniQq83vEjRWeJCrze8SNFZ4kKvN7xI0VniQ","nested":{"list":[1,-2,3.5,true,null,{"k":"v"}],"text":"Zürich \"quoted\" \\ tab\t"}}"#;
 
 /// A token imported by cryptsetup survives every Rampart header rewrite.
 #[test]
@@ -221,8 +224,8 @@ fn tokens_imported_by_cryptsetup_survive_rampart_rewrites() {
     let k2 = dir.file("k2", b"token test 2");
     let k3 = dir.file("k3", b"token test 3");
     cs_format(&volume, &k1, "luks2");
-    let token_file = dir.file("token.json", KMS_TOKEN.as_bytes());
-    let want: serde_json::Value = serde_json::from_str(KMS_TOKEN).unwrap();
+    let token_file = dir.file("token.json", VENDOR_TOKEN.as_bytes());
+    let want: serde_json::Value = serde_json::from_str(VENDOR_TOKEN).unwrap();
     ok(
         "cryptsetup token import",
         cryptsetup(&[
@@ -242,7 +245,7 @@ fn tokens_imported_by_cryptsetup_survive_rampart_rewrites() {
     args.extend(PBKDF2);
     ok("rampart add-key", rampart(&args));
     assert_eq!(cs_token(&volume, 3), want, "token changed by add-key");
-    assert_eq!(cryptsetup_tokens(&cryptsetup_dump(&volume)), [(3, "rampart-kms".to_owned())]);
+    assert_eq!(cryptsetup_tokens(&cryptsetup_dump(&volume)), [(3, "vendor-kms".to_owned())]);
 
     let mut args = vec!["change-key", p(&volume), "-d", p(&k2), "--new-key-file", p(&k3)];
     args.extend(PBKDF2);
@@ -307,8 +310,8 @@ fn tokens_rampart_add_export_remove() {
     let mut args = vec!["format", p(&volume), "--size", "20M", "-d", p(&k1)];
     args.extend(PBKDF2);
     ok("rampart format", rampart(&args));
-    let token_file = dir.file("token.json", KMS_TOKEN.as_bytes());
-    let want: serde_json::Value = serde_json::from_str(KMS_TOKEN).unwrap();
+    let token_file = dir.file("token.json", VENDOR_TOKEN.as_bytes());
+    let want: serde_json::Value = serde_json::from_str(VENDOR_TOKEN).unwrap();
 
     // First free id (0), then an explicit one.
     let out = ok(
@@ -334,7 +337,7 @@ fn tokens_rampart_add_export_remove() {
     let dump = cryptsetup_dump(&volume);
     assert_eq!(
         cryptsetup_tokens(&dump),
-        [(0, "rampart-kms".to_owned()), (1, "from-stdin".to_owned()), (7, "other-kind".to_owned())],
+        [(0, "vendor-kms".to_owned()), (1, "from-stdin".to_owned()), (7, "other-kind".to_owned())],
         "{dump}"
     );
     assert_eq!(cs_token(&volume, 0), want);
@@ -424,7 +427,7 @@ fn tokens_refused_on_luks1() {
         ]),
     );
     let before = std::fs::read(&volume).unwrap();
-    let token_file = dir.file("token.json", KMS_TOKEN.as_bytes());
+    let token_file = dir.file("token.json", VENDOR_TOKEN.as_bytes());
     fails(
         "token add on LUKS1",
         &rampart(&["token", "add", p(&volume), "--json-file", p(&token_file)]),

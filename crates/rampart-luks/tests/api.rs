@@ -239,7 +239,7 @@ fn luks2_keyslot_management() {
 fn luks2_tokens() {
     let io = MemoryIo::new(3 << 20);
     let (mut luks, _) = Luks::format(&io, &luks2_opts(), b"p0").unwrap();
-    let t = json!({"type": "rampart-kms", "keyslots": ["0"], "nested": {"a": [1, "b"]}});
+    let t = json!({"type": "vendor-kms", "keyslots": ["0"], "nested": {"a": [1, "b"]}});
     assert_eq!(luks.add_token(&io, t.clone(), None).unwrap(), 0);
     assert_eq!(luks.add_token(&io, t.clone(), Some(7)).unwrap(), 7);
     assert!(matches!(luks.add_token(&io, t.clone(), Some(7)), Err(Error::InvalidArgument(_))));
@@ -270,7 +270,7 @@ fn luks2_tokens() {
     assert!(luks.to_json()["tokens"][0]["json"]["nested"]["a"][1] == "b");
 
     // Replacing a token is one header write; a bad or missing one is refused.
-    let newer = json!({"type": "rampart-kms", "keyslots": ["0"], "key_version": 2});
+    let newer = json!({"type": "vendor-kms", "keyslots": ["0"], "key_version": 2});
     luks.replace_token(&io, 0, newer.clone()).unwrap();
     assert_eq!(Luks::load(&io).unwrap().0.tokens()[0].1, newer);
     assert!(matches!(luks.replace_token(&io, 9, newer.clone()), Err(Error::InvalidArgument(_))));

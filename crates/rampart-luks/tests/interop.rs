@@ -546,8 +546,10 @@ fn tokens_survive_rampart_rewrites() {
         s(&key_file),
         s(&data),
     ]);
+    // A type no token plugin claims (cryptsetup validates a claimed one
+    // through its plugin on import).
     let token = serde_json::json!({
-        "type": "rampart-kms",
+        "type": "vendor-kms",
         "keyslots": ["0"],
         "kms": {"url": "https://kms.example/v1/keys/7", "wrapped": "AAECAwQ=", "n": [1, 2.5, null, true]},
         "unicode": "ключ \u{1F511}",
