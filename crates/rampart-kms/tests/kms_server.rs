@@ -512,6 +512,7 @@ async fn refuses_missing_foreign_expired_and_unregistered_certificates(backend: 
             fingerprint: expired.fingerprint.clone(),
             created_ms: now_ms(),
             not_after_ms: expired.not_after_ms,
+            revoked: None,
         })
         .await
         .unwrap();
