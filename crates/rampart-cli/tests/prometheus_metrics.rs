@@ -185,9 +185,7 @@ except nbd.Error:
     assert_eq!(bytes("write"), 10 * 65536 + 4 * MIB, "nbdcopy's 4 MiB written");
     assert_eq!(bytes("read"), 5 * 131072 + 16 * MIB, "nbdcopy read the 16 MiB export");
     let requests = |kind| nbd_value(&bulk, "rampart_nbd_requests_total", kind) as u64;
-    let count = |kind| {
-        nbd_value(&bulk, "rampart_nbd_request_duration_seconds_count", kind) as u64
-    };
+    let count = |kind| nbd_value(&bulk, "rampart_nbd_request_duration_seconds_count", kind) as u64;
     for kind in ["read", "write", "flush"] {
         assert_eq!(count(kind), requests(kind), "{kind}: every request answered and timed");
     }
@@ -255,9 +253,24 @@ fn serve_metrics_count_tls_handshakes() {
     openssl(
         &pki,
         &[
-            "x509", "-req", "-in", "server.csr", "-CA", "ca-cert.pem", "-CAkey", "ca-key.pem",
-            "-set_serial", "7", "-out", "server-cert.pem", "-days", "2", "-extfile",
-            "server.ext", "-extensions", "v3",
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca-cert.pem",
+            "-CAkey",
+            "ca-key.pem",
+            "-set_serial",
+            "7",
+            "-out",
+            "server-cert.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "server.ext",
+            "-extensions",
+            "v3",
         ],
     );
     let trusted = dir.join("trusted");
@@ -292,11 +305,15 @@ fn serve_metrics_count_tls_handshakes() {
     for _ in 0..2 {
         ok("nbdinfo over TLS", run_limited("nbdinfo", &["--size", &good], Duration::from_secs(30)));
     }
-    // A client that does not trust the server's certificate aborts the
-    // handshake.
+    // A client that trusts another CA only aborts the handshake.
+    let mut other = vec!["req", "-x509"];
+    other.extend(curve);
+    other.extend(["-keyout", "other-key.pem", "-out", "other-cert.pem", "-days", "2"]);
+    other.extend(["-subj", "/CN=another CA", "-extensions", "v3", "-config", "ca.ext"]);
+    openssl(&pki, &other);
     let untrusted = dir.join("untrusted");
     std::fs::create_dir_all(&untrusted).unwrap();
-    std::fs::copy(pki.join("server-cert.pem"), untrusted.join("ca-cert.pem")).unwrap();
+    std::fs::copy(pki.join("other-cert.pem"), untrusted.join("ca-cert.pem")).unwrap();
     let bad = format!("nbds://127.0.0.1:{nbd_port}/{EXPORT}?tls-certificates={}", p(&untrusted));
     let refused = run_limited("nbdinfo", &["--size", &bad], Duration::from_secs(30));
     assert!(!refused.status.success(), "a client distrusting the server got in");
@@ -342,9 +359,19 @@ fn key_server_metrics_count_operations_per_client_and_key() {
     let (eu, us) = (tmp.join("eu.bundle"), tmp.join("us.bundle"));
     kms_support::issue_client(p(&admin), "host-eu", "region=eu", p(&eu));
     kms_support::issue_client(p(&admin), "host-us", "region=us", p(&us));
-    kms_support::ok(&["kms", "key", "create", "disk", "--allow", "label:region=eu", "--kms", p(&admin)]);
+    kms_support::ok(&[
+        "kms",
+        "key",
+        "create",
+        "disk",
+        "--allow",
+        "label:region=eu",
+        "--kms",
+        p(&admin),
+    ]);
 
-    let wrapped = kms_support::rampart_in(&["kms", "key", "wrap", "disk", "--kms", p(&eu)], b"secret");
+    let wrapped =
+        kms_support::rampart_in(&["kms", "key", "wrap", "disk", "--kms", p(&eu)], b"secret");
     assert!(wrapped.status.success(), "{}", text(&wrapped.stderr));
     let ciphertext = text(&wrapped.stdout).trim().to_owned();
     for _ in 0..3 {
@@ -387,9 +414,7 @@ fn key_server_metrics_count_operations_per_client_and_key() {
         scrape.raw
     );
     assert_eq!(scrape.family_type("rampart_kms_client_operations"), "counter");
-    let unwraps = scrape.value(
-        "rampart_kms_requests_total",
-        &[("operation", "key.unwrap"), ("outcome", "ok")],
-    );
+    let unwraps = scrape
+        .value("rampart_kms_requests_total", &[("operation", "key.unwrap"), ("outcome", "ok")]);
     assert_eq!(unwraps, 3.0);
 }

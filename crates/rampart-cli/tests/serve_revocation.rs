@@ -51,7 +51,14 @@ impl Deployment {
         let host = tmp.join("host.bundle");
         kms_support::issue_client(p(&admin), "host-a", "region=eu", p(&host));
         kms_support::ok(&[
-            "kms", "key", "create", "disk", "--allow", "label:region=eu", "--kms", p(&admin),
+            "kms",
+            "key",
+            "create",
+            "disk",
+            "--allow",
+            "label:region=eu",
+            "--kms",
+            p(&admin),
         ]);
         Self { tmp, data, port, server: Some(server), admin, host }
     }
@@ -162,7 +169,11 @@ fn exit_within(serve: &mut Serve, limit: Duration) -> (std::process::ExitStatus,
         if let Some(status) = serve.try_wait() {
             return (status, start.elapsed());
         }
-        assert!(start.elapsed() < limit, "rampart serve still runs after {limit:?}: {}", serve.log());
+        assert!(
+            start.elapsed() < limit,
+            "rampart serve still runs after {limit:?}: {}",
+            serve.log()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -235,7 +246,8 @@ fn revoked_client_is_refused_at_handshake_and_serve_exits() {
     let (mut serve, socket) = d.serve(&[format!("{}=bound", p(&bound))], &["--token-only"]);
     let client = holder(&unix_uri(&socket, "bound"), &d.tmp.join("written"));
 
-    let printed = d.admin(&["kms", "client", "revoke", "host-a", "--reason", "host decommissioned"]);
+    let printed =
+        d.admin(&["kms", "client", "revoke", "host-a", "--reason", "host decommissioned"]);
     assert!(printed.contains("client host-a revoked"), "{printed}");
     assert_disconnected(client);
     let (status, _) = exit_within(&mut serve, Duration::from_secs(10));
@@ -246,9 +258,8 @@ fn revoked_client_is_refused_at_handshake_and_serve_exits() {
     assert!(!log.contains("panicked"), "{log}");
 
     // Every later TLS handshake with the client's certificate is refused.
-    let refused = kms_support::rampart(&[
-        "unlock", p(&bound), "--print-passphrase", "--kms", p(&d.host),
-    ]);
+    let refused =
+        kms_support::rampart(&["unlock", p(&bound), "--print-passphrase", "--kms", p(&d.host)]);
     assert!(!refused.status.success());
     let err = text(&refused.stderr);
     assert!(err.contains("CertificateRevoked"), "{err}");

@@ -5,8 +5,8 @@ use std::sync::atomic::Ordering;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::proto::*;
 use crate::metrics::ExportMetrics;
+use crate::proto::*;
 use crate::server::{Opened, Shared, TlsMode};
 use crate::Export;
 

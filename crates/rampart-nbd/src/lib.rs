@@ -18,8 +18,8 @@ mod transmission;
 
 use std::sync::Arc;
 
-pub use rampart_volume::BlockDevice;
 pub use metrics_http::serve_metrics;
+pub use rampart_volume::BlockDevice;
 pub use server::{
     Bound, Limits, Server, ServerConfig, ServerHandle, Stats, TlsMode, DEFAULT_MAX_INFLIGHT,
 };

@@ -35,8 +35,8 @@ pub(crate) fn type_index(kind: u16) -> usize {
 /// Upper bounds of the latency buckets, in seconds: from a page-cache hit
 /// (tens of microseconds) to a flush of a slow disk (seconds).
 const BUCKETS: [f64; 16] = [
-    0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05,
-    0.1, 0.25, 0.5, 1.0, 5.0,
+    0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1,
+    0.25, 0.5, 1.0, 5.0,
 ];
 /// The same bounds in nanoseconds, for comparing without floating point.
 const BUCKETS_NS: [u64; 16] = [
@@ -206,7 +206,8 @@ pub(crate) fn render(
         header(&mut out, name, "counter", help);
         for ((_, metrics), label) in exports.iter().zip(&labels) {
             for (kind, counters) in TYPES.iter().zip(&metrics.types) {
-                let _ = writeln!(out, "{name}{{{label},type=\"{kind}\"}} {}", load(field(counters)));
+                let _ =
+                    writeln!(out, "{name}{{{label},type=\"{kind}\"}} {}", load(field(counters)));
             }
         }
     }
@@ -264,10 +265,26 @@ pub(crate) fn render(
     let _ = writeln!(out, "{name}{{result=\"ok\"}} {}", load(&server.tls_ok));
     let _ = writeln!(out, "{name}{{result=\"failed\"}} {}", load(&server.tls_failed));
     let server_counters = [
-        ("rampart_nbd_accepted_connections_total", "Connections accepted (before option haggling).", &stats.connections),
-        ("rampart_nbd_failed_connections_total", "Connections ended by a protocol or I/O error.", &stats.failed_connections),
-        ("rampart_nbd_timed_out_connections_total", "Connections cut off by a handshake, idle or stall timeout.", &stats.timed_out_connections),
-        ("rampart_nbd_refused_connections_total", "Connections closed at once because --max-connections were open.", &stats.refused_connections),
+        (
+            "rampart_nbd_accepted_connections_total",
+            "Connections accepted (before option haggling).",
+            &stats.connections,
+        ),
+        (
+            "rampart_nbd_failed_connections_total",
+            "Connections ended by a protocol or I/O error.",
+            &stats.failed_connections,
+        ),
+        (
+            "rampart_nbd_timed_out_connections_total",
+            "Connections cut off by a handshake, idle or stall timeout.",
+            &stats.timed_out_connections,
+        ),
+        (
+            "rampart_nbd_refused_connections_total",
+            "Connections closed at once because --max-connections were open.",
+            &stats.refused_connections,
+        ),
     ];
     for (name, help, counter) in server_counters {
         header(&mut out, name, "counter", help);
@@ -290,7 +307,9 @@ mod tests {
         let exports = vec![("a\"b".to_owned(), std::sync::Arc::new(m))];
         let text = render(&exports, &ServerMetrics::default(), &crate::Stats::default());
         assert!(text.contains("rampart_nbd_requests_total{export=\"a\\\"b\",type=\"read\"} 1"));
-        assert!(text.contains("rampart_nbd_request_bytes_total{export=\"a\\\"b\",type=\"read\"} 4096"));
+        assert!(
+            text.contains("rampart_nbd_request_bytes_total{export=\"a\\\"b\",type=\"read\"} 4096")
+        );
         assert!(text.contains(
             "rampart_nbd_request_duration_seconds_bucket{export=\"a\\\"b\",type=\"read\",le=\"0.000025\"} 0"
         ));
@@ -303,7 +322,9 @@ mod tests {
         assert!(text.contains(
             "rampart_nbd_request_duration_seconds_bucket{export=\"a\\\"b\",type=\"write\",le=\"+Inf\"} 1"
         ));
-        assert!(text.contains("rampart_nbd_request_errors_total{export=\"a\\\"b\",type=\"write\"} 1"));
+        assert!(
+            text.contains("rampart_nbd_request_errors_total{export=\"a\\\"b\",type=\"write\"} 1")
+        );
         assert!(text.contains("rampart_nbd_export_up{export=\"a\\\"b\"} 1"));
     }
 }

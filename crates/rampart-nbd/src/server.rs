@@ -282,7 +282,9 @@ pub struct Server {
 
 impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Server").field("exports", &self.shared.open_exports()).finish_non_exhaustive()
+        f.debug_struct("Server")
+            .field("exports", &self.shared.open_exports())
+            .finish_non_exhaustive()
     }
 }
 

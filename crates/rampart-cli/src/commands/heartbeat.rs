@@ -77,7 +77,11 @@ impl Checker {
 
     /// Checks in every period until every managed export is closed; then,
     /// if no export at all is left, sends why on `emptied`.
-    pub async fn run(mut self, handle: ServerHandle, emptied: tokio::sync::oneshot::Sender<String>) {
+    pub async fn run(
+        mut self,
+        handle: ServerHandle,
+        emptied: tokio::sync::oneshot::Sender<String>,
+    ) {
         let mut unanswered_since: Option<Instant> = None;
         let mut ticks = tokio::time::interval(self.every);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -167,11 +171,8 @@ impl Checker {
     }
 
     async fn check(&self) -> Outcome {
-        let keys: Vec<HeldKey> = self
-            .held
-            .iter()
-            .map(|v| HeldKey { name: v.key.clone(), version: v.version })
-            .collect();
+        let keys: Vec<HeldKey> =
+            self.held.iter().map(|v| HeldKey { name: v.key.clone(), version: v.version }).collect();
         match self.client.heartbeat(&keys).await {
             Ok(verdicts) => {
                 let mut denied = Vec::new();

@@ -500,7 +500,10 @@ async fn route_unsealed(
             let body: HeartbeatRequest = read_json(request)?;
             check_heartbeat(&body)?;
             let result = heartbeat(state, &client, &body.keys, ctx).await;
-            state.metrics.heartbeat(&client.name, result.as_ref().is_ok_and(|v| v.iter().all(|v| v.allowed)));
+            state.metrics.heartbeat(
+                &client.name,
+                result.as_ref().is_ok_and(|v| v.iter().all(|v| v.allowed)),
+            );
             let verdicts = result?;
             Reply::json(200, &json!({ "client": client.name, "keys": verdicts }))
         }

@@ -281,7 +281,11 @@ impl Metrics {
         out.push_str("# HELP rampart_kms_heartbeat_last_seconds Unix time of each client's last heartbeat.\n");
         out.push_str("# TYPE rampart_kms_heartbeat_last_seconds gauge\n");
         for (client, h) in &inner.heartbeats {
-            let _ = writeln!(out, "rampart_kms_heartbeat_last_seconds{{client=\"{client}\"}} {}", h.last);
+            let _ = writeln!(
+                out,
+                "rampart_kms_heartbeat_last_seconds{{client=\"{client}\"}} {}",
+                h.last
+            );
         }
         out.push_str("# HELP rampart_kms_heartbeat_allowed Whether each client's last heartbeat allowed every key it holds.\n");
         out.push_str("# TYPE rampart_kms_heartbeat_allowed gauge\n");

@@ -315,11 +315,8 @@ impl State {
     /// identities (labels may have changed on another server).
     async fn refresh_clients(&self) -> Result<()> {
         let clients = self.store.list_clients().await?;
-        let revoked: HashSet<String> = clients
-            .into_iter()
-            .filter(|c| c.revoked.is_some())
-            .map(|c| c.fingerprint)
-            .collect();
+        let revoked: HashSet<String> =
+            clients.into_iter().filter(|c| c.revoked.is_some()).map(|c| c.fingerprint).collect();
         // Revocations are never undone: merging keeps one made here
         // while the list was being read.
         self.revoked.write().unwrap_or_else(std::sync::PoisonError::into_inner).extend(revoked);
