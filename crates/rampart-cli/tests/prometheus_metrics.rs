@@ -15,6 +15,8 @@
 #[path = "helpers/serve_support.rs"]
 mod support;
 
+// Its TempDir is the same as support's, which is the one used here.
+#[allow(unused_imports)]
 #[path = "helpers/kms_support.rs"]
 mod kms_support;
 
