@@ -233,7 +233,8 @@ pub(crate) fn render(
         }
     }
 
-    let gauges: [(&str, &str, &str, fn(&ExportMetrics) -> i64); 4] = [
+    type Gauge = fn(&ExportMetrics) -> i64;
+    let gauges: [(&str, &str, &str, Gauge); 4] = [
         (
             "rampart_nbd_inflight_bytes",
             "gauge",
