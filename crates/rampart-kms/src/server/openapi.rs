@@ -200,7 +200,7 @@ pub fn openapi_document() -> Value {
             "reason": { "type": "string", "minLength": 1, "maxLength": 1024, "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\s\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$", "description": "Printable text, not only spaces" } } },
         "RelabelRequest": { "type": "object", "required": ["labels"], "additionalProperties": false, "properties": {
             "labels": { "type": "object", "maxProperties": 32,
-              "propertyNames": { "pattern": "^[a-z0-9._-]{1,64}$" },
+              "description": "Label keys are 1 to 64 characters of a-z, 0-9, '.', '_', '-' (a constraint on property names, which OpenAPI 3.0 cannot state)",
               "additionalProperties": { "type": "string", "pattern": "^[A-Za-z0-9._-]{0,128}$" } } } },
         "HeldKey": { "type": "object", "required": ["name", "version"], "additionalProperties": false, "properties": {
             "name": { "$ref": "#/components/schemas/Name" },
