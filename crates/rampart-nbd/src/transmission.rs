@@ -123,21 +123,24 @@ pub(crate) async fn serve(
         out,
     });
     let mut written = None;
+    // In this order, reading requests last: a connection whose export was
+    // closed meanwhile reads no request at all, and one whose writer has
+    // failed reads no more (were reading first, a client flooding
+    // requests would keep it busy until the task's cooperative budget ran
+    // out, and the writer's end would not be seen while the flood lasts).
     let reading = tokio::select! {
-        // Checked first: a connection to an export closed meanwhile reads
-        // no request at all.
         biased;
         _ = stop.wait_for(|stopping| *stopping) => Ok(()),
         // The export was closed (its key revoked): in-flight requests are
         // answered below, then the connection is closed.
         _ = closing.wait_for(|closed| *closed) => Ok(()),
-        result = read_requests(&mut reader, &context) => result,
         // The writer fails when the client stops reading its replies (or
         // goes away): stop reading its requests too.
         result = &mut writing => {
             written = Some(result);
             Ok(())
         }
+        result = read_requests(&mut reader, &context) => result,
     };
     // In-flight requests hold clones of the sender; the writer ends once
     // they have all answered.

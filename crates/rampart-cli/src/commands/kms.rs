@@ -552,18 +552,19 @@ fn client_command(command: &ClientCommand) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string_pretty(&clients)?);
             } else {
                 println!(
-                    "{:<24} {:<6} {:<32} {:<25} FINGERPRINT",
-                    "NAME", "ADMIN", "LABELS", "EXPIRES"
+                    "{:<24} {:<6} {:<32} {:<25} {:<8} FINGERPRINT",
+                    "NAME", "ADMIN", "LABELS", "EXPIRES", "STATE"
                 );
                 for c in clients {
                     let labels: Vec<String> =
                         c.labels.as_map().iter().map(|(k, v)| format!("{k}={v}")).collect();
                     println!(
-                        "{:<24} {:<6} {:<32} {:<25} {}",
+                        "{:<24} {:<6} {:<32} {:<25} {:<8} {}",
                         c.name,
                         if c.admin { "yes" } else { "no" },
                         labels.join(","),
                         format_time(c.not_after_ms),
+                        if c.revoked.is_some() { "revoked" } else { "active" },
                         &c.fingerprint[..c.fingerprint.len().min(16)]
                     );
                 }
