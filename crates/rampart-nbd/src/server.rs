@@ -606,3 +606,38 @@ async fn connection(
     tracing::debug!(%peer, export = %negotiated.export.name, "transmission");
     transmission::serve(negotiated, shared, stop).await
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[tokio::test]
+    async fn closing_an_export_drops_its_device_and_keeps_the_others() {
+        let device: Arc<dyn rampart_volume::BlockDevice> =
+            Arc::new(rampart_volume::MemDevice::new(1 << 20));
+        let weak = Arc::downgrade(&device);
+        let exports = vec![
+            Export { name: "a".into(), description: String::new(), device, read_only: false },
+            Export {
+                name: "b".into(),
+                description: String::new(),
+                device: Arc::new(rampart_volume::MemDevice::new(1 << 20)),
+                read_only: false,
+            },
+        ];
+        let server = Server::new(ServerConfig::new(exports)).unwrap();
+        let handle = server.handle();
+        assert_eq!(handle.open_exports(), ["a", "b"]);
+        assert!(handle.close_export("a").await.unwrap());
+        // The last reference is gone: the device (and any key it holds) is dropped.
+        assert!(weak.upgrade().is_none());
+        assert_eq!(handle.open_exports(), ["b"]);
+        assert!(!handle.close_export("a").await.unwrap(), "closed twice");
+        assert!(!handle.close_export("nope").await.unwrap());
+        let text = handle.metrics_text();
+        assert!(text.contains("rampart_nbd_export_up{export=\"a\"} 0"), "{text}");
+        assert!(text.contains("rampart_nbd_export_up{export=\"b\"} 1"), "{text}");
+    }
+}
