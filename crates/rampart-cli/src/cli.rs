@@ -239,6 +239,24 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 256, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub max_requests: u32,
+    /// Serve Prometheus metrics over plain HTTP at http://ADDR/metrics
+    /// (per export: requests, bytes and errors by type, latency
+    /// histograms, bytes in flight, connections; TLS handshakes).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics_listen: Option<String>,
+    /// For volumes unlocked through the key manager: check in this often;
+    /// an export whose key the key manager no longer allows this host
+    /// (key revoked, client revoked or relabelled out of the key's allow
+    /// rule, certificate expired) is closed: writes flushed, clients
+    /// disconnected, volume key wiped. 0: never check.
+    #[arg(long, value_parser = parse_duration, default_value = "30s", value_name = "TIME")]
+    pub heartbeat: Duration,
+    /// How long exports keep serving while no key server answers the
+    /// heartbeat; then they are closed as if revoked. An answer within
+    /// the grace period resumes silently. 0: close at the first
+    /// unanswered heartbeat.
+    #[arg(long, value_parser = parse_duration, default_value = "1h", value_name = "TIME")]
+    pub grace: Duration,
 }
 
 /// The volume: its data file or device and, when detached, its header file.

@@ -603,6 +603,47 @@ impl KmsClient {
         })
     }
 
+    /// Revokes client `name`: its certificate is refused from then on.
+    pub async fn revoke_client(&self, name: &str, reason: &str) -> Result<ClientInfo, ClientError> {
+        crate::model::check_name("client name", name)?;
+        self.call_json(
+            Method::POST,
+            &format!("/v1/clients/{name}/revoke"),
+            Some(json!({ "reason": reason })),
+        )
+        .await
+    }
+
+    /// Replaces client `name`'s labels.
+    pub async fn relabel_client(
+        &self,
+        name: &str,
+        labels: &crate::model::Labels,
+    ) -> Result<ClientInfo, ClientError> {
+        crate::model::check_name("client name", name)?;
+        self.call_json(
+            Method::POST,
+            &format!("/v1/clients/{name}/labels"),
+            Some(json!({ "labels": labels })),
+        )
+        .await
+    }
+
+    /// Asks whether this client may still hold `keys` (a serving host's
+    /// heartbeat); one verdict per key.
+    pub async fn heartbeat(
+        &self,
+        keys: &[crate::model::HeldKey],
+    ) -> Result<Vec<crate::model::HeartbeatVerdict>, ClientError> {
+        #[derive(Deserialize)]
+        struct Answer {
+            keys: Vec<crate::model::HeartbeatVerdict>,
+        }
+        let answer: Answer =
+            self.call_json(Method::POST, "/v1/heartbeat", Some(json!({ "keys": keys }))).await?;
+        Ok(answer.keys)
+    }
+
     pub async fn list_clients(&self) -> Result<Vec<ClientInfo>, ClientError> {
         #[derive(Deserialize)]
         struct List {

@@ -131,6 +131,7 @@ pub async fn init(opts: &InitOptions, store: &dyn Store) -> Result<InitOutcome> 
         fingerprint: issued.fingerprint,
         created_ms: now_ms(),
         not_after_ms: issued.not_after_ms,
+        revoked: None,
     };
     let seal_json = serde_json::to_vec(&config)
         .map_err(|e| KmsError::Config(format!("cannot encode the seal configuration: {e}")))?;

@@ -29,6 +29,9 @@ pub enum KmsError {
     /// no registered client.
     #[error("unknown client certificate")]
     UnknownClient,
+    /// The client's certificate was revoked by an admin.
+    #[error("client {name} was revoked: {reason}")]
+    ClientRevoked { name: String, reason: String },
     /// The client is known but not allowed to do this.
     #[error("forbidden: {0}")]
     Forbidden(String),
@@ -76,6 +79,7 @@ impl KmsError {
         match self {
             Self::InvalidRequest(_) | Self::UnwrapFailed => 400,
             Self::UnknownClient => 401,
+            Self::ClientRevoked { .. } => 403,
             Self::Forbidden(_) | Self::KeyRevoked { .. } | Self::UnsealFailed(_) => 403,
             Self::NotFound(_) | Self::NoRoute(_) => 404,
             Self::MethodNotAllowed { .. } => 405,
@@ -98,6 +102,7 @@ impl KmsError {
             Self::NoRoute(_) => "no_route",
             Self::MethodNotAllowed { .. } => "method_not_allowed",
             Self::UnknownClient => "unknown_client",
+            Self::ClientRevoked { .. } => "client_revoked",
             Self::Forbidden(_) => "forbidden",
             Self::NotFound(_) => "not_found",
             Self::Conflict(_) => "conflict",

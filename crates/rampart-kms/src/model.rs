@@ -269,7 +269,41 @@ pub struct ClientInfo {
     pub fingerprint: String,
     pub created_ms: i64,
     pub not_after_ms: i64,
+    /// Set once an admin revoked the client: its certificate is refused at
+    /// every TLS handshake and request from then on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked: Option<ClientRevocation>,
 }
+
+/// When and why a client was revoked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientRevocation {
+    /// Unix milliseconds.
+    pub revoked_ms: i64,
+    pub reason: String,
+}
+
+/// A key version a host holds unwrapped, as a heartbeat names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeldKey {
+    pub name: String,
+    pub version: u32,
+}
+
+/// The key server's verdict on one [`HeldKey`]: whether the client may
+/// still hold it, and if not, why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeartbeatVerdict {
+    pub name: String,
+    pub version: u32,
+    pub allowed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Most keys one heartbeat may name.
+pub const MAX_HEARTBEAT_KEYS: usize = 256;
 
 /// An audit entry before it is chained.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -353,6 +387,7 @@ mod tests {
             fingerprint: String::new(),
             created_ms: 0,
             not_after_ms: 0,
+            revoked: None,
         }
     }
 

@@ -512,6 +512,7 @@ async fn refuses_missing_foreign_expired_and_unregistered_certificates(backend: 
             fingerprint: expired.fingerprint.clone(),
             created_ms: now_ms(),
             not_after_ms: expired.not_after_ms,
+            revoked: None,
         })
         .await
         .unwrap();
@@ -797,6 +798,9 @@ async fn openapi_metrics_and_failover_across_endpoints() {
         "/v1/audit",
         "/v1/audit/verify",
         "/v1/whoami",
+        "/v1/heartbeat",
+        "/v1/clients/{name}/revoke",
+        "/v1/clients/{name}/labels",
     ] {
         assert!(doc["paths"][path].is_object(), "{path} undocumented");
     }
@@ -919,4 +923,150 @@ async fn oversized_body_is_answered_413_and_the_connection_stays_usable() {
     let (status, text) = response(&mut tls, &mut buf).await;
     assert_eq!(status, 200, "{text}");
     assert!(text.contains("rampart:v1:k:1:"), "{text}");
+}
+
+/// Issues a client bundle (not only a client of it).
+async fn issue_bundle(d: &Deployment, name: &str, labels: &str) -> Bundle {
+    d.admin()
+        .issue_client(
+            name,
+            &Labels::parse_list(labels).unwrap(),
+            false,
+            Some(7),
+            d.admin.endpoints.clone(),
+        )
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeats_follow_relabelling_and_client_revocation_on_sqlite() {
+    heartbeats_follow_relabelling_and_client_revocation(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeats_follow_relabelling_and_client_revocation_on_postgres() {
+    heartbeats_follow_relabelling_and_client_revocation(Backend::Postgres).await;
+}
+
+async fn heartbeats_follow_relabelling_and_client_revocation(backend: Backend) {
+    use rampart_kms::model::HeldKey;
+    let d = Deployment::on(backend, "heartbeat", None).await;
+    let admin = d.admin();
+    admin.create_key("disk", &["label:region=eu".into()], false).await.unwrap();
+    let bundle = issue_bundle(&d, "host", "region=eu").await;
+    let host = KmsClient::with_policy(&bundle, fast()).unwrap();
+    let disk = HeldKey { name: "disk".into(), version: 1 };
+    let held = [disk.clone(), HeldKey { name: "nope".into(), version: 1 }];
+    let verdicts = host.heartbeat(&held).await.unwrap();
+    assert!(verdicts[0].allowed && verdicts[0].reason.is_none(), "{verdicts:?}");
+    assert!(!verdicts[1].allowed);
+    assert!(verdicts[1].reason.as_deref().unwrap().contains("does not exist"));
+
+    // Relabelled out of the allow rule: refused at once, data operations too.
+    let changed = admin.relabel_client("host", &Labels::parse_list("region=us").unwrap()).await;
+    assert_eq!(changed.unwrap().labels.get("region"), Some("us"));
+    let verdicts = host.heartbeat(std::slice::from_ref(&disk)).await.unwrap();
+    assert!(!verdicts[0].allowed);
+    assert!(verdicts[0].reason.as_deref().unwrap().contains("no longer allowed"), "{verdicts:?}");
+    assert_eq!(api_code(host.wrap("disk", b"x", b"").await), "forbidden");
+    admin.relabel_client("host", &Labels::parse_list("region=eu").unwrap()).await.unwrap();
+    assert!(host.heartbeat(std::slice::from_ref(&disk)).await.unwrap()[0].allowed);
+
+    // A second server on the same store learns of the revocation from it.
+    let listener = rampart_kms::server::bind("127.0.0.1:0").await.unwrap();
+    let second = format!("127.0.0.1:{}", listener.local_addr().unwrap().port());
+    let other = Server::new(&ServerOptions::new(d.data_dir()), Arc::clone(&d.store)).await.unwrap();
+    let (stop_other, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        other
+            .run(listener, async {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+    });
+    let mut via_second = bundle.clone();
+    via_second.endpoints = vec![format!("https://{second}")];
+    assert_eq!(
+        KmsClient::with_policy(&via_second, fast()).unwrap().whoami().await.unwrap().name,
+        "host"
+    );
+
+    // Revoked: the kept-alive connection's requests and heartbeats are
+    // refused, and every new TLS handshake.
+    assert_eq!(api_code(admin.revoke_client("admin", "oops").await), "conflict");
+    assert_eq!(api_code(admin.revoke_client("ghost", "x").await), "not_found");
+    assert_eq!(api_code(host.revoke_client("host", "x").await), "forbidden");
+    let revoked = admin.revoke_client("host", "lost in transit").await.unwrap();
+    assert_eq!(revoked.revoked.as_ref().unwrap().reason, "lost in transit");
+    let again = admin.revoke_client("host", "second time").await.unwrap();
+    assert_eq!(again.revoked, revoked.revoked, "the first revocation stays");
+    assert_eq!(api_code(host.heartbeat(std::slice::from_ref(&disk)).await), "client_revoked");
+    let fresh = KmsClient::with_policy(&bundle, fast()).unwrap();
+    match fresh.whoami().await {
+        Err(ClientError::Tls { message, .. }) => {
+            assert!(message.contains("CertificateRevoked"), "{message}")
+        }
+        other => panic!("a revoked certificate got through: {other:?}"),
+    }
+    let deadline = std::time::Instant::now() + rampart_kms::server::CLIENT_REFRESH * 3;
+    loop {
+        let fresh = KmsClient::with_policy(&via_second, fast()).unwrap();
+        match fresh.whoami().await {
+            Err(ClientError::Tls { message, .. }) if message.contains("CertificateRevoked") => {
+                break
+            }
+            other => assert!(
+                std::time::Instant::now() < deadline,
+                "the second server still accepts the revoked certificate: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let _ = stop_other.send(());
+
+    let ops = d.audit_ops().await;
+    for op in ["client.revoke", "client.relabel"] {
+        assert!(ops.iter().any(|(c, o, r)| c == "admin" && o == op && r == "ok"), "{op}");
+    }
+    assert!(ops.iter().any(|(c, o, r)| c == "host" && o == "heartbeat" && r == "denied"));
+    assert!(ops.iter().any(|(c, o, r)| c == "-" && o == "tls.handshake" && r == "denied"));
+    let metrics = admin.metrics().await.unwrap();
+    assert!(
+        metrics.contains("rampart_kms_heartbeats_total{client=\"host\",verdict=\"refused\"} 2"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("rampart_kms_heartbeat_allowed{client=\"host\"} 1"), "{metrics}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_1_store_is_migrated_on_sqlite() {
+    a_version_1_store_is_migrated(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_1_store_is_migrated_on_postgres() {
+    a_version_1_store_is_migrated(Backend::Postgres).await;
+}
+
+/// A store written before clients could be revoked opens and gains the
+/// revocation columns.
+async fn a_version_1_store_is_migrated(backend: Backend) {
+    let d = Deployment::on(backend, "migrate", None).await;
+    d.issue("host", "region=eu").await;
+    for sql in [
+        "ALTER TABLE kms_clients DROP COLUMN revoked_ms",
+        "ALTER TABLE kms_clients DROP COLUMN revoked_reason",
+        "DELETE FROM kms_schema",
+        "INSERT INTO kms_schema VALUES (1)",
+    ] {
+        d.sql(sql).unwrap();
+    }
+    let store = rampart_kms::store::open(d.pg.as_deref(), &d.data_dir()).await.unwrap();
+    assert_eq!(d.sql("SELECT max(version) FROM kms_schema").unwrap(), "2");
+    let clients = store.list_clients().await.unwrap();
+    assert!(clients.iter().all(|c| c.revoked.is_none()));
+    let revoked = store.revoke_client("host".into(), "migrated".into(), now_ms()).await.unwrap();
+    assert_eq!(revoked.revoked.unwrap().reason, "migrated");
 }

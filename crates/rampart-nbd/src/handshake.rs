@@ -1,11 +1,13 @@
 //! Fixed newstyle option haggling.
 
 use std::io;
+use std::sync::atomic::Ordering;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use crate::metrics::ExportMetrics;
 use crate::proto::*;
-use crate::server::{Shared, TlsMode};
+use crate::server::{Opened, Shared, TlsMode};
 use crate::Export;
 
 pub(crate) type ReadBox = Box<dyn AsyncRead + Send + Unpin>;
@@ -90,6 +92,9 @@ pub(crate) type BoxStream = Box<dyn Stream>;
 pub(crate) struct Negotiated {
     pub(crate) stream: BoxStream,
     pub(crate) export: Export,
+    pub(crate) metrics: std::sync::Arc<ExportMetrics>,
+    /// Becomes true when the export is closed.
+    pub(crate) closing: tokio::sync::watch::Receiver<bool>,
     pub(crate) structured: bool,
     pub(crate) base_allocation: bool,
 }
@@ -234,9 +239,10 @@ pub(crate) async fn negotiate(
             OPT_EXPORT_NAME => {
                 let name = std::str::from_utf8(&data)
                     .map_err(|_| invalid("export name is not UTF-8".into()))?;
-                let Some(export) = shared.export(name) else {
+                let Some(opened) = shared.export(name) else {
                     return Err(invalid(format!("unknown export '{name}'")));
                 };
+                let export = &opened.export;
                 let mut answer = Vec::with_capacity(10 + 124);
                 answer.extend_from_slice(&export.device.len().to_be_bytes());
                 answer
@@ -246,7 +252,7 @@ pub(crate) async fn negotiate(
                 }
                 stream.write_all(&answer).await?;
                 stream.flush().await?;
-                return Ok(Some(enter(stream, export, &state)));
+                return Ok(Some(enter(stream, opened, &state)));
             }
             OPT_ABORT => {
                 let _ = reply(&mut stream, option, REP_ACK, &[]).await;
@@ -258,7 +264,7 @@ pub(crate) async fn negotiate(
                     error(&mut stream, option, REP_ERR_INVALID, "LIST takes no data").await?;
                     continue;
                 }
-                for export in &shared.exports {
+                for export in &shared.open_exports() {
                     let mut entry = Vec::new();
                     entry.extend_from_slice(&(export.name.len() as u32).to_be_bytes());
                     entry.extend_from_slice(export.name.as_bytes());
@@ -276,7 +282,16 @@ pub(crate) async fn negotiate(
                     (&shared.tls, shared.tls_mode == TlsMode::Off)
                 {
                     reply(&mut stream, option, REP_ACK, &[]).await?;
-                    let tls = acceptor.accept(stream).await?;
+                    let tls = match acceptor.accept(stream).await {
+                        Ok(tls) => {
+                            shared.metrics.tls_ok.fetch_add(1, Ordering::Relaxed);
+                            tls
+                        }
+                        Err(error) => {
+                            shared.metrics.tls_failed.fetch_add(1, Ordering::Relaxed);
+                            return Err(error);
+                        }
+                    };
                     stream = Box::new(tls);
                     // Nothing negotiated in plain text carries over.
                     state = State {
@@ -303,7 +318,7 @@ pub(crate) async fn negotiate(
                         .await?;
                     continue;
                 };
-                let Some(export) = shared.export(name) else {
+                let Some(opened) = shared.export(name) else {
                     error(
                         &mut stream,
                         option,
@@ -313,6 +328,7 @@ pub(crate) async fn negotiate(
                     .await?;
                     continue;
                 };
+                let export = &opened.export;
                 let mut info = Vec::with_capacity(12);
                 info.extend_from_slice(&INFO_EXPORT.to_be_bytes());
                 info.extend_from_slice(&export.device.len().to_be_bytes());
@@ -337,7 +353,7 @@ pub(crate) async fn negotiate(
                 reply(&mut stream, option, REP_INFO, &info).await?;
                 reply(&mut stream, option, REP_ACK, &[]).await?;
                 if option == OPT_GO {
-                    return Ok(Some(enter(stream, export, &state)));
+                    return Ok(Some(enter(stream, opened, &state)));
                 }
             }
             OPT_STRUCTURED_REPLY => {
@@ -401,10 +417,11 @@ async fn meta_context(
     reply(stream, option, REP_ACK, &[]).await
 }
 
-fn enter(stream: BoxStream, export: &Export, state: &State) -> Negotiated {
+fn enter(stream: BoxStream, opened: Opened, state: &State) -> Negotiated {
+    let Opened { export, metrics, closing } = opened;
     let base_allocation =
         state.structured && matches!(&state.meta, Some((name, true)) if *name == export.name);
-    Negotiated { stream, export: export.clone(), structured: state.structured, base_allocation }
+    Negotiated { stream, export, metrics, closing, structured: state.structured, base_allocation }
 }
 
 fn invalid(message: String) -> io::Error {

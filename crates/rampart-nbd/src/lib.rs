@@ -9,6 +9,8 @@
 
 mod buffers;
 mod handshake;
+mod metrics;
+mod metrics_http;
 mod proto;
 mod server;
 mod tls;
@@ -16,8 +18,11 @@ mod transmission;
 
 use std::sync::Arc;
 
+pub use metrics_http::serve_metrics;
 pub use rampart_volume::BlockDevice;
-pub use server::{Bound, Limits, Server, ServerConfig, Stats, TlsMode, DEFAULT_MAX_INFLIGHT};
+pub use server::{
+    Bound, Limits, Server, ServerConfig, ServerHandle, Stats, TlsMode, DEFAULT_MAX_INFLIGHT,
+};
 pub use tls::tls_config;
 
 /// One named export.

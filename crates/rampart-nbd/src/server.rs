@@ -12,6 +12,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::buffers::BufferPool;
 use crate::handshake::{negotiate, AnyStream, BoxStream};
+use crate::metrics::{ExportMetrics, ServerMetrics};
 use crate::transmission;
 use crate::{Export, NbdError};
 
@@ -139,8 +140,33 @@ impl std::fmt::Display for Stats {
 /// Unit of the in-flight memory budget.
 pub(crate) const PERMIT_BYTES: usize = 4096;
 
+/// An export as the server holds it: its metrics outlive it, and closing
+/// it (see [`ServerHandle::close_export`]) takes the device out.
+pub(crate) struct ExportSlot {
+    pub(crate) name: String,
+    pub(crate) metrics: Arc<ExportMetrics>,
+    /// `None` once closed: new connections no longer find it.
+    export: std::sync::RwLock<Option<Export>>,
+    /// Set to true when the export is closed: its connections stop.
+    closing: watch::Sender<bool>,
+}
+
+impl ExportSlot {
+    fn get(&self) -> Option<Export> {
+        self.export.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+}
+
+/// An open export found by name, with what its connections need.
+pub(crate) struct Opened {
+    pub(crate) export: Export,
+    pub(crate) metrics: Arc<ExportMetrics>,
+    pub(crate) closing: watch::Receiver<bool>,
+}
+
 pub(crate) struct Shared {
-    pub(crate) exports: Vec<Export>,
+    pub(crate) exports: Vec<ExportSlot>,
+    pub(crate) metrics: ServerMetrics,
     pub(crate) tls: Option<TlsAcceptor>,
     pub(crate) tls_mode: TlsMode,
     pub(crate) inflight: Arc<Semaphore>,
@@ -155,8 +181,19 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn export(&self, name: &str) -> Option<&Export> {
-        self.exports.iter().find(|e| e.name == name)
+    /// The open export named `name`.
+    pub(crate) fn export(&self, name: &str) -> Option<Opened> {
+        let slot = self.exports.iter().find(|e| e.name == name)?;
+        Some(Opened {
+            export: slot.get()?,
+            metrics: Arc::clone(&slot.metrics),
+            closing: slot.closing.subscribe(),
+        })
+    }
+
+    /// Every open export, in configuration order.
+    pub(crate) fn open_exports(&self) -> Vec<Export> {
+        self.exports.iter().filter_map(ExportSlot::get).collect()
     }
 }
 
@@ -245,7 +282,9 @@ pub struct Server {
 
 impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Server").field("exports", &self.shared.exports).finish_non_exhaustive()
+        f.debug_struct("Server")
+            .field("exports", &self.shared.open_exports())
+            .finish_non_exhaustive()
     }
 }
 
@@ -285,7 +324,17 @@ impl Server {
         let permits = u32::try_from(permits).unwrap_or(u32::MAX >> 4);
         Ok(Self {
             shared: Arc::new(Shared {
-                exports: config.exports,
+                exports: config
+                    .exports
+                    .into_iter()
+                    .map(|export| ExportSlot {
+                        name: export.name.clone(),
+                        metrics: Arc::new(ExportMetrics::default()),
+                        export: std::sync::RwLock::new(Some(export)),
+                        closing: watch::channel(false).0,
+                    })
+                    .collect(),
+                metrics: ServerMetrics::default(),
                 tls: config.tls.map(TlsAcceptor::from),
                 tls_mode: config.tls_mode,
                 inflight: Arc::new(Semaphore::new(permits as usize)),
@@ -308,6 +357,13 @@ impl Server {
     #[must_use]
     pub fn stats(&self) -> Arc<Stats> {
         Arc::clone(&self.shared.stats)
+    }
+
+    /// A handle for scraping metrics and closing exports while the server
+    /// runs.
+    #[must_use]
+    pub fn handle(&self) -> ServerHandle {
+        ServerHandle { shared: Arc::clone(&self.shared) }
     }
 
     /// Serves one client over any byte stream (an in-memory pipe, a socket
@@ -356,12 +412,91 @@ impl Server {
         }
         let shared = Arc::clone(&self.shared);
         let flushed = tokio::task::spawn_blocking(move || {
-            shared.exports.iter().try_for_each(|export| export.device.flush())
+            shared.open_exports().iter().try_for_each(|export| export.device.flush())
         })
         .await
         .map_err(io::Error::other)?;
         tracing::info!("served {}", self.shared.stats);
         flushed
+    }
+}
+
+/// Controls a running server: metrics, and closing one export while the
+/// others go on.
+#[derive(Clone)]
+pub struct ServerHandle {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for ServerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerHandle").finish_non_exhaustive()
+    }
+}
+
+impl ServerHandle {
+    /// The Prometheus text exposition of the server's metrics.
+    #[must_use]
+    pub fn metrics_text(&self) -> String {
+        let exports: Vec<(String, Arc<ExportMetrics>)> = self
+            .shared
+            .exports
+            .iter()
+            .map(|slot| (slot.name.clone(), Arc::clone(&slot.metrics)))
+            .collect();
+        crate::metrics::render(&exports, &self.shared.metrics, &self.shared.stats)
+    }
+
+    /// The names of the exports still served.
+    #[must_use]
+    pub fn open_exports(&self) -> Vec<String> {
+        self.shared.open_exports().into_iter().map(|e| e.name).collect()
+    }
+
+    /// Closes export `name` for good: new connections no longer find it,
+    /// its connections stop reading requests, finish and answer those in
+    /// flight and are closed, then the device is flushed and dropped here
+    /// (with the last reference, which drops the volume key; a connection
+    /// that does not read its replies holds it until the stall timeout
+    /// cuts it off). `Ok(false)` when no open export has that name.
+    pub async fn close_export(&self, name: &str) -> io::Result<bool> {
+        let Some(slot) = self.shared.exports.iter().find(|e| e.name == name) else {
+            return Ok(false);
+        };
+        let taken = slot.export.write().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        let Some(export) = taken else {
+            return Ok(false);
+        };
+        slot.metrics.mark_closed();
+        let _ = slot.closing.send(true);
+        let limits = &self.shared.limits;
+        let patience = limits.stall_timeout + limits.handshake_timeout;
+        let started = std::time::Instant::now();
+        while slot.metrics.open_connections() > 0 {
+            if started.elapsed() > patience {
+                tracing::warn!(
+                    export = %name,
+                    "{} connection(s) still open after {} s; flushing without them",
+                    slot.metrics.open_connections(),
+                    patience.as_secs()
+                );
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let device = Arc::clone(&export.device);
+        drop(export);
+        let flushed = tokio::task::spawn_blocking(move || {
+            let flushed = device.flush();
+            // The last reference (unless a stalled connection still holds
+            // one): the device and its key schedules are dropped, which
+            // wipes them.
+            drop(device);
+            flushed
+        })
+        .await
+        .map_err(io::Error::other)?;
+        flushed.map(|()| true)
     }
 }
 

@@ -13,6 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, watch, Mutex, OwnedSemaphorePermit, Semaphore};
 
 use crate::handshake::{Negotiated, ReadBox, WriteBox};
+use crate::metrics::{ExportMetrics, InflightGauge};
 use crate::proto::*;
 use crate::server::{Shared, PERMIT_BYTES};
 use crate::Export;
@@ -27,6 +28,8 @@ struct Request {
     handle: u64,
     offset: u64,
     len: u32,
+    /// When the header was read (for the latency histogram).
+    started: std::time::Instant,
 }
 
 impl Request {
@@ -48,6 +51,7 @@ impl Request {
             handle: u64::from_be_bytes(handle),
             offset: u64::from_be_bytes(offset),
             len: u32::from_be_bytes([header[24], header[25], header[26], header[27]]),
+            started: std::time::Instant::now(),
         })
     }
 }
@@ -66,8 +70,12 @@ struct Reply {
 }
 
 /// In-flight budget held by one request: the connection's share and the
-/// server-wide one.
-type Permit = (OwnedSemaphorePermit, OwnedSemaphorePermit);
+/// server-wide one, and its bytes in the export's in-flight gauge.
+struct Permit {
+    _own: OwnedSemaphorePermit,
+    _shared: OwnedSemaphorePermit,
+    _gauge: InflightGauge,
+}
 
 /// What a request holds until its reply is on the wire: one of the
 /// connection's request slots and, for requests carrying data, in-flight
@@ -82,7 +90,10 @@ pub(crate) async fn serve(
     shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
 ) -> io::Result<()> {
-    let Negotiated { stream, export, structured, base_allocation } = negotiated;
+    let Negotiated { stream, export, metrics, mut closing, structured, base_allocation } =
+        negotiated;
+    metrics.connected();
+    let _connected = Connected(Arc::clone(&metrics));
     let (mut reader, writer) = stream.into_halves();
     // Unbounded, yet bounded by the request slots every reply holds.
     let (replies, queue) = mpsc::unbounded_channel::<Reply>();
@@ -90,6 +101,7 @@ pub(crate) async fn serve(
         inner: Box::new(StallGuard::new(writer, shared.limits.stall_timeout)),
         pending: Vec::with_capacity(PENDING_MAX),
         structured,
+        metrics: Arc::clone(&metrics),
     }));
     let mut writing = tokio::spawn(write_replies(Arc::clone(&out), queue, Arc::clone(&shared)));
     // One connection may hold at most a quarter of the server's in-flight
@@ -99,18 +111,36 @@ pub(crate) async fn serve(
     let own = Arc::new(Semaphore::new(own as usize));
     let max_slots = shared.limits.max_requests.min(Semaphore::MAX_PERMITS);
     let slots = Arc::new(Semaphore::new(max_slots));
-    let context =
-        Arc::new(Context { export, shared, base_allocation, replies, own, slots, max_slots, out });
+    let context = Arc::new(Context {
+        export,
+        metrics,
+        shared,
+        base_allocation,
+        replies,
+        own,
+        slots,
+        max_slots,
+        out,
+    });
     let mut written = None;
+    // In this order, reading requests last: a connection whose export was
+    // closed meanwhile reads no request at all, and one whose writer has
+    // failed reads no more (were reading first, a client flooding
+    // requests would keep it busy until the task's cooperative budget ran
+    // out, and the writer's end would not be seen while the flood lasts).
     let reading = tokio::select! {
-        result = read_requests(&mut reader, &context) => result,
+        biased;
         _ = stop.wait_for(|stopping| *stopping) => Ok(()),
+        // The export was closed (its key revoked): in-flight requests are
+        // answered below, then the connection is closed.
+        _ = closing.wait_for(|closed| *closed) => Ok(()),
         // The writer fails when the client stops reading its replies (or
         // goes away): stop reading its requests too.
         result = &mut writing => {
             written = Some(result);
             Ok(())
         }
+        result = read_requests(&mut reader, &context) => result,
     };
     // In-flight requests hold clones of the sender; the writer ends once
     // they have all answered.
@@ -125,8 +155,18 @@ pub(crate) async fn serve(
     written.and(reading)
 }
 
+/// Counts the connection in its export's gauge until dropped.
+struct Connected(Arc<ExportMetrics>);
+
+impl Drop for Connected {
+    fn drop(&mut self) {
+        self.0.disconnected();
+    }
+}
+
 struct Context {
     export: Export,
+    metrics: Arc<ExportMetrics>,
     shared: Arc<Shared>,
     base_allocation: bool,
     replies: mpsc::UnboundedSender<Reply>,
@@ -216,6 +256,9 @@ async fn read_requests(reader: &mut ReadBox, cx: &Arc<Context>) -> io::Result<()
         }
         let request = Request::parse(&header)?;
         cx.shared.stats.requests.fetch_add(1, Ordering::Relaxed);
+        if request.kind != CMD_DISC {
+            cx.metrics.request(request.kind);
+        }
         let closed = |_| io::Error::other("server is shutting down");
         let slot = Arc::clone(&cx.slots).acquire_owned().await.map_err(closed)?;
 
@@ -330,7 +373,7 @@ async fn acquire(cx: &Context, len: u32) -> io::Result<Permit> {
     let own = Arc::clone(&cx.own).acquire_many_owned(wanted).await.map_err(closed)?;
     let shared =
         Arc::clone(&cx.shared.inflight).acquire_many_owned(wanted).await.map_err(closed)?;
-    Ok((own, shared))
+    Ok(Permit { _own: own, _shared: shared, _gauge: InflightGauge::new(&cx.metrics, len) })
 }
 
 fn errno_of(error: &io::Error) -> u32 {
@@ -480,12 +523,19 @@ struct ReplyWriter {
     inner: WriteBox,
     pending: Vec<u8>,
     structured: bool,
+    metrics: Arc<ExportMetrics>,
 }
 
 impl ReplyWriter {
     async fn reply(&mut self, reply: Reply, shared: &Shared) -> io::Result<()> {
         let structured = self.structured;
-        write_reply(self, reply, structured, shared).await
+        let Request { kind, len, started, .. } = reply.request;
+        let failed = matches!(reply.body, Body::Error { .. });
+        write_reply(self, reply, structured, shared).await?;
+        // Up to the reply entering the socket buffer (a small reply may
+        // still wait in `pending` for the batch it belongs to).
+        self.metrics.answered(kind, len, failed, started.elapsed());
+        Ok(())
     }
 
     async fn push(&mut self, bytes: &[u8]) -> io::Result<()> {

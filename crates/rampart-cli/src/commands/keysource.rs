@@ -234,6 +234,9 @@ pub struct KeySource<'a> {
     kms: Option<Result<Kms, String>>,
     /// The passphrase, once read (several volumes share it in `serve`).
     passphrase: Option<SecretBytes>,
+    /// The token that unlocked the last volume, if one did (`serve`
+    /// checks in with the key manager for the keys it holds).
+    unlocked_by: Option<BoundToken>,
 }
 
 impl<'a> KeySource<'a> {
@@ -247,7 +250,14 @@ impl<'a> KeySource<'a> {
             prompt,
             kms: None,
             passphrase: None,
+            unlocked_by: None,
         }
+    }
+
+    /// The token that unlocked the last volume (`None`: a passphrase did).
+    #[must_use]
+    pub fn unlocked_by(&self) -> Option<&BoundToken> {
+        self.unlocked_by.as_ref()
     }
 
     /// The passphrase that was read to unlock, if one was (none when a
@@ -273,6 +283,7 @@ impl<'a> KeySource<'a> {
         header: &dyn MetadataIo,
         what: &Path,
     ) -> anyhow::Result<(usize, SecretBytes)> {
+        self.unlocked_by = None;
         let tokens = bound_tokens(luks);
         // Without a client bundle, tokens are skipped silently (unless
         // they are all that may be used).
@@ -343,6 +354,7 @@ impl<'a> KeySource<'a> {
             match kms.open_token(luks, header, token) {
                 Ok((key, _)) => {
                     tracing::debug!("{}: unlocked by {}", what.display(), token.describe());
+                    self.unlocked_by = Some(token.clone());
                     return Ok(Ok((token.slot, key)));
                 }
                 Err(e) => failures.push(e.context(token.describe())),

@@ -174,6 +174,31 @@ pub enum ClientCommand {
         #[command(flatten)]
         client: ClientArgs,
     },
+    /// Revoke a client: its certificate is refused at every later TLS
+    /// handshake, request and heartbeat (hosts serving volumes with it
+    /// close them); audited. Irreversible: issue a new bundle instead.
+    Revoke {
+        /// The client name.
+        #[arg(value_name = "NAME")]
+        name: String,
+        /// Why (recorded in the audit log).
+        #[arg(long, value_name = "TEXT", default_value = "revoked by an administrator")]
+        reason: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Replace a client's labels (key policies select clients by label:
+    /// relabelling moves a host in or out of keys' allow rules at once).
+    Relabel {
+        /// The client name.
+        #[arg(value_name = "NAME")]
+        name: String,
+        /// The new labels, KEY=VALUE[,KEY=VALUE...] ("" for none).
+        #[arg(long, value_name = "K=V,..")]
+        labels: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -527,22 +552,41 @@ fn client_command(command: &ClientCommand) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string_pretty(&clients)?);
             } else {
                 println!(
-                    "{:<24} {:<6} {:<32} {:<25} FINGERPRINT",
-                    "NAME", "ADMIN", "LABELS", "EXPIRES"
+                    "{:<24} {:<6} {:<32} {:<25} {:<8} FINGERPRINT",
+                    "NAME", "ADMIN", "LABELS", "EXPIRES", "STATE"
                 );
                 for c in clients {
                     let labels: Vec<String> =
                         c.labels.as_map().iter().map(|(k, v)| format!("{k}={v}")).collect();
                     println!(
-                        "{:<24} {:<6} {:<32} {:<25} {}",
+                        "{:<24} {:<6} {:<32} {:<25} {:<8} {}",
                         c.name,
                         if c.admin { "yes" } else { "no" },
                         labels.join(","),
                         format_time(c.not_after_ms),
+                        if c.revoked.is_some() { "revoked" } else { "active" },
                         &c.fingerprint[..c.fingerprint.len().min(16)]
                     );
                 }
             }
+            Ok(())
+        }
+        ClientCommand::Revoke { name, reason, client } => {
+            let kms = connect(client)?;
+            let revoked =
+                runtime()?.block_on(kms.revoke_client(name, reason)).map_err(map_client)?;
+            let when = revoked.revoked.as_ref().map_or(0, |r| r.revoked_ms);
+            println!("client {} revoked ({})", revoked.name, format_time(when));
+            Ok(())
+        }
+        ClientCommand::Relabel { name, labels, client } => {
+            let labels = Labels::parse_list(labels).map_err(map_kms)?;
+            let kms = connect(client)?;
+            let changed =
+                runtime()?.block_on(kms.relabel_client(name, &labels)).map_err(map_client)?;
+            let labels: Vec<String> =
+                changed.labels.as_map().iter().map(|(k, v)| format!("{k}={v}")).collect();
+            println!("client {}: labels {}", changed.name, labels.join(","));
             Ok(())
         }
     }

@@ -3,6 +3,7 @@ mod bind;
 mod clone;
 mod copy;
 mod file;
+mod heartbeat;
 pub mod keysource;
 pub mod kms;
 mod luks;

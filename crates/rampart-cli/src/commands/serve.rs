@@ -10,7 +10,9 @@ use rampart_volume::{BlockDevice, VolumePaths};
 
 use crate::cli::ServeArgs;
 use crate::commands::copy::open_with;
+use crate::commands::heartbeat::{self, HeldVolume};
 use crate::commands::keysource::KeySource;
+use crate::commands::kms;
 use crate::UsageError;
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
@@ -47,9 +49,17 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     // passphrase is asked for (once, shared) only when a volume needs it.
     let mut source = KeySource::new(&args.key, &args.tokens, "Enter passphrase: ");
     let mut exports = Vec::new();
+    let mut held = Vec::new();
     for (path, name) in exports_wanted {
         let paths = VolumePaths::new(&path, args.header.as_deref());
         let volume = open_with(&paths, &mut source, args.read_only)?;
+        if let Some(token) = source.unlocked_by() {
+            held.push(HeldVolume {
+                export: name.clone(),
+                key: token.key.clone(),
+                version: token.key_version,
+            });
+        }
         let device: Arc<dyn BlockDevice> = Arc::new(volume.into_device());
         exports.push(Export {
             description: format!("{} (LUKS, {} bytes)", path.display(), device.len()),
@@ -59,6 +69,14 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         });
     }
     drop(source);
+    // Volumes unlocked by the key manager keep asking it whether they may
+    // stay unlocked.
+    let checker = if held.is_empty() || args.heartbeat.is_zero() {
+        None
+    } else {
+        let bundle = kms::load_bundle(&args.tokens.client)?;
+        Some(heartbeat::Checker::new(&bundle, held, args.heartbeat, args.grace)?)
+    };
 
     let config = ServerConfig {
         exports,
@@ -75,6 +93,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     };
     let names: Vec<String> = config.exports.iter().map(|e| e.name.clone()).collect();
     let server = Server::new(config).map_err(usage)?;
+    let handle = server.handle();
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -93,6 +112,17 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         for address in &tcp {
             listeners.push(Bound::tcp(address).await.map_err(usage)?);
         }
+        // Aborted on return: the scrape endpoint lives as long as serving.
+        let _metrics = match &args.metrics_listen {
+            Some(address) => {
+                let listener = tokio::net::TcpListener::bind(address).await.map_err(|e| {
+                    UsageError(format!("cannot listen on {address} (--metrics-listen): {e}"))
+                })?;
+                let task = tokio::spawn(rampart_nbd::serve_metrics(listener, handle.clone()));
+                Some(AbortOnDrop(task))
+            }
+            None => None,
+        };
         {
             let mut out = std::io::stdout().lock();
             for listener in &listeners {
@@ -102,8 +132,45 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             }
             out.flush()?;
         }
-        server.run(listeners, shutdown_signal()).await.context("flushing the volumes on exit")
+        // The checker says why when it closed the last export; without
+        // one, the sender is kept here so that the channel never closes.
+        let (emptied_tx, mut emptied) = tokio::sync::oneshot::channel::<String>();
+        let mut _unused_sender = None;
+        let _checking = match checker {
+            Some(checker) => {
+                Some(AbortOnDrop(tokio::spawn(checker.run(handle.clone(), emptied_tx))))
+            }
+            None => {
+                _unused_sender = Some(emptied_tx);
+                None
+            }
+        };
+        let mut all_closed = None;
+        let shutdown = async {
+            tokio::select! {
+                () = shutdown_signal() => {}
+                reason = &mut emptied => {
+                    if let Ok(reason) = reason {
+                        all_closed = Some(reason);
+                    }
+                }
+            }
+        };
+        server.run(listeners, shutdown).await.context("flushing the volumes on exit")?;
+        match all_closed {
+            Some(reason) => Err(anyhow::anyhow!("every export was closed: {reason}")),
+            None => Ok(()),
+        }
     })
+}
+
+/// Aborts a background task when dropped.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Resolves on SIGTERM or SIGINT.

@@ -290,6 +290,15 @@ impl Serve {
         log
     }
 
+    /// The exit status if the server has exited (reaping it), else `None`.
+    pub fn try_wait(&mut self) -> Option<ExitStatus> {
+        let status = self.child.try_wait().unwrap();
+        if status.is_some() {
+            self.status = status;
+        }
+        status
+    }
+
     /// SIGKILL (no chance to flush) and reap.
     pub fn kill9(&mut self) {
         let _ = self.child.kill();

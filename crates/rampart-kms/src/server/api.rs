@@ -26,8 +26,8 @@ use crate::deployment::SealConfig;
 use crate::error::{KmsError, Result};
 use crate::keys::{self, WrappedHeader, KEY_BYTES, MAX_CONTEXT, MAX_WRAP_PLAINTEXT};
 use crate::model::{
-    check_name, now_ms, parse_policy, AuditDraft, ClientInfo, KeyInfo, KeyState, KeyVersionInfo,
-    Labels, MAX_REASON,
+    check_name, now_ms, parse_policy, AuditDraft, ClientInfo, HeartbeatVerdict, HeldKey, KeyInfo,
+    KeyState, KeyVersionInfo, Labels, MAX_HEARTBEAT_KEYS, MAX_REASON,
 };
 use crate::pki::Authority;
 use crate::shamir::Share;
@@ -85,6 +85,13 @@ struct Ctx {
     client: Option<ClientInfo>,
     key: Option<String>,
     version: Option<u32>,
+    /// Whether `key` names a key the store holds (only those are metric
+    /// labels: a request for any name cannot grow the metrics).
+    key_known: bool,
+    /// Appended to the audit entry's detail (a heartbeat's verdicts).
+    note: Option<String>,
+    /// Audited as `denied` though answered 200 (a heartbeat refusing a key).
+    denied: bool,
 }
 
 impl Ctx {
@@ -142,13 +149,21 @@ pub(super) async fn handle(
     let request = Request::from_parts(parts, body);
     let (reply, detail) = match route(state, fp, request, &mut ctx).await {
         Ok(reply) => {
-            let detail = reply.status.to_string();
+            let detail = match &ctx.note {
+                Some(note) => format!("{} {note}", reply.status),
+                None => reply.status.to_string(),
+            };
             (reply, detail)
         }
         Err(error) => (Reply::error(&error), format!("{} {error}", error.status())),
     };
     let reply = audited(state, fp, &ctx, reply, detail).await;
     state.metrics.record(ctx.op, reply.status, start.elapsed());
+    if let Some(client) = &ctx.client {
+        // A key a request succeeded on exists (create included).
+        let key = ctx.key.as_deref().filter(|_| ctx.key_known || reply.status < 300);
+        state.metrics.record_identity(&client.name, key, ctx.op, reply.status);
+    }
     response(reply)
 }
 
@@ -165,7 +180,8 @@ async fn audited(state: &State, fp: &str, ctx: &Ctx, reply: Reply, detail: Strin
         operation: ctx.op.to_owned(),
         key: ctx.key.clone(),
         version: ctx.version,
-        outcome: outcome(reply.status).to_owned(),
+        outcome: if ctx.denied && reply.status < 300 { "denied" } else { outcome(reply.status) }
+            .to_owned(),
         detail,
     };
     match state.audit(draft).await {
@@ -369,6 +385,9 @@ fn operation_name(segments: &[&str]) -> &'static str {
             _ => "unknown",
         },
         ["v1", "clients"] => "client.list_or_issue",
+        ["v1", "clients", _, "revoke"] => "client.revoke",
+        ["v1", "clients", _, "labels"] => "client.relabel",
+        ["v1", "heartbeat"] => "heartbeat",
         ["v1", "audit"] => "audit.list",
         ["v1", "audit", "verify"] => "audit.verify",
         _ => "unknown",
@@ -448,6 +467,45 @@ async fn route_unsealed(
             ctx.admin(state, fp).await?;
             let body: IssueClientRequest = read_json(request)?;
             issue_client(state, body).await
+        }
+        ["v1", "clients", name, action @ ("revoke" | "labels")] => {
+            ctx.op = operation_name(&["v1", "clients", "_", *action]);
+            expect(method, &Method::POST, path)?;
+            check_name("client name", name)?;
+            let admin = ctx.admin(state, fp).await?.clone();
+            let name = (*name).to_owned();
+            let changed = if *action == "revoke" {
+                let body: ReasonRequest = read_json(request)?;
+                check_reason(&body.reason)?;
+                if name == admin.name {
+                    return Err(KmsError::Conflict(
+                        "a client cannot revoke its own certificate (use another admin bundle)"
+                            .into(),
+                    ));
+                }
+                state.store.revoke_client(name, body.reason, now_ms()).await?
+            } else {
+                let body: LabelsRequest = read_json(request)?;
+                let labels = Labels::new(body.labels)?;
+                state.store.set_client_labels(name, labels).await?
+            };
+            ctx.note = Some(format!("client {}", changed.name));
+            state.client_changed(&changed);
+            Reply::json(200, &changed)
+        }
+        ["v1", "heartbeat"] => {
+            ctx.op = "heartbeat";
+            expect(method, &Method::POST, path)?;
+            let client = ctx.client(state, fp).await?.clone();
+            let body: HeartbeatRequest = read_json(request)?;
+            check_heartbeat(&body)?;
+            let result = heartbeat(state, &client, &body.keys, ctx).await;
+            state.metrics.heartbeat(
+                &client.name,
+                result.as_ref().is_ok_and(|v| v.iter().all(|v| v.allowed)),
+            );
+            let verdicts = result?;
+            Reply::json(200, &json!({ "client": client.name, "keys": verdicts }))
         }
         ["v1", "audit"] => {
             ctx.op = "audit.list";
@@ -602,6 +660,74 @@ async fn key_action(
     }
 }
 
+/// Re-evaluates the policy for every key version a host holds: the key
+/// must exist, its version be active, and the client (as the store knows
+/// it now: labels, revocation, certificate validity) match its allow
+/// rule. The verdicts go into the audit entry's detail.
+async fn heartbeat(
+    state: &State,
+    client: &ClientInfo,
+    keys: &[HeldKey],
+    ctx: &mut Ctx,
+) -> Result<Vec<HeartbeatVerdict>> {
+    let now = now_ms();
+    let expired = client.not_after_ms <= now;
+    let mut verdicts = Vec::with_capacity(keys.len());
+    let mut known = 0;
+    for held in keys {
+        let row = state.store.key_material(held.name.clone(), Some(held.version)).await?;
+        let (name, version) = (&held.name, held.version);
+        let reason = match &row {
+            _ if expired => Some(format!("the certificate of client {} has expired", client.name)),
+            None => Some(format!("key {name} version {version} does not exist")),
+            Some(row) if !row.allow.iter().any(|s| s.matches(client)) => {
+                Some(format!("client {} is no longer allowed to use key {name}", client.name))
+            }
+            Some(row) => match &row.version.state {
+                KeyState::Active => None,
+                KeyState::Revoked { reason } => {
+                    Some(format!("key {name} version {version} was revoked: {reason}"))
+                }
+                _ => Some(format!("key {name} version {version} was destroyed")),
+            },
+        };
+        known += usize::from(row.is_some());
+        verdicts.push(HeartbeatVerdict {
+            name: name.clone(),
+            version,
+            allowed: reason.is_none(),
+            reason,
+        });
+    }
+    if let [only] = verdicts.as_slice() {
+        ctx.key = Some(only.name.clone());
+        ctx.version = Some(only.version);
+        ctx.key_known = known == 1;
+    }
+    let summary: Vec<String> = verdicts
+        .iter()
+        .map(|v| match &v.reason {
+            None => format!("{}:{} allowed", v.name, v.version),
+            Some(reason) => format!("{}:{} refused ({reason})", v.name, v.version),
+        })
+        .collect();
+    ctx.note = Some(summary.join("; "));
+    ctx.denied = verdicts.iter().any(|v| !v.allowed);
+    Ok(verdicts)
+}
+
+fn check_heartbeat(body: &HeartbeatRequest) -> Result<()> {
+    if body.keys.len() > MAX_HEARTBEAT_KEYS {
+        return Err(KmsError::invalid(format!(
+            "a heartbeat names at most {MAX_HEARTBEAT_KEYS} keys"
+        )));
+    }
+    for held in &body.keys {
+        check_name("key name", &held.name)?;
+    }
+    Ok(())
+}
+
 /// The key version a data operation may use, with its material: the
 /// client must match the policy (checked first, so a refused client
 /// learns nothing of the key's state), the version must be active, and
@@ -623,6 +749,7 @@ async fn usable(
         })
     })?;
     ctx.version = Some(row.version.version);
+    ctx.key_known = true;
     if !row.allow.iter().any(|s| s.matches(&client)) {
         return Err(KmsError::Forbidden(format!(
             "client {} is not allowed to use key {name}",
@@ -700,6 +827,7 @@ async fn issue_client(state: &State, body: IssueClientRequest) -> Result<Reply> 
         fingerprint: issued.fingerprint,
         created_ms: now_ms(),
         not_after_ms: issued.not_after_ms,
+        revoked: None,
     };
     state.store.add_client(client.clone()).await?;
     Reply::json(
@@ -743,7 +871,10 @@ fn check_reason(reason: &str) -> Result<()> {
 }
 
 /// The request bodies the API parses, by operation (as in the audit log).
-pub const BODY_OPERATIONS: [&str; 9] = [
+pub const BODY_OPERATIONS: [&str; 12] = [
+    "heartbeat",
+    "client.revoke",
+    "client.relabel",
     "sys.unseal",
     "key.create",
     "client.issue",
@@ -780,6 +911,9 @@ pub fn check_request_body(operation: &str, body: &[u8]) -> Result<()> {
             }
             Ok(())
         }
+        "heartbeat" => check_heartbeat(&parse_json::<HeartbeatRequest>(body)?),
+        "client.revoke" => check_reason(&parse_json::<ReasonRequest>(body)?.reason),
+        "client.relabel" => Labels::new(parse_json::<LabelsRequest>(body)?.labels).map(drop),
         "key.rotate" => parse_json::<Empty>(body).map(drop),
         "key.revoke" => check_reason(&parse_json::<RevokeRequest>(body)?.reason),
         "key.destroy" | "key.export" => parse_json::<VersionRequest>(body).map(drop),
@@ -819,6 +953,24 @@ struct RevokeRequest {
     reason: String,
     #[serde(default)]
     version: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReasonRequest {
+    reason: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LabelsRequest {
+    labels: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HeartbeatRequest {
+    keys: Vec<HeldKey>,
 }
 
 #[derive(Deserialize)]

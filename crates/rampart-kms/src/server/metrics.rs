@@ -1,6 +1,12 @@
 //! Prometheus text metrics: requests by operation and outcome, a latency
-//! histogram per operation, refused TLS handshakes, and what the limits
-//! against hostile clients cut off.
+//! histogram per operation, refused TLS handshakes, what the limits
+//! against hostile clients cut off, operations per client and per key, and
+//! the heartbeats of serving hosts.
+//!
+//! Label values are client names and key names as the store holds them
+//! (a request naming a key that does not exist is not counted per key),
+//! never strings a client chose, so the number of series is bounded by
+//! the deployment's size; [`MAX_SERIES`] caps each map regardless.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -17,8 +23,27 @@ struct Histogram {
     sum: f64,
 }
 
+/// Most names (clients, keys) one per-identity map tracks.
+pub const MAX_SERIES: usize = 10_000;
+
+type ByOperation = BTreeMap<(&'static str, &'static str), u64>;
+
+/// A client's heartbeats.
+#[derive(Debug, Default, Clone, Copy)]
+struct Heartbeats {
+    allowed: u64,
+    refused: u64,
+    /// Unix seconds of the last one.
+    last: f64,
+    /// Whether the last one allowed every key.
+    last_allowed: bool,
+}
+
 #[derive(Debug, Default)]
 struct Inner {
+    by_client: BTreeMap<String, ByOperation>,
+    by_key: BTreeMap<String, ByOperation>,
+    heartbeats: BTreeMap<String, Heartbeats>,
     requests: BTreeMap<(&'static str, &'static str), u64>,
     latency: BTreeMap<&'static str, Histogram>,
     tls_refused: u64,
@@ -67,6 +92,54 @@ impl Metrics {
         }
         h.count += 1;
         h.sum += seconds;
+    }
+
+    /// Counts a request of a known client (and, when it used one, of a
+    /// key the store holds).
+    pub fn record_identity(
+        &self,
+        client: &str,
+        key: Option<&str>,
+        operation: &'static str,
+        status: u16,
+    ) {
+        let outcome = outcome(status);
+        let mut inner = self.lock();
+        let add = |map: &mut BTreeMap<String, ByOperation>, name: &str| {
+            // Looked up by `&str` first: no allocation once a name is known.
+            if let Some(ops) = map.get_mut(name) {
+                *ops.entry((operation, outcome)).or_default() += 1;
+            } else if map.len() < MAX_SERIES {
+                map.entry(name.to_owned()).or_default().insert((operation, outcome), 1);
+            }
+        };
+        add(&mut inner.by_client, client);
+        if let Some(key) = key {
+            add(&mut inner.by_key, key);
+        }
+    }
+
+    /// Counts a heartbeat of `client`: whether every key it holds is still
+    /// allowed.
+    pub fn heartbeat(&self, client: &str, allowed: bool) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs_f64();
+        let mut inner = self.lock();
+        let len = inner.heartbeats.len();
+        let entry = match inner.heartbeats.get_mut(client) {
+            Some(entry) => entry,
+            None if len < MAX_SERIES => inner.heartbeats.entry(client.to_owned()).or_default(),
+            None => return,
+        };
+        if allowed {
+            entry.allowed += 1;
+        } else {
+            entry.refused += 1;
+        }
+        entry.last = now;
+        entry.last_allowed = allowed;
     }
 
     pub fn tls_refused(&self) {
@@ -171,6 +244,57 @@ impl Metrics {
         ];
         for (name, help, value) in counters {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}");
+        }
+        for (name, help, map, label) in [
+            (
+                "rampart_kms_client_operations_total",
+                "API requests by registered client, operation and outcome.",
+                &inner.by_client,
+                "client",
+            ),
+            (
+                "rampart_kms_key_operations_total",
+                "API requests on existing keys by key, operation and outcome.",
+                &inner.by_key,
+                "key",
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            for (who, ops) in map {
+                for ((op, outcome), n) in ops {
+                    let _ = writeln!(
+                        out,
+                        "{name}{{{label}=\"{who}\",operation=\"{op}\",outcome=\"{outcome}\"}} {n}"
+                    );
+                }
+            }
+        }
+        out.push_str("# HELP rampart_kms_heartbeats_total Heartbeats of serving hosts by client and verdict (refused: some key may no longer be held).\n");
+        out.push_str("# TYPE rampart_kms_heartbeats_total counter\n");
+        for (client, h) in &inner.heartbeats {
+            let _ = writeln!(
+                out,
+                "rampart_kms_heartbeats_total{{client=\"{client}\",verdict=\"allowed\"}} {}\nrampart_kms_heartbeats_total{{client=\"{client}\",verdict=\"refused\"}} {}",
+                h.allowed, h.refused
+            );
+        }
+        out.push_str("# HELP rampart_kms_heartbeat_last_seconds Unix time of each client's last heartbeat.\n");
+        out.push_str("# TYPE rampart_kms_heartbeat_last_seconds gauge\n");
+        for (client, h) in &inner.heartbeats {
+            let _ = writeln!(
+                out,
+                "rampart_kms_heartbeat_last_seconds{{client=\"{client}\"}} {}",
+                h.last
+            );
+        }
+        out.push_str("# HELP rampart_kms_heartbeat_allowed Whether each client's last heartbeat allowed every key it holds.\n");
+        out.push_str("# TYPE rampart_kms_heartbeat_allowed gauge\n");
+        for (client, h) in &inner.heartbeats {
+            let _ = writeln!(
+                out,
+                "rampart_kms_heartbeat_allowed{{client=\"{client}\"}} {}",
+                u8::from(h.last_allowed)
+            );
         }
         out.push_str("# HELP rampart_kms_sealed Whether the server is sealed.\n");
         out.push_str("# TYPE rampart_kms_sealed gauge\n");

@@ -7,6 +7,14 @@
 //! which holds the name, labels and admin flag recorded when the CA issued
 //! it. Labels thus cannot be forged or changed by the client, and a
 //! CA-signed certificate that was never registered is refused.
+//!
+//! Revoked clients: the client verifier refuses a revoked certificate at
+//! every TLS handshake (TLS alert `certificate_revoked`), from a set of
+//! fingerprints kept in memory, updated at once by a revocation on this
+//! server and reloaded from the store every [`CLIENT_REFRESH`] (so that
+//! servers sharing one PostgreSQL database see each other's revocations
+//! and relabellings); a request on a connection opened before the
+//! revocation is refused as well (the identity lookup checks it).
 
 mod api;
 pub mod kmip;
@@ -15,7 +23,7 @@ mod metrics;
 mod openapi;
 mod writes;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
@@ -45,6 +53,69 @@ use crate::shamir::{self, Share};
 use crate::store::{meta, Store};
 
 const AUDIT_BATCH: usize = 512;
+/// How often the revoked certificates and client labels are reloaded
+/// from the store (changes made on this server apply at once).
+pub const CLIENT_REFRESH: Duration = Duration::from_secs(5);
+
+/// Fingerprints of revoked client certificates.
+pub(crate) type RevokedSet = Arc<RwLock<HashSet<String>>>;
+
+/// The deployment CA's client verifier, refusing revoked certificates.
+#[derive(Debug)]
+struct RevocationVerifier {
+    inner: Arc<dyn rustls::server::danger::ClientCertVerifier>,
+    revoked: RevokedSet,
+}
+
+impl rustls::server::danger::ClientCertVerifier for RevocationVerifier {
+    fn offer_client_auth(&self) -> bool {
+        self.inner.offer_client_auth()
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        self.inner.client_auth_mandatory()
+    }
+
+    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
+        self.inner.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: rustls_pki_types::UnixTime,
+    ) -> std::result::Result<rustls::server::danger::ClientCertVerified, rustls::Error> {
+        let verified = self.inner.verify_client_cert(end_entity, intermediates, now)?;
+        let revoked = self.revoked.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !revoked.is_empty() && revoked.contains(&fingerprint(end_entity)) {
+            return Err(rustls::Error::InvalidCertificate(rustls::CertificateError::Revoked));
+        }
+        Ok(verified)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> std::result::Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> std::result::Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
 
 /// Where a server finds its deployment, and its limits.
 #[derive(Debug, Clone)]
@@ -110,6 +181,7 @@ fn server_tls(
     cert_path: &Path,
     key_path: &Path,
     front_end: FrontEnd,
+    revoked: &RevokedSet,
 ) -> Result<Arc<rustls::ServerConfig>> {
     let (provider, versions): (_, &[&rustls::SupportedProtocolVersion]) = match front_end {
         FrontEnd::Rest => (crypto_provider(), &[&rustls::version::TLS13]),
@@ -125,6 +197,7 @@ fn server_tls(
         WebPkiClientVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider))
             .build()
             .map_err(tls_error)?;
+    let verifier = Arc::new(RevocationVerifier { inner: verifier, revoked: Arc::clone(revoked) });
     let chain = CertificateDer::pem_file_iter(cert_path)
         .map_err(|e| KmsError::Config(format!("cannot read {}: {e}", cert_path.display())))?
         .collect::<std::result::Result<Vec<_>, _>>()
@@ -153,6 +226,7 @@ pub(crate) struct State {
     root: Arc<RwLock<Option<Arc<RootKey>>>>,
     shares: Mutex<Vec<Share>>,
     clients: Mutex<HashMap<String, ClientInfo>>,
+    revoked: RevokedSet,
     auditor: mpsc::Sender<(AuditDraft, oneshot::Sender<Result<()>>)>,
     metrics: Metrics,
     limits: Limits,
@@ -221,6 +295,35 @@ impl State {
         Ok((0, usize::from(threshold)))
     }
 
+    /// Applies a change to a client made on this server: the identity
+    /// cache forgets it and, when revoked, its certificate is refused from
+    /// the next handshake on.
+    pub(crate) fn client_changed(&self, client: &ClientInfo) {
+        self.clients
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&client.fingerprint);
+        if client.revoked.is_some() {
+            self.revoked
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(client.fingerprint.clone());
+        }
+    }
+
+    /// Reloads the revoked certificates from the store and forgets cached
+    /// identities (labels may have changed on another server).
+    async fn refresh_clients(&self) -> Result<()> {
+        let clients = self.store.list_clients().await?;
+        let revoked: HashSet<String> =
+            clients.into_iter().filter(|c| c.revoked.is_some()).map(|c| c.fingerprint).collect();
+        // Revocations are never undone: merging keeps one made here
+        // while the list was being read.
+        self.revoked.write().unwrap_or_else(std::sync::PoisonError::into_inner).extend(revoked);
+        self.clients.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
+        Ok(())
+    }
+
     pub(crate) fn share_progress(&self) -> usize {
         self.shares.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
     }
@@ -237,6 +340,12 @@ impl State {
             .client_by_fingerprint(fp.to_owned())
             .await?
             .ok_or(KmsError::UnknownClient)?;
+        if let Some(revoked) = &client.revoked {
+            return Err(KmsError::ClientRevoked {
+                name: client.name.clone(),
+                reason: revoked.reason.clone(),
+            });
+        }
         let mut cache = self.clients.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if cache.len() < 100_000 {
             cache.insert(fp.to_owned(), client.clone());
@@ -313,8 +422,9 @@ impl Server {
                 .map_err(|_| KmsError::Corrupt("the CA certificate is not text".into()))?;
         let cert = opts.data_dir.join(files::SERVER_CERT);
         let key = opts.data_dir.join(files::SERVER_KEY);
-        let tls = server_tls(&ca_pem, &cert, &key, FrontEnd::Rest)?;
-        let kmip_tls = server_tls(&ca_pem, &cert, &key, FrontEnd::Kmip)?;
+        let revoked: RevokedSet = Arc::new(RwLock::new(HashSet::new()));
+        let tls = server_tls(&ca_pem, &cert, &key, FrontEnd::Rest, &revoked)?;
+        let kmip_tls = server_tls(&ca_pem, &cert, &key, FrontEnd::Kmip, &revoked)?;
         let root = Arc::new(RwLock::new(None));
         let (tx, rx) = mpsc::channel(4 * AUDIT_BATCH);
         tokio::spawn(audit_writer(Arc::clone(&store), Arc::clone(&root), rx));
@@ -325,6 +435,7 @@ impl Server {
             root,
             shares: Mutex::new(Vec::new()),
             clients: Mutex::new(HashMap::new()),
+            revoked,
             auditor: tx,
             metrics: Metrics::default(),
             rate: limits::RateLimiter::new(&opts.limits),
@@ -338,6 +449,20 @@ impl Server {
             let key = read_unseal_key(&path)?;
             state.unseal_with(&key)?;
         }
+        state.refresh_clients().await?;
+        // Weak: the refresher ends with the server's state.
+        let weak = Arc::downgrade(&state);
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(CLIENT_REFRESH);
+            ticks.tick().await;
+            loop {
+                ticks.tick().await;
+                let Some(state) = weak.upgrade() else { break };
+                if let Err(error) = state.refresh_clients().await {
+                    tracing::warn!("cannot reload the revoked clients: {error}");
+                }
+            }
+        });
         Ok(Self { state, tls: TlsAcceptor::from(tls), kmip_tls: TlsAcceptor::from(kmip_tls) })
     }
 

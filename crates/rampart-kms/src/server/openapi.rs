@@ -125,6 +125,14 @@ pub fn openapi_document() -> Value {
           "get": { "operationId": "listClients", "summary": "Registered clients (admin)", "responses": ok("Clients", "ClientList", ADMIN) },
           "post": { "operationId": "issueClient", "summary": "Sign a client certificate from a CSR and register the client (admin)",
             "requestBody": body("IssueClientRequest", true), "responses": created("The certificate", "IssueClientResponse", &[400, 401, 403, 405, 409, 413, 503]) } },
+        "/v1/clients/{name}/revoke": { "parameters": name_param(),
+          "post": { "operationId": "revokeClient", "summary": "Revoke a client: its certificate is refused at every later TLS handshake, request and heartbeat; irreversible (admin)",
+            "requestBody": body("ClientRevokeRequest", true), "responses": ok("The client", "Client", &[400, 401, 403, 404, 405, 409, 413, 503]) } },
+        "/v1/clients/{name}/labels": { "parameters": name_param(),
+          "post": { "operationId": "relabelClient", "summary": "Replace a client's labels (admin)",
+            "requestBody": body("RelabelRequest", true), "responses": ok("The client", "Client", ADMIN) } },
+        "/v1/heartbeat": { "post": { "operationId": "heartbeat", "summary": "A serving host asks whether it may still hold the key versions it unwrapped: the policy is evaluated again (key state, allow rule against the client's current labels, client revocation and certificate validity) and audited",
+            "requestBody": body("HeartbeatRequest", true), "responses": ok("One verdict per key", "HeartbeatResponse", &[400, 401, 403, 405, 413, 503]) } },
         "/v1/audit": { "get": { "operationId": "listAudit", "summary": "Audit entries in order (admin)",
             "parameters": [
               { "name": "after_seq", "in": "query", "schema": { "type": "integer", "minimum": 0, "maximum": 9223372036854775807i64 }, "description": "Entries after this sequence number" },
@@ -184,7 +192,27 @@ pub fn openapi_document() -> Value {
             "labels": { "type": "object", "additionalProperties": { "type": "string" } },
             "admin": { "type": "boolean" }, "serial": { "type": "string" },
             "fingerprint": { "type": "string", "description": "SHA-256 of the certificate DER, hex" },
-            "created_ms": { "type": "integer" }, "not_after_ms": { "type": "integer" } } },
+            "created_ms": { "type": "integer" }, "not_after_ms": { "type": "integer" },
+            "revoked": { "$ref": "#/components/schemas/ClientRevocation" } } },
+        "ClientRevocation": { "type": "object", "required": ["revoked_ms", "reason"], "properties": {
+            "revoked_ms": { "type": "integer" }, "reason": { "type": "string" } } },
+        "ClientRevokeRequest": { "type": "object", "required": ["reason"], "additionalProperties": false, "properties": {
+            "reason": { "type": "string", "minLength": 1, "maxLength": 1024, "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\s\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$", "description": "Printable text, not only spaces" } } },
+        "RelabelRequest": { "type": "object", "required": ["labels"], "additionalProperties": false, "properties": {
+            "labels": { "type": "object", "maxProperties": 32,
+              "description": "Label keys are 1 to 64 characters of a-z, 0-9, '.', '_', '-' (a constraint on property names, which OpenAPI 3.0 cannot state)",
+              "additionalProperties": { "type": "string", "pattern": "^[A-Za-z0-9._-]{0,128}$" } } } },
+        "HeldKey": { "type": "object", "required": ["name", "version"], "additionalProperties": false, "properties": {
+            "name": { "$ref": "#/components/schemas/Name" },
+            "version": { "type": "integer", "minimum": 0, "maximum": 4294967295u64 } } },
+        "HeartbeatRequest": { "type": "object", "required": ["keys"], "additionalProperties": false, "properties": {
+            "keys": { "type": "array", "maxItems": 256, "items": { "$ref": "#/components/schemas/HeldKey" } } } },
+        "HeartbeatVerdict": { "type": "object", "required": ["name", "version", "allowed"], "properties": {
+            "name": { "type": "string" }, "version": { "type": "integer" }, "allowed": { "type": "boolean" },
+            "reason": { "type": "string", "description": "Why the key may no longer be held" } } },
+        "HeartbeatResponse": { "type": "object", "required": ["client", "keys"], "properties": {
+            "client": { "type": "string" },
+            "keys": { "type": "array", "items": { "$ref": "#/components/schemas/HeartbeatVerdict" } } } },
         "ClientList": { "type": "object", "required": ["clients"], "properties": { "clients": { "type": "array", "items": { "$ref": "#/components/schemas/Client" } } } },
         "IssueClientRequest": { "type": "object", "required": ["name", "csr"], "additionalProperties": false, "properties": {
             "name": { "$ref": "#/components/schemas/Name" },

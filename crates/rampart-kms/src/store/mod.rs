@@ -24,7 +24,11 @@ use crate::model::{
 };
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
+
+/// Version 1 to 2: clients can be revoked.
+pub(crate) const MIGRATE_1_TO_2: &str = "ALTER TABLE kms_clients ADD COLUMN revoked_ms BIGINT;
+ALTER TABLE kms_clients ADD COLUMN revoked_reason TEXT;";
 
 /// Metadata names.
 pub mod meta {
@@ -121,6 +125,20 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn client_by_fingerprint(&self, fingerprint: String) -> StoreFuture<'_, Option<ClientInfo>>;
 
     fn list_clients(&self) -> StoreFuture<'_, Vec<ClientInfo>>;
+
+    /// Revokes client `name`; a second revocation keeps the first one's
+    /// time and reason. Returns the client; [`KmsError::NotFound`] when
+    /// unknown.
+    fn revoke_client(
+        &self,
+        name: String,
+        reason: String,
+        revoked_ms: i64,
+    ) -> StoreFuture<'_, ClientInfo>;
+
+    /// Replaces client `name`'s labels; returns the client.
+    /// [`KmsError::NotFound`] when unknown.
+    fn set_client_labels(&self, name: String, labels: Labels) -> StoreFuture<'_, ClientInfo>;
 
     /// Appends entries to the audit chain in order, MACed when `root` is
     /// given; returns their sequence numbers.

@@ -13,12 +13,13 @@ use tokio_postgres::{Client, NoTls, Row};
 
 use super::{
     attach_versions, decode_labels, decode_policy, encode_labels, encode_policy, meta, to_u32,
-    to_u64, version_info, MaterialRow, StateChange, Store, StoreFuture, SCHEMA_VERSION,
+    to_u64, version_info, MaterialRow, StateChange, Store, StoreFuture, MIGRATE_1_TO_2,
+    SCHEMA_VERSION,
 };
 use crate::audit::{seal_entry, GENESIS};
 use crate::error::{KmsError, Result};
 use crate::keys::RootKey;
-use crate::model::{AuditDraft, AuditEntry, ClientInfo, KeyInfo, KeyVersionInfo};
+use crate::model::{AuditDraft, AuditEntry, ClientInfo, KeyInfo, KeyVersionInfo, Labels};
 
 const SCHEMA: &str = "
 CREATE TABLE kms_schema (version BIGINT NOT NULL);
@@ -46,7 +47,9 @@ CREATE TABLE kms_clients (
     serial TEXT NOT NULL,
     fingerprint TEXT NOT NULL UNIQUE,
     created_ms BIGINT NOT NULL,
-    not_after_ms BIGINT NOT NULL
+    not_after_ms BIGINT NOT NULL,
+    revoked_ms BIGINT,
+    revoked_reason TEXT
 );
 CREATE TABLE kms_audit (
     seq BIGINT PRIMARY KEY,
@@ -139,8 +142,13 @@ impl PostgresStore {
         let exists: bool =
             tx.query_one("SELECT to_regclass('kms_schema') IS NOT NULL", &[]).await?.try_get(0)?;
         if exists {
-            let version: i64 =
+            let mut version: i64 =
                 tx.query_one("SELECT max(version) FROM kms_schema", &[]).await?.try_get(0)?;
+            if version == 1 {
+                tx.batch_execute(MIGRATE_1_TO_2).await?;
+                tx.execute("INSERT INTO kms_schema VALUES (2)", &[]).await?;
+                version = 2;
+            }
             if version != SCHEMA_VERSION {
                 return Err(KmsError::Store(format!(
                     "the database has schema version {version}; this build uses {SCHEMA_VERSION}"
@@ -189,17 +197,23 @@ fn client_from_row(row: &Row) -> Result<ClientInfo> {
         fingerprint: row.try_get(4)?,
         created_ms: row.try_get(5)?,
         not_after_ms: row.try_get(6)?,
+        revoked: match row.try_get::<_, Option<i64>>(7)? {
+            Some(revoked_ms) => Some(crate::model::ClientRevocation {
+                revoked_ms,
+                reason: row.try_get::<_, Option<String>>(8)?.unwrap_or_default(),
+            }),
+            None => None,
+        },
     })
 }
 
-const CLIENT_COLUMNS: &str = "name, labels, admin, serial, fingerprint, created_ms, not_after_ms";
+const CLIENT_COLUMNS: &str = "name, labels, admin, serial, fingerprint, created_ms, not_after_ms, revoked_ms, revoked_reason";
 
 async fn insert_client(client: &impl tokio_postgres::GenericClient, c: &ClientInfo) -> Result<()> {
     client
         .execute(
-            &format!(
-                "INSERT INTO kms_clients ({CLIENT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)"
-            ),
+            "INSERT INTO kms_clients (name, labels, admin, serial, fingerprint, created_ms, \
+             not_after_ms) VALUES ($1, $2, $3, $4, $5, $6, $7)",
             &[
                 &c.name,
                 &encode_labels(&c.labels),
@@ -481,6 +495,55 @@ impl Store for PostgresStore {
                 )
                 .await?;
             row.as_ref().map(client_from_row).transpose()
+        })
+    }
+
+    fn revoke_client(
+        &self,
+        name: String,
+        reason: String,
+        revoked_ms: i64,
+    ) -> StoreFuture<'_, ClientInfo> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let client = lease.client()?;
+            // Only the first revocation is recorded; a repeat reads it back.
+            client
+                .execute(
+                    "UPDATE kms_clients SET revoked_ms = $2, revoked_reason = $3
+                     WHERE name = $1 AND revoked_ms IS NULL",
+                    &[&name, &revoked_ms, &reason],
+                )
+                .await?;
+            let row = client
+                .query_opt(
+                    &format!("SELECT {CLIENT_COLUMNS} FROM kms_clients WHERE name = $1"),
+                    &[&name],
+                )
+                .await?;
+            row.as_ref()
+                .map(client_from_row)
+                .transpose()?
+                .ok_or_else(|| KmsError::NotFound(format!("client {name}")))
+        })
+    }
+
+    fn set_client_labels(&self, name: String, labels: Labels) -> StoreFuture<'_, ClientInfo> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let row = lease
+                .client()?
+                .query_opt(
+                    &format!(
+                        "UPDATE kms_clients SET labels = $2 WHERE name = $1 RETURNING {CLIENT_COLUMNS}"
+                    ),
+                    &[&name, &encode_labels(&labels)],
+                )
+                .await?;
+            row.as_ref()
+                .map(client_from_row)
+                .transpose()?
+                .ok_or_else(|| KmsError::NotFound(format!("client {name}")))
         })
     }
 

@@ -13,12 +13,12 @@ use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBeha
 
 use super::{
     attach_versions, decode_labels, decode_policy, encode_labels, encode_policy, meta, to_u64,
-    version_info, MaterialRow, StateChange, Store, StoreFuture, SCHEMA_VERSION,
+    version_info, MaterialRow, StateChange, Store, StoreFuture, MIGRATE_1_TO_2, SCHEMA_VERSION,
 };
 use crate::audit::{seal_entry, GENESIS};
 use crate::error::{KmsError, Result};
 use crate::keys::RootKey;
-use crate::model::{AuditDraft, AuditEntry, ClientInfo, KeyInfo, KeyVersionInfo};
+use crate::model::{AuditDraft, AuditEntry, ClientInfo, KeyInfo, KeyVersionInfo, Labels};
 
 const SCHEMA: &str = "
 CREATE TABLE kms_schema (version INTEGER NOT NULL);
@@ -46,7 +46,9 @@ CREATE TABLE kms_clients (
     serial TEXT NOT NULL,
     fingerprint TEXT NOT NULL UNIQUE,
     created_ms INTEGER NOT NULL,
-    not_after_ms INTEGER NOT NULL
+    not_after_ms INTEGER NOT NULL,
+    revoked_ms INTEGER,
+    revoked_reason TEXT
 );
 CREATE TABLE kms_audit (
     seq INTEGER PRIMARY KEY,
@@ -142,8 +144,14 @@ impl SqliteStore {
             ))?;
             return Ok(());
         }
-        let version: i64 =
+        let mut version: i64 =
             conn.query_row("SELECT max(version) FROM kms_schema", [], |r| r.get(0))?;
+        if version == 1 {
+            conn.execute_batch(&format!(
+                "BEGIN IMMEDIATE; {MIGRATE_1_TO_2} INSERT INTO kms_schema VALUES (2); COMMIT;"
+            ))?;
+            version = 2;
+        }
         if version != SCHEMA_VERSION {
             return Err(KmsError::Store(format!(
                 "{} has schema version {version}; this build uses {SCHEMA_VERSION}",
@@ -244,21 +252,38 @@ fn client_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(ClientInfo, Str
             fingerprint: row.get(4)?,
             created_ms: row.get(5)?,
             not_after_ms: row.get(6)?,
+            revoked: match row.get::<_, Option<i64>>(7)? {
+                Some(revoked_ms) => Some(crate::model::ClientRevocation {
+                    revoked_ms,
+                    reason: row.get::<_, Option<String>>(8)?.unwrap_or_default(),
+                }),
+                None => None,
+            },
         },
         row.get(1)?,
     ))
 }
 
-const CLIENT_COLUMNS: &str = "name, labels, admin, serial, fingerprint, created_ms, not_after_ms";
+const CLIENT_COLUMNS: &str = "name, labels, admin, serial, fingerprint, created_ms, not_after_ms, revoked_ms, revoked_reason";
 
 fn finish_client((mut client, labels): (ClientInfo, String)) -> Result<ClientInfo> {
     client.labels = decode_labels(&labels)?;
     Ok(client)
 }
 
+fn client_by_name(conn: &Connection, name: &str) -> Result<ClientInfo> {
+    conn.prepare_cached(&format!("SELECT {CLIENT_COLUMNS} FROM kms_clients WHERE name = ?1"))?
+        .query_row([name], client_from_row)
+        .optional()?
+        .map(finish_client)
+        .transpose()?
+        .ok_or_else(|| KmsError::NotFound(format!("client {name}")))
+}
+
 fn insert_client(conn: &Connection, client: &ClientInfo) -> Result<()> {
     conn.execute(
-        &format!("INSERT INTO kms_clients ({CLIENT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
+        "INSERT INTO kms_clients (name, labels, admin, serial, fingerprint, created_ms, not_after_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         params![
             client.name,
             encode_labels(&client.labels),
@@ -529,6 +554,38 @@ impl Store for SqliteStore {
             .optional()?
             .map(finish_client)
             .transpose()
+        })
+    }
+
+    fn revoke_client(
+        &self,
+        name: String,
+        reason: String,
+        revoked_ms: i64,
+    ) -> StoreFuture<'_, ClientInfo> {
+        self.write(move |conn| {
+            let tx = conn.transaction()?;
+            tx.execute(
+                "UPDATE kms_clients SET revoked_ms = ?2, revoked_reason = ?3
+                 WHERE name = ?1 AND revoked_ms IS NULL",
+                params![name, revoked_ms, reason],
+            )?;
+            let client = client_by_name(&tx, &name)?;
+            tx.commit()?;
+            Ok(client)
+        })
+    }
+
+    fn set_client_labels(&self, name: String, labels: Labels) -> StoreFuture<'_, ClientInfo> {
+        self.write(move |conn| {
+            let tx = conn.transaction()?;
+            tx.execute(
+                "UPDATE kms_clients SET labels = ?2 WHERE name = ?1",
+                params![name, encode_labels(&labels)],
+            )?;
+            let client = client_by_name(&tx, &name)?;
+            tx.commit()?;
+            Ok(client)
         })
     }
 
