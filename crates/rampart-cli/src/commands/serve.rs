@@ -102,6 +102,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             }
             out.flush()?;
         }
+        crate::notify::ready(&format!("serving {} export(s)", names.len()));
         server.run(listeners, shutdown_signal()).await.context("flushing the volumes on exit")
     })
 }
