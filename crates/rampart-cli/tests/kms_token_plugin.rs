@@ -121,7 +121,7 @@ impl Deployment {
     fn bound_volume(&self, name: &str, token_bundle: &Path) -> PathBuf {
         let vol = self.tmp.join(name);
         let pass = self.tmp.file("pass", PASSPHRASE);
-        let mut args = vec!["format", p(&vol), "--size", "16M", "--key-file", p(&pass), "-q"];
+        let mut args = vec!["format", p(&vol), "--size", "20M", "--key-file", p(&pass), "-q"];
         args.extend_from_slice(CHEAP_KDF);
         ok(&args);
         let out = ok(&[
@@ -266,7 +266,7 @@ fn token_import_is_validated_by_the_plugin() {
     let tmp = TempDir::new("plugin-import");
     let vol = tmp.join("vol");
     let pass = tmp.file("pass", PASSPHRASE);
-    let mut args = vec!["format", p(&vol), "--size", "8M", "--key-file", p(&pass), "-q"];
+    let mut args = vec!["format", p(&vol), "--size", "20M", "--key-file", p(&pass), "-q"];
     args.extend_from_slice(CHEAP_KDF);
     ok(&args);
     let wrapped = "rampart:v1:disk:1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
