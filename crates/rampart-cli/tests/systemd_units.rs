@@ -164,7 +164,7 @@ fn nbd_serve_notifies_readiness_after_unlocking() {
         "format",
         p(&vol),
         "--size",
-        "8M",
+        "20M",
         "--key-file",
         p(&pass),
         "-q",
