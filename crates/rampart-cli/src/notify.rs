@@ -14,7 +14,10 @@ pub fn ready(status: &str) {
     let status: String = status.chars().filter(|c| *c != '\n').collect();
     let message = format!("READY=1\nSTATUS={status}\nMAINPID={}\n", std::process::id());
     if let Err(e) = send(&socket, message.as_bytes()) {
-        tracing::warn!("cannot notify systemd of readiness through {}: {e}", socket.to_string_lossy());
+        tracing::warn!(
+            "cannot notify systemd of readiness through {}: {e}",
+            socket.to_string_lossy()
+        );
     }
 }
 

@@ -220,7 +220,8 @@ fn cryptsetup_unlocks_through_the_plugin_until_the_key_is_revoked() {
     assert!(stderr.contains("revoked"), "{}", describe("open after revoke", &out));
     assert!(!stderr.contains(wrapped), "{stderr}");
     // The passphrase keyslot still opens it.
-    let pass = cryptsetup_in(&["open", "--test-passphrase", "--key-file", "-", p(&vol)], PASSPHRASE);
+    let pass =
+        cryptsetup_in(&["open", "--test-passphrase", "--key-file", "-", p(&vol)], PASSPHRASE);
     assert!(pass.status.success(), "{}", describe("passphrase after revoke", &pass));
     drop(d.server);
 }
@@ -271,10 +272,7 @@ fn token_import_is_validated_by_the_plugin() {
     ok(&args);
     let wrapped = "rampart:v1:disk:1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
     for (bad, why) in [
-        (
-            serde_json::json!({"type": "rampart-kms", "keyslots": ["0"], "format": 1}),
-            "\"wrapped\"",
-        ),
+        (serde_json::json!({"type": "rampart-kms", "keyslots": ["0"], "format": 1}), "\"wrapped\""),
         (
             serde_json::json!({"type": "rampart-kms", "keyslots": ["0"], "wrapped": "garbage"}),
             "\"wrapped\"",

@@ -87,7 +87,8 @@ fn sysusers_creates_the_service_user() {
     let out = output_with(command, None);
     assert!(out.status.success(), "{}", describe("systemd-sysusers", &out));
     let passwd = std::fs::read_to_string(tmp.join("etc/passwd")).unwrap();
-    let line = passwd.lines().find(|l| l.starts_with("rampart:")).unwrap_or_else(|| panic!("{passwd}"));
+    let line =
+        passwd.lines().find(|l| l.starts_with("rampart:")).unwrap_or_else(|| panic!("{passwd}"));
     let fields: Vec<&str> = line.split(':').collect();
     assert_eq!(fields[5], "/var/lib/rampart", "{line}");
     assert_eq!(fields[6], "/usr/sbin/nologin", "{line}");

@@ -48,8 +48,7 @@ const CRYPT_LOG_DEBUG: c_int = -1;
 #[link(name = "cryptsetup")]
 extern "C" {
     fn crypt_log(cd: *mut CryptDevice, level: c_int, msg: *const c_char);
-    fn crypt_token_json_get(cd: *mut CryptDevice, token: c_int, json: *mut *const c_char)
-        -> c_int;
+    fn crypt_token_json_get(cd: *mut CryptDevice, token: c_int, json: *mut *const c_char) -> c_int;
     fn crypt_get_uuid(cd: *mut CryptDevice) -> *const c_char;
 }
 
@@ -204,12 +203,11 @@ extern "C" fn token_dump(cd: *mut CryptDevice, json: *const c_char) {
 }
 
 /// The version string, NUL-terminated, static.
-static VERSION_C: &CStr = match CStr::from_bytes_with_nul(
-    concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes(),
-) {
-    Ok(text) => text,
-    Err(_) => panic!("the package version contains a NUL"),
-};
+static VERSION_C: &CStr =
+    match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
+        Ok(text) => text,
+        Err(_) => panic!("the package version contains a NUL"),
+    };
 
 extern "C" fn token_version() -> *const c_char {
     VERSION_C.as_ptr()

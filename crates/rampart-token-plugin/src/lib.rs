@@ -69,7 +69,10 @@ pub fn open(id: usize, json: &str, uuid: &str, log: &dyn Log) -> Result<SecretBy
     let token = match BoundToken::parse_text(id, json) {
         Ok(token) => token,
         Err(why) => {
-            log.line(Level::Error, &format!("{} token {id} is unusable: {why}.", binding::TOKEN_TYPE));
+            log.line(
+                Level::Error,
+                &format!("{} token {id} is unusable: {why}.", binding::TOKEN_TYPE),
+            );
             return Err(OpenError::Invalid);
         }
     };

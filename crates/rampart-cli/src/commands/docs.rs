@@ -25,7 +25,9 @@ pub fn generate(args: &GenerateDocsArgs) -> anyhow::Result<()> {
     }
     let pages = std::fs::read_dir(&man)
         .with_context(|| format!("cannot list {}", man.display()))?
-        .filter(|entry| entry.as_ref().is_ok_and(|e| e.path().extension().is_some_and(|x| x == "1")))
+        .filter(|entry| {
+            entry.as_ref().is_ok_and(|e| e.path().extension().is_some_and(|x| x == "1"))
+        })
         .count();
     eprintln!(
         "rampart: {pages} manual pages in {}, bash, zsh and fish completions in {}",
