@@ -205,7 +205,7 @@ fn cryptsetup_unlocks_through_the_plugin_until_the_key_is_revoked() {
     let text = String::from_utf8_lossy(&dump.stdout);
     assert!(text.contains("rampart-kms"), "{text}");
     assert!(text.contains("Key:        disk"), "{text}");
-    assert!(text.contains("Key version: 1"), "{text}");
+    assert!(text.contains("Version:    1"), "{text}");
     assert!(text.contains(&format!("Bundle:     {}", p(&d.host))), "{text}");
     let token: serde_json::Value =
         serde_json::from_str(&ok(&["token", "export", p(&vol), "--token-id", "0"])).unwrap();

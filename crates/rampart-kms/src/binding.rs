@@ -200,7 +200,7 @@ impl BoundToken {
     pub fn dump_lines(&self) -> Vec<String> {
         let mut lines = vec![
             format!("\tKey:        {}", self.key),
-            format!("\tKey version: {}", self.key_version),
+            format!("\tVersion:    {}", self.key_version),
         ];
         for endpoint in &self.endpoints {
             lines.push(format!("\tServer:     {endpoint}"));

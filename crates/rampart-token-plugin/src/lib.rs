@@ -161,7 +161,7 @@ mod tests {
         let text: Vec<String> = lines.0.into_inner().into_iter().map(|(_, t)| t).collect();
         let text = text.join("\n");
         assert!(text.contains("Key:        disk"), "{text}");
-        assert!(text.contains("Key version: 2"), "{text}");
+        assert!(text.contains("Version:    2"), "{text}");
         assert!(text.contains("/nonexistent/rampart.bundle"), "{text}");
         assert!(!text.contains("AAAA"), "{text}");
     }
