@@ -39,3 +39,17 @@ pub fn kms_bundle(data: &[u8]) {
         }
     }
 }
+
+/// A `rampart-kms` LUKS2 token as cryptsetup hands it to the token plugin
+/// (and `rampart` reads it from a header): `BoundToken::parse_text`, the
+/// luksDump lines, and for a token that parses, a round trip through the
+/// JSON it would write back.
+pub fn kms_binding_token(data: &[u8]) {
+    use rampart_kms::binding::BoundToken;
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(token) = BoundToken::parse_text(0, text) else { return };
+    let _ = token.dump_lines();
+    let again = BoundToken::parse_text(0, &token.to_json().to_string())
+        .expect("a token written from a parsed one parses");
+    assert_eq!(again, token, "a token changes through its own JSON");
+}

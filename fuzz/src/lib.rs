@@ -11,7 +11,7 @@ mod luks;
 mod nbd;
 
 pub use kmip::kmip_ttlv;
-pub use kms::{kms_bundle, kms_request};
+pub use kms::{kms_binding_token, kms_bundle, kms_request};
 pub use nbd::nbd_server;
 
 /// `Luks::load` on the input as given (LUKS1 or LUKS2 detection, both LUKS2

@@ -95,6 +95,18 @@ pub enum Command {
     /// Decrypt a `rampart encrypt` file or pipe (all of it or a range), or
     /// an `openssl enc` file with --openssl.
     Decrypt(DecryptArgs),
+    /// Write the manual pages and the bash, zsh and fish completions
+    /// (for packagers).
+    #[command(hide = true)]
+    GenerateDocs(GenerateDocsArgs),
+}
+
+/// `rampart generate-docs`.
+#[derive(Debug, clap::Args)]
+pub struct GenerateDocsArgs {
+    /// Directory to write man/ and completions/ into (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
 }
 
 /// A file's passphrase and raw key (`encrypt` and `decrypt`).
@@ -313,6 +325,12 @@ pub struct BindArgs {
     /// Store the binding in this token id (default: the first free one).
     #[arg(long, value_name = "ID")]
     pub token_id: Option<usize>,
+    /// The client bundle that cryptsetup's token plugin (and so
+    /// systemd-cryptsetup at boot) unlocks this binding with, recorded in
+    /// the token as an absolute path (default when absent:
+    /// /etc/rampart/client.bundle).
+    #[arg(long, value_name = "PATH")]
+    pub token_bundle: Option<PathBuf>,
     /// KDF of the bound keyslot (default: pbkdf2 with 1000 iterations,
     /// since its passphrase is 256 random bits).
     #[command(flatten)]

@@ -4,6 +4,7 @@
 mod cli;
 mod commands;
 mod duration;
+mod notify;
 mod passphrase;
 mod size;
 

@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used)]
-//! Issue 3, coverage 6: LUKS1 volumes round-trip through QEMU (`qemu-img`)
+//! LUKS1 volumes round-trip through QEMU (`qemu-img`)
 //! and nbdkit's luks filter, both ways.
 //!
 //! (a) `rampart format --type luks1` + `rampart import`, then `qemu-img

@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used)]
-//! Issue 3, coverage 1: volumes made by `cryptsetup luksFormat` in every
+//! Volumes made by `cryptsetup luksFormat` in every
 //! supported combination open in Rampart. For each: `rampart test-key`
 //! accepts the passphrase (and refuses a wrong one), Rampart's volume key
 //! and data offset equal cryptsetup's, `rampart import` then `rampart

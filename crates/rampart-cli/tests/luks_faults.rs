@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used)]
-//! Issue 3, coverage 7: bad input and faults from the command line.
+//! Bad input and faults from the command line.
 //!
 //! - A wrong passphrase: exit 2, exactly one stderr line with "no key
 //!   available with this passphrase", and the volume file byte-for-byte

@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used)]
-//! Issue 3, coverage 5: header backup and restore, across Rampart and
+//! Header backup and restore, across Rampart and
 //! cryptsetup. `rampart header backup`, then zeroing the header area, makes
 //! the volume unopenable; `rampart header restore` brings it back with its
 //! data intact; `cryptsetup luksHeaderRestore` accepts Rampart's backup and

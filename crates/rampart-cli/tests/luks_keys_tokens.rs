@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used)]
-//! Issue 3, coverage 3 and 4: key management and LUKS2 tokens, each step
+//! Key management and LUKS2 tokens, each step
 //! cross-checked with cryptsetup 2.6 on the same volume file.
 //!
 //! Keys: `rampart add-key` → cryptsetup opens with the new passphrase;

@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used)]
-//! Issue 3, coverage 2: volumes formatted by `rampart format` are accepted
+//! Volumes formatted by `rampart format` are accepted
 //! by cryptsetup 2.6: `cryptsetup luksDump` exits 0 and shows the label,
 //! cipher, sector size and KDF; `cryptsetup open --test-passphrase` accepts
 //! the passphrase and refuses a wrong one; the volume key cryptsetup dumps

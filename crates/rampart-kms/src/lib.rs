@@ -14,6 +14,7 @@
 #![recursion_limit = "512"]
 
 pub mod audit;
+pub mod binding;
 pub mod bundle;
 pub mod error;
 pub mod keys;

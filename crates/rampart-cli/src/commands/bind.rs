@@ -90,6 +90,8 @@ pub struct Binding<'a> {
     pub slot: Option<usize>,
     /// The token id (default: the first free one).
     pub token_id: Option<usize>,
+    /// The client bundle recorded for cryptsetup's token plugin.
+    pub bundle: Option<&'a str>,
 }
 
 /// Adds a binding to an unlocked volume: a new keyslot with a random
@@ -107,7 +109,7 @@ pub fn bind_volume(
     volume_key: &SecretBytes,
     binding: &Binding<'_>,
 ) -> anyhow::Result<BoundToken> {
-    let Binding { key_name, ref pbkdf, slot, token_id } = *binding;
+    let Binding { key_name, ref pbkdf, slot, token_id, bundle } = *binding;
     check_ids(luks, slot, token_id)?;
     let active = luks.active_keyslots();
     let slot = match slot {
@@ -127,6 +129,7 @@ pub fn bind_volume(
         key_version,
         endpoints: kms.endpoints().to_vec(),
         wrapped,
+        bundle: bundle.map(str::to_owned),
     };
     luks.add_keyslot(header, volume_key, passphrase.expose(), pbkdf, Some(slot))
         .map_err(luks_error)?;
@@ -159,14 +162,34 @@ pub fn bind(args: &BindArgs) -> anyhow::Result<()> {
     require_luks2(&luks, &paths)?;
     check_ids(&luks, args.key_slot, args.token_id)?;
     let pbkdf = bind_pbkdf(&args.pbkdf)?;
+    let token_bundle = match &args.token_bundle {
+        Some(path) => {
+            let text = path.to_str().ok_or_else(|| {
+                UsageError(format!("--token-bundle {} is not UTF-8", path.display()))
+            })?;
+            rampart_kms::binding::check_bundle_path(text).map_err(|_| {
+                UsageError(format!(
+                    "--token-bundle {} is not an absolute path (of at most 4096 bytes)",
+                    path.display()
+                ))
+            })?;
+            Some(text)
+        }
+        None => None,
+    };
     let kms = Kms::connect(&args.client)?;
     let existing = KeyArgs { key_file: args.key_file.clone(), key_slot: None };
     let (_, volume_key) =
         unlock_passphrase(&luks, &released, &existing, "Enter any existing passphrase: ")?;
     let (header, mut luks) = relock(&paths, &volume_key)?;
     check_ids(&luks, args.key_slot, args.token_id)?;
-    let binding =
-        Binding { key_name: &args.key_name, pbkdf, slot: args.key_slot, token_id: args.token_id };
+    let binding = Binding {
+        key_name: &args.key_name,
+        pbkdf,
+        slot: args.key_slot,
+        token_id: args.token_id,
+        bundle: token_bundle,
+    };
     let token = bind_volume(&kms, &header, &mut luks, &volume_key, &binding)?;
     report_bound(&token);
     Ok(())
@@ -188,7 +211,7 @@ pub fn bind_new_volume(
         pbkdf_memory: None,
         pbkdf_parallel: None,
     })?;
-    let binding = Binding { key_name, pbkdf, slot: None, token_id: None };
+    let binding = Binding { key_name, pbkdf, slot: None, token_id: None, bundle: None };
     let token = bind_volume(kms, header, luks, volume_key, &binding).with_context(|| {
         format!(
             "the volume was formatted and opens with its passphrase, but binding it to key \

@@ -1,20 +1,7 @@
 //! Where the key of a volume comes from: its `rampart-kms` tokens first
 //! (a keyslot passphrase wrapped by the key manager), then a passphrase.
 //!
-//! A volume bound with `rampart bind` holds, per binding, one keyslot whose
-//! passphrase is 32 random bytes written as 43 base64url characters, and a
-//! LUKS2 token of type `rampart-kms` holding that passphrase wrapped by the
-//! key manager:
-//!
-//! ```json
-//! {"type": "rampart-kms", "keyslots": ["1"], "format": 1,
-//!  "endpoints": ["https://127.0.0.1:8443"], "key": "vol-keys", "key_version": 1,
-//!  "wrapped": "rampart:v1:vol-keys:1:BASE64URL"}
-//! ```
-//!
-//! The wrap's associated data (its context) is [`context`]: the volume's
-//! LUKS UUID and the keyslot, computed from the header at unlock time and
-//! never stored, so a token copied to another volume does not unwrap.
+//! The token format and the wrap context are `rampart_kms::binding`'s.
 //!
 //! Commands that open a volume use [`KeySource`]: when a client bundle is
 //! configured (`--kms BUNDLE` or `$RAMPART_KMS`) every `rampart-kms` token
@@ -25,14 +12,12 @@
 use std::io::Write;
 use std::path::Path;
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
-use base64::Engine as _;
 use rampart_crypto::SecretBytes;
 use rampart_kms::client::KmsClient;
 use rampart_kms::keys::WrappedHeader;
 use rampart_kms::Bundle;
 use rampart_luks::{Luks, MetadataIo};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::cli::{KeyArgs, TokenArgs};
 use crate::commands::kms::{self, ClientArgs};
@@ -40,99 +25,11 @@ use crate::commands::luks::luks_error;
 use crate::passphrase::Source;
 use crate::UsageError;
 
-/// The LUKS2 token type of a key-manager binding.
-pub const TOKEN_TYPE: &str = "rampart-kms";
-/// The token layout version (the `format` field).
-pub const TOKEN_FORMAT: u64 = 1;
-/// Random bytes in a bound keyslot's passphrase.
-pub const PASSPHRASE_BYTES: usize = 32;
+pub use rampart_kms::binding::{context, BoundToken, TOKEN_TYPE};
 
-/// The wrap context of a bound keyslot: the volume's UUID and the keyslot.
-#[must_use]
-pub fn context(uuid: &str, slot: usize) -> Vec<u8> {
-    format!("rampart-bind/v1 luks-uuid={uuid} keyslot={slot}").into_bytes()
-}
-
-/// A fresh keyslot passphrase: 32 random bytes as base64url text (43
-/// characters, no padding), so it survives any passphrase channel.
+/// A fresh keyslot passphrase (see [`rampart_kms::binding::new_passphrase`]).
 pub fn new_passphrase() -> anyhow::Result<SecretBytes> {
-    let raw = rampart_crypto::random_secret(PASSPHRASE_BYTES)?;
-    let mut text = SecretBytes::zeroed(PASSPHRASE_BYTES.div_ceil(3) * 4);
-    let len = B64
-        .encode_slice(raw.expose(), text.expose_mut())
-        .map_err(|e| anyhow::anyhow!("cannot encode the passphrase: {e}"))?;
-    Ok(SecretBytes::from_slice(&text.expose()[..len]))
-}
-
-/// A parsed `rampart-kms` token.
-#[derive(Debug, Clone)]
-pub struct BoundToken {
-    pub id: usize,
-    /// The keyslot it opens.
-    pub slot: usize,
-    pub key: String,
-    pub key_version: u32,
-    /// Where the volume was bound (informational: the client bundle's
-    /// endpoints are the ones used).
-    pub endpoints: Vec<String>,
-    /// The key manager's ciphertext of the keyslot passphrase.
-    pub wrapped: String,
-}
-
-impl BoundToken {
-    /// Reads token `id`; the error says what is wrong with it.
-    pub fn parse(id: usize, token: &Value) -> Result<Self, String> {
-        let slots: Vec<&str> = token
-            .get("keyslots")
-            .and_then(Value::as_array)
-            .map(|list| list.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        let [slot] = slots.as_slice() else {
-            return Err(format!("it names {} keyslots instead of one", slots.len()));
-        };
-        let slot: usize = slot.parse().map_err(|_| "its keyslot is not a number".to_owned())?;
-        if let Some(format) = token.get("format") {
-            if format.as_u64() != Some(TOKEN_FORMAT) {
-                return Err(format!("its format {format} is not {TOKEN_FORMAT}"));
-            }
-        }
-        let wrapped = token
-            .get("wrapped")
-            .and_then(Value::as_str)
-            .ok_or_else(|| "it has no \"wrapped\" string".to_owned())?
-            .to_owned();
-        let header =
-            WrappedHeader::parse(&wrapped).map_err(|e| format!("its \"wrapped\" field: {e}"))?;
-        let endpoints = token
-            .get("endpoints")
-            .and_then(Value::as_array)
-            .map(|list| list.iter().filter_map(Value::as_str).map(str::to_owned).collect())
-            .unwrap_or_default();
-        Ok(Self { id, slot, key: header.name, key_version: header.version, endpoints, wrapped })
-    }
-
-    /// The token as stored in the LUKS2 header.
-    #[must_use]
-    pub fn to_json(&self) -> Value {
-        json!({
-            "type": TOKEN_TYPE,
-            "keyslots": [self.slot.to_string()],
-            "format": TOKEN_FORMAT,
-            "endpoints": self.endpoints,
-            "key": self.key,
-            "key_version": self.key_version,
-            "wrapped": self.wrapped,
-        })
-    }
-
-    /// `token 0 (key vol-keys version 1, keyslot 1)`.
-    #[must_use]
-    pub fn describe(&self) -> String {
-        format!(
-            "token {} (key {} version {}, keyslot {})",
-            self.id, self.key, self.key_version, self.slot
-        )
-    }
+    rampart_kms::binding::new_passphrase().map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// The volume's `rampart-kms` tokens, each parsed or with the reason it
@@ -194,7 +91,7 @@ impl Kms {
     /// Unwraps a token's passphrase (bound to this volume and keyslot).
     pub fn unwrap_token(&self, luks: &Luks, token: &BoundToken) -> anyhow::Result<SecretBytes> {
         self.runtime
-            .block_on(self.client.unwrap(&token.wrapped, &context(luks.uuid(), token.slot)))
+            .block_on(rampart_kms::binding::unwrap_passphrase(&self.client, luks.uuid(), token))
             .map_err(kms::map_client)
     }
 
@@ -402,52 +299,6 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-
-    const WRAPPED: &str = "rampart:v1:vol-keys:3:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
-
-    #[test]
-    fn passphrases_are_43_base64url_characters_and_differ() {
-        let a = new_passphrase().unwrap();
-        let b = new_passphrase().unwrap();
-        assert_eq!(a.len(), 43);
-        assert!(a.expose().iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'_'));
-        assert_ne!(a, b);
-    }
-
-    #[test]
-    fn context_binds_volume_and_keyslot() {
-        let uuid = "0b6d1ad5-3f44-4c5e-9a0e-1f2b3c4d5e6f";
-        assert_eq!(
-            context(uuid, 1),
-            b"rampart-bind/v1 luks-uuid=0b6d1ad5-3f44-4c5e-9a0e-1f2b3c4d5e6f keyslot=1".to_vec()
-        );
-        assert_ne!(context(uuid, 1), context(uuid, 2));
-        assert_ne!(context(uuid, 1), context("another", 1));
-    }
-
-    #[test]
-    fn tokens_round_trip_and_bad_ones_are_refused_without_panics() {
-        let token = json!({"type": TOKEN_TYPE, "keyslots": ["4"], "format": 1,
-            "endpoints": ["https://kms:8443"], "key": "vol-keys", "key_version": 3,
-            "wrapped": WRAPPED});
-        let parsed = BoundToken::parse(2, &token).unwrap();
-        assert_eq!((parsed.id, parsed.slot, parsed.key_version), (2, 4, 3));
-        assert_eq!(parsed.key, "vol-keys");
-        assert_eq!(parsed.to_json(), token);
-        assert_eq!(parsed.describe(), "token 2 (key vol-keys version 3, keyslot 4)");
-        for bad in [
-            json!({"type": TOKEN_TYPE, "keyslots": [], "wrapped": WRAPPED}),
-            json!({"type": TOKEN_TYPE, "keyslots": ["1", "2"], "wrapped": WRAPPED}),
-            json!({"type": TOKEN_TYPE, "keyslots": ["x"], "wrapped": WRAPPED}),
-            json!({"type": TOKEN_TYPE, "keyslots": ["1"]}),
-            json!({"type": TOKEN_TYPE, "keyslots": ["1"], "wrapped": 7}),
-            json!({"type": TOKEN_TYPE, "keyslots": ["1"], "wrapped": "garbage"}),
-            json!({"type": TOKEN_TYPE, "keyslots": ["1"], "wrapped": WRAPPED, "format": 2}),
-            json!("not an object"),
-        ] {
-            assert!(BoundToken::parse(0, &bad).is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn failures_combine_into_one_line_with_the_right_exit_class() {

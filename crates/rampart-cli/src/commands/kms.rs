@@ -493,10 +493,10 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             writeln!(out, "https://{address}")?;
             out.flush()?;
         }
-        tracing::info!(
-            "key server on https://{address} ({})",
-            if server.is_sealed() { "sealed: waiting for unseal shares" } else { "unsealed" }
-        );
+        let state =
+            if server.is_sealed() { "sealed: waiting for unseal shares" } else { "unsealed" };
+        tracing::info!("key server on https://{address} ({state})");
+        crate::notify::ready(&format!("serving on https://{address} ({state})"));
         server.run(listener, shutdown_signal()).await.map_err(map_kms)
     })
 }

@@ -2,6 +2,7 @@ mod bench;
 mod bind;
 mod clone;
 mod copy;
+mod docs;
 mod file;
 mod heartbeat;
 pub mod keysource;
@@ -41,5 +42,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Command::Kms(kms) => kms::run(&kms),
         Command::Encrypt(encrypt) => file::encrypt(&encrypt),
         Command::Decrypt(decrypt) => file::decrypt(&decrypt),
+        Command::GenerateDocs(docs) => docs::generate(&docs),
     }
 }

@@ -156,6 +156,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
                 }
             }
         };
+        crate::notify::ready(&format!("serving {} export(s)", names.len()));
         server.run(listeners, shutdown).await.context("flushing the volumes on exit")?;
         match all_closed {
             Some(reason) => Err(anyhow::anyhow!("every export was closed: {reason}")),
