@@ -171,6 +171,31 @@ impl<D: BlockDevice> CryptDevice<D> {
         }
     }
 
+    /// Decrypts whole sectors of this segment's ciphertext in place;
+    /// `offset` is their plaintext offset in the segment (it sets the IVs).
+    /// Large buffers are split across cores.
+    pub fn decrypt_sectors(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.check_whole(buf.len(), offset)?;
+        self.transform(buf, offset, false)
+    }
+
+    /// Encrypts whole sectors of plaintext in place, as they are stored at
+    /// plaintext offset `offset` of the segment.
+    pub fn encrypt_sectors(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.check_whole(buf.len(), offset)?;
+        self.transform(buf, offset, true)
+    }
+
+    fn check_whole(&self, len: usize, offset: u64) -> io::Result<()> {
+        let sector = self.layout.sector_size as u64;
+        if len as u64 % sector != 0 || offset % sector != 0 {
+            return Err(invalid(format!(
+                "{len} bytes at offset {offset} are not whole {sector}-byte sectors"
+            )));
+        }
+        check_range(offset, len as u64, self.layout.size)
+    }
+
     fn read_sectors(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         self.inner.read_at(buf, self.layout.offset + offset)?;
         self.transform(buf, offset, false)

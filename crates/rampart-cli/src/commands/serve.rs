@@ -9,7 +9,7 @@ use rampart_nbd::{Bound, Export, Limits, Server, ServerConfig, TlsMode};
 use rampart_volume::{BlockDevice, VolumePaths};
 
 use crate::cli::ServeArgs;
-use crate::commands::copy::open_with;
+use crate::commands::copy::open_device;
 use crate::commands::keysource::KeySource;
 use crate::UsageError;
 
@@ -49,8 +49,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let mut exports = Vec::new();
     for (path, name) in exports_wanted {
         let paths = VolumePaths::new(&path, args.header.as_deref());
-        let volume = open_with(&paths, &mut source, args.read_only)?;
-        let device: Arc<dyn BlockDevice> = Arc::new(volume.into_device());
+        let device = open_device(&paths, &mut source, args.read_only)?;
         exports.push(Export {
             description: format!("{} (LUKS, {} bytes)", path.display(), device.len()),
             name,
