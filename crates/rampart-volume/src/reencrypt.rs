@@ -231,7 +231,7 @@ impl Reencryption {
         lock: Option<ReencryptionLock>,
     ) -> Result<Self, VolumeError> {
         let state = luks.reencrypt_state()?.ok_or_else(|| {
-            rampart_luks::Error::Invalid("the volume is not being re-encrypted".into())
+            rampart_luks::Error::InvalidArgument("the volume is not being re-encrypted".into())
         })?;
         state.check_supported()?;
         luks.reencrypt_verify(old_key, new_key)?;
@@ -285,7 +285,7 @@ impl Reencryption {
         let len = wanted.unwrap_or(DEFAULT_HOTZONE).min(limit).min(1 << 30);
         let len = len / unit * unit;
         if len == 0 {
-            return Err(rampart_luks::Error::Invalid(format!(
+            return Err(rampart_luks::Error::InvalidArgument(format!(
                 "the hotzone must hold at least {unit} bytes (the resilience area has {})",
                 self.state.area_size
             ))
@@ -323,11 +323,10 @@ impl Reencryption {
                     )
                     .into());
                 }
-                let read = self
-                    .header
-                    .open(false)
-                    .and_then(|h| h.read_at(self.state.area_offset, &mut sums).map_err(Into::into));
-                read.map_err(|e| VolumeError::io(format!("cannot read the checksums of {}", self.what), io::Error::other(e.to_string())))?;
+                self.header
+                    .open(false)?
+                    .read_at(self.state.area_offset, &mut sums)
+                    .map_err(|e| self.data_io("cannot read the checksums of", e))?;
                 let mut data = vec![0u8; buf_len];
                 self.raw
                     .read_at(&mut data, offset)
@@ -353,10 +352,10 @@ impl Reencryption {
                     .into());
                 }
                 let mut data = SecretBytes::zeroed(buf_len);
-                let read = self.header.open(false).and_then(|h| {
-                    h.read_at(self.state.area_offset, data.expose_mut()).map_err(Into::into)
-                });
-                read.map_err(|e| VolumeError::io(format!("cannot read the journal of {}", self.what), io::Error::other(e.to_string())))?;
+                self.header
+                    .open(false)?
+                    .read_at(self.state.area_offset, data.expose_mut())
+                    .map_err(|e| self.data_io("cannot read the journal of", e))?;
                 self.old
                     .decrypt_sectors(data.expose_mut(), start)
                     .and_then(|()| self.new.encrypt_sectors(data.expose_mut(), start))
@@ -471,11 +470,16 @@ impl Reencryption {
 /// The plaintext of a volume part re-encrypted: bytes below `boundary`
 /// through the new key, the rest through the old one (dm-crypt's mapping
 /// of such a volume). The boundary is a multiple of both sector sizes.
-#[derive(Debug)]
 pub struct ReencryptingDevice {
     old: CryptDevice<SharedDevice>,
     new: CryptDevice<SharedDevice>,
     boundary: u64,
+}
+
+impl std::fmt::Debug for ReencryptingDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReencryptingDevice").field("boundary", &self.boundary).finish_non_exhaustive()
+    }
 }
 
 impl ReencryptingDevice {
@@ -501,12 +505,12 @@ impl ReencryptingDevice {
         new_key: &SecretBytes,
     ) -> Result<Self, VolumeError> {
         let state = luks.reencrypt_state()?.ok_or_else(|| {
-            rampart_luks::Error::Invalid("the volume is not being re-encrypted".into())
+            rampart_luks::Error::InvalidArgument("the volume is not being re-encrypted".into())
         })?;
         state.check_supported()?;
         luks.reencrypt_verify(old_key, new_key)?;
         if let Some((start, _)) = state.hotzone {
-            return Err(rampart_luks::Error::Invalid(format!(
+            return Err(rampart_luks::Error::InvalidArgument(format!(
                 "a reencryption hotzone at byte {start} was interrupted: run `rampart reencrypt --resume-only` to recover it first"
             ))
             .into());

@@ -2,7 +2,6 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::Context;
 use rampart_nbd::{Bound, Export, Limits, Server, ServerConfig, TlsMode};
