@@ -206,9 +206,14 @@ impl Luks2 {
 
     /// Fails if the header lists a requirement Rampart does not implement.
     pub(crate) fn check_requirements(&self) -> Result<()> {
-        match self.meta.mandatory_requirements().into_iter().next() {
-            Some(req) => Err(Error::UnknownRequirement(json::shorten(&req))),
-            None => Ok(()),
+        let reqs = self.meta.mandatory_requirements();
+        if let Some(req) = reqs.iter().find(|r| *r != reencrypt::REQUIREMENT_V2) {
+            return Err(Error::UnknownRequirement(json::shorten(req)));
+        }
+        if reqs.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::ReencryptionInProgress)
         }
     }
 
