@@ -40,10 +40,11 @@ fn stopped_run(vol: &Path, key: &Path, hook: &str) {
 }
 
 fn serve_and_write(dir: &TempDir, vol: &Path, key: &Path, data: &mut [u8], what: &str) {
-    let socket = dir.join(format!("{what}.sock"));
+    let tag = if what.contains("CRASH") { "crash" } else { "stop" };
+    let socket = dir.join(&format!("{tag}.sock"));
     let mut server = Serve::start(
         &[p(vol), "--key-file", p(key), "--socket", p(&socket)],
-        dir.join(format!("{what}.log")),
+        dir.join(&format!("{tag}.log")),
         1,
     );
     let uri = server.uri().to_owned();
