@@ -123,7 +123,10 @@ fn reencrypted_volumes_open_in_cryptsetup_with_the_same_plaintext() {
 
         let mut extra_args = vec!["--resilience", *resilience, "--hotzone-size", "4M"];
         extra_args.extend_from_slice(extra);
-        ok(&format!("{what}: rampart reencrypt"), rampart(&reencrypt_args(&vol, &key, &extra_args)));
+        ok(
+            &format!("{what}: rampart reencrypt"),
+            rampart(&reencrypt_args(&vol, &key, &extra_args)),
+        );
 
         assert_finished(&vol);
         ok(
@@ -171,14 +174,16 @@ fn cryptsetup_finishes_what_rampart_stopped_or_crashed_in() {
     for (sector, resilience) in
         [("4096", "checksum"), ("512", "checksum"), ("4096", "journal"), ("512", "journal")]
     {
-        for (hook, status) in
-            [("RAMPART_REENCRYPT_STOP_AFTER", Some(0)), ("RAMPART_REENCRYPT_CRASH_AFTER", Some(137))]
-        {
+        for (hook, status) in [
+            ("RAMPART_REENCRYPT_STOP_AFTER", Some(0)),
+            ("RAMPART_REENCRYPT_CRASH_AFTER", Some(137)),
+        ] {
             let what = format!("{sector}/{resilience}/{hook}");
             let vol = dir.join("vol");
             let _ = std::fs::remove_file(&vol);
             let vol = volume(&dir, "vol", 40, sector, &key, &data);
-            let args = reencrypt_args(&vol, &key, &["--resilience", resilience, "--hotzone-size", "4M"]);
+            let args =
+                reencrypt_args(&vol, &key, &["--resilience", resilience, "--hotzone-size", "4M"]);
             let out = rampart_env(&args, &[(hook, "2")]);
             assert_eq!(out.status.code(), status, "{}", describe(&what, &out));
 
@@ -192,11 +197,9 @@ fn cryptsetup_finishes_what_rampart_stopped_or_crashed_in() {
                 serde_json::json!(["online-reencrypt-v2"]),
                 "{what}: {json}"
             );
-            let hot = json["segments"]
-                .as_object()
-                .unwrap()
-                .values()
-                .any(|s| s["flags"].as_array().is_some_and(|f| f.iter().any(|f| f == "in-reencryption")));
+            let hot = json["segments"].as_object().unwrap().values().any(|s| {
+                s["flags"].as_array().is_some_and(|f| f.iter().any(|f| f == "in-reencryption"))
+            });
             assert_eq!(hot, hook.ends_with("CRASH_AFTER"), "{what}: {json}");
 
             let mut resume = vec!["reencrypt", "--resume-only", "--force-offline-reencrypt", "-q"];
@@ -286,7 +289,10 @@ fn rampart_finishes_what_a_killed_cryptsetup_left() {
                     break;
                 }
             }
-            assert!(child.try_wait().unwrap().is_none(), "{what}: cryptsetup finished before it could be killed");
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "{what}: cryptsetup finished before it could be killed"
+            );
             assert!(Instant::now() < deadline, "{what}: cryptsetup made no progress");
             std::thread::sleep(Duration::from_millis(2));
         }

@@ -26,7 +26,7 @@ pub use crypt::{CryptDevice, CryptLayout};
 pub use file::FileDevice;
 pub use mem::MemDevice;
 pub use ordered::read_in_order;
-pub use reencrypt::{Outcome, ReencryptError, ReencryptOptions, Reencryption, ReencryptingDevice};
+pub use reencrypt::{Outcome, ReencryptError, ReencryptOptions, ReencryptingDevice, Reencryption};
 pub use restore::restore_header;
 pub use volume::{
     sector_cipher_kind, HeaderFile, ReleasedHeader, Volume, VolumeError, VolumePaths,

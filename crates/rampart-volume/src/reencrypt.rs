@@ -146,12 +146,10 @@ fn data_size(state: &ReencryptState, device_len: u64) -> Result<u64, VolumeError
     })?;
     let size = match state.fixed_size {
         Some(n) if n <= available => n,
-        Some(n) => {
-            return Err(rampart_luks::Error::Corrupt(format!(
-                "the reencryption covers {n} bytes but the device holds {available} after the header"
-            ))
-            .into())
-        }
+        Some(n) => return Err(rampart_luks::Error::Corrupt(format!(
+            "the reencryption covers {n} bytes but the device holds {available} after the header"
+        ))
+        .into()),
         None => available / unit * unit,
     };
     if size % unit != 0 {
@@ -195,8 +193,8 @@ impl Reencryption {
             .map_err(|e| io_err(paths, "cannot lock the reencryption of", e))?;
         // Loaded again under the lock: another process may have moved on.
         let (_, luks, _) = paths.load_released()?;
-        let raw = FileDevice::open(&paths.data, false)
-            .map_err(|e| io_err(paths, "cannot open", e))?;
+        let raw =
+            FileDevice::open(&paths.data, false).map_err(|e| io_err(paths, "cannot open", e))?;
         Self::with(
             Header::Paths(paths.clone()),
             paths.data.display().to_string(),
@@ -478,7 +476,9 @@ pub struct ReencryptingDevice {
 
 impl std::fmt::Debug for ReencryptingDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReencryptingDevice").field("boundary", &self.boundary).finish_non_exhaustive()
+        f.debug_struct("ReencryptingDevice")
+            .field("boundary", &self.boundary)
+            .finish_non_exhaustive()
     }
 }
 

@@ -61,7 +61,8 @@ pub fn open_device(
     let (header, luks) = load_released(paths)?;
     let Some(state) = luks.reencrypt_state().map_err(luks_error)? else {
         let (_, volume_key) = source.unlock(&luks, &header, paths.header_path())?;
-        let volume = Volume::with_key(paths, luks, &volume_key, read_only).map_err(map_open_error)?;
+        let volume =
+            Volume::with_key(paths, luks, &volume_key, read_only).map_err(map_open_error)?;
         return Ok(Arc::new(volume.into_device()));
     };
     source.unlock(&luks, &header, paths.header_path())?;

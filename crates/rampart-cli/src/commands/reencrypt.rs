@@ -34,7 +34,8 @@ pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
         .into());
     }
     let state = luks.reencrypt_state().map_err(luks_error)?;
-    let passphrase = Source::new(args.key.key_file.as_deref(), "Enter passphrase: ", false).read()?;
+    let passphrase =
+        Source::new(args.key.key_file.as_deref(), "Enter passphrase: ", false).read()?;
     let (old_key, new_key) = match state {
         Some(state) => {
             let changed = args.cipher.is_some()
@@ -130,7 +131,8 @@ fn start(
     } else {
         256
     });
-    let valid: &[usize] = if cipher == DataCipher::AesXtsPlain64 { &[256, 512] } else { &[128, 256] };
+    let valid: &[usize] =
+        if cipher == DataCipher::AesXtsPlain64 { &[256, 512] } else { &[128, 256] };
     if !valid.contains(&key_bits) {
         return Err(UsageError(format!(
             "--key-size {key_bits} is not valid for {} (use {valid:?})",
@@ -276,10 +278,7 @@ fn resume(
     match outcome {
         Outcome::Finished => {
             if args.json {
-                println!(
-                    "{}",
-                    json!({"event": "finished", "bytes": total, "seconds": secs})
-                );
+                println!("{}", json!({"event": "finished", "bytes": total, "seconds": secs}));
             } else if !args.quiet {
                 eprintln!(
                     "Re-encrypted {} bytes of {} in {secs:.1} s.",

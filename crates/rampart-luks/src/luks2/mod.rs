@@ -868,10 +868,9 @@ impl Luks2 {
         check("backup-final", new)?;
         let (ks_id, _) = reencrypt::reencrypt_keyslot(&self.meta)?
             .ok_or_else(|| Error::invalid("the volume is not being re-encrypted"))?;
-        let (id, d) = self
-            .meta
-            .digest_of_keyslot(ks_id)
-            .ok_or_else(|| Error::corrupt("the reencryption digest is missing (cryptsetup repair adds it)"))?;
+        let (id, d) = self.meta.digest_of_keyslot(ks_id).ok_or_else(|| {
+            Error::corrupt("the reencryption digest is missing (cryptsetup repair adds it)")
+        })?;
         let data = reencrypt::verification_data(&self.meta, Some(old), Some(new))?;
         if digest::verify(d, id, data.expose())? {
             Ok(())
@@ -913,9 +912,9 @@ impl Luks2 {
         let (old_digest, _) = self.segment_digest()?;
         let mut meta = self.meta.clone();
         let free_digest = |meta: &Metadata| {
-            (0..=json::MAX_ID).find(|d| !meta.digests.contains_key(d)).ok_or_else(|| {
-                Error::NoSpace("all LUKS2 digest ids are in use".into())
-            })
+            (0..=json::MAX_ID)
+                .find(|d| !meta.digests.contains_key(d))
+                .ok_or_else(|| Error::NoSpace("all LUKS2 digest ids are in use".into()))
         };
         let new_digest = free_digest(&meta)?;
         let digest_iterations = match plan.pbkdf.forced_iterations {

@@ -274,7 +274,10 @@ fn side(meta: &Metadata, id: usize, what: &str) -> Result<ReencryptSide> {
 }
 
 fn keyslots_of_digest(meta: &Metadata, digest: usize) -> Vec<usize> {
-    meta.digests.get(&digest).map(|d| d.keyslots().iter().map(|k| k.0).collect()).unwrap_or_default()
+    meta.digests
+        .get(&digest)
+        .map(|d| d.keyslots().iter().map(|k| k.0).collect())
+        .unwrap_or_default()
 }
 
 /// The reencryption recorded in `meta`, if any.
@@ -326,10 +329,12 @@ pub(crate) fn state(meta: &Metadata) -> Result<Option<ReencryptState>> {
             }
             Resilience::Checksum { hash, block_size }
         }
-        kind @ ("datashift" | "datashift-journal" | "datashift-checksum") => Resilience::Datashift {
-            kind: kind.to_owned(),
-            shift: ks.area.shift_size.map_or(0, |s| s.0),
-        },
+        kind @ ("datashift" | "datashift-journal" | "datashift-checksum") => {
+            Resilience::Datashift {
+                kind: kind.to_owned(),
+                shift: ks.area.shift_size.map_or(0, |s| s.0),
+            }
+        }
         other => {
             return Err(Error::corrupt(format!(
                 "reencrypt keyslot: area type \"{}\"",
@@ -359,9 +364,10 @@ pub(crate) fn state(meta: &Metadata) -> Result<Option<ReencryptState>> {
     let mut hotzone = None;
     let mut complete = false;
     let done = if let Some((_, seg)) = hot {
-        let start = seg.offset().checked_sub(new.offset).ok_or_else(|| {
-            Error::corrupt("the segment in reencryption starts before the data")
-        })?;
+        let start = seg
+            .offset()
+            .checked_sub(new.offset)
+            .ok_or_else(|| Error::corrupt("the segment in reencryption starts before the data"))?;
         let len = match seg.size() {
             SizeField::Bytes(n) => n,
             SizeField::Dynamic => {
@@ -435,7 +441,12 @@ fn side_segment(
 /// having `done` bytes under the new key and, when `hot` is given, the
 /// hotzone `[done, done+hot)` in progress; the backup segments follow, and
 /// every digest's segment list is rebuilt as cryptsetup assigns them.
-pub(crate) fn set_segments(meta: &mut Metadata, size: u64, done: u64, hot: Option<u64>) -> Result<()> {
+pub(crate) fn set_segments(
+    meta: &mut Metadata,
+    size: u64,
+    done: u64,
+    hot: Option<u64>,
+) -> Result<()> {
     let prev_id = segment_by_flag(meta, "backup-previous")
         .ok_or_else(|| Error::corrupt("reencryption: no backup-previous segment"))?;
     let fin_id = segment_by_flag(meta, "backup-final")
@@ -521,8 +532,7 @@ pub(crate) fn verification_data(
     old_key: Option<&SecretBytes>,
     new_key: Option<&SecretBytes>,
 ) -> Result<SecretBytes> {
-    let (_, ks) =
-        reencrypt_keyslot(meta)?.ok_or_else(|| Error::corrupt("no reencrypt keyslot"))?;
+    let (_, ks) = reencrypt_keyslot(meta)?.ok_or_else(|| Error::corrupt("no reencrypt keyslot"))?;
     let mut out = Vec::new();
     out.extend_from_slice(b"v2");
     for key in [old_key, new_key].into_iter().flatten() {
@@ -530,7 +540,9 @@ pub(crate) fn verification_data(
     }
     let str_field = |out: &mut Vec<u8>, s: &str| -> Result<()> {
         if s.is_empty() || s.len() > 64 {
-            return Err(Error::corrupt("reencryption metadata: a string field is empty or too long"));
+            return Err(Error::corrupt(
+                "reencryption metadata: a string field is empty or too long",
+            ));
         }
         out.extend_from_slice(s.as_bytes());
         Ok(())
@@ -543,12 +555,14 @@ pub(crate) fn verification_data(
     let hash_and_sector = |out: &mut Vec<u8>| -> Result<()> {
         let hash = ks.area.hash.as_deref().unwrap_or("");
         str_field(out, hash)?;
-        let ss = ks.area.sector_size.ok_or_else(|| Error::corrupt("checksum area: no sector_size"))?;
+        let ss =
+            ks.area.sector_size.ok_or_else(|| Error::corrupt("checksum area: no sector_size"))?;
         out.extend_from_slice(&ss.to_be_bytes());
         Ok(())
     };
     let shift = |out: &mut Vec<u8>| -> Result<()> {
-        let s = ks.area.shift_size.ok_or_else(|| Error::corrupt("datashift area: no shift_size"))?;
+        let s =
+            ks.area.shift_size.ok_or_else(|| Error::corrupt("datashift area: no shift_size"))?;
         out.extend_from_slice(&s.0.to_be_bytes());
         Ok(())
     };
