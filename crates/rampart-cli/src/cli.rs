@@ -460,7 +460,7 @@ pub struct ReencryptArgs {
     #[arg(long, value_name = "HASH")]
     pub resilience_hash: Option<String>,
     /// The largest hotzone (bytes; K/M/G suffixes), the data re-encrypted
-    /// between two header updates (default 128M; journal: its area).
+    /// between two header updates (default 64M; journal: at most its area).
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     pub hotzone_size: Option<u64>,
     /// Only resume a reencryption already in progress (recovering an

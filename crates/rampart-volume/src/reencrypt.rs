@@ -27,7 +27,7 @@
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 
 use rampart_crypto::{digest_into, SecretBytes};
 use rampart_luks::{Luks, MetadataIo, ReencryptState, Resilience};
@@ -40,7 +40,7 @@ use crate::{
 
 /// Default hotzone size with checksum or no resilience (cryptsetup's is up
 /// to 1 GiB; a smaller one bounds memory and the work lost to a crash).
-pub const DEFAULT_HOTZONE: u64 = 128 << 20;
+pub const DEFAULT_HOTZONE: u64 = 64 << 20;
 
 /// How a run goes.
 #[derive(Debug, Default)]
@@ -146,10 +146,12 @@ fn data_size(state: &ReencryptState, device_len: u64) -> Result<u64, VolumeError
     })?;
     let size = match state.fixed_size {
         Some(n) if n <= available => n,
-        Some(n) => return Err(rampart_luks::Error::Corrupt(format!(
+        Some(n) => {
+            return Err(rampart_luks::Error::Corrupt(format!(
             "the reencryption covers {n} bytes but the device holds {available} after the header"
         ))
-        .into()),
+            .into())
+        }
         None => available / unit * unit,
     };
     if size % unit != 0 {
@@ -399,69 +401,118 @@ impl Reencryption {
         let hot_max = self.hotzone_len(options.hotzone_size)?;
         let with_metadata = !matches!(self.state.resilience, Resilience::None);
         // At most 1 GiB (hotzone_len bounds it).
-        let mut buf = vec![0u8; hot_max.min(self.size - self.done.min(self.size)) as usize];
-        let mut zones = 0u64;
-        progress(self.done, self.size);
-        while self.done < self.size {
-            if stop.load(Ordering::Relaxed) || options.stop_after.is_some_and(|n| zones >= n) {
-                if !with_metadata {
-                    self.checkpoint(None, None)?;
+        let buf_len = hot_max.min(self.size - self.done.min(self.size)) as usize;
+        let raw = Arc::clone(&self.raw);
+        let (data_offset, size, first) = (self.state.new.offset, self.size, self.done);
+        // A reader thread fetches the next hotzone while this one is
+        // re-encrypted and written (two buffers in flight).
+        let outcome = std::thread::scope(|scope| -> Result<Outcome, ReencryptError> {
+            let (full_tx, full_rx) = mpsc::sync_channel::<io::Result<Vec<u8>>>(1);
+            let (empty_tx, empty_rx) = mpsc::sync_channel::<Vec<u8>>(2);
+            if buf_len > 0 {
+                for _ in 0..2 {
+                    let _ = empty_tx.send(vec![0u8; buf_len]);
                 }
-                return Ok(Outcome::Stopped { done: self.done });
             }
-            let len = hot_max.min(self.size - self.done);
-            let chunk = &mut buf[..len as usize];
-            let start = self.done;
-            let offset = self.state.new.offset + start;
-            self.raw
-                .read_at(chunk, offset)
-                .map_err(|e| self.data_io("cannot read the data of", e))?;
-            match self.state.resilience.clone() {
-                Resilience::Checksum { hash, block_size } => {
-                    let bs = block_size as usize;
-                    let hlen = hash.output_len();
-                    let mut sums = vec![0u8; chunk.len().div_ceil(bs) * hlen];
-                    for (block, out) in chunk.chunks(bs).zip(sums.chunks_mut(hlen)) {
-                        digest_into(hash, block, out).map_err(VolumeError::from)?;
+            scope.spawn(move || {
+                let mut pos = first;
+                while pos < size {
+                    let Ok(mut buffer) = empty_rx.recv() else { return };
+                    let len = hot_max.min(size - pos);
+                    // len <= buf_len: fits in usize.
+                    let read = raw.read_at(&mut buffer[..len as usize], data_offset + pos);
+                    let failed = read.is_err();
+                    if full_tx.send(read.map(|()| buffer)).is_err() || failed {
+                        return;
                     }
-                    self.checkpoint(Some(len), Some(&sums))?;
+                    pos += len;
                 }
-                Resilience::Journal => self.checkpoint(Some(len), Some(chunk))?,
-                _ => {}
-            }
-            let crash = options.crash_after.is_some_and(|n| zones >= n);
-            self.old
-                .decrypt_sectors(chunk, start)
-                .and_then(|()| self.new.encrypt_sectors(chunk, start))
-                .map_err(|e| self.data_io("cannot re-encrypt the data of", e))?;
-            if crash {
-                let unit = u64::from(self.state.old.sector_size.max(self.state.new.sector_size));
-                let half = (len / 2 / unit * unit) as usize;
-                self.raw
-                    .write_at(&chunk[..half], offset)
-                    .and_then(|()| self.raw.flush())
-                    .map_err(|e| self.data_io("cannot write the data of", e))?;
-                return Err(ReencryptError::SimulatedCrash(offset));
-            }
-            self.raw
-                .write_at(chunk, offset)
-                .map_err(|e| self.data_io("cannot write the data of", e))?;
-            if with_metadata {
-                self.raw.flush().map_err(|e| self.data_io("cannot sync", e))?;
-            }
-            self.done += len;
-            zones += 1;
-            if with_metadata {
-                self.checkpoint(None, None)?;
-            }
+            });
+            let mut zones = 0u64;
             progress(self.done, self.size);
+            while self.done < self.size {
+                if stop.load(Ordering::Relaxed) || options.stop_after.is_some_and(|n| zones >= n) {
+                    if !with_metadata {
+                        self.checkpoint(None, None)?;
+                    }
+                    return Ok(Outcome::Stopped { done: self.done });
+                }
+                let mut buffer = full_rx
+                    .recv()
+                    .map_err(|_| io::Error::other("the reader thread stopped"))
+                    .and_then(|r| r)
+                    .map_err(|e| self.data_io("cannot read the data of", e))?;
+                let len = hot_max.min(self.size - self.done);
+                let crash = options.crash_after.is_some_and(|n| zones >= n);
+                self.zone(&mut buffer[..len as usize], crash, with_metadata)?;
+                zones += 1;
+                progress(self.done, self.size);
+                let _ = empty_tx.send(buffer);
+            }
+            Ok(Outcome::Finished)
+        })?;
+        if outcome != Outcome::Finished {
+            return Ok(outcome);
         }
-        buf.fill(0);
-        drop(buf);
         self.raw.flush().map_err(|e| self.data_io("cannot sync", e))?;
         let header = self.header.open(true)?;
         self.luks.reencrypt_finish(&*header, self.size)?;
         Ok(Outcome::Finished)
+    }
+
+    /// Re-encrypts the hotzone at `self.done` whose old ciphertext is
+    /// `chunk`: resilience data and header first, then the data.
+    fn zone(
+        &mut self,
+        chunk: &mut [u8],
+        crash: bool,
+        with_metadata: bool,
+    ) -> Result<(), ReencryptError> {
+        let len = chunk.len() as u64;
+        let start = self.done;
+        let offset = self.state.new.offset + start;
+        match self.state.resilience.clone() {
+            Resilience::Checksum { hash, block_size } => {
+                // Hashes of the old ciphertext, taken in the same pass as
+                // the re-encryption; committed before any write.
+                let bs = block_size as usize;
+                let mut sums = vec![0u8; chunk.len().div_ceil(bs) * hash.output_len()];
+                self.old
+                    .recrypt_sectors(&self.new, chunk, start, Some((hash, bs, &mut sums)))
+                    .map_err(|e| self.data_io("cannot re-encrypt the data of", e))?;
+                self.checkpoint(Some(len), Some(&sums))?;
+            }
+            Resilience::Journal => {
+                self.checkpoint(Some(len), Some(chunk))?;
+                self.old
+                    .recrypt_sectors(&self.new, chunk, start, None)
+                    .map_err(|e| self.data_io("cannot re-encrypt the data of", e))?;
+            }
+            _ => self
+                .old
+                .recrypt_sectors(&self.new, chunk, start, None)
+                .map_err(|e| self.data_io("cannot re-encrypt the data of", e))?,
+        }
+        if crash {
+            let unit = u64::from(self.state.old.sector_size.max(self.state.new.sector_size));
+            let half = (len / 2 / unit * unit) as usize;
+            self.raw
+                .write_at(&chunk[..half], offset)
+                .and_then(|()| self.raw.flush())
+                .map_err(|e| self.data_io("cannot write the data of", e))?;
+            return Err(ReencryptError::SimulatedCrash(offset));
+        }
+        self.raw
+            .write_at(chunk, offset)
+            .map_err(|e| self.data_io("cannot write the data of", e))?;
+        if with_metadata {
+            self.raw.flush().map_err(|e| self.data_io("cannot sync", e))?;
+        }
+        self.done += len;
+        if with_metadata {
+            self.checkpoint(None, None)?;
+        }
+        Ok(())
     }
 }
 
