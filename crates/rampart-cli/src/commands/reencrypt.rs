@@ -2,7 +2,7 @@
 //! new volume key, on cryptsetup's reencryption metadata.
 
 use std::io::Write;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use anyhow::Context;
@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::cli::ReencryptArgs;
 use crate::commands::copy::progress;
-use crate::commands::luks::{load_released, luks_error, paths, pbkdf_choice, relock};
+use crate::commands::luks::{load_released, luks_error, paths, pbkdf_choice, relock, warn};
 use crate::passphrase::Source;
 use crate::UsageError;
 
@@ -23,9 +23,41 @@ const CRASH_ENV: &str = "RAMPART_REENCRYPT_CRASH_AFTER";
 /// Test hook: stop cleanly after this many hotzones.
 const STOP_ENV: &str = "RAMPART_REENCRYPT_STOP_AFTER";
 
+/// Set by SIGINT or SIGTERM: the run stops at the next hotzone boundary,
+/// the header recording the position (cryptsetup's behaviour).
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Watches for SIGINT and SIGTERM on a helper thread for the rest of the
+/// process. Until it is set up, a signal ends the process at once, which
+/// the resilience data covers like a crash.
+fn watch_signals() {
+    std::thread::spawn(|| {
+        use tokio::signal::unix::{signal, SignalKind};
+        let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_io().build() else {
+            return;
+        };
+        runtime.block_on(async {
+            let (Ok(mut term), Ok(mut int)) =
+                (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+            else {
+                return;
+            };
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            INTERRUPTED.store(true, Ordering::Relaxed);
+        });
+    });
+}
+
 pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
     let paths = paths(&args.volume);
-    let (header, luks) = load_released(&paths)?;
+    // The header's "reencryption in progress" warning is this command's
+    // own business: the others are shown.
+    let (header, luks, mut report) = paths.load_released()?;
+    report.warnings.retain(|w| !w.starts_with("a reencryption is in progress"));
+    warn(&report);
     if luks.version() != LuksVersion::Luks2 {
         return Err(UsageError(format!(
             "{} is LUKS1: only LUKS2 volumes can be re-encrypted in place",
@@ -242,7 +274,7 @@ fn resume(
     let bar = if args.json || args.quiet { None } else { progress(total) };
     let started = Instant::now();
     let first = job.done();
-    let stop = AtomicBool::new(false);
+    watch_signals();
     let mut report = |done: u64, total: u64| {
         if let Some(bar) = &bar {
             bar.set_position(done);
@@ -258,7 +290,7 @@ fn resume(
             let _ = out.flush();
         }
     };
-    let outcome = job.run(&options, &stop, &mut report);
+    let outcome = job.run(&options, &INTERRUPTED, &mut report);
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
@@ -286,6 +318,14 @@ fn resume(
                     paths.data.display()
                 );
             }
+        }
+        Outcome::Stopped { done } if INTERRUPTED.load(Ordering::Relaxed) => {
+            if args.json {
+                println!("{}", json!({"event": "interrupted", "done": done, "total": total}));
+            }
+            anyhow::bail!(
+                "interrupted at {done} of {total} bytes; resume with `rampart reencrypt --resume-only`"
+            );
         }
         Outcome::Stopped { done } => {
             if args.json {
