@@ -333,3 +333,51 @@ fn bad_requests_are_refused_and_change_nothing() {
     }
     assert!(std::fs::read(&vol).unwrap() == before, "a refused request changed the volume");
 }
+
+#[test]
+fn detached_headers_are_reencrypted_and_resumed_by_cryptsetup() {
+    require(&["cryptsetup", "python3"]);
+    let dir = TempDir::new("reencrypt-detached");
+    let key = dir.file("key", b"old passphrase");
+    let data = random_bytes(17, 16 * MIB);
+    let vol = dir.sparse("data", 32 << 20);
+    let header = dir.sparse("header", 16 << 20);
+    let mut args = vec!["luksFormat", "-q", "--type", "luks2", "--header", p(&header)];
+    args.extend_from_slice(PBKDF2);
+    args.extend(["--key-file", p(&key), p(&vol)]);
+    ok("cryptsetup luksFormat --header", cryptsetup(&args));
+    let part = dir.file("part", &data);
+    ok(
+        "rampart import",
+        rampart(&["import", p(&vol), p(&part), "--header", p(&header), "--key-file", p(&key)]),
+    );
+    let args = reencrypt_args(&vol, &key, &["--header", p(&header), "--hotzone-size", "4M"]);
+    let out = rampart_env(&args, &[("RAMPART_REENCRYPT_STOP_AFTER", "1")]);
+    assert!(out.status.success(), "{}", describe("rampart reencrypt (stopped)", &out));
+    ok(
+        "cryptsetup reencrypt --resume-only --header",
+        cryptsetup(&[
+            "reencrypt",
+            "--resume-only",
+            "--force-offline-reencrypt",
+            "-q",
+            "--header",
+            p(&header),
+            "--key-file",
+            p(&key),
+            p(&vol),
+        ]),
+    );
+    assert_finished(&header);
+    let volume_key = cryptsetup_volume_key(&header, &key);
+    let json = luks2_json(&header, 0);
+    let seg = &json["segments"]["0"];
+    let info = SegmentInfo {
+        data_offset: seg["offset"].as_str().unwrap().parse().unwrap(),
+        cipher: seg["encryption"].as_str().unwrap().to_owned(),
+        sector_size: seg["sector_size"].as_u64().unwrap(),
+        iv_tweak: 0,
+    };
+    assert_eq!(info.data_offset, 0, "{json}");
+    assert_same("detached", &python_decrypt(&dir, &vol, &info, &volume_key, data.len()), &data);
+}
