@@ -116,3 +116,91 @@ fn a_volume_stopped_mid_reencryption_is_served_and_finished() {
         );
     }
 }
+
+/// The JSON area of a header being written by another process, if it
+/// parses at this instant.
+fn header_json_now(vol: &Path) -> Option<serde_json::Value> {
+    let bytes = std::fs::read(vol).ok()?;
+    let size = usize::try_from(u64::from_be_bytes(bytes.get(8..16)?.try_into().ok()?)).ok()?;
+    let area = bytes.get(4096..size)?;
+    let end = area.iter().position(|&b| b == 0).unwrap_or(area.len());
+    serde_json::from_slice(&area[..end]).ok()
+}
+
+#[test]
+fn a_volume_a_killed_cryptsetup_left_is_served_and_finished() {
+    require(&["cryptsetup", "nbdsh", "nbdcopy"]);
+    let dir = TempDir::new("serve-cryptsetup-killed");
+    let key = key_file(&dir);
+    let vol = dir.sparse("vol", 400 * MIB);
+    let mut args = vec!["luksFormat", "-q", "--type", "luks2"];
+    args.extend_from_slice(PBKDF2);
+    args.extend(["--key-file", p(&key), p(&vol)]);
+    ok("cryptsetup luksFormat", run("cryptsetup", &args));
+    let mut data = random_bytes(22, 24 * MIB as usize);
+    let part = dir.file("data", &data);
+    ok("rampart import", rampart(&["import", p(&vol), p(&part), "--key-file", p(&key)]));
+
+    let mut args = vec!["reencrypt", "--force-offline-reencrypt", "-q"];
+    args.extend_from_slice(PBKDF2);
+    args.extend(["--hotzone-size", "1M", "--key-file", p(&key), p(&vol)]);
+    let mut child = Command::new(tool("cryptsetup"))
+        .args(&args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if let Some(json) = header_json_now(&vol) {
+            let first = json["segments"]["0"]["size"].as_str().unwrap_or("dynamic");
+            if first.parse::<u64>().is_ok_and(|n| n >= 16 * MIB) {
+                break;
+            }
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "cryptsetup finished before it could be killed"
+        );
+        assert!(std::time::Instant::now() < deadline, "cryptsetup made no progress");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let header = String::from_utf8_lossy(&std::fs::read(&vol).unwrap()[..16384]).into_owned();
+    assert!(header.contains("online-reencrypt-v2"), "cryptsetup was killed too late");
+
+    // The boundary lies past 16 MiB, wherever cryptsetup stopped: the
+    // write at 4 MiB lands under the new key, the one at 20 MiB under
+    // either; the read spans both keys (the volume is 384 MiB).
+    let socket = dir.join("k.sock");
+    let mut server = Serve::start(
+        &[p(&vol), "--key-file", p(&key), "--socket", p(&socket)],
+        dir.join("k.log"),
+        1,
+    );
+    let uri = server.uri().to_owned();
+    let out = ok("nbdcopy", run("nbdcopy", &[uri.as_str(), "-"]));
+    assert_same("nbdcopy mid-reencryption", &out.stdout[..data.len()], &data);
+    let script = "\
+h.pwrite(b'\\x77' * 1048576, 4 * 1048576)
+h.pwrite(b'\\x66' * 1048576, 20 * 1048576)
+h.flush()
+print('written')
+";
+    let mut command = nbdsh_command();
+    command.args(["-u", &uri, "-c", script]);
+    let out = ok("nbdsh writes", output(command));
+    assert_eq!(text(&out.stdout).trim(), "written");
+    server.stop();
+    data[4 * MIB as usize..5 * MIB as usize].fill(0x77);
+    data[20 * MIB as usize..21 * MIB as usize].fill(0x66);
+
+    ok(
+        "rampart reencrypt --resume-only",
+        rampart(&["reencrypt", "--resume-only", p(&vol), "--key-file", p(&key)]),
+    );
+    let after = export_range(&vol, &key, 0, data.len() as u64);
+    assert_same("plaintext after the reencryption", &after, &data);
+}
