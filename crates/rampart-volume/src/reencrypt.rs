@@ -316,13 +316,13 @@ impl Reencryption {
                 }
                 let count = buf_len / bs;
                 let hlen = hash.output_len();
-                let mut sums = vec![0u8; count * hlen];
-                if sums.len() as u64 > self.state.area_size {
+                if (count * hlen) as u64 > self.state.area_size {
                     return Err(rampart_luks::Error::Corrupt(
                         "the hotzone's checksums do not fit in the resilience area".into(),
                     )
                     .into());
                 }
+                let mut sums = vec![0u8; count * hlen];
                 self.header
                     .open(false)?
                     .read_at(self.state.area_offset, &mut sums)

@@ -459,6 +459,7 @@ pub(crate) fn set_segments(
         .digest_of_segment(fin_id)
         .map(|(id, _)| id)
         .ok_or_else(|| Error::corrupt("the backup-final segment has no digest"))?;
+    // Both ids were just found in `meta.segments`: indexing cannot fail.
     let prev = meta.segments[&prev_id].clone();
     let fin = meta.segments[&fin_id].clone();
     let fixed = matches!(fin.size(), SizeField::Bytes(_));
@@ -582,6 +583,7 @@ pub(crate) fn verification_data(
             }
             return Err(Error::corrupt(format!("reencryption: no {flag} segment")));
         };
+        // `id` was just found in `meta.segments`.
         let seg = &meta.segments[&id];
         str_field(&mut out, seg.kind())?;
         out.extend_from_slice(&seg.offset().to_be_bytes());
