@@ -433,6 +433,8 @@ impl Reencryption {
             while self.done < self.size {
                 if stop.load(Ordering::Relaxed) || options.stop_after.is_some_and(|n| zones >= n) {
                     if !with_metadata {
+                        // The data first, then the header that says so.
+                        self.raw.flush().map_err(|e| self.data_io("cannot sync", e))?;
                         self.checkpoint(None, None)?;
                     }
                     return Ok(Outcome::Stopped { done: self.done });
