@@ -76,6 +76,17 @@ pub enum Command {
     Unbind(UnbindArgs),
     /// Re-wrap a binding under the newest version of its key.
     Rewrap(RewrapArgs),
+    /// Re-encrypt a LUKS2 volume's data in place under a new volume key
+    /// (and optionally a new cipher, key size or sector size), offline, on
+    /// cryptsetup's reencryption format: `cryptsetup reencrypt
+    /// --resume-only` finishes what Rampart started and the reverse.
+    ///
+    /// Without --new-key-file, every keyslot the passphrase opens is
+    /// re-created under the new key with the same passphrase; the old
+    /// keyslots are removed at the end. Interrupted (crash, kill, power
+    /// loss) with resilience checksum or journal, it resumes where it
+    /// stopped: `rampart reencrypt --resume-only VOL`.
+    Reencrypt(ReencryptArgs),
     /// Unlock through key-manager tokens only: check it, or print the
     /// keyslot passphrase for `cryptsetup open --key-file -`.
     ///
@@ -452,6 +463,59 @@ pub struct FormatArgs {
     /// The client bundle for --key (default: $RAMPART_KMS).
     #[arg(long = "kms", value_name = "BUNDLE", requires = "kms_key")]
     pub kms: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ReencryptArgs {
+    #[command(flatten)]
+    pub volume: VolumeArgs,
+    #[command(flatten)]
+    pub key: KeyArgs,
+    /// The passphrase of the one new keyslot, from FILE (exact bytes; `-` =
+    /// standard input). Default: each keyslot the passphrase opens is
+    /// re-created under the new key with that same passphrase.
+    #[arg(long, value_name = "FILE")]
+    pub new_key_file: Option<PathBuf>,
+    /// New data cipher: aes-xts-plain64, aes-cbc-essiv:sha256 or
+    /// aes-cbc-plain64 (default: the current one).
+    #[arg(long, short = 'c', value_name = "SPEC")]
+    pub cipher: Option<String>,
+    /// New volume key size in bits (default: the current one).
+    #[arg(long, short = 's', value_name = "BITS")]
+    pub key_size: Option<usize>,
+    /// New encryption sector size: 512, 1024, 2048 or 4096 (default: the
+    /// current one).
+    #[arg(long, value_name = "BYTES")]
+    pub sector_size: Option<u32>,
+    /// How an interrupted hotzone is repaired: checksum (default; a hash
+    /// per block in the header), journal (a copy of the hotzone; slower)
+    /// or none (an interruption other than a clean stop loses data).
+    #[arg(long, value_name = "MODE")]
+    pub resilience: Option<String>,
+    /// The checksum resilience hash: sha256 (default), sha1 or sha512.
+    #[arg(long, value_name = "HASH")]
+    pub resilience_hash: Option<String>,
+    /// The largest hotzone (bytes; K/M/G suffixes), the data re-encrypted
+    /// between two header updates (default 64M; journal: at most its area).
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    pub hotzone_size: Option<u64>,
+    /// Only resume a reencryption already in progress (recovering an
+    /// interrupted hotzone first); start none.
+    #[arg(long)]
+    pub resume_only: bool,
+    /// Only write the reencryption metadata (new keyslots, reencrypt
+    /// keyslot); move no data.
+    #[arg(long, conflicts_with = "resume_only")]
+    pub init_only: bool,
+    /// KDF of the new keyslots (default: argon2id, as `format`).
+    #[command(flatten)]
+    pub pbkdf: PbkdfArgs,
+    /// Print progress as JSON lines on standard output, and a summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Print nothing but errors.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
 }
 
 #[derive(Debug, clap::Args)]

@@ -28,6 +28,13 @@ pub enum Error {
     )]
     UnknownRequirement(String),
 
+    /// A reencryption is in progress: only the reencryption itself (and
+    /// serving the volume through both keys) may touch it.
+    #[error(
+        "a reencryption is in progress on this volume: finish it with `rampart reencrypt --resume-only` (`rampart serve` serves it meanwhile)"
+    )]
+    ReencryptionInProgress,
+
     /// The device has no LUKS header at all.
     #[error("not a LUKS device: {0}")]
     NotLuks(String),

@@ -26,6 +26,9 @@ mod uuid;
 pub use cipher::DataCipher;
 pub use error::{Error, Result};
 pub use io::{MemoryIo, MetadataIo};
+pub use luks2::reencrypt::{
+    ReencryptDirection, ReencryptMode, ReencryptSide, ReencryptState, Resilience, REQUIREMENT_V2,
+};
 pub use pbkdf::{pbkdf_for_time, KdfParams, PbkdfChoice, PbkdfKind};
 pub use rampart_crypto::{HashAlg, SecretBytes};
 
@@ -431,6 +434,100 @@ impl Luks {
         match &self.inner {
             Inner::V1(h) => h.to_json(),
             Inner::V2(h) => h.to_json(),
+        }
+    }
+
+    /// The reencryption recorded in a LUKS2 header, if one is in progress.
+    pub fn reencrypt_state(&self) -> Result<Option<ReencryptState>> {
+        match &self.inner {
+            Inner::V1(_) => Ok(None),
+            Inner::V2(h) => h.reencrypt_state(),
+        }
+    }
+
+    /// Recovers the old and the new volume key of a reencryption in
+    /// progress with one passphrase (tried on the keyslots of each key, or
+    /// on `slot` where it belongs to that key).
+    pub fn reencrypt_unlock(
+        &self,
+        io: &dyn MetadataIo,
+        passphrase: &[u8],
+        slot: Option<usize>,
+    ) -> Result<(SecretBytes, SecretBytes)> {
+        match &self.inner {
+            Inner::V1(_) => Err(Error::invalid("LUKS1 volumes cannot be re-encrypted in place")),
+            Inner::V2(h) => h.reencrypt_unlock(io, passphrase, slot),
+        }
+    }
+
+    /// Checks the two keys and the reencryption digest that protects the
+    /// reencryption metadata (as cryptsetup does before resuming).
+    pub fn reencrypt_verify(&self, old: &SecretBytes, new: &SecretBytes) -> Result<()> {
+        match &self.inner {
+            Inner::V1(_) => Err(Error::invalid("LUKS1 volumes cannot be re-encrypted in place")),
+            Inner::V2(h) => h.reencrypt_verify(old, new),
+        }
+    }
+
+    /// Starts re-encrypting the data under `new_key` (LUKS2, cryptsetup's
+    /// format): one new keyslot per passphrase, then one crash-safe header
+    /// write with the reencryption metadata. Returns the new keyslots.
+    #[allow(clippy::too_many_arguments)]
+    pub fn reencrypt_init(
+        &mut self,
+        io: &dyn MetadataIo,
+        old_key: &SecretBytes,
+        new_key: &SecretBytes,
+        cipher: DataCipher,
+        sector_size: u32,
+        resilience: Resilience,
+        pbkdf: &PbkdfChoice,
+        passphrases: &[&[u8]],
+    ) -> Result<Vec<usize>> {
+        match &mut self.inner {
+            Inner::V1(_) => Err(Error::invalid(
+                "LUKS1 volumes cannot be re-encrypted in place (convert to LUKS2 first)",
+            )),
+            Inner::V2(h) => h.reencrypt_init(
+                io,
+                old_key,
+                &luks2::ReencryptPlan {
+                    new_key,
+                    cipher,
+                    sector_size,
+                    resilience,
+                    pbkdf,
+                    passphrases,
+                },
+            ),
+        }
+    }
+
+    /// Records reencryption progress crash-safely: `area_data` into the
+    /// resilience area (synced), then the header with `done` bytes under
+    /// the new key and, with `hot`, a hotzone of that many bytes in
+    /// progress after them. `size` is the data area size in bytes.
+    pub fn reencrypt_checkpoint(
+        &mut self,
+        io: &dyn MetadataIo,
+        size: u64,
+        done: u64,
+        hot: Option<u64>,
+        area_data: Option<&[u8]>,
+    ) -> Result<()> {
+        match &mut self.inner {
+            Inner::V1(_) => Err(Error::invalid("not a LUKS2 volume")),
+            Inner::V2(h) => h.reencrypt_checkpoint(io, size, done, hot, area_data),
+        }
+    }
+
+    /// Ends a completed reencryption: drops the old key's keyslots and
+    /// digest, the backup segments, the reencrypt keyslot and the
+    /// requirement in one header write, then overwrites the freed areas.
+    pub fn reencrypt_finish(&mut self, io: &dyn MetadataIo, size: u64) -> Result<()> {
+        match &mut self.inner {
+            Inner::V1(_) => Err(Error::invalid("not a LUKS2 volume")),
+            Inner::V2(h) => h.reencrypt_finish(io, size),
         }
     }
 }

@@ -131,18 +131,22 @@ impl<D: BlockDevice> CryptDevice<D> {
 
     /// En- or decrypts whole sectors of plaintext offset `offset`, splitting
     /// large buffers across cores.
-    fn transform(&self, data: &mut [u8], offset: u64, encrypt: bool) -> io::Result<()> {
+    /// En- or decrypts whole sectors on the calling thread.
+    fn transform_here(&self, chunk: &mut [u8], offset: u64, encrypt: bool) -> io::Result<()> {
         let sector = self.sector();
-        let run = |chunk: &mut [u8], chunk_offset: u64| {
-            let (first, step) = self.tweaks(chunk_offset);
-            self.with_cipher(|cipher| {
-                if encrypt {
-                    cipher.encrypt(chunk, sector, first, step)
-                } else {
-                    cipher.decrypt(chunk, sector, first, step)
-                }
-            })
-        };
+        let (first, step) = self.tweaks(offset);
+        self.with_cipher(|cipher| {
+            if encrypt {
+                cipher.encrypt(chunk, sector, first, step)
+            } else {
+                cipher.decrypt(chunk, sector, first, step)
+            }
+        })
+    }
+
+    fn transform(&self, data: &mut [u8], offset: u64, encrypt: bool) -> io::Result<()> {
+        let run =
+            |chunk: &mut [u8], chunk_offset: u64| self.transform_here(chunk, chunk_offset, encrypt);
         match self.per_core(data.len()) {
             None => run(data, offset),
             Some(piece) => data
@@ -169,6 +173,81 @@ impl<D: BlockDevice> CryptDevice<D> {
                 .enumerate()
                 .try_for_each(|(i, (s, d))| run(s, d, offset + (i * piece) as u64)),
         }
+    }
+
+    /// Decrypts whole sectors of this segment's ciphertext in place;
+    /// `offset` is their plaintext offset in the segment (it sets the IVs).
+    /// Large buffers are split across cores.
+    pub fn decrypt_sectors(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.check_whole(buf.len(), offset)?;
+        self.transform(buf, offset, false)
+    }
+
+    /// Encrypts whole sectors of plaintext in place, as they are stored at
+    /// plaintext offset `offset` of the segment.
+    pub fn encrypt_sectors(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.check_whole(buf.len(), offset)?;
+        self.transform(buf, offset, true)
+    }
+
+    /// Re-encrypts whole sectors of ciphertext in place from this
+    /// segment's key to `to`'s (both at plaintext offset `offset`), in one
+    /// pass per piece while it is in cache, split across cores. With
+    /// `checksums`, first writes the hash of each `block`-byte block of the
+    /// input ciphertext to `out` (hash size bytes per block, in order).
+    pub fn recrypt_sectors<E: BlockDevice>(
+        &self,
+        to: &CryptDevice<E>,
+        buf: &mut [u8],
+        offset: u64,
+        checksums: Option<(rampart_crypto::HashAlg, usize, &mut [u8])>,
+    ) -> io::Result<()> {
+        self.check_whole(buf.len(), offset)?;
+        to.check_whole(buf.len(), offset)?;
+        let unit = self.sector().max(to.sector());
+        let (hash, block, out) = match checksums {
+            Some((hash, block, out)) => (Some(hash), block, out),
+            None => (None, unit, &mut [][..]),
+        };
+        if block == 0 || block % unit != 0 && unit % block != 0 {
+            return Err(invalid(format!("checksum blocks of {block} bytes and sectors of {unit}")));
+        }
+        let hlen = hash.map_or(0, rampart_crypto::HashAlg::output_len);
+        if hash.is_some() && out.len() < buf.len().div_ceil(block) * hlen {
+            return Err(invalid("checksum buffer too small".into()));
+        }
+        // Pieces that stay in the caches, whole blocks and sectors.
+        let grain = block.max(unit);
+        let piece = (256 << 10).max(grain) / grain * grain;
+        let run = |(i, chunk): (usize, &mut [u8]), sums: &mut [u8]| -> io::Result<()> {
+            if let Some(hash) = hash {
+                for (data, sum) in chunk.chunks(block).zip(sums.chunks_mut(hlen)) {
+                    rampart_crypto::digest_into(hash, data, sum).map_err(io::Error::other)?;
+                }
+            }
+            let at = offset + (i * piece) as u64;
+            self.transform_here(chunk, at, false)?;
+            to.transform_here(chunk, at, true)
+        };
+        let sums_per_piece = piece / block * hlen;
+        if hash.is_some() {
+            buf.par_chunks_mut(piece)
+                .enumerate()
+                .zip(out.par_chunks_mut(sums_per_piece))
+                .try_for_each(|(c, sums)| run(c, sums))
+        } else {
+            buf.par_chunks_mut(piece).enumerate().try_for_each(|c| run(c, &mut []))
+        }
+    }
+
+    fn check_whole(&self, len: usize, offset: u64) -> io::Result<()> {
+        let sector = self.layout.sector_size as u64;
+        if len as u64 % sector != 0 || offset % sector != 0 {
+            return Err(invalid(format!(
+                "{len} bytes at offset {offset} are not whole {sector}-byte sectors"
+            )));
+        }
+        check_range(offset, len as u64, self.layout.size)
     }
 
     fn read_sectors(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {

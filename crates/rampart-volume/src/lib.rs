@@ -15,6 +15,7 @@ mod file;
 pub mod lock;
 mod mem;
 mod ordered;
+pub mod reencrypt;
 mod restore;
 mod volume;
 mod wipe;
@@ -25,6 +26,7 @@ pub use crypt::{CryptDevice, CryptLayout};
 pub use file::FileDevice;
 pub use mem::MemDevice;
 pub use ordered::read_in_order;
+pub use reencrypt::{Outcome, ReencryptError, ReencryptOptions, ReencryptingDevice, Reencryption};
 pub use restore::restore_header;
 pub use volume::{
     sector_cipher_kind, HeaderFile, ReleasedHeader, Volume, VolumeError, VolumePaths,
@@ -71,6 +73,42 @@ pub trait BlockDevice: Send + Sync {
     /// The smallest write that needs no read-modify-write.
     fn block_size(&self) -> u32 {
         1
+    }
+}
+
+/// A shared device is a device: layers can share one underlying device
+/// (the two keys of a volume being re-encrypted).
+impl<D: BlockDevice + ?Sized> BlockDevice for std::sync::Arc<D> {
+    fn len(&self) -> u64 {
+        (**self).len()
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        (**self).read_at(buf, offset)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        (**self).write_at(buf, offset)
+    }
+
+    fn write_at_mut(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        (**self).write_at_mut(buf, offset)
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        (**self).flush()
+    }
+
+    fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
+        (**self).discard(offset, len)
+    }
+
+    fn write_zeroes(&self, offset: u64, len: u64) -> io::Result<()> {
+        (**self).write_zeroes(offset, len)
+    }
+
+    fn block_size(&self) -> u32 {
+        (**self).block_size()
     }
 }
 

@@ -177,3 +177,52 @@ pub fn lock_data_writer(file: &File) -> io::Result<()> {
         ))
     }
 }
+
+/// cryptsetup's reencryption lock: an exclusive `flock` on
+/// `/run/cryptsetup/LN_LUKS2-reencryption-<UUID>`, held for a whole
+/// reencryption run (or crash recovery), so that two processes, cryptsetup
+/// or Rampart, never re-encrypt one volume at once. The holder removes the
+/// file on release, as cryptsetup does.
+#[derive(Debug)]
+pub struct ReencryptionLock {
+    file: File,
+    path: PathBuf,
+}
+
+impl ReencryptionLock {
+    /// Takes the lock of volume `uuid` without waiting; fails with
+    /// [`io::ErrorKind::ResourceBusy`] while another process holds it.
+    pub fn try_acquire(uuid: &str) -> io::Result<Self> {
+        if uuid.is_empty() || !uuid.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-') {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "invalid volume UUID"));
+        }
+        let path = Path::new(CRYPTSETUP_LOCK_DIR).join(format!("LN_LUKS2-reencryption-{uuid}"));
+        // The file may be removed by a releasing holder between open and
+        // lock: retry until the locked file is the one the path names.
+        for _ in 0..100 {
+            let file = open_resource(&path)?;
+            match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => {}
+                Err(rustix::io::Errno::WOULDBLOCK) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::ResourceBusy,
+                        "a reencryption of this volume is already running (cryptsetup or rampart)",
+                    ))
+                }
+                Err(e) => return Err(e.into()),
+            }
+            if same_file(&file, &path) {
+                return Ok(Self { file, path });
+            }
+        }
+        Err(io::Error::other("cannot take the reencryption lock: its file keeps changing"))
+    }
+}
+
+impl Drop for ReencryptionLock {
+    fn drop(&mut self) {
+        if same_file(&self.file, &self.path) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}

@@ -4,11 +4,14 @@
 use std::fs::File;
 use std::io::{self, IsTerminal, Read, Write};
 use std::path::Path;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
-use rampart_volume::{read_in_order, BlockDevice, Volume, VolumePaths};
+
+use rampart_volume::{
+    read_in_order, BlockDevice, ReencryptingDevice, Reencryption, Volume, VolumePaths,
+};
 
 use crate::cli::{ExportArgs, ImportArgs, KeyArgs, TokenArgs, VolumeArgs};
 use crate::commands::keysource::KeySource;
@@ -45,6 +48,44 @@ pub fn open_with(
     let (header, luks) = load_released(paths)?;
     let (_, volume_key) = source.unlock(&luks, &header, paths.header_path())?;
     Volume::with_key(paths, luks, &volume_key, read_only).map_err(map_open_error)
+}
+
+/// Opens a volume's plaintext as a block device, also in the middle of a
+/// reencryption (then through both keys, as dm-crypt maps it, after
+/// repairing a hotzone a crash interrupted unless `read_only`).
+pub fn open_device(
+    paths: &VolumePaths,
+    source: &mut KeySource<'_>,
+    read_only: bool,
+) -> anyhow::Result<Arc<dyn BlockDevice>> {
+    let (header, luks) = load_released(paths)?;
+    let Some(state) = luks.reencrypt_state().map_err(luks_error)? else {
+        let (_, volume_key) = source.unlock(&luks, &header, paths.header_path())?;
+        let volume =
+            Volume::with_key(paths, luks, &volume_key, read_only).map_err(map_open_error)?;
+        return Ok(Arc::new(volume.into_device()));
+    };
+    source.unlock(&luks, &header, paths.header_path())?;
+    let passphrase = source.passphrase().ok_or_else(|| {
+        UsageError(format!(
+            "{} is being re-encrypted: opening it needs a passphrase of both keys (a token gives only one)",
+            paths.data.display()
+        ))
+    })?;
+    let (old_key, new_key) =
+        luks.reencrypt_unlock(&header, passphrase.expose(), None).map_err(luks_error)?;
+    drop(header);
+    let luks = if state.hotzone.is_some() && !read_only {
+        Reencryption::open(paths, &old_key, &new_key)
+            .and_then(Reencryption::recover_only)
+            .map_err(map_open_error)?;
+        load_released(paths)?.1
+    } else {
+        luks
+    };
+    let device = ReencryptingDevice::open(paths, &luks, &old_key, &new_key, read_only)
+        .map_err(map_open_error)?;
+    Ok(Arc::new(device))
 }
 
 /// A wrong passphrase is exit status 2; anything else stays a runtime error.

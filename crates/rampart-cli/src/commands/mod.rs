@@ -9,6 +9,7 @@ pub mod keysource;
 pub mod kms;
 mod luks;
 mod rand;
+mod reencrypt;
 mod serve;
 pub mod wipe;
 
@@ -38,6 +39,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Command::Bind(bind) => bind::bind(&bind),
         Command::Unbind(unbind) => bind::unbind(&unbind),
         Command::Rewrap(rewrap) => bind::rewrap(&rewrap),
+        Command::Reencrypt(args) => reencrypt::run(&args),
         Command::Unlock(unlock) => bind::unlock(&unlock),
         Command::Kms(kms) => kms::run(&kms),
         Command::Encrypt(encrypt) => file::encrypt(&encrypt),

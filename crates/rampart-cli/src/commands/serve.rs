@@ -2,14 +2,13 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::Context;
 use rampart_nbd::{Bound, Export, Limits, Server, ServerConfig, TlsMode};
 use rampart_volume::{BlockDevice, VolumePaths};
 
 use crate::cli::ServeArgs;
-use crate::commands::copy::open_with;
+use crate::commands::copy::open_device;
 use crate::commands::heartbeat::{self, HeldVolume};
 use crate::commands::keysource::KeySource;
 use crate::commands::kms;
@@ -52,7 +51,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let mut held = Vec::new();
     for (path, name) in exports_wanted {
         let paths = VolumePaths::new(&path, args.header.as_deref());
-        let volume = open_with(&paths, &mut source, args.read_only)?;
+        let device = open_device(&paths, &mut source, args.read_only)?;
         if let Some(token) = source.unlocked_by() {
             held.push(HeldVolume {
                 export: name.clone(),
@@ -60,7 +59,6 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
                 version: token.key_version,
             });
         }
-        let device: Arc<dyn BlockDevice> = Arc::new(volume.into_device());
         exports.push(Export {
             description: format!("{} (LUKS, {} bytes)", path.display(), device.len()),
             name,

@@ -61,6 +61,23 @@ pub(super) fn dump_text(h: &Luks2) -> String {
     if !reqs.is_empty() {
         let _ = writeln!(out, "Requirements:\t{} ", reqs.join(" "));
     }
+    if let Ok(Some(state)) = super::reencrypt::state(meta) {
+        let _ = writeln!(out, "\nReencryption:");
+        let _ = writeln!(out, "\tmode:       {}", state.mode.name());
+        let _ = writeln!(out, "\tdirection:  {}", state.direction.name());
+        let _ = writeln!(out, "\tresilience: {}", state.resilience.name());
+        if state.complete {
+            let _ = writeln!(out, "\tprogress:   all data re-encrypted; cleanup pending");
+        } else {
+            let _ = writeln!(out, "\tprogress:   {} bytes re-encrypted", state.done);
+        }
+        if let Some((start, len)) = state.hotzone {
+            let _ = writeln!(
+                out,
+                "\thotzone:    {len} bytes at {start} interrupted (recovered on resume)"
+            );
+        }
+    }
     let _ = writeln!(out, "\nData segments:");
     for (id, seg) in &meta.segments {
         let _ = writeln!(out, "  {id}: {}", seg.kind());
@@ -94,6 +111,25 @@ pub(super) fn dump_text(h: &Luks2) -> String {
     for (id, ks) in &meta.keyslots {
         let _ = writeln!(out, "  {id}: {}", ks.kind());
         let Keyslot::Luks2(ks) = ks else {
+            if let Ok(Some((rid, r))) = super::reencrypt::reencrypt_keyslot(meta) {
+                if rid == *id {
+                    let _ = writeln!(out, "\tMode:       {}", r.mode);
+                    let _ = writeln!(out, "\tDirection:  {}", r.direction);
+                    let _ = writeln!(out, "\tResilience: {}", r.area.kind);
+                    if let (Some(hash), Some(ss)) = (&r.area.hash, r.area.sector_size) {
+                        let _ = writeln!(out, "\tHash:       {hash}");
+                        let _ = writeln!(out, "\tHash data:  {ss} [bytes]");
+                    }
+                    if let Some(shift) = r.area.shift_size {
+                        let _ = writeln!(out, "\tShift size: {} [bytes]", shift.0);
+                    }
+                    let _ = writeln!(out, "\tArea offset:{} [bytes]", r.area.offset.0);
+                    let _ = writeln!(out, "\tArea length:{} [bytes]", r.area.size.0);
+                    if let Some((digest, _)) = meta.digest_of_keyslot(*id) {
+                        let _ = writeln!(out, "\tDigest ID:  {digest}");
+                    }
+                }
+            }
             continue;
         };
         let _ = writeln!(out, "\tKey:        {} bits", u64::from(ks.key_size) * 8);
@@ -242,5 +278,25 @@ pub(super) fn to_json(h: &Luks2) -> Value {
         "requirements": meta.mandatory_requirements(),
         "keyslots": keyslots,
         "tokens": tokens,
+        "reencryption": reencryption_json(meta),
     })
+}
+
+fn reencryption_json(meta: &super::json::Metadata) -> Value {
+    match super::reencrypt::state(meta) {
+        Ok(Some(s)) => json!({
+            "mode": s.mode.name(),
+            "direction": s.direction.name(),
+            "resilience": s.resilience.name(),
+            "done_bytes": s.done,
+            "complete": s.complete,
+            "hotzone": s.hotzone.map(|(o, l)| json!({"offset": o, "length": l})),
+            "old_cipher": s.old.cipher.spec(),
+            "new_cipher": s.new.cipher.spec(),
+            "old_sector_size": s.old.sector_size,
+            "new_sector_size": s.new.sector_size,
+        }),
+        Ok(None) => Value::Null,
+        Err(e) => json!({"error": e.to_string()}),
+    }
 }

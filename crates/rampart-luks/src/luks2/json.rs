@@ -365,6 +365,21 @@ impl DigestJson {
         }
     }
 
+    /// Replaces the segment references.
+    pub(crate) fn set_segments(&mut self, list: Vec<IdRef>) {
+        match self {
+            Self::Pbkdf2(d) => d.segments = list,
+            Self::Other { segments, raw, .. } => {
+                let values: Vec<Value> =
+                    list.iter().map(|k| Value::String(k.0.to_string())).collect();
+                *segments = list;
+                if let Some(obj) = raw.as_object_mut() {
+                    obj.insert("segments".into(), Value::Array(values));
+                }
+            }
+        }
+    }
+
     pub(crate) fn remove_keyslot(&mut self, slot: usize) {
         match self {
             Self::Pbkdf2(d) => d.keyslots.retain(|k| k.0 != slot),

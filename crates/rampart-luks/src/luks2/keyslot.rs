@@ -207,3 +207,27 @@ pub(crate) fn wipe_area(io: &dyn MetadataIo, area: Area) -> Result<()> {
     io.sync()?;
     Ok(())
 }
+
+/// The largest free gap of the keyslots area (cryptsetup's
+/// `LUKS2_find_area_max_gap`, where the reencrypt keyslot's resilience area
+/// goes), rounded to 4096 bytes.
+pub(crate) fn find_max_gap(meta: &Metadata, layout: &Layout) -> Result<Area> {
+    let mut used: Vec<Area> = meta.keyslots.values().map(Keyslot::area).collect();
+    used.sort_by_key(|a| a.offset);
+    let mut best = Area { offset: 0, size: 0 };
+    let mut offset = layout.keyslots_offset();
+    let end = layout.metadata_end();
+    for area in used.iter().copied().chain(std::iter::once(Area { offset: end, size: 0 })) {
+        let start = offset.div_ceil(4096) * 4096;
+        if area.offset > start && area.offset - start > best.size {
+            best = Area { offset: start, size: (area.offset - start) / 4096 * 4096 };
+        }
+        offset = offset.max(area.offset.saturating_add(area.size));
+    }
+    if best.size == 0 {
+        return Err(Error::NoSpace(
+            "the keyslots area has no free space for the reencryption resilience area".into(),
+        ));
+    }
+    Ok(best)
+}

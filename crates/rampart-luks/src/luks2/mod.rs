@@ -6,6 +6,7 @@ mod digest;
 mod dump;
 pub(crate) mod json;
 mod keyslot;
+pub(crate) mod reencrypt;
 mod segment;
 mod token;
 mod validate;
@@ -180,6 +181,12 @@ impl Luks2 {
             });
         }
         for req in chosen.meta.mandatory_requirements() {
+            if req == reencrypt::REQUIREMENT_V2 {
+                report.warnings.push(
+                    "a reencryption is in progress on this volume: finish it with `rampart reencrypt --resume-only` (or cryptsetup's)".into(),
+                );
+                continue;
+            }
             report.warnings.push(format!(
                 "the header has the mandatory requirement \"{}\", which Rampart does not implement: it can be inspected but not unlocked or modified",
                 json::shorten(&req)
@@ -199,9 +206,14 @@ impl Luks2 {
 
     /// Fails if the header lists a requirement Rampart does not implement.
     pub(crate) fn check_requirements(&self) -> Result<()> {
-        match self.meta.mandatory_requirements().into_iter().next() {
-            Some(req) => Err(Error::UnknownRequirement(json::shorten(&req))),
-            None => Ok(()),
+        let reqs = self.meta.mandatory_requirements();
+        if let Some(req) = reqs.iter().find(|r| *r != reencrypt::REQUIREMENT_V2) {
+            return Err(Error::UnknownRequirement(json::shorten(req)));
+        }
+        if reqs.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::ReencryptionInProgress)
         }
     }
 
@@ -751,4 +763,327 @@ fn plan_layout(opts: &FormatOptions, key_bytes: usize) -> Result<Plan> {
         None => crate::uuid::generate()?,
     };
     Ok(Plan { hdr_size, keyslots_size, data_offset, uuid })
+}
+
+/// What a new reencryption is to produce.
+pub struct ReencryptPlan<'a> {
+    pub new_key: &'a SecretBytes,
+    pub cipher: crate::DataCipher,
+    pub sector_size: u32,
+    pub resilience: reencrypt::Resilience,
+    pub pbkdf: &'a PbkdfChoice,
+    pub passphrases: &'a [&'a [u8]],
+}
+
+impl Luks2 {
+    /// Fails unless the only requirement is the reencryption one.
+    fn check_reencrypt_requirements(&self) -> Result<()> {
+        match self
+            .meta
+            .mandatory_requirements()
+            .into_iter()
+            .find(|r| r != reencrypt::REQUIREMENT_V2)
+        {
+            Some(req) => Err(Error::UnknownRequirement(json::shorten(&req))),
+            None => Ok(()),
+        }
+    }
+
+    fn update_reencrypt(
+        &mut self,
+        io: &dyn MetadataIo,
+        change: impl FnOnce(&mut Metadata) -> Result<()>,
+    ) -> Result<()> {
+        self.check_reencrypt_requirements()?;
+        let mut meta = self.meta.clone();
+        change(&mut meta)?;
+        self.check_unchanged(io)?;
+        self.write_meta(io, &meta)
+    }
+
+    pub(crate) fn reencrypt_state(&self) -> Result<Option<reencrypt::ReencryptState>> {
+        reencrypt::state(&self.meta)
+    }
+
+    /// Recovers both volume keys of a reencryption with one passphrase, as
+    /// cryptsetup does (`LUKS2_keyslot_open_all_segments`).
+    pub(crate) fn reencrypt_unlock(
+        &self,
+        io: &dyn MetadataIo,
+        passphrase: &[u8],
+        slot: Option<usize>,
+    ) -> Result<(SecretBytes, SecretBytes)> {
+        let state = self
+            .reencrypt_state()?
+            .ok_or_else(|| Error::invalid("the volume is not being re-encrypted"))?;
+        let open_side = |slots: &[usize]| -> Result<SecretBytes> {
+            let candidates: Vec<usize> = match slot {
+                Some(s) if slots.contains(&s) => vec![s],
+                _ => slots.to_vec(),
+            };
+            let mut first_error = None;
+            for id in candidates {
+                let Some(Keyslot::Luks2(ks)) = self.meta.keyslots.get(&id) else {
+                    continue;
+                };
+                let Some((digest_id, digest)) = self.meta.digest_of_keyslot(id) else {
+                    continue;
+                };
+                match keyslot::open(io, id, ks, passphrase) {
+                    Ok(key) => {
+                        if digest::verify(digest, digest_id, key.expose())? {
+                            return Ok(key);
+                        }
+                    }
+                    Err(e @ Error::Io(_)) => return Err(e),
+                    Err(e) => {
+                        first_error.get_or_insert(e);
+                    }
+                }
+            }
+            Err(first_error.unwrap_or(Error::NoKey))
+        };
+        let old = open_side(&state.old_keyslots)?;
+        let new = open_side(&state.new_keyslots)?;
+        Ok((old, new))
+    }
+
+    /// Checks both keys against their digests and the reencryption digest
+    /// (cryptsetup refuses metadata that fails this).
+    pub(crate) fn reencrypt_verify(&self, old: &SecretBytes, new: &SecretBytes) -> Result<()> {
+        let check = |flag: &str, key: &SecretBytes| -> Result<()> {
+            let seg = reencrypt::segment_by_flag(&self.meta, flag)
+                .ok_or_else(|| Error::corrupt(format!("no {flag} segment")))?;
+            let (id, d) = self
+                .meta
+                .digest_of_segment(seg)
+                .ok_or_else(|| Error::corrupt(format!("the {flag} segment has no digest")))?;
+            if digest::verify(d, id, key.expose())? {
+                Ok(())
+            } else {
+                Err(Error::NoKey)
+            }
+        };
+        check("backup-previous", old)?;
+        check("backup-final", new)?;
+        let (ks_id, _) = reencrypt::reencrypt_keyslot(&self.meta)?
+            .ok_or_else(|| Error::invalid("the volume is not being re-encrypted"))?;
+        let (id, d) = self.meta.digest_of_keyslot(ks_id).ok_or_else(|| {
+            Error::corrupt("the reencryption digest is missing (cryptsetup repair adds it)")
+        })?;
+        let data = reencrypt::verification_data(&self.meta, Some(old), Some(new))?;
+        if digest::verify(d, id, data.expose())? {
+            Ok(())
+        } else {
+            Err(Error::corrupt("the reencryption metadata does not match its digest"))
+        }
+    }
+
+    /// Starts re-encryption under `plan.new_key`: new keyslots for each
+    /// passphrase (their material written and synced first), then one
+    /// header write adding the new digest, the backup segments, the
+    /// reencrypt keyslot with its digest, and the requirement.
+    pub(crate) fn reencrypt_init(
+        &mut self,
+        io: &dyn MetadataIo,
+        old_key: &SecretBytes,
+        plan: &ReencryptPlan<'_>,
+    ) -> Result<Vec<usize>> {
+        self.check_requirements()?;
+        self.check_unchanged(io)?;
+        if !self.verify_volume_key(old_key)? {
+            return Err(Error::invalid("the volume key does not match this volume's digest"));
+        }
+        let (seg_id, seg) = segment::data_segment(&self.meta)?;
+        if seg_id != 0 {
+            return Err(Error::corrupt("the data segment is not segment 0"));
+        }
+        let seg = seg.clone();
+        plan.cipher.check_key_bytes(plan.new_key.len())?;
+        if !matches!(plan.sector_size, 512 | 1024 | 2048 | 4096) {
+            return Err(Error::invalid(format!(
+                "sector size {} must be 512, 1024, 2048 or 4096",
+                plan.sector_size
+            )));
+        }
+        if plan.passphrases.is_empty() {
+            return Err(Error::invalid("no passphrase for the new volume key"));
+        }
+        let (old_digest, _) = self.segment_digest()?;
+        let mut meta = self.meta.clone();
+        let free_digest = |meta: &Metadata| {
+            (0..=json::MAX_ID)
+                .find(|d| !meta.digests.contains_key(d))
+                .ok_or_else(|| Error::NoSpace("all LUKS2 digest ids are in use".into()))
+        };
+        let new_digest = free_digest(&meta)?;
+        let digest_iterations = match plan.pbkdf.forced_iterations {
+            Some(_) => crate::pbkdf::MIN_PBKDF2_ITERATIONS,
+            None => pbkdf2_iterations_for(plan.pbkdf.hash, plan.new_key.len(), DIGEST_ITER_MS)?,
+        };
+        meta.digests.insert(
+            new_digest,
+            digest::create(
+                plan.new_key.expose(),
+                plan.pbkdf.hash,
+                digest_iterations,
+                Vec::new(),
+                Vec::new(),
+            )?,
+        );
+        let params = pbkdf_for_time(plan.pbkdf, plan.new_key.len())?;
+        let mut stores = Vec::new();
+        let mut new_slots = Vec::new();
+        for passphrase in plan.passphrases {
+            let id = keyslot::free_id(&meta)
+                .ok_or_else(|| Error::NoSpace("all 32 LUKS2 keyslots are in use".into()))?;
+            let area = keyslot::find_area(&meta, &self.layout, plan.new_key.len())?;
+            let ks = keyslot::new_keyslot(
+                plan.new_key.len(),
+                plan.cipher,
+                area,
+                &params,
+                plan.pbkdf.hash,
+            )?;
+            meta.keyslots.insert(id, Keyslot::Luks2(Box::new(ks.clone())));
+            if let Some(DigestJson::Pbkdf2(d)) = meta.digests.get_mut(&new_digest) {
+                d.keyslots.push(IdRef(id));
+            }
+            stores.push((ks, *passphrase));
+            new_slots.push(id);
+        }
+        // Segments: 0 stays; the backups describe before and after.
+        let mut prev = seg.clone();
+        prev.flags = Some(vec!["backup-previous".into()]);
+        let mut fin = seg.clone();
+        fin.encryption = plan.cipher.spec().into();
+        fin.sector_size = plan.sector_size;
+        fin.iv_tweak = U64Str(0);
+        fin.integrity = None;
+        fin.flags = Some(vec!["backup-final".into()]);
+        fin.extra = serde_json::Map::new();
+        prev.extra = serde_json::Map::new();
+        meta.segments.insert(1, json::SegmentJson::Crypt(Box::new(prev)));
+        meta.segments.insert(2, json::SegmentJson::Crypt(Box::new(fin)));
+        for (d, list) in [(old_digest, vec![IdRef(0), IdRef(1)]), (new_digest, vec![IdRef(2)])] {
+            if let Some(digest) = meta.digests.get_mut(&d) {
+                digest.set_segments(list);
+            }
+        }
+        let rks = keyslot::free_id(&meta)
+            .ok_or_else(|| Error::NoSpace("all 32 LUKS2 keyslots are in use".into()))?;
+        let area = keyslot::find_max_gap(&meta, &self.layout)?;
+        let raw = reencrypt::new_keyslot(area.offset, area.size, &plan.resilience);
+        meta.keyslots.insert(rks, Keyslot::Other { kind: "reencrypt".into(), area, raw });
+        let reqs = meta.config.requirements.get_or_insert_with(|| json::Requirements {
+            mandatory: None,
+            extra: serde_json::Map::new(),
+        });
+        reqs.mandatory.get_or_insert_with(Vec::new).push(reencrypt::REQUIREMENT_V2.into());
+        let data = reencrypt::verification_data(&meta, Some(old_key), Some(plan.new_key))?;
+        let verify_digest = free_digest(&meta)?;
+        meta.digests.insert(
+            verify_digest,
+            digest::create(
+                data.expose(),
+                plan.pbkdf.hash,
+                digest_iterations,
+                vec![IdRef(rks)],
+                Vec::new(),
+            )?,
+        );
+        encode_area(&meta, self.bin.hdr_size)?;
+        for (ks, passphrase) in &stores {
+            keyslot::store(io, ks, plan.new_key, passphrase)?;
+        }
+        self.update_reencrypt(io, |m| {
+            *m = meta;
+            Ok(())
+        })?;
+        Ok(new_slots)
+    }
+
+    /// One step of the reencryption, crash-safe: `area_data` (the
+    /// hotzone's checksums or journal) is written to the resilience area
+    /// and synced first, then the header records `done` bytes under the new
+    /// key and, with `hot`, the hotzone `[done, done+hot)` in progress.
+    pub(crate) fn reencrypt_checkpoint(
+        &mut self,
+        io: &dyn MetadataIo,
+        size: u64,
+        done: u64,
+        hot: Option<u64>,
+        area_data: Option<&[u8]>,
+    ) -> Result<()> {
+        let state = self
+            .reencrypt_state()?
+            .ok_or_else(|| Error::invalid("the volume is not being re-encrypted"))?;
+        if let Some(data) = area_data {
+            if data.len() as u64 > state.area_size {
+                return Err(Error::invalid("resilience data larger than its area"));
+            }
+            self.check_unchanged(io)?;
+            io.write_at(state.area_offset, data)?;
+            io.sync()?;
+        }
+        self.update_reencrypt(io, |m| reencrypt::set_segments(m, size, done, hot))
+    }
+
+    /// Ends a finished reencryption in one header write: the new key's
+    /// segment alone, without the old keyslots and digest, the backups,
+    /// the reencrypt keyslot, its digest and the requirement; then the old
+    /// keyslot areas and the resilience area are overwritten.
+    pub(crate) fn reencrypt_finish(&mut self, io: &dyn MetadataIo, size: u64) -> Result<()> {
+        let state = self
+            .reencrypt_state()?
+            .ok_or_else(|| Error::invalid("the volume is not being re-encrypted"))?;
+        let mut areas = Vec::new();
+        self.update_reencrypt(io, |m| {
+            reencrypt::set_segments(m, size, size, None)?;
+            // Drop the backup segments (the last two ids or more).
+            let backups: Vec<usize> = m
+                .segments
+                .iter()
+                .filter(|(_, s)| s.flags().iter().any(|f| f.starts_with("backup-")))
+                .map(|(id, _)| *id)
+                .collect();
+            for id in &backups {
+                m.segments.remove(id);
+            }
+            for d in m.digests.values_mut() {
+                let keep: Vec<IdRef> =
+                    d.segments().iter().copied().filter(|s| !backups.contains(&s.0)).collect();
+                d.set_segments(keep);
+            }
+            let mut remove = state.old_keyslots.clone();
+            remove.retain(|s| !state.new_keyslots.contains(s));
+            remove.push(state.keyslot);
+            for slot in remove {
+                if let Some(ks) = m.keyslots.remove(&slot) {
+                    areas.push(ks.area());
+                }
+                for digest in m.digests.values_mut() {
+                    digest.remove_keyslot(slot);
+                }
+                token::unassign_keyslot(m, slot);
+            }
+            m.digests.retain(|_, d| !d.keyslots().is_empty() || !d.segments().is_empty());
+            if let Some(reqs) = m.config.requirements.as_mut() {
+                if let Some(list) = reqs.mandatory.as_mut() {
+                    list.retain(|r| r != reencrypt::REQUIREMENT_V2);
+                    if list.is_empty() {
+                        reqs.mandatory = None;
+                    }
+                }
+                if reqs.mandatory.is_none() && reqs.extra.is_empty() {
+                    m.config.requirements = None;
+                }
+            }
+            Ok(())
+        })?;
+        for area in areas {
+            keyslot::wipe_area(io, area)?;
+        }
+        Ok(())
+    }
 }

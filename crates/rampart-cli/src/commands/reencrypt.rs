@@ -1,0 +1,342 @@
+//! `reencrypt`: the data of a LUKS2 volume re-encrypted in place under a
+//! new volume key, on cryptsetup's reencryption metadata.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use anyhow::Context;
+use rampart_crypto::{random_secret, HashAlg, SecretBytes};
+use rampart_luks::{DataCipher, Luks, LuksVersion, Resilience};
+use rampart_volume::{Outcome, ReencryptError, ReencryptOptions, Reencryption, VolumePaths};
+use serde_json::json;
+
+use crate::cli::ReencryptArgs;
+use crate::commands::copy::progress;
+use crate::commands::luks::{load_released, luks_error, paths, pbkdf_choice, relock, warn};
+use crate::passphrase::Source;
+use crate::UsageError;
+
+/// Test hook: after this many hotzones, write half of the next and exit
+/// with status 137 as if killed, leaving the header mid-hotzone.
+const CRASH_ENV: &str = "RAMPART_REENCRYPT_CRASH_AFTER";
+/// Test hook: stop cleanly after this many hotzones.
+const STOP_ENV: &str = "RAMPART_REENCRYPT_STOP_AFTER";
+
+/// Set by SIGINT or SIGTERM: the run stops at the next hotzone boundary,
+/// the header recording the position (cryptsetup's behaviour).
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Watches for SIGINT and SIGTERM on a helper thread for the rest of the
+/// process. Until it is set up, a signal ends the process at once, which
+/// the resilience data covers like a crash.
+fn watch_signals() {
+    std::thread::spawn(|| {
+        use tokio::signal::unix::{signal, SignalKind};
+        let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_io().build() else {
+            return;
+        };
+        runtime.block_on(async {
+            let (Ok(mut term), Ok(mut int)) =
+                (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+            else {
+                return;
+            };
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            INTERRUPTED.store(true, Ordering::Relaxed);
+        });
+    });
+}
+
+pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
+    let paths = paths(&args.volume);
+    // The header's "reencryption in progress" warning is this command's
+    // own business: the others are shown.
+    let (header, luks, mut report) = paths.load_released()?;
+    report.warnings.retain(|w| !w.starts_with("a reencryption is in progress"));
+    warn(&report);
+    if luks.version() != LuksVersion::Luks2 {
+        return Err(UsageError(format!(
+            "{} is LUKS1: only LUKS2 volumes can be re-encrypted in place",
+            paths.header_path().display()
+        ))
+        .into());
+    }
+    let state = luks.reencrypt_state().map_err(luks_error)?;
+    let passphrase =
+        Source::new(args.key.key_file.as_deref(), "Enter passphrase: ", false).read()?;
+    let (old_key, new_key) = match state {
+        Some(state) => {
+            let changed = args.cipher.is_some()
+                || args.key_size.is_some()
+                || args.sector_size.is_some()
+                || args.new_key_file.is_some()
+                || args.resilience.as_deref().is_some_and(|r| r != state.resilience.name());
+            if changed {
+                return Err(UsageError(format!(
+                    "{} is already being re-encrypted ({} resilience); resume it without --cipher, --key-size, --sector-size, --new-key-file or another --resilience",
+                    paths.data.display(),
+                    state.resilience.name()
+                ))
+                .into());
+            }
+            if args.init_only {
+                return Err(UsageError(format!(
+                    "the reencryption of {} is already initialised",
+                    paths.data.display()
+                ))
+                .into());
+            }
+            luks.reencrypt_unlock(&header, passphrase.expose(), args.key.key_slot)
+                .map_err(luks_error)?
+        }
+        None if args.resume_only => {
+            return Err(UsageError(format!(
+                "{} is not being re-encrypted: nothing to resume",
+                paths.data.display()
+            ))
+            .into())
+        }
+        None => {
+            drop(header);
+            start(args, &paths, &luks, &passphrase)?
+        }
+    };
+    if args.init_only {
+        if !args.quiet && !args.json {
+            eprintln!("Reencryption of {} initialised.", paths.data.display());
+        }
+        return Ok(());
+    }
+    resume(args, &paths, &old_key, &new_key)
+}
+
+fn parse_resilience(args: &ReencryptArgs, block_size: u32) -> anyhow::Result<Resilience> {
+    let mode = args.resilience.as_deref().unwrap_or("checksum");
+    if args.resilience_hash.is_some() && mode != "checksum" {
+        return Err(UsageError("--resilience-hash goes with --resilience checksum".into()).into());
+    }
+    Ok(match mode {
+        "checksum" => {
+            let name = args.resilience_hash.as_deref().unwrap_or("sha256");
+            let hash = HashAlg::from_name(name).ok_or_else(|| {
+                UsageError(format!(
+                    "unknown --resilience-hash '{name}' (expected sha1, sha256 or sha512)"
+                ))
+            })?;
+            Resilience::Checksum { hash, block_size }
+        }
+        "journal" => Resilience::Journal,
+        "none" => Resilience::None,
+        other => {
+            return Err(UsageError(format!(
+                "unknown --resilience '{other}' (expected checksum, journal or none)"
+            ))
+            .into())
+        }
+    })
+}
+
+/// Writes the reencryption metadata: the new key, its keyslots, the
+/// reencrypt keyslot. Returns the old and the new key.
+fn start(
+    args: &ReencryptArgs,
+    paths: &VolumePaths,
+    luks: &Luks,
+    passphrase: &SecretBytes,
+) -> anyhow::Result<(SecretBytes, SecretBytes)> {
+    let segment = luks.segment().map_err(luks_error)?;
+    let (header, _) = load_released(paths)?;
+    let (_, old_key) =
+        luks.unlock(&header, passphrase.expose(), args.key.key_slot).map_err(luks_error)?;
+    let cipher = match &args.cipher {
+        Some(spec) => DataCipher::from_spec(spec).map_err(|e| UsageError(e.to_string()))?,
+        None => segment.cipher,
+    };
+    let key_bits = args.key_size.unwrap_or(if cipher == segment.cipher {
+        segment.key_bytes * 8
+    } else if cipher == DataCipher::AesXtsPlain64 {
+        512
+    } else {
+        256
+    });
+    let valid: &[usize] =
+        if cipher == DataCipher::AesXtsPlain64 { &[256, 512] } else { &[128, 256] };
+    if !valid.contains(&key_bits) {
+        return Err(UsageError(format!(
+            "--key-size {key_bits} is not valid for {} (use {valid:?})",
+            cipher.spec()
+        ))
+        .into());
+    }
+    let sector_size = args.sector_size.unwrap_or(segment.sector_size);
+    if !matches!(sector_size, 512 | 1024 | 2048 | 4096) {
+        return Err(UsageError(format!(
+            "--sector-size {sector_size} must be 512, 1024, 2048 or 4096"
+        ))
+        .into());
+    }
+    let device_len = std::fs::metadata(&paths.data)
+        .with_context(|| format!("cannot open {}", paths.data.display()))
+        .and_then(|_| {
+            let file = std::fs::File::open(&paths.data)
+                .with_context(|| format!("cannot open {}", paths.data.display()))?;
+            rampart_luks::MetadataIo::len(&file).context("cannot size the data device")
+        })?;
+    let data_len = device_len.saturating_sub(segment.offset);
+    let unit = u64::from(sector_size.max(segment.sector_size));
+    if segment.size.is_none() && data_len % unit != 0 {
+        return Err(UsageError(format!(
+            "the data area ({data_len} bytes) is not a multiple of the {unit}-byte sector size"
+        ))
+        .into());
+    }
+    // cryptsetup hashes blocks of the device's block size (4096 on files
+    // and most disks), at least a sector.
+    let block = if data_len % 4096 == 0 { 4096 } else { sector_size.max(segment.sector_size) };
+    let resilience = parse_resilience(args, block.max(sector_size).max(segment.sector_size))?;
+    let pbkdf = pbkdf_choice(&args.pbkdf, LuksVersion::Luks2)?;
+
+    let new_passphrase;
+    let mut passphrases: Vec<&[u8]> = Vec::new();
+    if let Some(file) = &args.new_key_file {
+        new_passphrase = Source::new(Some(file), "Enter new passphrase: ", false).read()?;
+        passphrases.push(new_passphrase.expose());
+    } else {
+        let slots: Vec<usize> = match args.key.key_slot {
+            Some(slot) => vec![slot],
+            None => luks.active_keyslots(),
+        };
+        for slot in slots {
+            if luks.unlock(&header, passphrase.expose(), Some(slot)).is_ok() {
+                passphrases.push(passphrase.expose());
+            }
+        }
+    }
+    drop(header);
+    let new_key = loop {
+        let key = random_secret(key_bits / 8)?;
+        let half = key.len() / 2;
+        if cipher != DataCipher::AesXtsPlain64 || key.expose()[..half] != key.expose()[half..] {
+            break key;
+        }
+    };
+    let (header, mut luks) = relock(paths, &old_key)?;
+    let slots = luks
+        .reencrypt_init(
+            &header,
+            &old_key,
+            &new_key,
+            cipher,
+            sector_size,
+            resilience,
+            &pbkdf,
+            &passphrases,
+        )
+        .map_err(luks_error)?;
+    drop(header);
+    if !args.quiet && !args.json {
+        let list: Vec<String> = slots.iter().map(ToString::to_string).collect();
+        eprintln!("New keyslot(s) {} hold the new volume key.", list.join(", "));
+    }
+    Ok((old_key, new_key))
+}
+
+fn env_number(name: &str) -> anyhow::Result<Option<u64>> {
+    match std::env::var(name) {
+        Ok(v) => v
+            .parse()
+            .map(Some)
+            .map_err(|_| UsageError(format!("${name} must be a number, not '{v}'")).into()),
+        Err(_) => Ok(None),
+    }
+}
+
+fn resume(
+    args: &ReencryptArgs,
+    paths: &VolumePaths,
+    old_key: &SecretBytes,
+    new_key: &SecretBytes,
+) -> anyhow::Result<()> {
+    let job = Reencryption::open(paths, old_key, new_key).map_err(|e| match e {
+        rampart_volume::VolumeError::Luks(inner) => luks_error(inner),
+        other => anyhow::Error::from(other),
+    })?;
+    let options = ReencryptOptions {
+        hotzone_size: args.hotzone_size,
+        stop_after: env_number(STOP_ENV)?,
+        crash_after: env_number(CRASH_ENV)?,
+    };
+    let total = job.size();
+    let bar = if args.json || args.quiet { None } else { progress(total) };
+    let started = Instant::now();
+    let first = job.done();
+    watch_signals();
+    let mut report = |done: u64, total: u64| {
+        if let Some(bar) = &bar {
+            bar.set_position(done);
+        }
+        if args.json {
+            let secs = started.elapsed().as_secs_f64();
+            let rate = if secs > 0.0 { (done - first) as f64 / secs } else { 0.0 };
+            let eta = if rate > 0.0 { (total - done) as f64 / rate } else { 0.0 };
+            let line = json!({"event": "progress", "done": done, "total": total,
+                "bytes_per_second": rate.round(), "eta_seconds": eta.round()});
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        }
+    };
+    let outcome = job.run(&options, &INTERRUPTED, &mut report);
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    let outcome = match outcome {
+        Ok(outcome) => outcome,
+        Err(ReencryptError::SimulatedCrash(_)) => std::process::exit(137),
+        Err(ReencryptError::Volume(e)) => {
+            return Err(match e {
+                rampart_volume::VolumeError::Luks(inner) => luks_error(inner),
+                other => other.into(),
+            })
+            .with_context(|| format!("reencryption of {} failed", paths.data.display()))
+        }
+        Err(other) => return Err(other.into()),
+    };
+    let secs = started.elapsed().as_secs_f64();
+    match outcome {
+        Outcome::Finished => {
+            if args.json {
+                println!("{}", json!({"event": "finished", "bytes": total, "seconds": secs}));
+            } else if !args.quiet {
+                eprintln!(
+                    "Re-encrypted {} bytes of {} in {secs:.1} s.",
+                    total - first,
+                    paths.data.display()
+                );
+            }
+        }
+        Outcome::Stopped { done } if INTERRUPTED.load(Ordering::Relaxed) => {
+            if args.json {
+                println!("{}", json!({"event": "interrupted", "done": done, "total": total}));
+            }
+            anyhow::bail!(
+                "interrupted at {done} of {total} bytes; resume with `rampart reencrypt --resume-only`"
+            );
+        }
+        Outcome::Stopped { done } => {
+            if args.json {
+                println!("{}", json!({"event": "stopped", "done": done, "total": total}));
+            } else if !args.quiet {
+                eprintln!(
+                    "Stopped at {done} of {total} bytes; resume with `rampart reencrypt --resume-only`."
+                );
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}

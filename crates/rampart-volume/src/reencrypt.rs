@@ -1,0 +1,653 @@
+//! Re-encryption of a volume's data under a new volume key, in place, on
+//! LUKS2's reencryption metadata (as cryptsetup 2.6 writes it, so that
+//! either tool resumes what the other started).
+//!
+//! The data area is processed forward in hotzones. For each hotzone:
+//!
+//! 1. its old ciphertext is read;
+//! 2. the resilience data goes to the reencrypt keyslot's area (checksum:
+//!    a hash per block of old ciphertext; journal: the ciphertext itself)
+//!    and the header then records the hotzone as `in-reencryption` — the
+//!    commit point, each write synced;
+//! 3. the data is decrypted with the old key, encrypted with the new one,
+//!    written and synced;
+//! 4. the header moves the boundary past the hotzone.
+//!
+//! After a crash between 2 and 4 the header names the hotzone, and
+//! [`Reencryption::run`] first repairs it from the resilience data:
+//! checksum — every block whose hash still matches the old ciphertext is
+//! re-encrypted, the others already were; journal — the whole hotzone is
+//! re-encrypted from the copy. With resilience `none` the header changes
+//! only when the run ends or stops, as with cryptsetup: a crash loses the
+//! position, and with it the data of the hotzones done since.
+//!
+//! A volume in the middle of a reencryption is served by
+//! [`ReencryptingDevice`]: below the boundary the new key, above it the
+//! old one, as dm-crypt maps it.
+
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+
+use rampart_crypto::{digest_into, SecretBytes};
+use rampart_luks::{Luks, MetadataIo, ReencryptState, Resilience};
+
+use crate::lock::ReencryptionLock;
+use crate::{
+    check_range, sector_cipher_kind, BlockDevice, CryptDevice, CryptLayout, FileDevice,
+    SectorCipher, VolumeError, VolumePaths,
+};
+
+/// Default hotzone size with checksum or no resilience (cryptsetup's is up
+/// to 1 GiB; a smaller one bounds memory and the work lost to a crash).
+pub const DEFAULT_HOTZONE: u64 = 64 << 20;
+
+/// How a run goes.
+#[derive(Debug, Default)]
+pub struct ReencryptOptions {
+    /// The largest hotzone in bytes (rounded down to the sector and
+    /// checksum block sizes); `None`: [`DEFAULT_HOTZONE`], or the journal
+    /// area's size.
+    pub hotzone_size: Option<u64>,
+    /// Stop cleanly (the header records the position) after this many
+    /// hotzones.
+    pub stop_after: Option<u64>,
+    /// Testing crash recovery: after this many whole hotzones, write half
+    /// of the next one and return [`ReencryptError::SimulatedCrash`],
+    /// leaving the header as a crash would.
+    pub crash_after: Option<u64>,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// All data is under the new key and the reencryption metadata is gone.
+    Finished,
+    /// Stopped with this many bytes done; resume later.
+    Stopped { done: u64 },
+}
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReencryptError {
+    #[error(transparent)]
+    Volume(#[from] VolumeError),
+    #[error("simulated crash in the hotzone at byte {0}")]
+    SimulatedCrash(u64),
+}
+
+impl From<rampart_luks::Error> for ReencryptError {
+    fn from(e: rampart_luks::Error) -> Self {
+        Self::Volume(e.into())
+    }
+}
+
+/// Shared storage under the layers of a reencryption.
+pub type SharedDevice = Arc<dyn BlockDevice>;
+
+/// Where the header is read and written.
+enum Header {
+    /// A volume's files, each header access under cryptsetup's metadata
+    /// lock.
+    Paths(VolumePaths),
+    /// Any metadata device (tests, simulations): no locking.
+    Io(Arc<dyn MetadataIo + Send + Sync>),
+}
+
+impl Header {
+    fn open(&self, write: bool) -> Result<Box<dyn MetadataIo + '_>, VolumeError> {
+        match self {
+            Self::Paths(paths) => Ok(Box::new(paths.open_header(write)?)),
+            Self::Io(io) => Ok(Box::new(&**io)),
+        }
+    }
+}
+
+/// A reencryption in progress on a volume, with both keys verified.
+pub struct Reencryption {
+    header: Header,
+    what: String,
+    luks: Luks,
+    state: ReencryptState,
+    raw: SharedDevice,
+    old: CryptDevice<SharedDevice>,
+    new: CryptDevice<SharedDevice>,
+    size: u64,
+    done: u64,
+    _lock: Option<ReencryptionLock>,
+}
+
+impl std::fmt::Debug for Reencryption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reencryption")
+            .field("data", &self.what)
+            .field("size", &self.size)
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
+}
+
+fn io_err(paths: &VolumePaths, what: &str, e: io::Error) -> VolumeError {
+    VolumeError::io(format!("{what} {}", paths.data.display()), e)
+}
+
+/// The plaintext size of the data area of a reencryption: the fixed size,
+/// or the device's bytes after the data offset in whole sectors of both
+/// sides.
+fn data_size(state: &ReencryptState, device_len: u64) -> Result<u64, VolumeError> {
+    let unit = u64::from(state.old.sector_size.max(state.new.sector_size));
+    let available = device_len.checked_sub(state.new.offset).ok_or_else(|| {
+        rampart_luks::Error::Corrupt(format!(
+            "the data starts at byte {} but the device has only {device_len} bytes",
+            state.new.offset
+        ))
+    })?;
+    let size = match state.fixed_size {
+        Some(n) if n <= available => n,
+        Some(n) => {
+            return Err(rampart_luks::Error::Corrupt(format!(
+            "the reencryption covers {n} bytes but the device holds {available} after the header"
+        ))
+            .into())
+        }
+        None => available / unit * unit,
+    };
+    if size % unit != 0 {
+        return Err(rampart_luks::Error::Corrupt(format!(
+            "the data size {size} is not a multiple of the sector size {unit}"
+        ))
+        .into());
+    }
+    Ok(size)
+}
+
+fn crypt_side(
+    raw: &SharedDevice,
+    side: &rampart_luks::ReencryptSide,
+    size: u64,
+    key: &SecretBytes,
+) -> Result<CryptDevice<SharedDevice>, VolumeError> {
+    let layout = CryptLayout {
+        offset: side.offset,
+        size,
+        sector_size: side.sector_size,
+        iv_tweak: side.iv_tweak,
+    };
+    let cipher = SectorCipher::new(sector_cipher_kind(side.cipher), key)?;
+    CryptDevice::new(Arc::clone(raw), layout, cipher)
+        .map_err(|e| VolumeError::io("cannot map the data", e))
+}
+
+impl Reencryption {
+    /// Opens the reencryption recorded in the header of `paths`, with its
+    /// old and new volume keys (checked against their digests and the
+    /// reencryption digest), under cryptsetup's reencryption lock and the
+    /// data-writer lock.
+    pub fn open(
+        paths: &VolumePaths,
+        old_key: &SecretBytes,
+        new_key: &SecretBytes,
+    ) -> Result<Self, VolumeError> {
+        let (_, luks, _) = paths.load_released()?;
+        let lock = ReencryptionLock::try_acquire(luks.uuid())
+            .map_err(|e| io_err(paths, "cannot lock the reencryption of", e))?;
+        // Loaded again under the lock: another process may have moved on.
+        let (_, luks, _) = paths.load_released()?;
+        let raw =
+            FileDevice::open(&paths.data, false).map_err(|e| io_err(paths, "cannot open", e))?;
+        Self::with(
+            Header::Paths(paths.clone()),
+            paths.data.display().to_string(),
+            luks,
+            Arc::new(raw),
+            old_key,
+            new_key,
+            Some(lock),
+        )
+    }
+
+    /// Opens the reencryption recorded on `header` over the data device
+    /// `data` (the same device for an attached header), without any lock:
+    /// for storage no other process sees (tests, simulations).
+    pub fn open_on(
+        data: SharedDevice,
+        header: Arc<dyn MetadataIo + Send + Sync>,
+        old_key: &SecretBytes,
+        new_key: &SecretBytes,
+    ) -> Result<Self, VolumeError> {
+        let (luks, _) = Luks::load(&*header)?;
+        Self::with(Header::Io(header), "the volume".into(), luks, data, old_key, new_key, None)
+    }
+
+    fn with(
+        header: Header,
+        what: String,
+        luks: Luks,
+        raw: SharedDevice,
+        old_key: &SecretBytes,
+        new_key: &SecretBytes,
+        lock: Option<ReencryptionLock>,
+    ) -> Result<Self, VolumeError> {
+        let state = luks.reencrypt_state()?.ok_or_else(|| {
+            rampart_luks::Error::InvalidArgument("the volume is not being re-encrypted".into())
+        })?;
+        state.check_supported()?;
+        luks.reencrypt_verify(old_key, new_key)?;
+        let size = data_size(&state, raw.len())?;
+        let old = crypt_side(&raw, &state.old, size, old_key)?;
+        let new = crypt_side(&raw, &state.new, size, new_key)?;
+        let done = if state.complete { size } else { state.done.min(size) };
+        Ok(Self { header, what, luks, state, raw, old, new, size, done, _lock: lock })
+    }
+
+    /// Data bytes in all.
+    #[must_use]
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Data bytes under the new key.
+    #[must_use]
+    pub fn done(&self) -> u64 {
+        self.done
+    }
+
+    #[must_use]
+    pub fn state(&self) -> &ReencryptState {
+        &self.state
+    }
+
+    fn data_io(&self, what: &str, e: io::Error) -> VolumeError {
+        VolumeError::io(format!("{what} {}", self.what), e)
+    }
+
+    /// Writes a checkpoint under the exclusive metadata lock.
+    fn checkpoint(&mut self, hot: Option<u64>, area: Option<&[u8]>) -> Result<(), VolumeError> {
+        let header = self.header.open(true)?;
+        self.luks.reencrypt_checkpoint(&*header, self.size, self.done, hot, area)?;
+        Ok(())
+    }
+
+    /// The hotzone length: the option or default, bounded by what the
+    /// resilience area holds, in whole units.
+    fn hotzone_len(&self, wanted: Option<u64>) -> Result<u64, VolumeError> {
+        let mut unit = u64::from(self.state.old.sector_size.max(self.state.new.sector_size));
+        let limit = match &self.state.resilience {
+            Resilience::Checksum { hash, block_size } => {
+                unit = unit.max(u64::from(*block_size));
+                self.state.area_size / hash.output_len() as u64 * u64::from(*block_size)
+            }
+            Resilience::Journal => self.state.area_size,
+            _ => u64::MAX,
+        };
+        let len = wanted.unwrap_or(DEFAULT_HOTZONE).min(limit).min(1 << 30);
+        let len = len / unit * unit;
+        if len == 0 {
+            return Err(rampart_luks::Error::InvalidArgument(format!(
+                "the hotzone must hold at least {unit} bytes (the resilience area has {})",
+                self.state.area_size
+            ))
+            .into());
+        }
+        Ok(len)
+    }
+
+    /// Repairs the hotzone a crash interrupted, from its resilience data,
+    /// and records it as done.
+    fn recover(&mut self, start: u64, len: u64) -> Result<(), VolumeError> {
+        check_range(start, len, self.size)
+            .map_err(|e| self.data_io("the interrupted hotzone lies beyond the data of", e))?;
+        let buf_len = usize::try_from(len)
+            .ok()
+            .filter(|&l| l <= 1 << 30)
+            .ok_or_else(|| rampart_luks::Error::Corrupt(format!("a hotzone of {len} bytes")))?;
+        let offset = self.state.new.offset + start;
+        match self.state.resilience.clone() {
+            Resilience::Checksum { hash, block_size } => {
+                let bs = block_size as usize;
+                let unit = self.state.old.sector_size.max(self.state.new.sector_size) as usize;
+                if bs % unit != 0 || buf_len % bs != 0 {
+                    return Err(rampart_luks::Error::UnsupportedCipher(format!(
+                        "checksum blocks of {bs} bytes do not divide the {unit}-byte sectors and the {len}-byte hotzone"
+                    ))
+                    .into());
+                }
+                let count = buf_len / bs;
+                let hlen = hash.output_len();
+                if (count * hlen) as u64 > self.state.area_size {
+                    return Err(rampart_luks::Error::Corrupt(
+                        "the hotzone's checksums do not fit in the resilience area".into(),
+                    )
+                    .into());
+                }
+                let mut sums = vec![0u8; count * hlen];
+                self.header
+                    .open(false)?
+                    .read_at(self.state.area_offset, &mut sums)
+                    .map_err(|e| self.data_io("cannot read the checksums of", e))?;
+                let mut data = vec![0u8; buf_len];
+                self.raw
+                    .read_at(&mut data, offset)
+                    .map_err(|e| self.data_io("cannot read the hotzone of", e))?;
+                let mut sum = [0u8; 64];
+                for (i, block) in data.chunks_mut(bs).enumerate() {
+                    let n = digest_into(hash, block, &mut sum)?;
+                    if sum[..n] == sums[i * hlen..(i + 1) * hlen] {
+                        let at = start + (i * bs) as u64;
+                        self.old
+                            .decrypt_sectors(block, at)
+                            .and_then(|()| self.new.encrypt_sectors(block, at))
+                            .and_then(|()| self.raw.write_at(block, offset + (i * bs) as u64))
+                            .map_err(|e| self.data_io("cannot repair the hotzone of", e))?;
+                    }
+                }
+            }
+            Resilience::Journal => {
+                if len > self.state.area_size {
+                    return Err(rampart_luks::Error::Corrupt(
+                        "the hotzone is larger than its journal".into(),
+                    )
+                    .into());
+                }
+                let mut data = SecretBytes::zeroed(buf_len);
+                self.header
+                    .open(false)?
+                    .read_at(self.state.area_offset, data.expose_mut())
+                    .map_err(|e| self.data_io("cannot read the journal of", e))?;
+                self.old
+                    .decrypt_sectors(data.expose_mut(), start)
+                    .and_then(|()| self.new.encrypt_sectors(data.expose_mut(), start))
+                    .and_then(|()| self.raw.write_at(data.expose(), offset))
+                    .map_err(|e| self.data_io("cannot repair the hotzone of", e))?;
+            }
+            other => {
+                return Err(rampart_luks::Error::UnsupportedCipher(format!(
+                    "a hotzone interrupted with resilience {} cannot be recovered: its data may be partly under each key",
+                    other.name()
+                ))
+                .into())
+            }
+        }
+        self.raw.flush().map_err(|e| self.data_io("cannot sync", e))?;
+        self.done = start + len;
+        self.checkpoint(None, None)
+    }
+
+    /// Repairs an interrupted hotzone, if the header records one, and
+    /// stops there (what activating such a volume does in cryptsetup).
+    pub fn recover_only(mut self) -> Result<(), VolumeError> {
+        match self.state.hotzone {
+            Some((start, len)) => self.recover(start, len),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs (or resumes) the reencryption: recovery of an interrupted
+    /// hotzone first, then hotzone after hotzone to the end, then the
+    /// cleanup of the metadata. `progress` is told the bytes done and the
+    /// total after each hotzone; `stop` ends the run cleanly at the next
+    /// hotzone boundary.
+    pub fn run(
+        mut self,
+        options: &ReencryptOptions,
+        stop: &AtomicBool,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<Outcome, ReencryptError> {
+        if let Some((start, len)) = self.state.hotzone {
+            self.recover(start, len)?;
+        }
+        let hot_max = self.hotzone_len(options.hotzone_size)?;
+        let with_metadata = !matches!(self.state.resilience, Resilience::None);
+        // At most 1 GiB (hotzone_len bounds it).
+        let buf_len = hot_max.min(self.size - self.done.min(self.size)) as usize;
+        let raw = Arc::clone(&self.raw);
+        let (data_offset, size, first) = (self.state.new.offset, self.size, self.done);
+        // A reader thread fetches the next hotzone while this one is
+        // re-encrypted and written (two buffers in flight).
+        let outcome = std::thread::scope(|scope| -> Result<Outcome, ReencryptError> {
+            let (full_tx, full_rx) = mpsc::sync_channel::<io::Result<Vec<u8>>>(1);
+            let (empty_tx, empty_rx) = mpsc::sync_channel::<Vec<u8>>(2);
+            if buf_len > 0 {
+                for _ in 0..2 {
+                    let _ = empty_tx.send(vec![0u8; buf_len]);
+                }
+            }
+            scope.spawn(move || {
+                let mut pos = first;
+                while pos < size {
+                    let Ok(mut buffer) = empty_rx.recv() else { return };
+                    let len = hot_max.min(size - pos);
+                    // len <= buf_len: fits in usize.
+                    let read = raw.read_at(&mut buffer[..len as usize], data_offset + pos);
+                    let failed = read.is_err();
+                    if full_tx.send(read.map(|()| buffer)).is_err() || failed {
+                        return;
+                    }
+                    pos += len;
+                }
+            });
+            let mut zones = 0u64;
+            progress(self.done, self.size);
+            while self.done < self.size {
+                if stop.load(Ordering::Relaxed) || options.stop_after.is_some_and(|n| zones >= n) {
+                    if !with_metadata {
+                        // The data first, then the header that says so.
+                        self.raw.flush().map_err(|e| self.data_io("cannot sync", e))?;
+                        self.checkpoint(None, None)?;
+                    }
+                    return Ok(Outcome::Stopped { done: self.done });
+                }
+                let mut buffer = full_rx
+                    .recv()
+                    .map_err(|_| io::Error::other("the reader thread stopped"))
+                    .and_then(|r| r)
+                    .map_err(|e| self.data_io("cannot read the data of", e))?;
+                let len = hot_max.min(self.size - self.done);
+                let crash = options.crash_after.is_some_and(|n| zones >= n);
+                self.zone(&mut buffer[..len as usize], crash, with_metadata)?;
+                zones += 1;
+                progress(self.done, self.size);
+                let _ = empty_tx.send(buffer);
+            }
+            Ok(Outcome::Finished)
+        })?;
+        if outcome != Outcome::Finished {
+            return Ok(outcome);
+        }
+        self.raw.flush().map_err(|e| self.data_io("cannot sync", e))?;
+        let header = self.header.open(true)?;
+        self.luks.reencrypt_finish(&*header, self.size)?;
+        Ok(Outcome::Finished)
+    }
+
+    /// Re-encrypts the hotzone at `self.done` whose old ciphertext is
+    /// `chunk`: resilience data and header first, then the data.
+    fn zone(
+        &mut self,
+        chunk: &mut [u8],
+        crash: bool,
+        with_metadata: bool,
+    ) -> Result<(), ReencryptError> {
+        let len = chunk.len() as u64;
+        let start = self.done;
+        let offset = self.state.new.offset + start;
+        match self.state.resilience.clone() {
+            Resilience::Checksum { hash, block_size } => {
+                // Hashes of the old ciphertext, taken in the same pass as
+                // the re-encryption; committed before any write.
+                let bs = block_size as usize;
+                let mut sums = vec![0u8; chunk.len().div_ceil(bs) * hash.output_len()];
+                self.old
+                    .recrypt_sectors(&self.new, chunk, start, Some((hash, bs, &mut sums)))
+                    .map_err(|e| self.data_io("cannot re-encrypt the data of", e))?;
+                self.checkpoint(Some(len), Some(&sums))?;
+            }
+            Resilience::Journal => {
+                self.checkpoint(Some(len), Some(chunk))?;
+                self.old
+                    .recrypt_sectors(&self.new, chunk, start, None)
+                    .map_err(|e| self.data_io("cannot re-encrypt the data of", e))?;
+            }
+            _ => self
+                .old
+                .recrypt_sectors(&self.new, chunk, start, None)
+                .map_err(|e| self.data_io("cannot re-encrypt the data of", e))?,
+        }
+        if crash {
+            let unit = u64::from(self.state.old.sector_size.max(self.state.new.sector_size));
+            let half = (len / 2 / unit * unit) as usize;
+            self.raw
+                .write_at(&chunk[..half], offset)
+                .and_then(|()| self.raw.flush())
+                .map_err(|e| self.data_io("cannot write the data of", e))?;
+            return Err(ReencryptError::SimulatedCrash(offset));
+        }
+        self.raw
+            .write_at(chunk, offset)
+            .map_err(|e| self.data_io("cannot write the data of", e))?;
+        if with_metadata {
+            self.raw.flush().map_err(|e| self.data_io("cannot sync", e))?;
+        }
+        self.done += len;
+        if with_metadata {
+            self.checkpoint(None, None)?;
+        }
+        Ok(())
+    }
+}
+
+/// The plaintext of a volume part re-encrypted: bytes below `boundary`
+/// through the new key, the rest through the old one (dm-crypt's mapping
+/// of such a volume). The boundary is a multiple of both sector sizes.
+pub struct ReencryptingDevice {
+    old: CryptDevice<SharedDevice>,
+    new: CryptDevice<SharedDevice>,
+    boundary: u64,
+}
+
+impl std::fmt::Debug for ReencryptingDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReencryptingDevice")
+            .field("boundary", &self.boundary)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ReencryptingDevice {
+    /// Maps the volume at `paths` whose header records a reencryption with
+    /// no interrupted hotzone (see [`Reencryption::recover_only`]).
+    pub fn open(
+        paths: &VolumePaths,
+        luks: &Luks,
+        old_key: &SecretBytes,
+        new_key: &SecretBytes,
+        read_only: bool,
+    ) -> Result<Self, VolumeError> {
+        let raw = FileDevice::open(&paths.data, read_only)
+            .map_err(|e| io_err(paths, "cannot open", e))?;
+        Self::on(Arc::new(raw), luks, old_key, new_key)
+    }
+
+    /// Maps the reencryption recorded in `luks` over `raw`.
+    pub fn on(
+        raw: SharedDevice,
+        luks: &Luks,
+        old_key: &SecretBytes,
+        new_key: &SecretBytes,
+    ) -> Result<Self, VolumeError> {
+        let state = luks.reencrypt_state()?.ok_or_else(|| {
+            rampart_luks::Error::InvalidArgument("the volume is not being re-encrypted".into())
+        })?;
+        state.check_supported()?;
+        luks.reencrypt_verify(old_key, new_key)?;
+        if let Some((start, _)) = state.hotzone {
+            return Err(rampart_luks::Error::InvalidArgument(format!(
+                "a reencryption hotzone at byte {start} was interrupted: run `rampart reencrypt --resume-only` to recover it first"
+            ))
+            .into());
+        }
+        let size = data_size(&state, raw.len())?;
+        let old = crypt_side(&raw, &state.old, size, old_key)?;
+        let new = crypt_side(&raw, &state.new, size, new_key)?;
+        let boundary = if state.complete { size } else { state.done.min(size) };
+        Ok(Self { old, new, boundary })
+    }
+
+    /// Bytes under the new key.
+    #[must_use]
+    pub fn boundary(&self) -> u64 {
+        self.boundary
+    }
+
+    /// Splits `[offset, offset+len)` at the boundary: (new part, old part).
+    fn split(&self, offset: u64, len: u64) -> (u64, u64) {
+        let below = self.boundary.saturating_sub(offset).min(len);
+        (below, len - below)
+    }
+}
+
+impl BlockDevice for ReencryptingDevice {
+    fn len(&self) -> u64 {
+        self.new.len()
+    }
+
+    fn block_size(&self) -> u32 {
+        self.old.block_size().max(self.new.block_size())
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        check_range(offset, buf.len() as u64, self.len())?;
+        let (below, _) = self.split(offset, buf.len() as u64);
+        let (new_part, old_part) = buf.split_at_mut(below as usize);
+        if !new_part.is_empty() {
+            self.new.read_at(new_part, offset)?;
+        }
+        if !old_part.is_empty() {
+            self.old.read_at(old_part, offset + below)?;
+        }
+        Ok(())
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        check_range(offset, buf.len() as u64, self.len())?;
+        let (below, _) = self.split(offset, buf.len() as u64);
+        let (new_part, old_part) = buf.split_at(below as usize);
+        if !new_part.is_empty() {
+            self.new.write_at(new_part, offset)?;
+        }
+        if !old_part.is_empty() {
+            self.old.write_at(old_part, offset + below)?;
+        }
+        Ok(())
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        self.new.flush()
+    }
+
+    fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
+        check_range(offset, len, self.len())?;
+        let (below, rest) = self.split(offset, len);
+        if below > 0 {
+            self.new.discard(offset, below)?;
+        }
+        if rest > 0 {
+            self.old.discard(offset + below, rest)?;
+        }
+        Ok(())
+    }
+
+    fn write_zeroes(&self, offset: u64, len: u64) -> io::Result<()> {
+        check_range(offset, len, self.len())?;
+        let (below, rest) = self.split(offset, len);
+        if below > 0 {
+            self.new.write_zeroes(offset, below)?;
+        }
+        if rest > 0 {
+            self.old.write_zeroes(offset + below, rest)?;
+        }
+        Ok(())
+    }
+}
