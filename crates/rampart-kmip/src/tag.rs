@@ -3,7 +3,7 @@
 //! unknown tags still decode, and their operation or attribute is refused
 //! with a Result Reason, not a dropped connection.
 
-/// A 3-byte KMIP tag (0x42XXXX for the standard ones, 0x54XXXX for
+/// A 3-byte KMIP tag (0x420000–0x42FFFF for the standard ones, 0x540000–0x54FFFF for
 /// extensions), held in the low 24 bits.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Tag(pub u32);
