@@ -23,12 +23,38 @@ use crate::model::{
     Selector,
 };
 
-/// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 2;
+/// One step of the schema's history: the SQL that takes a database from
+/// version `to - 1` to `to`. The same text runs on SQLite and PostgreSQL.
+pub(crate) struct Migration {
+    pub(crate) to: i64,
+    pub(crate) sql: &'static str,
+}
 
-/// Version 1 to 2: clients can be revoked.
-pub(crate) const MIGRATE_1_TO_2: &str = "ALTER TABLE kms_clients ADD COLUMN revoked_ms BIGINT;
-ALTER TABLE kms_clients ADD COLUMN revoked_reason TEXT;";
+/// Every step after version 1, in order. A new database is created at
+/// [`BASE_SCHEMA_VERSION`] and then walks the same steps an old one does,
+/// so both end with exactly the same tables.
+pub(crate) const MIGRATIONS: &[Migration] = &[
+    // Clients can be revoked.
+    Migration {
+        to: 2,
+        sql: "ALTER TABLE kms_clients ADD COLUMN revoked_ms BIGINT;
+ALTER TABLE kms_clients ADD COLUMN revoked_reason TEXT;",
+    },
+];
+
+/// The version of the `SCHEMA` text each store creates a new database with.
+pub(crate) const BASE_SCHEMA_VERSION: i64 = 2;
+
+/// The schema version this build writes and reads.
+pub const SCHEMA_VERSION: i64 = match MIGRATIONS.last() {
+    Some(m) => m.to,
+    None => BASE_SCHEMA_VERSION,
+};
+
+/// The steps that take a database at `version` to [`SCHEMA_VERSION`].
+pub(crate) fn migrations_after(version: i64) -> impl Iterator<Item = &'static Migration> {
+    MIGRATIONS.iter().filter(move |m| m.to > version)
+}
 
 /// Metadata names.
 pub mod meta {

@@ -12,9 +12,9 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, NoTls, Row};
 
 use super::{
-    attach_versions, decode_labels, decode_policy, encode_labels, encode_policy, meta, to_u32,
-    to_u64, version_info, MaterialRow, StateChange, Store, StoreFuture, MIGRATE_1_TO_2,
-    SCHEMA_VERSION,
+    attach_versions, decode_labels, decode_policy, encode_labels, encode_policy, meta,
+    migrations_after, to_u32, to_u64, version_info, MaterialRow, StateChange, Store, StoreFuture,
+    BASE_SCHEMA_VERSION, SCHEMA_VERSION,
 };
 use crate::audit::{seal_entry, GENESIS};
 use crate::error::{KmsError, Result};
@@ -141,27 +141,26 @@ impl PostgresStore {
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await?;
         let exists: bool =
             tx.query_one("SELECT to_regclass('kms_schema') IS NOT NULL", &[]).await?.try_get(0)?;
-        if exists {
-            let mut version: i64 =
-                tx.query_one("SELECT max(version) FROM kms_schema", &[]).await?.try_get(0)?;
-            if version == 1 {
-                tx.batch_execute(MIGRATE_1_TO_2).await?;
-                tx.execute("INSERT INTO kms_schema VALUES (2)", &[]).await?;
-                version = 2;
-            }
-            if version != SCHEMA_VERSION {
-                return Err(KmsError::Store(format!(
-                    "the database has schema version {version}; this build uses {SCHEMA_VERSION}"
-                )));
-            }
+        let version: i64 = if exists {
+            tx.query_one("SELECT max(version) FROM kms_schema", &[]).await?.try_get(0)?
         } else {
             tx.batch_execute(SCHEMA).await?;
-            tx.execute("INSERT INTO kms_schema VALUES ($1)", &[&SCHEMA_VERSION]).await?;
+            tx.execute("INSERT INTO kms_schema VALUES ($1)", &[&BASE_SCHEMA_VERSION]).await?;
             tx.execute(
                 "INSERT INTO kms_audit_head (id, seq, hash) VALUES (1, 0, $1)",
                 &[&GENESIS.as_slice()],
             )
             .await?;
+            BASE_SCHEMA_VERSION
+        };
+        if version > SCHEMA_VERSION {
+            return Err(KmsError::Store(format!(
+                "the database has schema version {version}; this build uses {SCHEMA_VERSION}"
+            )));
+        }
+        for step in migrations_after(version) {
+            tx.batch_execute(step.sql).await?;
+            tx.execute("INSERT INTO kms_schema VALUES ($1)", &[&step.to]).await?;
         }
         tx.commit().await?;
         drop(lease);

@@ -12,8 +12,9 @@ use std::sync::{Arc, Mutex};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
 use super::{
-    attach_versions, decode_labels, decode_policy, encode_labels, encode_policy, meta, to_u64,
-    version_info, MaterialRow, StateChange, Store, StoreFuture, MIGRATE_1_TO_2, SCHEMA_VERSION,
+    attach_versions, decode_labels, decode_policy, encode_labels, encode_policy, meta,
+    migrations_after, to_u64, version_info, MaterialRow, StateChange, Store, StoreFuture,
+    BASE_SCHEMA_VERSION, SCHEMA_VERSION,
 };
 use crate::audit::{seal_entry, GENESIS};
 use crate::error::{KmsError, Result};
@@ -140,23 +141,22 @@ impl SqliteStore {
         )?;
         if !has_schema {
             conn.execute_batch(&format!(
-                "BEGIN IMMEDIATE; {SCHEMA} INSERT INTO kms_schema VALUES ({SCHEMA_VERSION}); COMMIT;"
+                "BEGIN IMMEDIATE; {SCHEMA} INSERT INTO kms_schema VALUES ({BASE_SCHEMA_VERSION}); COMMIT;"
             ))?;
-            return Ok(());
         }
-        let mut version: i64 =
+        let version: i64 =
             conn.query_row("SELECT max(version) FROM kms_schema", [], |r| r.get(0))?;
-        if version == 1 {
-            conn.execute_batch(&format!(
-                "BEGIN IMMEDIATE; {MIGRATE_1_TO_2} INSERT INTO kms_schema VALUES (2); COMMIT;"
-            ))?;
-            version = 2;
-        }
-        if version != SCHEMA_VERSION {
+        if version > SCHEMA_VERSION {
             return Err(KmsError::Store(format!(
                 "{} has schema version {version}; this build uses {SCHEMA_VERSION}",
                 path.display()
             )));
+        }
+        for step in migrations_after(version) {
+            conn.execute_batch(&format!(
+                "BEGIN IMMEDIATE; {} INSERT INTO kms_schema VALUES ({}); COMMIT;",
+                step.sql, step.to
+            ))?;
         }
         Ok(())
     }
