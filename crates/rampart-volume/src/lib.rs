@@ -12,10 +12,12 @@ mod clone;
 pub mod crashsim;
 mod crypt;
 mod file;
+pub mod gate;
 pub mod lock;
 mod mem;
 mod ordered;
 pub mod reencrypt;
+mod replaceable;
 mod restore;
 mod volume;
 mod wipe;
@@ -27,9 +29,11 @@ pub use file::FileDevice;
 pub use mem::MemDevice;
 pub use ordered::read_in_order;
 pub use reencrypt::{Outcome, ReencryptError, ReencryptOptions, ReencryptingDevice, Reencryption};
+pub use replaceable::ReplaceableDevice;
 pub use restore::restore_header;
 pub use volume::{
-    sector_cipher_kind, HeaderFile, ReleasedHeader, Volume, VolumeError, VolumePaths,
+    sector_cipher_kind, segment_device, HeaderFile, ReleasedHeader, Volume, VolumeError,
+    VolumePaths,
 };
 pub use wipe::{wipe_data, wipe_random};
 

@@ -23,7 +23,11 @@
 //!
 //! A volume in the middle of a reencryption is served by
 //! [`ReencryptingDevice`]: below the boundary the new key, above it the
-//! old one, as dm-crypt maps it.
+//! old one, as dm-crypt maps it. Given that device
+//! ([`ReencryptOptions::serving`]), a run re-encrypts the volume while it
+//! is in use: each hotzone is read only after the device has closed it to
+//! its clients (see [`crate::gate`]), so no write is lost between the
+//! read and the write of a hotzone, and there is no read-ahead.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,6 +36,7 @@ use std::sync::{mpsc, Arc};
 use rampart_crypto::{digest_into, SecretBytes};
 use rampart_luks::{Luks, MetadataIo, ReencryptState, Resilience};
 
+use crate::gate::ZoneGate;
 use crate::lock::ReencryptionLock;
 use crate::{
     check_range, sector_cipher_kind, BlockDevice, CryptDevice, CryptLayout, FileDevice,
@@ -56,6 +61,10 @@ pub struct ReencryptOptions {
     /// of the next one and return [`ReencryptError::SimulatedCrash`],
     /// leaving the header as a crash would.
     pub crash_after: Option<u64>,
+    /// The device serving the volume meanwhile (online reencryption): each
+    /// hotzone is closed to its clients while it is re-encrypted, and the
+    /// device's boundary moves with the run.
+    pub serving: Option<Arc<ReencryptingDevice>>,
 }
 
 /// How a run ended.
@@ -202,6 +211,31 @@ impl Reencryption {
             paths.data.display().to_string(),
             luks,
             Arc::new(raw),
+            old_key,
+            new_key,
+            Some(lock),
+        )
+    }
+
+    /// Opens the reencryption recorded in the header of `paths` over `raw`,
+    /// the data device a server of the volume already holds open (and
+    /// holds the data-writer lock on), under cryptsetup's reencryption
+    /// lock.
+    pub fn open_served(
+        paths: &VolumePaths,
+        raw: SharedDevice,
+        old_key: &SecretBytes,
+        new_key: &SecretBytes,
+    ) -> Result<Self, VolumeError> {
+        let (_, luks, _) = paths.load_released()?;
+        let lock = ReencryptionLock::try_acquire(luks.uuid())
+            .map_err(|e| io_err(paths, "cannot lock the reencryption of", e))?;
+        let (_, luks, _) = paths.load_released()?;
+        Self::with(
+            Header::Paths(paths.clone()),
+            paths.data.display().to_string(),
+            luks,
+            raw,
             old_key,
             new_key,
             Some(lock),
@@ -396,10 +430,25 @@ impl Reencryption {
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Outcome, ReencryptError> {
         if let Some((start, len)) = self.state.hotzone {
-            self.recover(start, len)?;
+            match &options.serving {
+                Some(device) => {
+                    device.gate.begin_zone(start, len);
+                    let recovered = self.recover(start, len);
+                    match &recovered {
+                        Ok(()) => device.gate.end_zone(self.done),
+                        Err(_) => device.gate.fail_zone(),
+                    }
+                    recovered?;
+                }
+                None => self.recover(start, len)?,
+            }
         }
         let hot_max = self.hotzone_len(options.hotzone_size)?;
         let with_metadata = !matches!(self.state.resilience, Resilience::None);
+        if let Some(device) = options.serving.clone() {
+            let outcome = self.run_served(&device, hot_max, options, stop, progress)?;
+            return self.finish(outcome);
+        }
         // At most 1 GiB (hotzone_len bounds it).
         let buf_len = hot_max.min(self.size - self.done.min(self.size)) as usize;
         let raw = Arc::clone(&self.raw);
@@ -432,12 +481,7 @@ impl Reencryption {
             progress(self.done, self.size);
             while self.done < self.size {
                 if stop.load(Ordering::Relaxed) || options.stop_after.is_some_and(|n| zones >= n) {
-                    if !with_metadata {
-                        // The data first, then the header that says so.
-                        self.raw.flush().map_err(|e| self.data_io("cannot sync", e))?;
-                        self.checkpoint(None, None)?;
-                    }
-                    return Ok(Outcome::Stopped { done: self.done });
+                    return self.stop_here(with_metadata);
                 }
                 let mut buffer = full_rx
                     .recv()
@@ -453,6 +497,63 @@ impl Reencryption {
             }
             Ok(Outcome::Finished)
         })?;
+        self.finish(outcome)
+    }
+
+    /// The run loop of an online reencryption: each hotzone is closed to
+    /// the serving device's clients, then read, re-encrypted and written.
+    fn run_served(
+        &mut self,
+        device: &ReencryptingDevice,
+        hot_max: u64,
+        options: &ReencryptOptions,
+        stop: &AtomicBool,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<Outcome, ReencryptError> {
+        let with_metadata = !matches!(self.state.resilience, Resilience::None);
+        // At most 1 GiB (hotzone_len bounds it).
+        let mut buffer = vec![0u8; hot_max.min(self.size - self.done.min(self.size)) as usize];
+        let mut zones = 0u64;
+        progress(self.done, self.size);
+        while self.done < self.size {
+            if stop.load(Ordering::Relaxed) || options.stop_after.is_some_and(|n| zones >= n) {
+                return self.stop_here(with_metadata);
+            }
+            let start = self.done;
+            let len = hot_max.min(self.size - start);
+            let chunk = &mut buffer[..len as usize];
+            let crash = options.crash_after.is_some_and(|n| zones >= n);
+            device.gate.begin_zone(start, len);
+            let result = self
+                .raw
+                .read_at(chunk, self.state.new.offset + start)
+                .map_err(|e| ReencryptError::from(self.data_io("cannot read the data of", e)))
+                .and_then(|()| self.zone(chunk, crash, with_metadata));
+            match result {
+                Ok(()) => device.gate.end_zone(self.done),
+                Err(e) => {
+                    device.gate.fail_zone();
+                    return Err(e);
+                }
+            }
+            zones += 1;
+            progress(self.done, self.size);
+        }
+        Ok(Outcome::Finished)
+    }
+
+    /// Stops a run cleanly at a hotzone boundary.
+    fn stop_here(&mut self, with_metadata: bool) -> Result<Outcome, ReencryptError> {
+        if !with_metadata {
+            // The data first, then the header that says so.
+            self.raw.flush().map_err(|e| self.data_io("cannot sync", e))?;
+            self.checkpoint(None, None)?;
+        }
+        Ok(Outcome::Stopped { done: self.done })
+    }
+
+    /// Ends a run: after the last hotzone, the reencryption metadata goes.
+    fn finish(&mut self, outcome: Outcome) -> Result<Outcome, ReencryptError> {
         if outcome != Outcome::Finished {
             return Ok(outcome);
         }
@@ -524,13 +625,13 @@ impl Reencryption {
 pub struct ReencryptingDevice {
     old: CryptDevice<SharedDevice>,
     new: CryptDevice<SharedDevice>,
-    boundary: u64,
+    gate: ZoneGate,
 }
 
 impl std::fmt::Debug for ReencryptingDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ReencryptingDevice")
-            .field("boundary", &self.boundary)
+            .field("boundary", &self.gate.boundary())
             .finish_non_exhaustive()
     }
 }
@@ -572,19 +673,13 @@ impl ReencryptingDevice {
         let old = crypt_side(&raw, &state.old, size, old_key)?;
         let new = crypt_side(&raw, &state.new, size, new_key)?;
         let boundary = if state.complete { size } else { state.done.min(size) };
-        Ok(Self { old, new, boundary })
+        Ok(Self { old, new, gate: ZoneGate::new(boundary) })
     }
 
     /// Bytes under the new key.
     #[must_use]
     pub fn boundary(&self) -> u64 {
-        self.boundary
-    }
-
-    /// Splits `[offset, offset+len)` at the boundary: (new part, old part).
-    fn split(&self, offset: u64, len: u64) -> (u64, u64) {
-        let below = self.boundary.saturating_sub(offset).min(len);
-        (below, len - below)
+        self.gate.boundary()
     }
 
     /// Runs a data-less request on the part of the range under each key.
@@ -595,7 +690,8 @@ impl ReencryptingDevice {
         op: impl Fn(&CryptDevice<SharedDevice>, u64, u64) -> io::Result<()>,
     ) -> io::Result<()> {
         check_range(offset, len, self.len())?;
-        let (below, rest) = self.split(offset, len);
+        let passage = self.gate.enter(offset, len)?;
+        let (below, rest) = split(passage.boundary(), offset, len);
         if below > 0 {
             op(&self.new, offset, below)?;
         }
@@ -604,6 +700,12 @@ impl ReencryptingDevice {
         }
         Ok(())
     }
+}
+
+/// Splits `[offset, offset+len)` at `boundary`: (new part, old part).
+fn split(boundary: u64, offset: u64, len: u64) -> (u64, u64) {
+    let below = boundary.saturating_sub(offset).min(len);
+    (below, len - below)
 }
 
 impl BlockDevice for ReencryptingDevice {
@@ -617,7 +719,8 @@ impl BlockDevice for ReencryptingDevice {
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         check_range(offset, buf.len() as u64, self.len())?;
-        let (below, _) = self.split(offset, buf.len() as u64);
+        let passage = self.gate.enter(offset, buf.len() as u64)?;
+        let (below, _) = split(passage.boundary(), offset, buf.len() as u64);
         let (new_part, old_part) = buf.split_at_mut(below as usize);
         if !new_part.is_empty() {
             self.new.read_at(new_part, offset)?;
@@ -630,7 +733,8 @@ impl BlockDevice for ReencryptingDevice {
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         check_range(offset, buf.len() as u64, self.len())?;
-        let (below, _) = self.split(offset, buf.len() as u64);
+        let passage = self.gate.enter(offset, buf.len() as u64)?;
+        let (below, _) = split(passage.boundary(), offset, buf.len() as u64);
         let (new_part, old_part) = buf.split_at(below as usize);
         if !new_part.is_empty() {
             self.new.write_at(new_part, offset)?;

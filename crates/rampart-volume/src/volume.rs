@@ -160,6 +160,38 @@ impl MetadataIo for ReleasedHeader {
     }
 }
 
+/// The plaintext of the data segment of `luks` on `data`, under `key`
+/// (which the caller has verified).
+pub fn segment_device<D: BlockDevice>(
+    data: D,
+    luks: &Luks,
+    key: &SecretBytes,
+) -> Result<CryptDevice<D>, VolumeError> {
+    let segment = luks.segment()?;
+    let sector = u64::from(segment.sector_size);
+    let size = match segment.size {
+        Some(size) => size,
+        None => {
+            data.len().checked_sub(segment.offset).ok_or_else(|| {
+                rampart_luks::Error::Corrupt(format!(
+                    "the data segment starts at byte {} but the device has only {} bytes",
+                    segment.offset,
+                    data.len()
+                ))
+            })? / sector
+                * sector
+        }
+    };
+    let layout = CryptLayout {
+        offset: segment.offset,
+        size,
+        sector_size: segment.sector_size,
+        iv_tweak: segment.iv_tweak,
+    };
+    let cipher = SectorCipher::new(sector_cipher_kind(segment.cipher), key)?;
+    CryptDevice::new(data, layout, cipher).map_err(|e| VolumeError::io("cannot map the data", e))
+}
+
 /// An unlocked LUKS volume: its metadata and the plaintext block device of
 /// its data segment.
 #[derive(Debug)]
@@ -196,32 +228,14 @@ impl Volume {
         if !luks.verify_volume_key(key)? {
             return Err(rampart_luks::Error::NoKey.into());
         }
-        let segment = luks.segment()?;
         let data = FileDevice::open(&paths.data, read_only)
             .map_err(|e| VolumeError::io(format!("cannot open {}", paths.data.display()), e))?;
-        let sector = u64::from(segment.sector_size);
-        let size = match segment.size {
-            Some(size) => size,
-            None => {
-                data.len().checked_sub(segment.offset).ok_or_else(|| {
-                    rampart_luks::Error::Corrupt(format!(
-                        "the data segment starts at byte {} but the device has only {} bytes",
-                        segment.offset,
-                        data.len()
-                    ))
-                })? / sector
-                    * sector
+        let device = segment_device(data, &luks, key).map_err(|e| match e {
+            VolumeError::Io { source, .. } => {
+                VolumeError::io(format!("cannot use {}", paths.data.display()), source)
             }
-        };
-        let layout = CryptLayout {
-            offset: segment.offset,
-            size,
-            sector_size: segment.sector_size,
-            iv_tweak: segment.iv_tweak,
-        };
-        let cipher = SectorCipher::new(sector_cipher_kind(segment.cipher), key)?;
-        let device = CryptDevice::new(data, layout, cipher)
-            .map_err(|e| VolumeError::io(format!("cannot use {}", paths.data.display()), e))?;
+            other => other,
+        })?;
         Ok(Self { luks, device, slot: None })
     }
 

@@ -9,8 +9,10 @@ use std::sync::{mpsc, Arc};
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 
+use rampart_volume::reencrypt::SharedDevice;
 use rampart_volume::{
-    read_in_order, BlockDevice, ReencryptingDevice, Reencryption, Volume, VolumePaths,
+    read_in_order, segment_device, BlockDevice, FileDevice, ReencryptingDevice, Reencryption,
+    Volume, VolumePaths,
 };
 
 use crate::cli::{ExportArgs, ImportArgs, KeyArgs, TokenArgs, VolumeArgs};
@@ -50,20 +52,44 @@ pub fn open_with(
     Volume::with_key(paths, luks, &volume_key, read_only).map_err(map_open_error)
 }
 
+/// An unlocked volume's layers.
+pub struct OpenedVolume {
+    /// The data device, opened once.
+    pub raw: SharedDevice,
+    /// Its plaintext.
+    pub device: Arc<dyn BlockDevice>,
+    /// The same device, when the volume is in the middle of a
+    /// reencryption.
+    pub reencrypting: Option<Arc<ReencryptingDevice>>,
+    pub uuid: String,
+}
+
 /// Opens a volume's plaintext as a block device, also in the middle of a
 /// reencryption (then through both keys, as dm-crypt maps it, after
-/// repairing a hotzone a crash interrupted unless `read_only`).
-pub fn open_device(
+/// repairing a hotzone a crash interrupted unless `read_only`), with its
+/// layers kept apart for a server that may re-encrypt it online.
+pub fn open_layers(
     paths: &VolumePaths,
     source: &mut KeySource<'_>,
     read_only: bool,
-) -> anyhow::Result<Arc<dyn BlockDevice>> {
+) -> anyhow::Result<OpenedVolume> {
     let (header, luks) = load_released(paths)?;
+    let uuid = luks.uuid().to_owned();
+    let open_raw = || -> anyhow::Result<SharedDevice> {
+        let raw = FileDevice::open(&paths.data, read_only)
+            .with_context(|| format!("cannot open {}", paths.data.display()))?;
+        Ok(Arc::new(raw))
+    };
     let Some(state) = luks.reencrypt_state().map_err(luks_error)? else {
         let (_, volume_key) = source.unlock(&luks, &header, paths.header_path())?;
-        let volume =
-            Volume::with_key(paths, luks, &volume_key, read_only).map_err(map_open_error)?;
-        return Ok(Arc::new(volume.into_device()));
+        if !luks.verify_volume_key(&volume_key).map_err(luks_error)? {
+            return Err(luks_error(rampart_luks::Error::NoKey));
+        }
+        let raw = open_raw()?;
+        let device = segment_device(Arc::clone(&raw), &luks, &volume_key)
+            .map_err(map_open_error)
+            .with_context(|| format!("cannot use {}", paths.data.display()))?;
+        return Ok(OpenedVolume { raw, device: Arc::new(device), reencrypting: None, uuid });
     };
     source.unlock(&luks, &header, paths.header_path())?;
     let passphrase = source.passphrase().ok_or_else(|| {
@@ -83,9 +109,17 @@ pub fn open_device(
     } else {
         luks
     };
-    let device = ReencryptingDevice::open(paths, &luks, &old_key, &new_key, read_only)
-        .map_err(map_open_error)?;
-    Ok(Arc::new(device))
+    let raw = open_raw()?;
+    let device = Arc::new(
+        ReencryptingDevice::on(Arc::clone(&raw), &luks, &old_key, &new_key)
+            .map_err(map_open_error)?,
+    );
+    Ok(OpenedVolume {
+        raw,
+        device: Arc::clone(&device) as Arc<dyn BlockDevice>,
+        reencrypting: Some(device),
+        uuid,
+    })
 }
 
 /// A wrong passphrase is exit status 2; anything else stays a runtime error.

@@ -1,6 +1,7 @@
 mod bench;
 mod bind;
 mod clone;
+mod control;
 mod copy;
 mod docs;
 mod file;

@@ -2,6 +2,7 @@
 //! new volume key, on cryptsetup's reencryption metadata.
 
 use std::io::Write;
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -12,6 +13,7 @@ use rampart_volume::{Outcome, ReencryptError, ReencryptOptions, Reencryption, Vo
 use serde_json::json;
 
 use crate::cli::ReencryptArgs;
+use crate::commands::control;
 use crate::commands::copy::progress;
 use crate::commands::luks::{load_released, luks_error, paths, pbkdf_choice, relock, warn};
 use crate::passphrase::Source;
@@ -56,6 +58,8 @@ pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
     // The header's "reencryption in progress" warning is this command's
     // own business: the others are shown.
     let (header, luks, mut report) = paths.load_released()?;
+    // A server of the volume takes the job over (online reencryption).
+    let served = control::connect(luks.uuid());
     report.warnings.retain(|w| !w.starts_with("a reencryption is in progress"));
     warn(&report);
     if luks.version() != LuksVersion::Luks2 {
@@ -111,7 +115,7 @@ pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    resume(args, &paths, &old_key, &new_key)
+    resume(args, &paths, &old_key, &new_key, served)
 }
 
 fn parse_resilience(args: &ReencryptArgs, block_size: u32) -> anyhow::Result<Resilience> {
@@ -260,52 +264,64 @@ fn resume(
     paths: &VolumePaths,
     old_key: &SecretBytes,
     new_key: &SecretBytes,
+    served: Option<UnixStream>,
 ) -> anyhow::Result<()> {
-    let job = Reencryption::open(paths, old_key, new_key).map_err(|e| match e {
-        rampart_volume::VolumeError::Luks(inner) => luks_error(inner),
-        other => anyhow::Error::from(other),
-    })?;
-    let options = ReencryptOptions {
-        hotzone_size: args.hotzone_size,
-        stop_after: env_number(STOP_ENV)?,
-        crash_after: env_number(CRASH_ENV)?,
-    };
-    let total = job.size();
-    let bar = if args.json || args.quiet { None } else { progress(total) };
+    let stop_after = env_number(STOP_ENV)?;
+    let crash_after = env_number(CRASH_ENV)?;
+    let bar = if args.json || args.quiet { None } else { progress(0) };
     let started = Instant::now();
-    let first = job.done();
+    let (mut first, mut total) = (None, 0);
     watch_signals();
-    let mut report = |done: u64, total: u64| {
+    let mut report = |done: u64, size: u64| {
+        let first = *first.get_or_insert(done);
+        total = size;
         if let Some(bar) = &bar {
+            bar.set_length(size);
             bar.set_position(done);
         }
         if args.json {
             let secs = started.elapsed().as_secs_f64();
             let rate = if secs > 0.0 { (done - first) as f64 / secs } else { 0.0 };
-            let eta = if rate > 0.0 { (total - done) as f64 / rate } else { 0.0 };
-            let line = json!({"event": "progress", "done": done, "total": total,
+            let eta = if rate > 0.0 { (size - done) as f64 / rate } else { 0.0 };
+            let line = json!({"event": "progress", "done": done, "total": size,
                 "bytes_per_second": rate.round(), "eta_seconds": eta.round()});
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "{line}");
             let _ = out.flush();
         }
     };
-    let outcome = job.run(&options, &INTERRUPTED, &mut report);
+    let outcome = match served {
+        // The volume is being served: the server does the work, online.
+        Some(stream) => {
+            if crash_after.is_some() {
+                return Err(UsageError(format!("${CRASH_ENV} works offline only")).into());
+            }
+            control::reencrypt_remote(
+                stream,
+                old_key,
+                new_key,
+                args.hotzone_size,
+                stop_after,
+                &INTERRUPTED,
+                &mut report,
+            )
+            .with_context(|| format!("online reencryption of {} failed", paths.data.display()))
+        }
+        None => offline(
+            paths,
+            old_key,
+            new_key,
+            args.hotzone_size,
+            stop_after,
+            crash_after,
+            &mut report,
+        ),
+    };
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
-    let outcome = match outcome {
-        Ok(outcome) => outcome,
-        Err(ReencryptError::SimulatedCrash(_)) => std::process::exit(137),
-        Err(ReencryptError::Volume(e)) => {
-            return Err(match e {
-                rampart_volume::VolumeError::Luks(inner) => luks_error(inner),
-                other => other.into(),
-            })
-            .with_context(|| format!("reencryption of {} failed", paths.data.display()))
-        }
-        Err(other) => return Err(other.into()),
-    };
+    let outcome = outcome?;
+    let first = first.unwrap_or(total);
     let secs = started.elapsed().as_secs_f64();
     match outcome {
         Outcome::Finished => {
@@ -339,4 +355,31 @@ fn resume(
         _ => {}
     }
     Ok(())
+}
+
+/// Runs the reencryption in this process.
+fn offline(
+    paths: &VolumePaths,
+    old_key: &SecretBytes,
+    new_key: &SecretBytes,
+    hotzone_size: Option<u64>,
+    stop_after: Option<u64>,
+    crash_after: Option<u64>,
+    report: &mut dyn FnMut(u64, u64),
+) -> anyhow::Result<Outcome> {
+    let job = Reencryption::open(paths, old_key, new_key).map_err(|e| match e {
+        rampart_volume::VolumeError::Luks(inner) => luks_error(inner),
+        other => anyhow::Error::from(other),
+    })?;
+    let options = ReencryptOptions { hotzone_size, stop_after, crash_after, serving: None };
+    match job.run(&options, &INTERRUPTED, report) {
+        Ok(outcome) => Ok(outcome),
+        Err(ReencryptError::SimulatedCrash(_)) => std::process::exit(137),
+        Err(ReencryptError::Volume(e)) => Err(match e {
+            rampart_volume::VolumeError::Luks(inner) => luks_error(inner),
+            other => other.into(),
+        })
+        .with_context(|| format!("reencryption of {} failed", paths.data.display())),
+        Err(other) => Err(other.into()),
+    }
 }

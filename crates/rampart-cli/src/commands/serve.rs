@@ -2,13 +2,15 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Context;
 use rampart_nbd::{Bound, Export, Limits, Server, ServerConfig, TlsMode};
 use rampart_volume::{BlockDevice, VolumePaths};
 
 use crate::cli::ServeArgs;
-use crate::commands::copy::open_device;
+use crate::commands::control::{self, ServedVolume};
+use crate::commands::copy::open_layers;
 use crate::commands::heartbeat::{self, HeldVolume};
 use crate::commands::keysource::KeySource;
 use crate::commands::kms;
@@ -49,9 +51,29 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let mut source = KeySource::new(&args.key, &args.tokens, "Enter passphrase: ");
     let mut exports = Vec::new();
     let mut held = Vec::new();
+    // Removed on return: a writable volume's socket for online reencryption.
+    let mut _control_sockets = Vec::new();
     for (path, name) in exports_wanted {
         let paths = VolumePaths::new(&path, args.header.as_deref());
-        let device = open_device(&paths, &mut source, args.read_only)?;
+        let opened = open_layers(&paths, &mut source, args.read_only)?;
+        let device = if args.read_only {
+            opened.device
+        } else {
+            let served = Arc::new(ServedVolume::new(
+                paths.clone(),
+                opened.raw,
+                opened.device,
+                opened.reencrypting,
+            ));
+            match control::listen(&opened.uuid, Arc::clone(&served)) {
+                Ok(socket) => _control_sockets.push(socket),
+                Err(e) => eprintln!(
+                    "warning: {}: no online reencryption while served: {e:#}",
+                    path.display()
+                ),
+            }
+            served.device()
+        };
         if let Some(token) = source.unlocked_by() {
             held.push(HeldVolume {
                 export: name.clone(),

@@ -1,0 +1,312 @@
+//! The control socket of `rampart serve`, through which `rampart
+//! reencrypt` re-encrypts a volume while it is served (cryptsetup's online
+//! reencryption, where dm-crypt keeps serving the device).
+//!
+//! A writable volume's server listens on `/run/rampart/control/UUID.sock`
+//! (a directory only its owner may enter). `reencrypt` writes the
+//! reencryption metadata itself, as it does offline, then connects and
+//! sends one request: a JSON line, followed by the old and the new volume
+//! key as raw bytes. The server checks both keys against the header, puts
+//! a [`ReencryptingDevice`] in place of the volume's single-key layer and
+//! runs the reencryption on it while clients go on, answering with JSON
+//! lines of progress and a final event. When the connection closes early
+//! (the command was interrupted or killed) the run stops at the next
+//! hotzone boundary, as an interrupted offline run does.
+
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use anyhow::Context;
+use rampart_crypto::SecretBytes;
+use rampart_volume::reencrypt::SharedDevice;
+use rampart_volume::{
+    segment_device, BlockDevice, Outcome, ReencryptError, ReencryptOptions, ReencryptingDevice,
+    Reencryption, ReplaceableDevice, VolumePaths,
+};
+use serde::{Deserialize, Serialize};
+
+/// Where servers put their control sockets.
+pub const CONTROL_DIR: &str = "/run/rampart/control";
+
+/// The longest request line and the largest key accepted.
+const MAX_LINE: u64 = 4096;
+const MAX_KEY: usize = 512;
+
+/// The control socket of the volume with this LUKS UUID.
+#[must_use]
+pub fn socket_path(uuid: &str) -> PathBuf {
+    Path::new(CONTROL_DIR).join(format!("{uuid}.sock"))
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Request {
+    op: String,
+    old_key_bytes: usize,
+    new_key_bytes: usize,
+    hotzone_size: Option<u64>,
+    stop_after: Option<u64>,
+}
+
+/// One line of a server's answer.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    Progress { done: u64, total: u64 },
+    Finished { total: u64 },
+    Stopped { done: u64, total: u64 },
+    Error { message: String },
+}
+
+/// A volume `serve` writes, with what an online reencryption needs.
+pub struct ServedVolume {
+    paths: VolumePaths,
+    /// The data device, opened once (the data-writer lock is on it).
+    raw: SharedDevice,
+    /// What the export serves.
+    device: Arc<ReplaceableDevice>,
+    /// The two-key layer while a reencryption is under way.
+    reencrypting: Mutex<Option<Arc<ReencryptingDevice>>>,
+}
+
+impl ServedVolume {
+    #[must_use]
+    pub fn new(
+        paths: VolumePaths,
+        raw: SharedDevice,
+        device: Arc<dyn BlockDevice>,
+        reencrypting: Option<Arc<ReencryptingDevice>>,
+    ) -> Self {
+        Self {
+            paths,
+            raw,
+            device: Arc::new(ReplaceableDevice::new(device)),
+            reencrypting: Mutex::new(reencrypting),
+        }
+    }
+
+    /// The device to export.
+    #[must_use]
+    pub fn device(&self) -> Arc<dyn BlockDevice> {
+        Arc::clone(&self.device) as Arc<dyn BlockDevice>
+    }
+
+    /// Runs the reencryption the header records, on the served device.
+    fn reencrypt(
+        &self,
+        request: &Request,
+        old_key: &SecretBytes,
+        new_key: &SecretBytes,
+        stop: &AtomicBool,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> anyhow::Result<Outcome> {
+        // Checks both keys against the header, and holds cryptsetup's
+        // reencryption lock for the run.
+        let job = Reencryption::open_served(&self.paths, Arc::clone(&self.raw), old_key, new_key)?;
+        let device = {
+            let mut slot = self.reencrypting.lock().unwrap_or_else(PoisonError::into_inner);
+            match &*slot {
+                Some(device) => Arc::clone(device),
+                None => {
+                    let (_, luks, _) = self.paths.load_released()?;
+                    let device = Arc::new(ReencryptingDevice::on(
+                        Arc::clone(&self.raw),
+                        &luks,
+                        old_key,
+                        new_key,
+                    )?);
+                    self.device.replace(Arc::clone(&device) as Arc<dyn BlockDevice>);
+                    *slot = Some(Arc::clone(&device));
+                    device
+                }
+            }
+        };
+        let options = ReencryptOptions {
+            hotzone_size: request.hotzone_size,
+            stop_after: request.stop_after,
+            crash_after: None,
+            serving: Some(device),
+        };
+        let outcome = job.run(&options, stop, progress).map_err(|e| match e {
+            ReencryptError::Volume(e) => anyhow::Error::from(e),
+            other => other.into(),
+        })?;
+        if outcome == Outcome::Finished {
+            // One key again: back to the plain layer.
+            let (_, luks, _) = self.paths.load_released()?;
+            let plain = segment_device(Arc::clone(&self.raw), &luks, new_key)?;
+            let mut slot = self.reencrypting.lock().unwrap_or_else(PoisonError::into_inner);
+            self.device.replace(Arc::new(plain));
+            *slot = None;
+        }
+        Ok(outcome)
+    }
+}
+
+/// A bound control socket; the file goes when it is dropped.
+pub struct ControlSocket {
+    path: PathBuf,
+}
+
+impl Drop for ControlSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Binds the control socket of `volume` (whose LUKS UUID is `uuid`) and
+/// answers requests on a thread of its own.
+pub fn listen(uuid: &str, volume: Arc<ServedVolume>) -> anyhow::Result<ControlSocket> {
+    let parent = Path::new(CONTROL_DIR).parent().unwrap_or(Path::new("/"));
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(parent)
+        .and_then(|()| std::fs::DirBuilder::new().recursive(true).mode(0o700).create(CONTROL_DIR))
+        .with_context(|| format!("cannot create {CONTROL_DIR}"))?;
+    // Keys pass through these sockets: only the owner may connect.
+    std::fs::set_permissions(CONTROL_DIR, std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("cannot restrict {CONTROL_DIR}"))?;
+    let path = socket_path(uuid);
+    // A socket left by a server that was killed: this process holds the
+    // data-writer lock, so no other server of the volume is alive.
+    let _ = std::fs::remove_file(&path);
+    let listener = UnixListener::bind(&path)
+        .with_context(|| format!("cannot listen on {}", path.display()))?;
+    std::thread::Builder::new()
+        .name("rampart-control".into())
+        .spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let volume = Arc::clone(&volume);
+                let _ = std::thread::Builder::new()
+                    .name("rampart-reencrypt".into())
+                    .spawn(move || answer(&volume, stream));
+            }
+        })
+        .context("cannot start the control thread")?;
+    Ok(ControlSocket { path })
+}
+
+fn send(stream: &mut UnixStream, event: &Event) -> io::Result<()> {
+    let mut line = serde_json::to_vec(event).map_err(io::Error::other)?;
+    line.push(b'\n');
+    stream.write_all(&line)
+}
+
+fn answer(volume: &ServedVolume, mut stream: UnixStream) {
+    let event = match serve_request(volume, &mut stream) {
+        Ok(event) => event,
+        Err(e) => Event::Error { message: format!("{e:#}") },
+    };
+    let _ = send(&mut stream, &event);
+}
+
+fn read_key(reader: &mut impl Read, len: usize) -> anyhow::Result<SecretBytes> {
+    if len == 0 || len > MAX_KEY {
+        anyhow::bail!("a volume key of {len} bytes");
+    }
+    let mut key = SecretBytes::zeroed(len);
+    reader.read_exact(key.expose_mut()).context("the request ended early")?;
+    Ok(key)
+}
+
+fn serve_request(volume: &ServedVolume, stream: &mut UnixStream) -> anyhow::Result<Event> {
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut line = Vec::new();
+    (&mut reader).take(MAX_LINE).read_until(b'\n', &mut line)?;
+    let request: Request = serde_json::from_slice(&line).context("a malformed request")?;
+    if request.op != "reencrypt" {
+        anyhow::bail!("unknown request '{}'", request.op);
+    }
+    let old_key = read_key(&mut reader, request.old_key_bytes)?;
+    let new_key = read_key(&mut reader, request.new_key_bytes)?;
+    // The requester closing its end (interrupted, killed) stops the run
+    // at the next hotzone boundary.
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut byte = [0u8; 1];
+            while matches!(reader.read(&mut byte), Ok(n) if n > 0) {}
+            stop.store(true, Ordering::Relaxed);
+        });
+    }
+    let mut total = 0;
+    let mut progress = |done: u64, size: u64| {
+        total = size;
+        if send(stream, &Event::Progress { done, total: size }).is_err() {
+            stop.store(true, Ordering::Relaxed);
+        }
+    };
+    let outcome = volume.reencrypt(&request, &old_key, &new_key, &stop, &mut progress)?;
+    Ok(match outcome {
+        Outcome::Stopped { done } => Event::Stopped { done, total },
+        _ => Event::Finished { total },
+    })
+}
+
+/// Connects to the server of the volume with this UUID, if one is
+/// serving it.
+#[must_use]
+pub fn connect(uuid: &str) -> Option<UnixStream> {
+    UnixStream::connect(socket_path(uuid)).ok()
+}
+
+/// Hands the reencryption to the server at the other end of `stream` and
+/// follows it: `progress` gets each report; `interrupted` set stops the
+/// run at the next hotzone boundary.
+pub fn reencrypt_remote(
+    mut stream: UnixStream,
+    old_key: &SecretBytes,
+    new_key: &SecretBytes,
+    hotzone_size: Option<u64>,
+    stop_after: Option<u64>,
+    interrupted: &AtomicBool,
+    progress: &mut dyn FnMut(u64, u64),
+) -> anyhow::Result<Outcome> {
+    let request = Request {
+        op: "reencrypt".into(),
+        old_key_bytes: old_key.len(),
+        new_key_bytes: new_key.len(),
+        hotzone_size,
+        stop_after,
+    };
+    let mut message = serde_json::to_vec(&request)?;
+    message.push(b'\n');
+    stream.write_all(&message)?;
+    stream.write_all(old_key.expose())?;
+    stream.write_all(new_key.expose())?;
+    stream.set_read_timeout(Some(Duration::from_millis(200)))?;
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut told_to_stop = false;
+    let mut line = Vec::new();
+    loop {
+        if interrupted.load(Ordering::Relaxed) && !told_to_stop {
+            stream.shutdown(std::net::Shutdown::Write)?;
+            told_to_stop = true;
+        }
+        match (&mut reader).take(MAX_LINE).read_until(b'\n', &mut line) {
+            Ok(0) => anyhow::bail!("the server stopped answering (it may have been killed); run `rampart reencrypt --resume-only` to go on"),
+            Ok(_) if line.ends_with(b"\n") => {}
+            Ok(_) if line.len() as u64 > MAX_LINE => anyhow::bail!("the server sent a line too long"),
+            Ok(_) => continue,
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                continue
+            }
+            Err(e) => return Err(e).context("lost the server"),
+        }
+        let event: Event =
+            serde_json::from_slice(&line).context("the server sent a malformed answer")?;
+        line.clear();
+        match event {
+            Event::Progress { done, total } => progress(done, total),
+            Event::Finished { .. } => return Ok(Outcome::Finished),
+            Event::Stopped { done, .. } => return Ok(Outcome::Stopped { done }),
+            Event::Error { message } => anyhow::bail!("the server: {message}"),
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! The boundary between the two keys of a volume re-encrypted while it is
+//! in use, and the range lock that lets the reencryption move it.
+//!
+//! Client requests pass through [`ZoneGate::enter`], which records their
+//! range for as long as they run and tells them where the boundary is.
+//! The reencryption announces each hotzone with [`ZoneGate::begin_zone`]:
+//! from then on requests touching the hotzone wait, and the call itself
+//! waits until the requests already inside it have finished. Only then is
+//! the hotzone read, re-encrypted and written, and [`ZoneGate::end_zone`]
+//! moves the boundary past it and lets the waiting requests in — under
+//! the new key. Requests elsewhere on the volume never wait.
+//!
+//! A request is therefore always entirely on one side of every change of
+//! the boundary it could observe, and a write acknowledged before a
+//! hotzone was read is part of what the hotzone re-encrypts.
+
+use std::io;
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+/// The longest pause the reencryption takes between two hotzones to leave
+/// the device to its clients.
+const MAX_REST: Duration = Duration::from_millis(250);
+
+#[derive(Debug, Default)]
+struct GateState {
+    boundary: u64,
+    /// The hotzone being re-encrypted: `[start, end)`.
+    hot: Option<(u64, u64)>,
+    /// A hotzone whose reencryption failed part-way: its data is partly
+    /// under each key until a restart recovers it from the resilience
+    /// data, so requests touching it fail instead of reading garbage.
+    broken: Option<(u64, u64)>,
+    /// Ranges of the requests in progress.
+    inflight: Vec<(u64, u64)>,
+    /// Requests that entered since the last hotzone began.
+    entered: u64,
+    /// How long the last hotzone kept its range closed.
+    last_zone: Duration,
+    zone_started: Option<Instant>,
+}
+
+fn overlaps(a: (u64, u64), b: (u64, u64)) -> bool {
+    a.0 < b.1 && b.0 < a.1
+}
+
+/// See the module documentation.
+#[derive(Debug, Default)]
+pub struct ZoneGate {
+    state: Mutex<GateState>,
+    changed: Condvar,
+}
+
+/// A request's passage through the gate: while it lives, no hotzone that
+/// overlaps the request begins.
+#[derive(Debug)]
+pub struct Passage<'a> {
+    gate: &'a ZoneGate,
+    range: (u64, u64),
+    boundary: u64,
+}
+
+impl Passage<'_> {
+    /// Bytes below this offset are under the new key for the whole
+    /// request.
+    #[must_use]
+    pub fn boundary(&self) -> u64 {
+        self.boundary
+    }
+}
+
+impl Drop for Passage<'_> {
+    fn drop(&mut self) {
+        let mut state = self.gate.lock();
+        if let Some(i) = state.inflight.iter().position(|&r| r == self.range) {
+            state.inflight.swap_remove(i);
+        }
+        if state.hot.is_some() {
+            self.gate.changed.notify_all();
+        }
+    }
+}
+
+impl ZoneGate {
+    #[must_use]
+    pub fn new(boundary: u64) -> Self {
+        Self {
+            state: Mutex::new(GateState { boundary, ..GateState::default() }),
+            changed: Condvar::new(),
+        }
+    }
+
+    // A panic while holding the lock leaves plain numbers behind, which
+    // stay meaningful: carry on with them.
+    fn lock(&self) -> MutexGuard<'_, GateState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Where the boundary is now.
+    #[must_use]
+    pub fn boundary(&self) -> u64 {
+        self.lock().boundary
+    }
+
+    /// Lets a request for `[offset, offset+len)` in, once no hotzone
+    /// overlaps it.
+    pub fn enter(&self, offset: u64, len: u64) -> io::Result<Passage<'_>> {
+        let range = (offset, offset.saturating_add(len));
+        let mut state = self.lock();
+        loop {
+            if state.broken.is_some_and(|b| overlaps(b, range)) {
+                return Err(io::Error::other(
+                    "this range was being re-encrypted when the reencryption failed; restart the server to recover it",
+                ));
+            }
+            if !state.hot.is_some_and(|h| overlaps(h, range)) {
+                break;
+            }
+            state = self.changed.wait(state).unwrap_or_else(PoisonError::into_inner);
+        }
+        state.inflight.push(range);
+        state.entered += 1;
+        Ok(Passage { gate: self, range, boundary: state.boundary })
+    }
+
+    /// Closes `[start, start+len)` to new requests and waits for those
+    /// inside it to finish. When clients were busy during the previous
+    /// hotzone, first rests as long as that hotzone took (at most
+    /// [`MAX_REST`]), so that the reencryption takes at most about half
+    /// of the device's time from them.
+    pub fn begin_zone(&self, start: u64, len: u64) {
+        let rest = {
+            let state = self.lock();
+            if state.entered > 0 {
+                state.last_zone.min(MAX_REST)
+            } else {
+                Duration::ZERO
+            }
+        };
+        if !rest.is_zero() {
+            std::thread::sleep(rest);
+        }
+        let zone = (start, start.saturating_add(len));
+        let mut state = self.lock();
+        state.hot = Some(zone);
+        state.entered = 0;
+        state.zone_started = Some(Instant::now());
+        while state.inflight.iter().any(|&r| overlaps(r, zone)) {
+            state = self.changed.wait(state).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// The hotzone is done: the boundary moves to `boundary` and the
+    /// waiting requests go on.
+    pub fn end_zone(&self, boundary: u64) {
+        let mut state = self.lock();
+        state.boundary = boundary;
+        // A failed hotzone recovered (the same range, done again).
+        if let (Some(hot), Some(broken)) = (state.hot, state.broken) {
+            if hot.0 <= broken.0 && broken.1 <= hot.1 {
+                state.broken = None;
+            }
+        }
+        state.hot = None;
+        if let Some(started) = state.zone_started.take() {
+            state.last_zone = started.elapsed();
+        }
+        self.changed.notify_all();
+    }
+
+    /// The hotzone failed part-way: requests touching it fail from now on;
+    /// the rest of the volume stays in service.
+    pub fn fail_zone(&self) {
+        let mut state = self.lock();
+        state.broken = state.hot.take();
+        state.zone_started = None;
+        self.changed.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    #[test]
+    fn a_request_inside_the_hotzone_waits_for_its_end_and_sees_the_new_boundary() {
+        let gate = Arc::new(ZoneGate::new(0));
+        gate.begin_zone(0, 4096);
+        let entered = Arc::new(AtomicBool::new(false));
+        let waiter = {
+            let (gate, entered) = (Arc::clone(&gate), Arc::clone(&entered));
+            std::thread::spawn(move || {
+                let passage = gate.enter(1024, 512).unwrap();
+                entered.store(true, Ordering::SeqCst);
+                passage.boundary()
+            })
+        };
+        // Elsewhere on the volume nothing waits.
+        assert_eq!(gate.enter(8192, 4096).unwrap().boundary(), 0);
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!entered.load(Ordering::SeqCst));
+        gate.end_zone(4096);
+        assert_eq!(waiter.join().unwrap(), 4096);
+    }
+
+    #[test]
+    fn a_hotzone_waits_for_the_requests_already_inside_it() {
+        let gate = Arc::new(ZoneGate::new(0));
+        let passage = gate.enter(0, 512).unwrap();
+        let begun = Arc::new(AtomicBool::new(false));
+        let zone = {
+            let (gate, begun) = (Arc::clone(&gate), Arc::clone(&begun));
+            std::thread::spawn(move || {
+                gate.begin_zone(0, 4096);
+                begun.store(true, Ordering::SeqCst);
+                gate.end_zone(4096);
+            })
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!begun.load(Ordering::SeqCst));
+        drop(passage);
+        zone.join().unwrap();
+        assert_eq!(gate.boundary(), 4096);
+    }
+
+    #[test]
+    fn a_failed_hotzone_refuses_requests_that_touch_it_only() {
+        let gate = ZoneGate::new(0);
+        gate.begin_zone(4096, 4096);
+        gate.fail_zone();
+        assert!(gate.enter(4000, 200).is_err());
+        assert!(gate.enter(0, 4096).is_ok());
+        assert!(gate.enter(8192, 4096).is_ok());
+    }
+}
