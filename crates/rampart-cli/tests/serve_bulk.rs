@@ -73,35 +73,6 @@ fn read_full(reader: &mut impl Read, buffer: &mut [u8]) -> usize {
     filled
 }
 
-/// The volume key from `cryptsetup luksDump --dump-volume-key`.
-fn cryptsetup_volume_key(vol: &Path, key: &Path) -> String {
-    let out = ok(
-        "cryptsetup luksDump --dump-volume-key",
-        run(
-            "cryptsetup",
-            &["luksDump", "--dump-volume-key", "--batch-mode", "--key-file", p(key), p(vol)],
-        ),
-    );
-    let dump = text(&out.stdout);
-    let mut lines = dump.lines();
-    let first = lines
-        .by_ref()
-        .find_map(|l| l.strip_prefix("MK dump:").or_else(|| l.strip_prefix("Volume key:")))
-        .unwrap_or_else(|| panic!("no volume key in cryptsetup's output:\n{dump}"));
-    let mut hex: String = first.split_whitespace().collect();
-    for line in lines {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let continues = line.starts_with(char::is_whitespace)
-            && !words.is_empty()
-            && words.iter().all(|w| w.len() == 2 && w.chars().all(|c| c.is_ascii_hexdigit()));
-        if !continues {
-            break;
-        }
-        hex.extend(words);
-    }
-    hex
-}
-
 #[test]
 fn one_gib_through_nbdcopy_and_back_matches_export_and_ciphertext() {
     require(&["nbdcopy", "cryptsetup", "python3"]);

@@ -158,6 +158,35 @@ pub fn export_range(vol: &Path, key: &Path, offset: u64, length: u64) -> Vec<u8>
     out.stdout
 }
 
+/// The volume key from `cryptsetup luksDump --dump-volume-key`.
+pub fn cryptsetup_volume_key(vol: &Path, key: &Path) -> String {
+    let out = ok(
+        "cryptsetup luksDump --dump-volume-key",
+        run(
+            "cryptsetup",
+            &["luksDump", "--dump-volume-key", "--batch-mode", "--key-file", p(key), p(vol)],
+        ),
+    );
+    let dump = text(&out.stdout);
+    let mut lines = dump.lines();
+    let first = lines
+        .by_ref()
+        .find_map(|l| l.strip_prefix("MK dump:").or_else(|| l.strip_prefix("Volume key:")))
+        .unwrap_or_else(|| panic!("no volume key in cryptsetup's output:\n{dump}"));
+    let mut hex: String = first.split_whitespace().collect();
+    for line in lines {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let continues = line.starts_with(char::is_whitespace)
+            && !words.is_empty()
+            && words.iter().all(|w| w.len() == 2 && w.chars().all(|c| c.is_ascii_hexdigit()));
+        if !continues {
+            break;
+        }
+        hex.extend(words);
+    }
+    hex
+}
+
 /// Sends `signal` (TERM, INT, KILL) to process `pid` with kill(1).
 pub fn send_signal(pid: u32, signal: &str) {
     let out = run("kill", &[format!("-{signal}"), pid.to_string()]);
