@@ -238,3 +238,31 @@ fn flushed_writes_survive_kill_9_during_online_reencryption() {
         describe("scripts/online-reencrypt-kill-trials 10", &out)
     );
 }
+
+#[test]
+fn a_volume_served_read_only_is_not_reencrypted_under_its_server() {
+    require(&["cryptsetup"]);
+    let dir = TempDir::new("online-reencrypt-ro");
+    let key = key_file(&dir);
+    let vol = make_volume(&dir, "vol", 8 * MIB);
+    let before = std::fs::read(&vol).unwrap();
+    let socket = dir.join("s.sock");
+    let mut server = Serve::start(
+        &[p(&vol), "--key-file", p(&key), "--socket", p(&socket), "--read-only"],
+        dir.join("serve.log"),
+        1,
+    );
+    let out = output(reencrypt_command(&vol, &key, &[]));
+    let err = text(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("served read-only"),
+        "{}",
+        describe("reencrypt", &out)
+    );
+    server.assert_alive("a refused online reencryption");
+    server.stop();
+    // The metadata written before the refusal is left for --resume-only,
+    // as after an interruption; the data is untouched.
+    let after = std::fs::read(&vol).unwrap();
+    assert_same("the data area", &after[HEADER as usize..], &before[HEADER as usize..]);
+}

@@ -71,6 +71,9 @@ pub struct ServedVolume {
     device: Arc<ReplaceableDevice>,
     /// The two-key layer while a reencryption is under way.
     reencrypting: Mutex<Option<Arc<ReencryptingDevice>>>,
+    /// Served read-only: a reencryption is refused (and, since the socket
+    /// answers, `reencrypt` does not re-encrypt offline under the server).
+    read_only: bool,
 }
 
 impl ServedVolume {
@@ -80,12 +83,14 @@ impl ServedVolume {
         raw: SharedDevice,
         device: Arc<dyn BlockDevice>,
         reencrypting: Option<Arc<ReencryptingDevice>>,
+        read_only: bool,
     ) -> Self {
         Self {
             paths,
             raw,
             device: Arc::new(ReplaceableDevice::new(device)),
             reencrypting: Mutex::new(reencrypting),
+            read_only,
         }
     }
 
@@ -104,6 +109,12 @@ impl ServedVolume {
         stop: &AtomicBool,
         progress: &mut dyn FnMut(u64, u64),
     ) -> anyhow::Result<Outcome> {
+        if self.read_only {
+            anyhow::bail!(
+                "{} is served read-only: stop the server (or serve it writable) to re-encrypt it",
+                self.paths.data.display()
+            );
+        }
         // Checks both keys against the header, and holds cryptsetup's
         // reencryption lock for the run.
         let job = Reencryption::open_served(&self.paths, Arc::clone(&self.raw), old_key, new_key)?;
@@ -147,19 +158,29 @@ impl ServedVolume {
     }
 }
 
-/// A bound control socket; the file goes when it is dropped.
+/// A bound control socket; the file goes when it is dropped, unless
+/// another server has bound the path since.
 pub struct ControlSocket {
     path: PathBuf,
+    inode: (u64, u64),
+}
+
+fn inode(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 impl Drop for ControlSocket {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        if inode(&self.path) == Some(self.inode) {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 
 /// Binds the control socket of `volume` (whose LUKS UUID is `uuid`) and
-/// answers requests on a thread of its own.
+/// answers requests on a thread of its own. Two read-only servers of one
+/// volume may run; the later one takes the socket over.
 pub fn listen(uuid: &str, volume: Arc<ServedVolume>) -> anyhow::Result<ControlSocket> {
     let parent = Path::new(CONTROL_DIR).parent().unwrap_or(Path::new("/"));
     std::fs::DirBuilder::new()
@@ -172,11 +193,12 @@ pub fn listen(uuid: &str, volume: Arc<ServedVolume>) -> anyhow::Result<ControlSo
     std::fs::set_permissions(CONTROL_DIR, std::fs::Permissions::from_mode(0o700))
         .with_context(|| format!("cannot restrict {CONTROL_DIR}"))?;
     let path = socket_path(uuid);
-    // A socket left by a server that was killed: this process holds the
-    // data-writer lock, so no other server of the volume is alive.
+    // A socket left by a server that was killed, or by a read-only one
+    // (a writable server holds the data-writer lock: it is the only one).
     let _ = std::fs::remove_file(&path);
     let listener = UnixListener::bind(&path)
         .with_context(|| format!("cannot listen on {}", path.display()))?;
+    let inode = inode(&path).with_context(|| format!("{} vanished", path.display()))?;
     std::thread::Builder::new()
         .name("rampart-control".into())
         .spawn(move || {
@@ -188,7 +210,7 @@ pub fn listen(uuid: &str, volume: Arc<ServedVolume>) -> anyhow::Result<ControlSo
             }
         })
         .context("cannot start the control thread")?;
-    Ok(ControlSocket { path })
+    Ok(ControlSocket { path, inode })
 }
 
 fn send(stream: &mut UnixStream, event: &Event) -> io::Result<()> {

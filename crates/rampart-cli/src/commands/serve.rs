@@ -51,29 +51,25 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let mut source = KeySource::new(&args.key, &args.tokens, "Enter passphrase: ");
     let mut exports = Vec::new();
     let mut held = Vec::new();
-    // Removed on return: a writable volume's socket for online reencryption.
+    // Removed on return: each volume's socket for online reencryption.
     let mut _control_sockets = Vec::new();
     for (path, name) in exports_wanted {
         let paths = VolumePaths::new(&path, args.header.as_deref());
         let opened = open_layers(&paths, &mut source, args.read_only)?;
-        let device = if args.read_only {
-            opened.device
-        } else {
-            let served = Arc::new(ServedVolume::new(
-                paths.clone(),
-                opened.raw,
-                opened.device,
-                opened.reencrypting,
-            ));
-            match control::listen(&opened.uuid, Arc::clone(&served)) {
-                Ok(socket) => _control_sockets.push(socket),
-                Err(e) => eprintln!(
-                    "warning: {}: no online reencryption while served: {e:#}",
-                    path.display()
-                ),
+        let served = Arc::new(ServedVolume::new(
+            paths.clone(),
+            opened.raw,
+            opened.device,
+            opened.reencrypting,
+            args.read_only,
+        ));
+        match control::listen(&opened.uuid, Arc::clone(&served)) {
+            Ok(socket) => _control_sockets.push(socket),
+            Err(e) => {
+                eprintln!("warning: {}: no online reencryption while served: {e:#}", path.display())
             }
-            served.device()
-        };
+        }
+        let device = served.device();
         if let Some(token) = source.unlocked_by() {
             held.push(HeldVolume {
                 export: name.clone(),
