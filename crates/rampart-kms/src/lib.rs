@@ -17,6 +17,7 @@ pub mod audit;
 pub mod binding;
 pub mod bundle;
 pub mod error;
+pub mod hsm;
 pub mod keys;
 pub mod model;
 pub mod pki;
