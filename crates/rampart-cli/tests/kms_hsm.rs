@@ -412,7 +412,7 @@ fn hsm_root_key_is_sensitive_and_never_extractable() {
     // ...nor the key made extractable or not sensitive (in a read-write
     // session, so the refusal is the object's, not the session's).
     for change in [Attribute::Extractable(true), Attribute::Sensitive(false)] {
-        match session.update_attributes(key, &[change.clone()]) {
+        match session.update_attributes(key, std::slice::from_ref(&change)) {
             Err(P11Error::Pkcs11(rv, _)) => assert_ne!(rv, RvError::SessionReadOnly),
             other => panic!("{change:?} was accepted: {other:?}"),
         }
