@@ -136,14 +136,28 @@ impl SoftHsm {
 
     /// `kms serve` until its address line; `pin_file` unseals at start.
     fn serve(&self, dir: &Path, port: u16, pin_file: Option<&str>) -> Server {
+        self.serve_with(dir, port, pin_file, None)
+    }
+
+    /// [`SoftHsm::serve`], with systemd's credentials directory.
+    fn serve_with(
+        &self,
+        dir: &Path,
+        port: u16,
+        pin_file: Option<&str>,
+        credentials: Option<&Path>,
+    ) -> Server {
         let dir = dir.display().to_string();
         let listen = format!("127.0.0.1:{port}");
         let mut args = vec!["kms", "serve", "--data-dir", &dir, "--listen", &listen];
         if let Some(pin_file) = pin_file {
             args.extend(["--hsm-pin-file", pin_file]);
         }
-        let mut child = self
-            .command(&args)
+        let mut command = self.command(&args);
+        if let Some(credentials) = credentials {
+            command.env("CREDENTIALS_DIRECTORY", credentials);
+        }
+        let mut child = command
             .env("RAMPART_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -234,7 +248,7 @@ fn hsm_root_key_wraps_across_restarts_and_unseals_with_the_pin() {
     drop(server);
 
     // Restarted without the PIN: sealed until `kms unseal`.
-    let _server = hsm.serve(&dir, port, None);
+    let server = hsm.serve(&dir, port, None);
     let seal = status(&hsm, &admin);
     assert_eq!(seal["sealed"], true, "{seal}");
     let sealed = hsm.run(&["kms", "key", "list", "--kms", &admin]);
@@ -256,6 +270,17 @@ fn hsm_root_key_wraps_across_restarts_and_unseals_with_the_pin() {
     // The same ciphertexts open to the same plaintexts.
     assert_eq!(unwrap(&first, "vol-1").stdout, b"volume passphrase \x00\xff");
     assert_eq!(unwrap(&second, "vol-1").stdout, b"second");
+    drop(server);
+
+    // Under systemd, the PIN is the credential `hsm-pin`
+    // (LoadCredential=hsm-pin:FILE).
+    let credentials = hsm.tmp.join("credentials");
+    std::fs::create_dir_all(&credentials).unwrap();
+    std::fs::copy(hsm.tmp.join("pin"), credentials.join("hsm-pin")).unwrap();
+    let _server = hsm.serve_with(&dir, port, None, Some(&credentials));
+    assert_eq!(status(&hsm, &admin)["sealed"], false);
+    assert_eq!(unwrap(&first, "vol-1").stdout, b"volume passphrase \x00\xff");
+
     // The audit chain's MACs are made with a key sealed by the token.
     let verify = hsm.ok(&["kms", "audit", "verify", "--kms", &admin]);
     assert!(verify.contains("intact"), "{verify}");
