@@ -448,3 +448,54 @@ impl RootOfTrust for HsmRoot {
         format!("HSM token '{}', key '{}'", self.config.token, self.config.key_label)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_file(name: &str, bytes: &[u8]) -> PathBuf {
+        let mut random = [0u8; 8];
+        fill_random(&mut random).unwrap();
+        let path = std::env::temp_dir().join(format!("rampart-hsm-{name}-{}", hex::encode(random)));
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+
+    #[test]
+    fn pin_files_give_their_first_line_and_never_show_it() {
+        for (bytes, want) in [
+            (&b"1234\n"[..], &b"1234"[..]),
+            (b"1234\r\n", b"1234"),
+            (b"12 34", b"12 34"),
+            (b"pin\nsecond line\n", b"pin"),
+        ] {
+            let path = temp_file("pin", bytes);
+            assert_eq!(read_pin_file(&path).unwrap().expose(), want);
+            let _ = std::fs::remove_file(&path);
+        }
+        for bytes in [&b""[..], b"\n", b"\r\n"] {
+            let path = temp_file("empty", bytes);
+            let error = read_pin_file(&path).unwrap_err().to_string();
+            assert!(error.contains("holds no PIN"), "{error}");
+            let _ = std::fs::remove_file(&path);
+        }
+        let long = temp_file("long", &[b'7'; 2000]);
+        let error = read_pin_file(&long).unwrap_err().to_string();
+        assert!(error.contains("larger than") && !error.contains("777"), "{error}");
+        let _ = std::fs::remove_file(&long);
+    }
+
+    #[test]
+    fn missing_module_is_a_clear_error() {
+        let config = HsmConfig {
+            module: "/nonexistent/libpkcs11.so".into(),
+            token: "t".into(),
+            key_label: "k".into(),
+        };
+        let error = HsmRoot::open(&config, &SecretBytes::from_slice(b"1234")).unwrap_err();
+        assert!(
+            error.to_string().contains("cannot load the PKCS#11 module /nonexistent/libpkcs11.so"),
+            "{error}"
+        );
+    }
+}

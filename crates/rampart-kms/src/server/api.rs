@@ -1052,8 +1052,40 @@ impl UnsealRequest {
     }
 }
 
+/// A secret string field. Any other JSON type is refused without the
+/// parser's usual echo of the value (`invalid type: integer 1234`): a PIN
+/// typed as a number must not reach the response or the audit log.
 fn optional_secret<'de, D: serde::Deserializer<'de>>(
     d: D,
 ) -> std::result::Result<Option<SecretBytes>, D::Error> {
-    Ok(Option::<String>::deserialize(d)?.map(|text| SecretBytes::new(text.into_bytes())))
+    match Value::deserialize(d)? {
+        Value::String(text) => Ok(Some(SecretBytes::new(text.into_bytes()))),
+        Value::Null => Ok(None),
+        _ => Err(serde::de::Error::custom("a share or PIN must be a JSON string")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unseal_takes_a_share_or_a_pin_never_both() {
+        let share = r#"{"share":"020101"}"#;
+        assert!(check_request_body("sys.unseal", share.as_bytes()).is_ok());
+        assert!(check_request_body("sys.unseal", br#"{"pin":"1234"}"#).is_ok());
+        for bad in [
+            &br#"{}"#[..],
+            br#"{"share":"020101","pin":"1234"}"#,
+            br#"{"pin":""}"#,
+            br#"{"pin":1234}"#,
+            br#"{"pin":"1234","other":1}"#,
+        ] {
+            let error = check_request_body("sys.unseal", bad).unwrap_err();
+            assert_eq!(error.status(), 400, "{}", String::from_utf8_lossy(bad));
+            assert!(!error.to_string().contains("1234"), "{error}");
+        }
+        let long = format!(r#"{{"pin":"{}"}}"#, "9".repeat(MAX_PIN + 1));
+        assert!(check_request_body("sys.unseal", long.as_bytes()).is_err());
+    }
 }
