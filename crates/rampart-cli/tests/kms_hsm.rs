@@ -157,12 +157,14 @@ impl SoftHsm {
         if let Some(credentials) = credentials {
             command.env("CREDENTIALS_DIRECTORY", credentials);
         }
-        let mut child = command
-            .env("RAMPART_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
+        // Debug logs, kept to search them for the PIN afterwards.
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.tmp.join("server.log"))
             .unwrap();
+        let mut child =
+            command.env("RAMPART_LOG", "debug").stdout(Stdio::piped()).stderr(log).spawn().unwrap();
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         assert!(line.starts_with("https://127.0.0.1:"), "server did not start: {line:?}");
@@ -178,6 +180,10 @@ impl Drop for Server {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 fn one_line_error(out: &Output, code: i32, needle: &str) {
@@ -282,6 +288,16 @@ fn hsm_root_key_wraps_across_restarts_and_unseals_with_the_pin() {
     assert_eq!(unwrap(&first, "vol-1").stdout, b"volume passphrase \x00\xff");
 
     // The audit chain's MACs are made with a key sealed by the token.
+    // The PIN is nowhere: not in the server's debug log, the store (with
+    // its audit log) or the data directory.
+    let log = std::fs::read(hsm.tmp.join("server.log")).unwrap();
+    assert!(!log.is_empty());
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let bytes = std::fs::read(&path).unwrap();
+        assert!(!contains(&bytes, PIN.as_bytes()), "the PIN is in {}", path.display());
+    }
+    assert!(!contains(&log, PIN.as_bytes()), "the PIN is in the server's log");
     let verify = hsm.ok(&["kms", "audit", "verify", "--kms", &admin]);
     assert!(verify.contains("intact"), "{verify}");
     let audit = hsm.ok(&["kms", "audit", "--json", "--kms", &admin]);
