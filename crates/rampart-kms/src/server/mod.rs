@@ -282,7 +282,7 @@ impl State {
     pub(crate) async fn unseal_with_pin(&self, pin: SecretBytes) -> Result<()> {
         let Some((config, sealed_audit_key)) = &self.hsm else {
             return Err(KmsError::invalid(
-                "this deployment does not keep its root key in an HSM: give a share, not a PIN",
+                "this deployment does not keep its root key in an HSM: it takes no PIN",
             ));
         };
         let _one_at_a_time = self.hsm_login.lock().await;
