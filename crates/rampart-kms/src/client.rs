@@ -436,6 +436,21 @@ impl KmsClient {
         })
     }
 
+    /// Gives the HSM token's user PIN (a deployment whose root key is in
+    /// an HSM); returns the seal status after it.
+    pub async fn unseal_pin(&self, pin: &SecretBytes) -> Result<Value, ClientError> {
+        let text = std::str::from_utf8(pin.expose())
+            .map_err(|_| ClientError::Config(KmsError::invalid("the PIN is not text")))?;
+        let body = SecretBytes::new(json!({ "pin": text }).to_string().into_bytes());
+        let bytes = self
+            .call(Method::POST, "/v1/sys/unseal", Body::Json(Bytes::copy_from_slice(body.expose())))
+            .await?;
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol {
+            endpoint: "unseal".into(),
+            message: e.to_string(),
+        })
+    }
+
     pub async fn whoami(&self) -> Result<ClientInfo, ClientError> {
         self.call_json(Method::GET, "/v1/whoami", None).await
     }

@@ -2,22 +2,28 @@
 //! this function only as an unseal key file (mode 0600) or as Shamir
 //! shares handed back to the caller to print once; it is never stored.
 //!
+//! With an HSM (`InitSeal::Hsm`), the root key is generated inside the
+//! PKCS#11 token and never leaves it ([`crate::hsm`]).
+//!
 //! The data directory holds `ca.pem`, `server.pem`, `server.key` (mode
 //! 0600: servers need it to answer TLS while sealed), `admin.bundle` and,
-//! with the file scheme, `unseal.key`. The store holds the seal
+//! with the file scheme, `unseal.key`; with an HSM, `hsm.json` (module,
+//! token and key label). The store holds the seal
 //! configuration, the root key check value, the CA certificate and the CA
 //! private key sealed under the root key. Further servers of an
 //! active-active deployment get a copy of the directory.
 
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use rampart_crypto::SecretBytes;
+use rampart_crypto::{fill_random, SecretBytes};
 use serde::{Deserialize, Serialize};
 
 use crate::bundle::{read_limited, write_private_file, Bundle, Endpoint, BUNDLE_FORMAT};
 use crate::error::{KmsError, Result};
-use crate::keys::{RootKey, KEY_BYTES};
+use crate::hsm::{read_pin_file, HsmConfig, HsmRoot, META_AUDIT_KEY};
+use crate::keys::{RootKey, RootOfTrust, KEY_BYTES};
 use crate::model::{now_ms, ClientInfo, Labels};
 use crate::pki::{client_request, Authority};
 use crate::shamir::{self, Share};
@@ -30,6 +36,7 @@ pub mod files {
     pub const SERVER_KEY: &str = "server.key";
     pub const UNSEAL_KEY: &str = "unseal.key";
     pub const ADMIN_BUNDLE: &str = "admin.bundle";
+    pub const HSM_CONFIG: &str = crate::hsm::HSM_CONFIG_FILE;
 }
 
 /// How the root key is kept, as stored in the deployment metadata.
@@ -41,6 +48,9 @@ pub enum SealConfig {
     File,
     /// Shamir shares: servers start sealed until `threshold` shares arrive.
     Shamir { shares: u8, threshold: u8 },
+    /// A non-extractable key in a PKCS#11 token (recorded in
+    /// `DIR/hsm.json`): servers unseal by logging in to the token.
+    Hsm,
 }
 
 /// How `init` should keep the root key.
@@ -51,6 +61,9 @@ pub enum InitSeal {
     File(PathBuf),
     /// Split it `threshold`-of-`shares`.
     Shamir { shares: u8, threshold: u8 },
+    /// Generate it inside the PKCS#11 token `token` of `module`, logging
+    /// in with the user PIN read from `pin_file`.
+    Hsm { module: PathBuf, token: String, pin_file: PathBuf },
 }
 
 /// Options of [`init`].
@@ -73,6 +86,8 @@ pub struct InitOutcome {
     pub unseal_key_file: Option<PathBuf>,
     /// The shares to hand out (empty with an unseal key file).
     pub shares: Vec<Share>,
+    /// Where the root key was generated, with an HSM.
+    pub hsm: Option<HsmConfig>,
 }
 
 /// Creates a deployment in `opts.data_dir` and `store`.
@@ -87,6 +102,7 @@ pub async fn init(opts: &InitOptions, store: &dyn Store) -> Result<InitOutcome> 
             }
             SealConfig::Shamir { shares, threshold }
         }
+        InitSeal::Hsm { .. } => SealConfig::Hsm,
     };
     let mut endpoints = Vec::new();
     for e in if opts.endpoints.is_empty() {
@@ -110,7 +126,73 @@ pub async fn init(opts: &InitOptions, store: &dyn Store) -> Result<InitOutcome> 
         .create(&opts.data_dir)
         .map_err(|e| KmsError::Config(format!("cannot create {}: {e}", opts.data_dir.display())))?;
 
-    let (root, root_bytes) = RootKey::generate()?;
+    let made = make_root(&opts.seal)?;
+    match finish_init(opts, store, config, endpoints, &made).await {
+        Ok(outcome) => Ok(outcome),
+        Err(error) => {
+            // Leave no orphan key object behind in the token.
+            if let MadeRoot::Hsm { hsm, .. } = &made {
+                if let Err(e) = hsm.destroy() {
+                    tracing::warn!("cannot delete the new root key from the HSM: {e}");
+                }
+            }
+            Err(error)
+        }
+    }
+}
+
+/// A new root key, as `init` made it.
+enum MadeRoot {
+    /// In memory: the key and its bytes (for the unseal key file or shares).
+    Memory { root: RootKey, bytes: SecretBytes },
+    /// In a token; the sealed audit key goes to the store.
+    Hsm { root: RootKey, hsm: Arc<HsmRoot>, sealed_audit_key: Vec<u8> },
+}
+
+impl MadeRoot {
+    fn root(&self) -> &RootKey {
+        match self {
+            Self::Memory { root, .. } | Self::Hsm { root, .. } => root,
+        }
+    }
+}
+
+fn make_root(seal: &InitSeal) -> Result<MadeRoot> {
+    let InitSeal::Hsm { module, token, pin_file } = seal else {
+        let (root, bytes) = RootKey::generate()?;
+        return Ok(MadeRoot::Memory { root, bytes });
+    };
+    let pin = read_pin_file(pin_file)?;
+    let mut id = [0u8; 8];
+    fill_random(&mut id)?;
+    let hsm_config = HsmConfig {
+        module: module.clone(),
+        token: token.clone(),
+        key_label: format!("rampart-kms root {}", hex::encode(id)),
+    };
+    let hsm = Arc::new(HsmRoot::generate(&hsm_config, &pin)?);
+    drop(pin);
+    let made = RootKey::sealed_audit_key(hsm.as_ref()).and_then(|sealed| {
+        let root = RootKey::with_root(Arc::clone(&hsm) as Arc<dyn RootOfTrust>, &sealed)?;
+        Ok((root, sealed))
+    });
+    match made {
+        Ok((root, sealed_audit_key)) => Ok(MadeRoot::Hsm { root, hsm, sealed_audit_key }),
+        Err(e) => {
+            let _ = hsm.destroy();
+            Err(e)
+        }
+    }
+}
+
+async fn finish_init(
+    opts: &InitOptions,
+    store: &dyn Store,
+    config: SealConfig,
+    endpoints: Vec<String>,
+    made: &MadeRoot,
+) -> Result<InitOutcome> {
+    let root = made.root();
     let deployment = hex::encode(&root.check_value()?[..4]);
     let (ca, ca_key) = Authority::generate(&deployment)?;
     let mut sans = opts.sans.clone();
@@ -135,15 +217,21 @@ pub async fn init(opts: &InitOptions, store: &dyn Store) -> Result<InitOutcome> 
     };
     let seal_json = serde_json::to_vec(&config)
         .map_err(|e| KmsError::Config(format!("cannot encode the seal configuration: {e}")))?;
-    let entries = vec![
+    let mut entries = vec![
         (meta::SEAL, seal_json),
         (meta::ROOT_CHECK, root.check_value()?),
         (meta::CA_CERT, ca.cert_pem().as_bytes().to_vec()),
         (meta::CA_KEY, root.seal_ca_key(ca_key.expose())?),
     ];
+    if let MadeRoot::Hsm { sealed_audit_key, .. } = made {
+        entries.push((META_AUDIT_KEY, sealed_audit_key.clone()));
+    }
     store.initialize(entries, admin).await?;
 
     let dir = &opts.data_dir;
+    if let MadeRoot::Hsm { hsm, .. } = made {
+        hsm.config().write(dir)?;
+    }
     write_public_file(&dir.join(files::CA_CERT), ca.cert_pem().as_bytes())?;
     write_public_file(&dir.join(files::SERVER_CERT), server.cert_pem.as_bytes())?;
     write_private_file(&dir.join(files::SERVER_KEY), server.key_pem.expose())?;
@@ -157,20 +245,34 @@ pub async fn init(opts: &InitOptions, store: &dyn Store) -> Result<InitOutcome> 
     };
     let admin_bundle = dir.join(files::ADMIN_BUNDLE);
     bundle.write(&admin_bundle)?;
-    match &opts.seal {
-        InitSeal::File(path) => {
-            write_unseal_key(path, &root_bytes)?;
+    match (&opts.seal, made) {
+        (InitSeal::File(path), MadeRoot::Memory { bytes, .. }) => {
+            write_unseal_key(path, bytes)?;
             Ok(InitOutcome {
                 admin_bundle,
                 unseal_key_file: Some(path.clone()),
                 shares: Vec::new(),
+                hsm: None,
             })
         }
-        InitSeal::Shamir { shares, threshold } => Ok(InitOutcome {
+        (InitSeal::Shamir { shares, threshold }, MadeRoot::Memory { bytes, .. }) => {
+            Ok(InitOutcome {
+                admin_bundle,
+                unseal_key_file: None,
+                shares: shamir::split(bytes.expose(), *threshold, *shares)?,
+                hsm: None,
+            })
+        }
+        (_, MadeRoot::Hsm { hsm, .. }) => Ok(InitOutcome {
             admin_bundle,
             unseal_key_file: None,
-            shares: shamir::split(root_bytes.expose(), *threshold, *shares)?,
+            shares: Vec::new(),
+            hsm: Some(hsm.config().clone()),
         }),
+        // make_root makes an HSM root exactly for InitSeal::Hsm.
+        (InitSeal::Hsm { .. }, MadeRoot::Memory { .. }) => {
+            Err(KmsError::Config("internal: the root key was not made in the HSM".into()))
+        }
     }
 }
 

@@ -11,6 +11,8 @@
 //!   version, key name, key version and the caller's context.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use std::sync::Arc;
+
 use base64::Engine as _;
 use rampart_crypto::{
     fill_random, hkdf, hmac, random_secret, Gcm, HashAlg, SecretBytes, GCM_NONCE_LEN, GCM_TAG_LEN,
@@ -28,10 +30,47 @@ pub const MAX_CONTEXT: usize = 4096;
 
 const CHECK_PLAINTEXT: &[u8] = b"rampart-kms root key check v1";
 
-/// The root key. Held only in memory, never stored.
+/// Where the root key is and what it can do: seal and open blobs
+/// (`nonce(12) || ciphertext || tag(16)`, AES-256-GCM) under associated
+/// data. Two implementations: [`MemoryRoot`], the key itself in process
+/// memory (from an unseal key file or Shamir shares), and
+/// [`crate::hsm::HsmRoot`], a non-extractable key object in a PKCS#11
+/// token that does the AES-GCM itself.
+pub trait RootOfTrust: Send + Sync + std::fmt::Debug {
+    /// Seals `plaintext` under the root key with `aad`.
+    fn seal(&self, aad: &[u8], plaintext: &[u8]) -> Result<Vec<u8>>;
+    /// Opens a blob of [`RootOfTrust::seal`]; [`KmsError::UnwrapFailed`]
+    /// when it does not authenticate.
+    fn open(&self, aad: &[u8], blob: &[u8]) -> Result<SecretBytes>;
+    /// Where the key is, for messages (never anything secret).
+    fn describe(&self) -> String;
+}
+
+/// The root key in process memory.
+#[derive(Debug)]
+pub struct MemoryRoot {
+    gcm: Gcm,
+}
+
+impl RootOfTrust for MemoryRoot {
+    fn seal(&self, aad: &[u8], plaintext: &[u8]) -> Result<Vec<u8>> {
+        seal(&self.gcm, aad, plaintext)
+    }
+
+    fn open(&self, aad: &[u8], blob: &[u8]) -> Result<SecretBytes> {
+        open(&self.gcm, aad, blob)
+    }
+
+    fn describe(&self) -> String {
+        "root key in memory".into()
+    }
+}
+
+/// The root key: a [`RootOfTrust`] and the audit log's MAC key. Never
+/// stored in the clear.
 #[derive(Debug)]
 pub struct RootKey {
-    gcm: Gcm,
+    root: Arc<dyn RootOfTrust>,
     audit_key: SecretBytes,
 }
 
@@ -52,7 +91,30 @@ impl RootKey {
             b"rampart-kms audit mac v1",
             audit_key.expose_mut(),
         )?;
-        Ok(Self { gcm: Gcm::new(key.expose())?, audit_key })
+        Ok(Self { root: Arc::new(MemoryRoot { gcm: Gcm::new(key.expose())? }), audit_key })
+    }
+
+    /// A root key that cannot be read (in an HSM): the audit MAC key is a
+    /// random key sealed by it, kept in the store ([`RootKey::sealed_audit_key`]).
+    pub fn with_root(root: Arc<dyn RootOfTrust>, sealed_audit_key: &[u8]) -> Result<Self> {
+        let audit_key =
+            root.open(&aad(b"audit-key", &[]), sealed_audit_key).map_err(|e| match e {
+                KmsError::UnwrapFailed => KmsError::UnsealFailed(format!(
+                    "the audit key does not open under the {}: not this deployment's root key",
+                    root.describe()
+                )),
+                other => other,
+            })?;
+        if audit_key.len() != 32 {
+            return Err(KmsError::Corrupt("the sealed audit key is not 32 bytes".into()));
+        }
+        Ok(Self { root, audit_key })
+    }
+
+    /// A new random audit MAC key sealed by `root`, for [`RootKey::with_root`].
+    pub fn sealed_audit_key(root: &dyn RootOfTrust) -> Result<Vec<u8>> {
+        let key = random_secret(32)?;
+        root.seal(&aad(b"audit-key", &[]), key.expose())
     }
 
     /// A fresh random root key (and its bytes, for splitting or the unseal
@@ -62,16 +124,22 @@ impl RootKey {
         Ok((Self::new(&key)?, key))
     }
 
+    /// Where the root key is, for messages.
+    #[must_use]
+    pub fn describe(&self) -> String {
+        self.root.describe()
+    }
+
     /// The check value stored with the deployment: proves a candidate root
     /// key right without revealing anything about it.
     pub fn check_value(&self) -> Result<Vec<u8>> {
-        seal(&self.gcm, &aad(b"check", &[]), CHECK_PLAINTEXT)
+        self.root.seal(&aad(b"check", &[]), CHECK_PLAINTEXT)
     }
 
     /// Whether `check` was made by this root key.
     #[must_use]
     pub fn verify_check(&self, check: &[u8]) -> bool {
-        open(&self.gcm, &aad(b"check", &[]), check).is_ok_and(|p| p.expose() == CHECK_PLAINTEXT)
+        self.root.open(&aad(b"check", &[]), check).is_ok_and(|p| p.expose() == CHECK_PLAINTEXT)
     }
 
     /// Seals a key version's material for the store.
@@ -81,26 +149,31 @@ impl RootKey {
         version: u32,
         material: &SecretBytes,
     ) -> Result<Vec<u8>> {
-        seal(&self.gcm, &material_aad(name, version), material.expose())
+        self.root.seal(&material_aad(name, version), material.expose())
     }
 
     /// Opens a stored key version's material.
     pub fn open_material(&self, name: &str, version: u32, blob: &[u8]) -> Result<SecretBytes> {
-        open(&self.gcm, &material_aad(name, version), blob).map_err(|_| {
-            KmsError::Corrupt(format!(
+        self.root.open(&material_aad(name, version), blob).map_err(|e| match e {
+            KmsError::UnwrapFailed => KmsError::Corrupt(format!(
                 "the stored material of {name} version {version} does not open under the root key"
-            ))
+            )),
+            other => other,
         })
     }
 
     /// Seals the deployment CA's private key.
     pub fn seal_ca_key(&self, key_der: &[u8]) -> Result<Vec<u8>> {
-        seal(&self.gcm, &aad(b"ca-key", &[]), key_der)
+        self.root.seal(&aad(b"ca-key", &[]), key_der)
     }
 
     pub fn open_ca_key(&self, blob: &[u8]) -> Result<SecretBytes> {
-        open(&self.gcm, &aad(b"ca-key", &[]), blob)
-            .map_err(|_| KmsError::Corrupt("the CA key does not open under the root key".into()))
+        self.root.open(&aad(b"ca-key", &[]), blob).map_err(|e| match e {
+            KmsError::UnwrapFailed => {
+                KmsError::Corrupt("the CA key does not open under the root key".into())
+            }
+            other => other,
+        })
     }
 
     /// The MAC of an audit entry's hash.

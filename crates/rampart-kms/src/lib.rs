@@ -3,8 +3,9 @@
 //! audit log, and SQLite (default) or PostgreSQL (active-active) storage;
 //! plus the client library with failover across servers.
 //!
-//! * [`init`] creates a deployment: root key (unseal key file or Shamir
-//!   shares), CA, server certificate and the admin bundle.
+//! * [`init`] creates a deployment: root key (unseal key file, Shamir
+//!   shares, or a non-extractable key generated in a PKCS#11 token:
+//!   [`hsm`]), CA, server certificate and the admin bundle.
 //! * [`server`] serves the API.
 //! * [`client::KmsClient`] talks to it with a [`Bundle`].
 //!
@@ -17,6 +18,7 @@ pub mod audit;
 pub mod binding;
 pub mod bundle;
 pub mod error;
+pub mod hsm;
 pub mod keys;
 pub mod model;
 pub mod pki;

@@ -23,7 +23,7 @@ pub enum KmsCommand {
     Init(InitArgs),
     /// Run a key server.
     Serve(ServeArgs),
-    /// Give a sealed server one Shamir share.
+    /// Give a sealed server one Shamir share, or its HSM token's PIN.
     Unseal(UnsealArgs),
     /// Show whether the server is sealed.
     Status(ClientArgs),
@@ -66,14 +66,30 @@ pub struct InitArgs {
     #[arg(long, value_name = "STORE")]
     pub store: Option<String>,
     /// Split the root key into N Shamir shares (printed once, never stored).
-    #[arg(long, value_name = "N", requires = "threshold", conflicts_with = "unseal_key_file")]
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "threshold",
+        conflicts_with_all = ["unseal_key_file", "hsm_module"]
+    )]
     pub shares: Option<u8>,
     /// Shares needed to unseal.
     #[arg(long, value_name = "K", requires = "shares")]
     pub threshold: Option<u8>,
     /// Write the root key here, mode 0600 (default DIR/unseal.key).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "hsm_module")]
     pub unseal_key_file: Option<PathBuf>,
+    /// Generate the root key inside a PKCS#11 token instead, as a
+    /// non-extractable AES-256 key: the token's module (shared library,
+    /// e.g. /usr/lib/softhsm/libsofthsm2.so). Recorded in DIR/hsm.json.
+    #[arg(long, value_name = "LIB", requires_all = ["hsm_token", "hsm_pin_file"])]
+    pub hsm_module: Option<PathBuf>,
+    /// The label of the token that generates and keeps the root key.
+    #[arg(long, value_name = "LABEL", requires = "hsm_module")]
+    pub hsm_token: Option<String>,
+    /// A file whose first line is the token's user PIN.
+    #[arg(long, value_name = "FILE", requires = "hsm_module")]
+    pub hsm_pin_file: Option<PathBuf>,
     /// Extra DNS names or IP addresses for the server certificate (repeatable).
     #[arg(long, value_name = "NAME")]
     pub san: Vec<String>,
@@ -99,6 +115,12 @@ pub struct ServeArgs {
     /// The unseal key file (default DIR/unseal.key) for deployments without shares.
     #[arg(long, value_name = "FILE")]
     pub unseal_key_file: Option<PathBuf>,
+    /// With the root key in an HSM: a file whose first line is the
+    /// token's user PIN, to unseal at start (default: the systemd
+    /// credential `hsm-pin` when present). Without it the server starts
+    /// sealed until `rampart kms unseal` gives the PIN.
+    #[arg(long, value_name = "FILE")]
+    pub hsm_pin_file: Option<PathBuf>,
     /// TLS connections served at once; further ones are closed at once.
     #[arg(long, default_value_t = 4096, value_name = "N")]
     pub max_connections: usize,
@@ -134,9 +156,14 @@ pub struct ClientArgs {
 
 #[derive(Debug, Args)]
 pub struct UnsealArgs {
-    /// The share (hex); without it, a prompt or one line of standard input.
-    #[arg(long, value_name = "SHARE")]
+    /// The share (hex); without it, a prompt or one line of standard input
+    /// (the token's PIN when the root key is in an HSM).
+    #[arg(long, value_name = "SHARE", conflicts_with = "hsm_pin_file")]
     pub share: Option<String>,
+    /// The HSM token's user PIN from this file's first line (deployments
+    /// whose root key is in an HSM).
+    #[arg(long, value_name = "FILE")]
+    pub hsm_pin_file: Option<PathBuf>,
     /// Talk to this server only (each server of a deployment unseals separately).
     #[arg(long, value_name = "HOST:PORT")]
     pub endpoint: Option<String>,
@@ -413,8 +440,20 @@ pub fn run(command: &KmsCommand) -> anyhow::Result<()> {
 }
 
 fn init(args: &InitArgs) -> anyhow::Result<()> {
-    let seal = match (args.shares, args.threshold) {
-        (Some(shares), Some(threshold)) => InitSeal::Shamir { shares, threshold },
+    let seal = match (args.shares, args.threshold, &args.hsm_module) {
+        (Some(shares), Some(threshold), _) => InitSeal::Shamir { shares, threshold },
+        (_, _, Some(module)) => match (&args.hsm_token, &args.hsm_pin_file) {
+            (Some(token), Some(pin_file)) => InitSeal::Hsm {
+                module: module.clone(),
+                token: token.clone(),
+                pin_file: pin_file.clone(),
+            },
+            _ => {
+                return Err(
+                    UsageError("--hsm-module needs --hsm-token and --hsm-pin-file".into()).into()
+                )
+            }
+        },
         _ => InitSeal::File(
             args.unseal_key_file.clone().unwrap_or_else(|| args.data_dir.join(files::UNSEAL_KEY)),
         ),
@@ -441,6 +480,17 @@ fn init(args: &InitArgs) -> anyhow::Result<()> {
         eprintln!(
             "rampart: unseal key written to {} (mode 0600); servers unseal with it at start",
             path.display()
+        );
+    }
+    if let Some(hsm) = &outcome.hsm {
+        eprintln!(
+            "rampart: root key generated in HSM token '{}' as '{}' (sensitive, never extractable); module and token recorded in {}",
+            hsm.token,
+            hsm.key_label,
+            args.data_dir.join(files::HSM_CONFIG).display()
+        );
+        eprintln!(
+            "rampart: servers unseal by logging in to the token: `kms serve --hsm-pin-file FILE`, or `rampart kms unseal`"
         );
     }
     if !outcome.shares.is_empty() {
@@ -474,6 +524,7 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         let opts = ServerOptions {
             data_dir: args.data_dir.clone(),
             unseal_key_file: args.unseal_key_file.clone(),
+            hsm_pin_file: args.hsm_pin_file.clone().or_else(systemd_pin_credential),
             limits: Limits {
                 max_connections: args.max_connections,
                 handshake_timeout: args.handshake_timeout,
@@ -493,12 +544,21 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             writeln!(out, "https://{address}")?;
             out.flush()?;
         }
-        let state =
-            if server.is_sealed() { "sealed: waiting for unseal shares" } else { "unsealed" };
+        let state = if server.is_sealed() {
+            "sealed: waiting for `rampart kms unseal`"
+        } else {
+            "unsealed"
+        };
         tracing::info!("key server on https://{address} ({state})");
         crate::notify::ready(&format!("serving on https://{address} ({state})"));
         server.run(listener, shutdown_signal()).await.map_err(map_kms)
     })
+}
+
+/// The PIN systemd hands the service (`LoadCredential=hsm-pin:...`).
+fn systemd_pin_credential() -> Option<PathBuf> {
+    let path = PathBuf::from(std::env::var_os("CREDENTIALS_DIRECTORY")?).join("hsm-pin");
+    path.is_file().then_some(path)
 }
 
 async fn shutdown_signal() {
@@ -518,12 +578,23 @@ fn unseal(args: &UnsealArgs) -> anyhow::Result<()> {
         None => KmsClient::new(&bundle),
     }
     .map_err(map_client)?;
-    let share = match &args.share {
-        Some(text) => SecretBytes::from_slice(text.as_bytes()),
-        None => Source::new(None, "Unseal share: ", false).read()?,
+    let runtime = runtime()?;
+    let status = if let Some(path) = &args.hsm_pin_file {
+        let pin = rampart_kms::hsm::read_pin_file(path).map_err(map_kms)?;
+        runtime.block_on(client.unseal_pin(&pin)).map_err(map_client)?
+    } else if let Some(text) = &args.share {
+        let share = SecretBytes::from_slice(text.as_bytes());
+        runtime.block_on(client.unseal(&share)).map_err(map_client)?
+    } else {
+        let status = runtime.block_on(client.seal_status()).map_err(map_client)?;
+        if status["scheme"] == "hsm" {
+            let pin = Source::new(None, "HSM token user PIN: ", false).read()?;
+            runtime.block_on(client.unseal_pin(&pin)).map_err(map_client)?
+        } else {
+            let share = Source::new(None, "Unseal share: ", false).read()?;
+            runtime.block_on(client.unseal(&share)).map_err(map_client)?
+        }
     };
-    let status = runtime()?.block_on(client.unseal(&share)).map_err(map_client)?;
-    drop(share);
     if status["sealed"] == serde_json::Value::Bool(false) {
         println!("unsealed");
     } else {

@@ -348,9 +348,12 @@ async fn route(state: &State, fp: &str, request: Req, ctx: &mut Ctx) -> Result<R
             expect(&method, &Method::POST, &path)?;
             ctx.admin(state, fp).await?;
             let body: UnsealRequest = read_json(request)?;
-            let text = std::str::from_utf8(body.share.expose())
-                .map_err(|_| KmsError::invalid("the share is not text"))?;
-            state.add_share(Share::from_hex(text)?)?;
+            match body.secret()? {
+                UnsealSecret::Share(share) => {
+                    state.add_share(share)?;
+                }
+                UnsealSecret::Pin(pin) => state.unseal_with_pin(pin).await?,
+            }
             Reply::json(200, &seal_status(state))
         }
         _ => {
@@ -843,6 +846,13 @@ fn seal_status(state: &State) -> Value {
             "sealed": sealed, "scheme": "shamir", "shares": shares, "threshold": threshold,
             "progress": state.share_progress(),
         }),
+        SealConfig::Hsm => match &state.hsm {
+            Some((config, _)) => json!({
+                "sealed": sealed, "scheme": "hsm", "module": config.module.display().to_string(),
+                "token": config.token, "key_label": config.key_label,
+            }),
+            None => json!({ "sealed": sealed, "scheme": "hsm" }),
+        },
         SealConfig::File => json!({ "sealed": sealed, "scheme": "file" }),
     }
 }
@@ -891,12 +901,7 @@ pub const BODY_OPERATIONS: [&str; 12] = [
 /// the request-parsing edge on its own, for fuzzing and tests.
 pub fn check_request_body(operation: &str, body: &[u8]) -> Result<()> {
     match operation {
-        "sys.unseal" => {
-            let body: UnsealRequest = parse_json(body)?;
-            let text = std::str::from_utf8(body.share.expose())
-                .map_err(|_| KmsError::invalid("the share is not text"))?;
-            Share::from_hex(text).map(drop)
-        }
+        "sys.unseal" => parse_json::<UnsealRequest>(body)?.secret().map(drop),
         "key.create" => {
             let body: CreateKeyRequest = parse_json(body)?;
             check_name("key name", &body.name)?;
@@ -1010,9 +1015,77 @@ struct IssueClientRequest {
     days: Option<u32>,
 }
 
+/// One Shamir share, or the HSM token's user PIN.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct UnsealRequest {
-    #[serde(with = "crate::bundle::secret_text")]
-    share: SecretBytes,
+    #[serde(default, deserialize_with = "optional_secret")]
+    share: Option<SecretBytes>,
+    #[serde(default, deserialize_with = "optional_secret")]
+    pin: Option<SecretBytes>,
+}
+
+enum UnsealSecret {
+    Share(Share),
+    Pin(SecretBytes),
+}
+
+/// Longest PIN accepted (PKCS#11 tokens take far shorter ones).
+const MAX_PIN: usize = 256;
+
+impl UnsealRequest {
+    fn secret(self) -> Result<UnsealSecret> {
+        match (self.share, self.pin) {
+            (Some(share), None) => {
+                let text = std::str::from_utf8(share.expose())
+                    .map_err(|_| KmsError::invalid("the share is not text"))?;
+                Ok(UnsealSecret::Share(Share::from_hex(text)?))
+            }
+            (None, Some(pin)) => {
+                if pin.is_empty() || pin.len() > MAX_PIN {
+                    return Err(KmsError::invalid(format!("the PIN must be 1 to {MAX_PIN} bytes")));
+                }
+                Ok(UnsealSecret::Pin(pin))
+            }
+            _ => Err(KmsError::invalid("give either a share or a PIN")),
+        }
+    }
+}
+
+/// A secret string field. Any other JSON type is refused without the
+/// parser's usual echo of the value (`invalid type: integer 1234`): a PIN
+/// typed as a number must not reach the response or the audit log.
+fn optional_secret<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<SecretBytes>, D::Error> {
+    match Value::deserialize(d)? {
+        Value::String(text) => Ok(Some(SecretBytes::new(text.into_bytes()))),
+        Value::Null => Ok(None),
+        _ => Err(serde::de::Error::custom("a share or PIN must be a JSON string")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unseal_takes_a_share_or_a_pin_never_both() {
+        let share = r#"{"share":"020101"}"#;
+        assert!(check_request_body("sys.unseal", share.as_bytes()).is_ok());
+        assert!(check_request_body("sys.unseal", br#"{"pin":"1234"}"#).is_ok());
+        for bad in [
+            &br#"{}"#[..],
+            br#"{"share":"020101","pin":"1234"}"#,
+            br#"{"pin":""}"#,
+            br#"{"pin":1234}"#,
+            br#"{"pin":"1234","other":1}"#,
+        ] {
+            let error = check_request_body("sys.unseal", bad).unwrap_err();
+            assert_eq!(error.status(), 400, "{}", String::from_utf8_lossy(bad));
+            assert!(!error.to_string().contains("1234"), "{error}");
+        }
+        let long = format!(r#"{{"pin":"{}"}}"#, "9".repeat(MAX_PIN + 1));
+        assert!(check_request_body("sys.unseal", long.as_bytes()).is_err());
+    }
 }

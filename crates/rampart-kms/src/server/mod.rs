@@ -31,6 +31,7 @@ use std::time::Duration;
 
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use rampart_crypto::SecretBytes;
 use rustls::server::WebPkiClientVerifier;
 use rustls::RootCertStore;
 use rustls_pki_types::pem::PemObject;
@@ -46,6 +47,7 @@ pub use self::openapi::openapi_document;
 
 use crate::deployment::{files, read_unseal_key, SealConfig};
 use crate::error::{KmsError, Result};
+use crate::hsm::{read_pin_file, HsmConfig, HsmRoot, META_AUDIT_KEY};
 use crate::keys::RootKey;
 use crate::model::{now_ms, AuditDraft, ClientInfo};
 use crate::pki::fingerprint;
@@ -123,6 +125,10 @@ pub struct ServerOptions {
     pub data_dir: PathBuf,
     /// The unseal key file for the file scheme (default `DIR/unseal.key`).
     pub unseal_key_file: Option<PathBuf>,
+    /// With the root key in an HSM: the token's user PIN, to unseal at
+    /// start (without it the server starts sealed and waits for the PIN
+    /// through `POST /v1/sys/unseal`).
+    pub hsm_pin_file: Option<PathBuf>,
     pub limits: Limits,
 }
 
@@ -130,7 +136,7 @@ impl ServerOptions {
     /// The deployment in `data_dir`, its default unseal key file, default limits.
     #[must_use]
     pub fn new(data_dir: PathBuf) -> Self {
-        Self { data_dir, unseal_key_file: None, limits: Limits::default() }
+        Self { data_dir, unseal_key_file: None, hsm_pin_file: None, limits: Limits::default() }
     }
 }
 
@@ -225,6 +231,11 @@ pub(crate) struct State {
     root_check: Vec<u8>,
     root: Arc<RwLock<Option<Arc<RootKey>>>>,
     shares: Mutex<Vec<Share>>,
+    /// With [`SealConfig::Hsm`]: where the root key is, and the audit MAC
+    /// key sealed by it.
+    hsm: Option<(HsmConfig, Vec<u8>)>,
+    /// One PIN login at a time (a token counts wrong PINs).
+    hsm_login: tokio::sync::Mutex<()>,
     clients: Mutex<HashMap<String, ClientInfo>>,
     revoked: RevokedSet,
     auditor: mpsc::Sender<(AuditDraft, oneshot::Sender<Result<()>>)>,
@@ -266,12 +277,54 @@ impl State {
         Ok(())
     }
 
+    /// Unseals an HSM deployment: logs in to the token with `pin` and
+    /// checks that its key is this deployment's root key.
+    pub(crate) async fn unseal_with_pin(&self, pin: SecretBytes) -> Result<()> {
+        let Some((config, sealed_audit_key)) = &self.hsm else {
+            return Err(KmsError::invalid(
+                "this deployment does not keep its root key in an HSM: it takes no PIN",
+            ));
+        };
+        let _one_at_a_time = self.hsm_login.lock().await;
+        if self.root().is_some() {
+            return Ok(());
+        }
+        let (config, sealed_audit_key) = (config.clone(), sealed_audit_key.clone());
+        // Logging in and searching the token are blocking calls into the
+        // module (a network HSM may take a while).
+        let root = tokio::task::spawn_blocking(move || {
+            let hsm = HsmRoot::open(&config, &pin)?;
+            drop(pin);
+            RootKey::with_root(Arc::new(hsm), &sealed_audit_key)
+        })
+        .await
+        .map_err(|e| KmsError::Crypto(format!("the HSM login task failed: {e}")))??;
+        if !root.verify_check(&self.root_check) {
+            return Err(KmsError::UnsealFailed(format!(
+                "the {} is not this deployment's root key",
+                root.describe()
+            )));
+        }
+        self.set_root(root);
+        tracing::info!("unsealed (root key in the HSM)");
+        Ok(())
+    }
+
     /// Adds one share; unseals once enough have arrived. Returns
     /// (progress, threshold).
     pub(crate) fn add_share(&self, share: Share) -> Result<(usize, usize)> {
-        let SealConfig::Shamir { threshold, .. } = self.seal else {
-            return Err(KmsError::invalid("this deployment unseals with a key file, not shares"));
-        };
+        let threshold =
+            match self.seal {
+                SealConfig::Shamir { threshold, .. } => threshold,
+                SealConfig::Hsm => return Err(KmsError::invalid(
+                    "this deployment's root key is in an HSM: give the token's PIN, not a share",
+                )),
+                SealConfig::File => {
+                    return Err(KmsError::invalid(
+                        "this deployment unseals with a key file, not shares",
+                    ))
+                }
+            };
         if self.root().is_some() {
             return Ok((0, usize::from(threshold)));
         }
@@ -425,6 +478,15 @@ impl Server {
         let revoked: RevokedSet = Arc::new(RwLock::new(HashSet::new()));
         let tls = server_tls(&ca_pem, &cert, &key, FrontEnd::Rest, &revoked)?;
         let kmip_tls = server_tls(&ca_pem, &cert, &key, FrontEnd::Kmip, &revoked)?;
+        let hsm = if seal == SealConfig::Hsm {
+            let config = HsmConfig::read(&opts.data_dir)?;
+            let sealed_audit_key = store.get_meta(META_AUDIT_KEY).await?.ok_or_else(|| {
+                KmsError::Corrupt("the HSM deployment's sealed audit key is missing".into())
+            })?;
+            Some((config, sealed_audit_key))
+        } else {
+            None
+        };
         let root = Arc::new(RwLock::new(None));
         let (tx, rx) = mpsc::channel(4 * AUDIT_BATCH);
         tokio::spawn(audit_writer(Arc::clone(&store), Arc::clone(&root), rx));
@@ -434,6 +496,8 @@ impl Server {
             root_check,
             root,
             shares: Mutex::new(Vec::new()),
+            hsm,
+            hsm_login: tokio::sync::Mutex::new(()),
             clients: Mutex::new(HashMap::new()),
             revoked,
             auditor: tx,
@@ -448,6 +512,9 @@ impl Server {
                 .unwrap_or_else(|| opts.data_dir.join(files::UNSEAL_KEY));
             let key = read_unseal_key(&path)?;
             state.unseal_with(&key)?;
+        }
+        if let (SealConfig::Hsm, Some(path)) = (seal, &opts.hsm_pin_file) {
+            state.unseal_with_pin(read_pin_file(path)?).await?;
         }
         state.refresh_clients().await?;
         // Weak: the refresher ends with the server's state.
