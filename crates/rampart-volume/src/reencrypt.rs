@@ -112,9 +112,13 @@ pub struct Reencryption {
     luks: Luks,
     state: ReencryptState,
     raw: SharedDevice,
-    old: CryptDevice<SharedDevice>,
-    new: CryptDevice<SharedDevice>,
+    /// `None`: a plaintext side (encryption, decryption).
+    old: Option<CryptDevice<SharedDevice>>,
+    new: Option<CryptDevice<SharedDevice>>,
     size: u64,
+    /// Bytes to process in all (with a data shift, the plaintext before
+    /// it; else the data size).
+    total: u64,
     done: u64,
     _lock: Option<ReencryptionLock>,
 }
@@ -168,23 +172,27 @@ fn crypt_side(
     side: &rampart_luks::ReencryptSide,
     size: u64,
     key: &SecretBytes,
-) -> Result<CryptDevice<SharedDevice>, VolumeError> {
+) -> Result<Option<CryptDevice<SharedDevice>>, VolumeError> {
+    let Some(cipher) = side.cipher else {
+        return Ok(None);
+    };
     let layout = CryptLayout {
         offset: side.offset,
         size,
         sector_size: side.sector_size,
         iv_tweak: side.iv_tweak,
     };
-    let cipher = SectorCipher::new(sector_cipher_kind(side.cipher), key)?;
+    let cipher = SectorCipher::new(sector_cipher_kind(cipher), key)?;
     CryptDevice::new(Arc::clone(raw), layout, cipher)
+        .map(Some)
         .map_err(|e| VolumeError::io("cannot map the data", e))
 }
 
 impl Reencryption {
     /// Opens the reencryption recorded in the header of `paths`, with its
     /// old and new volume keys (checked against their digests and the
-    /// reencryption digest), under cryptsetup's reencryption lock and the
-    /// data-writer lock.
+    /// reencryption digest; an empty key for a plaintext side), under
+    /// cryptsetup's reencryption lock and the data-writer lock.
     pub fn open(
         paths: &VolumePaths,
         old_key: &SecretBytes,
@@ -238,17 +246,29 @@ impl Reencryption {
         let size = data_size(&state, raw.len())?;
         let old = crypt_side(&raw, &state.old, size, old_key)?;
         let new = crypt_side(&raw, &state.new, size, new_key)?;
-        let done = if state.complete { size } else { state.done.min(size) };
-        Ok(Self { header, what, luks, state, raw, old, new, size, done, _lock: lock })
+        if old.is_none() && new.is_none() {
+            return Err(rampart_luks::Error::Corrupt(
+                "neither side of the reencryption is encrypted".into(),
+            )
+            .into());
+        }
+        let total = match (&state.resilience, state.previous_size) {
+            (Resilience::Datashift { .. }, Some(p)) => p.min(size),
+            _ => size,
+        };
+        let mut job =
+            Self { header, what, luks, state, raw, old, new, size, total, done: 0, _lock: lock };
+        job.done = job.total.saturating_sub(job.remaining(job.first_zone(DEFAULT_HOTZONE)));
+        Ok(job)
     }
 
-    /// Data bytes in all.
+    /// Data bytes to process in all.
     #[must_use]
     pub fn size(&self) -> u64 {
-        self.size
+        self.total
     }
 
-    /// Data bytes under the new key.
+    /// Data bytes processed.
     #[must_use]
     pub fn done(&self) -> u64 {
         self.done
@@ -263,23 +283,68 @@ impl Reencryption {
         VolumeError::io(format!("{what} {}", self.what), e)
     }
 
+    /// The first hotzone to process from the recorded state.
+    fn first_zone(&self, max: u64) -> Option<(u64, u64)> {
+        self.state.next_hotzone(self.size, max)
+    }
+
+    /// Bytes of the zones from `zone` on.
+    fn remaining(&self, mut zone: Option<(u64, u64)>) -> u64 {
+        let mut sum = 0u64;
+        while let Some(z) = zone {
+            sum += z.1;
+            zone = rampart_luks::following_hotzone(&self.state, self.size, DEFAULT_HOTZONE, z);
+        }
+        sum
+    }
+
+    /// Where the old data of the hotzone at `offset` is read.
+    fn source(&self, offset: u64) -> u64 {
+        match self.state.moved {
+            Some((moved, _)) if offset == 0 => moved,
+            _ => self.state.old.offset + offset,
+        }
+    }
+
     /// Writes a checkpoint under the exclusive metadata lock.
-    fn checkpoint(&mut self, hot: Option<u64>, area: Option<&[u8]>) -> Result<(), VolumeError> {
+    fn checkpoint(
+        &mut self,
+        zone: (u64, u64),
+        hot: bool,
+        area: Option<&[u8]>,
+    ) -> Result<(), VolumeError> {
         let header = self.header.open(true)?;
-        self.luks.reencrypt_checkpoint(&*header, self.size, self.done, hot, area)?;
+        self.luks.reencrypt_checkpoint(&*header, self.size, zone, hot, area)?;
         Ok(())
+    }
+
+    /// Old data to new, in place: decrypted with the old key, encrypted
+    /// with the new one (either may be plaintext).
+    fn transform(&self, buf: &mut [u8], at: u64) -> io::Result<()> {
+        match (&self.old, &self.new) {
+            (Some(old), Some(new)) => old.recrypt_sectors(new, buf, at, None),
+            (None, Some(new)) => new.encrypt_sectors(buf, at),
+            (Some(old), None) => old.decrypt_sectors(buf, at),
+            (None, None) => Ok(()),
+        }
+    }
+
+    fn unit(&self) -> u64 {
+        u64::from(self.state.old.sector_size.max(self.state.new.sector_size))
     }
 
     /// The hotzone length: the option or default, bounded by what the
     /// resilience area holds, in whole units.
     fn hotzone_len(&self, wanted: Option<u64>) -> Result<u64, VolumeError> {
-        let mut unit = u64::from(self.state.old.sector_size.max(self.state.new.sector_size));
+        let mut unit = self.unit();
         let limit = match &self.state.resilience {
             Resilience::Checksum { hash, block_size } => {
                 unit = unit.max(u64::from(*block_size));
                 self.state.area_size / hash.output_len() as u64 * u64::from(*block_size)
             }
             Resilience::Journal => self.state.area_size,
+            // The data shift sets the hotzone, as in cryptsetup.
+            Resilience::Datashift { shift, .. } => return Ok(*shift),
             _ => u64::MAX,
         };
         let len = wanted.unwrap_or(DEFAULT_HOTZONE).min(limit).min(1 << 30);
@@ -307,7 +372,7 @@ impl Reencryption {
         match self.state.resilience.clone() {
             Resilience::Checksum { hash, block_size } => {
                 let bs = block_size as usize;
-                let unit = self.state.old.sector_size.max(self.state.new.sector_size) as usize;
+                let unit = self.unit() as usize;
                 if bs % unit != 0 || buf_len % bs != 0 {
                     return Err(rampart_luks::Error::UnsupportedCipher(format!(
                         "checksum blocks of {bs} bytes do not divide the {unit}-byte sectors and the {len}-byte hotzone"
@@ -327,18 +392,16 @@ impl Reencryption {
                     .open(false)?
                     .read_at(self.state.area_offset, &mut sums)
                     .map_err(|e| self.data_io("cannot read the checksums of", e))?;
-                let mut data = vec![0u8; buf_len];
+                let mut data = SecretBytes::zeroed(buf_len);
                 self.raw
-                    .read_at(&mut data, offset)
+                    .read_at(data.expose_mut(), offset)
                     .map_err(|e| self.data_io("cannot read the hotzone of", e))?;
                 let mut sum = [0u8; 64];
-                for (i, block) in data.chunks_mut(bs).enumerate() {
+                for (i, block) in data.expose_mut().chunks_mut(bs).enumerate() {
                     let n = digest_into(hash, block, &mut sum)?;
                     if sum[..n] == sums[i * hlen..(i + 1) * hlen] {
                         let at = start + (i * bs) as u64;
-                        self.old
-                            .decrypt_sectors(block, at)
-                            .and_then(|()| self.new.encrypt_sectors(block, at))
+                        self.transform(block, at)
                             .and_then(|()| self.raw.write_at(block, offset + (i * bs) as u64))
                             .map_err(|e| self.data_io("cannot repair the hotzone of", e))?;
                     }
@@ -356,9 +419,17 @@ impl Reencryption {
                     .open(false)?
                     .read_at(self.state.area_offset, data.expose_mut())
                     .map_err(|e| self.data_io("cannot read the journal of", e))?;
-                self.old
-                    .decrypt_sectors(data.expose_mut(), start)
-                    .and_then(|()| self.new.encrypt_sectors(data.expose_mut(), start))
+                self.transform(data.expose_mut(), start)
+                    .and_then(|()| self.raw.write_at(data.expose(), offset))
+                    .map_err(|e| self.data_io("cannot repair the hotzone of", e))?;
+            }
+            Resilience::Datashift { .. } => {
+                // The source is intact: the hotzone only overwrites data
+                // already moved.
+                let mut data = SecretBytes::zeroed(buf_len);
+                self.raw
+                    .read_at(data.expose_mut(), self.source(start))
+                    .and_then(|()| self.transform(data.expose_mut(), start))
                     .and_then(|()| self.raw.write_at(data.expose(), offset))
                     .map_err(|e| self.data_io("cannot repair the hotzone of", e))?;
             }
@@ -371,8 +442,7 @@ impl Reencryption {
             }
         }
         self.raw.flush().map_err(|e| self.data_io("cannot sync", e))?;
-        self.done = start + len;
-        self.checkpoint(None, None)
+        self.checkpoint((start, len), false, None)
     }
 
     /// Repairs an interrupted hotzone, if the header records one, and
@@ -385,57 +455,74 @@ impl Reencryption {
     }
 
     /// Runs (or resumes) the reencryption: recovery of an interrupted
-    /// hotzone first, then hotzone after hotzone to the end, then the
-    /// cleanup of the metadata. `progress` is told the bytes done and the
-    /// total after each hotzone; `stop` ends the run cleanly at the next
-    /// hotzone boundary.
+    /// hotzone first, then hotzone after hotzone (forward or backward, as
+    /// the header says) to the end, then the cleanup of the metadata.
+    /// `progress` is told the bytes done and the total after each
+    /// hotzone; `stop` ends the run cleanly at the next hotzone boundary.
     pub fn run(
         mut self,
         options: &ReencryptOptions,
         stop: &AtomicBool,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Outcome, ReencryptError> {
-        if let Some((start, len)) = self.state.hotzone {
-            self.recover(start, len)?;
-        }
         let hot_max = self.hotzone_len(options.hotzone_size)?;
+        let mut zone = match self.state.hotzone {
+            Some((start, len)) => {
+                self.recover(start, len)?;
+                self.done += len;
+                rampart_luks::following_hotzone(&self.state, self.size, hot_max, (start, len))
+            }
+            None => self.first_zone(hot_max),
+        };
         let with_metadata = !matches!(self.state.resilience, Resilience::None);
-        // At most 1 GiB (hotzone_len bounds it).
-        let buf_len = hot_max.min(self.size - self.done.min(self.size)) as usize;
+        // At most 1 GiB (hotzone_len bounds it; a data shift is at most
+        // the data offset).
+        let buf_len = usize::try_from(hot_max.min(self.size)).unwrap_or(usize::MAX).min(1 << 30);
         let raw = Arc::clone(&self.raw);
-        let (data_offset, size, first) = (self.state.new.offset, self.size, self.done);
+        let state = self.state.clone();
+        let size = self.size;
+        let moved = self.state.moved;
+        let old_offset = self.state.old.offset;
+        let mut last: Option<(u64, u64)> = None;
         // A reader thread fetches the next hotzone while this one is
-        // re-encrypted and written (two buffers in flight).
+        // processed and written (two buffers in flight).
         let outcome = std::thread::scope(|scope| -> Result<Outcome, ReencryptError> {
             let (full_tx, full_rx) = mpsc::sync_channel::<io::Result<Vec<u8>>>(1);
             let (empty_tx, empty_rx) = mpsc::sync_channel::<Vec<u8>>(2);
-            if buf_len > 0 {
+            if zone.is_some() {
                 for _ in 0..2 {
                     let _ = empty_tx.send(vec![0u8; buf_len]);
                 }
             }
+            let first = zone;
             scope.spawn(move || {
-                let mut pos = first;
-                while pos < size {
+                let mut next = first;
+                while let Some((off, len)) = next {
                     let Ok(mut buffer) = empty_rx.recv() else { return };
-                    let len = hot_max.min(size - pos);
-                    // len <= buf_len: fits in usize.
-                    let read = raw.read_at(&mut buffer[..len as usize], data_offset + pos);
+                    let src = match moved {
+                        Some((m, _)) if off == 0 => m,
+                        _ => old_offset + off,
+                    };
+                    // len <= hot_max <= buf_len: fits.
+                    let read = match buffer.get_mut(..len as usize) {
+                        Some(part) => raw.read_at(part, src),
+                        None => Err(io::Error::other("a hotzone larger than its buffer")),
+                    };
                     let failed = read.is_err();
                     if full_tx.send(read.map(|()| buffer)).is_err() || failed {
                         return;
                     }
-                    pos += len;
+                    next = rampart_luks::following_hotzone(&state, size, hot_max, (off, len));
                 }
             });
             let mut zones = 0u64;
-            progress(self.done, self.size);
-            while self.done < self.size {
+            progress(self.done, self.total);
+            while let Some((off, len)) = zone {
                 if stop.load(Ordering::Relaxed) || options.stop_after.is_some_and(|n| zones >= n) {
-                    if !with_metadata {
+                    if let (false, Some(z)) = (with_metadata, last) {
                         // The data first, then the header that says so.
                         self.raw.flush().map_err(|e| self.data_io("cannot sync", e))?;
-                        self.checkpoint(None, None)?;
+                        self.checkpoint(z, false, None)?;
                     }
                     return Ok(Outcome::Stopped { done: self.done });
                 }
@@ -444,60 +531,99 @@ impl Reencryption {
                     .map_err(|_| io::Error::other("the reader thread stopped"))
                     .and_then(|r| r)
                     .map_err(|e| self.data_io("cannot read the data of", e))?;
-                let len = hot_max.min(self.size - self.done);
                 let crash = options.crash_after.is_some_and(|n| zones >= n);
-                self.zone(&mut buffer[..len as usize], crash, with_metadata)?;
+                self.zone(&mut buffer[..len as usize], off, crash, with_metadata)?;
+                last = Some((off, len));
                 zones += 1;
-                progress(self.done, self.size);
+                self.done += len;
+                progress(self.done.min(self.total), self.total);
                 let _ = empty_tx.send(buffer);
+                zone = rampart_luks::following_hotzone(&self.state, self.size, hot_max, (off, len));
             }
             Ok(Outcome::Finished)
         })?;
         if outcome != Outcome::Finished {
             return Ok(outcome);
         }
+        if let (false, Some(z)) = (with_metadata, last) {
+            self.raw.flush().map_err(|e| self.data_io("cannot sync", e))?;
+            self.checkpoint(z, false, None)?;
+        }
+        if let Some((offset, len)) = self.state.moved {
+            // The copy of the first data chunk is plaintext: cryptsetup
+            // overwrites it with random bytes before the end.
+            self.wipe_random(offset, len)?;
+        }
         self.raw.flush().map_err(|e| self.data_io("cannot sync", e))?;
         let header = self.header.open(true)?;
-        self.luks.reencrypt_finish(&*header, self.size)?;
+        self.luks.reencrypt_finish(&*header)?;
         Ok(Outcome::Finished)
     }
 
-    /// Re-encrypts the hotzone at `self.done` whose old ciphertext is
-    /// `chunk`: resilience data and header first, then the data.
+    fn wipe_random(&self, offset: u64, len: u64) -> Result<(), VolumeError> {
+        let mut at = offset;
+        let end = offset.saturating_add(len).min(self.raw.len());
+        while at < end {
+            let n = (end - at).min(1 << 20);
+            // n <= 1 MiB.
+            let chunk = rampart_crypto::random_secret(n as usize)?;
+            self.raw
+                .write_at(chunk.expose(), at)
+                .map_err(|e| self.data_io("cannot wipe the moved data of", e))?;
+            at += n;
+        }
+        Ok(())
+    }
+
+    /// Processes the hotzone `[off, off+len)` whose old data is `chunk`:
+    /// resilience data and header first, then the data, then the header
+    /// that records it done.
     fn zone(
         &mut self,
         chunk: &mut [u8],
+        off: u64,
         crash: bool,
         with_metadata: bool,
     ) -> Result<(), ReencryptError> {
         let len = chunk.len() as u64;
-        let start = self.done;
-        let offset = self.state.new.offset + start;
+        let zone = (off, len);
+        let offset = self.state.new.offset + off;
         match self.state.resilience.clone() {
             Resilience::Checksum { hash, block_size } => {
-                // Hashes of the old ciphertext, taken in the same pass as
-                // the re-encryption; committed before any write.
+                // Hashes of the old data, committed before any write.
                 let bs = block_size as usize;
                 let mut sums = vec![0u8; chunk.len().div_ceil(bs) * hash.output_len()];
-                self.old
-                    .recrypt_sectors(&self.new, chunk, start, Some((hash, bs, &mut sums)))
-                    .map_err(|e| self.data_io("cannot re-encrypt the data of", e))?;
-                self.checkpoint(Some(len), Some(&sums))?;
+                match (&self.old, &self.new) {
+                    (Some(old), Some(new)) => old
+                        .recrypt_sectors(new, chunk, off, Some((hash, bs, &mut sums)))
+                        .map_err(|e| self.data_io("cannot re-encrypt the data of", e))?,
+                    _ => {
+                        let hlen = hash.output_len();
+                        for (block, sum) in chunk.chunks(bs).zip(sums.chunks_mut(hlen)) {
+                            digest_into(hash, block, sum).map_err(VolumeError::from)?;
+                        }
+                        self.transform(chunk, off)
+                            .map_err(|e| self.data_io("cannot process the data of", e))?;
+                    }
+                }
+                self.checkpoint(zone, true, Some(&sums))?;
             }
             Resilience::Journal => {
-                self.checkpoint(Some(len), Some(chunk))?;
-                self.old
-                    .recrypt_sectors(&self.new, chunk, start, None)
-                    .map_err(|e| self.data_io("cannot re-encrypt the data of", e))?;
+                self.checkpoint(zone, true, Some(chunk))?;
+                self.transform(chunk, off)
+                    .map_err(|e| self.data_io("cannot process the data of", e))?;
+            }
+            Resilience::Datashift { .. } => {
+                self.checkpoint(zone, true, None)?;
+                self.transform(chunk, off)
+                    .map_err(|e| self.data_io("cannot process the data of", e))?;
             }
             _ => self
-                .old
-                .recrypt_sectors(&self.new, chunk, start, None)
-                .map_err(|e| self.data_io("cannot re-encrypt the data of", e))?,
+                .transform(chunk, off)
+                .map_err(|e| self.data_io("cannot process the data of", e))?,
         }
         if crash {
-            let unit = u64::from(self.state.old.sector_size.max(self.state.new.sector_size));
-            let half = (len / 2 / unit * unit) as usize;
+            let half = (len / 2 / self.unit() * self.unit()) as usize;
             self.raw
                 .write_at(&chunk[..half], offset)
                 .and_then(|()| self.raw.flush())
@@ -509,10 +635,7 @@ impl Reencryption {
             .map_err(|e| self.data_io("cannot write the data of", e))?;
         if with_metadata {
             self.raw.flush().map_err(|e| self.data_io("cannot sync", e))?;
-        }
-        self.done += len;
-        if with_metadata {
-            self.checkpoint(None, None)?;
+            self.checkpoint(zone, false, None)?;
         }
         Ok(())
     }
@@ -560,7 +683,7 @@ impl ReencryptingDevice {
         let state = luks.reencrypt_state()?.ok_or_else(|| {
             rampart_luks::Error::InvalidArgument("the volume is not being re-encrypted".into())
         })?;
-        state.check_supported()?;
+        state.check_servable()?;
         luks.reencrypt_verify(old_key, new_key)?;
         if let Some((start, _)) = state.hotzone {
             return Err(rampart_luks::Error::InvalidArgument(format!(
@@ -569,8 +692,9 @@ impl ReencryptingDevice {
             .into());
         }
         let size = data_size(&state, raw.len())?;
-        let old = crypt_side(&raw, &state.old, size, old_key)?;
-        let new = crypt_side(&raw, &state.new, size, new_key)?;
+        let plain = || rampart_luks::Error::UnsupportedCipher("a plaintext side".into());
+        let old = crypt_side(&raw, &state.old, size, old_key)?.ok_or_else(plain)?;
+        let new = crypt_side(&raw, &state.new, size, new_key)?.ok_or_else(plain)?;
         let boundary = if state.complete { size } else { state.done.min(size) };
         Ok(Self { old, new, boundary })
     }
