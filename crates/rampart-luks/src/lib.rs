@@ -553,6 +553,30 @@ impl Luks {
         }
     }
 
+    /// Changes the resilience mode of a reencryption in progress (clean
+    /// state), as cryptsetup 2.6 allows on resume: checksum, journal or
+    /// none, never to or from a data shift.
+    pub fn reencrypt_set_resilience(
+        &mut self,
+        io: &dyn MetadataIo,
+        old: &SecretBytes,
+        new: &SecretBytes,
+        resilience: &Resilience,
+        pbkdf: &PbkdfChoice,
+    ) -> Result<()> {
+        match &mut self.inner {
+            Inner::V1(_) => Err(Error::invalid("not a LUKS2 volume")),
+            Inner::V2(h) => h.reencrypt_set_resilience(
+                io,
+                old,
+                new,
+                resilience,
+                pbkdf.hash,
+                pbkdf.forced_iterations.is_some(),
+            ),
+        }
+    }
+
     /// Records reencryption progress crash-safely: `area_data` into the
     /// resilience area (synced), then the header with the hotzone `zone`
     /// (data offset, length) in progress (`hot`) or done, in the layout

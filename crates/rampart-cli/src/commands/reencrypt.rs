@@ -91,11 +91,10 @@ pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
                 || args.cipher.is_some()
                 || args.key_size.is_some()
                 || args.sector_size.is_some()
-                || args.new_key_file.is_some()
-                || args.resilience.as_deref().is_some_and(|r| r != state.resilience.name());
+                || args.new_key_file.is_some();
             if changed {
                 return Err(UsageError(format!(
-                    "{} is already being re-encrypted ({} resilience); resume it without --cipher, --key-size, --sector-size, --new-key-file or another --resilience",
+                    "{} is already being re-encrypted ({} resilience); resume it without --cipher, --key-size, --sector-size, --new-key-file or --reduce-device-size",
                     paths.data.display(),
                     state.resilience.name()
                 ))
@@ -108,8 +107,19 @@ pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
                 ))
                 .into());
             }
-            luks.reencrypt_unlock(&header, passphrase.expose(), args.key.key_slot)
-                .map_err(luks_error)?
+            let keys = luks
+                .reencrypt_unlock(&header, passphrase.expose(), args.key.key_slot)
+                .map_err(luks_error)?;
+            drop(header);
+            let other = args.resilience.as_deref().is_some_and(|r| r != state.resilience.name())
+                || args.resilience_hash.as_deref().is_some_and(|h| match &state.resilience {
+                    Resilience::Checksum { hash, .. } => h != hash.name(),
+                    _ => true,
+                });
+            if other {
+                change_resilience(args, &paths, &state, &keys)?;
+            }
+            keys
         }
         None if args.resume_only => {
             return Err(UsageError(format!(
@@ -357,6 +367,55 @@ fn start_decrypt(
     luks.reencrypt_init_decrypt(&header, &key, resilience, &pbkdf).map_err(luks_error)?;
     drop(header);
     Ok((key, SecretBytes::new(Vec::new())))
+}
+
+/// Resuming with another `--resilience` (cryptsetup 2.6 allows it among
+/// checksum, journal and none): an interrupted hotzone is recovered under
+/// the old mode first, then the keyslot area's mode changes.
+fn change_resilience(
+    args: &ReencryptArgs,
+    paths: &VolumePaths,
+    state: &rampart_luks::ReencryptState,
+    (old_key, new_key): &(SecretBytes, SecretBytes),
+) -> anyhow::Result<()> {
+    if matches!(state.resilience, Resilience::Datashift { .. })
+        || args.resilience.as_deref() == Some("datashift")
+    {
+        return Err(UsageError(format!(
+            "{} is being {} with resilience {}: a data shift keeps its resilience to the end, as in cryptsetup",
+            paths.data.display(),
+            match state.mode {
+                rampart_luks::ReencryptMode::Encrypt => "encrypted",
+                rampart_luks::ReencryptMode::Decrypt => "decrypted",
+                _ => "re-encrypted",
+            },
+            state.resilience.name()
+        ))
+        .into());
+    }
+    let volume_err = |e: rampart_volume::VolumeError| match e {
+        rampart_volume::VolumeError::Luks(inner) => luks_error(inner),
+        other => anyhow::Error::from(other),
+    };
+    if state.hotzone.is_some() {
+        Reencryption::open(paths, old_key, new_key)
+            .and_then(Reencryption::recover_only)
+            .map_err(volume_err)?;
+    }
+    let unit = state.old.sector_size.max(state.new.sector_size);
+    let device_len = std::fs::File::open(&paths.data)
+        .with_context(|| format!("cannot open {}", paths.data.display()))
+        .and_then(|f| rampart_luks::MetadataIo::len(&f).context("cannot size the data device"))?;
+    let resilience =
+        parse_resilience(args, checksum_block(device_len.saturating_sub(state.new.offset), unit))?;
+    let pbkdf = pbkdf_choice(&args.pbkdf, LuksVersion::Luks2)?;
+    let (header, mut luks, _) = paths.load(true)?;
+    luks.reencrypt_set_resilience(&header, old_key, new_key, &resilience, &pbkdf)
+        .map_err(luks_error)?;
+    if !args.quiet && !args.json {
+        eprintln!("Resilience changed from {} to {}.", state.resilience.name(), resilience.name());
+    }
+    Ok(())
 }
 
 fn parse_resilience(args: &ReencryptArgs, block_size: u32) -> anyhow::Result<Resilience> {

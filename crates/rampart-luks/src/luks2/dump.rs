@@ -68,8 +68,10 @@ pub(super) fn dump_text(h: &Luks2) -> String {
         let _ = writeln!(out, "\tresilience: {}", state.resilience.name());
         if state.complete {
             let _ = writeln!(out, "\tprogress:   all data re-encrypted; cleanup pending");
-        } else {
+        } else if state.direction == super::reencrypt::ReencryptDirection::Forward {
             let _ = writeln!(out, "\tprogress:   {} bytes re-encrypted", state.done);
+        } else {
+            let _ = writeln!(out, "\tprogress:   backward, from the end of the data");
         }
         if let Some((start, len)) = state.hotzone {
             let _ = writeln!(

@@ -1328,3 +1328,80 @@ impl Luks2 {
         })
     }
 }
+
+impl Luks2 {
+    /// Changes the resilience mode of a reencryption in a clean state
+    /// (no interrupted hotzone), as cryptsetup 2.6 does when resumed with
+    /// another `--resilience`: among checksum, journal and none (never to
+    /// or from a data shift), in the same area, with the reencryption
+    /// digest computed again; one header write.
+    pub(crate) fn reencrypt_set_resilience(
+        &mut self,
+        io: &dyn MetadataIo,
+        old: &SecretBytes,
+        new: &SecretBytes,
+        resilience: &reencrypt::Resilience,
+        hash: rampart_crypto::HashAlg,
+        forced_iterations: bool,
+    ) -> Result<()> {
+        self.reencrypt_verify(old, new)?;
+        let state = self
+            .reencrypt_state()?
+            .ok_or_else(|| Error::invalid("the volume is not being re-encrypted"))?;
+        if state.hotzone.is_some() {
+            return Err(Error::invalid(
+                "an interrupted hotzone must be recovered before the resilience mode changes",
+            ));
+        }
+        let shifted =
+            |r: &reencrypt::Resilience| matches!(r, reencrypt::Resilience::Datashift { .. });
+        if shifted(&state.resilience) || shifted(resilience) {
+            return Err(Error::invalid(format!(
+                "the resilience mode cannot change from {} to {} (a data shift is kept to the end, as in cryptsetup)",
+                state.resilience.name(),
+                resilience.name()
+            )));
+        }
+        let mut meta = self.meta.clone();
+        let rks = state.keyslot;
+        let fresh = reencrypt::new_keyslot(
+            state.area_offset,
+            state.area_size,
+            resilience,
+            state.mode,
+            state.direction,
+        );
+        match meta.keyslots.get_mut(&rks) {
+            Some(Keyslot::Other { raw, .. }) => {
+                if let (Some(obj), Some(area)) = (raw.as_object_mut(), fresh.get("area")) {
+                    obj.insert("area".into(), area.clone());
+                }
+            }
+            _ => return Err(Error::corrupt("the reencrypt keyslot is missing")),
+        }
+        let plain = |k: &SecretBytes| k.is_empty();
+        let data = reencrypt::verification_data(
+            &meta,
+            (!plain(old)).then_some(old),
+            (!plain(new)).then_some(new),
+        )?;
+        let iterations = if forced_iterations {
+            crate::pbkdf::MIN_PBKDF2_ITERATIONS
+        } else {
+            pbkdf2_iterations_for(hash, data.len(), DIGEST_ITER_MS)?
+        };
+        let id = meta
+            .digest_of_keyslot(rks)
+            .map(|(id, _)| id)
+            .ok_or_else(|| Error::corrupt("the reencryption digest is missing"))?;
+        meta.digests.insert(
+            id,
+            digest::create(data.expose(), hash, iterations, vec![IdRef(rks)], Vec::new())?,
+        );
+        encode_area(&meta, self.bin.hdr_size)?;
+        self.update_reencrypt(io, |m| {
+            *m = meta;
+            Ok(())
+        })
+    }
+}
