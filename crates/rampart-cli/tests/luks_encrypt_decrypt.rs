@@ -379,7 +379,7 @@ fn rampart_finishes_what_a_killed_cryptsetup_left() {
     kill_cryptsetup_when("shift", &args, &vol, |json| {
         let segs: Vec<&serde_json::Value> = json["segments"]
             .as_object()
-            .map(|s| s.values().collect())
+            .map(|s| s.values().collect::<Vec<_>>())
             .unwrap_or_default()
             .into_iter()
             .filter(|s| {
