@@ -86,6 +86,11 @@ pub enum Command {
     /// keyslots are removed at the end. Interrupted (crash, kill, power
     /// loss) with resilience checksum or journal, it resumes where it
     /// stopped: `rampart reencrypt --resume-only VOL`.
+    ///
+    /// With --encrypt it turns a plain image into a LUKS2 volume in place
+    /// (--reduce-device-size: the data shifts up behind the new header;
+    /// --header FILE: a detached header); with --decrypt it turns a
+    /// detached-header volume back into plaintext.
     Reencrypt(ReencryptArgs),
     /// Unlock through key-manager tokens only: check it, or print the
     /// keyslot passphrase for `cryptsetup open --key-file -`.

@@ -115,7 +115,8 @@ pub struct Reencryption {
     /// `None`: a plaintext side (encryption, decryption).
     old: Option<CryptDevice<SharedDevice>>,
     new: Option<CryptDevice<SharedDevice>>,
-    size: u64,
+    /// The data size (plaintext bytes the layout maps).
+    data_len: u64,
     /// Bytes to process in all (with a data shift, the plaintext before
     /// it; else the data size).
     total: u64,
@@ -127,7 +128,7 @@ impl std::fmt::Debug for Reencryption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Reencryption")
             .field("data", &self.what)
-            .field("size", &self.size)
+            .field("size", &self.data_len)
             .field("done", &self.done)
             .finish_non_exhaustive()
     }
@@ -256,8 +257,19 @@ impl Reencryption {
             (Resilience::Datashift { .. }, Some(p)) => p.min(size),
             _ => size,
         };
-        let mut job =
-            Self { header, what, luks, state, raw, old, new, size, total, done: 0, _lock: lock };
+        let mut job = Self {
+            header,
+            what,
+            luks,
+            state,
+            raw,
+            old,
+            new,
+            data_len: size,
+            total,
+            done: 0,
+            _lock: lock,
+        };
         job.done = job.total.saturating_sub(job.remaining(job.first_zone(DEFAULT_HOTZONE)));
         Ok(job)
     }
@@ -285,7 +297,7 @@ impl Reencryption {
 
     /// The first hotzone to process from the recorded state.
     fn first_zone(&self, max: u64) -> Option<(u64, u64)> {
-        self.state.next_hotzone(self.size, max)
+        self.state.next_hotzone(self.data_len, max)
     }
 
     /// Bytes of the zones from `zone` on.
@@ -293,7 +305,7 @@ impl Reencryption {
         let mut sum = 0u64;
         while let Some(z) = zone {
             sum += z.1;
-            zone = rampart_luks::following_hotzone(&self.state, self.size, DEFAULT_HOTZONE, z);
+            zone = rampart_luks::following_hotzone(&self.state, self.data_len, DEFAULT_HOTZONE, z);
         }
         sum
     }
@@ -314,7 +326,7 @@ impl Reencryption {
         area: Option<&[u8]>,
     ) -> Result<(), VolumeError> {
         let header = self.header.open(true)?;
-        self.luks.reencrypt_checkpoint(&*header, self.size, zone, hot, area)?;
+        self.luks.reencrypt_checkpoint(&*header, self.data_len, zone, hot, area)?;
         Ok(())
     }
 
@@ -362,7 +374,7 @@ impl Reencryption {
     /// Repairs the hotzone a crash interrupted, from its resilience data,
     /// and records it as done.
     fn recover(&mut self, start: u64, len: u64) -> Result<(), VolumeError> {
-        check_range(start, len, self.size)
+        check_range(start, len, self.data_len)
             .map_err(|e| self.data_io("the interrupted hotzone lies beyond the data of", e))?;
         let buf_len = usize::try_from(len)
             .ok()
@@ -470,17 +482,18 @@ impl Reencryption {
             Some((start, len)) => {
                 self.recover(start, len)?;
                 self.done += len;
-                rampart_luks::following_hotzone(&self.state, self.size, hot_max, (start, len))
+                rampart_luks::following_hotzone(&self.state, self.data_len, hot_max, (start, len))
             }
             None => self.first_zone(hot_max),
         };
         let with_metadata = !matches!(self.state.resilience, Resilience::None);
         // At most 1 GiB (hotzone_len bounds it; a data shift is at most
         // the data offset).
-        let buf_len = usize::try_from(hot_max.min(self.size)).unwrap_or(usize::MAX).min(1 << 30);
+        let buf_len =
+            usize::try_from(hot_max.min(self.data_len)).unwrap_or(usize::MAX).min(1 << 30);
         let raw = Arc::clone(&self.raw);
         let state = self.state.clone();
-        let size = self.size;
+        let size = self.data_len;
         let moved = self.state.moved;
         let old_offset = self.state.old.offset;
         let mut last: Option<(u64, u64)> = None;
@@ -538,7 +551,12 @@ impl Reencryption {
                 self.done += len;
                 progress(self.done.min(self.total), self.total);
                 let _ = empty_tx.send(buffer);
-                zone = rampart_luks::following_hotzone(&self.state, self.size, hot_max, (off, len));
+                zone = rampart_luks::following_hotzone(
+                    &self.state,
+                    self.data_len,
+                    hot_max,
+                    (off, len),
+                );
             }
             Ok(Outcome::Finished)
         })?;

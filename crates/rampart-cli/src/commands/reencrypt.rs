@@ -305,7 +305,7 @@ fn start_encrypt(
         None => {
             let header_path = paths.header_path();
             if header_path.exists() {
-                let file = std::fs::File::open(&header_path)
+                let file = std::fs::File::open(header_path)
                     .with_context(|| format!("cannot open {}", header_path.display()))?;
                 if Luks::load(&file).is_ok() {
                     return Err(UsageError(format!(
@@ -315,7 +315,7 @@ fn start_encrypt(
                     .into());
                 }
             } else {
-                std::fs::File::create(&header_path).with_context(|| {
+                std::fs::File::create(header_path).with_context(|| {
                     format!("cannot create header file {}", header_path.display())
                 })?;
             }

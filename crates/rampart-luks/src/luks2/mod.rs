@@ -1163,7 +1163,7 @@ impl Luks2 {
             fin.flags = Some(vec!["backup-final".into()]);
             let (direction, resilience) = match plan.shift {
                 Some(shift) => {
-                    let dev_size = plan.device_len.checked_sub(data_offset).unwrap_or(0);
+                    let dev_size = plan.device_len.saturating_sub(data_offset);
                     let data_size = dev_size.saturating_sub(shift);
                     if shift == 0 || data_offset != shift || data_size < shift {
                         return Err(Error::invalid(format!(
