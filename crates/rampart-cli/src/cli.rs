@@ -495,6 +495,9 @@ pub struct ReencryptArgs {
     /// How an interrupted hotzone is repaired: checksum (default; a hash
     /// per block in the header), journal (a copy of the hotzone; slower)
     /// or none (an interruption other than a clean stop loses data).
+    /// Encryption with --reduce-device-size always uses datashift. With
+    /// --resume-only, another of checksum, journal and none replaces the
+    /// recorded one (as cryptsetup 2.6 allows; a data shift keeps its own).
     #[arg(long, value_name = "MODE")]
     pub resilience: Option<String>,
     /// The checksum resilience hash: sha256 (default), sha1 or sha512.
