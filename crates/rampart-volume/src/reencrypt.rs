@@ -2,7 +2,13 @@
 //! LUKS2's reencryption metadata (as cryptsetup 2.6 writes it, so that
 //! either tool resumes what the other started).
 //!
-//! The data area is processed forward in hotzones. For each hotzone:
+//! The same engine encrypts plaintext in place (mode encrypt, forward, or
+//! backward with a data shift: each hotzone read from its old place and
+//! written the shift further up, so the source survives a crash) and
+//! decrypts (mode decrypt, backward), as the header records it.
+//!
+//! The data area is processed in hotzones (forward, or backward from the
+//! end, as cryptsetup picks them). For each hotzone:
 //!
 //! 1. its old ciphertext is read;
 //! 2. the resilience data goes to the reencrypt keyslot's area (checksum:

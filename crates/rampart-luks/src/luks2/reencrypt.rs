@@ -7,7 +7,15 @@
 //! Only metadata lives here; the data is moved by rampart-volume's engine,
 //! which calls [`super::Luks2::reencrypt_checkpoint`] around each hotzone.
 //!
-//! Forward reencryption of the whole data area goes through these states,
+//! Encryption (mode `encrypt`: the old side is plaintext, `linear`
+//! segments) and decryption (mode `decrypt`: the new side is plaintext)
+//! use the same metadata; backward runs go from the end of the data, and
+//! an encryption with a data shift (cryptsetup's `--reduce-device-size`)
+//! moves each hotzone up by the shift, its first chunk read from the
+//! `backup-moved-segment` copy. `set_layout` builds each layout as
+//! cryptsetup 2.6 does for the mode and direction.
+//!
+//! Forward re-encryption of the whole data area goes through these states,
 //! each one header write:
 //!
 //! * clean, nothing done: `0` old (dynamic), backups;
