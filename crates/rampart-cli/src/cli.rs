@@ -86,6 +86,11 @@ pub enum Command {
     /// keyslots are removed at the end. Interrupted (crash, kill, power
     /// loss) with resilience checksum or journal, it resumes where it
     /// stopped: `rampart reencrypt --resume-only VOL`.
+    ///
+    /// With --encrypt it turns a plain image into a LUKS2 volume in place
+    /// (--reduce-device-size: the data shifts up behind the new header;
+    /// --header FILE: a detached header); with --decrypt it turns a
+    /// detached-header volume back into plaintext.
     Reencrypt(ReencryptArgs),
     /// Unlock through key-manager tokens only: check it, or print the
     /// keyslot passphrase for `cryptsetup open --key-file -`.
@@ -490,6 +495,9 @@ pub struct ReencryptArgs {
     /// How an interrupted hotzone is repaired: checksum (default; a hash
     /// per block in the header), journal (a copy of the hotzone; slower)
     /// or none (an interruption other than a clean stop loses data).
+    /// Encryption with --reduce-device-size always uses datashift. With
+    /// --resume-only, another of checksum, journal and none replaces the
+    /// recorded one (as cryptsetup 2.6 allows; a data shift keeps its own).
     #[arg(long, value_name = "MODE")]
     pub resilience: Option<String>,
     /// The checksum resilience hash: sha256 (default), sha1 or sha512.
@@ -507,6 +515,25 @@ pub struct ReencryptArgs {
     /// keyslot); move no data.
     #[arg(long, conflicts_with = "resume_only")]
     pub init_only: bool,
+    /// Encrypt a plaintext disk image in place (mode encrypt): with
+    /// --reduce-device-size the data moves up to make room for the LUKS2
+    /// header at its start; with --header FILE the header is written to
+    /// FILE (detached) and the data stays where it is. The passphrase of
+    /// keyslot 0 comes from --new-key-file, else --key-file, else a prompt.
+    #[arg(long, conflicts_with_all = ["decrypt", "resume_only"])]
+    pub encrypt: bool,
+    /// Decrypt a LUKS2 volume's data back to plaintext in place (mode
+    /// decrypt); the volume must have a detached header (--header FILE), as
+    /// cryptsetup 2.6 requires. All keyslots are removed at the end.
+    #[arg(long, conflicts_with_all = ["encrypt", "resume_only"])]
+    pub decrypt: bool,
+    /// With --encrypt: the bytes given up at the end of the device (K/M/G
+    /// suffixes; a multiple of twice the sector size): the data moves up
+    /// by half of it and the LUKS2 header takes the first half, as
+    /// cryptsetup's --reduce-device-size. The last SIZE bytes of the
+    /// device must hold nothing of value (shrink the filesystem first).
+    #[arg(long, value_parser = parse_size, value_name = "SIZE", requires = "encrypt")]
+    pub reduce_device_size: Option<u64>,
     /// KDF of the new keyslots (default: argon2id, as `format`).
     #[command(flatten)]
     pub pbkdf: PbkdfArgs,

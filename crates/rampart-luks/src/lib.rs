@@ -27,8 +27,10 @@ pub use cipher::DataCipher;
 pub use error::{Error, Result};
 pub use io::{MemoryIo, MetadataIo};
 pub use luks2::reencrypt::{
-    ReencryptDirection, ReencryptMode, ReencryptSide, ReencryptState, Resilience, REQUIREMENT_V2,
+    following_hotzone, ReencryptDirection, ReencryptMode, ReencryptSide, ReencryptState,
+    Resilience, REQUIREMENT_V2,
 };
+pub use luks2::EncryptPlan;
 pub use pbkdf::{pbkdf_for_time, KdfParams, PbkdfChoice, PbkdfKind};
 pub use rampart_crypto::{HashAlg, SecretBytes};
 
@@ -503,31 +505,104 @@ impl Luks {
         }
     }
 
+    /// Writes a LUKS2 header for plaintext data about to be encrypted in
+    /// place under a fresh volume key (cryptsetup's `reencrypt --encrypt`):
+    /// keyslot 0 for `passphrase`, the reencryption metadata of `plan`.
+    /// Returns the header and the new volume key.
+    pub fn format_encrypt(
+        io: &dyn MetadataIo,
+        opts: &FormatOptions,
+        passphrase: &[u8],
+        plan: &EncryptPlan,
+    ) -> Result<(Luks, SecretBytes)> {
+        if opts.version != LuksVersion::Luks2 {
+            return Err(Error::invalid("only LUKS2 records an encryption in progress"));
+        }
+        let key = loop {
+            let key = random_secret(opts.key_bytes)?;
+            let half = key.len() / 2;
+            if opts.cipher != DataCipher::AesXtsPlain64
+                || key.expose()[..half] != key.expose()[half..]
+            {
+                break key;
+            }
+        };
+        let h = Luks2::format_encrypt(io, opts, &key, passphrase, plan)?;
+        Ok((Luks { inner: Inner::V2(Box::new(h)) }, key))
+    }
+
+    /// Starts decrypting a LUKS2 volume's data to plaintext in place
+    /// (cryptsetup's `reencrypt --decrypt` on a detached header): one
+    /// crash-safe header write.
+    pub fn reencrypt_init_decrypt(
+        &mut self,
+        io: &dyn MetadataIo,
+        key: &SecretBytes,
+        resilience: Resilience,
+        pbkdf: &PbkdfChoice,
+    ) -> Result<()> {
+        match &mut self.inner {
+            Inner::V1(_) => Err(Error::invalid("LUKS1 volumes cannot be decrypted in place")),
+            Inner::V2(h) => h.reencrypt_init_decrypt(
+                io,
+                key,
+                resilience,
+                pbkdf.hash,
+                pbkdf.forced_iterations.is_some(),
+            ),
+        }
+    }
+
+    /// Changes the resilience mode of a reencryption in progress (clean
+    /// state), as cryptsetup 2.6 allows on resume: checksum, journal or
+    /// none, never to or from a data shift.
+    pub fn reencrypt_set_resilience(
+        &mut self,
+        io: &dyn MetadataIo,
+        old: &SecretBytes,
+        new: &SecretBytes,
+        resilience: &Resilience,
+        pbkdf: &PbkdfChoice,
+    ) -> Result<()> {
+        match &mut self.inner {
+            Inner::V1(_) => Err(Error::invalid("not a LUKS2 volume")),
+            Inner::V2(h) => h.reencrypt_set_resilience(
+                io,
+                old,
+                new,
+                resilience,
+                pbkdf.hash,
+                pbkdf.forced_iterations.is_some(),
+            ),
+        }
+    }
+
     /// Records reencryption progress crash-safely: `area_data` into the
-    /// resilience area (synced), then the header with `done` bytes under
-    /// the new key and, with `hot`, a hotzone of that many bytes in
-    /// progress after them. `size` is the data area size in bytes.
+    /// resilience area (synced), then the header with the hotzone `zone`
+    /// (data offset, length) in progress (`hot`) or done, in the layout
+    /// cryptsetup 2.6 writes for the mode and direction. `size` is the
+    /// data area size in bytes.
     pub fn reencrypt_checkpoint(
         &mut self,
         io: &dyn MetadataIo,
         size: u64,
-        done: u64,
-        hot: Option<u64>,
+        zone: (u64, u64),
+        hot: bool,
         area_data: Option<&[u8]>,
     ) -> Result<()> {
         match &mut self.inner {
             Inner::V1(_) => Err(Error::invalid("not a LUKS2 volume")),
-            Inner::V2(h) => h.reencrypt_checkpoint(io, size, done, hot, area_data),
+            Inner::V2(h) => h.reencrypt_checkpoint(io, size, zone, hot, area_data),
         }
     }
 
     /// Ends a completed reencryption: drops the old key's keyslots and
     /// digest, the backup segments, the reencrypt keyslot and the
     /// requirement in one header write, then overwrites the freed areas.
-    pub fn reencrypt_finish(&mut self, io: &dyn MetadataIo, size: u64) -> Result<()> {
+    pub fn reencrypt_finish(&mut self, io: &dyn MetadataIo) -> Result<()> {
         match &mut self.inner {
             Inner::V1(_) => Err(Error::invalid("not a LUKS2 volume")),
-            Inner::V2(h) => h.reencrypt_finish(io, size),
+            Inner::V2(h) => h.reencrypt_finish(io),
         }
     }
 }

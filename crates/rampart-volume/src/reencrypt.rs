@@ -2,7 +2,13 @@
 //! LUKS2's reencryption metadata (as cryptsetup 2.6 writes it, so that
 //! either tool resumes what the other started).
 //!
-//! The data area is processed forward in hotzones. For each hotzone:
+//! The same engine encrypts plaintext in place (mode encrypt, forward, or
+//! backward with a data shift: each hotzone read from its old place and
+//! written the shift further up, so the source survives a crash) and
+//! decrypts (mode decrypt, backward), as the header records it.
+//!
+//! The data area is processed in hotzones (forward, or backward from the
+//! end, as cryptsetup picks them). For each hotzone:
 //!
 //! 1. its old ciphertext is read;
 //! 2. the resilience data goes to the reencrypt keyslot's area (checksum:
@@ -24,9 +30,9 @@
 //! A volume in the middle of a reencryption is served by
 //! [`ReencryptingDevice`]: below the boundary the new key, above it the
 //! old one, as dm-crypt maps it. Given that device
-//! ([`ReencryptOptions::serving`]), a run re-encrypts the volume while it
-//! is in use: each hotzone is read only after the device has closed it to
-//! its clients (see [`crate::gate`]), so no write is lost between the
+//! ([`ReencryptOptions::serving`]), a forward reencryption runs while the
+//! volume is in use: each hotzone is read only after the device has closed
+//! it to its clients (see [`crate::gate`]), so no write is lost between the
 //! read and the write of a hotzone, and there is no read-ahead.
 
 use std::io;
@@ -121,9 +127,14 @@ pub struct Reencryption {
     luks: Luks,
     state: ReencryptState,
     raw: SharedDevice,
-    old: CryptDevice<SharedDevice>,
-    new: CryptDevice<SharedDevice>,
-    size: u64,
+    /// `None`: a plaintext side (encryption, decryption).
+    old: Option<CryptDevice<SharedDevice>>,
+    new: Option<CryptDevice<SharedDevice>>,
+    /// The data size (plaintext bytes the layout maps).
+    data_len: u64,
+    /// Bytes to process in all (with a data shift, the plaintext before
+    /// it; else the data size).
+    total: u64,
     done: u64,
     _lock: Option<ReencryptionLock>,
 }
@@ -132,7 +143,7 @@ impl std::fmt::Debug for Reencryption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Reencryption")
             .field("data", &self.what)
-            .field("size", &self.size)
+            .field("size", &self.data_len)
             .field("done", &self.done)
             .finish_non_exhaustive()
     }
@@ -177,23 +188,27 @@ fn crypt_side(
     side: &rampart_luks::ReencryptSide,
     size: u64,
     key: &SecretBytes,
-) -> Result<CryptDevice<SharedDevice>, VolumeError> {
+) -> Result<Option<CryptDevice<SharedDevice>>, VolumeError> {
+    let Some(cipher) = side.cipher else {
+        return Ok(None);
+    };
     let layout = CryptLayout {
         offset: side.offset,
         size,
         sector_size: side.sector_size,
         iv_tweak: side.iv_tweak,
     };
-    let cipher = SectorCipher::new(sector_cipher_kind(side.cipher), key)?;
+    let cipher = SectorCipher::new(sector_cipher_kind(cipher), key)?;
     CryptDevice::new(Arc::clone(raw), layout, cipher)
+        .map(Some)
         .map_err(|e| VolumeError::io("cannot map the data", e))
 }
 
 impl Reencryption {
     /// Opens the reencryption recorded in the header of `paths`, with its
     /// old and new volume keys (checked against their digests and the
-    /// reencryption digest), under cryptsetup's reencryption lock and the
-    /// data-writer lock.
+    /// reencryption digest; an empty key for a plaintext side), under
+    /// cryptsetup's reencryption lock and the data-writer lock.
     pub fn open(
         paths: &VolumePaths,
         old_key: &SecretBytes,
@@ -272,17 +287,40 @@ impl Reencryption {
         let size = data_size(&state, raw.len())?;
         let old = crypt_side(&raw, &state.old, size, old_key)?;
         let new = crypt_side(&raw, &state.new, size, new_key)?;
-        let done = if state.complete { size } else { state.done.min(size) };
-        Ok(Self { header, what, luks, state, raw, old, new, size, done, _lock: lock })
+        if old.is_none() && new.is_none() {
+            return Err(rampart_luks::Error::Corrupt(
+                "neither side of the reencryption is encrypted".into(),
+            )
+            .into());
+        }
+        let total = match (&state.resilience, state.previous_size) {
+            (Resilience::Datashift { .. }, Some(p)) => p.min(size),
+            _ => size,
+        };
+        let mut job = Self {
+            header,
+            what,
+            luks,
+            state,
+            raw,
+            old,
+            new,
+            data_len: size,
+            total,
+            done: 0,
+            _lock: lock,
+        };
+        job.done = job.total.saturating_sub(job.remaining(job.first_zone(DEFAULT_HOTZONE)));
+        Ok(job)
     }
 
-    /// Data bytes in all.
+    /// Data bytes to process in all.
     #[must_use]
     pub fn size(&self) -> u64 {
-        self.size
+        self.total
     }
 
-    /// Data bytes under the new key.
+    /// Data bytes processed.
     #[must_use]
     pub fn done(&self) -> u64 {
         self.done
@@ -297,23 +335,68 @@ impl Reencryption {
         VolumeError::io(format!("{what} {}", self.what), e)
     }
 
+    /// The first hotzone to process from the recorded state.
+    fn first_zone(&self, max: u64) -> Option<(u64, u64)> {
+        self.state.next_hotzone(self.data_len, max)
+    }
+
+    /// Bytes of the zones from `zone` on.
+    fn remaining(&self, mut zone: Option<(u64, u64)>) -> u64 {
+        let mut sum = 0u64;
+        while let Some(z) = zone {
+            sum += z.1;
+            zone = rampart_luks::following_hotzone(&self.state, self.data_len, DEFAULT_HOTZONE, z);
+        }
+        sum
+    }
+
+    /// Where the old data of the hotzone at `offset` is read.
+    fn source(&self, offset: u64) -> u64 {
+        match self.state.moved {
+            Some((moved, _)) if offset == 0 => moved,
+            _ => self.state.old.offset + offset,
+        }
+    }
+
     /// Writes a checkpoint under the exclusive metadata lock.
-    fn checkpoint(&mut self, hot: Option<u64>, area: Option<&[u8]>) -> Result<(), VolumeError> {
+    fn checkpoint(
+        &mut self,
+        zone: (u64, u64),
+        hot: bool,
+        area: Option<&[u8]>,
+    ) -> Result<(), VolumeError> {
         let header = self.header.open(true)?;
-        self.luks.reencrypt_checkpoint(&*header, self.size, self.done, hot, area)?;
+        self.luks.reencrypt_checkpoint(&*header, self.data_len, zone, hot, area)?;
         Ok(())
+    }
+
+    /// Old data to new, in place: decrypted with the old key, encrypted
+    /// with the new one (either may be plaintext).
+    fn transform(&self, buf: &mut [u8], at: u64) -> io::Result<()> {
+        match (&self.old, &self.new) {
+            (Some(old), Some(new)) => old.recrypt_sectors(new, buf, at, None),
+            (None, Some(new)) => new.encrypt_sectors(buf, at),
+            (Some(old), None) => old.decrypt_sectors(buf, at),
+            (None, None) => Ok(()),
+        }
+    }
+
+    fn unit(&self) -> u64 {
+        u64::from(self.state.old.sector_size.max(self.state.new.sector_size))
     }
 
     /// The hotzone length: the option or default, bounded by what the
     /// resilience area holds, in whole units.
     fn hotzone_len(&self, wanted: Option<u64>) -> Result<u64, VolumeError> {
-        let mut unit = u64::from(self.state.old.sector_size.max(self.state.new.sector_size));
+        let mut unit = self.unit();
         let limit = match &self.state.resilience {
             Resilience::Checksum { hash, block_size } => {
                 unit = unit.max(u64::from(*block_size));
                 self.state.area_size / hash.output_len() as u64 * u64::from(*block_size)
             }
             Resilience::Journal => self.state.area_size,
+            // The data shift sets the hotzone, as in cryptsetup.
+            Resilience::Datashift { shift, .. } => return Ok(*shift),
             _ => u64::MAX,
         };
         let len = wanted.unwrap_or(DEFAULT_HOTZONE).min(limit).min(1 << 30);
@@ -331,7 +414,7 @@ impl Reencryption {
     /// Repairs the hotzone a crash interrupted, from its resilience data,
     /// and records it as done.
     fn recover(&mut self, start: u64, len: u64) -> Result<(), VolumeError> {
-        check_range(start, len, self.size)
+        check_range(start, len, self.data_len)
             .map_err(|e| self.data_io("the interrupted hotzone lies beyond the data of", e))?;
         let buf_len = usize::try_from(len)
             .ok()
@@ -341,7 +424,7 @@ impl Reencryption {
         match self.state.resilience.clone() {
             Resilience::Checksum { hash, block_size } => {
                 let bs = block_size as usize;
-                let unit = self.state.old.sector_size.max(self.state.new.sector_size) as usize;
+                let unit = self.unit() as usize;
                 if bs % unit != 0 || buf_len % bs != 0 {
                     return Err(rampart_luks::Error::UnsupportedCipher(format!(
                         "checksum blocks of {bs} bytes do not divide the {unit}-byte sectors and the {len}-byte hotzone"
@@ -361,18 +444,16 @@ impl Reencryption {
                     .open(false)?
                     .read_at(self.state.area_offset, &mut sums)
                     .map_err(|e| self.data_io("cannot read the checksums of", e))?;
-                let mut data = vec![0u8; buf_len];
+                let mut data = SecretBytes::zeroed(buf_len);
                 self.raw
-                    .read_at(&mut data, offset)
+                    .read_at(data.expose_mut(), offset)
                     .map_err(|e| self.data_io("cannot read the hotzone of", e))?;
                 let mut sum = [0u8; 64];
-                for (i, block) in data.chunks_mut(bs).enumerate() {
+                for (i, block) in data.expose_mut().chunks_mut(bs).enumerate() {
                     let n = digest_into(hash, block, &mut sum)?;
                     if sum[..n] == sums[i * hlen..(i + 1) * hlen] {
                         let at = start + (i * bs) as u64;
-                        self.old
-                            .decrypt_sectors(block, at)
-                            .and_then(|()| self.new.encrypt_sectors(block, at))
+                        self.transform(block, at)
                             .and_then(|()| self.raw.write_at(block, offset + (i * bs) as u64))
                             .map_err(|e| self.data_io("cannot repair the hotzone of", e))?;
                     }
@@ -390,9 +471,17 @@ impl Reencryption {
                     .open(false)?
                     .read_at(self.state.area_offset, data.expose_mut())
                     .map_err(|e| self.data_io("cannot read the journal of", e))?;
-                self.old
-                    .decrypt_sectors(data.expose_mut(), start)
-                    .and_then(|()| self.new.encrypt_sectors(data.expose_mut(), start))
+                self.transform(data.expose_mut(), start)
+                    .and_then(|()| self.raw.write_at(data.expose(), offset))
+                    .map_err(|e| self.data_io("cannot repair the hotzone of", e))?;
+            }
+            Resilience::Datashift { .. } => {
+                // The source is intact: the hotzone only overwrites data
+                // already moved.
+                let mut data = SecretBytes::zeroed(buf_len);
+                self.raw
+                    .read_at(data.expose_mut(), self.source(start))
+                    .and_then(|()| self.transform(data.expose_mut(), start))
                     .and_then(|()| self.raw.write_at(data.expose(), offset))
                     .map_err(|e| self.data_io("cannot repair the hotzone of", e))?;
             }
@@ -405,8 +494,7 @@ impl Reencryption {
             }
         }
         self.raw.flush().map_err(|e| self.data_io("cannot sync", e))?;
-        self.done = start + len;
-        self.checkpoint(None, None)
+        self.checkpoint((start, len), false, None)
     }
 
     /// Repairs an interrupted hotzone, if the header records one, and
@@ -419,92 +507,127 @@ impl Reencryption {
     }
 
     /// Runs (or resumes) the reencryption: recovery of an interrupted
-    /// hotzone first, then hotzone after hotzone to the end, then the
-    /// cleanup of the metadata. `progress` is told the bytes done and the
-    /// total after each hotzone; `stop` ends the run cleanly at the next
-    /// hotzone boundary.
+    /// hotzone first, then hotzone after hotzone (forward or backward, as
+    /// the header says) to the end, then the cleanup of the metadata.
+    /// `progress` is told the bytes done and the total after each
+    /// hotzone; `stop` ends the run cleanly at the next hotzone boundary.
     pub fn run(
         mut self,
         options: &ReencryptOptions,
         stop: &AtomicBool,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Outcome, ReencryptError> {
-        if let Some((start, len)) = self.state.hotzone {
-            match &options.serving {
-                Some(device) => {
-                    device.gate.begin_zone(start, len);
-                    let recovered = self.recover(start, len);
-                    match &recovered {
-                        Ok(()) => device.gate.end_zone(self.done),
-                        Err(_) => device.gate.fail_zone(),
-                    }
-                    recovered?;
-                }
-                None => self.recover(start, len)?,
-            }
-        }
         let hot_max = self.hotzone_len(options.hotzone_size)?;
+        if options.serving.is_some() {
+            // Only what a server can map: forward, both sides encrypted.
+            self.state.check_servable()?;
+        }
+        let mut zone = match self.state.hotzone {
+            Some((start, len)) => {
+                match &options.serving {
+                    Some(device) => {
+                        device.gate.begin_zone(start, len);
+                        let recovered = self.recover(start, len);
+                        match &recovered {
+                            Ok(()) => device.gate.end_zone(start + len),
+                            Err(_) => device.gate.fail_zone(),
+                        }
+                        recovered?;
+                    }
+                    None => self.recover(start, len)?,
+                }
+                self.done += len;
+                rampart_luks::following_hotzone(&self.state, self.data_len, hot_max, (start, len))
+            }
+            None => self.first_zone(hot_max),
+        };
         let with_metadata = !matches!(self.state.resilience, Resilience::None);
         if let Some(device) = options.serving.clone() {
-            let outcome = self.run_served(&device, hot_max, options, stop, progress)?;
+            let outcome = self.run_served(&device, zone, hot_max, options, stop, progress)?;
             return self.finish(outcome);
         }
-        // At most 1 GiB (hotzone_len bounds it).
-        let buf_len = hot_max.min(self.size - self.done.min(self.size)) as usize;
+        // At most 1 GiB (hotzone_len bounds it; a data shift is at most
+        // the data offset).
+        let buf_len =
+            usize::try_from(hot_max.min(self.data_len)).unwrap_or(usize::MAX).min(1 << 30);
         let raw = Arc::clone(&self.raw);
-        let (data_offset, size, first) = (self.state.new.offset, self.size, self.done);
+        let state = self.state.clone();
+        let size = self.data_len;
+        let moved = self.state.moved;
+        let old_offset = self.state.old.offset;
+        let mut last: Option<(u64, u64)> = None;
         // A reader thread fetches the next hotzone while this one is
-        // re-encrypted and written (two buffers in flight).
+        // processed and written (two buffers in flight).
         let outcome = std::thread::scope(|scope| -> Result<Outcome, ReencryptError> {
             let (full_tx, full_rx) = mpsc::sync_channel::<io::Result<Vec<u8>>>(1);
             let (empty_tx, empty_rx) = mpsc::sync_channel::<Vec<u8>>(2);
-            if buf_len > 0 {
+            if zone.is_some() {
                 for _ in 0..2 {
                     let _ = empty_tx.send(vec![0u8; buf_len]);
                 }
             }
+            let first = zone;
             scope.spawn(move || {
-                let mut pos = first;
-                while pos < size {
+                let mut next = first;
+                while let Some((off, len)) = next {
                     let Ok(mut buffer) = empty_rx.recv() else { return };
-                    let len = hot_max.min(size - pos);
-                    // len <= buf_len: fits in usize.
-                    let read = raw.read_at(&mut buffer[..len as usize], data_offset + pos);
+                    let src = match moved {
+                        Some((m, _)) if off == 0 => m,
+                        _ => old_offset + off,
+                    };
+                    // len <= hot_max <= buf_len: fits.
+                    let read = match buffer.get_mut(..len as usize) {
+                        Some(part) => raw.read_at(part, src),
+                        None => Err(io::Error::other("a hotzone larger than its buffer")),
+                    };
                     let failed = read.is_err();
                     if full_tx.send(read.map(|()| buffer)).is_err() || failed {
                         return;
                     }
-                    pos += len;
+                    next = rampart_luks::following_hotzone(&state, size, hot_max, (off, len));
                 }
             });
             let mut zones = 0u64;
-            progress(self.done, self.size);
-            while self.done < self.size {
+            progress(self.done, self.total);
+            while let Some((off, len)) = zone {
                 if stop.load(Ordering::Relaxed) || options.stop_after.is_some_and(|n| zones >= n) {
-                    return self.stop_here(with_metadata);
+                    return self.stop_here(with_metadata, last);
                 }
                 let mut buffer = full_rx
                     .recv()
                     .map_err(|_| io::Error::other("the reader thread stopped"))
                     .and_then(|r| r)
                     .map_err(|e| self.data_io("cannot read the data of", e))?;
-                let len = hot_max.min(self.size - self.done);
                 let crash = options.crash_after.is_some_and(|n| zones >= n);
-                self.zone(&mut buffer[..len as usize], crash, with_metadata)?;
+                self.zone(&mut buffer[..len as usize], off, crash, with_metadata)?;
+                last = Some((off, len));
                 zones += 1;
-                progress(self.done, self.size);
+                self.done += len;
+                progress(self.done.min(self.total), self.total);
                 let _ = empty_tx.send(buffer);
+                zone = rampart_luks::following_hotzone(
+                    &self.state,
+                    self.data_len,
+                    hot_max,
+                    (off, len),
+                );
+            }
+            if let (false, Some(z)) = (with_metadata, last) {
+                self.raw.flush().map_err(|e| self.data_io("cannot sync", e))?;
+                self.checkpoint(z, false, None)?;
             }
             Ok(Outcome::Finished)
         })?;
         self.finish(outcome)
     }
 
-    /// The run loop of an online reencryption: each hotzone is closed to
-    /// the serving device's clients, then read, re-encrypted and written.
+    /// The run loop of an online reencryption (forward, both sides
+    /// encrypted): each hotzone is closed to the serving device's clients,
+    /// then read, re-encrypted and written.
     fn run_served(
         &mut self,
         device: &ReencryptingDevice,
+        mut zone: Option<(u64, u64)>,
         hot_max: u64,
         options: &ReencryptOptions,
         stop: &AtomicBool,
@@ -512,93 +635,148 @@ impl Reencryption {
     ) -> Result<Outcome, ReencryptError> {
         let with_metadata = !matches!(self.state.resilience, Resilience::None);
         // At most 1 GiB (hotzone_len bounds it).
-        let mut buffer = vec![0u8; hot_max.min(self.size - self.done.min(self.size)) as usize];
+        let mut buffer =
+            vec![
+                0u8;
+                usize::try_from(hot_max.min(self.data_len)).unwrap_or(usize::MAX).min(1 << 30)
+            ];
+        let mut last = None;
         let mut zones = 0u64;
-        progress(self.done, self.size);
-        while self.done < self.size {
+        progress(self.done, self.total);
+        while let Some((off, len)) = zone {
             if stop.load(Ordering::Relaxed) || options.stop_after.is_some_and(|n| zones >= n) {
-                return self.stop_here(with_metadata);
+                return self.stop_here(with_metadata, last);
             }
-            let start = self.done;
-            let len = hot_max.min(self.size - start);
-            let chunk = &mut buffer[..len as usize];
+            let chunk = buffer.get_mut(..len as usize).ok_or_else(|| {
+                self.data_io(
+                    "a hotzone larger than its buffer in",
+                    io::ErrorKind::InvalidInput.into(),
+                )
+            })?;
             let crash = options.crash_after.is_some_and(|n| zones >= n);
-            device.gate.begin_zone(start, len);
+            device.gate.begin_zone(off, len);
+            let source = self.state.old.offset + off;
             let result = self
                 .raw
-                .read_at(chunk, self.state.new.offset + start)
+                .read_at(chunk, source)
                 .map_err(|e| ReencryptError::from(self.data_io("cannot read the data of", e)))
-                .and_then(|()| self.zone(chunk, crash, with_metadata));
+                .and_then(|()| self.zone(chunk, off, crash, with_metadata));
             match result {
-                Ok(()) => device.gate.end_zone(self.done),
+                Ok(()) => device.gate.end_zone(off + len),
                 Err(e) => {
                     device.gate.fail_zone();
                     return Err(e);
                 }
             }
+            last = Some((off, len));
             zones += 1;
-            progress(self.done, self.size);
+            self.done += len;
+            progress(self.done.min(self.total), self.total);
+            zone = rampart_luks::following_hotzone(&self.state, self.data_len, hot_max, (off, len));
+        }
+        if let (false, Some(z)) = (with_metadata, last) {
+            self.raw.flush().map_err(|e| self.data_io("cannot sync", e))?;
+            self.checkpoint(z, false, None)?;
         }
         Ok(Outcome::Finished)
     }
 
-    /// Stops a run cleanly at a hotzone boundary.
-    fn stop_here(&mut self, with_metadata: bool) -> Result<Outcome, ReencryptError> {
-        if !with_metadata {
+    /// Stops a run cleanly at a hotzone boundary; `last` is the last
+    /// hotzone done.
+    fn stop_here(
+        &mut self,
+        with_metadata: bool,
+        last: Option<(u64, u64)>,
+    ) -> Result<Outcome, ReencryptError> {
+        if let (false, Some(z)) = (with_metadata, last) {
             // The data first, then the header that says so.
             self.raw.flush().map_err(|e| self.data_io("cannot sync", e))?;
-            self.checkpoint(None, None)?;
+            self.checkpoint(z, false, None)?;
         }
         Ok(Outcome::Stopped { done: self.done })
     }
 
-    /// Ends a run: after the last hotzone, the reencryption metadata goes.
+    /// Ends a run: after the last hotzone, the moved copy of a data shift
+    /// and the reencryption metadata go.
     fn finish(&mut self, outcome: Outcome) -> Result<Outcome, ReencryptError> {
         if outcome != Outcome::Finished {
             return Ok(outcome);
         }
+        if let Some((offset, len)) = self.state.moved {
+            // The copy of the first data chunk is plaintext: cryptsetup
+            // overwrites it with random bytes before the end.
+            self.wipe_random(offset, len)?;
+        }
         self.raw.flush().map_err(|e| self.data_io("cannot sync", e))?;
         let header = self.header.open(true)?;
-        self.luks.reencrypt_finish(&*header, self.size)?;
+        self.luks.reencrypt_finish(&*header)?;
         Ok(Outcome::Finished)
     }
 
-    /// Re-encrypts the hotzone at `self.done` whose old ciphertext is
-    /// `chunk`: resilience data and header first, then the data.
+    fn wipe_random(&self, offset: u64, len: u64) -> Result<(), VolumeError> {
+        let mut at = offset;
+        let end = offset.saturating_add(len).min(self.raw.len());
+        while at < end {
+            let n = (end - at).min(1 << 20);
+            // n <= 1 MiB.
+            let chunk = rampart_crypto::random_secret(n as usize)?;
+            self.raw
+                .write_at(chunk.expose(), at)
+                .map_err(|e| self.data_io("cannot wipe the moved data of", e))?;
+            at += n;
+        }
+        Ok(())
+    }
+
+    /// Processes the hotzone `[off, off+len)` whose old data is `chunk`:
+    /// resilience data and header first, then the data, then the header
+    /// that records it done.
     fn zone(
         &mut self,
         chunk: &mut [u8],
+        off: u64,
         crash: bool,
         with_metadata: bool,
     ) -> Result<(), ReencryptError> {
         let len = chunk.len() as u64;
-        let start = self.done;
-        let offset = self.state.new.offset + start;
+        let zone = (off, len);
+        let offset = self.state.new.offset + off;
         match self.state.resilience.clone() {
             Resilience::Checksum { hash, block_size } => {
-                // Hashes of the old ciphertext, taken in the same pass as
-                // the re-encryption; committed before any write.
+                // Hashes of the old data, committed before any write.
                 let bs = block_size as usize;
                 let mut sums = vec![0u8; chunk.len().div_ceil(bs) * hash.output_len()];
-                self.old
-                    .recrypt_sectors(&self.new, chunk, start, Some((hash, bs, &mut sums)))
-                    .map_err(|e| self.data_io("cannot re-encrypt the data of", e))?;
-                self.checkpoint(Some(len), Some(&sums))?;
+                match (&self.old, &self.new) {
+                    (Some(old), Some(new)) => old
+                        .recrypt_sectors(new, chunk, off, Some((hash, bs, &mut sums)))
+                        .map_err(|e| self.data_io("cannot re-encrypt the data of", e))?,
+                    _ => {
+                        let hlen = hash.output_len();
+                        for (block, sum) in chunk.chunks(bs).zip(sums.chunks_mut(hlen)) {
+                            digest_into(hash, block, sum).map_err(VolumeError::from)?;
+                        }
+                        self.transform(chunk, off)
+                            .map_err(|e| self.data_io("cannot process the data of", e))?;
+                    }
+                }
+                self.checkpoint(zone, true, Some(&sums))?;
             }
             Resilience::Journal => {
-                self.checkpoint(Some(len), Some(chunk))?;
-                self.old
-                    .recrypt_sectors(&self.new, chunk, start, None)
-                    .map_err(|e| self.data_io("cannot re-encrypt the data of", e))?;
+                self.checkpoint(zone, true, Some(chunk))?;
+                self.transform(chunk, off)
+                    .map_err(|e| self.data_io("cannot process the data of", e))?;
+            }
+            Resilience::Datashift { .. } => {
+                self.checkpoint(zone, true, None)?;
+                self.transform(chunk, off)
+                    .map_err(|e| self.data_io("cannot process the data of", e))?;
             }
             _ => self
-                .old
-                .recrypt_sectors(&self.new, chunk, start, None)
-                .map_err(|e| self.data_io("cannot re-encrypt the data of", e))?,
+                .transform(chunk, off)
+                .map_err(|e| self.data_io("cannot process the data of", e))?,
         }
         if crash {
-            let unit = u64::from(self.state.old.sector_size.max(self.state.new.sector_size));
-            let half = (len / 2 / unit * unit) as usize;
+            let half = (len / 2 / self.unit() * self.unit()) as usize;
             self.raw
                 .write_at(&chunk[..half], offset)
                 .and_then(|()| self.raw.flush())
@@ -610,10 +788,7 @@ impl Reencryption {
             .map_err(|e| self.data_io("cannot write the data of", e))?;
         if with_metadata {
             self.raw.flush().map_err(|e| self.data_io("cannot sync", e))?;
-        }
-        self.done += len;
-        if with_metadata {
-            self.checkpoint(None, None)?;
+            self.checkpoint(zone, false, None)?;
         }
         Ok(())
     }
@@ -661,7 +836,7 @@ impl ReencryptingDevice {
         let state = luks.reencrypt_state()?.ok_or_else(|| {
             rampart_luks::Error::InvalidArgument("the volume is not being re-encrypted".into())
         })?;
-        state.check_supported()?;
+        state.check_servable()?;
         luks.reencrypt_verify(old_key, new_key)?;
         if let Some((start, _)) = state.hotzone {
             return Err(rampart_luks::Error::InvalidArgument(format!(
@@ -670,8 +845,9 @@ impl ReencryptingDevice {
             .into());
         }
         let size = data_size(&state, raw.len())?;
-        let old = crypt_side(&raw, &state.old, size, old_key)?;
-        let new = crypt_side(&raw, &state.new, size, new_key)?;
+        let plain = || rampart_luks::Error::UnsupportedCipher("a plaintext side".into());
+        let old = crypt_side(&raw, &state.old, size, old_key)?.ok_or_else(plain)?;
+        let new = crypt_side(&raw, &state.new, size, new_key)?.ok_or_else(plain)?;
         let boundary = if state.complete { size } else { state.done.min(size) };
         Ok(Self { old, new, gate: ZoneGate::new(boundary) })
     }

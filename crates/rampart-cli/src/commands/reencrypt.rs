@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use rampart_crypto::{random_secret, HashAlg, SecretBytes};
-use rampart_luks::{DataCipher, Luks, LuksVersion, Resilience};
+use rampart_luks::{DataCipher, EncryptPlan, FormatOptions, Luks, LuksVersion, Resilience};
 use rampart_volume::{Outcome, ReencryptError, ReencryptOptions, Reencryption, VolumePaths};
 use serde_json::json;
 
@@ -55,6 +55,23 @@ fn watch_signals() {
 
 pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
     let paths = paths(&args.volume);
+    if args.encrypt {
+        let header_in_progress = paths
+            .open_header(false)
+            .ok()
+            .and_then(|h| Luks::load(&h).ok())
+            .is_some_and(|(l, _)| matches!(l.reencrypt_state(), Ok(Some(_))));
+        if !header_in_progress {
+            let (old_key, new_key) = start_encrypt(args, &paths)?;
+            if args.init_only {
+                if !args.quiet && !args.json {
+                    eprintln!("Encryption of {} initialised.", paths.data.display());
+                }
+                return Ok(());
+            }
+            return resume(args, &paths, &old_key, &new_key, None);
+        }
+    }
     // The header's "reencryption in progress" warning is this command's
     // own business: the others are shown.
     let (header, luks, mut report) = paths.load_released()?;
@@ -74,14 +91,14 @@ pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
         Source::new(args.key.key_file.as_deref(), "Enter passphrase: ", false).read()?;
     let (old_key, new_key) = match state {
         Some(state) => {
-            let changed = args.cipher.is_some()
+            let changed = args.reduce_device_size.is_some()
+                || args.cipher.is_some()
                 || args.key_size.is_some()
                 || args.sector_size.is_some()
-                || args.new_key_file.is_some()
-                || args.resilience.as_deref().is_some_and(|r| r != state.resilience.name());
+                || args.new_key_file.is_some();
             if changed {
                 return Err(UsageError(format!(
-                    "{} is already being re-encrypted ({} resilience); resume it without --cipher, --key-size, --sector-size, --new-key-file or another --resilience",
+                    "{} is already being re-encrypted ({} resilience); resume it without --cipher, --key-size, --sector-size, --new-key-file or --reduce-device-size",
                     paths.data.display(),
                     state.resilience.name()
                 ))
@@ -94,8 +111,19 @@ pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
                 ))
                 .into());
             }
-            luks.reencrypt_unlock(&header, passphrase.expose(), args.key.key_slot)
-                .map_err(luks_error)?
+            let keys = luks
+                .reencrypt_unlock(&header, passphrase.expose(), args.key.key_slot)
+                .map_err(luks_error)?;
+            drop(header);
+            let other = args.resilience.as_deref().is_some_and(|r| r != state.resilience.name())
+                || args.resilience_hash.as_deref().is_some_and(|h| match &state.resilience {
+                    Resilience::Checksum { hash, .. } => h != hash.name(),
+                    _ => true,
+                });
+            if other {
+                change_resilience(args, &paths, &state, &keys)?;
+            }
+            keys
         }
         None if args.resume_only => {
             return Err(UsageError(format!(
@@ -103,6 +131,10 @@ pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
                 paths.data.display()
             ))
             .into())
+        }
+        None if args.decrypt => {
+            drop(header);
+            start_decrypt(args, &paths, &luks, &passphrase)?
         }
         None => {
             drop(header);
@@ -116,6 +148,278 @@ pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     resume(args, &paths, &old_key, &new_key, served)
+}
+
+/// The checksum block: the device's block size (4096 on files and most
+/// disks) when the data is made of such blocks, as cryptsetup picks it;
+/// at least a sector.
+fn checksum_block(data_len: u64, sector: u32) -> u32 {
+    if data_len % 4096 == 0 {
+        4096u32.max(sector)
+    } else {
+        sector
+    }
+}
+
+/// `--encrypt`: writes the header of a plaintext image about to be
+/// encrypted (after copying the data the header will overwrite, with a
+/// data shift). Returns the keys: none (plaintext) and the new one.
+fn start_encrypt(
+    args: &ReencryptArgs,
+    paths: &VolumePaths,
+) -> anyhow::Result<(SecretBytes, SecretBytes)> {
+    if args.resume_only {
+        return Err(UsageError(format!(
+            "{} is not being encrypted: nothing to resume",
+            paths.data.display()
+        ))
+        .into());
+    }
+    let data = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&paths.data)
+        .with_context(|| format!("cannot open {}", paths.data.display()))?;
+    if Luks::load(&data).is_ok() {
+        return Err(UsageError(format!(
+            "{} already holds a LUKS header: it is encrypted already (use `rampart reencrypt` without --encrypt to change its key)",
+            paths.data.display()
+        ))
+        .into());
+    }
+    let device_len = rampart_luks::MetadataIo::len(&data).context("cannot size the data device")?;
+    let cipher = match &args.cipher {
+        Some(spec) => DataCipher::from_spec(spec).map_err(|e| UsageError(e.to_string()))?,
+        None => DataCipher::AesXtsPlain64,
+    };
+    let key_bits =
+        args.key_size.unwrap_or(if cipher == DataCipher::AesXtsPlain64 { 512 } else { 256 });
+    let valid: &[usize] =
+        if cipher == DataCipher::AesXtsPlain64 { &[256, 512] } else { &[128, 256] };
+    if !valid.contains(&key_bits) {
+        return Err(UsageError(format!(
+            "--key-size {key_bits} is not valid for {} (use {valid:?})",
+            cipher.spec()
+        ))
+        .into());
+    }
+    let sector_size = args.sector_size.unwrap_or(4096);
+    if !matches!(sector_size, 512 | 1024 | 2048 | 4096) {
+        return Err(UsageError(format!(
+            "--sector-size {sector_size} must be 512, 1024, 2048 or 4096"
+        ))
+        .into());
+    }
+    let shift = match (args.reduce_device_size, &paths.header) {
+        (Some(_), Some(_)) => {
+            return Err(UsageError(
+                "--reduce-device-size moves the data to make room for an attached header; with --header FILE the data stays where it is: give one of them"
+                    .into(),
+            )
+            .into())
+        }
+        (None, None) => {
+            return Err(UsageError(
+                "--encrypt needs room for the header: --reduce-device-size SIZE (the data moves up) or --header FILE (a detached header)"
+                    .into(),
+            )
+            .into())
+        }
+        (Some(reduce), None) => {
+            let unit = u64::from(sector_size) * 2;
+            if reduce == 0 || reduce % unit != 0 {
+                return Err(UsageError(format!(
+                    "--reduce-device-size {reduce} must be a non-zero multiple of twice the {sector_size}-byte sector size ({unit} bytes)"
+                ))
+                .into());
+            }
+            if reduce > 1 << 30 {
+                return Err(UsageError(format!(
+                    "--reduce-device-size {reduce} is larger than 1 GiB, cryptsetup's limit"
+                ))
+                .into());
+            }
+            let shift = reduce / 2;
+            let minimum = 3 * shift;
+            if device_len < minimum {
+                return Err(UsageError(format!(
+                    "{} has {device_len} bytes: encrypting it with --reduce-device-size {reduce} needs at least {minimum}",
+                    paths.data.display()
+                ))
+                .into());
+            }
+            Some(shift)
+        }
+        (None, Some(_)) => None,
+    };
+    let data_len = device_len - shift.map_or(0, |s| s * 2);
+    if data_len % u64::from(sector_size) != 0 {
+        return Err(UsageError(format!(
+            "the data ({data_len} bytes) is not a multiple of the {sector_size}-byte sector size"
+        ))
+        .into());
+    }
+    let resilience = if shift.is_some() {
+        if args.resilience.as_deref().is_some_and(|r| r != "datashift") {
+            return Err(UsageError(
+                "encryption with --reduce-device-size has resilience datashift (the moved data is its own backup), as in cryptsetup"
+                    .into(),
+            )
+            .into());
+        }
+        Resilience::None
+    } else {
+        parse_resilience(args, checksum_block(data_len, sector_size))?
+    };
+    let pbkdf = pbkdf_choice(&args.pbkdf, LuksVersion::Luks2)?;
+    let passphrase = Source::new(
+        args.new_key_file.as_deref().or(args.key.key_file.as_deref()),
+        "Enter passphrase for the encrypted volume: ",
+        true,
+    )
+    .read()?;
+    let opts = FormatOptions {
+        version: LuksVersion::Luks2,
+        cipher,
+        key_bytes: key_bits / 8,
+        sector_size,
+        pbkdf,
+        label: None,
+        subsystem: None,
+        metadata_size: None,
+        keyslots_size: None,
+        detached_header: shift.is_none(),
+        data_offset: Some(shift.unwrap_or(0)),
+        uuid: None,
+    };
+    let plan = EncryptPlan { resilience, device_len, shift };
+    let (_, key) = match shift {
+        Some(shift) => {
+            // The first `shift` bytes, which the header will overwrite, go
+            // to the device's last ones first (cryptsetup's moved segment).
+            let len = usize::try_from(shift).context("data shift too large")?;
+            let mut buf = SecretBytes::zeroed(len);
+            rampart_luks::MetadataIo::read_at(&data, 0, buf.expose_mut())
+                .context("cannot read the start of the data")?;
+            rampart_luks::MetadataIo::write_at(&data, device_len - 2 * shift + shift, buf.expose())
+                .and_then(|()| rampart_luks::MetadataIo::sync(&data))
+                .context("cannot copy the start of the data")?;
+            Luks::format_encrypt(&data, &opts, passphrase.expose(), &plan).map_err(luks_error)?
+        }
+        None => {
+            let header_path = paths.header_path();
+            if header_path.exists() {
+                let file = std::fs::File::open(header_path)
+                    .with_context(|| format!("cannot open {}", header_path.display()))?;
+                if Luks::load(&file).is_ok() {
+                    return Err(UsageError(format!(
+                        "{} already holds a LUKS header: refusing to overwrite it",
+                        header_path.display()
+                    ))
+                    .into());
+                }
+            } else {
+                std::fs::File::create(header_path).with_context(|| {
+                    format!("cannot create header file {}", header_path.display())
+                })?;
+            }
+            let header = paths.open_header(true)?;
+            Luks::format_encrypt(&header, &opts, passphrase.expose(), &plan).map_err(luks_error)?
+        }
+    };
+    drop(data);
+    Ok((SecretBytes::new(Vec::new()), key))
+}
+
+/// `--decrypt`: writes the reencryption metadata of a decryption (mode
+/// decrypt, backward, as cryptsetup). Returns the key and none.
+fn start_decrypt(
+    args: &ReencryptArgs,
+    paths: &VolumePaths,
+    luks: &Luks,
+    passphrase: &SecretBytes,
+) -> anyhow::Result<(SecretBytes, SecretBytes)> {
+    if paths.header.is_none() {
+        return Err(UsageError(format!(
+            "{} has its header attached: decryption needs a detached header (--header FILE), as in cryptsetup 2.6 (move it out first with `rampart header backup` and cryptsetup's data shift, or decrypt with `rampart export`)",
+            paths.data.display()
+        ))
+        .into());
+    }
+    if args.cipher.is_some()
+        || args.key_size.is_some()
+        || args.sector_size.is_some()
+        || args.new_key_file.is_some()
+    {
+        return Err(UsageError(
+            "--decrypt takes no --cipher, --key-size, --sector-size or --new-key-file".into(),
+        )
+        .into());
+    }
+    let segment = luks.segment().map_err(luks_error)?;
+    let (header, _) = load_released(paths)?;
+    let (_, key) =
+        luks.unlock(&header, passphrase.expose(), args.key.key_slot).map_err(luks_error)?;
+    drop(header);
+    let device_len = std::fs::File::open(&paths.data)
+        .with_context(|| format!("cannot open {}", paths.data.display()))
+        .and_then(|f| rampart_luks::MetadataIo::len(&f).context("cannot size the data device"))?;
+    let data_len = device_len.saturating_sub(segment.offset);
+    let resilience = parse_resilience(args, checksum_block(data_len, segment.sector_size))?;
+    let pbkdf = pbkdf_choice(&args.pbkdf, LuksVersion::Luks2)?;
+    let (header, mut luks) = relock(paths, &key)?;
+    luks.reencrypt_init_decrypt(&header, &key, resilience, &pbkdf).map_err(luks_error)?;
+    drop(header);
+    Ok((key, SecretBytes::new(Vec::new())))
+}
+
+/// Resuming with another `--resilience` (cryptsetup 2.6 allows it among
+/// checksum, journal and none): an interrupted hotzone is recovered under
+/// the old mode first, then the keyslot area's mode changes.
+fn change_resilience(
+    args: &ReencryptArgs,
+    paths: &VolumePaths,
+    state: &rampart_luks::ReencryptState,
+    (old_key, new_key): &(SecretBytes, SecretBytes),
+) -> anyhow::Result<()> {
+    if matches!(state.resilience, Resilience::Datashift { .. })
+        || args.resilience.as_deref() == Some("datashift")
+    {
+        return Err(UsageError(format!(
+            "{} is being {} with resilience {}: a data shift keeps its resilience to the end, as in cryptsetup",
+            paths.data.display(),
+            match state.mode {
+                rampart_luks::ReencryptMode::Encrypt => "encrypted",
+                rampart_luks::ReencryptMode::Decrypt => "decrypted",
+                _ => "re-encrypted",
+            },
+            state.resilience.name()
+        ))
+        .into());
+    }
+    let volume_err = |e: rampart_volume::VolumeError| match e {
+        rampart_volume::VolumeError::Luks(inner) => luks_error(inner),
+        other => anyhow::Error::from(other),
+    };
+    if state.hotzone.is_some() {
+        Reencryption::open(paths, old_key, new_key)
+            .and_then(Reencryption::recover_only)
+            .map_err(volume_err)?;
+    }
+    let unit = state.old.sector_size.max(state.new.sector_size);
+    let device_len = std::fs::File::open(&paths.data)
+        .with_context(|| format!("cannot open {}", paths.data.display()))
+        .and_then(|f| rampart_luks::MetadataIo::len(&f).context("cannot size the data device"))?;
+    let resilience =
+        parse_resilience(args, checksum_block(device_len.saturating_sub(state.new.offset), unit))?;
+    let pbkdf = pbkdf_choice(&args.pbkdf, LuksVersion::Luks2)?;
+    let (header, mut luks, _) = paths.load(true)?;
+    luks.reencrypt_set_resilience(&header, old_key, new_key, &resilience, &pbkdf)
+        .map_err(luks_error)?;
+    if !args.quiet && !args.json {
+        eprintln!("Resilience changed from {} to {}.", state.resilience.name(), resilience.name());
+    }
+    Ok(())
 }
 
 fn parse_resilience(args: &ReencryptArgs, block_size: u32) -> anyhow::Result<Resilience> {

@@ -68,8 +68,10 @@ pub(super) fn dump_text(h: &Luks2) -> String {
         let _ = writeln!(out, "\tresilience: {}", state.resilience.name());
         if state.complete {
             let _ = writeln!(out, "\tprogress:   all data re-encrypted; cleanup pending");
-        } else {
+        } else if state.direction == super::reencrypt::ReencryptDirection::Forward {
             let _ = writeln!(out, "\tprogress:   {} bytes re-encrypted", state.done);
+        } else {
+            let _ = writeln!(out, "\tprogress:   backward, from the end of the data");
         }
         if let Some((start, len)) = state.hotzone {
             let _ = writeln!(
@@ -291,8 +293,8 @@ fn reencryption_json(meta: &super::json::Metadata) -> Value {
             "done_bytes": s.done,
             "complete": s.complete,
             "hotzone": s.hotzone.map(|(o, l)| json!({"offset": o, "length": l})),
-            "old_cipher": s.old.cipher.spec(),
-            "new_cipher": s.new.cipher.spec(),
+            "old_cipher": s.old.cipher.map_or("plain", |c| c.spec()),
+            "new_cipher": s.new.cipher.map_or("plain", |c| c.spec()),
             "old_sector_size": s.old.sector_size,
             "new_sector_size": s.new.sector_size,
         }),

@@ -589,6 +589,18 @@ impl Luks2 {
         volume_key: &SecretBytes,
         passphrase: &[u8],
     ) -> Result<Self> {
+        Self::format_with(io, opts, volume_key, passphrase, &|_, _| Ok(()))
+    }
+
+    /// [`Self::format`], with `adjust` changing the metadata (given the
+    /// layout) before anything is written.
+    pub(crate) fn format_with(
+        io: &dyn MetadataIo,
+        opts: &FormatOptions,
+        volume_key: &SecretBytes,
+        passphrase: &[u8],
+        adjust: &dyn Fn(&mut Metadata, &Layout) -> Result<()>,
+    ) -> Result<Self> {
         let plan = plan_layout(opts, volume_key.len())?;
         let dev_len = io.len()?;
         if !opts.detached_header && dev_len < plan.data_offset {
@@ -636,6 +648,7 @@ impl Luks2 {
                 segment::refs(0),
             )?,
         );
+        adjust(&mut meta, &layout)?;
         validate::validate(&meta, plan.hdr_size)?;
         encode_area(&meta, plan.hdr_size)?;
 
@@ -843,35 +856,52 @@ impl Luks2 {
             }
             Err(first_error.unwrap_or(Error::NoKey))
         };
-        let old = open_side(&state.old_keyslots)?;
-        let new = open_side(&state.new_keyslots)?;
+        // A plaintext side (encryption, decryption) has no key.
+        let old = if state.old.cipher.is_some() {
+            open_side(&state.old_keyslots)?
+        } else {
+            SecretBytes::new(Vec::new())
+        };
+        let new = if state.new.cipher.is_some() {
+            open_side(&state.new_keyslots)?
+        } else {
+            SecretBytes::new(Vec::new())
+        };
         Ok((old, new))
     }
 
     /// Checks both keys against their digests and the reencryption digest
     /// (cryptsetup refuses metadata that fails this).
     pub(crate) fn reencrypt_verify(&self, old: &SecretBytes, new: &SecretBytes) -> Result<()> {
-        let check = |flag: &str, key: &SecretBytes| -> Result<()> {
+        // A plaintext side (encryption, decryption) has no key: an empty one.
+        let check = |flag: &str, key: &SecretBytes| -> Result<bool> {
             let seg = reencrypt::segment_by_flag(&self.meta, flag)
                 .ok_or_else(|| Error::corrupt(format!("no {flag} segment")))?;
+            if !matches!(self.meta.segments.get(&seg), Some(json::SegmentJson::Crypt(_))) {
+                return Ok(false);
+            }
             let (id, d) = self
                 .meta
                 .digest_of_segment(seg)
                 .ok_or_else(|| Error::corrupt(format!("the {flag} segment has no digest")))?;
             if digest::verify(d, id, key.expose())? {
-                Ok(())
+                Ok(true)
             } else {
                 Err(Error::NoKey)
             }
         };
-        check("backup-previous", old)?;
-        check("backup-final", new)?;
+        let has_old = check("backup-previous", old)?;
+        let has_new = check("backup-final", new)?;
         let (ks_id, _) = reencrypt::reencrypt_keyslot(&self.meta)?
             .ok_or_else(|| Error::invalid("the volume is not being re-encrypted"))?;
         let (id, d) = self.meta.digest_of_keyslot(ks_id).ok_or_else(|| {
             Error::corrupt("the reencryption digest is missing (cryptsetup repair adds it)")
         })?;
-        let data = reencrypt::verification_data(&self.meta, Some(old), Some(new))?;
+        let data = reencrypt::verification_data(
+            &self.meta,
+            has_old.then_some(old),
+            has_new.then_some(new),
+        )?;
         if digest::verify(d, id, data.expose())? {
             Ok(())
         } else {
@@ -973,7 +1003,13 @@ impl Luks2 {
         let rks = keyslot::free_id(&meta)
             .ok_or_else(|| Error::NoSpace("all 32 LUKS2 keyslots are in use".into()))?;
         let area = keyslot::find_max_gap(&meta, &self.layout)?;
-        let raw = reencrypt::new_keyslot(area.offset, area.size, &plan.resilience);
+        let raw = reencrypt::new_keyslot(
+            area.offset,
+            area.size,
+            &plan.resilience,
+            reencrypt::ReencryptMode::Reencrypt,
+            reencrypt::ReencryptDirection::Forward,
+        );
         meta.keyslots.insert(rks, Keyslot::Other { kind: "reencrypt".into(), area, raw });
         let reqs = meta.config.requirements.get_or_insert_with(|| json::Requirements {
             mandatory: None,
@@ -1005,14 +1041,14 @@ impl Luks2 {
 
     /// One step of the reencryption, crash-safe: `area_data` (the
     /// hotzone's checksums or journal) is written to the resilience area
-    /// and synced first, then the header records `done` bytes under the new
-    /// key and, with `hot`, the hotzone `[done, done+hot)` in progress.
+    /// and synced first, then the header records the layout with the
+    /// hotzone `zone` (data offset, length) in progress (`hot`) or done.
     pub(crate) fn reencrypt_checkpoint(
         &mut self,
         io: &dyn MetadataIo,
         size: u64,
-        done: u64,
-        hot: Option<u64>,
+        zone: (u64, u64),
+        hot: bool,
         area_data: Option<&[u8]>,
     ) -> Result<()> {
         let state = self
@@ -1026,20 +1062,20 @@ impl Luks2 {
             io.write_at(state.area_offset, data)?;
             io.sync()?;
         }
-        self.update_reencrypt(io, |m| reencrypt::set_segments(m, size, done, hot))
+        self.update_reencrypt(io, |m| reencrypt::set_layout(m, size, zone, hot))
     }
 
     /// Ends a finished reencryption in one header write: the new key's
     /// segment alone, without the old keyslots and digest, the backups,
     /// the reencrypt keyslot, its digest and the requirement; then the old
     /// keyslot areas and the resilience area are overwritten.
-    pub(crate) fn reencrypt_finish(&mut self, io: &dyn MetadataIo, size: u64) -> Result<()> {
+    pub(crate) fn reencrypt_finish(&mut self, io: &dyn MetadataIo) -> Result<()> {
         let state = self
             .reencrypt_state()?
             .ok_or_else(|| Error::invalid("the volume is not being re-encrypted"))?;
         let mut areas = Vec::new();
         self.update_reencrypt(io, |m| {
-            reencrypt::set_segments(m, size, size, None)?;
+            reencrypt::set_final(m)?;
             // Drop the backup segments (the last two ids or more).
             let backups: Vec<usize> = m
                 .segments
@@ -1085,5 +1121,287 @@ impl Luks2 {
             keyslot::wipe_area(io, area)?;
         }
         Ok(())
+    }
+}
+
+/// What [`Luks2::format_encrypt`] sets up.
+#[derive(Debug, Clone)]
+pub struct EncryptPlan {
+    pub resilience: reencrypt::Resilience,
+    /// Bytes of the data device.
+    pub device_len: u64,
+    /// Encryption in place with a data shift of this many bytes (the
+    /// header takes the first ones; the data offset equals it), backward,
+    /// as cryptsetup's `--reduce-device-size` (twice the shift). The first
+    /// `shift` bytes of data must already be copied to the last `shift`
+    /// bytes of the device.
+    pub shift: Option<u64>,
+}
+
+impl Luks2 {
+    /// Writes a new header whose data is plaintext about to be encrypted
+    /// under `volume_key` (mode encrypt, as `cryptsetup reencrypt
+    /// --encrypt` initialises it): keyslot 0 for `passphrase`, the plain
+    /// data as `linear` segments, the backups, the reencrypt keyslot and
+    /// its digest, the requirement; one header write.
+    pub(crate) fn format_encrypt(
+        io: &dyn MetadataIo,
+        opts: &FormatOptions,
+        volume_key: &SecretBytes,
+        passphrase: &[u8],
+        plan: &EncryptPlan,
+    ) -> Result<Self> {
+        let hash = opts.pbkdf.hash;
+        let forced = opts.pbkdf.forced_iterations.is_some();
+        let adjust = |meta: &mut Metadata, layout: &Layout| -> Result<()> {
+            let data_offset = meta.segments.get(&0).map_or(0, json::SegmentJson::offset);
+            let final_seg =
+                meta.segments.remove(&0).ok_or_else(|| Error::corrupt("format made no segment"))?;
+            let json::SegmentJson::Crypt(mut fin) = final_seg else {
+                return Err(Error::corrupt("format made no crypt segment"));
+            };
+            fin.flags = Some(vec!["backup-final".into()]);
+            let (direction, resilience) = match plan.shift {
+                Some(shift) => {
+                    let dev_size = plan.device_len.saturating_sub(data_offset);
+                    let data_size = dev_size.saturating_sub(shift);
+                    if shift == 0 || data_offset != shift || data_size < shift {
+                        return Err(Error::invalid(format!(
+                            "a data shift of {shift} bytes needs a device of at least {} bytes with the data offset equal to the shift",
+                            shift.saturating_mul(3)
+                        )));
+                    }
+                    let first = reencrypt::linear_segment(dev_size, Some(shift), None);
+                    meta.segments.insert(0, first);
+                    let mut next = 1;
+                    if data_size > shift {
+                        meta.segments.insert(
+                            1,
+                            reencrypt::linear_segment(shift, Some(data_size - shift), None),
+                        );
+                        next = 2;
+                    }
+                    meta.segments.insert(
+                        next,
+                        reencrypt::linear_segment(
+                            dev_size,
+                            Some(shift),
+                            Some(vec!["backup-moved-segment".into()]),
+                        ),
+                    );
+                    meta.segments.insert(
+                        next + 1,
+                        reencrypt::linear_segment(
+                            0,
+                            Some(data_size),
+                            Some(vec!["backup-previous".into()]),
+                        ),
+                    );
+                    meta.segments.insert(next + 2, json::SegmentJson::Crypt(fin));
+                    (
+                        reencrypt::ReencryptDirection::Backward,
+                        reencrypt::Resilience::Datashift { kind: "datashift".into(), shift },
+                    )
+                }
+                None => {
+                    meta.segments.insert(0, reencrypt::linear_segment(data_offset, None, None));
+                    meta.segments.insert(
+                        1,
+                        reencrypt::linear_segment(
+                            data_offset,
+                            None,
+                            Some(vec!["backup-previous".into()]),
+                        ),
+                    );
+                    meta.segments.insert(2, json::SegmentJson::Crypt(fin));
+                    (reencrypt::ReencryptDirection::Forward, plan.resilience.clone())
+                }
+            };
+            let fin_id = reencrypt::segment_by_flag(meta, "backup-final")
+                .ok_or_else(|| Error::corrupt("no backup-final segment"))?;
+            if let Some(d) = meta.digests.get_mut(&0) {
+                d.set_segments(vec![IdRef(fin_id)]);
+            }
+            let rks = keyslot::free_id(meta)
+                .ok_or_else(|| Error::NoSpace("all 32 LUKS2 keyslots are in use".into()))?;
+            let mut area = keyslot::find_max_gap(meta, layout)?;
+            if matches!(resilience, reencrypt::Resilience::Datashift { .. }) {
+                // cryptsetup's datashift area holds nothing: one block.
+                area.size = area.size.min(4096);
+            }
+            let raw = reencrypt::new_keyslot(
+                area.offset,
+                area.size,
+                &resilience,
+                reencrypt::ReencryptMode::Encrypt,
+                direction,
+            );
+            meta.keyslots.insert(rks, Keyslot::Other { kind: "reencrypt".into(), area, raw });
+            let reqs = meta.config.requirements.get_or_insert_with(|| json::Requirements {
+                mandatory: None,
+                extra: serde_json::Map::new(),
+            });
+            reqs.mandatory.get_or_insert_with(Vec::new).push(reencrypt::REQUIREMENT_V2.into());
+            let data = reencrypt::verification_data(meta, None, Some(volume_key))?;
+            let iterations = if forced {
+                crate::pbkdf::MIN_PBKDF2_ITERATIONS
+            } else {
+                pbkdf2_iterations_for(hash, data.len(), DIGEST_ITER_MS)?
+            };
+            let id = (0..=json::MAX_ID)
+                .find(|d| !meta.digests.contains_key(d))
+                .ok_or_else(|| Error::NoSpace("all LUKS2 digest ids are in use".into()))?;
+            meta.digests.insert(
+                id,
+                digest::create(data.expose(), hash, iterations, vec![IdRef(rks)], Vec::new())?,
+            );
+            Ok(())
+        };
+        Self::format_with(io, opts, volume_key, passphrase, &adjust)
+    }
+
+    /// Starts decrypting the data to plaintext in place (mode decrypt,
+    /// backward, as `cryptsetup reencrypt --decrypt --header` initialises
+    /// a detached header): the backups (the plaintext one `linear`), the
+    /// reencrypt keyslot and its digest, the requirement; one header write.
+    pub(crate) fn reencrypt_init_decrypt(
+        &mut self,
+        io: &dyn MetadataIo,
+        old_key: &SecretBytes,
+        resilience: reencrypt::Resilience,
+        hash: rampart_crypto::HashAlg,
+        forced_iterations: bool,
+    ) -> Result<()> {
+        self.check_requirements()?;
+        self.check_unchanged(io)?;
+        if !self.verify_volume_key(old_key)? {
+            return Err(Error::invalid("the volume key does not match this volume's digest"));
+        }
+        let (seg_id, seg) = segment::data_segment(&self.meta)?;
+        if seg_id != 0 {
+            return Err(Error::corrupt("the data segment is not segment 0"));
+        }
+        let mut prev = seg.clone();
+        let (old_digest, _) = self.segment_digest()?;
+        let mut meta = self.meta.clone();
+        prev.flags = Some(vec!["backup-previous".into()]);
+        prev.extra = serde_json::Map::new();
+        let fin = reencrypt::linear_segment(prev.offset.0, None, Some(vec!["backup-final".into()]));
+        meta.segments.insert(1, json::SegmentJson::Crypt(Box::new(prev)));
+        meta.segments.insert(2, fin);
+        if let Some(digest) = meta.digests.get_mut(&old_digest) {
+            digest.set_segments(vec![IdRef(0), IdRef(1)]);
+        }
+        let rks = keyslot::free_id(&meta)
+            .ok_or_else(|| Error::NoSpace("all 32 LUKS2 keyslots are in use".into()))?;
+        let area = keyslot::find_max_gap(&meta, &self.layout)?;
+        let raw = reencrypt::new_keyslot(
+            area.offset,
+            area.size,
+            &resilience,
+            reencrypt::ReencryptMode::Decrypt,
+            reencrypt::ReencryptDirection::Backward,
+        );
+        meta.keyslots.insert(rks, Keyslot::Other { kind: "reencrypt".into(), area, raw });
+        let reqs = meta.config.requirements.get_or_insert_with(|| json::Requirements {
+            mandatory: None,
+            extra: serde_json::Map::new(),
+        });
+        reqs.mandatory.get_or_insert_with(Vec::new).push(reencrypt::REQUIREMENT_V2.into());
+        let data = reencrypt::verification_data(&meta, Some(old_key), None)?;
+        let iterations = if forced_iterations {
+            crate::pbkdf::MIN_PBKDF2_ITERATIONS
+        } else {
+            pbkdf2_iterations_for(hash, data.len(), DIGEST_ITER_MS)?
+        };
+        let id = (0..=json::MAX_ID)
+            .find(|d| !meta.digests.contains_key(d))
+            .ok_or_else(|| Error::NoSpace("all LUKS2 digest ids are in use".into()))?;
+        meta.digests.insert(
+            id,
+            digest::create(data.expose(), hash, iterations, vec![IdRef(rks)], Vec::new())?,
+        );
+        encode_area(&meta, self.bin.hdr_size)?;
+        self.update_reencrypt(io, |m| {
+            *m = meta;
+            Ok(())
+        })
+    }
+}
+
+impl Luks2 {
+    /// Changes the resilience mode of a reencryption in a clean state
+    /// (no interrupted hotzone), as cryptsetup 2.6 does when resumed with
+    /// another `--resilience`: among checksum, journal and none (never to
+    /// or from a data shift), in the same area, with the reencryption
+    /// digest computed again; one header write.
+    pub(crate) fn reencrypt_set_resilience(
+        &mut self,
+        io: &dyn MetadataIo,
+        old: &SecretBytes,
+        new: &SecretBytes,
+        resilience: &reencrypt::Resilience,
+        hash: rampart_crypto::HashAlg,
+        forced_iterations: bool,
+    ) -> Result<()> {
+        self.reencrypt_verify(old, new)?;
+        let state = self
+            .reencrypt_state()?
+            .ok_or_else(|| Error::invalid("the volume is not being re-encrypted"))?;
+        if state.hotzone.is_some() {
+            return Err(Error::invalid(
+                "an interrupted hotzone must be recovered before the resilience mode changes",
+            ));
+        }
+        let shifted =
+            |r: &reencrypt::Resilience| matches!(r, reencrypt::Resilience::Datashift { .. });
+        if shifted(&state.resilience) || shifted(resilience) {
+            return Err(Error::invalid(format!(
+                "the resilience mode cannot change from {} to {} (a data shift is kept to the end, as in cryptsetup)",
+                state.resilience.name(),
+                resilience.name()
+            )));
+        }
+        let mut meta = self.meta.clone();
+        let rks = state.keyslot;
+        let fresh = reencrypt::new_keyslot(
+            state.area_offset,
+            state.area_size,
+            resilience,
+            state.mode,
+            state.direction,
+        );
+        match meta.keyslots.get_mut(&rks) {
+            Some(Keyslot::Other { raw, .. }) => {
+                if let (Some(obj), Some(area)) = (raw.as_object_mut(), fresh.get("area")) {
+                    obj.insert("area".into(), area.clone());
+                }
+            }
+            _ => return Err(Error::corrupt("the reencrypt keyslot is missing")),
+        }
+        let plain = |k: &SecretBytes| k.is_empty();
+        let data = reencrypt::verification_data(
+            &meta,
+            (!plain(old)).then_some(old),
+            (!plain(new)).then_some(new),
+        )?;
+        let iterations = if forced_iterations {
+            crate::pbkdf::MIN_PBKDF2_ITERATIONS
+        } else {
+            pbkdf2_iterations_for(hash, data.len(), DIGEST_ITER_MS)?
+        };
+        let id = meta
+            .digest_of_keyslot(rks)
+            .map(|(id, _)| id)
+            .ok_or_else(|| Error::corrupt("the reencryption digest is missing"))?;
+        meta.digests.insert(
+            id,
+            digest::create(data.expose(), hash, iterations, vec![IdRef(rks)], Vec::new())?,
+        );
+        encode_area(&meta, self.bin.hdr_size)?;
+        self.update_reencrypt(io, |m| {
+            *m = meta;
+            Ok(())
+        })
     }
 }

@@ -7,7 +7,15 @@
 //! Only metadata lives here; the data is moved by rampart-volume's engine,
 //! which calls [`super::Luks2::reencrypt_checkpoint`] around each hotzone.
 //!
-//! Forward reencryption of the whole data area goes through these states,
+//! Encryption (mode `encrypt`: the old side is plaintext, `linear`
+//! segments) and decryption (mode `decrypt`: the new side is plaintext)
+//! use the same metadata; backward runs go from the end of the data, and
+//! an encryption with a data shift (cryptsetup's `--reduce-device-size`)
+//! moves each hotzone up by the shift, its first chunk read from the
+//! `backup-moved-segment` copy. `set_layout` builds each layout as
+//! cryptsetup 2.6 does for the mode and direction.
+//!
+//! Forward re-encryption of the whole data area goes through these states,
 //! each one header write:
 //!
 //! * clean, nothing done: `0` old (dynamic), backups;
@@ -102,7 +110,10 @@ impl Resilience {
 /// One side of a reencryption: where and how the data is encrypted.
 #[derive(Debug, Clone)]
 pub struct ReencryptSide {
-    pub cipher: DataCipher,
+    /// `None`: plaintext (a `linear` segment: the side of an encryption
+    /// or a decryption that has no key).
+    pub cipher: Option<DataCipher>,
+    /// 0 for plaintext.
     pub key_bytes: usize,
     pub sector_size: u32,
     /// Data offset on the device, in bytes.
@@ -137,28 +148,48 @@ pub struct ReencryptState {
     pub old_keyslots: Vec<usize>,
     /// The keyslots bound to the new key.
     pub new_keyslots: Vec<usize>,
+    /// Encryption with a data shift: where the first data chunk was
+    /// copied before the header took its place (`backup-moved-segment`:
+    /// offset, length).
+    pub moved: Option<(u64, u64)>,
+    /// The data shift in bytes (datashift resilience), else 0.
+    pub shift: u64,
+    /// The plaintext size before an encryption with a data shift (the
+    /// `backup-previous` segment's fixed size).
+    pub previous_size: Option<u64>,
+    /// The non-backup segments: (linear, size) in order (`None`: dynamic).
+    pub layout: Vec<(bool, Option<u64>)>,
 }
 
 impl ReencryptState {
-    /// Whether this implementation can run (resume, recover) it:
-    /// forward re-encryption from one key to another with resilience none,
-    /// journal or checksum.
+    /// Whether this implementation can run (resume, recover) it, as
+    /// cryptsetup 2.6 writes them: re-encryption forward; encryption and
+    /// decryption forward or backward with resilience none, journal or
+    /// checksum; encryption backward with a data shift (`datashift`).
     pub fn check_supported(&self) -> Result<()> {
-        if self.mode != ReencryptMode::Reencrypt {
-            return Err(Error::UnsupportedCipher(format!(
-                "the header records a {} operation; Rampart resumes re-encryption (mode reencrypt) only",
-                self.mode.name()
-            )));
-        }
-        if self.direction != ReencryptDirection::Forward {
-            return Err(Error::UnsupportedCipher(
-                "the header records a backward reencryption; Rampart resumes forward ones only"
-                    .into(),
-            ));
+        let shifted = matches!(&self.resilience, Resilience::Datashift { .. });
+        match (self.mode, self.direction) {
+            (ReencryptMode::Reencrypt, ReencryptDirection::Backward) => {
+                return Err(Error::UnsupportedCipher(
+                    "the header records a backward re-encryption (mode reencrypt); Rampart resumes forward ones, and backward encryption and decryption"
+                        .into(),
+                ))
+            }
+            (ReencryptMode::Encrypt, ReencryptDirection::Backward) if shifted => {
+                if self.moved.is_none() || self.previous_size.is_none() {
+                    return Err(Error::UnsupportedCipher(
+                        "an encryption with a data shift but without a moved first segment".into(),
+                    ));
+                }
+                return Ok(());
+            }
+            _ => {}
         }
         if let Resilience::Datashift { kind, .. } = &self.resilience {
             return Err(Error::UnsupportedCipher(format!(
-                "resilience mode {kind} (data shift) is not one Rampart resumes"
+                "resilience mode {kind} with mode {} direction {} is not one Rampart resumes",
+                self.mode.name(),
+                self.direction.name()
             )));
         }
         if self.old.offset != self.new.offset {
@@ -167,6 +198,106 @@ impl ReencryptState {
             ));
         }
         Ok(())
+    }
+
+    /// Whether a volume in this state can be served as it stands: a
+    /// forward re-encryption (new key below the boundary, old above).
+    pub fn check_servable(&self) -> Result<()> {
+        if self.mode != ReencryptMode::Reencrypt || self.direction != ReencryptDirection::Forward {
+            return Err(Error::UnsupportedCipher(format!(
+                "the volume is in the middle of a{} {} ({}): finish it with `rampart reencrypt --resume-only` first",
+                if self.mode == ReencryptMode::Encrypt { "n" } else { "" },
+                match self.mode {
+                    ReencryptMode::Encrypt => "encryption",
+                    ReencryptMode::Decrypt => "decryption",
+                    _ => "re-encryption",
+                },
+                self.direction.name()
+            )));
+        }
+        self.check_supported()
+    }
+
+    /// The next hotzone (data offset, length) of a run resumed from a
+    /// clean state, at most `max` bytes, as cryptsetup 2.6 picks it; `None`
+    /// when all data is done. `size` is the data size.
+    #[must_use]
+    pub fn next_hotzone(&self, size: u64, max: u64) -> Option<(u64, u64)> {
+        if self.complete {
+            return None;
+        }
+        if let Some((start, len)) = self.hotzone {
+            return Some((start, len));
+        }
+        let segs = self.layout.len();
+        match (self.direction, &self.resilience) {
+            (ReencryptDirection::Backward, Resilience::Datashift { .. }) => {
+                let linear: u64 =
+                    self.layout.iter().filter(|(l, _)| *l).map(|(_, s)| s.unwrap_or(0)).sum();
+                if linear == 0 {
+                    return None;
+                }
+                if segs == 1 {
+                    return Some((0, self.shift.min(linear)));
+                }
+                let tmp = linear.checked_sub(self.shift)?;
+                if tmp > 0 && tmp < self.shift {
+                    Some((self.shift, tmp))
+                } else {
+                    Some((tmp, self.shift))
+                }
+            }
+            (ReencryptDirection::Backward, _) => {
+                let end = if segs >= 2 { self.layout[0].1.unwrap_or(0) } else { size };
+                if end == 0 {
+                    return None;
+                }
+                let len = max.min(end);
+                Some((end - len, len))
+            }
+            (ReencryptDirection::Forward, _) => {
+                let start = self.done;
+                (start < size).then(|| (start, max.min(size - start)))
+            }
+        }
+    }
+}
+
+/// The hotzone after `(offset, len)` in a run, as cryptsetup 2.6 moves
+/// (`reencrypt_context_update`); `None` when that one was the last.
+#[must_use]
+pub fn following_hotzone(
+    state: &ReencryptState,
+    size: u64,
+    max: u64,
+    (offset, len): (u64, u64),
+) -> Option<(u64, u64)> {
+    match (state.direction, &state.resilience) {
+        (ReencryptDirection::Backward, Resilience::Datashift { .. }) => {
+            if offset == 0 {
+                return None;
+            }
+            let shift = state.shift;
+            let off = offset.saturating_sub(shift);
+            if off == 0 {
+                Some((0, shift))
+            } else if off < shift {
+                Some((shift, off))
+            } else {
+                Some((off, shift))
+            }
+        }
+        (ReencryptDirection::Backward, _) => {
+            if offset == 0 {
+                return None;
+            }
+            let n = max.min(offset);
+            Some((offset - n, n))
+        }
+        (ReencryptDirection::Forward, _) => {
+            let start = offset + len;
+            (start < size).then(|| (start, max.min(size - start)))
+        }
     }
 }
 
@@ -214,7 +345,13 @@ pub(crate) fn reencrypt_keyslot(meta: &Metadata) -> Result<Option<(usize, Reencr
 }
 
 /// The new `reencrypt` keyslot JSON, as cryptsetup 2.6 writes it.
-pub(crate) fn new_keyslot(area_offset: u64, area_size: u64, resilience: &Resilience) -> Value {
+pub(crate) fn new_keyslot(
+    area_offset: u64,
+    area_size: u64,
+    resilience: &Resilience,
+    mode: ReencryptMode,
+    direction: ReencryptDirection,
+) -> Value {
     let mut area = Map::new();
     area.insert("offset".into(), Value::String(area_offset.to_string()));
     area.insert("size".into(), Value::String(area_size.to_string()));
@@ -223,12 +360,15 @@ pub(crate) fn new_keyslot(area_offset: u64, area_size: u64, resilience: &Resilie
         area.insert("hash".into(), Value::String(hash.name().into()));
         area.insert("sector_size".into(), Value::from(*block_size));
     }
+    if let Resilience::Datashift { shift, .. } = resilience {
+        area.insert("shift_size".into(), Value::String(shift.to_string()));
+    }
     let mut ks = Map::new();
     ks.insert("area".into(), Value::Object(area));
     ks.insert("type".into(), Value::String("reencrypt".into()));
     ks.insert("key_size".into(), Value::from(1));
-    ks.insert("mode".into(), Value::String("reencrypt".into()));
-    ks.insert("direction".into(), Value::String("forward".into()));
+    ks.insert("mode".into(), Value::String(mode.name().into()));
+    ks.insert("direction".into(), Value::String(direction.name().into()));
     ks.insert("priority".into(), Value::from(0));
     Value::Object(ks)
 }
@@ -254,6 +394,17 @@ fn crypt_of<'a>(meta: &'a Metadata, id: usize, what: &str) -> Result<&'a CryptSe
 }
 
 fn side(meta: &Metadata, id: usize, what: &str) -> Result<ReencryptSide> {
+    if let Some(SegmentJson::Other { kind, offset, .. }) = meta.segments.get(&id) {
+        if kind == "linear" {
+            return Ok(ReencryptSide {
+                cipher: None,
+                key_bytes: 0,
+                sector_size: 512,
+                offset: *offset,
+                iv_tweak: 0,
+            });
+        }
+    }
     let seg = crypt_of(meta, id, what)?;
     if !matches!(seg.sector_size, 512 | 1024 | 2048 | 4096) {
         return Err(Error::UnsupportedCipher(format!(
@@ -265,7 +416,7 @@ fn side(meta: &Metadata, id: usize, what: &str) -> Result<ReencryptSide> {
     let key_bytes = super::segment::volume_key_size(meta, id)?;
     cipher.check_key_bytes(key_bytes)?;
     Ok(ReencryptSide {
-        cipher,
+        cipher: Some(cipher),
         key_bytes,
         sector_size: seg.sector_size,
         offset: seg.offset.0,
@@ -361,6 +512,7 @@ pub(crate) fn state(meta: &Metadata) -> Result<Option<ReencryptState>> {
         .map(|(id, s)| (*id, s))
         .collect();
     let hot = regular.iter().find(|(_, s)| has_flag(s, "in-reencryption"));
+    let shifted = matches!(resilience, Resilience::Datashift { .. });
     let mut hotzone = None;
     let mut complete = false;
     let done = if let Some((_, seg)) = hot {
@@ -378,21 +530,53 @@ pub(crate) fn state(meta: &Metadata) -> Result<Option<ReencryptState>> {
         start
     } else {
         match regular.as_slice() {
-            [(id, _)] => {
+            [(id, seg)] => {
                 // One segment: all old (nothing done) or all new (done,
                 // only the cleanup is left).
-                let d = meta.digest_of_segment(*id).map(|(d, _)| d);
-                complete = d.is_some() && d == digest_new && digest_new != digest_old;
+                complete = match mode {
+                    ReencryptMode::Reencrypt => {
+                        let d = meta.digest_of_segment(*id).map(|(d, _)| d);
+                        d.is_some() && d == digest_new && digest_new != digest_old
+                    }
+                    ReencryptMode::Encrypt => matches!(seg, SegmentJson::Crypt(_)),
+                    ReencryptMode::Decrypt => seg.kind() == "linear",
+                };
                 0
             }
-            [(_, first), _] => match first.size() {
+            [(_, first), _] if !shifted => match first.size() {
                 SizeField::Bytes(n) => n,
                 SizeField::Dynamic => {
                     return Err(Error::corrupt("the first of two segments has a dynamic size"))
                 }
             },
+            _ if shifted => 0,
             _ => return Err(Error::corrupt("reencryption: unexpected segment layout")),
         }
+    };
+    let layout = regular
+        .iter()
+        .map(|(_, s)| {
+            let size = match s.size() {
+                SizeField::Bytes(n) => Some(n),
+                SizeField::Dynamic => None,
+            };
+            (s.kind() == "linear", size)
+        })
+        .collect();
+    let moved = segment_by_flag(meta, "backup-moved-segment").and_then(|id| {
+        let seg = meta.segments.get(&id)?;
+        match seg.size() {
+            SizeField::Bytes(n) => Some((seg.offset(), n)),
+            SizeField::Dynamic => None,
+        }
+    });
+    let previous_size = match meta.segments.get(&prev).map(SegmentJson::size) {
+        Some(SizeField::Bytes(n)) => Some(n),
+        _ => None,
+    };
+    let shift = match &resilience {
+        Resilience::Datashift { shift, .. } => *shift,
+        _ => 0,
     };
     let area = ks.area.clone();
     Ok(Some(ReencryptState {
@@ -410,104 +594,316 @@ pub(crate) fn state(meta: &Metadata) -> Result<Option<ReencryptState>> {
         fixed_size,
         old_keyslots: digest_old.map(|d| keyslots_of_digest(meta, d)).unwrap_or_default(),
         new_keyslots: digest_new.map(|d| keyslots_of_digest(meta, d)).unwrap_or_default(),
+        moved,
+        shift,
+        previous_size,
+        layout,
     }))
 }
 
-/// A crypt segment of one side covering `[start, start+len)` of the data
-/// area (`None`: to the end).
+/// A segment of one side (a copy of its backup segment) covering
+/// `[start, start+len)` of the data area (`None`: to the end).
 fn side_segment(
     backup: &SegmentJson,
     start: u64,
     len: Option<u64>,
     in_reencryption: bool,
 ) -> Result<SegmentJson> {
-    let SegmentJson::Crypt(b) = backup else {
-        return Err(Error::UnsupportedCipher("a plaintext backup segment".into()));
-    };
-    Ok(SegmentJson::Crypt(Box::new(CryptSegment {
-        kind: "crypt".into(),
-        offset: U64Str(b.offset.0 + start),
-        size: len.map_or(SizeField::Dynamic, SizeField::Bytes),
-        iv_tweak: U64Str(b.iv_tweak.0 + start / 512),
-        encryption: b.encryption.clone(),
-        sector_size: b.sector_size,
-        integrity: None,
-        flags: in_reencryption.then(|| vec!["in-reencryption".to_owned()]),
-        extra: Map::new(),
-    })))
+    match backup {
+        SegmentJson::Crypt(b) => Ok(SegmentJson::Crypt(Box::new(CryptSegment {
+            kind: "crypt".into(),
+            offset: U64Str(b.offset.0 + start),
+            size: len.map_or(SizeField::Dynamic, SizeField::Bytes),
+            iv_tweak: U64Str(b.iv_tweak.0 + start / 512),
+            encryption: b.encryption.clone(),
+            sector_size: b.sector_size,
+            integrity: None,
+            flags: in_reencryption.then(|| vec!["in-reencryption".to_owned()]),
+            extra: Map::new(),
+        }))),
+        SegmentJson::Other { kind, offset, .. } if kind == "linear" => {
+            let flags = in_reencryption.then(|| vec!["in-reencryption".to_owned()]);
+            Ok(linear_segment(offset + start, len, flags))
+        }
+        other => Err(Error::UnsupportedCipher(format!(
+            "a backup segment of type \"{}\"",
+            shorten(other.kind())
+        ))),
+    }
 }
 
-/// Replaces the segments of `meta` with the layout of forward reencryption
-/// having `done` bytes under the new key and, when `hot` is given, the
-/// hotzone `[done, done+hot)` in progress; the backup segments follow, and
-/// every digest's segment list is rebuilt as cryptsetup assigns them.
-pub(crate) fn set_segments(
+/// A `linear` segment as cryptsetup writes it.
+pub(crate) fn linear_segment(
+    offset: u64,
+    size: Option<u64>,
+    flags: Option<Vec<String>>,
+) -> SegmentJson {
+    let mut raw = Map::new();
+    raw.insert("type".into(), Value::String("linear".into()));
+    raw.insert("offset".into(), Value::String(offset.to_string()));
+    raw.insert(
+        "size".into(),
+        Value::String(size.map_or_else(|| "dynamic".to_owned(), |n| n.to_string())),
+    );
+    if let Some(flags) = flags {
+        raw.insert("flags".into(), Value::from(flags));
+    }
+    SegmentJson::Other {
+        kind: "linear".into(),
+        offset,
+        size: size.map_or(SizeField::Dynamic, SizeField::Bytes),
+        raw: Value::Object(raw),
+    }
+}
+
+/// Which key a segment of a reencryption layout is under.
+#[derive(Clone, Copy)]
+enum Role {
+    Old,
+    New,
+    /// The hotzone (bound to both keys in mode reencrypt).
+    Hot,
+}
+
+fn with_size(seg: &SegmentJson, size: Option<u64>) -> SegmentJson {
+    let field = size.map_or(SizeField::Dynamic, SizeField::Bytes);
+    match seg {
+        SegmentJson::Crypt(c) => {
+            let mut c = c.clone();
+            c.size = field;
+            SegmentJson::Crypt(c)
+        }
+        SegmentJson::Other { kind, offset, raw, .. } => {
+            let mut raw = raw.clone();
+            if let Some(obj) = raw.as_object_mut() {
+                obj.insert(
+                    "size".into(),
+                    Value::String(size.map_or_else(|| "dynamic".to_owned(), |n| n.to_string())),
+                );
+            }
+            SegmentJson::Other { kind: kind.clone(), offset: *offset, size: field, raw }
+        }
+    }
+}
+
+fn without_reencryption_flag(seg: &SegmentJson) -> SegmentJson {
+    match seg {
+        SegmentJson::Crypt(c) => {
+            let mut c = c.clone();
+            c.flags = None;
+            SegmentJson::Crypt(c)
+        }
+        SegmentJson::Other { kind, offset, size, raw } => {
+            let mut raw = raw.clone();
+            if let Some(obj) = raw.as_object_mut() {
+                obj.remove("flags");
+            }
+            SegmentJson::Other { kind: kind.clone(), offset: *offset, size: *size, raw }
+        }
+    }
+}
+
+/// Replaces the segments of `meta` with the layout of a reencryption
+/// working on the hotzone `zone` (data offset, length): with `hot`, the
+/// layout while it is in progress, else the one after it is done, each as
+/// cryptsetup 2.6 builds it for the mode and direction (forward, backward,
+/// backward with a data shift). The backup segments follow, and every
+/// digest's segment list is rebuilt as cryptsetup assigns them.
+pub(crate) fn set_layout(
     meta: &mut Metadata,
     size: u64,
-    done: u64,
-    hot: Option<u64>,
+    zone: (u64, u64),
+    hot: bool,
+) -> Result<()> {
+    let st = state(meta)?.ok_or_else(|| Error::invalid("the volume is not being re-encrypted"))?;
+    let prev_id = segment_by_flag(meta, "backup-previous")
+        .ok_or_else(|| Error::corrupt("reencryption: no backup-previous segment"))?;
+    let fin_id = segment_by_flag(meta, "backup-final")
+        .ok_or_else(|| Error::corrupt("reencryption: no backup-final segment"))?;
+    // Both ids were just found in `meta.segments`: indexing cannot fail.
+    let prev = meta.segments[&prev_id].clone();
+    let fin = meta.segments[&fin_id].clone();
+    let fixed = matches!(fin.size(), SizeField::Bytes(_));
+    let (off, len) = zone;
+    if off.checked_add(len).is_none() {
+        return Err(Error::invalid("a hotzone beyond any device"));
+    }
+    let tail_len = |from: u64| if fixed { Some(size.saturating_sub(from)) } else { None };
+    let regular: Vec<SegmentJson> = meta
+        .segments
+        .values()
+        .filter(|s| !s.flags().iter().any(|f| f.starts_with("backup-")))
+        .cloned()
+        .collect();
+
+    let mut list: Vec<(SegmentJson, Role)> = Vec::new();
+    match (st.direction, &st.resilience, hot) {
+        (ReencryptDirection::Backward, Resilience::Datashift { .. }, true) => {
+            let last_linear = regular
+                .iter()
+                .rposition(|s| s.kind() == "linear")
+                .ok_or_else(|| Error::corrupt("data shift: no plaintext segment left"))?;
+            for seg in &regular[..last_linear] {
+                list.push((seg.clone(), Role::Old));
+            }
+            if let SizeField::Bytes(n) = regular[last_linear].size() {
+                if n > len {
+                    list.push((with_size(&regular[last_linear], Some(n - len)), Role::Old));
+                }
+            }
+            list.push((side_segment(&fin, off, Some(len), true)?, Role::Hot));
+            if let Some(c) = regular.iter().find(|s| matches!(s, SegmentJson::Crypt(_))) {
+                list.push((c.clone(), Role::New));
+            }
+        }
+        (ReencryptDirection::Backward, Resilience::Datashift { .. }, false) => {
+            let r = regular
+                .iter()
+                .position(|s| has_flag(s, "in-reencryption"))
+                .ok_or_else(|| Error::corrupt("data shift: no segment in reencryption"))?;
+            for seg in &regular[..r] {
+                list.push((seg.clone(), Role::Old));
+            }
+            let merged = match regular.get(r + 1) {
+                Some(SegmentJson::Crypt(next)) => {
+                    let next_len = match next.size {
+                        SizeField::Bytes(n) => n,
+                        SizeField::Dynamic => 0,
+                    };
+                    let mut c = next.clone();
+                    c.offset = U64Str(st.new.offset + off);
+                    c.iv_tweak = U64Str(off / 512);
+                    c.size = SizeField::Bytes(next_len + len);
+                    SegmentJson::Crypt(c)
+                }
+                _ => without_reencryption_flag(&regular[r]),
+            };
+            let size = match merged.size() {
+                SizeField::Bytes(n) if r > 0 => Some(n),
+                _ => None,
+            };
+            list.push((with_size(&merged, size), Role::New));
+        }
+        (ReencryptDirection::Backward, _, true) => {
+            if off > 0 {
+                list.push((side_segment(&prev, 0, Some(off), false)?, Role::Old));
+            }
+            list.push((side_segment(&fin, off, Some(len), true)?, Role::Hot));
+            if off + len < size {
+                list.push((side_segment(&fin, off + len, tail_len(off + len), false)?, Role::New));
+            }
+        }
+        (ReencryptDirection::Backward, _, false) => {
+            if off > 0 {
+                list.push((side_segment(&prev, 0, Some(off), false)?, Role::Old));
+            }
+            let tail = if off > 0 { tail_len(off) } else { None };
+            list.push((side_segment(&fin, off, tail, false)?, Role::New));
+        }
+        (ReencryptDirection::Forward, _, true) => {
+            if off > 0 {
+                list.push((side_segment(&fin, 0, Some(off), false)?, Role::New));
+            }
+            list.push((side_segment(&fin, off, Some(len), true)?, Role::Hot));
+            if off + len < size {
+                list.push((side_segment(&prev, off + len, tail_len(off + len), false)?, Role::Old));
+            }
+        }
+        (ReencryptDirection::Forward, _, false) => {
+            let done = off + len;
+            if done >= size {
+                list.push((side_segment(&fin, 0, None, false)?, Role::New));
+            } else {
+                list.push((side_segment(&fin, 0, Some(done), false)?, Role::New));
+                list.push((side_segment(&prev, done, tail_len(done), false)?, Role::Old));
+            }
+        }
+    }
+    replace_segments(meta, st.mode, list)
+}
+
+/// The layout of a finished reencryption: the final segment alone (the
+/// backups go with the rest of the metadata in the same write).
+pub(crate) fn set_final(meta: &mut Metadata) -> Result<()> {
+    let st = state(meta)?.ok_or_else(|| Error::invalid("the volume is not being re-encrypted"))?;
+    let fin_id = segment_by_flag(meta, "backup-final")
+        .ok_or_else(|| Error::corrupt("reencryption: no backup-final segment"))?;
+    let fin = meta.segments[&fin_id].clone();
+    let seg = side_segment(&fin, 0, None, false)?;
+    replace_segments(meta, st.mode, vec![(seg, Role::New)])
+}
+
+/// Writes `list` as segments 0.., then the backups, and binds each to its
+/// digests: in mode reencrypt the old segments to the old key, the new
+/// ones to the new key and the hotzone to both; in modes encrypt and
+/// decrypt every crypt segment to the one key there is.
+fn replace_segments(
+    meta: &mut Metadata,
+    mode: ReencryptMode,
+    list: Vec<(SegmentJson, Role)>,
 ) -> Result<()> {
     let prev_id = segment_by_flag(meta, "backup-previous")
         .ok_or_else(|| Error::corrupt("reencryption: no backup-previous segment"))?;
     let fin_id = segment_by_flag(meta, "backup-final")
         .ok_or_else(|| Error::corrupt("reencryption: no backup-final segment"))?;
-    let digest_old = meta
-        .digest_of_segment(prev_id)
-        .map(|(id, _)| id)
-        .ok_or_else(|| Error::corrupt("the backup-previous segment has no digest"))?;
-    let digest_new = meta
-        .digest_of_segment(fin_id)
-        .map(|(id, _)| id)
-        .ok_or_else(|| Error::corrupt("the backup-final segment has no digest"))?;
-    // Both ids were just found in `meta.segments`: indexing cannot fail.
+    let digest_old = meta.digest_of_segment(prev_id).map(|(id, _)| id);
+    let digest_new = meta.digest_of_segment(fin_id).map(|(id, _)| id);
+    if mode != ReencryptMode::Encrypt && digest_old.is_none() {
+        return Err(Error::corrupt("the backup-previous segment has no digest"));
+    }
+    if mode != ReencryptMode::Decrypt && digest_new.is_none() {
+        return Err(Error::corrupt("the backup-final segment has no digest"));
+    }
+    let digests_of = |seg: &SegmentJson, role: Role| -> Vec<usize> {
+        let crypt = matches!(seg, SegmentJson::Crypt(_));
+        match mode {
+            ReencryptMode::Reencrypt => match role {
+                Role::Old => digest_old.into_iter().collect(),
+                Role::New => digest_new.into_iter().collect(),
+                Role::Hot => digest_new.into_iter().chain(digest_old).collect(),
+            },
+            ReencryptMode::Encrypt if crypt => digest_new.into_iter().collect(),
+            ReencryptMode::Decrypt if crypt => digest_old.into_iter().collect(),
+            _ => Vec::new(),
+        }
+    };
+    let mut all: Vec<(SegmentJson, Vec<usize>)> = list
+        .into_iter()
+        .map(|(s, r)| {
+            let d = digests_of(&s, r);
+            (s, d)
+        })
+        .collect();
+    // The backups keep their order: previous, final, then any other
+    // (a moved segment).
     let prev = meta.segments[&prev_id].clone();
     let fin = meta.segments[&fin_id].clone();
-    let fixed = matches!(fin.size(), SizeField::Bytes(_));
-    let tail_len = |from: u64| if fixed { Some(size - from) } else { None };
-
-    // (segment, digests bound to it)
-    let mut list: Vec<(SegmentJson, Vec<usize>)> = Vec::new();
-    match hot {
-        Some(len) => {
-            if done > 0 {
-                list.push((side_segment(&fin, 0, Some(done), false)?, vec![digest_new]));
-            }
-            list.push((side_segment(&fin, done, Some(len), true)?, vec![digest_new, digest_old]));
-            if done + len < size {
-                list.push((
-                    side_segment(&prev, done + len, tail_len(done + len), false)?,
-                    vec![digest_old],
-                ));
-            }
-        }
-        None if done == 0 => {
-            list.push((side_segment(&prev, 0, tail_len(0), false)?, vec![digest_old]));
-        }
-        None if done >= size => {
-            list.push((side_segment(&fin, 0, None, false)?, vec![digest_new]));
-        }
-        None => {
-            list.push((side_segment(&fin, 0, Some(done), false)?, vec![digest_new]));
-            list.push((side_segment(&prev, done, tail_len(done), false)?, vec![digest_old]));
-        }
-    }
-    list.push((prev, vec![digest_old]));
-    list.push((fin, vec![digest_new]));
-    // Any other backup (a moved segment) keeps its place at the end.
-    let others: Vec<SegmentJson> = meta
+    let d_prev = digests_of(&prev, Role::Old);
+    let d_fin = digests_of(&fin, Role::New);
+    let mut backups: Vec<(usize, SegmentJson, Vec<usize>)> = meta
         .segments
         .iter()
-        .filter(|(id, s)| {
-            **id != prev_id && **id != fin_id && s.flags().iter().any(|f| f.starts_with("backup-"))
+        .filter(|(_, s)| s.flags().iter().any(|f| f.starts_with("backup-")))
+        .map(|(id, s)| {
+            let d = if *id == prev_id {
+                d_prev.clone()
+            } else if *id == fin_id {
+                d_fin.clone()
+            } else {
+                digests_of(s, Role::Old)
+            };
+            (*id, s.clone(), d)
         })
-        .map(|(_, s)| s.clone())
         .collect();
+    // cryptsetup keeps the moved segment before the previous and final
+    // ones (it was added first); others keep their relative order.
+    backups.sort_by_key(|(id, s, _)| (!has_flag(s, "backup-moved-segment"), *id != prev_id, *id));
+    all.extend(backups.into_iter().map(|(_, s, d)| (s, d)));
     for digest in meta.digests.values_mut() {
         digest.set_segments(Vec::new());
     }
     meta.segments.clear();
-    let mut id = 0;
-    for (seg, digests) in list {
+    for (id, (seg, digests)) in all.into_iter().enumerate() {
         for d in digests {
             if let Some(digest) = meta.digests.get_mut(&d) {
                 let mut segs = digest.segments().to_vec();
@@ -516,11 +912,6 @@ pub(crate) fn set_segments(
             }
         }
         meta.segments.insert(id, seg);
-        id += 1;
-    }
-    for seg in others {
-        meta.segments.insert(id, seg);
-        id += 1;
     }
     Ok(())
 }

@@ -1,0 +1,555 @@
+#![allow(clippy::unwrap_used)]
+//! `rampart reencrypt --encrypt` and `--decrypt` against the real
+//! cryptsetup 2.6 and pyca/cryptography: a plain image Rampart encrypts in
+//! place (data shifted to make room for the header, or with a detached
+//! header) opens in cryptsetup and decrypts, with the volume key
+//! cryptsetup prints, to the original data; a detached-header volume
+//! Rampart decrypts holds the plaintext; with 4096- and 512-byte sectors.
+//! An encryption or decryption Rampart stops or crashes in is finished by
+//! cryptsetup, and one cryptsetup initialised or was killed in is finished
+//! by Rampart.
+
+#[path = "helpers/luks_support.rs"]
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::*;
+
+const MIB: usize = 1 << 20;
+
+fn rampart_env(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_rampart"));
+    command.args(args);
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    output(command)
+}
+
+/// A plain image of random bytes.
+fn image(dir: &TempDir, name: &str, seed: u64, len: usize) -> (PathBuf, Vec<u8>) {
+    let data = random_bytes(seed, len);
+    let path = dir.join(name);
+    let _ = std::fs::remove_file(&path);
+    std::fs::write(&path, &data).unwrap();
+    (path, data)
+}
+
+/// cryptsetup's view of a finished encryption: one crypt segment, no
+/// reencryption left.
+fn assert_encrypted(what: &str, header: &Path, offset: u64, sector: u64) -> SegmentInfo {
+    let out = ok(
+        &format!("{what}: cryptsetup luksDump --dump-json-metadata"),
+        cryptsetup(&["luksDump", "--dump-json-metadata", p(header)]),
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let segs = json["segments"].as_object().unwrap();
+    assert_eq!(segs.len(), 1, "{what}: {json}");
+    let seg = &json["segments"]["0"];
+    assert_eq!(seg["type"], "crypt", "{what}: {json}");
+    assert_eq!(seg["size"], "dynamic", "{what}: {json}");
+    assert!(seg.get("flags").is_none(), "{what}: {json}");
+    assert!(json["config"].get("requirements").is_none(), "{what}: {json}");
+    for (id, ks) in json["keyslots"].as_object().unwrap() {
+        assert_eq!(ks["type"], "luks2", "{what}: keyslot {id}: {json}");
+    }
+    let info = SegmentInfo {
+        data_offset: seg["offset"].as_str().unwrap().parse().unwrap(),
+        cipher: seg["encryption"].as_str().unwrap().to_owned(),
+        sector_size: seg["sector_size"].as_u64().unwrap(),
+        iv_tweak: seg["iv_tweak"].as_str().unwrap().parse().unwrap(),
+    };
+    assert_eq!(info.data_offset, offset, "{what}: {json}");
+    assert_eq!(info.sector_size, sector, "{what}: {json}");
+    info
+}
+
+/// Asserts cryptsetup opens the volume and the data decrypts, with the
+/// volume key cryptsetup prints, to `want`.
+fn assert_plaintext(
+    what: &str,
+    dir: &TempDir,
+    data: &Path,
+    header: Option<&Path>,
+    key: &Path,
+    info: &SegmentInfo,
+    want: &[u8],
+) {
+    assert!(cryptsetup_opens(data, header, key), "{what}: cryptsetup does not open the volume");
+    let volume_key = cryptsetup_volume_key(header.unwrap_or(data), key);
+    assert_same(what, &python_decrypt(dir, data, info, &volume_key, want.len()), want);
+}
+
+fn resume_args<'a>(vol: &'a Path, header: Option<&'a Path>, key: &'a Path) -> Vec<&'a str> {
+    let mut args = vec!["reencrypt", "--resume-only", "--force-offline-reencrypt", "-q"];
+    if let Some(h) = header {
+        args.extend(["--header", p(h)]);
+    }
+    args.extend(["--key-file", p(key), p(vol)]);
+    args
+}
+
+fn has_hotzone(header: &Path) -> bool {
+    let json = luks2_json(header, 0);
+    json["segments"]
+        .as_object()
+        .unwrap()
+        .values()
+        .any(|s| s["flags"].as_array().is_some_and(|f| f.iter().any(|f| f == "in-reencryption")))
+}
+
+/// Finishes, with cryptsetup, a run another process left (recovering an
+/// interrupted hotzone with `repair` first, as cryptsetup requires).
+fn cryptsetup_finishes(what: &str, vol: &Path, header: Option<&Path>, key: &Path) {
+    if has_hotzone(header.unwrap_or(vol)) {
+        let mut repair = vec!["repair", "-q"];
+        if let Some(h) = header {
+            repair.extend(["--header", p(h)]);
+        }
+        repair.extend(["--key-file", p(key), p(vol)]);
+        ok(&format!("{what}: cryptsetup repair"), cryptsetup(&repair));
+    }
+    ok(
+        &format!("{what}: cryptsetup reencrypt --resume-only"),
+        cryptsetup(&resume_args(vol, header, key)),
+    );
+}
+
+#[test]
+fn images_encrypted_in_place_with_a_data_shift_open_in_cryptsetup() {
+    require(&["cryptsetup", "python3"]);
+    let dir = TempDir::new("encrypt-shift");
+    let key = dir.file("key", b"encryption passphrase");
+    for (sector, reduce, hotzone) in [("4096", "8M", "4M"), ("512", "16M", "2M")] {
+        let what = format!("{sector}/{reduce}");
+        let (vol, data) = image(&dir, "vol", 21, 40 * MIB);
+        let mut args = vec!["reencrypt", "--encrypt", "--reduce-device-size", reduce];
+        args.extend(["--sector-size", sector, "--hotzone-size", hotzone]);
+        args.extend_from_slice(PBKDF2);
+        args.extend(["--key-file", p(&key), p(&vol), "-q"]);
+        ok(&format!("{what}: rampart reencrypt --encrypt"), rampart(&args));
+        let shift = if reduce == "8M" { 4 * MIB } else { 8 * MIB };
+        let info = assert_encrypted(&what, &vol, shift as u64, sector.parse().unwrap());
+        // The data keeps its size less the reduction; the device too.
+        assert_eq!(std::fs::metadata(&vol).unwrap().len(), 40 * MIB as u64, "{what}");
+        let kept = &data[..40 * MIB - 2 * shift];
+        assert_plaintext(&what, &dir, &vol, None, &key, &info, kept);
+        let out = ok("rampart dump", rampart(&["dump", "--json", p(&vol)]));
+        let dump: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(dump["reencryption"].is_null(), "{what}: {dump}");
+    }
+}
+
+#[test]
+fn images_encrypted_with_a_detached_header_open_in_cryptsetup() {
+    require(&["cryptsetup", "python3"]);
+    let dir = TempDir::new("encrypt-detached");
+    let key = dir.file("key", b"encryption passphrase");
+    for (sector, resilience) in [("4096", "checksum"), ("512", "checksum"), ("4096", "journal")] {
+        let what = format!("{sector}/{resilience}");
+        let (vol, data) = image(&dir, "vol", 22, 24 * MIB);
+        let header = dir.join("header");
+        let _ = std::fs::remove_file(&header);
+        let mut args = vec!["reencrypt", "--encrypt", "--header", p(&header)];
+        args.extend(["--sector-size", sector, "--resilience", resilience]);
+        args.extend(["--hotzone-size", "4M"]);
+        args.extend_from_slice(PBKDF2);
+        args.extend(["--key-file", p(&key), p(&vol), "-q"]);
+        ok(&format!("{what}: rampart reencrypt --encrypt --header"), rampart(&args));
+        let info = assert_encrypted(&what, &header, 0, sector.parse().unwrap());
+        assert_plaintext(&what, &dir, &vol, Some(&header), &key, &info, &data);
+    }
+}
+
+/// A detached-header LUKS2 volume made by cryptsetup holding `data`.
+fn detached_volume(dir: &TempDir, sector: &str, key: &Path, data: &[u8]) -> (PathBuf, PathBuf) {
+    let vol = dir.join("vol");
+    let header = dir.join("header");
+    let _ = std::fs::remove_file(&vol);
+    let _ = std::fs::remove_file(&header);
+    let vol = dir.sparse("vol", data.len() as u64);
+    let header = dir.sparse("header", 16 << 20);
+    let mut args = vec!["luksFormat", "-q", "--type", "luks2", "--header", p(&header)];
+    args.extend(["--sector-size", sector]);
+    args.extend_from_slice(PBKDF2);
+    args.extend(["--key-file", p(key), p(&vol)]);
+    ok("cryptsetup luksFormat --header", cryptsetup(&args));
+    let part = dir.file("part", data);
+    ok(
+        "rampart import",
+        rampart(&["import", p(&vol), p(&part), "--header", p(&header), "--key-file", p(key)]),
+    );
+    (vol, header)
+}
+
+/// cryptsetup's view of a finished decryption: one linear segment, no
+/// keyslots, digests or reencryption left.
+fn assert_decrypted(what: &str, header: &Path) {
+    let out = ok(
+        &format!("{what}: cryptsetup luksDump --dump-json-metadata"),
+        cryptsetup(&["luksDump", "--dump-json-metadata", p(header)]),
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        json["segments"],
+        serde_json::json!({"0": {"type": "linear", "offset": "0", "size": "dynamic"}}),
+        "{what}: {json}"
+    );
+    assert_eq!(json["keyslots"], serde_json::json!({}), "{what}: {json}");
+    assert_eq!(json["digests"], serde_json::json!({}), "{what}: {json}");
+    assert!(json["config"].get("requirements").is_none(), "{what}: {json}");
+}
+
+#[test]
+fn detached_header_volumes_are_decrypted_in_place() {
+    require(&["cryptsetup", "python3"]);
+    let dir = TempDir::new("decrypt");
+    let key = dir.file("key", b"passphrase");
+    for (sector, resilience) in [("4096", "checksum"), ("512", "checksum"), ("512", "journal")] {
+        let what = format!("{sector}/{resilience}");
+        let data = random_bytes(23, 24 * MIB);
+        let (vol, header) = detached_volume(&dir, sector, &key, &data);
+        let mut args = vec!["reencrypt", "--decrypt", "--header", p(&header)];
+        args.extend(["--resilience", resilience, "--hotzone-size", "4M"]);
+        args.extend(["--key-file", p(&key), p(&vol), "-q"]);
+        ok(&format!("{what}: rampart reencrypt --decrypt"), rampart(&args));
+        assert_decrypted(&what, &header);
+        assert_same(&what, &std::fs::read(&vol).unwrap(), &data);
+    }
+}
+
+#[test]
+fn cryptsetup_finishes_what_rampart_stopped_or_crashed_in() {
+    require(&["cryptsetup", "python3"]);
+    let dir = TempDir::new("encrypt-to-cryptsetup");
+    let key = dir.file("key", b"passphrase");
+    for hook in ["RAMPART_REENCRYPT_STOP_AFTER", "RAMPART_REENCRYPT_CRASH_AFTER"] {
+        // Encryption with a data shift.
+        for sector in ["4096", "512"] {
+            let what = format!("shift/{sector}/{hook}");
+            let (vol, data) = image(&dir, "vol", 24, 40 * MIB);
+            let mut args = vec!["reencrypt", "--encrypt", "--reduce-device-size", "8M"];
+            args.extend(["--sector-size", sector]);
+            args.extend_from_slice(PBKDF2);
+            args.extend(["--key-file", p(&key), p(&vol), "-q"]);
+            let out = rampart_env(&args, &[(hook, "2")]);
+            let status = if hook.ends_with("CRASH_AFTER") { 137 } else { 0 };
+            assert_eq!(out.status.code(), Some(status), "{}", describe(&what, &out));
+            let json = luks2_json(&vol, 0);
+            assert_eq!(
+                json["config"]["requirements"]["mandatory"],
+                serde_json::json!(["online-reencrypt-v2"]),
+                "{what}: {json}"
+            );
+            assert_eq!(has_hotzone(&vol), status == 137, "{what}: {json}");
+            cryptsetup_finishes(&what, &vol, None, &key);
+            let info = assert_encrypted(&what, &vol, 4 * MIB as u64, sector.parse().unwrap());
+            assert_plaintext(&what, &dir, &vol, None, &key, &info, &data[..32 * MIB]);
+        }
+        // Encryption and decryption with a detached header.
+        let what = format!("detached/{hook}");
+        let (vol, data) = image(&dir, "vol", 25, 24 * MIB);
+        let header = dir.join("header");
+        let _ = std::fs::remove_file(&header);
+        let mut args = vec!["reencrypt", "--encrypt", "--header", p(&header)];
+        args.extend(["--hotzone-size", "4M", "--sector-size", "512"]);
+        args.extend_from_slice(PBKDF2);
+        args.extend(["--key-file", p(&key), p(&vol), "-q"]);
+        let out = rampart_env(&args, &[(hook, "2")]);
+        assert!(matches!(out.status.code(), Some(0 | 137)), "{}", describe(&what, &out));
+        cryptsetup_finishes(&what, &vol, Some(&header), &key);
+        let info = assert_encrypted(&what, &header, 0, 512);
+        assert_plaintext(&what, &dir, &vol, Some(&header), &key, &info, &data);
+
+        let mut args = vec!["reencrypt", "--decrypt", "--header", p(&header)];
+        args.extend(["--hotzone-size", "4M", "--key-file", p(&key), p(&vol), "-q"]);
+        let out = rampart_env(&args, &[(hook, "2")]);
+        assert!(matches!(out.status.code(), Some(0 | 137)), "{}", describe(&what, &out));
+        cryptsetup_finishes(&format!("{what} decrypt"), &vol, Some(&header), &key);
+        assert_decrypted(&what, &header);
+        assert_same(&what, &std::fs::read(&vol).unwrap(), &data);
+    }
+}
+
+#[test]
+fn rampart_finishes_what_cryptsetup_initialised() {
+    require(&["cryptsetup", "python3"]);
+    let dir = TempDir::new("encrypt-from-init");
+    let key = dir.file("key", b"passphrase");
+    for sector in ["4096", "512"] {
+        let what = format!("shift/{sector}");
+        let (vol, data) = image(&dir, "vol", 26, 40 * MIB);
+        let mut init = vec!["reencrypt", "--encrypt", "--type", "luks2", "--init-only"];
+        init.extend(["--reduce-device-size", "8M", "--sector-size", sector]);
+        init.extend(["--force-offline-reencrypt", "-q"]);
+        init.extend_from_slice(PBKDF2);
+        init.extend(["--key-file", p(&key), p(&vol)]);
+        ok(&format!("{what}: cryptsetup reencrypt --encrypt --init-only"), cryptsetup(&init));
+        let out = ok("rampart dump", rampart(&["dump", p(&vol)]));
+        let dump = text(&out.stdout);
+        assert!(dump.contains("encrypt") && dump.contains("datashift"), "{dump}");
+        ok(
+            &format!("{what}: rampart reencrypt --resume-only"),
+            rampart(&["reencrypt", "--resume-only", p(&vol), "--key-file", p(&key), "-q"]),
+        );
+        let info = assert_encrypted(&what, &vol, 4 * MIB as u64, sector.parse().unwrap());
+        assert_plaintext(&what, &dir, &vol, None, &key, &info, &data[..32 * MIB]);
+    }
+    // A decryption cryptsetup initialised on a detached header.
+    let data = random_bytes(27, 16 * MIB);
+    let (vol, header) = detached_volume(&dir, "4096", &key, &data);
+    let mut init = vec!["reencrypt", "--decrypt", "--init-only", "--header", p(&header)];
+    init.extend(["--force-offline-reencrypt", "-q", "--key-file", p(&key), p(&vol)]);
+    ok("cryptsetup reencrypt --decrypt --init-only", cryptsetup(&init));
+    ok(
+        "rampart reencrypt --resume-only (decrypt)",
+        rampart(&[
+            "reencrypt",
+            "--resume-only",
+            "--header",
+            p(&header),
+            p(&vol),
+            "--key-file",
+            p(&key),
+            "-q",
+        ]),
+    );
+    assert_decrypted("decrypt", &header);
+    assert_same("decrypt", &std::fs::read(&vol).unwrap(), &data);
+}
+
+/// The JSON area of a header being written by another process, if it
+/// parses at this instant.
+fn header_json_now(vol: &Path) -> Option<serde_json::Value> {
+    let bytes = std::fs::read(vol).ok()?;
+    let size = usize::try_from(u64::from_be_bytes(bytes.get(8..16)?.try_into().ok()?)).ok()?;
+    let area = bytes.get(4096..size)?;
+    let end = area.iter().position(|&b| b == 0).unwrap_or(area.len());
+    serde_json::from_slice(&area[..end]).ok()
+}
+
+/// Runs cryptsetup with `args` and kills it (SIGKILL) once `progressed`
+/// holds for the header JSON of `header`.
+fn kill_cryptsetup_when(
+    what: &str,
+    args: &[&str],
+    header: &Path,
+    progressed: impl Fn(&serde_json::Value) -> bool,
+) {
+    let mut child = Command::new(tool("cryptsetup"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if header_json_now(header).is_some_and(|j| progressed(&j)) {
+            break;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "{what}: cryptsetup finished before it could be killed"
+        );
+        assert!(Instant::now() < deadline, "{what}: cryptsetup made no progress");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn rampart_finishes_what_a_killed_cryptsetup_left() {
+    require(&["cryptsetup", "python3"]);
+    let dir = TempDir::new("encrypt-from-kill");
+    let key = dir.file("key", b"passphrase");
+
+    // Encryption with a data shift: 1 MiB hotzones (the shift) over
+    // 300 MiB, killed once some data is encrypted and much is not.
+    let (vol, data) = image(&dir, "vol", 28, 302 * MIB);
+    let mut args = vec!["reencrypt", "--encrypt", "--type", "luks2"];
+    args.extend(["--reduce-device-size", "2M", "--sector-size", "4096"]);
+    args.extend(["--force-offline-reencrypt", "-q"]);
+    args.extend_from_slice(PBKDF2);
+    args.extend(["--key-file", p(&key), p(&vol)]);
+    kill_cryptsetup_when("shift", &args, &vol, |json| {
+        let segs: Vec<&serde_json::Value> = json["segments"]
+            .as_object()
+            .map(|s| s.values().collect::<Vec<_>>())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|s| {
+                !s["flags"].as_array().is_some_and(|f| {
+                    f.iter().any(|f| f.as_str().unwrap_or("").starts_with("backup-"))
+                })
+            })
+            .collect();
+        let crypt: u64 = segs
+            .iter()
+            .filter(|s| s["type"] == "crypt")
+            .filter_map(|s| s["size"].as_str()?.parse::<u64>().ok())
+            .sum();
+        crypt >= 16 * MIB as u64 && segs.iter().any(|s| s["type"] == "linear")
+    });
+    let state = {
+        let out = ok("rampart dump --json", rampart(&["dump", "--json", p(&vol)]));
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        json["reencryption"].clone()
+    };
+    assert_eq!(state["mode"], "encrypt", "{state}");
+    assert_eq!(state["direction"], "backward", "{state}");
+    ok(
+        "shift: rampart reencrypt --resume-only",
+        rampart(&["reencrypt", "--resume-only", p(&vol), "--key-file", p(&key), "--json"]),
+    );
+    let info = assert_encrypted("shift", &vol, MIB as u64, 4096);
+    assert_plaintext("shift", &dir, &vol, None, &key, &info, &data[..300 * MIB]);
+
+    // Decryption of a detached header, backward, 1 MiB hotzones.
+    let data = random_bytes(29, 200 * MIB);
+    let (vol, header) = detached_volume(&dir, "512", &key, &data);
+    let mut args = vec!["reencrypt", "--decrypt", "--header", p(&header)];
+    args.extend(["--hotzone-size", "1M", "--force-offline-reencrypt", "-q"]);
+    args.extend(["--key-file", p(&key), p(&vol)]);
+    kill_cryptsetup_when("decrypt", &args, &header, |json| {
+        json["segments"]["0"]["size"]
+            .as_str()
+            .and_then(|s| s.parse::<u64>().ok())
+            .is_some_and(|n| n <= 180 * MIB as u64)
+    });
+    ok(
+        "decrypt: rampart reencrypt --resume-only",
+        rampart(&[
+            "reencrypt",
+            "--resume-only",
+            "--header",
+            p(&header),
+            p(&vol),
+            "--key-file",
+            p(&key),
+            "-q",
+        ]),
+    );
+    assert_decrypted("decrypt", &header);
+    assert_same("decrypt", &std::fs::read(&vol).unwrap(), &data);
+}
+
+#[test]
+fn bad_encryption_requests_are_refused_and_change_nothing() {
+    require(&["cryptsetup"]);
+    let dir = TempDir::new("encrypt-bad");
+    let key = dir.file("key", b"passphrase");
+    let (plain, _) = image(&dir, "plain", 30, 8 * MIB);
+    let before = std::fs::read(&plain).unwrap();
+    let refused = |what: &str, args: &[&str], needle: &str| {
+        let out = rampart(args);
+        assert_eq!(out.status.code(), Some(2), "{}", describe(what, &out));
+        let err = text(&out.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "{what}: not one line: {err}");
+        assert!(err.contains(needle), "{what}: {err}");
+    };
+    let mut args = vec!["reencrypt", "--encrypt", "--reduce-device-size", "1000000"];
+    args.extend(["--key-file", p(&key), p(&plain)]);
+    refused("reduce not a sector multiple", &args, "multiple");
+    let mut args = vec!["reencrypt", "--encrypt", "--reduce-device-size", "2M"];
+    args.extend(["--sector-size", "4096", "--resilience", "journal"]);
+    args.extend(["--key-file", p(&key), p(&plain)]);
+    refused("journal with a data shift", &args, "datashift");
+    let args = vec!["reencrypt", "--encrypt", "--key-file", p(&key), p(&plain)];
+    refused("no room for a header", &args, "--reduce-device-size");
+    let mut args = vec!["reencrypt", "--encrypt", "--reduce-device-size", "8M"];
+    args.extend(["--key-file", p(&key), p(&plain)]);
+    refused("a device too small", &args, "at least");
+    assert!(std::fs::read(&plain).unwrap() == before, "a refused request changed the image");
+
+    // Something already LUKS.
+    let vol = dir.sparse("luks", 20 << 20);
+    let mut format = vec!["luksFormat", "-q", "--type", "luks2"];
+    format.extend_from_slice(PBKDF2);
+    format.extend(["--key-file", p(&key), p(&vol)]);
+    ok("cryptsetup luksFormat", cryptsetup(&format));
+    let before = std::fs::read(&vol).unwrap();
+    let mut args = vec!["reencrypt", "--encrypt", "--reduce-device-size", "2M"];
+    args.extend(["--key-file", p(&key), p(&vol)]);
+    refused("already LUKS", &args, "already holds a LUKS header");
+    // Decryption of an attached header: cryptsetup 2.6 needs --header.
+    let args = vec!["reencrypt", "--decrypt", "--key-file", p(&key), p(&vol)];
+    refused("decrypt attached", &args, "--header");
+    assert!(std::fs::read(&vol).unwrap() == before, "a refused request changed the volume");
+}
+
+#[test]
+fn the_resilience_mode_changes_on_resume_as_cryptsetup_allows() {
+    require(&["cryptsetup", "python3"]);
+    let dir = TempDir::new("encrypt-resilience");
+    let key = dir.file("key", b"passphrase");
+    // Detached-header encryption: checksum, then journal (Rampart), then
+    // cryptsetup finishes, which checks the new reencryption digest.
+    let (vol, data) = image(&dir, "vol", 31, 24 * MIB);
+    let header = dir.join("header");
+    let mut args = vec!["reencrypt", "--encrypt", "--header", p(&header)];
+    args.extend(["--hotzone-size", "4M", "--sector-size", "4096"]);
+    args.extend_from_slice(PBKDF2);
+    args.extend(["--key-file", p(&key), p(&vol), "-q"]);
+    ok(
+        "rampart reencrypt --encrypt (stopped)",
+        rampart_env(&args, &[("RAMPART_REENCRYPT_STOP_AFTER", "1")]),
+    );
+    let mut args = vec!["reencrypt", "--resume-only", "--header", p(&header)];
+    args.extend(["--resilience", "journal", "--hotzone-size", "4M"]);
+    args.extend_from_slice(PBKDF2);
+    args.extend(["--key-file", p(&key), p(&vol), "-q"]);
+    ok(
+        "rampart --resume-only --resilience journal",
+        rampart_env(&args, &[("RAMPART_REENCRYPT_STOP_AFTER", "1")]),
+    );
+    let json = luks2_json(&header, 0);
+    let area = json["keyslots"]
+        .as_object()
+        .unwrap()
+        .values()
+        .find(|k| k["type"] == "reencrypt")
+        .map(|k| k["area"].clone())
+        .unwrap();
+    assert_eq!(area["type"], "journal", "{json}");
+    cryptsetup_finishes("journal", &vol, Some(&header), &key);
+    let info = assert_encrypted("journal", &header, 0, 4096);
+    assert_plaintext("journal", &dir, &vol, Some(&header), &key, &info, &data);
+
+    // A data shift keeps its resilience, as in cryptsetup.
+    let (vol, data) = image(&dir, "vol", 32, 40 * MIB);
+    let before_args = {
+        let mut a = vec!["reencrypt", "--encrypt", "--reduce-device-size", "8M"];
+        a.extend_from_slice(PBKDF2);
+        a.extend(["--key-file", p(&key), p(&vol), "-q"]);
+        a
+    };
+    ok(
+        "rampart --encrypt (stopped)",
+        rampart_env(&before_args, &[("RAMPART_REENCRYPT_STOP_AFTER", "1")]),
+    );
+    let snapshot = std::fs::read(&vol).unwrap();
+    let args = vec![
+        "reencrypt",
+        "--resume-only",
+        "--resilience",
+        "checksum",
+        "--key-file",
+        p(&key),
+        p(&vol),
+    ];
+    let out = rampart(&args);
+    assert_eq!(out.status.code(), Some(2), "{}", describe("datashift change", &out));
+    assert!(text(&out.stderr).contains("data shift"), "{}", describe("datashift change", &out));
+    assert!(std::fs::read(&vol).unwrap() == snapshot, "a refused change altered the volume");
+    ok(
+        "rampart --resume-only",
+        rampart(&["reencrypt", "--resume-only", "--key-file", p(&key), p(&vol), "-q"]),
+    );
+    let info = assert_encrypted("shift", &vol, 4 * MIB as u64, 4096);
+    assert_plaintext("shift", &dir, &vol, None, &key, &info, &data[..32 * MIB]);
+}
