@@ -33,6 +33,9 @@ const CHECK_PLAINTEXT: &[u8] = b"rampart-kms root key check v1";
 pub struct RootKey {
     gcm: Gcm,
     audit_key: SecretBytes,
+    /// Authenticates list cursors: derived from the root key so that every
+    /// server of a deployment accepts the cursors of the others.
+    cursor_key: SecretBytes,
 }
 
 impl RootKey {
@@ -52,7 +55,15 @@ impl RootKey {
             b"rampart-kms audit mac v1",
             audit_key.expose_mut(),
         )?;
-        Ok(Self { gcm: Gcm::new(key.expose())?, audit_key })
+        let mut cursor_key = SecretBytes::zeroed(32);
+        hkdf(
+            HashAlg::Sha256,
+            key.expose(),
+            b"",
+            b"rampart-kms list cursor mac v1",
+            cursor_key.expose_mut(),
+        )?;
+        Ok(Self { gcm: Gcm::new(key.expose())?, audit_key, cursor_key })
     }
 
     /// A fresh random root key (and its bytes, for splitting or the unseal
@@ -107,6 +118,14 @@ impl RootKey {
     #[must_use]
     pub fn audit_mac(&self, hash: &[u8]) -> Vec<u8> {
         hmac(HashAlg::Sha256, self.audit_key.expose(), hash).expose().to_vec()
+    }
+}
+
+impl RootKey {
+    /// The MAC of a list cursor's bytes.
+    #[must_use]
+    pub fn cursor_mac(&self, data: &[u8]) -> Vec<u8> {
+        hmac(HashAlg::Sha256, self.cursor_key.expose(), data).expose().to_vec()
     }
 }
 
