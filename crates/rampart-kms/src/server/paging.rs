@@ -28,7 +28,7 @@ pub const DEFAULT_PAGE: u32 = 100;
 
 const CURSOR_VERSION: u8 = 1;
 const TAG_BYTES: usize = 16;
-/// Longest cursor text accepted: a 128-character name's cursor is 196.
+/// Longest cursor text accepted: a 128-character name's cursor is 195.
 const MAX_CURSOR_TEXT: usize = 512;
 
 /// The lists of the API.
