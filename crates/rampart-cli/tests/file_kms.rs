@@ -128,7 +128,7 @@ fn kms_recipients_pipes_policy_and_audit() {
 
     // Every unwrap is audited with the client identity.
     let audit = rampart_file(&["kms", "audit", "--json"], &admin);
-    let entries: serde_json::Value = serde_json::from_slice(&audit.stdout).unwrap();
+    let entries = kms_support::json_lines(&audit.stdout);
     let entries = entries.as_array().unwrap();
     let unwraps = |client: &str, outcome: &str| {
         entries

@@ -39,8 +39,7 @@ fn kms_cli_end_to_end_on_sqlite() {
     issue_client(&admin, "host-eu", "region=eu,role=host", &eu);
     issue_client(&admin, "host-us", "region=us", &us);
     assert_eq!(mode(&tmp.join("eu.bundle")), 0o600);
-    let clients: serde_json::Value =
-        serde_json::from_str(&ok(&["kms", "client", "list", "--json", "--kms", &admin])).unwrap();
+    let clients = support::json_lines(ok(&["kms", "client", "list", "--json", "--kms", &admin]));
     assert_eq!(clients.as_array().unwrap().len(), 3);
 
     // wrap from standard input, unwrap to standard output.
@@ -86,8 +85,7 @@ fn kms_cli_end_to_end_on_sqlite() {
         Some(2)
     );
     ok(&["kms", "key", "destroy", "disk", "--kms", &admin]);
-    let keys: serde_json::Value =
-        serde_json::from_str(&ok(&["kms", "key", "list", "--json", "--kms", &admin])).unwrap();
+    let keys = support::json_lines(ok(&["kms", "key", "list", "--json", "--kms", &admin]));
     assert!(
         keys[0]["versions"].as_array().unwrap().iter().all(|v| v["state"] == "destroyed"),
         "{keys}"
@@ -135,7 +133,7 @@ fn kms_cli_end_to_end_on_sqlite() {
         .output()
         .unwrap();
     assert!(audit.status.success());
-    let entries: serde_json::Value = serde_json::from_slice(&audit.stdout).unwrap();
+    let entries = support::json_lines(&audit.stdout);
     let entries = entries.as_array().unwrap();
     assert!(entries.iter().any(|e| e["client"] == "host-us"
         && e["operation"] == "key.unwrap"
@@ -144,7 +142,7 @@ fn kms_cli_end_to_end_on_sqlite() {
         && e["operation"] == "key.unwrap"
         && e["outcome"] == "ok"));
     let later = ok(&["kms", "audit", "--since", "2999-01-01T00:00:00Z", "--json", "--kms", &admin]);
-    assert_eq!(serde_json::from_str::<serde_json::Value>(&later).unwrap(), serde_json::json!([]));
+    assert_eq!(later, "", "no entry is after 2999");
     let verify = ok(&["kms", "audit", "verify", "--kms", &admin]);
     assert!(verify.contains("intact"), "{verify}");
 }

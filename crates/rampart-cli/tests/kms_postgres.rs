@@ -127,7 +127,7 @@ async fn two_servers_on_one_postgres_survive_sigkill_and_database_restart() {
 
     // Every key is served by the survivor.
     let keys = ok(&["kms", "key", "list", "--json", "--kms", &admin]);
-    let keys: serde_json::Value = serde_json::from_str(&keys).unwrap();
+    let keys = support::json_lines(keys);
     assert_eq!(keys.as_array().unwrap().len(), 2);
     let c2 = via_b.wrap("k2", b"secret-x", b"").await.unwrap();
     assert_eq!(via_b.unwrap(&c2, b"").await.unwrap().expose(), b"secret-x");

@@ -17,6 +17,10 @@
 //!   deployment, or a ciphertext that authenticates, and label keys are
 //!   object property names, whose pattern OpenAPI 3.0 cannot state
 //!   (`propertyNames` came later); those are rightly refused with 400.
+//!   It is off for the lists (`GET /v1/keys`, `/v1/audit`, and
+//!   `/v1/clients` above) too: a schema-valid `cursor` string is not a
+//!   cursor this deployment issued and authenticated, and is rightly
+//!   refused with 400.
 //! - `ensure_resource_availability` is off for revoke, destroy and export
 //!   of `/v1/keys/{name}`: their bodies may name a version, and a key just
 //!   created has only version 1, so a generated version is rightly 404.
@@ -50,6 +54,11 @@ expected-statuses = ["2xx", "3xx", 401, 403, 404, 409, 410, 429, "5xx"]  # 5xx: 
 
 [[operations]]
 include-path-regex = '^/v1/(clients|sys/unseal|keys/\{name\}/unwrap|clients/\{name\}/labels)$'
+checks.positive_data_acceptance.enabled = false
+
+[[operations]]
+include-path-regex = '^/v1/(keys|audit)$'
+include-method = ["GET"]
 checks.positive_data_acceptance.enabled = false
 
 [[operations]]
@@ -132,7 +141,17 @@ fn run(dir: &Path, url: &str, pems: &[String; 3], examples: u32, seed: &str) -> 
     let text = std::fs::read_to_string(&report).unwrap();
     eprintln!("schemathesis finished in {:.1} s", start.elapsed().as_secs_f64());
     assert!(status.success(), "schemathesis reported problems ({status}):\n{text}");
-    assert!(text.contains("Tested: 21"), "not every operation was tested:\n{text}");
+    let count = |label: &str| {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix(label))
+            .and_then(|rest| rest.trim().split('/').next().map(str::to_owned))
+            .unwrap_or_default()
+    };
+    let (selected, tested) = (count("Selected:"), count("Tested:"));
+    assert!(
+        !selected.is_empty() && selected == tested,
+        "not every operation was tested ({tested} of {selected}):\n{text}"
+    );
     let summary = text.lines().rev().find(|l| l.contains("generated")).unwrap_or("");
     assert!(
         summary.contains("passed") && !summary.contains("fail") && !summary.contains("error"),

@@ -97,7 +97,10 @@ impl Deployment {
 
     /// The audit entries, as JSON.
     fn audit(&self) -> Vec<serde_json::Value> {
-        serde_json::from_str(&self.admin(&["kms", "audit", "--json"])).unwrap()
+        match kms_support::json_lines(self.admin(&["kms", "audit", "--json"])) {
+            serde_json::Value::Array(entries) => entries,
+            other => panic!("not a list: {other}"),
+        }
     }
 
     /// Serves `exports` (VOL=NAME) on a Unix socket, checking in every
@@ -275,8 +278,7 @@ fn revoked_client_is_refused_at_handshake_and_serve_exits() {
             && e["detail"].as_str().unwrap().contains("Revoked")),
         "no refused handshake audited: {audit:?}"
     );
-    let listed: serde_json::Value =
-        serde_json::from_str(&d.admin(&["kms", "client", "list", "--json"])).unwrap();
+    let listed = kms_support::json_lines(d.admin(&["kms", "client", "list", "--json"]));
     let host = listed.as_array().unwrap().iter().find(|c| c["name"] == "host-a").unwrap();
     assert_eq!(host["revoked"]["reason"], "host decommissioned");
 }

@@ -479,12 +479,42 @@ impl KmsClient {
         .await
     }
 
-    pub async fn list_keys(&self) -> Result<Vec<KeyInfo>, ClientError> {
+    /// One page of the key list: `cursor` is the previous page's
+    /// `next_cursor` (`None` for the first page).
+    pub async fn key_page(
+        &self,
+        query: &KeyQuery,
+        cursor: Option<&str>,
+    ) -> Result<Page<KeyInfo>, ClientError> {
         #[derive(Deserialize)]
         struct List {
             keys: Vec<KeyInfo>,
+            next_cursor: Option<String>,
         }
-        Ok(self.call_json::<List>(Method::GET, "/v1/keys", None).await?.keys)
+        let mut q = Query::default();
+        q.add("limit", query.limit.map(|n| n.to_string()));
+        q.add("cursor", cursor);
+        q.add("prefix", query.prefix.as_deref());
+        q.add("state", query.state.as_deref());
+        q.add("selector", query.selector.as_deref());
+        let list: List = self.call_json(Method::GET, &q.path("/v1/keys"), None).await?;
+        Ok(Page { items: list.keys, next_cursor: list.next_cursor })
+    }
+
+    /// Every key, paging through the list: for small deployments and
+    /// tests (it holds them all); walk [`Self::key_page`] to stream.
+    pub async fn list_keys(&self) -> Result<Vec<KeyInfo>, ClientError> {
+        let query = KeyQuery { limit: Some(crate::store::MAX_PAGE), ..KeyQuery::default() };
+        let mut out = Vec::new();
+        let mut cursor = None;
+        loop {
+            let page = self.key_page(&query, cursor.as_deref()).await?;
+            out.extend(page.items);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(out),
+            }
+        }
     }
 
     pub async fn get_key(&self, name: &str) -> Result<KeyInfo, ClientError> {
@@ -659,12 +689,72 @@ impl KmsClient {
         Ok(answer.keys)
     }
 
-    pub async fn list_clients(&self) -> Result<Vec<ClientInfo>, ClientError> {
+    /// One page of the client list.
+    pub async fn client_page(
+        &self,
+        query: &ClientQuery,
+        cursor: Option<&str>,
+    ) -> Result<Page<ClientInfo>, ClientError> {
         #[derive(Deserialize)]
         struct List {
             clients: Vec<ClientInfo>,
+            next_cursor: Option<String>,
         }
-        Ok(self.call_json::<List>(Method::GET, "/v1/clients", None).await?.clients)
+        let flag = |b: Option<bool>| b.map(|b| if b { "true" } else { "false" });
+        let mut q = Query::default();
+        q.add("limit", query.limit.map(|n| n.to_string()));
+        q.add("cursor", cursor);
+        q.add("prefix", query.prefix.as_deref());
+        q.add("label", query.label.as_deref());
+        q.add("admin", flag(query.admin));
+        q.add("revoked", flag(query.revoked));
+        let list: List = self.call_json(Method::GET, &q.path("/v1/clients"), None).await?;
+        Ok(Page { items: list.clients, next_cursor: list.next_cursor })
+    }
+
+    /// Every client, paging through the list (it holds them all); walk
+    /// [`Self::client_page`] to stream.
+    pub async fn list_clients(&self) -> Result<Vec<ClientInfo>, ClientError> {
+        let query = ClientQuery { limit: Some(crate::store::MAX_PAGE), ..ClientQuery::default() };
+        let mut out = Vec::new();
+        let mut cursor = None;
+        loop {
+            let page = self.client_page(&query, cursor.as_deref()).await?;
+            out.extend(page.items);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(out),
+            }
+        }
+    }
+
+    /// One page of the audit list.
+    pub async fn audit_list_page(
+        &self,
+        query: &AuditQuery,
+        cursor: Option<&str>,
+    ) -> Result<Page<AuditEntry>, ClientError> {
+        #[derive(Deserialize)]
+        struct List {
+            entries: Vec<AuditEntry>,
+            next_cursor: Option<String>,
+        }
+        let mut q = Query::default();
+        q.add("limit", query.limit.map(|n| n.to_string()));
+        q.add("cursor", cursor);
+        q.add("since_ms", query.since_ms.map(|t| t.to_string()));
+        q.add("until_ms", query.until_ms.map(|t| t.to_string()));
+        q.add("client", query.client.as_deref());
+        q.add("key", query.key.as_deref());
+        q.add("operation", query.operation.as_deref());
+        q.add("outcome", query.outcome.as_deref());
+        let list: List = self.call_json(Method::GET, &q.path("/v1/audit"), None).await?;
+        Ok(Page { items: list.entries, next_cursor: list.next_cursor })
+    }
+
+    /// A GET of any API path (with its query), as JSON.
+    pub async fn get_json(&self, path_and_query: &str) -> Result<Value, ClientError> {
+        self.call_json(Method::GET, path_and_query, None).await
     }
 
     /// Every audit entry after `after_seq` (and at or after `since_ms`).
@@ -697,6 +787,75 @@ impl KmsClient {
 
     pub async fn audit_verify(&self) -> Result<VerifyReport, ClientError> {
         self.call_json(Method::POST, "/v1/audit/verify", None).await
+    }
+}
+
+/// One page of a list, and the cursor of the next (`None` at the end).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub next_cursor: Option<String>,
+}
+
+/// Filters and page size of the key list; `None` fields do not filter.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyQuery {
+    /// Names starting with this.
+    pub prefix: Option<String>,
+    /// `active`, `revoked` or `destroyed`: the newest version's state.
+    pub state: Option<String>,
+    /// Keys whose policy holds this selector (`client:NAME`, `label:K=V`).
+    pub selector: Option<String>,
+    /// Items per page (server default 100, at most 10,000).
+    pub limit: Option<u32>,
+}
+
+/// Filters and page size of the client list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientQuery {
+    pub prefix: Option<String>,
+    /// `KEY=VALUE`: clients carrying this label.
+    pub label: Option<String>,
+    pub admin: Option<bool>,
+    pub revoked: Option<bool>,
+    pub limit: Option<u32>,
+}
+
+/// Filters and page size of the audit list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditQuery {
+    /// At or after (Unix milliseconds).
+    pub since_ms: Option<i64>,
+    /// Before (Unix milliseconds).
+    pub until_ms: Option<i64>,
+    pub client: Option<String>,
+    pub key: Option<String>,
+    pub operation: Option<String>,
+    pub outcome: Option<String>,
+    pub limit: Option<u32>,
+}
+
+/// A query string, values percent-encoded.
+#[derive(Default)]
+struct Query(String);
+
+impl Query {
+    fn add<V: AsRef<str>>(&mut self, name: &str, value: Option<V>) {
+        let Some(value) = value else { return };
+        self.0.push(if self.0.is_empty() { '?' } else { '&' });
+        self.0.push_str(name);
+        self.0.push('=');
+        for b in value.as_ref().bytes() {
+            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+                self.0.push(char::from(b));
+            } else {
+                self.0.push_str(&format!("%{b:02X}"));
+            }
+        }
+    }
+
+    fn path(&self, base: &str) -> String {
+        format!("{base}{}", self.0)
     }
 }
 

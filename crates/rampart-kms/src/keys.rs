@@ -30,6 +30,21 @@ pub const MAX_CONTEXT: usize = 4096;
 
 const CHECK_PLAINTEXT: &[u8] = b"rampart-kms root key check v1";
 
+/// The key that authenticates list cursors, derived from the audit MAC
+/// key: every server of a deployment holds that one (an HSM root cannot be
+/// read to derive from), so each accepts the others' cursors.
+fn cursor_key(audit_key: &SecretBytes) -> Result<SecretBytes> {
+    let mut cursor_key = SecretBytes::zeroed(32);
+    hkdf(
+        HashAlg::Sha256,
+        audit_key.expose(),
+        b"",
+        b"rampart-kms list cursor mac v1",
+        cursor_key.expose_mut(),
+    )?;
+    Ok(cursor_key)
+}
+
 /// Where the root key is and what it can do: seal and open blobs
 /// (`nonce(12) || ciphertext || tag(16)`, AES-256-GCM) under associated
 /// data. Two implementations: [`MemoryRoot`], the key itself in process
@@ -72,6 +87,8 @@ impl RootOfTrust for MemoryRoot {
 pub struct RootKey {
     root: Arc<dyn RootOfTrust>,
     audit_key: SecretBytes,
+    /// Authenticates list cursors (see `cursor_key`).
+    cursor_key: SecretBytes,
 }
 
 impl RootKey {
@@ -91,7 +108,12 @@ impl RootKey {
             b"rampart-kms audit mac v1",
             audit_key.expose_mut(),
         )?;
-        Ok(Self { root: Arc::new(MemoryRoot { gcm: Gcm::new(key.expose())? }), audit_key })
+        let cursor_key = cursor_key(&audit_key)?;
+        Ok(Self {
+            root: Arc::new(MemoryRoot { gcm: Gcm::new(key.expose())? }),
+            audit_key,
+            cursor_key,
+        })
     }
 
     /// A root key that cannot be read (in an HSM): the audit MAC key is a
@@ -108,7 +130,8 @@ impl RootKey {
         if audit_key.len() != 32 {
             return Err(KmsError::Corrupt("the sealed audit key is not 32 bytes".into()));
         }
-        Ok(Self { root, audit_key })
+        let cursor_key = cursor_key(&audit_key)?;
+        Ok(Self { root, audit_key, cursor_key })
     }
 
     /// A new random audit MAC key sealed by `root`, for [`RootKey::with_root`].
@@ -180,6 +203,14 @@ impl RootKey {
     #[must_use]
     pub fn audit_mac(&self, hash: &[u8]) -> Vec<u8> {
         hmac(HashAlg::Sha256, self.audit_key.expose(), hash).expose().to_vec()
+    }
+}
+
+impl RootKey {
+    /// The MAC of a list cursor's bytes.
+    #[must_use]
+    pub fn cursor_mac(&self, data: &[u8]) -> Vec<u8> {
+        hmac(HashAlg::Sha256, self.cursor_key.expose(), data).expose().to_vec()
     }
 }
 

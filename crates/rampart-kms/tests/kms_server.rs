@@ -1065,7 +1065,11 @@ async fn a_version_1_store_is_migrated(backend: Backend) {
     }
     let store = rampart_kms::store::open(d.pg.as_deref(), &d.data_dir()).await.unwrap();
     assert_eq!(d.sql("SELECT max(version) FROM kms_schema").unwrap(), "2");
-    let clients = store.list_clients().await.unwrap();
+    let clients = store
+        .client_page(String::new(), rampart_kms::store::ClientFilter::default(), 100)
+        .await
+        .unwrap();
+    assert_eq!(clients.len(), 2);
     assert!(clients.iter().all(|c| c.revoked.is_none()));
     let revoked = store.revoke_client("host".into(), "migrated".into(), now_ms()).await.unwrap();
     assert_eq!(revoked.revoked.unwrap().reason, "migrated");

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use rampart_crypto::SecretBytes;
-use rampart_kms::client::{ClientError, KmsClient};
+use rampart_kms::client::{AuditQuery, ClientError, ClientQuery, KeyQuery, KmsClient, Page};
 use rampart_kms::deployment::{self, files, InitOptions, InitSeal};
 use rampart_kms::model::{format_time, parse_time, KeyInfo, Labels};
 use rampart_kms::server::{Limits, Server, ServerOptions};
@@ -193,9 +193,24 @@ pub enum ClientCommand {
         #[command(flatten)]
         client: ClientArgs,
     },
-    /// List registered clients.
+    /// List registered clients in name order, page by page as the
+    /// server sends them.
     List {
-        /// Print JSON instead of text.
+        /// Only clients whose name starts with this.
+        #[arg(long, value_name = "TEXT")]
+        prefix: Option<String>,
+        /// Only clients carrying this label.
+        #[arg(long, value_name = "KEY=VALUE")]
+        label: Option<String>,
+        /// Only admin clients (true) or only the others (false).
+        #[arg(long, value_name = "true|false")]
+        admin: Option<bool>,
+        /// Only revoked clients (true) or only the others (false).
+        #[arg(long, value_name = "true|false")]
+        revoked: Option<bool>,
+        #[command(flatten)]
+        paging: ListArgs,
+        /// Print one JSON object per line instead of text.
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -247,9 +262,20 @@ pub enum KeyCommand {
         #[command(flatten)]
         client: ClientArgs,
     },
-    /// List keys.
+    /// List keys in name order, page by page as the server sends them.
     List {
-        /// Print JSON instead of text.
+        /// Only keys whose name starts with this.
+        #[arg(long, value_name = "TEXT")]
+        prefix: Option<String>,
+        /// Only keys whose newest version is in this state.
+        #[arg(long, value_name = "STATE", value_parser = ["active", "revoked", "destroyed"])]
+        state: Option<String>,
+        /// Only keys whose policy holds this selector (client:NAME or label:KEY=VALUE).
+        #[arg(long, value_name = "SELECTOR")]
+        selector: Option<String>,
+        #[command(flatten)]
+        paging: ListArgs,
+        /// Print one JSON object per line instead of text.
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -356,7 +382,24 @@ pub struct AuditArgs {
     /// Only entries at or after this time (RFC 3339, or Unix seconds).
     #[arg(long, value_name = "TIME")]
     pub since: Option<String>,
-    /// Print JSON instead of text.
+    /// Only entries before this time (RFC 3339, or Unix seconds).
+    #[arg(long, value_name = "TIME")]
+    pub until: Option<String>,
+    /// Only entries of this client (its name, or cert:FINGERPRINT-PREFIX).
+    #[arg(long = "by", value_name = "CLIENT")]
+    pub by: Option<String>,
+    /// Only entries about this key.
+    #[arg(long, value_name = "NAME")]
+    pub key: Option<String>,
+    /// Only entries of this operation (key.unwrap, client.issue...).
+    #[arg(long, value_name = "OP")]
+    pub operation: Option<String>,
+    /// Only entries with this outcome.
+    #[arg(long, value_name = "OUTCOME", value_parser = ["ok", "denied", "invalid", "unavailable", "error"])]
+    pub outcome: Option<String>,
+    #[command(flatten)]
+    pub paging: ListArgs,
+    /// Print one JSON object per line instead of text.
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
@@ -373,6 +416,64 @@ pub enum AuditCommand {
         #[command(flatten)]
         client: ClientArgs,
     },
+}
+
+/// How a list command pages through the server's list.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Print at most N items (default: all of them).
+    #[arg(long, value_name = "N")]
+    pub limit: Option<u64>,
+    /// Items asked for per request.
+    #[arg(long, value_name = "N", default_value_t = 1000,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub page_size: u32,
+}
+
+/// Walks a list page by page, handing each item to `emit` as its page
+/// arrives: one page in memory at a time, whatever the list's length. A
+/// reader that stops reading (`| head`) ends the walk quietly.
+async fn walk<T, F, Fut>(
+    paging: &ListArgs,
+    mut fetch: F,
+    mut emit: impl FnMut(&mut dyn Write, &T) -> std::io::Result<()>,
+) -> anyhow::Result<()>
+where
+    F: FnMut(u32, Option<String>) -> Fut,
+    Fut: std::future::Future<Output = Result<Page<T>, ClientError>>,
+{
+    let mut out = std::io::stdout().lock();
+    let mut printed = 0u64;
+    let mut cursor = None;
+    loop {
+        let want = match paging.limit {
+            Some(total) => {
+                u32::try_from(total.saturating_sub(printed).min(u64::from(paging.page_size)))
+                    .unwrap_or(paging.page_size)
+            }
+            None => paging.page_size,
+        };
+        if want == 0 {
+            return Ok(());
+        }
+        let page = fetch(want, cursor.take()).await.map_err(map_client)?;
+        let written =
+            page.items.iter().try_for_each(|item| emit(&mut out, item)).and_then(|()| out.flush());
+        match written {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            other => other?,
+        }
+        printed += page.items.len() as u64;
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => return Ok(()),
+        }
+    }
+}
+
+fn json_line(out: &mut dyn Write, value: &impl serde::Serialize) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *out, value)?;
+    out.write_all(b"\n")
 }
 
 pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -616,31 +717,42 @@ fn client_command(command: &ClientCommand) -> anyhow::Result<()> {
             eprintln!("rampart: bundle for {name} written to {}", out.display());
             Ok(())
         }
-        ClientCommand::List { json, client } => {
+        ClientCommand::List { prefix, label, admin, revoked, paging, json, client } => {
             let kms = connect(client)?;
-            let clients = runtime()?.block_on(kms.list_clients()).map_err(map_client)?;
-            if *json {
-                println!("{}", serde_json::to_string_pretty(&clients)?);
-            } else {
+            if !*json {
                 println!(
                     "{:<24} {:<6} {:<32} {:<25} {:<8} FINGERPRINT",
                     "NAME", "ADMIN", "LABELS", "EXPIRES", "STATE"
                 );
-                for c in clients {
-                    let labels: Vec<String> =
-                        c.labels.as_map().iter().map(|(k, v)| format!("{k}={v}")).collect();
-                    println!(
-                        "{:<24} {:<6} {:<32} {:<25} {:<8} {}",
-                        c.name,
-                        if c.admin { "yes" } else { "no" },
-                        labels.join(","),
-                        format_time(c.not_after_ms),
-                        if c.revoked.is_some() { "revoked" } else { "active" },
-                        &c.fingerprint[..c.fingerprint.len().min(16)]
-                    );
-                }
             }
-            Ok(())
+            let query = ClientQuery {
+                prefix: prefix.clone(),
+                label: label.clone(),
+                admin: *admin,
+                revoked: *revoked,
+                limit: None,
+            };
+            let fetch = |limit: u32, cursor: Option<String>| {
+                let (kms, query) = (&kms, ClientQuery { limit: Some(limit), ..query.clone() });
+                async move { kms.client_page(&query, cursor.as_deref()).await }
+            };
+            runtime()?.block_on(walk(paging, fetch, |out, c| {
+                if *json {
+                    return json_line(out, c);
+                }
+                let labels: Vec<String> =
+                    c.labels.as_map().iter().map(|(k, v)| format!("{k}={v}")).collect();
+                writeln!(
+                    out,
+                    "{:<24} {:<6} {:<32} {:<25} {:<8} {}",
+                    c.name,
+                    if c.admin { "yes" } else { "no" },
+                    labels.join(","),
+                    format_time(c.not_after_ms),
+                    if c.revoked.is_some() { "revoked" } else { "active" },
+                    &c.fingerprint[..c.fingerprint.len().min(16)]
+                )
+            }))
         }
         ClientCommand::Revoke { name, reason, client } => {
             let kms = connect(client)?;
@@ -732,27 +844,40 @@ fn key_command(command: &KeyCommand) -> anyhow::Result<()> {
             let key = rt.block_on(kms.create_key(name, allow, *exportable)).map_err(map_client)?;
             print_key(&key, *json)
         }
-        KeyCommand::List { json, client } => {
+        KeyCommand::List { prefix, state, selector, paging, json, client } => {
             let kms = connect(client)?;
-            let keys = rt.block_on(kms.list_keys()).map_err(map_client)?;
-            if *json {
-                println!("{}", serde_json::to_string_pretty(&keys)?);
-                return Ok(());
+            if !*json {
+                println!(
+                    "{:<32} {:>7} {:<9} {:<10} ALLOW",
+                    "NAME", "VERSION", "STATE", "EXPORTABLE"
+                );
             }
-            println!("{:<32} {:>7} {:<9} {:<10} ALLOW", "NAME", "VERSION", "STATE", "EXPORTABLE");
-            for key in keys {
+            let query = KeyQuery {
+                prefix: prefix.clone(),
+                state: state.clone(),
+                selector: selector.clone(),
+                limit: None,
+            };
+            let fetch = |limit: u32, cursor: Option<String>| {
+                let (kms, query) = (&kms, KeyQuery { limit: Some(limit), ..query.clone() });
+                async move { kms.key_page(&query, cursor.as_deref()).await }
+            };
+            rt.block_on(walk(paging, fetch, |out, key| {
+                if *json {
+                    return json_line(out, key);
+                }
                 let latest = key.latest();
                 let allow: Vec<String> = key.allow.iter().map(ToString::to_string).collect();
-                println!(
+                writeln!(
+                    out,
                     "{:<32} {:>7} {:<9} {:<10} {}",
                     key.name,
                     latest.map_or(0, |v| v.version),
                     latest.map_or("-", |v| v.state.name()),
                     if key.exportable { "yes" } else { "no" },
                     allow.join(" ")
-                );
-            }
-            Ok(())
+                )
+            }))
         }
         KeyCommand::Show { name, json, client } => {
             let kms = connect(client)?;
@@ -833,14 +958,23 @@ fn audit(args: &AuditArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let kms = connect(&args.client)?;
-    let since = args.since.as_deref().map(parse_time).transpose().map_err(map_kms)?;
-    let entries = rt.block_on(kms.audit(since)).map_err(map_client)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&entries)?);
-        return Ok(());
-    }
-    let mut out = std::io::stdout().lock();
-    for e in entries {
+    let query = AuditQuery {
+        since_ms: args.since.as_deref().map(parse_time).transpose().map_err(map_kms)?,
+        until_ms: args.until.as_deref().map(parse_time).transpose().map_err(map_kms)?,
+        client: args.by.clone(),
+        key: args.key.clone(),
+        operation: args.operation.clone(),
+        outcome: args.outcome.clone(),
+        limit: None,
+    };
+    let fetch = |limit: u32, cursor: Option<String>| {
+        let (kms, query) = (&kms, AuditQuery { limit: Some(limit), ..query.clone() });
+        async move { kms.audit_list_page(&query, cursor.as_deref()).await }
+    };
+    rt.block_on(walk(&args.paging, fetch, |out, e| {
+        if args.json {
+            return json_line(out, e);
+        }
         let key = match (&e.key, e.version) {
             (Some(k), Some(v)) => format!("{k}#{v}"),
             (Some(k), None) => k.clone(),
@@ -856,9 +990,8 @@ fn audit(args: &AuditArgs) -> anyhow::Result<()> {
             key,
             e.outcome,
             e.detail
-        )?;
-    }
-    Ok(())
+        )
+    }))
 }
 
 /// Unwraps one 32-byte secret (a volume passphrase's size) in a loop at

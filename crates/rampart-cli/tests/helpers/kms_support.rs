@@ -184,3 +184,17 @@ pub fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
     }
     false
 }
+
+/// The items a list command printed with `--json` (one JSON object per
+/// line), as a JSON array.
+pub fn json_lines(text: impl AsRef<[u8]>) -> serde_json::Value {
+    let text = std::str::from_utf8(text.as_ref()).unwrap();
+    serde_json::Value::Array(
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| {
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}"))
+            })
+            .collect(),
+    )
+}

@@ -20,6 +20,7 @@ use zeroize::Zeroizing;
 
 use super::limits::Admission;
 use super::metrics::outcome;
+use super::paging::{self, ListKind};
 use super::State;
 use crate::audit::Verifier;
 use crate::deployment::SealConfig;
@@ -297,30 +298,6 @@ fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T> {
     serde_json::from_slice(text).map_err(|e| KmsError::invalid(format!("bad JSON body: {e}")))
 }
 
-fn query_params(query: &str) -> Result<BTreeMap<&str, &str>> {
-    let mut out = BTreeMap::new();
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        if out.insert(k, v).is_some() {
-            return Err(KmsError::invalid(format!("query parameter '{k}' is repeated")));
-        }
-    }
-    Ok(out)
-}
-
-fn parse_param<T: std::str::FromStr>(
-    params: &BTreeMap<&str, &str>,
-    name: &str,
-) -> Result<Option<T>> {
-    params
-        .get(name)
-        .map(|v| {
-            v.parse()
-                .map_err(|_| KmsError::invalid(format!("query parameter '{name}' is not a number")))
-        })
-        .transpose()
-}
-
 async fn route(state: &State, fp: &str, request: Req, ctx: &mut Ctx) -> Result<Reply> {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
@@ -434,7 +411,7 @@ async fn route_unsealed(
         ["v1", "keys"] if *method == Method::GET => {
             ctx.op = "key.list";
             ctx.admin(state, fp).await?;
-            Reply::json(200, &json!({ "keys": state.store.list_keys().await? }))
+            list_keys(state, query).await
         }
         ["v1", "keys"] => {
             ctx.op = "key.create";
@@ -462,7 +439,7 @@ async fn route_unsealed(
         ["v1", "clients"] if *method == Method::GET => {
             ctx.op = "client.list";
             ctx.admin(state, fp).await?;
-            Reply::json(200, &json!({ "clients": state.store.list_clients().await? }))
+            list_clients(state, query).await
         }
         ["v1", "clients"] => {
             ctx.op = "client.issue";
@@ -514,19 +491,7 @@ async fn route_unsealed(
             ctx.op = "audit.list";
             expect(method, &Method::GET, path)?;
             ctx.admin(state, fp).await?;
-            let params = query_params(query)?;
-            let after: u64 = parse_param(&params, "after_seq")?.unwrap_or(0);
-            let since: Option<i64> = parse_param(&params, "since_ms")?;
-            let limit: u32 = parse_param(&params, "limit")?.unwrap_or(1000);
-            if !(1..=MAX_AUDIT_PAGE).contains(&limit) {
-                return Err(KmsError::invalid(format!("limit must be 1 to {MAX_AUDIT_PAGE}")));
-            }
-            if since.is_some_and(|s| s < 0) || after > i64::MAX as u64 {
-                return Err(KmsError::invalid("since_ms and after_seq must be 0 to 2^63-1"));
-            }
-            let entries = state.store.audit_page(after, since, limit).await?;
-            let next = entries.last().map(|e| e.seq);
-            Reply::json(200, &json!({ "entries": entries, "next_after_seq": next }))
+            list_audit(state, query).await
         }
         ["v1", "audit", "verify"] => {
             ctx.op = "audit.verify";
@@ -773,6 +738,88 @@ async fn usable(
         }
         _ => Err(KmsError::KeyDestroyed { name: name.to_owned(), version: v }),
     }
+}
+
+/// One page of the key list (see [`paging`]): the store is asked for one
+/// item more than the page holds, to know whether a next page exists.
+async fn list_keys(state: &State, query: &str) -> Result<Reply> {
+    let root = state.require_root()?;
+    let request = paging::key_request(&paging::query_params(query)?)?;
+    let after = match &request.cursor {
+        Some(text) => cursor_name(&root, ListKind::Keys, &request.binding, text)?,
+        None => String::new(),
+    };
+    let mut keys = state.store.key_page(after, request.filter, request.limit + 1).await?;
+    let next =
+        next_cursor(&root, ListKind::Keys, &request.binding, &mut keys, request.limit, |k| {
+            k.name.as_bytes().to_vec()
+        });
+    Reply::json(200, &json!({ "keys": keys, "next_cursor": next }))
+}
+
+async fn list_clients(state: &State, query: &str) -> Result<Reply> {
+    let root = state.require_root()?;
+    let request = paging::client_request(&paging::query_params(query)?)?;
+    let after = match &request.cursor {
+        Some(text) => cursor_name(&root, ListKind::Clients, &request.binding, text)?,
+        None => String::new(),
+    };
+    let mut clients = state.store.client_page(after, request.filter, request.limit + 1).await?;
+    let next =
+        next_cursor(&root, ListKind::Clients, &request.binding, &mut clients, request.limit, |c| {
+            c.name.as_bytes().to_vec()
+        });
+    Reply::json(200, &json!({ "clients": clients, "next_cursor": next }))
+}
+
+/// The audit list: `next_after_seq` (the last entry's number) is kept for
+/// callers of the older `after_seq` paging.
+async fn list_audit(state: &State, query: &str) -> Result<Reply> {
+    let root = state.require_root()?;
+    let (request, after_seq) = paging::audit_request(&paging::query_params(query)?)?;
+    let after = match (&request.cursor, after_seq) {
+        (Some(text), _) => {
+            let position = paging::decode_cursor(&root, ListKind::Audit, &request.binding, text)?;
+            let bytes: [u8; 8] = position
+                .as_slice()
+                .try_into()
+                .map_err(|_| KmsError::invalid("cursor does not hold an audit position"))?;
+            u64::from_be_bytes(bytes)
+        }
+        (None, after) => after.unwrap_or(0),
+    };
+    let mut entries = state.store.audit_list(after, request.filter, request.limit + 1).await?;
+    let next =
+        next_cursor(&root, ListKind::Audit, &request.binding, &mut entries, request.limit, |e| {
+            e.seq.to_be_bytes().to_vec()
+        });
+    let last = entries.last().map(|e| e.seq);
+    Reply::json(200, &json!({ "entries": entries, "next_cursor": next, "next_after_seq": last }))
+}
+
+fn cursor_name(root: &keys::RootKey, kind: ListKind, binding: &str, text: &str) -> Result<String> {
+    let position = paging::decode_cursor(root, kind, binding, text)?;
+    String::from_utf8(position)
+        .ok()
+        .filter(|name| check_name("name", name).is_ok())
+        .ok_or_else(|| KmsError::invalid("cursor does not hold a name"))
+}
+
+/// Cuts `items` (at most `limit + 1` long) to `limit` and returns the
+/// cursor after the last one kept, when more followed.
+fn next_cursor<T>(
+    root: &keys::RootKey,
+    kind: ListKind,
+    binding: &str,
+    items: &mut Vec<T>,
+    limit: u32,
+    position: impl Fn(&T) -> Vec<u8>,
+) -> Option<String> {
+    if items.len() <= limit as usize {
+        return None;
+    }
+    items.truncate(limit as usize);
+    items.last().map(|last| paging::encode_cursor(root, kind, binding, &position(last)))
 }
 
 async fn get_key(state: &State, name: &str) -> Result<KeyInfo> {

@@ -21,6 +21,7 @@ pub mod kmip;
 mod limits;
 mod metrics;
 mod openapi;
+mod paging;
 mod writes;
 
 use std::collections::{HashMap, HashSet};
@@ -367,9 +368,22 @@ impl State {
     /// Reloads the revoked certificates from the store and forgets cached
     /// identities (labels may have changed on another server).
     async fn refresh_clients(&self) -> Result<()> {
-        let clients = self.store.list_clients().await?;
-        let revoked: HashSet<String> =
-            clients.into_iter().filter(|c| c.revoked.is_some()).map(|c| c.fingerprint).collect();
+        // Page through the revoked clients only: the set of revocations is
+        // what this holds in memory anyway, not the whole client table.
+        let filter = crate::store::ClientFilter { revoked: Some(true), ..Default::default() };
+        let mut revoked = HashSet::new();
+        let mut after = String::new();
+        loop {
+            let page =
+                self.store.client_page(after, filter.clone(), crate::store::MAX_PAGE).await?;
+            let full = page.len() == crate::store::MAX_PAGE as usize;
+            let Some(last) = page.last() else { break };
+            after = last.name.clone();
+            revoked.extend(page.into_iter().map(|c| c.fingerprint));
+            if !full {
+                break;
+            }
+        }
         // Revocations are never undone: merging keeps one made here
         // while the list was being read.
         self.revoked.write().unwrap_or_else(std::sync::PoisonError::into_inner).extend(revoked);

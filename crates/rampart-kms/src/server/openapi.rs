@@ -53,6 +53,38 @@ fn created(description: &str, schema: &str, extra: &[u16]) -> Value {
     responses
 }
 
+/// The responses of a paged list: the 400 names what a list refuses.
+fn list_ok(description: &str, schema: &str) -> Value {
+    let mut responses = ok(description, schema, &[400, 401, 403, 405, 503]);
+    if let Value::Object(map) = &mut responses {
+        map.insert(
+            "400".into(),
+            json!({ "description": "A limit out of 1 to 10000, a cursor that is malformed, altered, from another list or given with other filters, or a bad filter value",
+                    "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Error" } } } }),
+        );
+    }
+    responses
+}
+
+/// `limit` and `cursor`, which every list takes, then its filters.
+fn list_params(filters: Value) -> Value {
+    let mut params = vec![
+        json!({ "name": "limit", "in": "query", "schema": { "type": "integer", "minimum": 1, "maximum": 10000, "default": 100 },
+                "description": "Items in this page" }),
+        json!({ "name": "cursor", "in": "query", "schema": { "type": "string", "maxLength": 512 },
+                "description": "The next_cursor of the previous page, unchanged, with the same filters; absent for the first page. Pages are in a fixed order and stable under concurrent changes: a walk returns every item that exists throughout exactly once" }),
+    ];
+    if let Value::Array(filters) = filters {
+        params.extend(filters);
+    }
+    Value::Array(params)
+}
+
+fn prefix_param() -> Value {
+    json!({ "name": "prefix", "in": "query", "schema": { "type": "string", "pattern": "^[A-Za-z0-9._-]{0,128}$" },
+            "description": "Only names starting with this" })
+}
+
 fn body(schema: &str, required: bool) -> Value {
     json!({ "required": required, "content": { "application/json": {
         "schema": { "$ref": format!("#/components/schemas/{schema}") } } } })
@@ -98,7 +130,12 @@ pub fn openapi_document() -> Value {
         "/v1/whoami": { "get": { "operationId": "whoami", "summary": "The calling client's registration",
             "responses": ok("The client", "Client", &[401, 503]) } },
         "/v1/keys": {
-          "get": { "operationId": "listKeys", "summary": "List keys (admin)", "responses": ok("Keys", "KeyList", ADMIN) },
+          "get": { "operationId": "listKeys", "summary": "A page of keys in name order (admin)",
+            "parameters": list_params(json!([
+              prefix_param(),
+              { "name": "state", "in": "query", "schema": { "type": "string", "enum": ["active", "revoked", "destroyed"] }, "description": "Only keys whose newest version is in this state" },
+              { "name": "selector", "in": "query", "schema": { "$ref": "#/components/schemas/Selector" }, "description": "Only keys whose policy holds this selector" } ])),
+            "responses": list_ok("A page of keys", "KeyList") },
           "post": { "operationId": "createKey", "summary": "Create a key with version 1 (admin)",
             "requestBody": body("CreateKeyRequest", true), "responses": created("The new key", "Key", &[400, 401, 403, 405, 409, 413, 503]) } },
         "/v1/keys/{name}": { "parameters": name_param(),
@@ -122,7 +159,13 @@ pub fn openapi_document() -> Value {
           "post": { "operationId": "exportKey", "summary": "The raw material of an exportable key (policy)",
             "requestBody": body("VersionRequest", false), "responses": ok("The material", "ExportResponse", DATA) } },
         "/v1/clients": {
-          "get": { "operationId": "listClients", "summary": "Registered clients (admin)", "responses": ok("Clients", "ClientList", ADMIN) },
+          "get": { "operationId": "listClients", "summary": "A page of registered clients in name order (admin)",
+            "parameters": list_params(json!([
+              prefix_param(),
+              { "name": "label", "in": "query", "schema": { "type": "string", "pattern": "^[a-z0-9._-]{1,64}=[A-Za-z0-9._-]{0,128}$" }, "description": "Only clients carrying this label, KEY=VALUE" },
+              { "name": "admin", "in": "query", "schema": { "type": "boolean" }, "description": "Only admin (true) or only non-admin (false) clients" },
+              { "name": "revoked", "in": "query", "schema": { "type": "boolean" }, "description": "Only revoked (true) or only unrevoked (false) clients" } ])),
+            "responses": list_ok("A page of clients", "ClientList") },
           "post": { "operationId": "issueClient", "summary": "Sign a client certificate from a CSR and register the client (admin)",
             "requestBody": body("IssueClientRequest", true), "responses": created("The certificate", "IssueClientResponse", &[400, 401, 403, 405, 409, 413, 503]) } },
         "/v1/clients/{name}/revoke": { "parameters": name_param(),
@@ -133,12 +176,16 @@ pub fn openapi_document() -> Value {
             "requestBody": body("RelabelRequest", true), "responses": ok("The client", "Client", ADMIN) } },
         "/v1/heartbeat": { "post": { "operationId": "heartbeat", "summary": "A serving host asks whether it may still hold the key versions it unwrapped: the policy is evaluated again (key state, allow rule against the client's current labels, client revocation and certificate validity) and audited",
             "requestBody": body("HeartbeatRequest", true), "responses": ok("One verdict per key", "HeartbeatResponse", &[400, 401, 403, 405, 413, 503]) } },
-        "/v1/audit": { "get": { "operationId": "listAudit", "summary": "Audit entries in order (admin)",
-            "parameters": [
-              { "name": "after_seq", "in": "query", "schema": { "type": "integer", "minimum": 0, "maximum": 9223372036854775807i64 }, "description": "Entries after this sequence number" },
+        "/v1/audit": { "get": { "operationId": "listAudit", "summary": "A page of audit entries in sequence order (admin)",
+            "parameters": list_params(json!([
+              { "name": "after_seq", "in": "query", "schema": { "type": "integer", "minimum": 0, "maximum": 9223372036854775807i64 }, "description": "Entries after this sequence number (older paging; not with cursor)" },
               { "name": "since_ms", "in": "query", "schema": { "type": "integer", "minimum": 0, "maximum": 9223372036854775807i64 }, "description": "Entries at or after this Unix time in milliseconds" },
-              { "name": "limit", "in": "query", "schema": { "type": "integer", "minimum": 1, "maximum": 10000 } } ],
-            "responses": ok("A page of entries", "AuditPage", ADMIN) } },
+              { "name": "until_ms", "in": "query", "schema": { "type": "integer", "minimum": 0, "maximum": 9223372036854775807i64 }, "description": "Entries before this Unix time in milliseconds" },
+              { "name": "client", "in": "query", "schema": { "type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]+$" }, "description": "Entries of this client (its name, or cert:FINGERPRINT-PREFIX before it was known)" },
+              { "name": "key", "in": "query", "schema": { "$ref": "#/components/schemas/Name" }, "description": "Entries about this key" },
+              { "name": "operation", "in": "query", "schema": { "type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]+$" }, "description": "Entries of this operation (key.unwrap, client.issue...)" },
+              { "name": "outcome", "in": "query", "schema": { "type": "string", "enum": ["ok", "denied", "invalid", "unavailable", "error"] }, "description": "Entries with this outcome" } ])),
+            "responses": list_ok("A page of entries", "AuditPage") } },
         "/v1/audit/verify": { "post": { "operationId": "verifyAudit", "summary": "Check the whole hash chain and MACs (admin)",
             "responses": ok("The verification report", "VerifyReport", ADMIN) } }
       },
@@ -175,7 +222,9 @@ pub fn openapi_document() -> Value {
             "allow": { "type": "array", "items": { "$ref": "#/components/schemas/Selector" } },
             "created_ms": { "type": "integer" },
             "versions": { "type": "array", "items": { "$ref": "#/components/schemas/KeyVersion" } } } },
-        "KeyList": { "type": "object", "required": ["keys"], "properties": { "keys": { "type": "array", "items": { "$ref": "#/components/schemas/Key" } } } },
+        "KeyList": { "type": "object", "required": ["keys", "next_cursor"], "properties": { "keys": { "type": "array", "items": { "$ref": "#/components/schemas/Key" } },
+            "next_cursor": { "$ref": "#/components/schemas/NextCursor" } } },
+        "NextCursor": { "type": "string", "nullable": true, "description": "The cursor of the next page; null on the last page" },
         "WrapRequest": { "type": "object", "required": ["plaintext"], "additionalProperties": false, "properties": {
             "plaintext": { "type": "string", "format": "byte", "maxLength": 87384, "description": "Base64, at most 64 KiB decoded" },
             "context": { "type": "string", "format": "byte", "maxLength": 5464, "description": "Base64 caller context bound as associated data, at most 4 KiB" } } },
@@ -215,7 +264,8 @@ pub fn openapi_document() -> Value {
         "HeartbeatResponse": { "type": "object", "required": ["client", "keys"], "properties": {
             "client": { "type": "string" },
             "keys": { "type": "array", "items": { "$ref": "#/components/schemas/HeartbeatVerdict" } } } },
-        "ClientList": { "type": "object", "required": ["clients"], "properties": { "clients": { "type": "array", "items": { "$ref": "#/components/schemas/Client" } } } },
+        "ClientList": { "type": "object", "required": ["clients", "next_cursor"], "properties": { "clients": { "type": "array", "items": { "$ref": "#/components/schemas/Client" } },
+            "next_cursor": { "$ref": "#/components/schemas/NextCursor" } } },
         "IssueClientRequest": { "type": "object", "required": ["name", "csr"], "additionalProperties": false, "properties": {
             "name": { "$ref": "#/components/schemas/Name" },
             "labels": { "type": "object", "maxProperties": 32, "additionalProperties": { "type": "string", "pattern": "^[A-Za-z0-9._-]{0,128}$" } },
@@ -232,9 +282,10 @@ pub fn openapi_document() -> Value {
             "detail": { "type": "string" },
             "hash": { "type": "string", "description": "SHA-256(previous hash || canonical entry), hex" },
             "mac": { "type": "string", "description": "HMAC-SHA-256 of the hash under a root-derived key, hex" } } },
-        "AuditPage": { "type": "object", "required": ["entries"], "properties": {
+        "AuditPage": { "type": "object", "required": ["entries", "next_cursor"], "properties": {
             "entries": { "type": "array", "items": { "$ref": "#/components/schemas/AuditEntry" } },
-            "next_after_seq": { "type": "integer", "nullable": true } } },
+            "next_cursor": { "$ref": "#/components/schemas/NextCursor" },
+            "next_after_seq": { "type": "integer", "nullable": true, "description": "The last entry's sequence number (for after_seq paging)" } } },
         "VerifyReport": { "type": "object", "required": ["ok", "entries", "unauthenticated", "head_seq", "head_hash"], "properties": {
             "ok": { "type": "boolean" }, "entries": { "type": "integer" }, "unauthenticated": { "type": "integer" },
             "head_seq": { "type": "integer" }, "head_hash": { "type": "string" },

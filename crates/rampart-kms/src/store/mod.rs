@@ -82,6 +82,95 @@ pub struct MaterialRow {
     pub material: Option<Vec<u8>>,
 }
 
+/// Most items one page of a list may hold (the API's `limit`).
+pub const MAX_PAGE: u32 = 10_000;
+
+/// Which keys a page of the key list holds. Every field narrows the list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyFilter {
+    /// Names starting with this text.
+    pub prefix: Option<String>,
+    /// Keys whose newest version is in this state (`active`, `revoked`,
+    /// `destroyed`).
+    pub state: Option<&'static str>,
+    /// Keys whose policy holds this selector.
+    pub selector: Option<Selector>,
+}
+
+impl KeyFilter {
+    /// The text the store searches the stored policy (a JSON list of
+    /// selector strings) for: the selector as a quoted JSON string, which
+    /// matches exactly one element since selectors hold no quote.
+    pub(crate) fn selector_needle(&self) -> Option<String> {
+        self.selector.as_ref().map(|s| serde_json::Value::from(s.to_string()).to_string())
+    }
+}
+
+/// Which clients a page of the client list holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientFilter {
+    /// Names starting with this text.
+    pub prefix: Option<String>,
+    /// Clients carrying this label (key, value).
+    pub label: Option<(String, String)>,
+    /// Admin clients only (`true`) or non-admin only (`false`).
+    pub admin: Option<bool>,
+    /// Revoked clients only (`true`) or unrevoked only (`false`).
+    pub revoked: Option<bool>,
+}
+
+impl ClientFilter {
+    /// The text the store searches the stored labels (a compact JSON
+    /// object) for: `"key":"value"`, exact since labels hold no quote.
+    pub(crate) fn label_needle(&self) -> Option<String> {
+        self.label.as_ref().map(|(k, v)| {
+            format!(
+                "{}:{}",
+                serde_json::Value::from(k.as_str()),
+                serde_json::Value::from(v.as_str())
+            )
+        })
+    }
+}
+
+/// Which entries a page of the audit list holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditFilter {
+    /// At or after this Unix time in milliseconds.
+    pub since_ms: Option<i64>,
+    /// Before this Unix time in milliseconds.
+    pub until_ms: Option<i64>,
+    /// Made by this client (its name, or `cert:...` before it was known).
+    pub client: Option<String>,
+    /// About this key.
+    pub key: Option<String>,
+    /// This operation (`key.unwrap`, `client.issue`...).
+    pub operation: Option<String>,
+    /// This outcome (`ok`, `denied`, `invalid`, `unavailable`, `error`).
+    pub outcome: Option<String>,
+}
+
+/// The names after `after` that start with `prefix`, as an exclusive
+/// range in byte order. Names hold only `-`, `.`, digits, letters and `_`
+/// (all between `,` and `~`), so "PREFIX with its last byte lowered, then
+/// `~`" sorts just below every name starting with PREFIX and "PREFIX with
+/// its last byte raised" just above.
+pub(crate) fn name_range(after: &str, prefix: Option<&str>) -> (String, String) {
+    let Some(prefix) = prefix.filter(|p| !p.is_empty()) else {
+        return (after.to_owned(), "~".to_owned());
+    };
+    let bytes = prefix.as_bytes();
+    let (head, last) = bytes.split_at(bytes.len() - 1);
+    let mut below = head.to_vec();
+    below.push(last[0].saturating_sub(1));
+    below.push(b'~');
+    let mut above = head.to_vec();
+    above.push(last[0].saturating_add(1));
+    let below = String::from_utf8_lossy(&below).into_owned();
+    let above = String::from_utf8_lossy(&above).into_owned();
+    (if below.as_str() > after { below } else { after.to_owned() }, above)
+}
+
 /// A key state change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -112,7 +201,15 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Creates a key with its version 1 and that version's sealed material.
     fn create_key(&self, key: KeyInfo, material: Vec<u8>) -> StoreFuture<'_, ()>;
 
-    fn list_keys(&self) -> StoreFuture<'_, Vec<KeyInfo>>;
+    /// Up to `limit` keys with names after `after` (all when empty) that
+    /// pass `filter`, in name order, with their versions: one indexed
+    /// range scan, so a page costs the same whatever the store holds.
+    fn key_page(
+        &self,
+        after: String,
+        filter: KeyFilter,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<KeyInfo>>;
 
     fn get_key(&self, name: String) -> StoreFuture<'_, Option<KeyInfo>>;
 
@@ -150,7 +247,14 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 
     fn client_by_fingerprint(&self, fingerprint: String) -> StoreFuture<'_, Option<ClientInfo>>;
 
-    fn list_clients(&self) -> StoreFuture<'_, Vec<ClientInfo>>;
+    /// Up to `limit` clients with names after `after` (all when empty)
+    /// that pass `filter`, in name order.
+    fn client_page(
+        &self,
+        after: String,
+        filter: ClientFilter,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<ClientInfo>>;
 
     /// Revokes client `name`; a second revocation keeps the first one's
     /// time and reason. Returns the client; [`KmsError::NotFound`] when
@@ -180,6 +284,15 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         &self,
         after_seq: u64,
         since_ms: Option<i64>,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<AuditEntry>>;
+
+    /// Up to `limit` entries after sequence number `after_seq` that pass
+    /// `filter`, in order (a walk of the sequence-number index).
+    fn audit_list(
+        &self,
+        after_seq: u64,
+        filter: AuditFilter,
         limit: u32,
     ) -> StoreFuture<'_, Vec<AuditEntry>>;
 }

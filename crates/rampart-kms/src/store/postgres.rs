@@ -13,8 +13,8 @@ use tokio_postgres::{Client, NoTls, Row};
 
 use super::{
     attach_versions, decode_labels, decode_policy, encode_labels, encode_policy, meta,
-    migrations_after, to_u32, to_u64, version_info, MaterialRow, StateChange, Store, StoreFuture,
-    BASE_SCHEMA_VERSION, SCHEMA_VERSION,
+    migrations_after, to_u32, to_u64, version_info, AuditFilter, ClientFilter, KeyFilter,
+    MaterialRow, StateChange, Store, StoreFuture, BASE_SCHEMA_VERSION, SCHEMA_VERSION,
 };
 use crate::audit::{seal_entry, GENESIS};
 use crate::error::{KmsError, Result};
@@ -228,11 +228,12 @@ async fn insert_client(client: &impl tokio_postgres::GenericClient, c: &ClientIn
     Ok(())
 }
 
-async fn load_keys(client: &Client, name: Option<&str>) -> Result<Vec<KeyInfo>> {
+/// Key `name` (as a list of at most one) with its versions.
+async fn load_keys(client: &Client, name: &str) -> Result<Vec<KeyInfo>> {
     let rows = client
         .query(
             "SELECT name, exportable, allow, created_ms FROM kms_keys
-             WHERE $1::TEXT IS NULL OR name = $1",
+             WHERE name = $1",
             &[&name],
         )
         .await?;
@@ -251,7 +252,7 @@ async fn load_keys(client: &Client, name: Option<&str>) -> Result<Vec<KeyInfo>> 
     let rows = client
         .query(
             "SELECT name, version, state, reason, created_ms, changed_ms FROM kms_key_versions
-             WHERE $1::TEXT IS NULL OR name = $1",
+             WHERE name = $1",
             &[&name],
         )
         .await?;
@@ -337,17 +338,73 @@ impl Store for PostgresStore {
         })
     }
 
-    fn list_keys(&self) -> StoreFuture<'_, Vec<KeyInfo>> {
+    fn key_page(
+        &self,
+        after: String,
+        filter: KeyFilter,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<KeyInfo>> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
-            load_keys(lease.client()?, None).await
+            // Keyset order is the database's collation (the order of the
+            // primary-key index), a total order whatever the locale; the
+            // prefix is tested as a prefix, not as a range, since a range
+            // in a locale collation does not hold exactly the names with
+            // that prefix. One statement: one snapshot.
+            let rows = lease
+                .client()?
+                .query(
+                    "WITH page AS (
+                         SELECT name, exportable, allow, created_ms FROM kms_keys k
+                         WHERE name > $1
+                           AND ($2::TEXT IS NULL OR left(name, char_length($2)) = $2)
+                           AND ($3::TEXT IS NULL OR strpos(allow, $3) > 0)
+                           AND ($4::TEXT IS NULL OR (SELECT state FROM kms_key_versions v
+                                                     WHERE v.name = k.name
+                                                     ORDER BY version DESC LIMIT 1) = $4)
+                         ORDER BY name LIMIT $5)
+                     SELECT p.name, p.exportable, p.allow, p.created_ms, v.version, v.state,
+                            v.reason, v.created_ms, v.changed_ms
+                     FROM page p JOIN kms_key_versions v ON v.name = p.name
+                     ORDER BY p.name, v.version",
+                    &[
+                        &after,
+                        &filter.prefix,
+                        &filter.selector_needle(),
+                        &filter.state,
+                        &i64::from(limit),
+                    ],
+                )
+                .await?;
+            let mut keys: Vec<KeyInfo> = Vec::new();
+            for r in &rows {
+                let name: String = r.try_get(0)?;
+                let version = version_info(
+                    r.try_get(4)?,
+                    r.try_get(5)?,
+                    r.try_get(6)?,
+                    r.try_get(7)?,
+                    r.try_get(8)?,
+                )?;
+                match keys.last_mut() {
+                    Some(key) if key.name == name => key.versions.push(version),
+                    _ => keys.push(KeyInfo {
+                        name,
+                        exportable: r.try_get(1)?,
+                        allow: decode_policy(r.try_get(2)?)?,
+                        created_ms: r.try_get(3)?,
+                        versions: vec![version],
+                    }),
+                }
+            }
+            Ok(keys)
         })
     }
 
     fn get_key(&self, name: String) -> StoreFuture<'_, Option<KeyInfo>> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
-            Ok(load_keys(lease.client()?, Some(&name)).await?.pop())
+            Ok(load_keys(lease.client()?, &name).await?.pop())
         })
     }
 
@@ -546,12 +603,35 @@ impl Store for PostgresStore {
         })
     }
 
-    fn list_clients(&self) -> StoreFuture<'_, Vec<ClientInfo>> {
+    fn client_page(
+        &self,
+        after: String,
+        filter: ClientFilter,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<ClientInfo>> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
             let rows = lease
                 .client()?
-                .query(&format!("SELECT {CLIENT_COLUMNS} FROM kms_clients ORDER BY name"), &[])
+                .query(
+                    &format!(
+                        "SELECT {CLIENT_COLUMNS} FROM kms_clients
+                         WHERE name > $1
+                           AND ($2::TEXT IS NULL OR left(name, char_length($2)) = $2)
+                           AND ($3::TEXT IS NULL OR strpos(labels, $3) > 0)
+                           AND ($4::BOOLEAN IS NULL OR admin = $4)
+                           AND ($5::BOOLEAN IS NULL OR (revoked_ms IS NOT NULL) = $5)
+                         ORDER BY name LIMIT $6"
+                    ),
+                    &[
+                        &after,
+                        &filter.prefix,
+                        &filter.label_needle(),
+                        &filter.admin,
+                        &filter.revoked,
+                        &i64::from(limit),
+                    ],
+                )
                 .await?;
             rows.iter().map(client_from_row).collect()
         })
@@ -610,6 +690,59 @@ impl Store for PostgresStore {
             .await?;
             tx.commit().await?;
             Ok(out)
+        })
+    }
+
+    fn audit_list(
+        &self,
+        after_seq: u64,
+        filter: AuditFilter,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<AuditEntry>> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let rows = lease
+                .client()?
+                .query(
+                    "SELECT seq, time_ms, client, operation, key_name, key_version, outcome, detail,
+                            hash, mac
+                     FROM kms_audit
+                     WHERE seq > $1 AND ($2::BIGINT IS NULL OR time_ms >= $2)
+                       AND ($3::BIGINT IS NULL OR time_ms < $3)
+                       AND ($4::TEXT IS NULL OR client = $4) AND ($5::TEXT IS NULL OR key_name = $5)
+                       AND ($6::TEXT IS NULL OR operation = $6) AND ($7::TEXT IS NULL OR outcome = $7)
+                     ORDER BY seq LIMIT $8",
+                    &[
+                        &i64::try_from(after_seq).unwrap_or(i64::MAX),
+                        &filter.since_ms,
+                        &filter.until_ms,
+                        &filter.client,
+                        &filter.key,
+                        &filter.operation,
+                        &filter.outcome,
+                        &i64::from(limit),
+                    ],
+                )
+                .await?;
+            rows.iter()
+                .map(|r| {
+                    Ok(AuditEntry {
+                        seq: to_u64(r.try_get(0)?, "audit sequence number")?,
+                        time_ms: r.try_get(1)?,
+                        client: r.try_get(2)?,
+                        operation: r.try_get(3)?,
+                        key: r.try_get(4)?,
+                        version: r
+                            .try_get::<_, Option<i64>>(5)?
+                            .map(|v| to_u32(v, "key version"))
+                            .transpose()?,
+                        outcome: r.try_get(6)?,
+                        detail: r.try_get(7)?,
+                        hash: hex::encode(r.try_get::<_, Vec<u8>>(8)?),
+                        mac: r.try_get::<_, Option<Vec<u8>>>(9)?.map(hex::encode),
+                    })
+                })
+                .collect()
         })
     }
 

@@ -13,8 +13,8 @@ use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBeha
 
 use super::{
     attach_versions, decode_labels, decode_policy, encode_labels, encode_policy, meta,
-    migrations_after, to_u64, version_info, MaterialRow, StateChange, Store, StoreFuture,
-    BASE_SCHEMA_VERSION, SCHEMA_VERSION,
+    migrations_after, name_range, to_u64, version_info, AuditFilter, ClientFilter, KeyFilter,
+    MaterialRow, StateChange, Store, StoreFuture, BASE_SCHEMA_VERSION, SCHEMA_VERSION,
 };
 use crate::audit::{seal_entry, GENESIS};
 use crate::error::{KmsError, Result};
@@ -304,8 +304,9 @@ fn insert_client(conn: &Connection, client: &ClientInfo) -> Result<()> {
     Ok(())
 }
 
-fn load_keys(conn: &Connection, name: Option<&str>) -> Result<Vec<KeyInfo>> {
-    let filter = if name.is_some() { "WHERE name = ?1" } else { "WHERE ?1 IS NULL" };
+/// Key `name` (as a list of at most one) with its versions.
+fn load_keys(conn: &Connection, name: &str) -> Result<Vec<KeyInfo>> {
+    let filter = "WHERE name = ?1";
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT name, exportable, allow, created_ms FROM kms_keys {filter}"
     ))?;
@@ -414,12 +415,60 @@ impl Store for SqliteStore {
         })
     }
 
-    fn list_keys(&self) -> StoreFuture<'_, Vec<KeyInfo>> {
-        self.read(|conn| load_keys(conn, None))
+    fn key_page(
+        &self,
+        after: String,
+        filter: KeyFilter,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<KeyInfo>> {
+        self.read(move |conn| {
+            // The prefix becomes a range of the primary-key index; the
+            // other filters are checked on the rows the range yields. One
+            // statement: the page and its versions come from one snapshot.
+            let (low, high) = name_range(&after, filter.prefix.as_deref());
+            let mut stmt = conn.prepare_cached(
+                "WITH page AS (
+                     SELECT name, exportable, allow, created_ms FROM kms_keys k
+                     WHERE name > ?1 AND name < ?2
+                       AND (?3 IS NULL OR instr(allow, ?3) > 0)
+                       AND (?4 IS NULL OR (SELECT state FROM kms_key_versions v
+                                           WHERE v.name = k.name
+                                           ORDER BY version DESC LIMIT 1) = ?4)
+                     ORDER BY name LIMIT ?5)
+                 SELECT p.name, p.exportable, p.allow, p.created_ms, v.version, v.state,
+                        v.reason, v.created_ms, v.changed_ms
+                 FROM page p JOIN kms_key_versions v ON v.name = p.name
+                 ORDER BY p.name, v.version",
+            )?;
+            let mut rows =
+                stmt.query(params![low, high, filter.selector_needle(), filter.state, limit])?;
+            let mut keys: Vec<KeyInfo> = Vec::new();
+            while let Some(r) = rows.next()? {
+                let name: String = r.get(0)?;
+                let version = version_info(
+                    r.get(4)?,
+                    &r.get::<_, String>(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                    r.get(8)?,
+                )?;
+                match keys.last_mut() {
+                    Some(key) if key.name == name => key.versions.push(version),
+                    _ => keys.push(KeyInfo {
+                        name,
+                        exportable: r.get(1)?,
+                        allow: decode_policy(&r.get::<_, String>(2)?)?,
+                        created_ms: r.get(3)?,
+                        versions: vec![version],
+                    }),
+                }
+            }
+            Ok(keys)
+        })
     }
 
     fn get_key(&self, name: String) -> StoreFuture<'_, Option<KeyInfo>> {
-        self.read(move |conn| Ok(load_keys(conn, Some(&name))?.pop()))
+        self.read(move |conn| Ok(load_keys(conn, &name)?.pop()))
     }
 
     fn key_material(
@@ -589,14 +638,28 @@ impl Store for SqliteStore {
         })
     }
 
-    fn list_clients(&self) -> StoreFuture<'_, Vec<ClientInfo>> {
-        self.read(|conn| {
-            conn.prepare_cached(&format!("SELECT {CLIENT_COLUMNS} FROM kms_clients ORDER BY name"))?
-                .query_map([], client_from_row)?
-                .collect::<rusqlite::Result<Vec<_>>>()?
-                .into_iter()
-                .map(finish_client)
-                .collect()
+    fn client_page(
+        &self,
+        after: String,
+        filter: ClientFilter,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<ClientInfo>> {
+        self.read(move |conn| {
+            let (low, high) = name_range(&after, filter.prefix.as_deref());
+            conn.prepare_cached(&format!(
+                "SELECT {CLIENT_COLUMNS} FROM kms_clients
+                 WHERE name > ?1 AND name < ?2
+                   AND (?3 IS NULL OR instr(labels, ?3) > 0)
+                   AND (?4 IS NULL OR admin = ?4)
+                   AND (?5 IS NULL OR (revoked_ms IS NOT NULL) = ?5)
+                 ORDER BY name LIMIT ?6"
+            ))?
+            .query_map(
+                params![low, high, filter.label_needle(), filter.admin, filter.revoked, limit],
+                client_from_row,
+            )?
+            .map(|row| finish_client(row?))
+            .collect()
         })
     }
 
@@ -644,6 +707,54 @@ impl Store for SqliteStore {
                 }
             }
             tx.commit()?;
+            Ok(out)
+        })
+    }
+
+    fn audit_list(
+        &self,
+        after_seq: u64,
+        filter: AuditFilter,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<AuditEntry>> {
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT seq, time_ms, client, operation, key_name, key_version, outcome, detail,
+                        hash, mac
+                 FROM kms_audit
+                 WHERE seq > ?1 AND (?2 IS NULL OR time_ms >= ?2) AND (?3 IS NULL OR time_ms < ?3)
+                   AND (?4 IS NULL OR client = ?4) AND (?5 IS NULL OR key_name = ?5)
+                   AND (?6 IS NULL OR operation = ?6) AND (?7 IS NULL OR outcome = ?7)
+                 ORDER BY seq LIMIT ?8",
+            )?;
+            let mut rows = stmt.query(params![
+                i64::try_from(after_seq).unwrap_or(i64::MAX),
+                filter.since_ms,
+                filter.until_ms,
+                filter.client,
+                filter.key,
+                filter.operation,
+                filter.outcome,
+                limit
+            ])?;
+            let mut out = Vec::new();
+            while let Some(r) = rows.next()? {
+                out.push(AuditEntry {
+                    seq: to_u64(r.get(0)?, "audit sequence number")?,
+                    time_ms: r.get(1)?,
+                    client: r.get(2)?,
+                    operation: r.get(3)?,
+                    key: r.get(4)?,
+                    version: r
+                        .get::<_, Option<i64>>(5)?
+                        .map(|v| super::to_u32(v, "key version"))
+                        .transpose()?,
+                    outcome: r.get(6)?,
+                    detail: r.get(7)?,
+                    hash: hex::encode(r.get::<_, Vec<u8>>(8)?),
+                    mac: r.get::<_, Option<Vec<u8>>>(9)?.map(hex::encode),
+                });
+            }
             Ok(out)
         })
     }

@@ -1,0 +1,688 @@
+//! Paged lists of the key server (keys, clients, audit), end to end: an
+//! in-process server with real TLS and a real store, driven by the client
+//! library, on SQLite and again on PostgreSQL (a fresh database in the
+//! cluster at `$RAMPART_TEST_PG_URL`, which scripts/test starts, or outside
+//! CI a throwaway cluster from scripts/pg-test-cluster).
+//!
+//! - every list walked to its end while items are inserted and deleted:
+//!   no item twice, none missing among those that existed throughout;
+//! - bad limits and cursors (garbage, truncated, forged, from another
+//!   list, given with other filters) refused with 400 and a clear message;
+//! - every filter (prefix, state, selector, label, admin, revoked, and the
+//!   audit's time, client, key, operation and outcome).
+#![allow(clippy::unwrap_used)] // test helpers: a failed set-up step should panic
+
+use std::collections::{BTreeSet, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use rampart_kms::client::{AuditQuery, ClientError, ClientQuery, KeyQuery, KmsClient, RetryPolicy};
+use rampart_kms::deployment::{self, files, InitOptions, InitSeal};
+use rampart_kms::model::{
+    now_ms, AuditDraft, ClientInfo, KeyInfo, KeyState, KeyVersionInfo, Labels, Selector,
+};
+use rampart_kms::server::{Server, ServerOptions};
+use rampart_kms::store::{StateChange, Store};
+use rampart_kms::Bundle;
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        let mut random = [0u8; 8];
+        rampart_crypto::fill_random(&mut random).unwrap();
+        let path =
+            std::env::temp_dir().join(format!("rampart-paging-{tag}-{}", hex::encode(random)));
+        std::fs::create_dir_all(&path).unwrap();
+        Self(path)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+fn pg_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/pg-test-cluster")
+}
+
+/// `$RAMPART_TEST_PG_URL`, or (not under CI) a throwaway cluster.
+struct PgCluster {
+    url: String,
+    owned: bool,
+}
+
+impl PgCluster {
+    fn get() -> Self {
+        if let Ok(url) = std::env::var("RAMPART_TEST_PG_URL") {
+            return Self { url, owned: false };
+        }
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "RAMPART_TEST_PG_URL is not set: under CI, scripts/test starts the PostgreSQL cluster"
+        );
+        let out = Command::new(pg_script()).stderr(Stdio::inherit()).output().unwrap();
+        assert!(out.status.success(), "scripts/pg-test-cluster failed");
+        Self { url: String::from_utf8(out.stdout).unwrap().trim().to_owned(), owned: true }
+    }
+
+    fn database(&self, tag: &str) -> String {
+        let mut random = [0u8; 6];
+        rampart_crypto::fill_random(&mut random).unwrap();
+        let name = format!("kms_paging_{tag}_{}", hex::encode(random));
+        let out = Command::new("psql")
+            .args([
+                &self.url,
+                "-qtA",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-c",
+                &format!("CREATE DATABASE {name}"),
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let (base, _) = self.url.rsplit_once('/').unwrap();
+        format!("{base}/{name}")
+    }
+}
+
+impl Drop for PgCluster {
+    fn drop(&mut self) {
+        if self.owned {
+            let _ = Command::new(pg_script()).args(["stop", &self.url]).output();
+        }
+    }
+}
+
+/// Deletes rows behind the server's back, as another server of the
+/// deployment (or a later delete operation) would.
+enum Sql {
+    Sqlite(std::sync::Mutex<rusqlite::Connection>),
+    Postgres(tokio_postgres::Client),
+}
+
+impl Sql {
+    async fn exec(&self, sql: &str, name: &str) {
+        match self {
+            Self::Sqlite(conn) => {
+                let conn = conn.lock().unwrap();
+                conn.execute(&sql.replace("$1", "?1"), [name]).unwrap();
+            }
+            Self::Postgres(client) => {
+                client.execute(sql, &[&name]).await.unwrap();
+            }
+        }
+    }
+}
+
+struct Deployment {
+    _dir: TempDir,
+    store: Arc<dyn Store>,
+    admin: Bundle,
+    sql: Sql,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    _cluster: Option<PgCluster>,
+}
+
+impl Drop for Deployment {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+impl Deployment {
+    async fn on(backend: Backend, tag: &str) -> Self {
+        let dir = TempDir::new(tag);
+        let data_dir = dir.0.join("data");
+        std::fs::create_dir_all(&data_dir).unwrap();
+        let listener = rampart_kms::server::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = format!("127.0.0.1:{}", listener.local_addr().unwrap().port());
+        let cluster = (backend == Backend::Postgres).then(PgCluster::get);
+        let pg = cluster.as_ref().map(|c| c.database(tag));
+        let store = rampart_kms::store::open(pg.as_deref(), &data_dir).await.unwrap();
+        let opts = InitOptions {
+            data_dir: data_dir.clone(),
+            seal: InitSeal::File(data_dir.join(files::UNSEAL_KEY)),
+            sans: Vec::new(),
+            endpoints: vec![endpoint],
+            days: 30,
+        };
+        let outcome = deployment::init(&opts, store.as_ref()).await.unwrap();
+        let admin = Bundle::read(&outcome.admin_bundle).unwrap();
+        let mut options = ServerOptions::new(data_dir.clone());
+        // The walks below are many small requests from one certificate.
+        options.limits.rate = 0.0;
+        let server = Server::new(&options, Arc::clone(&store)).await.unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            server
+                .run(listener, async {
+                    let _ = stopped.await;
+                })
+                .await
+                .unwrap();
+        });
+        let sql = match &pg {
+            Some(url) => {
+                let (client, connection) =
+                    tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+                tokio::spawn(connection);
+                Sql::Postgres(client)
+            }
+            None => {
+                let conn = rusqlite::Connection::open(data_dir.join("kms.db")).unwrap();
+                conn.busy_timeout(Duration::from_secs(10)).unwrap();
+                Sql::Sqlite(std::sync::Mutex::new(conn))
+            }
+        };
+        Self { _dir: dir, store, admin, sql, stop: Some(stop), _cluster: cluster }
+    }
+
+    fn admin(&self) -> KmsClient {
+        let policy =
+            RetryPolicy { rounds: 2, backoff: Duration::from_millis(10), ..RetryPolicy::default() };
+        KmsClient::with_policy(&self.admin, policy).unwrap()
+    }
+
+    /// A key straight into the store (its material is never opened here).
+    async fn key(&self, name: &str, allow: &[&str]) {
+        let allow = allow.iter().map(|s| Selector::parse(s).unwrap()).collect();
+        let key = KeyInfo {
+            name: name.into(),
+            exportable: false,
+            allow,
+            created_ms: now_ms(),
+            versions: vec![KeyVersionInfo {
+                version: 1,
+                state: KeyState::Active,
+                created_ms: now_ms(),
+                changed_ms: None,
+            }],
+        };
+        self.store.create_key(key, vec![0u8; 60]).await.unwrap();
+    }
+
+    /// A client straight into the store.
+    async fn client(&self, name: &str, labels: &str, admin: bool) {
+        let client = ClientInfo {
+            name: name.into(),
+            labels: Labels::parse_list(labels).unwrap(),
+            admin,
+            serial: "01".into(),
+            fingerprint: format!("{:0>64}", hex::encode(name)),
+            created_ms: now_ms(),
+            not_after_ms: now_ms() + 86_400_000,
+            revoked: None,
+        };
+        self.store.add_client(client).await.unwrap();
+    }
+
+    async fn delete_key(&self, name: &str) {
+        self.sql.exec("DELETE FROM kms_key_versions WHERE name = $1", name).await;
+        self.sql.exec("DELETE FROM kms_keys WHERE name = $1", name).await;
+    }
+
+    async fn delete_client(&self, name: &str) {
+        self.sql.exec("DELETE FROM kms_clients WHERE name = $1", name).await;
+    }
+}
+
+fn draft(n: usize) -> AuditDraft {
+    AuditDraft {
+        time_ms: now_ms(),
+        client: format!("seed-{}", n % 3),
+        operation: "test.seed".into(),
+        key: None,
+        version: None,
+        outcome: "ok".into(),
+        detail: String::new(),
+    }
+}
+
+fn key_name(i: usize) -> String {
+    format!("key-{i:04}")
+}
+
+fn client_name(i: usize) -> String {
+    format!("host-{i:04}")
+}
+
+/// Walks a list to its end; the items' identities in the order received.
+async fn walk<T, F, Fut>(mut fetch: F, id: impl Fn(&T) -> String) -> Vec<String>
+where
+    F: FnMut(Option<String>) -> Fut,
+    Fut: std::future::Future<Output = Result<rampart_kms::client::Page<T>, ClientError>>,
+{
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = fetch(cursor.take()).await.unwrap();
+        seen.extend(page.items.iter().map(&id));
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => return seen,
+        }
+        // Let the writer in between pages.
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// No identity twice, and every one of `throughout` present.
+fn check_walk(what: &str, seen: &[String], throughout: &BTreeSet<String>) {
+    let mut unique = HashSet::new();
+    for id in seen {
+        assert!(unique.insert(id.clone()), "{what}: {id} listed twice");
+    }
+    let missing: Vec<&String> = throughout.iter().filter(|id| !unique.contains(*id)).collect();
+    assert!(
+        missing.is_empty(),
+        "{what}: skipped {} items, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(5)]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_list_walks_to_its_end_under_concurrent_inserts_and_deletes_on_sqlite() {
+    every_list_walks_to_its_end_under_concurrent_inserts_and_deletes(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_list_walks_to_its_end_under_concurrent_inserts_and_deletes_on_postgres() {
+    every_list_walks_to_its_end_under_concurrent_inserts_and_deletes(Backend::Postgres).await;
+}
+
+/// Seeded items are split by index: `% 4 == 1` are deleted while the
+/// walks run, `% 4 == 2` revoked (keys), the rest left alone; new items
+/// are inserted between existing names all along.
+async fn every_list_walks_to_its_end_under_concurrent_inserts_and_deletes(backend: Backend) {
+    const KEYS: usize = 400;
+    const CLIENTS: usize = 200;
+    let d = Arc::new(Deployment::on(backend, "walk").await);
+    for i in 0..KEYS {
+        d.key(&key_name(i), &["label:role=db"]).await;
+    }
+    for i in 0..CLIENTS {
+        d.client(&client_name(i), "role=host", false).await;
+    }
+    d.store.append_audit((0..500).map(draft).collect(), None).await.unwrap();
+    let audit_head = d.store.audit_page(0, None, 10_000).await.unwrap().last().unwrap().seq;
+
+    let stable_keys: BTreeSet<String> = (0..KEYS).filter(|i| i % 4 != 1).map(key_name).collect();
+    let active_keys: BTreeSet<String> =
+        (0..KEYS).filter(|i| i % 4 == 0 || i % 4 == 3).map(key_name).collect();
+    let stable_clients: BTreeSet<String> = (0..CLIENTS)
+        .filter(|i| i % 4 != 1)
+        .map(client_name)
+        .chain(std::iter::once("admin".to_owned()))
+        .collect();
+    let old_entries: BTreeSet<String> = (1..=audit_head).map(|s| s.to_string()).collect();
+
+    let running = Arc::new(AtomicBool::new(true));
+    let changes = Arc::new(AtomicUsize::new(0));
+    let mutator = {
+        let (d, running, changes) = (Arc::clone(&d), Arc::clone(&running), Arc::clone(&changes));
+        tokio::spawn(async move {
+            let mut i = 0;
+            while running.load(Ordering::Relaxed) {
+                if i < KEYS {
+                    // Inserted between existing names, before and after the walks' positions.
+                    d.key(&format!("{}a", key_name(i)), &["label:role=db"]).await;
+                    if i % 4 == 1 {
+                        d.delete_key(&key_name(i)).await;
+                    }
+                    if i % 4 == 2 {
+                        let reason = StateChange::Revoke { reason: "walk".into() };
+                        d.store.change_state(key_name(i), None, reason, now_ms()).await.unwrap();
+                    }
+                }
+                if i < CLIENTS {
+                    d.client(&format!("{}a", client_name(i)), "role=host", false).await;
+                    if i % 4 == 1 {
+                        d.delete_client(&client_name(i)).await;
+                    }
+                }
+                d.store.append_audit(vec![draft(i), draft(i + 1)], None).await.unwrap();
+                changes.fetch_add(1, Ordering::Relaxed);
+                i = (i + 1) % (KEYS * 2);
+                tokio::time::sleep(Duration::from_micros(300)).await;
+            }
+        })
+    };
+
+    let admin = d.admin();
+    let all_keys = walk(
+        |cursor| {
+            let admin = admin.clone();
+            async move {
+                let q = KeyQuery { limit: Some(7), ..KeyQuery::default() };
+                admin.key_page(&q, cursor.as_deref()).await
+            }
+        },
+        |k: &KeyInfo| k.name.clone(),
+    );
+    let active = walk(
+        |cursor| {
+            let admin = admin.clone();
+            async move {
+                let q = KeyQuery {
+                    limit: Some(5),
+                    state: Some("active".into()),
+                    ..KeyQuery::default()
+                };
+                admin.key_page(&q, cursor.as_deref()).await
+            }
+        },
+        |k: &KeyInfo| {
+            assert!(matches!(k.latest().unwrap().state, KeyState::Active), "{k:?}");
+            k.name.clone()
+        },
+    );
+    let clients = walk(
+        |cursor| {
+            let admin = admin.clone();
+            async move {
+                let q = ClientQuery { limit: Some(5), ..ClientQuery::default() };
+                admin.client_page(&q, cursor.as_deref()).await
+            }
+        },
+        |c: &ClientInfo| c.name.clone(),
+    );
+    let entries = walk(
+        |cursor| {
+            let admin = admin.clone();
+            async move {
+                let q = AuditQuery { limit: Some(40), ..AuditQuery::default() };
+                admin.audit_list_page(&q, cursor.as_deref()).await
+            }
+        },
+        |e: &rampart_kms::model::AuditEntry| e.seq.to_string(),
+    );
+    let (all_keys, active, clients, entries) = tokio::join!(all_keys, active, clients, entries);
+    let before = changes.load(Ordering::Relaxed);
+    running.store(false, Ordering::Relaxed);
+    mutator.await.unwrap();
+    assert!(before > 50, "the store hardly changed during the walks ({before} rounds)");
+
+    check_walk("keys", &all_keys, &stable_keys);
+    check_walk("active keys", &active, &active_keys);
+    check_walk("clients", &clients, &stable_clients);
+    check_walk("audit", &entries, &old_entries);
+    let seqs: Vec<u64> = entries.iter().map(|s| s.parse().unwrap()).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "audit entries out of order");
+    // Inserted items may or may not be listed, but nothing that never
+    // existed is.
+    for name in &all_keys {
+        assert!(name.starts_with("key-"), "{name}");
+    }
+}
+
+/// The error code and message of a GET.
+async fn refusal(admin: &KmsClient, path: &str) -> (u16, String) {
+    match admin.get_json(path).await {
+        Err(ClientError::Api { status, message, .. }) => (status, message),
+        other => panic!("GET {path} was not refused: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_cursors_and_limits_are_refused_with_400_on_sqlite() {
+    bad_cursors_and_limits_are_refused_with_400(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_cursors_and_limits_are_refused_with_400_on_postgres() {
+    bad_cursors_and_limits_are_refused_with_400(Backend::Postgres).await;
+}
+
+async fn bad_cursors_and_limits_are_refused_with_400(backend: Backend) {
+    let d = Deployment::on(backend, "refuse").await;
+    for i in 0..3 {
+        d.key(&key_name(i), &[]).await;
+        d.client(&client_name(i), "", false).await;
+    }
+    let admin = d.admin();
+    let next = |v: serde_json::Value| v["next_cursor"].as_str().unwrap().to_owned();
+    let key_cursor = next(admin.get_json("/v1/keys?limit=1").await.unwrap());
+    let client_cursor = next(admin.get_json("/v1/clients?limit=1").await.unwrap());
+    let audit_cursor = next(admin.get_json("/v1/audit?limit=1").await.unwrap());
+    // The cursors work.
+    let page = admin.get_json(&format!("/v1/keys?limit=1&cursor={key_cursor}")).await.unwrap();
+    assert_eq!(page["keys"][0]["name"], key_name(1));
+
+    let flipped = |cursor: &str, at: usize| {
+        let mut bytes = URL_SAFE_NO_PAD.decode(cursor).unwrap();
+        let at = if at == usize::MAX { bytes.len() - 1 } else { at };
+        bytes[at] ^= 1;
+        URL_SAFE_NO_PAD.encode(bytes)
+    };
+    for (list, own, foreign, foreign_name) in [
+        ("keys", &key_cursor, &client_cursor, "client list"),
+        ("clients", &client_cursor, &audit_cursor, "audit list"),
+        ("audit", &audit_cursor, &key_cursor, "key list"),
+    ] {
+        let base = format!("/v1/{list}");
+        for limit in ["0", "10001", "abc", "-1", "1.5", ""] {
+            let (status, message) = refusal(&admin, &format!("{base}?limit={limit}")).await;
+            assert_eq!(status, 400, "{list} limit={limit}");
+            assert!(
+                message.ends_with("limit must be a whole number from 1 to 10000"),
+                "{list}: {message}"
+            );
+        }
+        for (what, cursor, want) in [
+            ("garbage", "!!not-a-cursor!!".to_owned(), "cursor is malformed"),
+            ("random base64", URL_SAFE_NO_PAD.encode([7u8; 30]), "cursor is malformed"),
+            // Malformed or unauthenticated, depending on where the text was cut.
+            ("truncated", own[..own.len() - 4].to_owned(), "cursor "),
+            ("forged tag", flipped(own, usize::MAX), "cursor does not authenticate"),
+            ("forged position", flipped(own, 3), "cursor does not authenticate"),
+            ("from another list", foreign.clone(), foreign_name),
+            ("oversized", "A".repeat(4000), "cursor is malformed"),
+        ] {
+            let (status, message) = refusal(&admin, &format!("{base}?cursor={cursor}")).await;
+            assert_eq!(status, 400, "{list}: {what}");
+            assert!(message.contains(want), "{list}: {what}: {message}");
+        }
+        let (status, message) = refusal(&admin, &format!("{base}?colour=blue")).await;
+        assert_eq!(status, 400);
+        assert!(message.contains("takes no query parameter 'colour'"), "{message}");
+    }
+    // A cursor is bound to the filters it was made with.
+    let (status, message) =
+        refusal(&admin, &format!("/v1/keys?cursor={key_cursor}&prefix=key-")).await;
+    assert_eq!(status, 400);
+    assert!(message.contains("other filters"), "{message}");
+    let (_, message) =
+        refusal(&admin, &format!("/v1/audit?cursor={audit_cursor}&after_seq=3")).await;
+    assert!(message.contains("not both"), "{message}");
+    for (path, want) in [
+        ("/v1/keys?state=lost", "state must be"),
+        ("/v1/keys?selector=region", "selector"),
+        ("/v1/keys?prefix=a%2Fb", "prefix must be"),
+        ("/v1/clients?admin=yes", "admin must be true or false"),
+        ("/v1/clients?label=region", "label must be KEY=VALUE"),
+        ("/v1/audit?outcome=meh", "outcome must be"),
+        ("/v1/audit?since_ms=-5", "since_ms must be"),
+        ("/v1/keys?limit=5&limit=6", "repeated"),
+        ("/v1/keys?prefix=%zz", "%-escape"),
+    ] {
+        let (status, message) = refusal(&admin, path).await;
+        assert_eq!(status, 400, "{path}");
+        assert!(message.contains(want), "{path}: {message}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filters_select_by_prefix_state_selector_label_and_admin_on_sqlite() {
+    filters_select_by_prefix_state_selector_label_and_admin(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filters_select_by_prefix_state_selector_label_and_admin_on_postgres() {
+    filters_select_by_prefix_state_selector_label_and_admin(Backend::Postgres).await;
+}
+
+async fn filters_select_by_prefix_state_selector_label_and_admin(backend: Backend) {
+    let d = Deployment::on(backend, "filter").await;
+    let admin = d.admin();
+    admin.create_key("db-1", &["label:region=eu".into()], false).await.unwrap();
+    admin.create_key("db-2", &["client:host-a".into()], false).await.unwrap();
+    admin.create_key("db_3", &[], false).await.unwrap();
+    admin
+        .create_key("web-1", &["label:region=eu".into(), "client:host-a".into()], false)
+        .await
+        .unwrap();
+    admin.create_key("dc", &["label:region=eux".into()], false).await.unwrap();
+    admin.revoke_key("db-2", "retired", None).await.unwrap();
+    admin.destroy_key("web-1", None).await.unwrap();
+    admin.rotate_key("dc").await.unwrap();
+    admin.revoke_key("dc", "old", Some(1)).await.unwrap();
+    d.client("host-a", "region=eu,role=host", false).await;
+    d.client("host-b", "region=us,role=host", false).await;
+    d.client("ops", "region=eu", true).await;
+    d.client("hostile", "region=eu-west", false).await;
+    d.store.revoke_client("host-b".into(), "lost".into(), now_ms()).await.unwrap();
+
+    // Each query, walked one item per page (the cursor carries the
+    // filters) and in one page: the same names.
+    let keys = |q: KeyQuery| {
+        let admin = admin.clone();
+        async move {
+            let one = walk(
+                |cursor| {
+                    let (admin, q) = (admin.clone(), KeyQuery { limit: Some(1), ..q.clone() });
+                    async move { admin.key_page(&q, cursor.as_deref()).await }
+                },
+                |k: &KeyInfo| k.name.clone(),
+            )
+            .await;
+            let all = admin.key_page(&q, None).await.unwrap();
+            assert!(all.next_cursor.is_none());
+            let all: Vec<String> = all.items.into_iter().map(|k| k.name).collect();
+            assert_eq!(one, all, "{q:?}");
+            all.into_iter().collect::<BTreeSet<String>>()
+        }
+    };
+    let set = |names: &[&str]| names.iter().map(|s| (*s).to_owned()).collect::<BTreeSet<_>>();
+    let q = |prefix: Option<&str>, state: Option<&str>, selector: Option<&str>| KeyQuery {
+        prefix: prefix.map(Into::into),
+        state: state.map(Into::into),
+        selector: selector.map(Into::into),
+        limit: None,
+    };
+    assert_eq!(keys(q(None, None, None)).await, set(&["db-1", "db-2", "db_3", "dc", "web-1"]));
+    assert_eq!(keys(q(Some("db-"), None, None)).await, set(&["db-1", "db-2"]));
+    assert_eq!(keys(q(Some("db"), None, None)).await, set(&["db-1", "db-2", "db_3"]));
+    assert_eq!(keys(q(Some("d"), None, None)).await, set(&["db-1", "db-2", "db_3", "dc"]));
+    assert_eq!(keys(q(Some("db-1"), None, None)).await, set(&["db-1"]));
+    assert_eq!(keys(q(Some("x"), None, None)).await, set(&[]));
+    assert_eq!(keys(q(Some(""), None, None)).await.len(), 5);
+    // The newest version's state: dc's version 1 is revoked, 2 active.
+    assert_eq!(keys(q(None, Some("active"), None)).await, set(&["db-1", "db_3", "dc"]));
+    assert_eq!(keys(q(None, Some("revoked"), None)).await, set(&["db-2"]));
+    assert_eq!(keys(q(None, Some("destroyed"), None)).await, set(&["web-1"]));
+    // Selectors match whole selectors, not parts of them.
+    assert_eq!(keys(q(None, None, Some("label:region=eu"))).await, set(&["db-1", "web-1"]));
+    assert_eq!(keys(q(None, None, Some("label:region=eux"))).await, set(&["dc"]));
+    assert_eq!(keys(q(None, None, Some("label:region=e"))).await, set(&[]));
+    assert_eq!(keys(q(None, None, Some("client:host-a"))).await, set(&["db-2", "web-1"]));
+    assert_eq!(keys(q(None, None, Some("client:host"))).await, set(&[]));
+    assert_eq!(keys(q(Some("db"), Some("active"), Some("label:region=eu"))).await, set(&["db-1"]));
+
+    let clients = |q: ClientQuery| {
+        let admin = admin.clone();
+        async move {
+            let one = walk(
+                |cursor| {
+                    let (admin, q) = (admin.clone(), ClientQuery { limit: Some(1), ..q.clone() });
+                    async move { admin.client_page(&q, cursor.as_deref()).await }
+                },
+                |c: &ClientInfo| c.name.clone(),
+            )
+            .await;
+            one.into_iter().collect::<BTreeSet<String>>()
+        }
+    };
+    let cq =
+        |prefix: Option<&str>, label: Option<&str>, admin: Option<bool>, revoked: Option<bool>| {
+            ClientQuery {
+                prefix: prefix.map(Into::into),
+                label: label.map(Into::into),
+                admin,
+                revoked,
+                limit: None,
+            }
+        };
+    assert_eq!(
+        clients(cq(None, None, None, None)).await,
+        set(&["admin", "host-a", "host-b", "hostile", "ops"])
+    );
+    assert_eq!(clients(cq(Some("host-"), None, None, None)).await, set(&["host-a", "host-b"]));
+    assert_eq!(clients(cq(None, Some("region=eu"), None, None)).await, set(&["host-a", "ops"]));
+    assert_eq!(clients(cq(None, Some("region=e"), None, None)).await, set(&[]));
+    assert_eq!(clients(cq(None, Some("role=host"), None, None)).await, set(&["host-a", "host-b"]));
+    assert_eq!(clients(cq(None, None, Some(true), None)).await, set(&["admin", "ops"]));
+    assert_eq!(
+        clients(cq(None, None, Some(false), None)).await,
+        set(&["host-a", "host-b", "hostile"])
+    );
+    assert_eq!(clients(cq(None, None, None, Some(true))).await, set(&["host-b"]));
+    assert_eq!(
+        clients(cq(Some("host"), Some("region=eu"), Some(false), Some(false))).await,
+        set(&["host-a"])
+    );
+
+    // The audit list's filters.
+    let entries = |q: AuditQuery| {
+        let admin = admin.clone();
+        async move {
+            walk(
+                |cursor| {
+                    let (admin, q) = (admin.clone(), AuditQuery { limit: Some(3), ..q.clone() });
+                    async move { admin.audit_list_page(&q, cursor.as_deref()).await }
+                },
+                |e: &rampart_kms::model::AuditEntry| serde_json::to_string(e).unwrap(),
+            )
+            .await
+            .into_iter()
+            .map(|e| serde_json::from_str::<rampart_kms::model::AuditEntry>(&e).unwrap())
+            .collect::<Vec<_>>()
+        }
+    };
+    let about_db1 = entries(AuditQuery { key: Some("db-1".into()), ..AuditQuery::default() }).await;
+    assert_eq!(about_db1.len(), 1, "{about_db1:?}");
+    assert_eq!(about_db1[0].operation, "key.create");
+    let revokes =
+        entries(AuditQuery { operation: Some("key.revoke".into()), ..AuditQuery::default() }).await;
+    assert_eq!(revokes.len(), 2);
+    assert!(revokes.iter().all(|e| e.operation == "key.revoke" && e.client == "admin"));
+    let by_admin =
+        entries(AuditQuery { client: Some("admin".into()), ..AuditQuery::default() }).await;
+    assert!(by_admin.len() >= 9 && by_admin.iter().all(|e| e.client == "admin"));
+    let bad =
+        entries(AuditQuery { outcome: Some("invalid".into()), ..AuditQuery::default() }).await;
+    assert!(bad.iter().all(|e| e.outcome == "invalid"));
+    let all = entries(AuditQuery::default()).await;
+    let middle = all[all.len() / 2].time_ms;
+    let early = entries(AuditQuery { until_ms: Some(middle), ..AuditQuery::default() }).await;
+    let late = entries(AuditQuery { since_ms: Some(middle), ..AuditQuery::default() }).await;
+    assert!(early.iter().all(|e| e.time_ms < middle) && late.iter().all(|e| e.time_ms >= middle));
+    assert!(early.len() + late.len() >= all.len(), "time filters lost entries");
+}
