@@ -93,6 +93,11 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8443", value_name = "HOST:PORT")]
     pub listen: String,
+    /// Address of the KMIP front end (binary TTLV over TLS 1.2/1.3 with
+    /// the same client certificates, policies and audit log as the REST
+    /// API); 5696 is the standard KMIP port. `none` turns KMIP off.
+    #[arg(long, default_value = "127.0.0.1:5696", value_name = "HOST:PORT|none")]
+    pub kmip_listen: String,
     /// `sqlite` (default: DIR/kms.db) or a postgres:// URL.
     #[arg(long, value_name = "STORE")]
     pub store: Option<String>,
@@ -488,16 +493,47 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         let server = Server::new(&opts, store).await.map_err(map_kms)?;
         let listener = rampart_kms::server::bind(&args.listen).await.map_err(map_kms)?;
         let address = listener.local_addr().context("cannot read the listening address")?;
+        let kmip = match args.kmip_listen.as_str() {
+            "none" => None,
+            spec => Some(rampart_kms::server::bind(spec).await.map_err(map_kms)?),
+        };
+        let kmip_address = kmip
+            .as_ref()
+            .map(|l| l.local_addr().context("cannot read the KMIP listening address"))
+            .transpose()?;
         {
+            // The first line stays the REST URL (scripts read it); the
+            // KMIP address follows when KMIP is on.
             let mut out = std::io::stdout().lock();
             writeln!(out, "https://{address}")?;
+            if let Some(kmip) = kmip_address {
+                writeln!(out, "kmip://{kmip}")?;
+            }
             out.flush()?;
         }
         let state =
             if server.is_sealed() { "sealed: waiting for unseal shares" } else { "unsealed" };
-        tracing::info!("key server on https://{address} ({state})");
-        crate::notify::ready(&format!("serving on https://{address} ({state})"));
-        server.run(listener, shutdown_signal()).await.map_err(map_kms)
+        let kmip_note = kmip_address.map(|a| format!(", KMIP on {a}")).unwrap_or_default();
+        tracing::info!("key server on https://{address}{kmip_note} ({state})");
+        crate::notify::ready(&format!("serving on https://{address}{kmip_note} ({state})"));
+        match kmip {
+            None => server.run(listener, shutdown_signal()).await.map_err(map_kms),
+            Some(kmip) => {
+                // One signal stops both front ends.
+                let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+                let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+                    let _ = rx.wait_for(|s| *s).await;
+                };
+                let rest = server.run(listener, stopped(stop_rx.clone()));
+                let kmip = server.run_kmip(kmip, stopped(stop_rx));
+                let signal = async {
+                    shutdown_signal().await;
+                    let _ = stop_tx.send(true);
+                };
+                let (rest, kmip, ()) = tokio::join!(rest, kmip, signal);
+                rest.and(kmip).map_err(map_kms)
+            }
+        }
     })
 }
 
