@@ -192,6 +192,16 @@ pub enum ClientCommand {
         #[command(flatten)]
         client: ClientArgs,
     },
+    /// Write a bundle's certificate, private key and CA certificate as PEM
+    /// files (cert.pem, key.pem mode 0600, ca.pem) for a KMIP client
+    /// (vSphere, MySQL keyring_kmip, MongoDB, PyKMIP) or any TLS client.
+    Pem {
+        /// The directory to write the three files into (created if absent).
+        #[arg(long, value_name = "DIR")]
+        out_dir: PathBuf,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
     /// Replace a client's labels (key policies select clients by label:
     /// relabelling moves a host in or out of keys' allow rules at once).
     Relabel {
@@ -386,6 +396,22 @@ fn map_kms(error: KmsError) -> anyhow::Error {
 /// The client bundle's path: `--kms BUNDLE`, else `$RAMPART_KMS`, else none.
 pub(crate) fn bundle_path(args: &ClientArgs) -> Option<PathBuf> {
     args.bundle.clone().or_else(|| std::env::var_os("RAMPART_KMS").map(PathBuf::from))
+}
+
+/// Writes `bytes` to a new or truncated file created with `mode` (the
+/// mode is set before any byte is written, so a key is never readable by
+/// others, even briefly).
+fn write_file_mode(path: &std::path::Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(path)?;
+    file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+    file.write_all(bytes)?;
+    file.sync_all()
 }
 
 pub(crate) fn load_bundle(args: &ClientArgs) -> anyhow::Result<Bundle> {
@@ -605,6 +631,27 @@ fn client_command(command: &ClientCommand) -> anyhow::Result<()> {
                     );
                 }
             }
+            Ok(())
+        }
+        ClientCommand::Pem { out_dir, client } => {
+            let bundle = load_bundle(client)?;
+            std::fs::create_dir_all(out_dir)
+                .with_context(|| format!("cannot create {}", out_dir.display()))?;
+            let files: [(&str, &[u8], u32); 3] = [
+                ("cert.pem", bundle.cert.as_bytes(), 0o644),
+                ("key.pem", bundle.key.expose(), 0o600),
+                ("ca.pem", bundle.ca_cert.as_bytes(), 0o644),
+            ];
+            for (name, bytes, mode) in files {
+                let path = out_dir.join(name);
+                write_file_mode(&path, bytes, mode)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+            }
+            eprintln!(
+                "rampart: {} written to {} (cert.pem, key.pem, ca.pem)",
+                bundle.name,
+                out_dir.display()
+            );
             Ok(())
         }
         ClientCommand::Revoke { name, reason, client } => {

@@ -37,9 +37,8 @@ use rampart_kmip::enums::{
 use rampart_kmip::message::{Attribute, ProtocolVersion};
 use rampart_kmip::payload::{
     attribute_name_of, attribute_tag_of, is_custom_attribute, AttributeChangeRequest, AttributeSet,
-    CreateRequest, CryptoRequest, CryptographicParameters, GetRequest, KeyBlock, KeyWrappingData,
-    LocateRequest, ManagedObject, Name, ObjectRequest, ReKeyRequest, RegisterRequest,
-    RevokeRequest,
+    CreateRequest, CryptoRequest, GetRequest, KeyBlock, LocateRequest, ManagedObject, Name,
+    ObjectRequest, ReKeyRequest, RegisterRequest, RevokeRequest,
 };
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::{self, Fields, Item, Value};
@@ -200,15 +199,15 @@ impl Obj {
             .collect()
     }
 
-    /// The Name values: those set over KMIP, else the key's own name.
-    /// Names belong to the newest version (Re-key moves them).
+    /// The Name values: those stored for a key KMIP made or named; a key
+    /// made by the REST API is named by its own name. Names belong to the
+    /// newest version (Re-key moves them).
     fn names(&self) -> Vec<Item> {
         if !self.is_latest() {
             return Vec::new();
         }
-        let stored = self.stored_values("Name");
-        if !stored.is_empty() {
-            return stored;
+        if self.kmip.is_some() {
+            return self.stored_values("Name");
         }
         vec![Name {
             value: self.key.name.clone(),
@@ -431,7 +430,10 @@ impl Session<'_> {
         let result = match operation {
             Operation::CREATE => self.create(&CreateRequest::parse(payload)?).await,
             Operation::REGISTER => self.register(RegisterRequest::parse(payload)?).await,
-            Operation::GET => self.get(&GetRequest::parse(payload)?).await,
+            Operation::GET => {
+                let encoding = encoding_option(payload)?;
+                self.get(&GetRequest::parse(payload)?, encoding).await
+            }
             Operation::GET_ATTRIBUTES => self.get_attributes(&ObjectRequest::parse(payload)?).await,
             Operation::GET_ATTRIBUTE_LIST => {
                 self.get_attribute_list(&ObjectRequest::parse(payload)?).await
@@ -540,7 +542,17 @@ impl Session<'_> {
             if check_name("key name", &first.value).is_ok() {
                 match self.state.store.get_key(first.value.clone()).await.map_err(kms)? {
                     None => return Ok(first.value.clone()),
-                    Some(info) if self.client.admin || info.allows(self.client) => {
+                    // A REST key is named by its own name.
+                    Some(info)
+                        if (self.client.admin || info.allows(self.client))
+                            && self
+                                .state
+                                .store
+                                .kmip_object(first.value.clone(), u32::MAX)
+                                .await
+                                .map_err(kms)?
+                                .is_none() =>
+                    {
                         return Err(KmipError::ObjectAlreadyExists(format!(
                             "an object named {} exists",
                             first.value
@@ -622,12 +634,14 @@ impl Session<'_> {
             .length
             .ok_or_else(|| KmipError::MissingData("the Cryptographic Length attribute".into()))?;
         check_algorithm(algorithm, length)?;
-        new.usage_mask.get_or_insert(
+        new.usage_mask.get_or_insert(if algorithm == CryptographicAlgorithm::AES {
             usage_mask::ENCRYPT
                 | usage_mask::DECRYPT
                 | usage_mask::WRAP_KEY
-                | usage_mask::UNWRAP_KEY,
-        );
+                | usage_mask::UNWRAP_KEY
+        } else {
+            usage_mask::MAC_GENERATE | usage_mask::MAC_VERIFY
+        });
         let material = random_secret(usize::try_from(length / 8).unwrap_or(32)).map_err(crypto)?;
         let uid = self.store_new(request.object_type, new, &material).await?;
         Ok(vec![
@@ -686,7 +700,7 @@ impl Session<'_> {
 
     // ---- Get, attributes -------------------------------------------------
 
-    async fn get(&mut self, request: &GetRequest) -> R<Vec<Item>> {
+    async fn get(&mut self, request: &GetRequest, encoding: u32) -> R<Vec<Item>> {
         let uid = self.uid(request.unique_identifier.as_ref())?;
         let obj = self.load(&uid).await?;
         self.require_use(&obj)?;
@@ -722,7 +736,7 @@ impl Session<'_> {
             ),
             _ => (None, None),
         };
-        let mut block = KeyBlock {
+        let block = KeyBlock {
             format,
             material: material.expose().into(),
             algorithm,
@@ -759,9 +773,24 @@ impl Session<'_> {
                 )));
             }
             let kek = self.material(&wrapper).await?;
+            // KMIP 1.4 §2.1.3: with TTLV Encoding (the default) the Key
+            // Value structure's TTLV is wrapped and sent as a Byte String;
+            // with No Encoding the Key Material alone is wrapped and stays
+            // inside the Key Value structure.
+            let plain = if encoding == ENCODING_TTLV {
+                SecretBytes::new(
+                    Item::structure(
+                        Tag::KEY_VALUE,
+                        vec![Item::bytes(Tag::KEY_MATERIAL, material.expose())],
+                    )
+                    .encode()?,
+                )
+            } else {
+                SecretBytes::from_slice(material.expose())
+            };
             let wrapped = match mode {
-                BlockCipherMode::NIST_KEY_WRAP => kw_wrap(kek.expose(), material.expose()),
-                BlockCipherMode::AES_KEY_WRAP_PADDING => kwp_wrap(kek.expose(), material.expose()),
+                BlockCipherMode::NIST_KEY_WRAP => kw_wrap(kek.expose(), plain.expose()),
+                BlockCipherMode::AES_KEY_WRAP_PADDING => kwp_wrap(kek.expose(), plain.expose()),
                 other => {
                     return Err(KmipError::FeatureNotSupported(format!(
                         "key wrapping with Block Cipher Mode {other}"
@@ -769,16 +798,60 @@ impl Session<'_> {
                 }
             }
             .map_err(crypto)?;
-            block.material = wrapped.as_slice().into();
-            block.wrapping = Some(KeyWrappingData {
-                method: WrappingMethod::ENCRYPT,
-                encryption_key: Some(spec.encryption_key.clone()),
-                parameters: Some(CryptographicParameters {
-                    block_cipher_mode: Some(mode),
-                    ..CryptographicParameters::default()
-                }),
-                iv_counter_nonce: None,
-            });
+            let mut items = vec![Item::enumeration(Tag::KEY_FORMAT_TYPE, format.0)];
+            if encoding == ENCODING_TTLV {
+                items.push(Item::bytes(Tag::KEY_VALUE, &wrapped));
+            } else {
+                items.push(Item::structure(
+                    Tag::KEY_VALUE,
+                    vec![Item::bytes(Tag::KEY_MATERIAL, &wrapped)],
+                ));
+            }
+            if let Some(a) = algorithm {
+                items.push(Item::enumeration(Tag::CRYPTOGRAPHIC_ALGORITHM, a.0));
+            }
+            if let Some(l) = length {
+                items.push(Item::int(Tag::CRYPTOGRAPHIC_LENGTH, l));
+            }
+            items.push(Item::structure(
+                Tag::KEY_WRAPPING_DATA,
+                vec![
+                    Item::enumeration(Tag::WRAPPING_METHOD, WrappingMethod::ENCRYPT.0),
+                    Item::structure(
+                        Tag::ENCRYPTION_KEY_INFORMATION,
+                        vec![
+                            Item::text(Tag::UNIQUE_IDENTIFIER, spec.encryption_key.clone()),
+                            Item::structure(
+                                Tag::CRYPTOGRAPHIC_PARAMETERS,
+                                vec![Item::enumeration(Tag::BLOCK_CIPHER_MODE, mode.0)],
+                            ),
+                        ],
+                    ),
+                    Item::enumeration(TAG_ENCODING_OPTION, encoding),
+                ],
+            ));
+            let block = Item::structure(Tag::KEY_BLOCK, items);
+            let object = match object_type {
+                ObjectType::SECRET_DATA => Item::structure(
+                    Tag::SECRET_DATA,
+                    vec![
+                        Item::enumeration(
+                            Tag::SECRET_DATA_TYPE,
+                            obj.kmip
+                                .as_ref()
+                                .and_then(|k| k.secret_type)
+                                .unwrap_or(SecretDataType::PASSWORD.0),
+                        ),
+                        block,
+                    ],
+                ),
+                _ => Item::structure(Tag::SYMMETRIC_KEY, vec![block]),
+            };
+            return Ok(vec![
+                Item::enumeration(Tag::OBJECT_TYPE, object_type.0),
+                Item::text(Tag::UNIQUE_IDENTIFIER, uid),
+                object,
+            ]);
         }
         let object = match object_type {
             ObjectType::SECRET_DATA => ManagedObject::SecretData {
@@ -1039,6 +1112,20 @@ impl Session<'_> {
                 }
             }
         }
+        // A REST key the client sees is named by its own name.
+        if name.value != obj.key.name && check_name("key name", &name.value).is_ok() {
+            let store = &self.state.store;
+            if let Some(info) = store.get_key(name.value.clone()).await.map_err(kms)? {
+                if (self.client.admin || info.allows(self.client))
+                    && store.kmip_object(name.value.clone(), u32::MAX).await.map_err(kms)?.is_none()
+                {
+                    return Err(KmipError::ObjectAlreadyExists(format!(
+                        "an object named {} exists",
+                        name.value
+                    )));
+                }
+            }
+        }
         Ok(())
     }
 
@@ -1068,12 +1155,7 @@ impl Session<'_> {
                 let n = Name::parse(value)?;
                 if check_name("key name", &n.value).is_ok()
                     && store.get_key(n.value.clone()).await.map_err(kms)?.is_some()
-                    && !store
-                        .kmip_attributes(n.value.clone())
-                        .await
-                        .map_err(kms)?
-                        .iter()
-                        .any(|r| r.name == "Name")
+                    && store.kmip_object(n.value.clone(), u32::MAX).await.map_err(kms)?.is_none()
                 {
                     keys.insert(n.value);
                 }
@@ -1379,7 +1461,15 @@ impl Session<'_> {
     async fn encrypt(&mut self, request: &CryptoRequest, encrypt: bool) -> R<Vec<Item>> {
         let uid = self.uid(request.unique_identifier.as_ref())?;
         let bit = if encrypt { usage_mask::ENCRYPT } else { usage_mask::DECRYPT };
-        let (_, key) = self.usable_key(&uid, bit, encrypt).await?;
+        let (obj, key) = self.usable_key(&uid, bit, encrypt).await?;
+        if obj
+            .kmip
+            .as_ref()
+            .and_then(|k| k.algorithm)
+            .is_some_and(|a| a != CryptographicAlgorithm::AES.0)
+        {
+            return Err(KmipError::IllegalOperation(format!("object {uid} is not an AES key")));
+        }
         if request.data.len() > MAX_DATA {
             return Err(KmipError::InvalidField(format!("Data is larger than {MAX_DATA} bytes")));
         }
@@ -1520,6 +1610,25 @@ impl Session<'_> {
         }
         let mac = hmac(HashAlg::Sha256, key.expose(), request.data.as_slice());
         Ok(vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid), Item::bytes(Tag::MAC_DATA, mac.expose())])
+    }
+}
+
+/// Encoding Option (KMIP 1.4 §9.1.3.2.32).
+const TAG_ENCODING_OPTION: Tag = Tag(0x42_00A3);
+const ENCODING_NONE: u32 = 0x01;
+const ENCODING_TTLV: u32 = 0x02;
+
+/// The Encoding Option of a Get's Key Wrapping Specification (TTLV
+/// Encoding when absent, as the specification says).
+fn encoding_option(payload: &Item) -> R<u32> {
+    let f = Fields::of(payload)?;
+    let Some(spec) = f.optional(Tag::KEY_WRAPPING_SPECIFICATION)? else {
+        return Ok(ENCODING_TTLV);
+    };
+    match Fields::of(spec)?.optional(TAG_ENCODING_OPTION)?.map(Item::as_enum).transpose()? {
+        None | Some(ENCODING_TTLV) => Ok(ENCODING_TTLV),
+        Some(ENCODING_NONE) => Ok(ENCODING_NONE),
+        Some(other) => Err(KmipError::FeatureNotSupported(format!("Encoding Option {other}"))),
     }
 }
 
