@@ -64,7 +64,7 @@ fn reason(item: &ResponseBatchItem) -> Option<ResultReason> {
     item.result_reason
 }
 
-fn field<'a>(items: &'a [Item], tag: Tag) -> &'a Item {
+fn field(items: &[Item], tag: Tag) -> &Item {
     items.iter().find(|i| i.tag == tag).unwrap_or_else(|| panic!("{tag} missing: {items:?}"))
 }
 
