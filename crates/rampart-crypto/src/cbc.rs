@@ -23,16 +23,17 @@ pub struct Cbc {
 }
 
 impl Cbc {
-    /// `key` is 16 or 32 bytes (AES-128 or AES-256).
+    /// `key` is 16, 24 or 32 bytes (AES-128, AES-192 or AES-256).
     pub fn new(key: &[u8], iv_mode: CbcIv) -> Result<Self> {
         let cipher = match key.len() {
             16 => EvpCipher::Aes128Cbc,
+            24 => EvpCipher::Aes192Cbc,
             32 => EvpCipher::Aes256Cbc,
             len => {
                 return Err(CryptoError::InvalidKeyLength {
                     algorithm: "AES-CBC",
                     len,
-                    expected: "16 or 32",
+                    expected: "16, 24 or 32",
                 })
             }
         };

@@ -8,16 +8,17 @@ pub struct Ctr {
 }
 
 impl Ctr {
-    /// `key` is 16 or 32 bytes.
+    /// `key` is 16, 24 or 32 bytes.
     pub fn new(key: &[u8]) -> Result<Self> {
         let cipher = match key.len() {
             16 => EvpCipher::Aes128Ctr,
+            24 => EvpCipher::Aes192Ctr,
             32 => EvpCipher::Aes256Ctr,
             len => {
                 return Err(CryptoError::InvalidKeyLength {
                     algorithm: "AES-CTR",
                     len,
-                    expected: "16 or 32",
+                    expected: "16, 24 or 32",
                 })
             }
         };

@@ -19,8 +19,10 @@ use crate::{CryptoError, Result};
 pub(crate) enum EvpCipher {
     Aes128Ecb,
     Aes128Cbc,
+    Aes192Cbc,
     Aes256Cbc,
     Aes128Ctr,
+    Aes192Ctr,
     Aes256Ctr,
     Aes256Xts,
 }
@@ -29,6 +31,7 @@ impl EvpCipher {
     fn key_len(self) -> usize {
         match self {
             Self::Aes128Ecb | Self::Aes128Cbc | Self::Aes128Ctr => 16,
+            Self::Aes192Cbc | Self::Aes192Ctr => 24,
             Self::Aes256Cbc | Self::Aes256Ctr => 32,
             Self::Aes256Xts => 64,
         }
@@ -40,8 +43,10 @@ impl EvpCipher {
             match self {
                 Self::Aes128Ecb => sys::EVP_aes_128_ecb(),
                 Self::Aes128Cbc => sys::EVP_aes_128_cbc(),
+                Self::Aes192Cbc => sys::EVP_aes_192_cbc(),
                 Self::Aes256Cbc => sys::EVP_aes_256_cbc(),
                 Self::Aes128Ctr => sys::EVP_aes_128_ctr(),
+                Self::Aes192Ctr => sys::EVP_aes_192_ctr(),
                 Self::Aes256Ctr => sys::EVP_aes_256_ctr(),
                 Self::Aes256Xts => sys::EVP_aes_256_xts(),
             }

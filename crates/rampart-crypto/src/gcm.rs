@@ -1,4 +1,4 @@
-use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_128_GCM, AES_256_GCM};
+use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_128_GCM, AES_192_GCM, AES_256_GCM};
 
 use crate::{cpu, CryptoError, Result};
 
@@ -19,16 +19,17 @@ impl std::fmt::Debug for Gcm {
 }
 
 impl Gcm {
-    /// `key` is 16 or 32 bytes.
+    /// `key` is 16, 24 or 32 bytes.
     pub fn new(key: &[u8]) -> Result<Self> {
         let algorithm = match key.len() {
             16 => &AES_128_GCM,
+            24 => &AES_192_GCM,
             32 => &AES_256_GCM,
             len => {
                 return Err(CryptoError::InvalidKeyLength {
                     algorithm: "AES-GCM",
                     len,
-                    expected: "16 or 32",
+                    expected: "16, 24 or 32",
                 })
             }
         };

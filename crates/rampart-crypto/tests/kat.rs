@@ -318,7 +318,7 @@ fn aes_block_fips197() {
 
 #[test]
 fn bad_inputs_are_typed_errors() {
-    assert!(matches!(Gcm::new(&[0; 24]), Err(CryptoError::InvalidKeyLength { .. })));
+    assert!(matches!(Gcm::new(&[0; 20]), Err(CryptoError::InvalidKeyLength { .. })));
     assert!(matches!(
         Cbc::new(&[0; 20], CbcIv::Plain64),
         Err(CryptoError::InvalidKeyLength { .. })
@@ -352,4 +352,30 @@ fn bad_inputs_are_typed_errors() {
         hkdf(HashAlg::Sha256, b"k", b"", b"", &mut long),
         Err(CryptoError::InvalidLength { .. })
     ));
+}
+
+/// AES-192 CBC and CTR (the KMIP front end's 192-bit keys), first block of
+/// NIST SP 800-38A F.2.3 (CBC-AES192.Encrypt) and F.5.3 (CTR-AES192.Encrypt).
+#[test]
+fn aes_192_cbc_and_ctr_match_sp_800_38a() {
+    let key = hex::decode("8e73b0f7da0e6452c810f32b809079e562f8ead2522c6b7b").unwrap();
+    let plain = hex::decode("6bc1bee22e409f96e93d7e117393172a").unwrap();
+    let iv: [u8; 16] = hex::decode("000102030405060708090a0b0c0d0e0f").unwrap().try_into().unwrap();
+    let mut data = plain.clone();
+    let mut cbc = Cbc::new(&key, CbcIv::Plain64).unwrap();
+    cbc.encrypt_with_iv(&iv, &mut data).unwrap();
+    assert_eq!(hex::encode(&data), "4f021db243bc633d7178183a9fa071e8");
+    cbc.decrypt_with_iv(&iv, &mut data).unwrap();
+    assert_eq!(data, plain);
+    let counter: [u8; 16] =
+        hex::decode("f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff").unwrap().try_into().unwrap();
+    let mut data = plain.clone();
+    Ctr::new(&key).unwrap().apply(&counter, &mut data).unwrap();
+    assert_eq!(hex::encode(&data), "1abc932417521ca24f2b0459fe7e6e0b");
+    // AES-192-GCM seals and opens.
+    let gcm = Gcm::new(&key).unwrap();
+    let mut data = plain.clone();
+    let tag = gcm.seal(&[1; 12], b"aad", &mut data).unwrap();
+    gcm.open(&[1; 12], b"aad", &mut data, &tag).unwrap();
+    assert_eq!(data, plain);
 }

@@ -4,8 +4,8 @@
 //! /opt/rampart-pykmip/bin/python) against the KMIP front end over TLS 1.2
 //! with an admin bundle's certificate, key and CA: Discover Versions (all
 //! and negotiated) and Query in KMIP 1.2, 1.4 and 2.0, and operations the
-//! front end does not serve, which PyKMIP must receive as well-formed
-//! failures with a Result Reason. The results are checked, not just the
+//! front end does not serve (and an unknown object), which PyKMIP must
+//! receive as well-formed failures with a Result Reason. The results are checked, not just the
 //! status. A missing PyKMIP fails the test.
 #![allow(clippy::unwrap_used)] // test helpers: a failed set-up step should panic
 
@@ -55,25 +55,36 @@ async fn pykmip_discovers_versions_queries_and_gets_result_reasons() {
         assert_eq!(r["versions"], all, "{version}: {r}");
         assert_eq!(r["asked_versions"], serde_json::json!([[1, 3], [1, 1]]), "{version}: {r}");
         assert_eq!(r["query_status"], "SUCCESS", "{version}: {r}");
+        let served: Vec<String> = rampart_kms::server::kmip::OPERATIONS
+            .iter()
+            .map(|op| op.name().unwrap().to_ascii_uppercase().replace([' ', '-'], "_"))
+            .map(|n| if n == "RE_KEY" { "REKEY".to_owned() } else { n })
+            .collect();
+        assert_eq!(r["operations"], serde_json::json!(served), "{version}: {r}");
         assert_eq!(
-            r["operations"],
-            serde_json::json!(["DISCOVER_VERSIONS", "QUERY"]),
+            r["object_types"],
+            serde_json::json!(["SYMMETRIC_KEY", "SECRET_DATA"]),
             "{version}: {r}"
         );
-        assert_eq!(r["object_types"], serde_json::json!([]), "{version}: {r}");
         assert_eq!(r["vendor"], "Rampart", "{version}: {r}");
     }
-    for op in ["create", "get", "destroy"] {
+    for op in ["create_key_pair", "sign"] {
         assert_eq!(
             v["unsupported"][op],
             serde_json::json!(["OPERATION_FAILED", "OPERATION_NOT_SUPPORTED"]),
             "{op}: {v}"
         );
     }
+    assert_eq!(
+        v["unsupported"]["get_unknown"],
+        serde_json::json!(["OPERATION_FAILED", "ITEM_NOT_FOUND"]),
+        "{v}"
+    );
     // Every PyKMIP request is in the audit chain under the admin identity.
     let audit = d.audit_ops().await;
     let count = |name: &str| audit.iter().filter(|(c, op, _)| c == "admin" && op == name).count();
     assert_eq!(count("kmip.discover_versions"), 6);
     assert_eq!(count("kmip.query"), 3);
-    assert_eq!(count("kmip.create"), 1);
+    assert_eq!(count("kmip.create_key_pair"), 1);
+    assert_eq!(count("kmip.get"), 1);
 }

@@ -1050,21 +1050,28 @@ async fn a_version_1_store_is_migrated_on_postgres() {
     a_version_1_store_is_migrated(Backend::Postgres).await;
 }
 
-/// A store written before clients could be revoked opens and gains the
-/// revocation columns.
+/// A store written before clients could be revoked (and before KMIP)
+/// opens and gains the revocation columns and the KMIP tables.
 async fn a_version_1_store_is_migrated(backend: Backend) {
     let d = Deployment::on(backend, "migrate", None).await;
     d.issue("host", "region=eu").await;
     for sql in [
         "ALTER TABLE kms_clients DROP COLUMN revoked_ms",
         "ALTER TABLE kms_clients DROP COLUMN revoked_reason",
+        "DROP TABLE kms_kmip_attributes",
+        "DROP TABLE kms_kmip_objects",
         "DELETE FROM kms_schema",
         "INSERT INTO kms_schema VALUES (1)",
     ] {
         d.sql(sql).unwrap();
     }
     let store = rampart_kms::store::open(d.pg.as_deref(), &d.data_dir()).await.unwrap();
-    assert_eq!(d.sql("SELECT max(version) FROM kms_schema").unwrap(), "2");
+    assert_eq!(
+        d.sql("SELECT max(version) FROM kms_schema").unwrap(),
+        rampart_kms::store::SCHEMA_VERSION.to_string()
+    );
+    // Every step ran: the KMIP tables are back.
+    assert_eq!(d.sql("SELECT count(*) FROM kms_kmip_objects").unwrap(), "0");
     let clients = store
         .client_page(String::new(), rampart_kms::store::ClientFilter::default(), 100)
         .await

@@ -109,6 +109,11 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8443", value_name = "HOST:PORT")]
     pub listen: String,
+    /// Address of the KMIP front end (binary TTLV over TLS 1.2/1.3 with
+    /// the same client certificates, policies and audit log as the REST
+    /// API); 5696 is the standard KMIP port. `none` turns KMIP off.
+    #[arg(long, default_value = "127.0.0.1:5696", value_name = "HOST:PORT|none")]
+    pub kmip_listen: String,
     /// `sqlite` (default: DIR/kms.db) or a postgres:// URL.
     #[arg(long, value_name = "STORE")]
     pub store: Option<String>,
@@ -226,6 +231,16 @@ pub enum ClientCommand {
         /// Why (recorded in the audit log).
         #[arg(long, value_name = "TEXT", default_value = "revoked by an administrator")]
         reason: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Write a bundle's certificate, private key and CA certificate as PEM
+    /// files (cert.pem, key.pem mode 0600, ca.pem) for a KMIP client
+    /// (vSphere, MySQL keyring_kmip, MongoDB, PyKMIP) or any TLS client.
+    Pem {
+        /// The directory to write the three files into (created if absent).
+        #[arg(long, value_name = "DIR")]
+        out_dir: PathBuf,
         #[command(flatten)]
         client: ClientArgs,
     },
@@ -511,6 +526,22 @@ pub(crate) fn bundle_path(args: &ClientArgs) -> Option<PathBuf> {
     args.bundle.clone().or_else(|| std::env::var_os("RAMPART_KMS").map(PathBuf::from))
 }
 
+/// Writes `bytes` to a new or truncated file created with `mode` (the
+/// mode is set before any byte is written, so a key is never readable by
+/// others, even briefly).
+fn write_file_mode(path: &std::path::Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(path)?;
+    file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+    file.write_all(bytes)?;
+    file.sync_all()
+}
+
 pub(crate) fn load_bundle(args: &ClientArgs) -> anyhow::Result<Bundle> {
     let path = bundle_path(args).ok_or_else(|| {
         UsageError("no client bundle: give --kms BUNDLE or set RAMPART_KMS".into())
@@ -640,9 +671,22 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         let server = Server::new(&opts, store).await.map_err(map_kms)?;
         let listener = rampart_kms::server::bind(&args.listen).await.map_err(map_kms)?;
         let address = listener.local_addr().context("cannot read the listening address")?;
+        let kmip = match args.kmip_listen.as_str() {
+            "none" => None,
+            spec => Some(rampart_kms::server::bind(spec).await.map_err(map_kms)?),
+        };
+        let kmip_address = kmip
+            .as_ref()
+            .map(|l| l.local_addr().context("cannot read the KMIP listening address"))
+            .transpose()?;
         {
+            // The first line stays the REST URL (scripts read it); the
+            // KMIP address follows when KMIP is on.
             let mut out = std::io::stdout().lock();
             writeln!(out, "https://{address}")?;
+            if let Some(kmip) = kmip_address {
+                writeln!(out, "kmip://{kmip}")?;
+            }
             out.flush()?;
         }
         let state = if server.is_sealed() {
@@ -650,9 +694,27 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         } else {
             "unsealed"
         };
-        tracing::info!("key server on https://{address} ({state})");
-        crate::notify::ready(&format!("serving on https://{address} ({state})"));
-        server.run(listener, shutdown_signal()).await.map_err(map_kms)
+        let kmip_note = kmip_address.map(|a| format!(", KMIP on {a}")).unwrap_or_default();
+        tracing::info!("key server on https://{address}{kmip_note} ({state})");
+        crate::notify::ready(&format!("serving on https://{address}{kmip_note} ({state})"));
+        match kmip {
+            None => server.run(listener, shutdown_signal()).await.map_err(map_kms),
+            Some(kmip) => {
+                // One signal stops both front ends.
+                let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+                let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+                    let _ = rx.wait_for(|s| *s).await;
+                };
+                let rest = server.run(listener, stopped(stop_rx.clone()));
+                let kmip = server.run_kmip(kmip, stopped(stop_rx));
+                let signal = async {
+                    shutdown_signal().await;
+                    let _ = stop_tx.send(true);
+                };
+                let (rest, kmip, ()) = tokio::join!(rest, kmip, signal);
+                rest.and(kmip).map_err(map_kms)
+            }
+        }
     })
 }
 
@@ -753,6 +815,27 @@ fn client_command(command: &ClientCommand) -> anyhow::Result<()> {
                     &c.fingerprint[..c.fingerprint.len().min(16)]
                 )
             }))
+        }
+        ClientCommand::Pem { out_dir, client } => {
+            let bundle = load_bundle(client)?;
+            std::fs::create_dir_all(out_dir)
+                .with_context(|| format!("cannot create {}", out_dir.display()))?;
+            let files: [(&str, &[u8], u32); 3] = [
+                ("cert.pem", bundle.cert.as_bytes(), 0o644),
+                ("key.pem", bundle.key.expose(), 0o600),
+                ("ca.pem", bundle.ca_cert.as_bytes(), 0o644),
+            ];
+            for (name, bytes, mode) in files {
+                let path = out_dir.join(name);
+                write_file_mode(&path, bytes, mode)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+            }
+            eprintln!(
+                "rampart: {} written to {} (cert.pem, key.pem, ca.pem)",
+                bundle.name,
+                out_dir.display()
+            );
+            Ok(())
         }
         ClientCommand::Revoke { name, reason, client } => {
             let kms = connect(client)?;

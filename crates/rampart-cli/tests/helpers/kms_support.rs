@@ -66,10 +66,23 @@ pub fn issue_client(admin: &str, name: &str, labels: &str, out: &str) {
 pub struct ServerProcess {
     pub child: Child,
     pub url: String,
+    /// `HOST:PORT` of the KMIP front end, when started with it.
+    pub kmip: Option<String>,
 }
 
 impl ServerProcess {
+    /// A server without KMIP (tests run several servers at once, and
+    /// KMIP's default port is fixed).
     pub fn start(data_dir: &Path, port: u16, store: Option<&str>) -> Self {
+        Self::start_with(data_dir, port, store, None)
+    }
+
+    /// A server with KMIP on `127.0.0.1:kmip_port`.
+    pub fn start_kmip(data_dir: &Path, port: u16, kmip_port: u16, store: Option<&str>) -> Self {
+        Self::start_with(data_dir, port, store, Some(kmip_port))
+    }
+
+    fn start_with(data_dir: &Path, port: u16, store: Option<&str>, kmip: Option<u16>) -> Self {
         let listen = format!("127.0.0.1:{port}");
         let mut args: Vec<String> = vec![
             "kms".into(),
@@ -87,6 +100,8 @@ impl ServerProcess {
             args.push("--store".into());
             args.push(store.into());
         }
+        args.push("--kmip-listen".into());
+        args.push(kmip.map_or_else(|| "none".into(), |p| format!("127.0.0.1:{p}")));
         let mut child = Command::new(rampart_bin())
             .args(&args)
             .env("RAMPART_LOG", "warn")
@@ -94,10 +109,16 @@ impl ServerProcess {
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        out.read_line(&mut line).unwrap();
         assert!(line.starts_with("https://127.0.0.1:"), "server did not start: {line:?}");
-        Self { child, url: line.trim().to_owned() }
+        let kmip = kmip.map(|_| {
+            let mut kmip = String::new();
+            out.read_line(&mut kmip).unwrap();
+            kmip.trim().strip_prefix("kmip://").unwrap_or_else(|| panic!("{kmip:?}")).to_owned()
+        });
+        Self { child, url: line.trim().to_owned(), kmip }
     }
 
     /// SIGKILL.

@@ -32,7 +32,7 @@ use crate::model::{
 };
 use crate::pki::Authority;
 use crate::shamir::Share;
-use crate::store::{meta, MaterialRow, StateChange};
+use crate::store::{meta, KmipUse, MaterialRow, StateChange};
 
 /// Largest request body.
 pub const MAX_BODY: usize = 256 * 1024;
@@ -728,6 +728,9 @@ async fn usable(
         return Err(KmsError::Forbidden(format!("key {name} is not exportable")));
     }
     let v = row.version.version;
+    if let Some(kmip) = &row.kmip {
+        kmip_use_allowed(kmip, name, v, op)?;
+    }
     match (&row.version.state, &row.material) {
         (KeyState::Active, Some(blob)) => {
             let material = root.open_material(name, v, blob)?;
@@ -820,6 +823,31 @@ fn next_cursor<T>(
     }
     items.truncate(limit as usize);
     items.last().map(|last| paging::encode_cursor(root, kind, binding, &position(last)))
+}
+
+/// The KMIP dates and object type of a key version bound its REST use as
+/// they bound its KMIP use: nothing before its Activation Date (KMIP
+/// Pre-Active), no new wrap from its Deactivation Date on (unwrapping
+/// stays allowed, as KMIP lets a Deactivated key decrypt), and Secret Data
+/// is exported but never used as a key.
+fn kmip_use_allowed(kmip: &KmipUse, name: &str, version: u32, op: &str) -> Result<()> {
+    let now = now_ms();
+    if kmip.object_type != 2 && op != "key.export" {
+        return Err(KmsError::Forbidden(format!(
+            "key {name} version {version} is KMIP Secret Data, not a key"
+        )));
+    }
+    if kmip.activation_ms.is_none_or(|at| at > now) {
+        return Err(KmsError::Forbidden(format!(
+            "key {name} version {version} is not active yet (KMIP Pre-Active)"
+        )));
+    }
+    if op == "key.wrap" && kmip.deactivation_ms.is_some_and(|at| at <= now) {
+        return Err(KmsError::Forbidden(format!(
+            "key {name} version {version} is deactivated (KMIP): it unwraps but no longer wraps"
+        )));
+    }
+    Ok(())
 }
 
 async fn get_key(state: &State, name: &str) -> Result<KeyInfo> {

@@ -18,16 +18,20 @@
 //! front); the response honours the Maximum Response Size; asynchronous
 //! requests are refused per item.
 //!
-//! Operations served here: Discover Versions and Query. Every other
-//! operation is answered Operation Not Supported in a well-formed
-//! response.
+//! Operations: Discover Versions and Query here; the object operations of
+//! the Baseline, Symmetric Key Lifecycle and Basic Cryptographic Server
+//! profiles (Create, Register, Get, attributes, Locate, Activate, Revoke,
+//! Destroy, Re-key, Check, Encrypt, Decrypt, MAC) in [`super::kmip_objects`],
+//! over the REST API's store, policies and audit chain. Every other
+//! operation (Get Usage Allocation among them) is answered Operation Not
+//! Supported in a well-formed response.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use rampart_kmip::enums::{
-    BatchErrorContinuationOption, Operation, QueryFunction, ResultReason, ResultStatus,
+    BatchErrorContinuationOption, ObjectType, Operation, QueryFunction, ResultReason, ResultStatus,
 };
 use rampart_kmip::message::{
     ProtocolVersion, RequestBatchItem, RequestMessage, ResponseBatchItem, ResponseHeader,
@@ -40,6 +44,7 @@ use rampart_kmip::{KmipError, Limits as TtlvLimits};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_rustls::TlsAcceptor;
 
+use super::kmip_objects::Session;
 use super::{tls_handshake, writes, State};
 use crate::model::{now_ms, AuditDraft, ClientInfo};
 
@@ -64,7 +69,30 @@ pub const VERSIONS: [ProtocolVersion; 7] = [
 ];
 
 /// The operations this front end serves (what Query Operations lists).
-pub const OPERATIONS: [Operation; 2] = [Operation::DISCOVER_VERSIONS, Operation::QUERY];
+pub const OPERATIONS: [Operation; 19] = [
+    Operation::CREATE,
+    Operation::REGISTER,
+    Operation::RE_KEY,
+    Operation::LOCATE,
+    Operation::CHECK,
+    Operation::GET,
+    Operation::GET_ATTRIBUTES,
+    Operation::GET_ATTRIBUTE_LIST,
+    Operation::ADD_ATTRIBUTE,
+    Operation::MODIFY_ATTRIBUTE,
+    Operation::DELETE_ATTRIBUTE,
+    Operation::ACTIVATE,
+    Operation::REVOKE,
+    Operation::DESTROY,
+    Operation::QUERY,
+    Operation::DISCOVER_VERSIONS,
+    Operation::ENCRYPT,
+    Operation::DECRYPT,
+    Operation::MAC,
+];
+
+/// The object types Create and Register make (what Query Objects lists).
+pub const OBJECT_TYPES: [ObjectType; 2] = [ObjectType::SYMMETRIC_KEY, ObjectType::SECRET_DATA];
 
 /// Serves one KMIP connection (from [`super::accept_loop`]).
 pub(super) async fn serve_connection(
@@ -185,12 +213,27 @@ async fn audit(
     outcome: &str,
     detail: String,
 ) -> bool {
+    audit_key(state, client, operation, None, outcome, detail).await
+}
+
+async fn audit_key(
+    state: &State,
+    client: &str,
+    operation: &str,
+    key: Option<(String, Option<u32>)>,
+    outcome: &str,
+    detail: String,
+) -> bool {
+    let (key, version) = match key {
+        Some((k, v)) => (Some(k), v),
+        None => (None, None),
+    };
     let draft = AuditDraft {
         time_ms: now_ms(),
         client: client.to_owned(),
         operation: operation.to_owned(),
-        key: None,
-        version: None,
+        key,
+        version,
         outcome: outcome.to_owned(),
         detail,
     };
@@ -267,6 +310,7 @@ async fn run_batch(
     let continuation = request.header.batch_error_continuation;
     let mut items = Vec::with_capacity(request.batch_items.len());
     let mut failed = false;
+    let mut session = Session { state, client, version, placeholder: None, touched: None };
     for item in &request.batch_items {
         let op_name = operation_name(item.operation);
         if failed && continuation != BatchErrorContinuationOption::CONTINUE {
@@ -284,10 +328,11 @@ async fn run_batch(
             .await;
             continue;
         }
+        session.touched = None;
         let result = if continuation == BatchErrorContinuationOption::UNDO {
             Err(KmipError::FeatureNotSupported("Batch Error Continuation Option Undo".into()))
         } else {
-            dispatch(version, item)
+            dispatch(&mut session, item).await
         };
         let (response, outcome, detail) = match result {
             Ok(fields) => (
@@ -319,7 +364,8 @@ async fn run_batch(
                 )
             }
         };
-        if !audit(state, &client.name, &op_name, outcome, detail).await {
+        let touched = session.touched.take();
+        if !audit_key(state, &client.name, &op_name, touched, outcome, detail).await {
             // Never answer what could not be audited.
             let err = KmipError::GeneralFailure("the audit log cannot be written".into());
             items.push(ResponseBatchItem::failure(
@@ -339,7 +385,11 @@ async fn run_batch(
     }
 }
 
-fn dispatch(version: ProtocolVersion, item: &RequestBatchItem) -> Result<Vec<Item>, KmipError> {
+async fn dispatch(
+    session: &mut Session<'_>,
+    item: &RequestBatchItem,
+) -> Result<Vec<Item>, KmipError> {
+    let version = session.version;
     match item.operation {
         Operation::DISCOVER_VERSIONS => {
             let client = parse_discover_versions(&item.payload)?;
@@ -349,7 +399,11 @@ fn dispatch(version: ProtocolVersion, item: &RequestBatchItem) -> Result<Vec<Ite
                 .collect())
         }
         Operation::QUERY => query(version, &parse_query(&item.payload)?),
-        other => Err(KmipError::OperationNotSupported(other)),
+        // Everything else needs the key manager unsealed.
+        _ if session.state.root().is_none() => {
+            Err(KmipError::GeneralFailure("the key manager is sealed".into()))
+        }
+        op => session.run(op, &item.payload).await,
     }
 }
 
@@ -360,9 +414,9 @@ fn query(version: ProtocolVersion, functions: &[QueryFunction]) -> Result<Vec<It
             QueryFunction::OPERATIONS => {
                 out.extend(OPERATIONS.iter().map(|op| Item::enumeration(Tag::OPERATION, op.0)));
             }
-            // No managed object type is served over KMIP yet (Create and
-            // Register are not among OPERATIONS): the list is empty.
-            QueryFunction::OBJECTS => {}
+            QueryFunction::OBJECTS => {
+                out.extend(OBJECT_TYPES.iter().map(|t| Item::enumeration(Tag::OBJECT_TYPE, t.0)));
+            }
             QueryFunction::SERVER_INFORMATION => {
                 out.push(Item::text(Tag::VENDOR_IDENTIFICATION, "Rampart"));
                 let mut info = vec![Item::text(Tag(0x42_012D), "rampart-kms")];

@@ -18,6 +18,7 @@
 
 mod api;
 pub mod kmip;
+mod kmip_objects;
 mod limits;
 mod metrics;
 mod openapi;

@@ -40,6 +40,36 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         sql: "ALTER TABLE kms_clients ADD COLUMN revoked_ms BIGINT;
 ALTER TABLE kms_clients ADD COLUMN revoked_reason TEXT;",
     },
+    // The KMIP front end: each key version's KMIP object (type, algorithm,
+    // owner, activation and deactivation dates, compromise), and the
+    // client-settable attributes of each key (Name, Object Group, custom
+    // x- attributes...), values indexed for Locate.
+    Migration {
+        to: 3,
+        sql: "CREATE TABLE kms_kmip_objects (
+    key_name TEXT NOT NULL REFERENCES kms_keys(name),
+    version BIGINT NOT NULL,
+    object_type BIGINT NOT NULL,
+    algorithm BIGINT,
+    length BIGINT,
+    usage_mask BIGINT,
+    secret_type BIGINT,
+    owner TEXT NOT NULL,
+    activation_ms BIGINT,
+    deactivation_ms BIGINT,
+    compromise_occurrence_ms BIGINT,
+    compromised BIGINT NOT NULL,
+    PRIMARY KEY (key_name, version)
+);
+CREATE TABLE kms_kmip_attributes (
+    key_name TEXT NOT NULL REFERENCES kms_keys(name),
+    name TEXT NOT NULL,
+    position BIGINT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (key_name, name, position)
+);
+CREATE INDEX kms_kmip_attributes_value ON kms_kmip_attributes (name, value);",
+    },
 ];
 
 /// The version of the `SCHEMA` text each store creates a new database with.
@@ -80,6 +110,46 @@ pub struct MaterialRow {
     pub version: KeyVersionInfo,
     /// `None` once destroyed.
     pub material: Option<Vec<u8>>,
+    /// The KMIP object of this version, when it has one (dates bound its use).
+    pub kmip: Option<KmipUse>,
+}
+
+/// What of a version's KMIP object limits its use over every front end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KmipUse {
+    /// KMIP Object Type (2: Symmetric Key, 7: Secret Data).
+    pub object_type: u32,
+    /// Unix milliseconds; `None`: Pre-Active until activated.
+    pub activation_ms: Option<i64>,
+    pub deactivation_ms: Option<i64>,
+}
+
+/// The KMIP object of one key version (schema step 3). Dates in Unix
+/// milliseconds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KmipObject {
+    pub key: String,
+    pub version: u32,
+    pub object_type: u32,
+    pub algorithm: Option<u32>,
+    pub length: Option<i32>,
+    pub usage_mask: Option<i32>,
+    pub secret_type: Option<u32>,
+    /// The client that created or registered it.
+    pub owner: String,
+    pub activation_ms: Option<i64>,
+    pub deactivation_ms: Option<i64>,
+    pub compromise_occurrence_ms: Option<i64>,
+    pub compromised: bool,
+}
+
+/// One stored KMIP attribute value of a key: the attribute name, its
+/// position among that name's values, and the value (hex of its TTLV).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KmipAttributeRow {
+    pub name: String,
+    pub position: u32,
+    pub value: String,
 }
 
 /// Most items one page of a list may hold (the API's `limit`).
@@ -295,6 +365,49 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         filter: AuditFilter,
         limit: u32,
     ) -> StoreFuture<'_, Vec<AuditEntry>>;
+
+    /// Creates a key (as [`Store::create_key`]) with its version 1's KMIP
+    /// object and the key's KMIP attributes, in one transaction.
+    fn kmip_create_key(
+        &self,
+        key: KeyInfo,
+        material: Vec<u8>,
+        object: KmipObject,
+        attributes: Vec<KmipAttributeRow>,
+    ) -> StoreFuture<'_, ()>;
+
+    /// Adds version `object.version` (the newest plus one, as
+    /// [`Store::add_version`]) with its KMIP object, in one transaction.
+    fn kmip_add_version(
+        &self,
+        object: KmipObject,
+        created_ms: i64,
+        material: Vec<u8>,
+    ) -> StoreFuture<'_, ()>;
+
+    /// Creates or replaces a version's KMIP object.
+    fn kmip_put_object(&self, object: KmipObject) -> StoreFuture<'_, ()>;
+
+    /// The KMIP object of `key`'s version `version`, or else of its newest
+    /// version below (a version added by a REST rotation has none).
+    fn kmip_object(&self, key: String, version: u32) -> StoreFuture<'_, Option<KmipObject>>;
+
+    /// Every KMIP object.
+    fn kmip_objects(&self) -> StoreFuture<'_, Vec<KmipObject>>;
+
+    /// The KMIP attributes of `key`, by name and position.
+    fn kmip_attributes(&self, key: String) -> StoreFuture<'_, Vec<KmipAttributeRow>>;
+
+    /// Replaces every value of attribute `name` of `key` with `values`.
+    fn kmip_set_attribute(
+        &self,
+        key: String,
+        name: String,
+        values: Vec<String>,
+    ) -> StoreFuture<'_, ()>;
+
+    /// The keys whose attribute `name` has the value `value` (indexed).
+    fn kmip_find(&self, name: String, value: String) -> StoreFuture<'_, Vec<String>>;
 }
 
 /// Opens the store a `--store` value names: `sqlite` (the default, with

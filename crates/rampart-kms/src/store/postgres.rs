@@ -14,7 +14,8 @@ use tokio_postgres::{Client, NoTls, Row};
 use super::{
     attach_versions, decode_labels, decode_policy, encode_labels, encode_policy, meta,
     migrations_after, to_u32, to_u64, version_info, AuditFilter, ClientFilter, KeyFilter,
-    MaterialRow, StateChange, Store, StoreFuture, BASE_SCHEMA_VERSION, SCHEMA_VERSION,
+    KmipAttributeRow, KmipObject, KmipUse, MaterialRow, StateChange, Store, StoreFuture,
+    BASE_SCHEMA_VERSION, SCHEMA_VERSION,
 };
 use crate::audit::{seal_entry, GENESIS};
 use crate::error::{KmsError, Result};
@@ -185,6 +186,85 @@ impl PostgresStore {
         }
         Ok(Lease { guard })
     }
+}
+
+const KMIP_OBJECT_COLUMNS: &str = "key_name, version, object_type, algorithm, length, \
+     usage_mask, secret_type, owner, activation_ms, deactivation_ms, compromise_occurrence_ms, \
+     compromised";
+
+async fn put_kmip_object(
+    client: &impl tokio_postgres::GenericClient,
+    o: &KmipObject,
+) -> Result<()> {
+    client
+        .execute(
+            &format!(
+                "INSERT INTO kms_kmip_objects ({KMIP_OBJECT_COLUMNS})
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+                 ON CONFLICT (key_name, version) DO UPDATE SET
+                     object_type = excluded.object_type, algorithm = excluded.algorithm,
+                     length = excluded.length, usage_mask = excluded.usage_mask,
+                     secret_type = excluded.secret_type, owner = excluded.owner,
+                     activation_ms = excluded.activation_ms,
+                     deactivation_ms = excluded.deactivation_ms,
+                     compromise_occurrence_ms = excluded.compromise_occurrence_ms,
+                     compromised = excluded.compromised"
+            ),
+            &[
+                &o.key,
+                &i64::from(o.version),
+                &i64::from(o.object_type),
+                &o.algorithm.map(i64::from),
+                &o.length.map(i64::from),
+                &o.usage_mask.map(i64::from),
+                &o.secret_type.map(i64::from),
+                &o.owner,
+                &o.activation_ms,
+                &o.deactivation_ms,
+                &o.compromise_occurrence_ms,
+                &i64::from(o.compromised),
+            ],
+        )
+        .await?;
+    Ok(())
+}
+
+fn kmip_object_from_row(r: &Row) -> Result<KmipObject> {
+    let u = |i: usize| -> Result<Option<u32>> {
+        Ok(r.try_get::<_, Option<i64>>(i)?.and_then(|v| u32::try_from(v).ok()))
+    };
+    let int = |i: usize| -> Result<Option<i32>> {
+        Ok(r.try_get::<_, Option<i64>>(i)?.and_then(|v| i32::try_from(v).ok()))
+    };
+    Ok(KmipObject {
+        key: r.try_get(0)?,
+        version: u(1)?.unwrap_or(0),
+        object_type: u(2)?.unwrap_or(0),
+        algorithm: u(3)?,
+        length: int(4)?,
+        usage_mask: int(5)?,
+        secret_type: u(6)?,
+        owner: r.try_get(7)?,
+        activation_ms: r.try_get(8)?,
+        deactivation_ms: r.try_get(9)?,
+        compromise_occurrence_ms: r.try_get(10)?,
+        compromised: r.try_get::<_, i64>(11)? != 0,
+    })
+}
+
+async fn insert_kmip_attribute(
+    client: &impl tokio_postgres::GenericClient,
+    key: &str,
+    a: &KmipAttributeRow,
+) -> Result<()> {
+    client
+        .execute(
+            "INSERT INTO kms_kmip_attributes (key_name, name, position, value)
+             VALUES ($1, $2, $3, $4)",
+            &[&key, &a.name, &i64::from(a.position), &a.value],
+        )
+        .await?;
+    Ok(())
 }
 
 fn client_from_row(row: &Row) -> Result<ClientInfo> {
@@ -420,8 +500,11 @@ impl Store for PostgresStore {
                 .client()?
                 .query_opt(
                     "SELECT k.allow, k.exportable, v.version, v.state, v.reason, v.created_ms,
-                            v.changed_ms, v.material
+                            v.changed_ms, v.material, o.object_type, o.activation_ms,
+                            o.deactivation_ms
                      FROM kms_keys k JOIN kms_key_versions v ON v.name = k.name
+                     LEFT JOIN kms_kmip_objects o
+                         ON o.key_name = v.name AND o.version = v.version
                      WHERE k.name = $1 AND ($2::BIGINT IS NULL OR v.version = $2)
                      ORDER BY v.version DESC LIMIT 1",
                     &[&name, &version],
@@ -439,6 +522,14 @@ impl Store for PostgresStore {
                         r.try_get(6)?,
                     )?,
                     material: r.try_get(7)?,
+                    kmip: match r.try_get::<_, Option<i64>>(8)? {
+                        Some(object_type) => Some(KmipUse {
+                            object_type: to_u32(object_type, "KMIP object type")?,
+                            activation_ms: r.try_get(9)?,
+                            deactivation_ms: r.try_get(10)?,
+                        }),
+                        None => None,
+                    },
                 })
             })
             .transpose()
@@ -783,6 +874,173 @@ impl Store for PostgresStore {
                     })
                 })
                 .collect()
+        })
+    }
+
+    fn kmip_create_key(
+        &self,
+        key: KeyInfo,
+        material: Vec<u8>,
+        object: KmipObject,
+        attributes: Vec<KmipAttributeRow>,
+    ) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let tx = lease.client()?.transaction().await?;
+            tx.execute(
+                "INSERT INTO kms_keys (name, exportable, allow, created_ms) VALUES ($1, $2, $3, $4)",
+                &[&key.name, &key.exportable, &encode_policy(&key.allow), &key.created_ms],
+            )
+            .await
+            .map_err(|e| map_unique(e, || format!("key {}", key.name)))?;
+            tx.execute(
+                "INSERT INTO kms_key_versions (name, version, state, created_ms, material)
+                 VALUES ($1, 1, 'active', $2, $3)",
+                &[&key.name, &key.created_ms, &material],
+            )
+            .await?;
+            put_kmip_object(&tx, &object).await?;
+            for a in &attributes {
+                insert_kmip_attribute(&tx, &key.name, a).await?;
+            }
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
+    fn kmip_add_version(
+        &self,
+        object: KmipObject,
+        created_ms: i64,
+        material: Vec<u8>,
+    ) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let tx = lease.client()?.transaction().await?;
+            let name = object.key.clone();
+            let locked =
+                tx.query_opt("SELECT 1 FROM kms_keys WHERE name = $1 FOR UPDATE", &[&name]).await?;
+            if locked.is_none() {
+                return Err(KmsError::NotFound(format!("key {name}")));
+            }
+            let newest: Option<i64> = tx
+                .query_one("SELECT max(version) FROM kms_key_versions WHERE name = $1", &[&name])
+                .await?
+                .try_get(0)?;
+            if newest.unwrap_or(0) + 1 != i64::from(object.version) {
+                return Err(KmsError::Conflict(format!("key {name} was rotated concurrently")));
+            }
+            tx.execute(
+                "INSERT INTO kms_key_versions (name, version, state, created_ms, material)
+                 VALUES ($1, $2, 'active', $3, $4)",
+                &[&name, &i64::from(object.version), &created_ms, &material],
+            )
+            .await?;
+            put_kmip_object(&tx, &object).await?;
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
+    fn kmip_put_object(&self, object: KmipObject) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            put_kmip_object(lease.client()?, &object).await
+        })
+    }
+
+    fn kmip_object(&self, key: String, version: u32) -> StoreFuture<'_, Option<KmipObject>> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let row = lease
+                .client()?
+                .query_opt(
+                    &format!(
+                        "SELECT {KMIP_OBJECT_COLUMNS} FROM kms_kmip_objects
+                         WHERE key_name = $1 AND version <= $2 ORDER BY version DESC LIMIT 1"
+                    ),
+                    &[&key, &i64::from(version)],
+                )
+                .await?;
+            row.as_ref().map(kmip_object_from_row).transpose()
+        })
+    }
+
+    fn kmip_objects(&self) -> StoreFuture<'_, Vec<KmipObject>> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let rows = lease
+                .client()?
+                .query(
+                    &format!(
+                        "SELECT {KMIP_OBJECT_COLUMNS} FROM kms_kmip_objects
+                         ORDER BY key_name, version"
+                    ),
+                    &[],
+                )
+                .await?;
+            rows.iter().map(kmip_object_from_row).collect()
+        })
+    }
+
+    fn kmip_attributes(&self, key: String) -> StoreFuture<'_, Vec<KmipAttributeRow>> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let rows = lease
+                .client()?
+                .query(
+                    "SELECT name, position, value FROM kms_kmip_attributes
+                     WHERE key_name = $1 ORDER BY name, position",
+                    &[&key],
+                )
+                .await?;
+            rows.iter()
+                .map(|r| {
+                    Ok(KmipAttributeRow {
+                        name: r.try_get(0)?,
+                        position: to_u32(r.try_get(1)?, "KMIP attribute position")?,
+                        value: r.try_get(2)?,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn kmip_set_attribute(
+        &self,
+        key: String,
+        name: String,
+        values: Vec<String>,
+    ) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let tx = lease.client()?.transaction().await?;
+            tx.execute(
+                "DELETE FROM kms_kmip_attributes WHERE key_name = $1 AND name = $2",
+                &[&key, &name],
+            )
+            .await?;
+            for (position, value) in (0u32..).zip(values) {
+                let row = KmipAttributeRow { name: name.clone(), position, value };
+                insert_kmip_attribute(&tx, &key, &row).await?;
+            }
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
+    fn kmip_find(&self, name: String, value: String) -> StoreFuture<'_, Vec<String>> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let rows = lease
+                .client()?
+                .query(
+                    "SELECT DISTINCT key_name FROM kms_kmip_attributes
+                     WHERE name = $1 AND value = $2 ORDER BY key_name",
+                    &[&name, &value],
+                )
+                .await?;
+            rows.iter().map(|r| Ok(r.try_get(0)?)).collect()
         })
     }
 }

@@ -13,8 +13,9 @@ use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBeha
 
 use super::{
     attach_versions, decode_labels, decode_policy, encode_labels, encode_policy, meta,
-    migrations_after, name_range, to_u64, version_info, AuditFilter, ClientFilter, KeyFilter,
-    MaterialRow, StateChange, Store, StoreFuture, BASE_SCHEMA_VERSION, SCHEMA_VERSION,
+    migrations_after, name_range, to_u32, to_u64, version_info, AuditFilter, ClientFilter,
+    KeyFilter, KmipAttributeRow, KmipObject, KmipUse, MaterialRow, StateChange, Store, StoreFuture,
+    BASE_SCHEMA_VERSION, SCHEMA_VERSION,
 };
 use crate::audit::{seal_entry, GENESIS};
 use crate::error::{KmsError, Result};
@@ -233,6 +234,73 @@ impl SqliteStore {
         }
         self.read(f)
     }
+}
+
+const KMIP_OBJECT_COLUMNS: &str = "key_name, version, object_type, algorithm, length, \
+     usage_mask, secret_type, owner, activation_ms, deactivation_ms, compromise_occurrence_ms, \
+     compromised";
+
+fn put_kmip_object(conn: &Connection, o: &KmipObject) -> Result<()> {
+    conn.execute(
+        &format!(
+            "INSERT INTO kms_kmip_objects ({KMIP_OBJECT_COLUMNS})
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+             ON CONFLICT (key_name, version) DO UPDATE SET
+                 object_type = excluded.object_type, algorithm = excluded.algorithm,
+                 length = excluded.length, usage_mask = excluded.usage_mask,
+                 secret_type = excluded.secret_type, owner = excluded.owner,
+                 activation_ms = excluded.activation_ms,
+                 deactivation_ms = excluded.deactivation_ms,
+                 compromise_occurrence_ms = excluded.compromise_occurrence_ms,
+                 compromised = excluded.compromised"
+        ),
+        params![
+            o.key,
+            o.version,
+            o.object_type,
+            o.algorithm,
+            o.length,
+            o.usage_mask,
+            o.secret_type,
+            o.owner,
+            o.activation_ms,
+            o.deactivation_ms,
+            o.compromise_occurrence_ms,
+            i64::from(o.compromised),
+        ],
+    )?;
+    Ok(())
+}
+
+fn kmip_object_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<KmipObject> {
+    let u = |i: usize| -> rusqlite::Result<Option<u32>> {
+        Ok(r.get::<_, Option<i64>>(i)?.and_then(|v| u32::try_from(v).ok()))
+    };
+    let int = |i: usize| -> rusqlite::Result<Option<i32>> {
+        Ok(r.get::<_, Option<i64>>(i)?.and_then(|v| i32::try_from(v).ok()))
+    };
+    Ok(KmipObject {
+        key: r.get(0)?,
+        version: u(1)?.unwrap_or(0),
+        object_type: u(2)?.unwrap_or(0),
+        algorithm: u(3)?,
+        length: int(4)?,
+        usage_mask: int(5)?,
+        secret_type: u(6)?,
+        owner: r.get(7)?,
+        activation_ms: r.get(8)?,
+        deactivation_ms: r.get(9)?,
+        compromise_occurrence_ms: r.get(10)?,
+        compromised: r.get::<_, i64>(11)? != 0,
+    })
+}
+
+fn insert_kmip_attribute(conn: &Connection, key: &str, a: &KmipAttributeRow) -> Result<()> {
+    conn.execute(
+        "INSERT INTO kms_kmip_attributes (key_name, name, position, value) VALUES (?1, ?2, ?3, ?4)",
+        params![key, a.name, a.position, a.value],
+    )?;
+    Ok(())
 }
 
 fn is_constraint(error: &rusqlite::Error) -> bool {
@@ -479,8 +547,10 @@ impl Store for SqliteStore {
         self.read_point(move |conn| {
             let mut stmt = conn.prepare_cached(
                 "SELECT k.allow, k.exportable, v.version, v.state, v.reason, v.created_ms,
-                        v.changed_ms, v.material
+                        v.changed_ms, v.material, o.object_type, o.activation_ms,
+                        o.deactivation_ms
                  FROM kms_keys k JOIN kms_key_versions v ON v.name = k.name
+                 LEFT JOIN kms_kmip_objects o ON o.key_name = v.name AND o.version = v.version
                  WHERE k.name = ?1 AND (?2 IS NULL OR v.version = ?2)
                  ORDER BY v.version DESC LIMIT 1",
             )?;
@@ -495,15 +565,29 @@ impl Store for SqliteStore {
                         r.get::<_, i64>(5)?,
                         r.get::<_, Option<i64>>(6)?,
                         r.get::<_, Option<Vec<u8>>>(7)?,
+                        (
+                            r.get::<_, Option<i64>>(8)?,
+                            r.get::<_, Option<i64>>(9)?,
+                            r.get::<_, Option<i64>>(10)?,
+                        ),
                     ))
                 })
                 .optional()?;
-            row.map(|(allow, exportable, v, state, reason, created, changed, material)| {
+            row.map(|(allow, exportable, v, state, reason, created, changed, material, kmip)| {
+                let kmip = match kmip {
+                    (Some(object_type), activation_ms, deactivation_ms) => Some(KmipUse {
+                        object_type: to_u32(object_type, "KMIP object type")?,
+                        activation_ms,
+                        deactivation_ms,
+                    }),
+                    _ => None,
+                };
                 Ok(MaterialRow {
                     allow: decode_policy(&allow)?,
                     exportable,
                     version: version_info(v, &state, reason, created, changed)?,
                     material,
+                    kmip,
                 })
             })
             .transpose()
@@ -822,6 +906,147 @@ impl Store for SqliteStore {
                     },
                 )
                 .collect()
+        })
+    }
+
+    fn kmip_create_key(
+        &self,
+        key: KeyInfo,
+        material: Vec<u8>,
+        object: KmipObject,
+        attributes: Vec<KmipAttributeRow>,
+    ) -> StoreFuture<'_, ()> {
+        self.write(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            tx.execute(
+                "INSERT INTO kms_keys (name, exportable, allow, created_ms) VALUES (?1, ?2, ?3, ?4)",
+                params![key.name, key.exportable, encode_policy(&key.allow), key.created_ms],
+            )
+            .map_err(|e| {
+                if is_constraint(&e) {
+                    KmsError::Conflict(format!("key {}", key.name))
+                } else {
+                    e.into()
+                }
+            })?;
+            tx.execute(
+                "INSERT INTO kms_key_versions (name, version, state, created_ms, material)
+                 VALUES (?1, 1, 'active', ?2, ?3)",
+                params![key.name, key.created_ms, material],
+            )?;
+            put_kmip_object(&tx, &object)?;
+            for a in &attributes {
+                insert_kmip_attribute(&tx, &key.name, a)?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    fn kmip_add_version(
+        &self,
+        object: KmipObject,
+        created_ms: i64,
+        material: Vec<u8>,
+    ) -> StoreFuture<'_, ()> {
+        self.write(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let name = object.key.clone();
+            let newest: Option<i64> = tx.query_row(
+                "SELECT max(version) FROM kms_key_versions WHERE name = ?1",
+                [&name],
+                |r| r.get(0),
+            )?;
+            let Some(newest) = newest else {
+                return Err(KmsError::NotFound(format!("key {name}")));
+            };
+            if newest + 1 != i64::from(object.version) {
+                return Err(KmsError::Conflict(format!("key {name} was rotated concurrently")));
+            }
+            tx.execute(
+                "INSERT INTO kms_key_versions (name, version, state, created_ms, material)
+                 VALUES (?1, ?2, 'active', ?3, ?4)",
+                params![name, object.version, created_ms, material],
+            )?;
+            put_kmip_object(&tx, &object)?;
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    fn kmip_put_object(&self, object: KmipObject) -> StoreFuture<'_, ()> {
+        self.write(move |conn| put_kmip_object(conn, &object))
+    }
+
+    fn kmip_object(&self, key: String, version: u32) -> StoreFuture<'_, Option<KmipObject>> {
+        self.read_point(move |conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {KMIP_OBJECT_COLUMNS} FROM kms_kmip_objects
+                 WHERE key_name = ?1 AND version <= ?2 ORDER BY version DESC LIMIT 1"
+            ))?;
+            Ok(stmt.query_row(params![key, version], kmip_object_from_row).optional()?)
+        })
+    }
+
+    fn kmip_objects(&self) -> StoreFuture<'_, Vec<KmipObject>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {KMIP_OBJECT_COLUMNS} FROM kms_kmip_objects ORDER BY key_name, version"
+            ))?;
+            let rows = stmt.query_map([], kmip_object_from_row)?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+    }
+
+    fn kmip_attributes(&self, key: String) -> StoreFuture<'_, Vec<KmipAttributeRow>> {
+        self.read_point(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT name, position, value FROM kms_kmip_attributes
+                 WHERE key_name = ?1 ORDER BY name, position",
+            )?;
+            let rows = stmt.query_map([&key], |r| {
+                Ok(KmipAttributeRow {
+                    name: r.get(0)?,
+                    position: u32::try_from(r.get::<_, i64>(1)?).unwrap_or(u32::MAX),
+                    value: r.get(2)?,
+                })
+            })?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+    }
+
+    fn kmip_set_attribute(
+        &self,
+        key: String,
+        name: String,
+        values: Vec<String>,
+    ) -> StoreFuture<'_, ()> {
+        self.write(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            tx.execute(
+                "DELETE FROM kms_kmip_attributes WHERE key_name = ?1 AND name = ?2",
+                params![key, name],
+            )?;
+            for (position, value) in (0u32..).zip(values) {
+                insert_kmip_attribute(
+                    &tx,
+                    &key,
+                    &KmipAttributeRow { name: name.clone(), position, value },
+                )?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    fn kmip_find(&self, name: String, value: String) -> StoreFuture<'_, Vec<String>> {
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT DISTINCT key_name FROM kms_kmip_attributes
+                 WHERE name = ?1 AND value = ?2 ORDER BY key_name",
+            )?;
+            let rows = stmt.query_map(params![name, value], |r| r.get(0))?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
         })
     }
 }

@@ -51,16 +51,19 @@ def main():
             }
         finally:
             proxy.close()
-    # An operation the server does not serve: PyKMIP gets a well-formed
-    # failure with a Result Reason, and the connection survives it.
+    # Operations the server does not serve, and an unknown object: PyKMIP
+    # gets well-formed failures with Result Reasons, and the connection
+    # survives them.
     client = ProxyKmipClient(hostname=host, port=int(port), cert=cert, key=key, ca=ca,
                              ssl_version="PROTOCOL_TLSv1_2", config_file="/dev/null",
                              kmip_version=enums.KMIPVersion.KMIP_1_2)
     with client:
         failures = {}
-        for op, call in [("create", lambda: client.create(enums.CryptographicAlgorithm.AES, 256)),
-                         ("get", lambda: client.get("1")),
-                         ("destroy", lambda: client.destroy("1"))]:
+        for op, call in [("create_key_pair", lambda: client.create_key_pair(
+                             enums.CryptographicAlgorithm.RSA, 2048)),
+                         ("sign", lambda: client.sign(b"x", uid="k/1", cryptographic_parameters={
+                             "cryptographic_algorithm": enums.CryptographicAlgorithm.RSA})),
+                         ("get_unknown", lambda: client.get("no-such-key/1"))]:
             try:
                 call()
                 failures[op] = "succeeded"

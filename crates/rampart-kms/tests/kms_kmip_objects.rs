@@ -1,0 +1,484 @@
+//! KMIP object operations PyKMIP's client cannot send, driven with raw
+//! TTLV over real TLS against an in-process server on SQLite: vSphere's
+//! custom `x-` attributes (Add, Modify, Delete, Locate) with ID
+//! Placeholders across one batch; AES-GCM with additional data and the
+//! tag checked (and the ciphertext opened with the key Get returned);
+//! AES-192 CBC; Get wrapped with the default TTLV encoding; KMIP 2.1
+//! Attributes and dates (an Activation Date in the past activates, a
+//! Deactivation Date in the past stops encryption but not decryption);
+//! and refusals with Result Reasons.
+#![allow(clippy::unwrap_used)] // test helpers: a failed set-up step should panic
+
+use rampart_kmip::enums::{
+    BlockCipherMode, CryptographicAlgorithm, LinkType, ObjectType, Operation, ResultReason,
+    ResultStatus, State, WrappingMethod,
+};
+use rampart_kmip::message::{
+    Attribute, ProtocolVersion, RequestMessage, ResponseBatchItem, ResponseMessage,
+};
+use rampart_kmip::tag::Tag;
+use rampart_kmip::ttlv::{self, Fields, Item, Value};
+use rampart_kmip::Limits;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+#[path = "kmip/support.rs"]
+mod support;
+use support::{connect, Deployment, Tls};
+
+async fn exchange(tls: &mut Tls, request: &RequestMessage) -> ResponseMessage {
+    tls.write_all(&request.to_item().encode().unwrap()).await.unwrap();
+    let mut header = [0u8; 8];
+    tls.read_exact(&mut header).await.unwrap();
+    let len = ttlv::message_len(&header, &Limits::default()).unwrap();
+    let mut message = vec![0u8; len];
+    message[..8].copy_from_slice(&header);
+    tls.read_exact(&mut message[8..]).await.unwrap();
+    ResponseMessage::parse(&ttlv::decode(&message, &Limits::default()).unwrap()).unwrap()
+}
+
+async fn batch(
+    tls: &mut Tls,
+    version: ProtocolVersion,
+    ops: Vec<(Operation, Vec<Item>)>,
+) -> Vec<ResponseBatchItem> {
+    exchange(tls, &RequestMessage::new(version, ops)).await.batch_items
+}
+
+async fn one(tls: &mut Tls, op: Operation, fields: Vec<Item>) -> ResponseBatchItem {
+    batch(tls, ProtocolVersion::V1_4, vec![(op, fields)]).await.remove(0)
+}
+
+fn ok(item: &ResponseBatchItem) -> Vec<Item> {
+    assert_eq!(
+        item.result_status,
+        ResultStatus::SUCCESS,
+        "{:?}: {:?}",
+        item.result_reason,
+        item.result_message
+    );
+    item.payload.as_ref().unwrap().children().unwrap().to_vec()
+}
+
+fn reason(item: &ResponseBatchItem) -> Option<ResultReason> {
+    assert_eq!(item.result_status, ResultStatus::OPERATION_FAILED, "{item:?}");
+    item.result_reason
+}
+
+fn field(items: &[Item], tag: Tag) -> &Item {
+    items.iter().find(|i| i.tag == tag).unwrap_or_else(|| panic!("{tag} missing: {items:?}"))
+}
+
+fn uid_of(items: &[Item]) -> String {
+    field(items, Tag::UNIQUE_IDENTIFIER).as_text().unwrap().to_owned()
+}
+
+fn attr(name: &str, value: Value) -> Item {
+    Attribute::new(name, value).to_item()
+}
+
+fn indexed(name: &str, index: i32, value: Option<Value>) -> Item {
+    Attribute {
+        name: name.into(),
+        index: Some(index),
+        value: value.map(|v| Item::new(Tag::ATTRIBUTE_VALUE, v)),
+    }
+    .to_item()
+}
+
+fn aes(bits: i32, extra: Vec<Item>) -> Vec<Item> {
+    let mut attrs = vec![
+        attr("Cryptographic Algorithm", Value::Enumeration(CryptographicAlgorithm::AES.0)),
+        attr("Cryptographic Length", Value::Integer(bits)),
+    ];
+    attrs.extend(extra);
+    vec![
+        Item::enumeration(Tag::OBJECT_TYPE, ObjectType::SYMMETRIC_KEY.0),
+        Item::structure(Tag::TEMPLATE_ATTRIBUTE, attrs),
+    ]
+}
+
+fn text(s: &str) -> Value {
+    Value::TextString(s.into())
+}
+
+/// The values of attribute `name` in a 1.x Get Attributes answer.
+fn values(items: &[Item], name: &str) -> Vec<Value> {
+    items
+        .iter()
+        .filter(|i| i.tag == Tag::ATTRIBUTE)
+        .map(|i| Attribute::parse(i).unwrap())
+        .filter(|a| a.name == name)
+        .map(|a| a.value.unwrap().value)
+        .collect()
+}
+
+async fn create_active(tls: &mut Tls, bits: i32) -> String {
+    let items = batch(
+        tls,
+        ProtocolVersion::V1_4,
+        vec![(Operation::CREATE, aes(bits, vec![])), (Operation::ACTIVATE, vec![])],
+    )
+    .await;
+    ok(&items[1]);
+    uid_of(&ok(&items[0]))
+}
+
+async fn key_bytes(tls: &mut Tls, uid: &str) -> Vec<u8> {
+    let got = ok(&one(tls, Operation::GET, vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid)]).await);
+    let key = Fields::of(field(&got, Tag::SYMMETRIC_KEY)).unwrap();
+    let block = Fields::of(key.required(Tag::KEY_BLOCK).unwrap()).unwrap();
+    let value = Fields::of(block.required(Tag::KEY_VALUE).unwrap()).unwrap();
+    value.required(Tag::KEY_MATERIAL).unwrap().as_bytes().unwrap().to_vec()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vsphere_custom_attributes_are_added_modified_deleted_and_located() {
+    let d = Deployment::new("xattrs").await;
+    let mut tls = connect(&d.admin, &d.kmip, &rustls::version::TLS12).await;
+    // One batch, as vSphere sends it: Create, then Add Attribute and
+    // Activate on the ID Placeholder, then Get Attributes.
+    let items = batch(
+        &mut tls,
+        ProtocolVersion::V1_4,
+        vec![
+            (
+                Operation::CREATE,
+                aes(
+                    256,
+                    vec![attr("x-Vendor-Id", text("vc-123")), attr("Name", text("vm-disk-1"))],
+                ),
+            ),
+            (Operation::ADD_ATTRIBUTE, vec![attr("x-Vendor-Key", text("abc"))]),
+            (Operation::ACTIVATE, vec![]),
+            (Operation::GET_ATTRIBUTES, vec![]),
+        ],
+    )
+    .await;
+    let uid = uid_of(&ok(&items[0]));
+    assert_eq!(uid, "vm-disk-1/1");
+    let added = ok(&items[1]);
+    assert_eq!(Attribute::parse(field(&added, Tag::ATTRIBUTE)).unwrap().index, Some(0));
+    ok(&items[2]);
+    let attrs = ok(&items[3]);
+    assert_eq!(values(&attrs, "x-Vendor-Id"), [text("vc-123")]);
+    assert_eq!(values(&attrs, "x-Vendor-Key"), [text("abc")]);
+    assert_eq!(values(&attrs, "State"), [Value::Enumeration(State::ACTIVE.0)]);
+
+    let id = || Item::text(Tag::UNIQUE_IDENTIFIER, uid.clone());
+    let second =
+        ok(&one(&mut tls, Operation::ADD_ATTRIBUTE, vec![id(), attr("x-Vendor-Key", text("def"))])
+            .await);
+    assert_eq!(Attribute::parse(field(&second, Tag::ATTRIBUTE)).unwrap().index, Some(1));
+    ok(&one(
+        &mut tls,
+        Operation::MODIFY_ATTRIBUTE,
+        vec![id(), indexed("x-Vendor-Key", 0, Some(text("ghi")))],
+    )
+    .await);
+    let deleted = ok(&one(
+        &mut tls,
+        Operation::DELETE_ATTRIBUTE,
+        vec![
+            id(),
+            Item::text(Tag::ATTRIBUTE_NAME, "x-Vendor-Key"),
+            Item::int(Tag::ATTRIBUTE_INDEX, 1),
+        ],
+    )
+    .await);
+    let deleted = Attribute::parse(field(&deleted, Tag::ATTRIBUTE)).unwrap();
+    assert_eq!(deleted.value.unwrap().value, text("def"));
+    let got = ok(&one(&mut tls, Operation::GET_ATTRIBUTES, vec![id()]).await);
+    assert_eq!(values(&got, "x-Vendor-Key"), [text("ghi")]);
+
+    let locate = |value: &str| {
+        vec![
+            attr("x-Vendor-Key", text(value)),
+            attr("Object Type", Value::Enumeration(ObjectType::SYMMETRIC_KEY.0)),
+        ]
+    };
+    let found = ok(&one(&mut tls, Operation::LOCATE, locate("ghi")).await);
+    let uids: Vec<&str> = found
+        .iter()
+        .filter(|i| i.tag == Tag::UNIQUE_IDENTIFIER)
+        .map(|i| i.as_text().unwrap())
+        .collect();
+    assert_eq!(uids, [uid.as_str()]);
+    assert_eq!(field(&found, Tag::LOCATED_ITEMS).as_int().unwrap(), 1);
+    let none = ok(&one(&mut tls, Operation::LOCATE, locate("def")).await);
+    assert!(none.iter().all(|i| i.tag != Tag::UNIQUE_IDENTIFIER), "{none:?}");
+
+    // Server-set and unknown attributes are refused with a reason.
+    let state = one(
+        &mut tls,
+        Operation::ADD_ATTRIBUTE,
+        vec![id(), attr("State", Value::Enumeration(State::ACTIVE.0))],
+    )
+    .await;
+    assert_eq!(reason(&state), Some(ResultReason::INVALID_FIELD));
+    let unknown =
+        one(&mut tls, Operation::ADD_ATTRIBUTE, vec![id(), attr("Frobnication", text("x"))]).await;
+    assert_eq!(reason(&unknown), Some(ResultReason::FEATURE_NOT_SUPPORTED));
+    let alloc = one(&mut tls, Operation::GET_USAGE_ALLOCATION, vec![id()]).await;
+    assert_eq!(reason(&alloc), Some(ResultReason::OPERATION_NOT_SUPPORTED));
+    // The key is an ordinary key of the key manager.
+    let key = d.store.get_key("vm-disk-1".into()).await.unwrap().unwrap();
+    assert_eq!(key.allow.iter().map(ToString::to_string).collect::<Vec<_>>(), ["client:admin"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gcm_with_additional_data_cbc_192_and_ttlv_wrapped_get() {
+    let d = Deployment::new("crypto").await;
+    let mut tls = connect(&d.admin, &d.kmip, &rustls::version::TLS13).await;
+    let uid = create_active(&mut tls, 128).await;
+    let key = key_bytes(&mut tls, &uid).await;
+    assert_eq!(key.len(), 16);
+    let params = |mode: BlockCipherMode| {
+        Item::structure(
+            Tag::CRYPTOGRAPHIC_PARAMETERS,
+            vec![Item::enumeration(Tag::BLOCK_CIPHER_MODE, mode.0)],
+        )
+    };
+    let id = || Item::text(Tag::UNIQUE_IDENTIFIER, uid.clone());
+    let plain = b"sixty-four bytes of data for AES-GCM over KMIP, checked twice!!";
+    let aad = b"volume 7";
+    let enc = ok(&one(
+        &mut tls,
+        Operation::ENCRYPT,
+        vec![
+            id(),
+            params(BlockCipherMode::GCM),
+            Item::bytes(Tag::DATA, plain),
+            Item::bytes(Tag::AUTHENTICATED_ENCRYPTION_ADDITIONAL_DATA, aad),
+        ],
+    )
+    .await);
+    let ct = field(&enc, Tag::DATA).as_bytes().unwrap().to_vec();
+    let nonce: [u8; 12] =
+        field(&enc, Tag::IV_COUNTER_NONCE).as_bytes().unwrap().try_into().unwrap();
+    let tag: [u8; 16] =
+        field(&enc, Tag::AUTHENTICATED_ENCRYPTION_TAG).as_bytes().unwrap().try_into().unwrap();
+    // The ciphertext opens with the key Get returned.
+    let mut opened = ct.clone();
+    rampart_crypto::Gcm::new(&key).unwrap().open(&nonce, aad, &mut opened, &tag).unwrap();
+    assert_eq!(opened, plain);
+    let decrypt = |tag: [u8; 16]| {
+        vec![
+            id(),
+            params(BlockCipherMode::GCM),
+            Item::bytes(Tag::DATA, &ct),
+            Item::bytes(Tag::IV_COUNTER_NONCE, &nonce),
+            Item::bytes(Tag::AUTHENTICATED_ENCRYPTION_ADDITIONAL_DATA, aad),
+            Item::bytes(Tag::AUTHENTICATED_ENCRYPTION_TAG, &tag),
+        ]
+    };
+    let dec = ok(&one(&mut tls, Operation::DECRYPT, decrypt(tag)).await);
+    assert_eq!(field(&dec, Tag::DATA).as_bytes().unwrap(), plain);
+    let mut bad = tag;
+    bad[0] ^= 1;
+    let refused = one(&mut tls, Operation::DECRYPT, decrypt(bad)).await;
+    assert_eq!(reason(&refused), Some(ResultReason::CRYPTOGRAPHIC_FAILURE));
+    let short_iv = one(
+        &mut tls,
+        Operation::ENCRYPT,
+        vec![
+            id(),
+            params(BlockCipherMode::GCM),
+            Item::bytes(Tag::DATA, plain),
+            Item::bytes(Tag::IV_COUNTER_NONCE, &[0; 5]),
+        ],
+    )
+    .await;
+    assert_eq!(reason(&short_iv), Some(ResultReason::INVALID_FIELD));
+    let ecb = one(
+        &mut tls,
+        Operation::ENCRYPT,
+        vec![id(), params(BlockCipherMode::ECB), Item::bytes(Tag::DATA, plain)],
+    )
+    .await;
+    assert_eq!(reason(&ecb), Some(ResultReason::FEATURE_NOT_SUPPORTED));
+
+    // AES-192 CBC round trip.
+    let uid192 = create_active(&mut tls, 192).await;
+    assert_eq!(key_bytes(&mut tls, &uid192).await.len(), 24);
+    let id192 = || Item::text(Tag::UNIQUE_IDENTIFIER, uid192.clone());
+    let enc = ok(&one(
+        &mut tls,
+        Operation::ENCRYPT,
+        vec![id192(), params(BlockCipherMode::CBC), Item::bytes(Tag::DATA, b"odd-length")],
+    )
+    .await);
+    let iv = field(&enc, Tag::IV_COUNTER_NONCE).as_bytes().unwrap().to_vec();
+    let ct = field(&enc, Tag::DATA).as_bytes().unwrap().to_vec();
+    assert_eq!(ct.len(), 16);
+    let dec = ok(&one(
+        &mut tls,
+        Operation::DECRYPT,
+        vec![
+            id192(),
+            params(BlockCipherMode::CBC),
+            Item::bytes(Tag::DATA, &ct),
+            Item::bytes(Tag::IV_COUNTER_NONCE, &iv),
+        ],
+    )
+    .await);
+    assert_eq!(field(&dec, Tag::DATA).as_bytes().unwrap(), b"odd-length");
+
+    // Get wrapped, Encoding Option absent: the TTLV of the Key Value
+    // structure, AES-key-wrapped, as a Byte String Key Value.
+    let kek_uid = create_active(&mut tls, 256).await;
+    let kek = key_bytes(&mut tls, &kek_uid).await;
+    let got = ok(&one(
+        &mut tls,
+        Operation::GET,
+        vec![
+            id(),
+            Item::structure(
+                Tag::KEY_WRAPPING_SPECIFICATION,
+                vec![
+                    Item::enumeration(Tag::WRAPPING_METHOD, WrappingMethod::ENCRYPT.0),
+                    Item::structure(
+                        Tag::ENCRYPTION_KEY_INFORMATION,
+                        vec![Item::text(Tag::UNIQUE_IDENTIFIER, kek_uid.clone())],
+                    ),
+                ],
+            ),
+        ],
+    )
+    .await);
+    let block = Fields::of(
+        Fields::of(field(&got, Tag::SYMMETRIC_KEY)).unwrap().required(Tag::KEY_BLOCK).unwrap(),
+    )
+    .unwrap();
+    let wrapped = block.required(Tag::KEY_VALUE).unwrap().as_bytes().unwrap();
+    let unwrapped = rampart_crypto::kw_unwrap(&kek, wrapped).unwrap();
+    let value = ttlv::decode(unwrapped.expose(), &Limits::default()).unwrap();
+    assert_eq!(value.tag, Tag::KEY_VALUE);
+    assert_eq!(
+        Fields::of(&value).unwrap().required(Tag::KEY_MATERIAL).unwrap().as_bytes().unwrap(),
+        key
+    );
+    let info = Fields::of(block.required(Tag::KEY_WRAPPING_DATA).unwrap()).unwrap();
+    assert_eq!(
+        info.required(Tag::WRAPPING_METHOD).unwrap().as_enum().unwrap(),
+        WrappingMethod::ENCRYPT.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kmip_2_1_attributes_and_dates_decide_the_state() {
+    let d = Deployment::new("dates").await;
+    let mut tls = connect(&d.admin, &d.kmip, &rustls::version::TLS13).await;
+    let now = rampart_kms::model::now_ms() / 1000;
+    // KMIP 2.1: an Attributes structure; an Activation Date in the past
+    // makes the key Active at once.
+    let created = ok(&batch(
+        &mut tls,
+        ProtocolVersion::V2_1,
+        vec![(
+            Operation::CREATE,
+            vec![
+                Item::enumeration(Tag::OBJECT_TYPE, ObjectType::SYMMETRIC_KEY.0),
+                Item::structure(
+                    Tag::ATTRIBUTES,
+                    vec![
+                        Item::enumeration(
+                            Tag::CRYPTOGRAPHIC_ALGORITHM,
+                            CryptographicAlgorithm::AES.0,
+                        ),
+                        Item::int(Tag::CRYPTOGRAPHIC_LENGTH, 256),
+                        Item::date_time(Tag::ACTIVATION_DATE, now - 60),
+                    ],
+                ),
+            ],
+        )],
+    )
+    .await[0]);
+    let uid = uid_of(&created);
+    let id = || Item::text(Tag::UNIQUE_IDENTIFIER, uid.clone());
+    let state = |items: &[Item]| {
+        let attrs = Fields::of(field(items, Tag::ATTRIBUTES)).unwrap();
+        attrs.required(Tag::STATE).unwrap().as_enum().unwrap()
+    };
+    let got =
+        ok(&batch(&mut tls, ProtocolVersion::V2_1, vec![(Operation::GET_ATTRIBUTES, vec![id()])])
+            .await[0]);
+    assert_eq!(state(&got), State::ACTIVE.0);
+    // A Deactivation Date in the past (2.x New Attribute): Deactivated;
+    // encryption is refused, decryption still allowed.
+    let plain = [7u8; 32];
+    let cbc = || {
+        Item::structure(
+            Tag::CRYPTOGRAPHIC_PARAMETERS,
+            vec![Item::enumeration(Tag::BLOCK_CIPHER_MODE, BlockCipherMode::CBC.0)],
+        )
+    };
+    let enc =
+        ok(&one(&mut tls, Operation::ENCRYPT, vec![id(), cbc(), Item::bytes(Tag::DATA, &plain)])
+            .await);
+    let ct = field(&enc, Tag::DATA).as_bytes().unwrap().to_vec();
+    let iv = field(&enc, Tag::IV_COUNTER_NONCE).as_bytes().unwrap().to_vec();
+    ok(&batch(
+        &mut tls,
+        ProtocolVersion::V2_1,
+        vec![(
+            Operation::ADD_ATTRIBUTE,
+            vec![
+                id(),
+                Item::structure(
+                    Tag::NEW_ATTRIBUTE,
+                    vec![Item::date_time(Tag::DEACTIVATION_DATE, now - 1)],
+                ),
+            ],
+        )],
+    )
+    .await[0]);
+    let got =
+        ok(&batch(&mut tls, ProtocolVersion::V2_1, vec![(Operation::GET_ATTRIBUTES, vec![id()])])
+            .await[0]);
+    assert_eq!(state(&got), State::DEACTIVATED.0);
+    let refused =
+        one(&mut tls, Operation::ENCRYPT, vec![id(), cbc(), Item::bytes(Tag::DATA, &plain)]).await;
+    assert_eq!(reason(&refused), Some(ResultReason::ILLEGAL_OPERATION));
+    let dec = ok(&one(
+        &mut tls,
+        Operation::DECRYPT,
+        vec![id(), cbc(), Item::bytes(Tag::DATA, &ct), Item::bytes(Tag::IV_COUNTER_NONCE, &iv)],
+    )
+    .await);
+    assert_eq!(field(&dec, Tag::DATA).as_bytes().unwrap(), plain);
+    // A Pre-Active key cannot take an Activation Date once Active.
+    let late = one(
+        &mut tls,
+        Operation::MODIFY_ATTRIBUTE,
+        vec![id(), indexed("Activation Date", 0, Some(Value::DateTime(now)))],
+    )
+    .await;
+    assert_eq!(reason(&late), Some(ResultReason::ILLEGAL_OPERATION));
+
+    // Re-key: a new version; the new object links back, the old forward.
+    let new = uid_of(&ok(&one(&mut tls, Operation::RE_KEY, vec![id()]).await));
+    let name = uid.rsplit_once('/').unwrap().0;
+    assert_eq!(new, format!("{name}/2"));
+    let link = |kind: LinkType, to: &str| {
+        Value::Structure(vec![
+            Item::enumeration(Tag::LINK_TYPE, kind.0),
+            Item::text(Tag::LINKED_OBJECT_IDENTIFIER, to),
+        ])
+    };
+    for (of, kind, to) in
+        [(&new, LinkType::REPLACED_OBJECT, &uid), (&uid, LinkType::REPLACEMENT_OBJECT, &new)]
+    {
+        let got = ok(&one(
+            &mut tls,
+            Operation::GET_ATTRIBUTES,
+            vec![
+                Item::text(Tag::UNIQUE_IDENTIFIER, of.clone()),
+                Item::text(Tag::ATTRIBUTE_NAME, "Link"),
+            ],
+        )
+        .await);
+        assert_eq!(values(&got, "Link"), [link(kind, to)], "{of}");
+    }
+    let versions = d.store.get_key(name.to_owned()).await.unwrap().unwrap().versions;
+    assert_eq!(versions.len(), 2);
+}
