@@ -33,6 +33,9 @@ const CHECK_PLAINTEXT: &[u8] = b"rampart-kms root key check v1";
 pub struct RootKey {
     gcm: Gcm,
     audit_key: SecretBytes,
+    /// Authenticates audit checkpoints and the anchor left by pruning: a
+    /// key of its own, so that an entry's MAC can never pass for one.
+    mark_key: SecretBytes,
 }
 
 impl RootKey {
@@ -52,7 +55,15 @@ impl RootKey {
             b"rampart-kms audit mac v1",
             audit_key.expose_mut(),
         )?;
-        Ok(Self { gcm: Gcm::new(key.expose())?, audit_key })
+        let mut mark_key = SecretBytes::zeroed(32);
+        hkdf(
+            HashAlg::Sha256,
+            key.expose(),
+            b"",
+            b"rampart-kms audit checkpoint mac v1",
+            mark_key.expose_mut(),
+        )?;
+        Ok(Self { gcm: Gcm::new(key.expose())?, audit_key, mark_key })
     }
 
     /// A fresh random root key (and its bytes, for splitting or the unseal
@@ -107,6 +118,12 @@ impl RootKey {
     #[must_use]
     pub fn audit_mac(&self, hash: &[u8]) -> Vec<u8> {
         hmac(HashAlg::Sha256, self.audit_key.expose(), hash).expose().to_vec()
+    }
+
+    /// The MAC of an audit checkpoint or anchor's canonical bytes.
+    #[must_use]
+    pub fn audit_mark_mac(&self, canonical: &[u8]) -> Vec<u8> {
+        hmac(HashAlg::Sha256, self.mark_key.expose(), canonical).expose().to_vec()
     }
 }
 
