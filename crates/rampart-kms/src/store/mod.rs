@@ -16,7 +16,7 @@ use std::sync::Arc;
 pub use self::postgres::PostgresStore;
 pub use self::sqlite::SqliteStore;
 
-use crate::audit::Mark;
+use crate::audit::{ExportedEntry, Mark};
 use crate::error::{KmsError, Result};
 use crate::keys::RootKey;
 use crate::model::{
@@ -213,12 +213,12 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     ) -> StoreFuture<'_, Vec<AuditEntry>>;
 
     /// As [`Store::append_audit`], returning the entries as stored (with
-    /// their hashes and MACs), for the audit sinks.
+    /// their links, hashes and MACs), for the audit sinks.
     fn append_audit_entries(
         &self,
         drafts: Vec<AuditDraft>,
         root: Option<Arc<RootKey>>,
-    ) -> StoreFuture<'_, Vec<AuditEntry>>;
+    ) -> StoreFuture<'_, Vec<ExportedEntry>>;
 
     /// The anchor left by the last prune, if any.
     fn audit_anchor(&self) -> StoreFuture<'_, Option<Mark>>;

@@ -16,7 +16,7 @@ use super::{
     migrations_after, to_u32, to_u64, version_info, MaterialRow, StateChange, Store, StoreFuture,
     BASE_SCHEMA_VERSION, SCHEMA_VERSION,
 };
-use crate::audit::{seal_entry, Mark, GENESIS};
+use crate::audit::{seal_entry, ExportedEntry, Mark, GENESIS};
 use crate::error::{KmsError, Result};
 use crate::keys::RootKey;
 use crate::model::{AuditDraft, AuditEntry, ClientInfo, KeyInfo, KeyVersionInfo, Labels};
@@ -585,7 +585,7 @@ impl Store for PostgresStore {
         &self,
         drafts: Vec<AuditDraft>,
         root: Option<Arc<RootKey>>,
-    ) -> StoreFuture<'_, Vec<AuditEntry>> {
+    ) -> StoreFuture<'_, Vec<ExportedEntry>> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
             let tx = lease.client()?.transaction().await?;
@@ -623,8 +623,9 @@ impl Store for PostgresStore {
                     ],
                 )
                 .await?;
-                out.push(AuditEntry {
+                out.push(ExportedEntry {
                     seq,
+                    prev_hash: hex::encode(&row.prev_hash),
                     time_ms: draft.time_ms,
                     client: draft.client.clone(),
                     operation: draft.operation.clone(),

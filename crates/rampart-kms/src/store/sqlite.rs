@@ -16,7 +16,7 @@ use super::{
     migrations_after, to_u64, version_info, MaterialRow, StateChange, Store, StoreFuture,
     BASE_SCHEMA_VERSION, SCHEMA_VERSION,
 };
-use crate::audit::{seal_entry, Mark, GENESIS};
+use crate::audit::{seal_entry, ExportedEntry, Mark, GENESIS};
 use crate::error::{KmsError, Result};
 use crate::keys::RootKey;
 use crate::model::{AuditDraft, AuditEntry, ClientInfo, KeyInfo, KeyVersionInfo, Labels};
@@ -98,7 +98,7 @@ fn append(
     conn: &mut Connection,
     drafts: &[AuditDraft],
     root: Option<&RootKey>,
-) -> Result<Vec<AuditEntry>> {
+) -> Result<Vec<ExportedEntry>> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let last: Option<(i64, Vec<u8>)> = tx
         .query_row("SELECT seq, hash FROM kms_audit ORDER BY seq DESC LIMIT 1", [], |r| {
@@ -135,8 +135,9 @@ fn append(
                 row.hash,
                 row.mac
             ])?;
-            out.push(AuditEntry {
+            out.push(ExportedEntry {
                 seq,
+                prev_hash: hex::encode(&row.prev_hash),
                 time_ms: draft.time_ms,
                 client: draft.client.clone(),
                 operation: draft.operation.clone(),
@@ -695,7 +696,7 @@ impl Store for SqliteStore {
         &self,
         drafts: Vec<AuditDraft>,
         root: Option<Arc<RootKey>>,
-    ) -> StoreFuture<'_, Vec<AuditEntry>> {
+    ) -> StoreFuture<'_, Vec<ExportedEntry>> {
         self.write(move |conn| append(conn, &drafts, root.as_deref()))
     }
 
