@@ -474,7 +474,18 @@ pub fn verify_export(
             }
         };
         let (entry, prev_hash) = exported.into_entry();
-        if entry.seq == at && !prev_hash.eq_ignore_ascii_case(&hex::encode(&verifier.prev)) {
+        if entry.seq != at {
+            verifier.fail(
+                at,
+                format!(
+                    "entry {at} is missing: line {number} holds entry {} instead (entries were \
+                     removed or reordered)",
+                    entry.seq
+                ),
+            );
+            break;
+        }
+        if !prev_hash.eq_ignore_ascii_case(&hex::encode(&verifier.prev)) {
             verifier.fail(
                 at,
                 format!("entry {at} does not link to the entry before it (its prev_hash differs)"),

@@ -125,16 +125,31 @@ pub(crate) async fn verify(state: &State, root: &RootKey, from: WalkFrom) -> Res
     walk(state, &mut verifier, u64::MAX, u64::MAX).await?;
     let mut report = verifier.finish();
     if report.ok {
-        // A checkpoint past the end: the tail of the log was cut off.
+        // The last checkpoint must still describe the log: its entry there
+        // with its hash (else the tail was cut off, and perhaps written
+        // again), unless pruning took it.
         if let Some(cp) = state.store.last_audit_checkpoint().await? {
-            if cp.seq > report.head_seq && cp.is_authentic(MarkKind::Checkpoint, root) {
-                report.ok = false;
-                report.first_bad_seq = Some(report.head_seq + 1);
-                report.problem = Some(format!(
-                    "the log ends at entry {} but a checkpoint was taken at entry {}: entries \
-                     were removed from its end",
-                    report.head_seq, cp.seq
-                ));
+            if cp.is_authentic(MarkKind::Checkpoint, root) && cp.seq > report.start_seq {
+                let problem = if cp.seq > report.head_seq {
+                    Some(format!(
+                        "the log ends at entry {} but a checkpoint was taken at entry {}: \
+                         entries were removed from its end",
+                        report.head_seq, cp.seq
+                    ))
+                } else if state.store.audit_hash(cp.seq).await?.as_deref() != Some(&cp.hash) {
+                    Some(format!(
+                        "entry {} no longer has the hash its checkpoint records: the log was \
+                         cut and written again",
+                        cp.seq
+                    ))
+                } else {
+                    None
+                };
+                if let Some(problem) = problem {
+                    report.ok = false;
+                    report.first_bad_seq = Some(cp.seq.min(report.head_seq + 1));
+                    report.problem = Some(problem);
+                }
             }
         }
     }
