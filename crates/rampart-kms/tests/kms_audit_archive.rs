@@ -608,7 +608,7 @@ async fn the_sinks_receive_exactly_the_chained_entries(backend: Backend) {
     let options = AuditOptions {
         sinks: SinkOptions {
             file: Some(audit_file.clone()),
-            file_max_bytes: Some(8192),
+            file_max_bytes: Some(2048),
             file_fsync: true,
             syslog: Some(log.clone()),
         },
