@@ -1064,7 +1064,10 @@ async fn a_version_1_store_is_migrated(backend: Backend) {
         d.sql(sql).unwrap();
     }
     let store = rampart_kms::store::open(d.pg.as_deref(), &d.data_dir()).await.unwrap();
-    assert_eq!(d.sql("SELECT max(version) FROM kms_schema").unwrap(), "2");
+    assert_eq!(
+        d.sql("SELECT max(version) FROM kms_schema").unwrap(),
+        rampart_kms::store::SCHEMA_VERSION.to_string()
+    );
     let clients = store.list_clients().await.unwrap();
     assert!(clients.iter().all(|c| c.revoked.is_none()));
     let revoked = store.revoke_client("host".into(), "migrated".into(), now_ms()).await.unwrap();

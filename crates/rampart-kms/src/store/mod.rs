@@ -44,30 +44,31 @@ ALTER TABLE kms_clients ADD COLUMN revoked_reason TEXT;",
     // The audit log can be checkpointed, exported and pruned: verified
     // checkpoints of the chain, the anchor the remaining entries link to
     // after a prune, and the exports that allow one. Hashes and MACs are
-    // hex text, so the same SQL runs on both stores.
+    // hex text, so the same SQL runs on both stores. Written to run again
+    // harmlessly on a database whose recorded version was set back.
     Migration {
         to: 5,
-        sql: "CREATE TABLE kms_audit_checkpoints (
+        sql: "CREATE TABLE IF NOT EXISTS kms_audit_checkpoints (
     seq BIGINT PRIMARY KEY,
     hash TEXT NOT NULL,
     time_ms BIGINT NOT NULL,
     mac TEXT NOT NULL
 );
-CREATE TABLE kms_audit_anchor (
+CREATE TABLE IF NOT EXISTS kms_audit_anchor (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     seq BIGINT NOT NULL,
     hash TEXT NOT NULL,
     time_ms BIGINT NOT NULL,
     mac TEXT NOT NULL
 );
-CREATE TABLE kms_audit_exports (
+CREATE TABLE IF NOT EXISTS kms_audit_exports (
     after_seq BIGINT NOT NULL,
     until_seq BIGINT NOT NULL,
     until_hash TEXT NOT NULL,
     time_ms BIGINT NOT NULL,
     client TEXT NOT NULL
 );
-CREATE INDEX kms_audit_exports_until ON kms_audit_exports (until_seq);",
+CREATE INDEX IF NOT EXISTS kms_audit_exports_until ON kms_audit_exports (until_seq);",
     },
 ];
 
