@@ -448,7 +448,8 @@ pub fn verify_export(
             );
         }
     }
-    if header.first_seq != header.anchor_seq.saturating_add(1) || header.last_seq < header.anchor_seq
+    if header.first_seq != header.anchor_seq.saturating_add(1)
+        || header.last_seq < header.anchor_seq
     {
         verifier.fail(
             header.first_seq,
@@ -463,13 +464,17 @@ pub fn verify_export(
         number += 1;
         let at = verifier.expected_seq();
         if line.len() > MAX_EXPORT_LINE {
-            verifier.fail(at, format!("line {number} (entry {at}) is longer than {MAX_EXPORT_LINE} bytes"));
+            verifier.fail(
+                at,
+                format!("line {number} (entry {at}) is longer than {MAX_EXPORT_LINE} bytes"),
+            );
             break;
         }
         let exported: ExportedEntry = match serde_json::from_slice(&line) {
             Ok(e) => e,
             Err(e) => {
-                verifier.fail(at, format!("line {number} (entry {at}) is not an exported entry: {e}"));
+                verifier
+                    .fail(at, format!("line {number} (entry {at}) is not an exported entry: {e}"));
                 break;
             }
         };
@@ -493,7 +498,13 @@ pub fn verify_export(
             break;
         }
         if entry.seq > header.last_seq {
-            verifier.fail(entry.seq, format!("entry {} lies beyond the header's last entry {}", entry.seq, header.last_seq));
+            verifier.fail(
+                entry.seq,
+                format!(
+                    "entry {} lies beyond the header's last entry {}",
+                    entry.seq, header.last_seq
+                ),
+            );
             break;
         }
         verifier.check(&entry);

@@ -716,7 +716,8 @@ impl KmsClient {
         until_seq: u64,
         until_hash: &str,
     ) -> Result<Value, ClientError> {
-        let body = json!({ "after_seq": after_seq, "until_seq": until_seq, "until_hash": until_hash });
+        let body =
+            json!({ "after_seq": after_seq, "until_seq": until_seq, "until_hash": until_hash });
         self.call_json(Method::POST, "/v1/audit/exports", Some(body)).await
     }
 
@@ -731,7 +732,9 @@ impl KmsClient {
         out: &mut impl std::io::Write,
     ) -> Result<AuditExportSummary, ClientError> {
         const PAGE: u32 = 5000;
-        let io = |e: std::io::Error| ClientError::Config(KmsError::Store(format!("cannot write the export: {e}")));
+        let io = |e: std::io::Error| {
+            ClientError::Config(KmsError::Store(format!("cannot write the export: {e}")))
+        };
         let first = self.audit_export_page(until, None, PAGE).await?;
         let header = crate::audit::ExportHeader {
             format: crate::audit::EXPORT_FORMAT.into(),

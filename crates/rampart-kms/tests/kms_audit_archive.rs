@@ -149,10 +149,12 @@ impl Deployment {
         };
         let outcome = deployment::init(&opts, store.as_ref()).await.unwrap();
         let admin = Bundle::read(&outcome.admin_bundle).unwrap();
-        let server =
-            Server::new(&ServerOptions { audit, ..ServerOptions::new(data_dir) }, Arc::clone(&store))
-                .await
-                .unwrap();
+        let server = Server::new(
+            &ServerOptions { audit, ..ServerOptions::new(data_dir) },
+            Arc::clone(&store),
+        )
+        .await
+        .unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let running = server.clone();
         tokio::spawn(async move {
@@ -331,7 +333,10 @@ async fn export_prune_and_verify_round_trip(backend: Backend) {
     // The next archive starts where the first ended: they chain.
     let head = full.head_seq;
     let (second, summary2) = d.export(head).await;
-    assert_eq!((summary2.anchor_seq, summary2.anchor_hash.as_str()), (until, offline.head_hash.as_str()));
+    assert_eq!(
+        (summary2.anchor_seq, summary2.anchor_hash.as_str()),
+        (until, offline.head_hash.as_str())
+    );
     let report = check(&second, Some(&root), Some(&offline.head_hash));
     assert!(report.ok && report.head_seq == head, "{report:?}");
     // ... and another anchor is refused.
@@ -509,7 +514,9 @@ async fn a_tampered_checkpoint_is_refused(backend: Backend) {
     let hash = d.sql(&format!("SELECT hex(hash) FROM kms_audit WHERE seq = {next}"));
     let hash = match hash {
         Ok(h) => h.to_ascii_lowercase(),
-        Err(_) => d.sql(&format!("SELECT encode(hash, 'hex') FROM kms_audit WHERE seq = {next}")).unwrap(),
+        Err(_) => {
+            d.sql(&format!("SELECT encode(hash, 'hex') FROM kms_audit WHERE seq = {next}")).unwrap()
+        }
     };
     d.sql(&format!("UPDATE kms_audit_checkpoints SET seq = {next}, hash = '{hash}'")).unwrap();
     let report = admin.audit_verify_from_checkpoint().await.unwrap();

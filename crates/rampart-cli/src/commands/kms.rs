@@ -864,7 +864,14 @@ fn print_report(report: &rampart_kms::audit::VerifyReport, json: bool) -> anyhow
 fn audit(args: &AuditArgs) -> anyhow::Result<()> {
     let rt = runtime()?;
     match &args.verify {
-        Some(AuditCommand::Verify { from_checkpoint, file, unseal_key_file, anchor, json, client }) => {
+        Some(AuditCommand::Verify {
+            from_checkpoint,
+            file,
+            unseal_key_file,
+            anchor,
+            json,
+            client,
+        }) => {
             if let Some(path) = file {
                 let root = unseal_key_file
                     .as_deref()
@@ -979,7 +986,8 @@ fn audit_export(
             return Err(map_client(error));
         }
     };
-    let file = writer.into_inner().map_err(|e| e.into_error()).context("cannot write the export")?;
+    let file =
+        writer.into_inner().map_err(|e| e.into_error()).context("cannot write the export")?;
     file.sync_all().with_context(|| format!("cannot sync {}", partial.display()))?;
     drop(file);
     std::fs::rename(&partial, out)

@@ -70,6 +70,11 @@ pub struct ServerProcess {
 
 impl ServerProcess {
     pub fn start(data_dir: &Path, port: u16, store: Option<&str>) -> Self {
+        Self::start_with(data_dir, port, store, &[])
+    }
+
+    /// As [`Self::start`], with more `kms serve` flags.
+    pub fn start_with(data_dir: &Path, port: u16, store: Option<&str>, extra: &[&str]) -> Self {
         let listen = format!("127.0.0.1:{port}");
         let mut args: Vec<String> = vec![
             "kms".into(),
@@ -87,6 +92,7 @@ impl ServerProcess {
             args.push("--store".into());
             args.push(store.into());
         }
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
         let mut child = Command::new(rampart_bin())
             .args(&args)
             .env("RAMPART_LOG", "warn")

@@ -24,10 +24,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use zeroize::Zeroizing;
 
+use super::audit_log::{self, WalkFrom};
 use super::limits::Admission;
 use super::metrics::outcome;
 use super::State;
-use super::audit_log::{self, WalkFrom};
 use crate::audit::ExportedEntry;
 use crate::deployment::SealConfig;
 use crate::error::{KmsError, Result};
@@ -577,7 +577,11 @@ async fn route_unsealed(
                 "from {} {}: {}",
                 report.start,
                 report.start_seq,
-                if report.ok { "intact".to_owned() } else { format!("FAILED at {}", report.first_bad_seq.unwrap_or_default()) }
+                if report.ok {
+                    "intact".to_owned()
+                } else {
+                    format!("FAILED at {}", report.first_bad_seq.unwrap_or_default())
+                }
             ));
             Reply::json(200, &report)
         }
@@ -767,7 +771,10 @@ async fn export_page(state: &State, params: &BTreeMap<&str, &str>, ctx: &mut Ctx
     let until = match (until_seq, until_ms) {
         (Some(seq), None) if (1..=i64::MAX as u64).contains(&seq) => seq,
         (None, Some(ms)) if ms >= 0 => state.store.audit_seq_at(ms).await?.ok_or_else(|| {
-            KmsError::NotFound(format!("no audit entry at or before {}", crate::model::format_time(ms)))
+            KmsError::NotFound(format!(
+                "no audit entry at or before {}",
+                crate::model::format_time(ms)
+            ))
         })?,
         _ => {
             return Err(KmsError::invalid(

@@ -78,7 +78,8 @@ async fn start<'a>(state: &State, root: &'a RootKey, from: WalkFrom) -> Result<V
     }
     match anchor {
         Some(anchor) => {
-            let mut v = Verifier::starting_at(Some(root), anchor.seq, &anchor.hash_bytes()?, "anchor");
+            let mut v =
+                Verifier::starting_at(Some(root), anchor.seq, &anchor.hash_bytes()?, "anchor");
             if !anchor.is_authentic(MarkKind::Anchor, root) {
                 v.fail(
                     anchor.seq.saturating_add(1),

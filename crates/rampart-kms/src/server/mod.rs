@@ -375,7 +375,9 @@ impl State {
         let mut bytes = serde_json::to_vec(keys).unwrap_or_default();
         bytes.extend_from_slice(answer.to_string().as_bytes());
         let mut digest = [0u8; 32];
-        digest.copy_from_slice(rampart_crypto::digest(rampart_crypto::HashAlg::Sha256, &bytes).expose());
+        digest.copy_from_slice(
+            rampart_crypto::digest(rampart_crypto::HashAlg::Sha256, &bytes).expose(),
+        );
         let mut answers =
             self.heartbeat_answers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         match answers.get_mut(client) {
@@ -461,7 +463,10 @@ async fn audit_writer(
                 if let Some(sinks) = &sinks {
                     let sinks = Arc::clone(sinks);
                     let failed = tokio::task::spawn_blocking(move || {
-                        sinks.lock().unwrap_or_else(std::sync::PoisonError::into_inner).write(&entries)
+                        sinks
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .write(&entries)
                     })
                     .await
                     .unwrap_or(1);
@@ -471,7 +476,8 @@ async fn audit_writer(
                         }
                     }
                 }
-                let n = appended.fetch_add(batch.len() as u64, Ordering::Relaxed) + batch.len() as u64;
+                let n =
+                    appended.fetch_add(batch.len() as u64, Ordering::Relaxed) + batch.len() as u64;
                 if checkpoint_every > 0 && n >= checkpoint_every {
                     appended.store(0, Ordering::Relaxed);
                     wake.notify_one();

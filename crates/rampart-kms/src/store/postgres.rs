@@ -790,12 +790,14 @@ impl Store for PostgresStore {
                 .await?
                 .is_some();
             if guarded {
-                tx.batch_execute("ALTER TABLE kms_audit DISABLE TRIGGER kms_audit_no_change").await?;
+                tx.batch_execute("ALTER TABLE kms_audit DISABLE TRIGGER kms_audit_no_change")
+                    .await?;
             }
             let removed =
                 tx.execute("DELETE FROM kms_audit WHERE seq <= $1", &[&to_i64(anchor.seq)]).await?;
             if guarded {
-                tx.batch_execute("ALTER TABLE kms_audit ENABLE TRIGGER kms_audit_no_change").await?;
+                tx.batch_execute("ALTER TABLE kms_audit ENABLE TRIGGER kms_audit_no_change")
+                    .await?;
             }
             tx.execute("DELETE FROM kms_audit_checkpoints WHERE seq < $1", &[&to_i64(anchor.seq)])
                 .await?;

@@ -83,9 +83,8 @@ fn to_i64(value: u64) -> i64 {
 }
 
 fn read_mark(conn: &Connection, sql: &str) -> Result<Option<Mark>> {
-    let row: Option<(i64, String, i64, String)> = conn
-        .query_row(sql, [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-        .optional()?;
+    let row: Option<(i64, String, i64, String)> =
+        conn.query_row(sql, [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))).optional()?;
     row.map(|(seq, hash, time_ms, mac)| {
         Ok(Mark { seq: to_u64(seq, "audit mark sequence number")?, hash, time_ms, mac })
     })
