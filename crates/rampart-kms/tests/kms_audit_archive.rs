@@ -321,7 +321,7 @@ async fn export_prune_and_verify_round_trip(backend: Backend) {
     assert_eq!(pruned.anchor.hash, summary.until_hash);
     assert_eq!(d.entries().await[0].seq, until + 1);
     // Pruned entries cannot be pruned or exported again.
-    assert_eq!(api_code(admin.audit_prune(until).await), "invalid_request");
+    assert_eq!(api_code(admin.audit_prune(until).await), "conflict");
 
     // What remains verifies, in full (from the anchor) and from the checkpoint.
     let full = admin.audit_verify().await.unwrap();

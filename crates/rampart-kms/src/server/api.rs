@@ -598,7 +598,7 @@ async fn route_unsealed(
             let body: ExportedRequest = read_json(request)?;
             let (anchor_seq, _) = audit_log::anchor_position(state).await?;
             if body.after_seq > anchor_seq || body.until_seq <= body.after_seq {
-                return Err(KmsError::invalid(format!(
+                return Err(KmsError::Conflict(format!(
                     "an export must start at or before the anchor (entry {anchor_seq}) and end after it"
                 )));
             }
@@ -768,20 +768,22 @@ async fn export_page(state: &State, params: &BTreeMap<&str, &str>, ctx: &mut Ctx
     if !(1..=MAX_EXPORT_PAGE).contains(&limit) {
         return Err(KmsError::invalid(format!("limit must be 1 to {MAX_EXPORT_PAGE}")));
     }
-    let until = match (until_seq, until_ms) {
-        (Some(seq), None) if (1..=i64::MAX as u64).contains(&seq) => seq,
-        (None, Some(ms)) if ms >= 0 => state.store.audit_seq_at(ms).await?.ok_or_else(|| {
-            KmsError::NotFound(format!(
-                "no audit entry at or before {}",
-                crate::model::format_time(ms)
-            ))
-        })?,
-        _ => {
-            return Err(KmsError::invalid(
-                "give exactly one of until_seq (1 to 2^63-1) and until_ms (0 or more)",
-            ))
-        }
-    };
+    if until_seq.is_some_and(|s| s == 0 || s > i64::MAX as u64) || until_ms.is_some_and(|ms| ms < 0)
+    {
+        return Err(KmsError::invalid("until_seq must be 1 to 2^63-1 and until_ms 0 or more"));
+    }
+    // Neither: up to the newest entry; both: the earlier end.
+    let by_time =
+        state.store.audit_seq_at(until_ms.unwrap_or(i64::MAX)).await?.ok_or_else(|| {
+            KmsError::NotFound(match until_ms {
+                Some(ms) => {
+                    format!("no audit entry at or before {}", crate::model::format_time(ms))
+                }
+                None => "no audit entry".into(),
+            })
+        })?;
+    let until =
+        until_seq.map_or(by_time, |seq| if until_ms.is_some() { seq.min(by_time) } else { seq });
     let (anchor_seq, anchor_hash) = audit_log::anchor_position(state).await?;
     let after: u64 = parse_param(params, "after_seq")?.unwrap_or(anchor_seq);
     if after < anchor_seq {
@@ -790,7 +792,7 @@ async fn export_page(state: &State, params: &BTreeMap<&str, &str>, ctx: &mut Ctx
         )));
     }
     if until <= anchor_seq {
-        return Err(KmsError::invalid(format!(
+        return Err(KmsError::Conflict(format!(
             "entries up to {anchor_seq} were pruned: nothing up to {until} is left to export"
         )));
     }

@@ -216,7 +216,7 @@ pub(crate) async fn anchor_position(state: &State) -> Result<(u64, String)> {
 pub(crate) async fn prune(state: &State, root: &RootKey, until: u64) -> Result<(u64, Mark)> {
     let (anchor_seq, _) = anchor_position(state).await?;
     if until <= anchor_seq {
-        return Err(KmsError::invalid(format!(
+        return Err(KmsError::Conflict(format!(
             "entries up to {anchor_seq} are already pruned; give a later --until"
         )));
     }

@@ -143,7 +143,7 @@ pub fn openapi_document() -> Value {
             "parameters": [
               { "name": "from", "in": "query", "schema": { "type": "string", "enum": ["anchor", "checkpoint"] }, "description": "Where the walk starts (default: anchor)" } ],
             "responses": ok("The verification report", "VerifyReport", ADMIN) } },
-        "/v1/audit/export": { "get": { "operationId": "exportAudit", "summary": "A page of the entries from the anchor up to until_seq (or the newest stamped at or before until_ms), each with its link (admin)",
+        "/v1/audit/export": { "get": { "operationId": "exportAudit", "summary": "A page of the entries from the anchor up to until_seq and/or the newest stamped at or before until_ms (the earlier of the two; the newest entry when neither is given), each with its link (admin)",
             "parameters": [
               { "name": "until_seq", "in": "query", "schema": { "type": "integer", "minimum": 1, "maximum": 9223372036854775807i64 } },
               { "name": "until_ms", "in": "query", "schema": { "type": "integer", "minimum": 0, "maximum": 9223372036854775807i64 } },
