@@ -7,6 +7,14 @@
 //! Entries written while unsealed also carry an HMAC of their hash under a
 //! key derived from the root key, so rewriting the chain from an edited
 //! entry onwards needs the root key.
+//!
+//! Marks: a *checkpoint* records an entry's sequence number and hash after
+//! the server verified the chain up to it, so a later verification can
+//! start there; the *anchor* records the last entry pruned (archived), so
+//! the entries that remain link to it instead of to [`GENESIS`]. Both are
+//! MACed under a second key derived from the root key, over bytes that
+//! name their kind, so neither can be forged from an entry's MAC or from
+//! each other.
 
 use rampart_crypto::{digest, HashAlg};
 use serde::{Deserialize, Serialize};
@@ -72,10 +80,99 @@ pub struct ChainedRow {
     pub mac: Option<Vec<u8>>,
 }
 
+/// What a [`Mark`] records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkKind {
+    /// The chain was verified up to this entry.
+    Checkpoint,
+    /// Entries up to this one were pruned; the rest link to its hash.
+    Anchor,
+}
+
+impl MarkKind {
+    fn tag(self) -> &'static [u8] {
+        match self {
+            Self::Checkpoint => b"rampart-kms-audit-checkpoint-v1",
+            Self::Anchor => b"rampart-kms-audit-anchor-v1",
+        }
+    }
+
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Checkpoint => "checkpoint",
+            Self::Anchor => "anchor",
+        }
+    }
+}
+
+/// A checkpoint or the anchor: an entry's sequence number and hash (hex),
+/// when it was written, and its MAC (hex).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mark {
+    pub seq: u64,
+    pub hash: String,
+    pub time_ms: i64,
+    pub mac: String,
+}
+
+impl Mark {
+    fn canonical(kind: MarkKind, seq: u64, hash: &str, time_ms: i64) -> Vec<u8> {
+        let mut out = kind.tag().to_vec();
+        for field in [seq.to_string(), hash.to_owned(), time_ms.to_string()] {
+            out.extend_from_slice(&u32::try_from(field.len()).unwrap_or(u32::MAX).to_be_bytes());
+            out.extend_from_slice(field.as_bytes());
+        }
+        out
+    }
+
+    /// A new mark of `kind` for entry `seq` with hash `hash` (hex).
+    #[must_use]
+    pub fn new(kind: MarkKind, seq: u64, hash: &str, time_ms: i64, root: &RootKey) -> Self {
+        let mac = hex::encode(root.audit_mark_mac(&Self::canonical(kind, seq, hash, time_ms)));
+        Self { seq, hash: hash.to_owned(), time_ms, mac }
+    }
+
+    /// Whether the MAC was made by `root` for a mark of `kind`.
+    #[must_use]
+    pub fn is_authentic(&self, kind: MarkKind, root: &RootKey) -> bool {
+        // Compared as text, as entry MACs are: the values are stored, not
+        // guessed online, so the comparison's timing tells nothing.
+        let expected =
+            root.audit_mark_mac(&Self::canonical(kind, self.seq, &self.hash, self.time_ms));
+        hex::encode(expected) == self.mac
+    }
+
+    /// The hash as bytes; a stored mark whose hash is not 32 hex bytes is
+    /// corrupt.
+    pub fn hash_bytes(&self) -> crate::error::Result<Vec<u8>> {
+        match hex::decode(&self.hash) {
+            Ok(bytes) if bytes.len() == 32 => Ok(bytes),
+            _ => Err(crate::error::KmsError::Corrupt(format!(
+                "the audit mark at entry {} holds no 32-byte hash",
+                self.seq
+            ))),
+        }
+    }
+}
+
 /// The outcome of `audit verify`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VerifyReport {
     pub ok: bool,
+    /// The entry the walk started after (0: the first entry ever; else
+    /// the anchor left by pruning, or the checkpoint an incremental
+    /// verification started from), and that entry's hash.
+    #[serde(default)]
+    pub start_seq: u64,
+    #[serde(default)]
+    pub start_hash: String,
+    /// What the walk started from: `genesis`, `anchor` or `checkpoint`.
+    #[serde(default)]
+    pub start: String,
+    /// Whether MACs were checked (not offline without the root key).
+    #[serde(default)]
+    pub macs_checked: bool,
     /// Entries checked.
     pub entries: u64,
     /// Entries without a MAC (written while sealed).
@@ -103,20 +200,53 @@ pub struct Verifier<'a> {
 impl<'a> Verifier<'a> {
     #[must_use]
     pub fn new(root: Option<&'a RootKey>) -> Self {
+        Self::starting_at(root, 0, &GENESIS, "genesis")
+    }
+
+    /// A walk of the entries after entry `seq`, whose hash is `hash`
+    /// (the anchor, a checkpoint, or an archive's first link).
+    #[must_use]
+    pub fn starting_at(root: Option<&'a RootKey>, seq: u64, hash: &[u8], start: &str) -> Self {
         Self {
             root,
-            prev: GENESIS.to_vec(),
-            expected_seq: 1,
+            prev: hash.to_vec(),
+            expected_seq: seq.saturating_add(1),
             report: VerifyReport {
                 ok: true,
+                start_seq: seq,
+                start_hash: hex::encode(hash),
+                start: start.to_owned(),
+                macs_checked: root.is_some(),
                 entries: 0,
                 unauthenticated: 0,
-                head_seq: 0,
-                head_hash: hex::encode(GENESIS),
+                head_seq: seq,
+                head_hash: hex::encode(hash),
                 first_bad_seq: None,
                 problem: None,
             },
         }
+    }
+
+    /// Records a problem found outside the entries (a bad mark, a file
+    /// that ends early); `seq` is the entry it concerns.
+    pub fn fail(&mut self, seq: u64, problem: String) {
+        if self.report.ok {
+            self.report.ok = false;
+            self.report.first_bad_seq = Some(seq);
+            self.report.problem = Some(problem);
+        }
+    }
+
+    /// The sequence number the next entry must have.
+    #[must_use]
+    pub fn expected_seq(&self) -> u64 {
+        self.expected_seq
+    }
+
+    /// Whether no problem was found so far.
+    #[must_use]
+    pub fn is_ok(&self) -> bool {
+        self.report.ok
     }
 
     /// Checks the next entry; returns false once a problem was found.
@@ -178,6 +308,220 @@ impl<'a> Verifier<'a> {
     pub fn finish(self) -> VerifyReport {
         self.report
     }
+}
+
+/// The `format` of an exported segment's header line.
+pub const EXPORT_FORMAT: &str = "rampart-kms-audit-export";
+/// Longest line an export reader accepts (an entry's detail is bounded by
+/// the server's request limits, far below this).
+pub const MAX_EXPORT_LINE: usize = 1 << 20;
+
+/// The first line of an exported segment: the anchor (the entry before
+/// the first exported one, and its hash) and the range that follows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExportHeader {
+    pub format: String,
+    pub version: u32,
+    pub anchor_seq: u64,
+    pub anchor_hash: String,
+    pub first_seq: u64,
+    pub last_seq: u64,
+    pub exported_ms: i64,
+}
+
+/// One exported entry: every field the hash covers, the link to the
+/// entry before, the hash and the MAC.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExportedEntry {
+    pub seq: u64,
+    pub prev_hash: String,
+    pub time_ms: i64,
+    pub client: String,
+    pub operation: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<u32>,
+    pub outcome: String,
+    pub detail: String,
+    pub hash: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
+}
+
+impl ExportedEntry {
+    #[must_use]
+    pub fn new(entry: AuditEntry, prev_hash: String) -> Self {
+        Self {
+            seq: entry.seq,
+            prev_hash,
+            time_ms: entry.time_ms,
+            client: entry.client,
+            operation: entry.operation,
+            key: entry.key,
+            version: entry.version,
+            outcome: entry.outcome,
+            detail: entry.detail,
+            hash: entry.hash,
+            mac: entry.mac,
+        }
+    }
+
+    #[must_use]
+    pub fn into_entry(self) -> (AuditEntry, String) {
+        (
+            AuditEntry {
+                seq: self.seq,
+                time_ms: self.time_ms,
+                client: self.client,
+                operation: self.operation,
+                key: self.key,
+                version: self.version,
+                outcome: self.outcome,
+                detail: self.detail,
+                hash: self.hash,
+                mac: self.mac,
+            },
+            self.prev_hash,
+        )
+    }
+}
+
+/// Checks an exported segment (header line, then one entry per line):
+/// the header is well formed, every entry links to the one before (the
+/// first to the anchor), sequence numbers follow each other, every hash
+/// matches its entry, and the file holds exactly the range its header
+/// names. With `root`, every MAC is checked too; without it (offline,
+/// without the root key) the MACs cannot be, and the report says so
+/// (`macs_checked: false`). With `expect_anchor` (a hash noted earlier:
+/// the head of the archive before, or the anchor the store shows), the
+/// header's anchor must be it, so a whole file rewritten from its first
+/// entry is caught too. Read errors are errors; everything wrong with the
+/// content is a failed report naming the entry.
+pub fn verify_export(
+    mut input: impl std::io::BufRead,
+    root: Option<&RootKey>,
+    expect_anchor: Option<&str>,
+) -> std::io::Result<VerifyReport> {
+    use std::io::{BufRead as _, Read as _};
+    let mut line = Vec::new();
+    let mut read_line = |line: &mut Vec<u8>| -> std::io::Result<bool> {
+        line.clear();
+        let n = input.by_ref().take(MAX_EXPORT_LINE as u64 + 1).read_until(b'\n', line)?;
+        Ok(n > 0)
+    };
+    let bad_header = |problem: String| {
+        let mut v = Verifier::new(root);
+        v.fail(0, problem);
+        let mut report = v.finish();
+        report.macs_checked = root.is_some();
+        report
+    };
+    if !read_line(&mut line)? {
+        return Ok(bad_header("the file is empty: no export header".into()));
+    }
+    let header: ExportHeader = match serde_json::from_slice(&line) {
+        Ok(h) => h,
+        Err(e) => return Ok(bad_header(format!("line 1 is not an export header: {e}"))),
+    };
+    if header.format != EXPORT_FORMAT || header.version != 1 {
+        return Ok(bad_header(format!(
+            "line 1 is not a version 1 {EXPORT_FORMAT} header (format '{}', version {})",
+            header.format, header.version
+        )));
+    }
+    let anchor = match hex::decode(&header.anchor_hash) {
+        Ok(bytes) if bytes.len() == 32 => bytes,
+        _ => return Ok(bad_header("the header's anchor_hash is not a 32-byte hex hash".into())),
+    };
+    let mut verifier = Verifier::starting_at(root, header.anchor_seq, &anchor, "anchor");
+    if let Some(expected) = expect_anchor {
+        if !expected.eq_ignore_ascii_case(&header.anchor_hash) {
+            verifier.fail(
+                header.first_seq,
+                format!(
+                    "the file's anchor (entry {}, {}) is not the expected {expected}",
+                    header.anchor_seq, header.anchor_hash
+                ),
+            );
+        }
+    }
+    if header.first_seq != header.anchor_seq.saturating_add(1)
+        || header.last_seq < header.anchor_seq
+    {
+        verifier.fail(
+            header.first_seq,
+            format!(
+                "the header's range (anchor {}, entries {} to {}) is inconsistent",
+                header.anchor_seq, header.first_seq, header.last_seq
+            ),
+        );
+    }
+    let mut number = 1u64;
+    while verifier.is_ok() && read_line(&mut line)? {
+        number += 1;
+        let at = verifier.expected_seq();
+        if line.len() > MAX_EXPORT_LINE {
+            verifier.fail(
+                at,
+                format!("line {number} (entry {at}) is longer than {MAX_EXPORT_LINE} bytes"),
+            );
+            break;
+        }
+        let exported: ExportedEntry = match serde_json::from_slice(&line) {
+            Ok(e) => e,
+            Err(e) => {
+                verifier
+                    .fail(at, format!("line {number} (entry {at}) is not an exported entry: {e}"));
+                break;
+            }
+        };
+        let (entry, prev_hash) = exported.into_entry();
+        if entry.seq != at {
+            verifier.fail(
+                at,
+                format!(
+                    "entry {at} is missing: line {number} holds entry {} instead (entries were \
+                     removed or reordered)",
+                    entry.seq
+                ),
+            );
+            break;
+        }
+        if !prev_hash.eq_ignore_ascii_case(&hex::encode(&verifier.prev)) {
+            verifier.fail(
+                at,
+                format!("entry {at} does not link to the entry before it (its prev_hash differs)"),
+            );
+            break;
+        }
+        if entry.seq > header.last_seq {
+            verifier.fail(
+                entry.seq,
+                format!(
+                    "entry {} lies beyond the header's last entry {}",
+                    entry.seq, header.last_seq
+                ),
+            );
+            break;
+        }
+        verifier.check(&entry);
+    }
+    if verifier.is_ok() && verifier.expected_seq() != header.last_seq.saturating_add(1) {
+        let at = verifier.expected_seq();
+        verifier.fail(
+            at,
+            format!(
+                "the file ends before entry {at}: its header says it holds entries up to {}",
+                header.last_seq
+            ),
+        );
+    }
+    let mut report = verifier.finish();
+    report.macs_checked = root.is_some();
+    Ok(report)
 }
 
 #[cfg(test)]

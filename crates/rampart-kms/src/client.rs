@@ -788,6 +788,167 @@ impl KmsClient {
     pub async fn audit_verify(&self) -> Result<VerifyReport, ClientError> {
         self.call_json(Method::POST, "/v1/audit/verify", None).await
     }
+
+    /// Verifies only what follows the last checkpoint (the anchor, or the
+    /// first entry, when there is none).
+    pub async fn audit_verify_from_checkpoint(&self) -> Result<VerifyReport, ClientError> {
+        self.call_json(Method::POST, "/v1/audit/verify?from=checkpoint", None).await
+    }
+
+    /// One page of an export: entries after `after_seq` (the anchor when
+    /// `None`) up to `until`.
+    pub async fn audit_export_page(
+        &self,
+        until: AuditUntil,
+        after_seq: Option<u64>,
+        limit: u32,
+    ) -> Result<AuditExportPage, ClientError> {
+        let mut path = match until {
+            AuditUntil::Seq(seq) => format!("/v1/audit/export?until_seq={seq}&limit={limit}"),
+            AuditUntil::TimeMs(ms) => format!("/v1/audit/export?until_ms={ms}&limit={limit}"),
+        };
+        if let Some(after) = after_seq {
+            path.push_str(&format!("&after_seq={after}"));
+        }
+        self.call_json(Method::GET, &path, None).await
+    }
+
+    /// Records a completed export of the entries after `after_seq` up to
+    /// `until_seq` (whose hash is `until_hash`): pruning needs one.
+    pub async fn audit_exported(
+        &self,
+        after_seq: u64,
+        until_seq: u64,
+        until_hash: &str,
+    ) -> Result<Value, ClientError> {
+        let body =
+            json!({ "after_seq": after_seq, "until_seq": until_seq, "until_hash": until_hash });
+        self.call_json(Method::POST, "/v1/audit/exports", Some(body)).await
+    }
+
+    /// Writes the entries from the anchor up to `until` to `out` as an
+    /// export (see [`crate::audit::verify_export`] for the format), page
+    /// by page, so memory does not grow with the log. The export is not
+    /// recorded: once `out` is safely stored, call [`Self::audit_exported`]
+    /// with the summary.
+    pub async fn audit_export(
+        &self,
+        until: AuditUntil,
+        out: &mut impl std::io::Write,
+    ) -> Result<AuditExportSummary, ClientError> {
+        const PAGE: u32 = 5000;
+        let io = |e: std::io::Error| {
+            ClientError::Config(KmsError::Store(format!("cannot write the export: {e}")))
+        };
+        let first = self.audit_export_page(until, None, PAGE).await?;
+        let header = crate::audit::ExportHeader {
+            format: crate::audit::EXPORT_FORMAT.into(),
+            version: 1,
+            anchor_seq: first.anchor_seq,
+            anchor_hash: first.anchor_hash.clone(),
+            first_seq: first.anchor_seq + 1,
+            last_seq: first.until_seq,
+            exported_ms: crate::model::now_ms(),
+        };
+        let line = |value: &dyn erased::Line| value.line();
+        out.write_all(&line(&header)).map_err(io)?;
+        let until = AuditUntil::Seq(first.until_seq);
+        let mut summary = AuditExportSummary {
+            anchor_seq: first.anchor_seq,
+            anchor_hash: first.anchor_hash.clone(),
+            until_seq: first.until_seq,
+            until_hash: first.until_hash.clone(),
+            entries: 0,
+        };
+        let mut last: Option<(u64, String)> = None;
+        let mut page = first;
+        loop {
+            for entry in &page.entries {
+                out.write_all(&line(entry)).map_err(io)?;
+                summary.entries += 1;
+                last = Some((entry.seq, entry.hash.clone()));
+            }
+            match page.next_after_seq {
+                Some(after) if !page.entries.is_empty() => {
+                    page = self.audit_export_page(until, Some(after), PAGE).await?;
+                }
+                _ => break,
+            }
+        }
+        if last.as_ref().map(|(seq, hash)| (*seq, hash.as_str()))
+            != Some((summary.until_seq, summary.until_hash.as_str()))
+        {
+            return Err(ClientError::Protocol {
+                endpoint: "/v1/audit/export".into(),
+                message: format!(
+                    "the export ended at entry {} instead of {}",
+                    last.map_or(summary.anchor_seq, |(seq, _)| seq),
+                    summary.until_seq
+                ),
+            });
+        }
+        Ok(summary)
+    }
+
+    /// Removes the entries up to `until_seq` (exported before); returns
+    /// how many went and the new anchor.
+    pub async fn audit_prune(&self, until_seq: u64) -> Result<AuditPruned, ClientError> {
+        let body = json!({ "until_seq": until_seq });
+        self.call_json(Method::POST, "/v1/audit/prune", Some(body)).await
+    }
+}
+
+/// Where an export ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuditUntil {
+    /// At this entry.
+    Seq(u64),
+    /// At the newest entry stamped at or before this time (Unix ms).
+    TimeMs(i64),
+}
+
+/// A page of `GET /v1/audit/export`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct AuditExportPage {
+    pub anchor_seq: u64,
+    pub anchor_hash: String,
+    pub until_seq: u64,
+    pub until_hash: String,
+    pub entries: Vec<crate::audit::ExportedEntry>,
+    pub next_after_seq: Option<u64>,
+}
+
+/// What [`KmsClient::audit_export`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct AuditExportSummary {
+    pub anchor_seq: u64,
+    pub anchor_hash: String,
+    pub until_seq: u64,
+    pub until_hash: String,
+    pub entries: u64,
+}
+
+/// One JSON line of an export.
+mod erased {
+    pub(super) trait Line {
+        fn line(&self) -> Vec<u8>;
+    }
+
+    impl<T: serde::Serialize> Line for T {
+        fn line(&self) -> Vec<u8> {
+            // Plain structs of strings and numbers always serialise.
+            let mut bytes = serde_json::to_vec(self).unwrap_or_default();
+            bytes.push(b'\n');
+            bytes
+        }
+    }
+}
+
+/// The answer of `POST /v1/audit/prune`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct AuditPruned {
+    pub removed: u64,
+    pub anchor: crate::audit::Mark,
 }
 
 /// One page of a list, and the cursor of the next (`None` at the end).

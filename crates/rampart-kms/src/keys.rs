@@ -45,6 +45,21 @@ fn cursor_key(audit_key: &SecretBytes) -> Result<SecretBytes> {
     Ok(cursor_key)
 }
 
+/// The key that authenticates audit checkpoints and the anchor left by
+/// pruning, derived from the audit MAC key: a key of its own, so that an
+/// entry's MAC can never pass for one.
+fn mark_key(audit_key: &SecretBytes) -> Result<SecretBytes> {
+    let mut mark_key = SecretBytes::zeroed(32);
+    hkdf(
+        HashAlg::Sha256,
+        audit_key.expose(),
+        b"",
+        b"rampart-kms audit checkpoint mac v1",
+        mark_key.expose_mut(),
+    )?;
+    Ok(mark_key)
+}
+
 /// Where the root key is and what it can do: seal and open blobs
 /// (`nonce(12) || ciphertext || tag(16)`, AES-256-GCM) under associated
 /// data. Two implementations: [`MemoryRoot`], the key itself in process
@@ -89,6 +104,9 @@ pub struct RootKey {
     audit_key: SecretBytes,
     /// Authenticates list cursors (see `cursor_key`).
     cursor_key: SecretBytes,
+    /// Authenticates audit checkpoints and the anchor left by pruning: a
+    /// key of its own, so that an entry's MAC can never pass for one.
+    mark_key: SecretBytes,
 }
 
 impl RootKey {
@@ -108,11 +126,12 @@ impl RootKey {
             b"rampart-kms audit mac v1",
             audit_key.expose_mut(),
         )?;
-        let cursor_key = cursor_key(&audit_key)?;
+        let (cursor_key, mark_key) = (cursor_key(&audit_key)?, mark_key(&audit_key)?);
         Ok(Self {
             root: Arc::new(MemoryRoot { gcm: Gcm::new(key.expose())? }),
             audit_key,
             cursor_key,
+            mark_key,
         })
     }
 
@@ -130,8 +149,8 @@ impl RootKey {
         if audit_key.len() != 32 {
             return Err(KmsError::Corrupt("the sealed audit key is not 32 bytes".into()));
         }
-        let cursor_key = cursor_key(&audit_key)?;
-        Ok(Self { root, audit_key, cursor_key })
+        let (cursor_key, mark_key) = (cursor_key(&audit_key)?, mark_key(&audit_key)?);
+        Ok(Self { root, audit_key, cursor_key, mark_key })
     }
 
     /// A new random audit MAC key sealed by `root`, for [`RootKey::with_root`].
@@ -203,6 +222,12 @@ impl RootKey {
     #[must_use]
     pub fn audit_mac(&self, hash: &[u8]) -> Vec<u8> {
         hmac(HashAlg::Sha256, self.audit_key.expose(), hash).expose().to_vec()
+    }
+
+    /// The MAC of an audit checkpoint or anchor's canonical bytes.
+    #[must_use]
+    pub fn audit_mark_mac(&self, canonical: &[u8]) -> Vec<u8> {
+        hmac(HashAlg::Sha256, self.mark_key.expose(), canonical).expose().to_vec()
     }
 }
 

@@ -9,7 +9,7 @@ use rampart_crypto::SecretBytes;
 use rampart_kms::client::{AuditQuery, ClientError, ClientQuery, KeyQuery, KmsClient, Page};
 use rampart_kms::deployment::{self, files, InitOptions, InitSeal};
 use rampart_kms::model::{format_time, parse_time, KeyInfo, Labels};
-use rampart_kms::server::{Limits, Server, ServerOptions};
+use rampart_kms::server::{AuditOptions, Limits, Server, ServerOptions, SinkOptions};
 use rampart_kms::{Bundle, KmsError};
 
 use crate::duration::parse_duration;
@@ -150,6 +150,32 @@ pub struct ServeArgs {
     /// Most header fields in one request (HTTP 431 beyond).
     #[arg(long, default_value_t = 100, value_name = "N")]
     pub max_headers: usize,
+    /// Verify the audit chain and write a MACed checkpoint of its head
+    /// after this many new entries (0: only on --audit-checkpoint-interval).
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    pub audit_checkpoint_entries: u64,
+    /// ... and at least this often while entries are appended.
+    #[arg(long, value_parser = parse_duration, default_value = "5m", value_name = "TIME")]
+    pub audit_checkpoint_interval: std::time::Duration,
+    /// Also append every chained audit entry to FILE as a JSON line
+    /// (reopened on SIGHUP, for logrotate).
+    #[arg(long, value_name = "FILE")]
+    pub audit_file: Option<PathBuf>,
+    /// Rotate --audit-file (renamed FILE.SEQ after its last entry) before
+    /// it grows past SIZE.
+    #[arg(long, value_parser = crate::size::parse_size, value_name = "SIZE", requires = "audit_file")]
+    pub audit_file_max_size: Option<u64>,
+    /// fdatasync --audit-file after each batch of entries (the store holds
+    /// them durably either way).
+    #[arg(long, requires = "audit_file")]
+    pub audit_file_fsync: bool,
+    /// Also send every chained audit entry to syslog/journald (facility
+    /// authpriv) through the local socket /dev/log.
+    #[arg(long)]
+    pub audit_syslog: bool,
+    /// The syslog socket for --audit-syslog.
+    #[arg(long, value_name = "PATH", default_value = rampart_kms::server::SYSLOG_SOCKET)]
+    pub audit_syslog_socket: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -424,10 +450,56 @@ pub struct AuditArgs {
 #[derive(Debug, Subcommand)]
 pub enum AuditCommand {
     /// Check the hash chain: detects edited, removed and reordered entries.
+    /// By default the server walks the whole log from the anchor (or the
+    /// first entry); --from-checkpoint only what follows the last
+    /// checkpoint; --file checks an exported archive here, offline.
     Verify {
+        /// Walk only the entries after the server's last checkpoint (the
+        /// checkpoint's MAC is checked first; a tampered one fails).
+        #[arg(long, conflicts_with = "file")]
+        from_checkpoint: bool,
+        /// Check an archive written by `audit export`, offline: hash links,
+        /// sequence numbers and the range its header names (MACs too with
+        /// --unseal-key-file).
+        #[arg(long, value_name = "FILE")]
+        file: Option<PathBuf>,
+        /// With --file: the deployment's unseal key file, to check every
+        /// entry's MAC as well (deployments unsealed with a key file).
+        #[arg(long, value_name = "KEYFILE", requires = "file")]
+        unseal_key_file: Option<PathBuf>,
+        /// With --file: the hash the archive must start from (the head of
+        /// the archive before it, or the anchor `verify` reported).
+        #[arg(long, value_name = "HASH", requires = "file")]
+        anchor: Option<String>,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Archive the entries from the anchor (the first entry not yet pruned)
+    /// up to --until as JSON lines: a header with the anchor, then each
+    /// entry with its link, hash and MAC. The export is recorded on the
+    /// server once the file is safely written; `audit prune` needs one.
+    Export {
+        /// The last entry: a sequence number, or a time (RFC 3339) for the
+        /// newest entry stamped at or before it.
+        #[arg(long, value_name = "SEQ|TIME")]
+        until: String,
+        /// The archive to write (must not exist; written to FILE.partial,
+        /// synced, then renamed).
+        #[arg(short = 'o', long = "out", value_name = "FILE")]
+        out: PathBuf,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Remove the entries up to --until from the store, keeping their last
+    /// hash as the anchor the rest links to. Refused unless an export
+    /// covers them and they verify.
+    Prune {
+        /// The last entry to remove.
+        #[arg(long, value_name = "SEQ")]
+        until: u64,
         #[command(flatten)]
         client: ClientArgs,
     },
@@ -666,7 +738,20 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
                 max_header_bytes: usize::try_from(args.max_header_size).unwrap_or(usize::MAX),
                 max_headers: args.max_headers,
             },
+            audit: AuditOptions {
+                checkpoint_entries: args.audit_checkpoint_entries,
+                checkpoint_interval: args.audit_checkpoint_interval,
+                sinks: SinkOptions {
+                    file: args.audit_file.clone(),
+                    file_max_bytes: args.audit_file_max_size,
+                    file_fsync: args.audit_file_fsync,
+                    syslog: args.audit_syslog.then(|| args.audit_syslog_socket.clone()),
+                },
+            },
         };
+        if args.audit_checkpoint_interval.is_zero() {
+            return Err(UsageError("--audit-checkpoint-interval must be more than 0".into()).into());
+        }
         opts.limits.validate().map_err(|e| UsageError(format!("kms serve: {e}")))?;
         let server = Server::new(&opts, store).await.map_err(map_kms)?;
         let listener = rampart_kms::server::bind(&args.listen).await.map_err(map_kms)?;
@@ -697,6 +782,17 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         let kmip_note = kmip_address.map(|a| format!(", KMIP on {a}")).unwrap_or_default();
         tracing::info!("key server on https://{address}{kmip_note} ({state})");
         crate::notify::ready(&format!("serving on https://{address}{kmip_note} ({state})"));
+        if let Ok(mut hangups) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        {
+            let server = server.clone();
+            tokio::spawn(async move {
+                while hangups.recv().await.is_some() {
+                    tracing::info!("SIGHUP: reopening the audit file");
+                    server.reopen_audit_file();
+                }
+            });
+        }
         match kmip {
             None => server.run(listener, shutdown_signal()).await.map_err(map_kms),
             Some(kmip) => {
@@ -1018,27 +1114,84 @@ fn key_command(command: &KeyCommand) -> anyhow::Result<()> {
     }
 }
 
+fn print_report(report: &rampart_kms::audit::VerifyReport, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(report)?);
+    } else if report.ok {
+        println!(
+            "audit log intact: {} entries after {} {} (entry {}), head #{} {} ({} without MAC{})",
+            report.entries,
+            report.start,
+            report.start_hash,
+            report.start_seq,
+            report.head_seq,
+            report.head_hash,
+            report.unauthenticated,
+            if report.macs_checked { "" } else { "; MACs not checked" }
+        );
+    }
+    if !report.ok {
+        let problem = report.problem.clone().unwrap_or_default();
+        return Err(anyhow::anyhow!(
+            "audit log verification FAILED at entry {}: {problem}",
+            report.first_bad_seq.unwrap_or_default()
+        ));
+    }
+    Ok(())
+}
+
 fn audit(args: &AuditArgs) -> anyhow::Result<()> {
     let rt = runtime()?;
-    if let Some(AuditCommand::Verify { json, client }) = &args.verify {
-        let kms = connect(client)?;
-        let report = rt.block_on(kms.audit_verify()).map_err(map_client)?;
-        if *json {
-            println!("{}", serde_json::to_string_pretty(&report)?);
-        } else if report.ok {
+    match &args.verify {
+        Some(AuditCommand::Verify {
+            from_checkpoint,
+            file,
+            unseal_key_file,
+            anchor,
+            json,
+            client,
+        }) => {
+            if let Some(path) = file {
+                let root = unseal_key_file
+                    .as_deref()
+                    .map(|p| {
+                        rampart_kms::deployment::read_unseal_key(p)
+                            .and_then(|k| rampart_kms::keys::RootKey::new(&k))
+                    })
+                    .transpose()
+                    .map_err(map_kms)?;
+                let input = std::fs::File::open(path)
+                    .with_context(|| format!("cannot open {}", path.display()))?;
+                let report = rampart_kms::audit::verify_export(
+                    std::io::BufReader::new(input),
+                    root.as_ref(),
+                    anchor.as_deref(),
+                )
+                .with_context(|| format!("cannot read {}", path.display()))?;
+                return print_report(&report, *json);
+            }
+            let kms = connect(client)?;
+            let report = if *from_checkpoint {
+                rt.block_on(kms.audit_verify_from_checkpoint())
+            } else {
+                rt.block_on(kms.audit_verify())
+            }
+            .map_err(map_client)?;
+            return print_report(&report, *json);
+        }
+        Some(AuditCommand::Export { until, out, client }) => {
+            return audit_export(&rt, until, out, client);
+        }
+        Some(AuditCommand::Prune { until, client }) => {
+            let kms = connect(client)?;
+            let pruned = rt.block_on(kms.audit_prune(*until)).map_err(map_client)?;
             println!(
-                "audit log intact: {} entries, head #{} {} ({} written while sealed, without MAC)",
-                report.entries, report.head_seq, report.head_hash, report.unauthenticated
+                "removed {} entries; the log now starts after entry {} (anchor {})",
+                pruned.removed, pruned.anchor.seq, pruned.anchor.hash
             );
+            return Ok(());
         }
-        if !report.ok {
-            let problem = report.problem.unwrap_or_default();
-            return Err(anyhow::anyhow!(
-                "audit log verification FAILED at entry {}: {problem}",
-                report.first_bad_seq.unwrap_or_default()
-            ));
-        }
-        return Ok(());
+        None => {}
     }
     let kms = connect(&args.client)?;
     let query = AuditQuery {
@@ -1075,6 +1228,72 @@ fn audit(args: &AuditArgs) -> anyhow::Result<()> {
             e.detail
         )
     }))
+}
+
+/// `audit export`: written to FILE.partial, synced, renamed into place
+/// (the directory synced too), and only then recorded on the server, so a
+/// prune can never rely on an archive that a crash left half-written.
+fn audit_export(
+    rt: &tokio::runtime::Runtime,
+    until: &str,
+    out: &Path,
+    client: &ClientArgs,
+) -> anyhow::Result<()> {
+    use rampart_kms::client::AuditUntil;
+    let until = if !until.is_empty() && until.bytes().all(|b| b.is_ascii_digit()) {
+        AuditUntil::Seq(
+            until.parse().map_err(|_| UsageError(format!("--until {until} is out of range")))?,
+        )
+    } else {
+        AuditUntil::TimeMs(parse_time(until).map_err(map_kms)?)
+    };
+    if out.exists() {
+        return Err(UsageError(format!(
+            "{} exists: an archive is never overwritten; choose another name",
+            out.display()
+        ))
+        .into());
+    }
+    let kms = connect(client)?;
+    let mut partial = out.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&partial)
+        .with_context(|| format!("cannot create {}", partial.display()))?;
+    let mut writer = std::io::BufWriter::new(file);
+    let summary = match rt.block_on(kms.audit_export(until, &mut writer)) {
+        Ok(summary) => summary,
+        Err(error) => {
+            drop(writer);
+            let _ = std::fs::remove_file(&partial);
+            return Err(map_client(error));
+        }
+    };
+    let file =
+        writer.into_inner().map_err(|e| e.into_error()).context("cannot write the export")?;
+    file.sync_all().with_context(|| format!("cannot sync {}", partial.display()))?;
+    drop(file);
+    std::fs::rename(&partial, out)
+        .with_context(|| format!("cannot rename {} to {}", partial.display(), out.display()))?;
+    let dir = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("cannot sync {}", dir.display()))?;
+    rt.block_on(kms.audit_exported(summary.anchor_seq, summary.until_seq, &summary.until_hash))
+        .map_err(map_client)?;
+    eprintln!(
+        "rampart: exported entries {} to {} ({} entries, anchor {}) to {}",
+        summary.anchor_seq + 1,
+        summary.until_seq,
+        summary.entries,
+        summary.anchor_hash,
+        out.display()
+    );
+    Ok(())
 }
 
 /// Unwraps one 32-byte secret (a volume passphrase's size) in a loop at

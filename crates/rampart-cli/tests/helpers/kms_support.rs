@@ -74,15 +74,26 @@ impl ServerProcess {
     /// A server without KMIP (tests run several servers at once, and
     /// KMIP's default port is fixed).
     pub fn start(data_dir: &Path, port: u16, store: Option<&str>) -> Self {
-        Self::start_with(data_dir, port, store, None)
+        Self::start_full(data_dir, port, store, None, &[])
     }
 
     /// A server with KMIP on `127.0.0.1:kmip_port`.
     pub fn start_kmip(data_dir: &Path, port: u16, kmip_port: u16, store: Option<&str>) -> Self {
-        Self::start_with(data_dir, port, store, Some(kmip_port))
+        Self::start_full(data_dir, port, store, Some(kmip_port), &[])
     }
 
-    fn start_with(data_dir: &Path, port: u16, store: Option<&str>, kmip: Option<u16>) -> Self {
+    /// As [`Self::start`], with more `kms serve` flags.
+    pub fn start_with(data_dir: &Path, port: u16, store: Option<&str>, extra: &[&str]) -> Self {
+        Self::start_full(data_dir, port, store, None, extra)
+    }
+
+    fn start_full(
+        data_dir: &Path,
+        port: u16,
+        store: Option<&str>,
+        kmip: Option<u16>,
+        extra: &[&str],
+    ) -> Self {
         let listen = format!("127.0.0.1:{port}");
         let mut args: Vec<String> = vec![
             "kms".into(),
@@ -102,6 +113,7 @@ impl ServerProcess {
         }
         args.push("--kmip-listen".into());
         args.push(kmip.map_or_else(|| "none".into(), |p| format!("127.0.0.1:{p}")));
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
         let mut child = Command::new(rampart_bin())
             .args(&args)
             .env("RAMPART_LOG", "warn")

@@ -1,7 +1,13 @@
 //! Routing, request parsing and the handlers of the REST API. Every
-//! request, whatever its outcome, is appended to the audit chain before
-//! its response is sent; a request whose audit entry cannot be written is
-//! answered 503 instead.
+//! request that reveals a key, is refused, or changes a policy or a state
+//! (and every admin request) is appended to the audit chain before its
+//! response is sent; a request whose audit entry cannot be written is
+//! answered 503 instead. Requests that change nothing and reveal no key
+//! (health, seal status, whoami, the OpenAPI document, metrics, and a
+//! heartbeat whose answer is the one the client got last time) are only
+//! counted (`rampart_kms_requests_unchained_total`, and the heartbeat
+//! metrics' last-seen time): a fleet checking in every 30 s would
+//! otherwise add millions of identical entries a day.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -18,11 +24,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use zeroize::Zeroizing;
 
+use super::audit_log::{self, WalkFrom};
 use super::limits::Admission;
 use super::metrics::outcome;
 use super::paging::{self, ListKind};
 use super::State;
-use crate::audit::Verifier;
+use crate::audit::ExportedEntry;
 use crate::deployment::SealConfig;
 use crate::error::{KmsError, Result};
 use crate::keys::{self, WrappedHeader, KEY_BYTES, MAX_CONTEXT, MAX_WRAP_PLAINTEXT};
@@ -40,7 +47,6 @@ pub const MAX_BODY: usize = 256 * 1024;
 const MAX_DRAIN: usize = 8 * 1024 * 1024;
 /// Time allowed for sending a whole request body.
 const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
-const MAX_AUDIT_PAGE: u32 = 10_000;
 
 struct Reply {
     status: u16,
@@ -93,6 +99,9 @@ struct Ctx {
     note: Option<String>,
     /// Audited as `denied` though answered 200 (a heartbeat refusing a key).
     denied: bool,
+    /// A successful answer that changed nothing and revealed no key: not
+    /// chained (an error is chained whatever this says).
+    quiet: bool,
 }
 
 impl Ctx {
@@ -149,6 +158,15 @@ pub(super) async fn handle(
     }
     let request = Request::from_parts(parts, body);
     let (reply, detail) = match route(state, fp, request, &mut ctx).await {
+        Ok(reply) if ctx.quiet => {
+            state.metrics.unchained();
+            state.metrics.record(ctx.op, reply.status, start.elapsed());
+            if let Some(client) = &ctx.client {
+                let key = ctx.key.as_deref().filter(|_| ctx.key_known);
+                state.metrics.record_identity(&client.name, key, ctx.op, reply.status);
+            }
+            return response(reply);
+        }
         Ok(reply) => {
             let detail = match &ctx.note {
                 Some(note) => format!("{} {note}", reply.status),
@@ -308,6 +326,7 @@ async fn route(state: &State, fp: &str, request: Req, ctx: &mut Ctx) -> Result<R
             ctx.op = "health";
             expect(&method, &Method::GET, &path)?;
             let sealed = state.root().is_none();
+            ctx.quiet = true;
             Reply::json(
                 if sealed { 503 } else { 200 },
                 &json!({ "status": if sealed { "sealed" } else { "ok" }, "sealed": sealed,
@@ -318,6 +337,7 @@ async fn route(state: &State, fp: &str, request: Req, ctx: &mut Ctx) -> Result<R
             ctx.op = "sys.seal_status";
             expect(&method, &Method::GET, &path)?;
             ctx.client(state, fp).await?;
+            ctx.quiet = true;
             Reply::json(200, &seal_status(state))
         }
         ["v1", "sys", "unseal"] => {
@@ -370,6 +390,9 @@ fn operation_name(segments: &[&str]) -> &'static str {
         ["v1", "heartbeat"] => "heartbeat",
         ["v1", "audit"] => "audit.list",
         ["v1", "audit", "verify"] => "audit.verify",
+        ["v1", "audit", "export"] => "audit.export",
+        ["v1", "audit", "exports"] => "audit.exported",
+        ["v1", "audit", "prune"] => "audit.prune",
         _ => "unknown",
     }
 }
@@ -389,11 +412,13 @@ async fn route_unsealed(
         ["v1", "openapi.json"] => {
             ctx.op = "openapi";
             expect(method, &Method::GET, path)?;
+            ctx.quiet = true;
             Reply::json(200, &super::openapi_document())
         }
         ["metrics"] => {
             ctx.op = "metrics";
             expect(method, &Method::GET, path)?;
+            ctx.quiet = true;
             Ok(Reply {
                 status: 200,
                 content_type: "text/plain; version=0.0.4",
@@ -406,6 +431,7 @@ async fn route_unsealed(
             ctx.op = "whoami";
             expect(method, &Method::GET, path)?;
             let client = ctx.client(state, fp).await?.clone();
+            ctx.quiet = true;
             Reply::json(200, &client)
         }
         ["v1", "keys"] if *method == Method::GET => {
@@ -485,7 +511,12 @@ async fn route_unsealed(
                 result.as_ref().is_ok_and(|v| v.iter().all(|v| v.allowed)),
             );
             let verdicts = result?;
-            Reply::json(200, &json!({ "client": client.name, "keys": verdicts }))
+            // Chained when something was refused, or the answer is not the
+            // one this client got last time (first check-in, a key revoked
+            // or back, other keys held); a repeat of an all-clear is not.
+            let answer = json!({ "client": client.name, "keys": verdicts });
+            ctx.quiet = !ctx.denied && state.heartbeat_unchanged(&client.name, &body.keys, &answer);
+            Reply::json(200, &answer)
         }
         ["v1", "audit"] => {
             ctx.op = "audit.list";
@@ -498,17 +529,78 @@ async fn route_unsealed(
             expect(method, &Method::POST, path)?;
             ctx.admin(state, fp).await?;
             let root = state.require_root()?;
-            let mut verifier = Verifier::new(Some(&root));
-            let mut after = 0;
-            loop {
-                let page = state.store.audit_page(after, None, MAX_AUDIT_PAGE).await?;
-                let Some(last) = page.last() else { break };
-                after = last.seq;
-                if !page.iter().all(|e| verifier.check(e)) || page.len() < MAX_AUDIT_PAGE as usize {
-                    break;
+            let params = paging::query_params(query)?;
+            let from = match params.get("from").map(String::as_str) {
+                None | Some("anchor") => WalkFrom::Anchor,
+                Some("checkpoint") => WalkFrom::Checkpoint,
+                Some(other) => {
+                    return Err(KmsError::invalid(format!(
+                        "from must be 'anchor' or 'checkpoint', not '{other}'"
+                    )))
                 }
+            };
+            let report = audit_log::verify(state, &root, from).await?;
+            ctx.note = Some(format!(
+                "from {} {}: {}",
+                report.start,
+                report.start_seq,
+                if report.ok {
+                    "intact".to_owned()
+                } else {
+                    format!("FAILED at {}", report.first_bad_seq.unwrap_or_default())
+                }
+            ));
+            Reply::json(200, &report)
+        }
+        ["v1", "audit", "export"] => {
+            ctx.op = "audit.export";
+            expect(method, &Method::GET, path)?;
+            ctx.admin(state, fp).await?;
+            export_page(state, &paging::query_params(query)?, ctx).await
+        }
+        ["v1", "audit", "exports"] => {
+            ctx.op = "audit.exported";
+            expect(method, &Method::POST, path)?;
+            let client = ctx.admin(state, fp).await?.name.clone();
+            let body: ExportedRequest = read_json(request)?;
+            let (anchor_seq, _) = audit_log::anchor_position(state).await?;
+            if body.after_seq > anchor_seq || body.until_seq <= body.after_seq {
+                return Err(KmsError::Conflict(format!(
+                    "an export must start at or before the anchor (entry {anchor_seq}) and end after it"
+                )));
             }
-            Reply::json(200, &verifier.finish())
+            let stored = state.store.audit_hash(body.until_seq).await?;
+            if stored.as_deref() != Some(body.until_hash.to_ascii_lowercase().as_str()) {
+                return Err(KmsError::Conflict(format!(
+                    "entry {} is not stored with hash {}: the export does not match the log",
+                    body.until_seq, body.until_hash
+                )));
+            }
+            state
+                .store
+                .record_audit_export(
+                    body.after_seq,
+                    body.until_seq,
+                    body.until_hash.to_ascii_lowercase(),
+                    client,
+                    now_ms(),
+                )
+                .await?;
+            ctx.note = Some(format!("entries {} to {}", body.after_seq + 1, body.until_seq));
+            Reply::json(200, &json!({ "after_seq": body.after_seq, "until_seq": body.until_seq }))
+        }
+        ["v1", "audit", "prune"] => {
+            ctx.op = "audit.prune";
+            expect(method, &Method::POST, path)?;
+            ctx.admin(state, fp).await?;
+            let root = state.require_root()?;
+            let body: PruneRequest = read_json(request)?;
+            if body.until_seq == 0 || body.until_seq > i64::MAX as u64 {
+                return Err(KmsError::invalid("until_seq must be 1 to 2^63-1"));
+            }
+            let (removed, anchor) = audit_log::prune(state, &root, body.until_seq).await?;
+            ctx.note = Some(format!("removed {removed} entries up to {}", anchor.seq));
+            Reply::json(200, &json!({ "removed": removed, "anchor": anchor }))
         }
         _ => {
             ctx.op = "unknown";
@@ -626,6 +718,103 @@ async fn key_action(
         }
         _ => Err(KmsError::NoRoute(path.to_owned())),
     }
+}
+
+/// Most entries one export page holds.
+const MAX_EXPORT_PAGE: u32 = 10_000;
+
+/// A numeric query parameter, when given.
+fn parse_param<T: std::str::FromStr>(
+    params: &BTreeMap<String, String>,
+    name: &str,
+) -> Result<Option<T>> {
+    params
+        .get(name)
+        .map(|v| {
+            v.parse()
+                .map_err(|_| KmsError::invalid(format!("query parameter '{name}' is not a number")))
+        })
+        .transpose()
+}
+
+/// `GET /v1/audit/export`: the entries after `after_seq` (default: the
+/// anchor) up to `until_seq` (or the newest stamped at or before
+/// `until_ms`), at most `limit`, each with its link; plus the anchor and
+/// the resolved `until_seq`, so the client can write the header and ask
+/// for the next page.
+async fn export_page(
+    state: &State,
+    params: &BTreeMap<String, String>,
+    ctx: &mut Ctx,
+) -> Result<Reply> {
+    let until_seq: Option<u64> = parse_param(params, "until_seq")?;
+    let until_ms: Option<i64> = parse_param(params, "until_ms")?;
+    let limit: u32 = parse_param(params, "limit")?.unwrap_or(5000);
+    if !(1..=MAX_EXPORT_PAGE).contains(&limit) {
+        return Err(KmsError::invalid(format!("limit must be 1 to {MAX_EXPORT_PAGE}")));
+    }
+    if until_seq.is_some_and(|s| s == 0 || s > i64::MAX as u64) || until_ms.is_some_and(|ms| ms < 0)
+    {
+        return Err(KmsError::invalid("until_seq must be 1 to 2^63-1 and until_ms 0 or more"));
+    }
+    // Neither: up to the newest entry; both: the earlier end.
+    let by_time =
+        state.store.audit_seq_at(until_ms.unwrap_or(i64::MAX)).await?.ok_or_else(|| {
+            KmsError::NotFound(match until_ms {
+                Some(ms) => {
+                    format!("no audit entry at or before {}", crate::model::format_time(ms))
+                }
+                None => "no audit entry".into(),
+            })
+        })?;
+    let until =
+        until_seq.map_or(by_time, |seq| if until_ms.is_some() { seq.min(by_time) } else { seq });
+    let (anchor_seq, anchor_hash) = audit_log::anchor_position(state).await?;
+    let after: u64 = parse_param(params, "after_seq")?.unwrap_or(anchor_seq);
+    if after < anchor_seq {
+        return Err(KmsError::Conflict(format!(
+            "entries up to {anchor_seq} were pruned; an export starts at the anchor"
+        )));
+    }
+    if until <= anchor_seq {
+        return Err(KmsError::Conflict(format!(
+            "entries up to {anchor_seq} were pruned: nothing up to {until} is left to export"
+        )));
+    }
+    let Some(until_hash) = state.store.audit_hash(until).await? else {
+        return Err(KmsError::NotFound(format!("audit entry {until}")));
+    };
+    let mut prev = if after == anchor_seq {
+        anchor_hash.clone()
+    } else {
+        state
+            .store
+            .audit_hash(after)
+            .await?
+            .ok_or_else(|| KmsError::NotFound(format!("audit entry {after}")))?
+    };
+    let page = if after >= until {
+        Vec::new()
+    } else {
+        let want = u32::try_from((until - after).min(u64::from(limit))).unwrap_or(limit);
+        state.store.audit_page(after, None, want).await?
+    };
+    let mut entries = Vec::with_capacity(page.len());
+    for entry in page.into_iter().take_while(|e| e.seq <= until) {
+        let hash = entry.hash.clone();
+        entries.push(ExportedEntry::new(entry, std::mem::replace(&mut prev, hash)));
+    }
+    let next = entries.last().map(|e| e.seq).filter(|&seq| seq < until);
+    ctx.note = Some(format!(
+        "entries {} to {}",
+        entries.first().map_or(0, |e| e.seq),
+        entries.last().map_or(0, |e| e.seq)
+    ));
+    Reply::json(
+        200,
+        &json!({ "anchor_seq": anchor_seq, "anchor_hash": anchor_hash, "until_seq": until,
+                 "until_hash": until_hash, "entries": entries, "next_after_seq": next }),
+    )
 }
 
 /// Re-evaluates the policy for every key version a host holds: the key
@@ -1016,6 +1205,20 @@ pub fn check_request_body(operation: &str, body: &[u8]) -> Result<()> {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Empty {}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExportedRequest {
+    after_seq: u64,
+    until_seq: u64,
+    until_hash: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PruneRequest {
+    until_seq: u64,
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -54,6 +54,10 @@ struct Inner {
     handshake_timeouts: u64,
     rate_limited: u64,
     oversized_headers: u64,
+    unchained: u64,
+    sink_errors: u64,
+    checkpoints: u64,
+    checkpoint_failures: u64,
 }
 
 /// The server's counters.
@@ -150,6 +154,28 @@ impl Metrics {
         self.lock().audit_failures += 1;
     }
 
+    /// Counts a request answered without an audit entry (it changed
+    /// nothing and revealed no key).
+    pub fn unchained(&self) {
+        self.lock().unchained += 1;
+    }
+
+    /// Counts a batch an audit sink could not take.
+    pub fn sink_failed(&self) {
+        self.lock().sink_errors += 1;
+    }
+
+    /// Counts a checkpoint written, or a checkpoint run that found the
+    /// chain broken (and wrote none).
+    pub fn checkpoint(&self, written: bool) {
+        let mut inner = self.lock();
+        if written {
+            inner.checkpoints += 1;
+        } else {
+            inner.checkpoint_failures += 1;
+        }
+    }
+
     /// Counts a connection refused over the connection limit; true when
     /// it should be logged (the first of each second).
     pub fn connection_refused(&self) -> bool {
@@ -240,6 +266,26 @@ impl Metrics {
                 "rampart_kms_oversized_headers_total",
                 "Requests answered 431 for headers over --max-header-size or --max-headers.",
                 inner.oversized_headers,
+            ),
+            (
+                "rampart_kms_requests_unchained_total",
+                "Requests answered without an audit entry: health checks, status reads and heartbeats whose answer had not changed.",
+                inner.unchained,
+            ),
+            (
+                "rampart_kms_audit_sink_errors_total",
+                "Batches of audit entries the file or syslog sink could not take (the store holds them).",
+                inner.sink_errors,
+            ),
+            (
+                "rampart_kms_audit_checkpoints_total",
+                "Audit checkpoints written after verifying the chain since the previous one.",
+                inner.checkpoints,
+            ),
+            (
+                "rampart_kms_audit_checkpoint_failures_total",
+                "Checkpoint runs that found the audit chain broken and wrote no checkpoint.",
+                inner.checkpoint_failures,
             ),
         ];
         for (name, help, value) in counters {

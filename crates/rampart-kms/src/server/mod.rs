@@ -17,18 +17,21 @@
 //! revocation is refused as well (the identity lookup checks it).
 
 mod api;
+mod audit_log;
 pub mod kmip;
 mod kmip_objects;
 mod limits;
 mod metrics;
 mod openapi;
 mod paging;
+mod sinks;
 mod writes;
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 use hyper::server::conn::http1;
@@ -39,13 +42,14 @@ use rustls::RootCertStore;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
 pub use self::api::{check_request_body, BODY_OPERATIONS};
 pub use self::limits::Limits;
 pub use self::metrics::Metrics;
 pub use self::openapi::openapi_document;
+pub use self::sinks::{SinkOptions, SYSLOG_SOCKET};
 
 use crate::deployment::{files, read_unseal_key, SealConfig};
 use crate::error::{KmsError, Result};
@@ -121,7 +125,7 @@ impl rustls::server::danger::ClientCertVerifier for RevocationVerifier {
     }
 }
 
-/// Where a server finds its deployment, and its limits.
+/// Where a server finds its deployment, its limits and its audit options.
 #[derive(Debug, Clone)]
 pub struct ServerOptions {
     pub data_dir: PathBuf,
@@ -132,13 +136,43 @@ pub struct ServerOptions {
     /// through `POST /v1/sys/unseal`).
     pub hsm_pin_file: Option<PathBuf>,
     pub limits: Limits,
+    pub audit: AuditOptions,
 }
 
 impl ServerOptions {
-    /// The deployment in `data_dir`, its default unseal key file, default limits.
+    /// The deployment in `data_dir`, its default unseal key file, default
+    /// limits and audit options.
     #[must_use]
     pub fn new(data_dir: PathBuf) -> Self {
-        Self { data_dir, unseal_key_file: None, hsm_pin_file: None, limits: Limits::default() }
+        Self {
+            data_dir,
+            unseal_key_file: None,
+            hsm_pin_file: None,
+            limits: Limits::default(),
+            audit: AuditOptions::default(),
+        }
+    }
+}
+
+/// How the audit chain is checkpointed and streamed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditOptions {
+    /// Verify the chain and write a checkpoint once this many entries were
+    /// appended since the last one (0: only on the interval).
+    pub checkpoint_entries: u64,
+    /// ... or once this much time passed, when entries were appended.
+    pub checkpoint_interval: Duration,
+    /// Where the chained entries are streamed to.
+    pub sinks: SinkOptions,
+}
+
+impl Default for AuditOptions {
+    fn default() -> Self {
+        Self {
+            checkpoint_entries: 10_000,
+            checkpoint_interval: Duration::from_secs(300),
+            sinks: SinkOptions::default(),
+        }
     }
 }
 
@@ -244,6 +278,13 @@ pub(crate) struct State {
     metrics: Metrics,
     limits: Limits,
     rate: limits::RateLimiter,
+    /// Each client's last heartbeat answer (a digest), to chain only the
+    /// heartbeats whose answer changed.
+    heartbeat_answers: Mutex<HashMap<String, [u8; 32]>>,
+    /// Wakes the checkpointer when enough entries were appended.
+    checkpoint_wake: Arc<Notify>,
+    /// Set to reopen the audit file (SIGHUP).
+    sink_reopen: Option<Arc<AtomicBool>>,
 }
 
 impl std::fmt::Debug for State {
@@ -392,6 +433,35 @@ impl State {
         Ok(())
     }
 
+    /// Whether `answer` to `client`'s heartbeat over `keys` is the one it
+    /// got last time from this server; records it either way.
+    pub(crate) fn heartbeat_unchanged(
+        &self,
+        client: &str,
+        keys: &[crate::model::HeldKey],
+        answer: &serde_json::Value,
+    ) -> bool {
+        let mut bytes = serde_json::to_vec(keys).unwrap_or_default();
+        bytes.extend_from_slice(answer.to_string().as_bytes());
+        let mut digest = [0u8; 32];
+        digest.copy_from_slice(
+            rampart_crypto::digest(rampart_crypto::HashAlg::Sha256, &bytes).expose(),
+        );
+        let mut answers =
+            self.heartbeat_answers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match answers.get_mut(client) {
+            Some(last) => std::mem::replace(last, digest) == digest,
+            None => {
+                // Bounded like the identity cache: past it, every check-in
+                // of a client not yet remembered is chained.
+                if answers.len() < 1_000_000 {
+                    answers.insert(client.to_owned(), digest);
+                }
+                false
+            }
+        }
+    }
+
     pub(crate) fn share_progress(&self) -> usize {
         self.shares.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
     }
@@ -433,12 +503,19 @@ impl State {
 }
 
 /// Group commit: entries that arrive while one batch is being written go
-/// into the next, in one transaction.
+/// into the next, in one transaction. Committed entries then go to the
+/// sinks, in chain order, before the requests they record are answered.
 async fn audit_writer(
     store: Arc<dyn Store>,
     root: Arc<RwLock<Option<Arc<RootKey>>>>,
     mut rx: mpsc::Receiver<(AuditDraft, oneshot::Sender<Result<()>>)>,
+    sinks: Option<sinks::Sinks>,
+    state: Weak<State>,
+    checkpoint_every: u64,
+    wake: Arc<Notify>,
 ) {
+    let sinks = sinks.map(|s| Arc::new(Mutex::new(s)));
+    let appended = AtomicU64::new(0);
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
         while batch.len() < AUDIT_BATCH {
@@ -449,10 +526,38 @@ async fn audit_writer(
         }
         let key = root.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
         let drafts = batch.iter().map(|(d, _)| d.clone()).collect();
-        let result = store.append_audit(drafts, key).await.map(|_| ());
-        if let Err(error) = &result {
-            tracing::error!("cannot append to the audit log: {error}");
-        }
+        let result = store.append_audit_entries(drafts, key).await;
+        let result = match result {
+            Ok(entries) => {
+                if let Some(sinks) = &sinks {
+                    let sinks = Arc::clone(sinks);
+                    let failed = tokio::task::spawn_blocking(move || {
+                        sinks
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .write(&entries)
+                    })
+                    .await
+                    .unwrap_or(1);
+                    if let Some(state) = state.upgrade() {
+                        for _ in 0..failed {
+                            state.metrics.sink_failed();
+                        }
+                    }
+                }
+                let n =
+                    appended.fetch_add(batch.len() as u64, Ordering::Relaxed) + batch.len() as u64;
+                if checkpoint_every > 0 && n >= checkpoint_every {
+                    appended.store(0, Ordering::Relaxed);
+                    wake.notify_one();
+                }
+                Ok(())
+            }
+            Err(error) => {
+                tracing::error!("cannot append to the audit log: {error}");
+                Err(error)
+            }
+        };
         for (_, reply) in batch {
             let _ = reply.send(result.clone());
         }
@@ -504,7 +609,10 @@ impl Server {
         };
         let root = Arc::new(RwLock::new(None));
         let (tx, rx) = mpsc::channel(4 * AUDIT_BATCH);
-        tokio::spawn(audit_writer(Arc::clone(&store), Arc::clone(&root), rx));
+        let sinks = sinks::Sinks::open(&opts.audit.sinks)?;
+        let sinks = (!sinks.is_empty()).then_some(sinks);
+        let sink_reopen = sinks.as_ref().map(sinks::Sinks::reopen_flag);
+        let checkpoint_wake = Arc::new(Notify::new());
         let state = Arc::new(State {
             store,
             seal,
@@ -519,7 +627,23 @@ impl Server {
             metrics: Metrics::default(),
             rate: limits::RateLimiter::new(&opts.limits),
             limits: opts.limits.clone(),
+            heartbeat_answers: Mutex::new(HashMap::new()),
+            checkpoint_wake: Arc::clone(&checkpoint_wake),
+            sink_reopen,
         });
+        tokio::spawn(audit_writer(
+            Arc::clone(&state.store),
+            Arc::clone(&state.root),
+            rx,
+            sinks,
+            Arc::downgrade(&state),
+            opts.audit.checkpoint_entries,
+            checkpoint_wake,
+        ));
+        tokio::spawn(audit_log::checkpointer(
+            Arc::downgrade(&state),
+            opts.audit.checkpoint_interval,
+        ));
         if seal == SealConfig::File {
             let path = opts
                 .unseal_key_file
@@ -546,6 +670,22 @@ impl Server {
             }
         });
         Ok(Self { state, tls: TlsAcceptor::from(tls), kmip_tls: TlsAcceptor::from(kmip_tls) })
+    }
+
+    /// Makes the audit file sink reopen its file before its next write
+    /// (after logrotate renamed it; `kms serve` calls this on SIGHUP).
+    pub fn reopen_audit_file(&self) {
+        if let Some(flag) = &self.state.sink_reopen {
+            flag.store(true, Ordering::Release);
+        }
+    }
+
+    /// Verifies the audit chain since the last checkpoint and, when it
+    /// holds, writes a checkpoint at its head now (as the server does every
+    /// `checkpoint_entries` entries or `checkpoint_interval`). Returns the
+    /// checkpoint written, if any.
+    pub async fn checkpoint_audit(&self) -> Result<Option<crate::audit::Mark>> {
+        audit_log::checkpoint_once(&self.state).await
     }
 
     /// Whether the server holds the root key.

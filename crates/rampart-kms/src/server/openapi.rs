@@ -105,7 +105,7 @@ pub fn openapi_document() -> Value {
       "info": {
         "title": "Rampart KMS",
         "version": env!("CARGO_PKG_VERSION"),
-        "description": "Rampart's key management server. HTTPS with TLS 1.3 only; every request needs a client certificate issued by the deployment CA and registered with the server. Admin operations need an admin certificate; wrap, unwrap and export need a client matching one of the key's `allow` selectors. Every request is appended to a hash-chained audit log. A sealed server answers only /v1/health, /v1/sys/seal-status and /v1/sys/unseal."
+        "description": "Rampart's key management server. HTTPS with TLS 1.3 only; every request needs a client certificate issued by the deployment CA and registered with the server. Admin operations need an admin certificate; wrap, unwrap and export need a client matching one of the key's `allow` selectors. Every request that reveals a key, is refused, or changes a policy or a state, and every admin request, is appended to a hash-chained audit log; health checks, status reads and unchanged heartbeats are only counted. A sealed server answers only /v1/health, /v1/sys/seal-status and /v1/sys/unseal."
       },
       "servers": [{ "url": "https://127.0.0.1:8443" }],
       "paths": {
@@ -186,8 +186,23 @@ pub fn openapi_document() -> Value {
               { "name": "operation", "in": "query", "schema": { "type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]+$" }, "description": "Entries of this operation (key.unwrap, client.issue...)" },
               { "name": "outcome", "in": "query", "schema": { "type": "string", "enum": ["ok", "denied", "invalid", "unavailable", "error"] }, "description": "Entries with this outcome" } ])),
             "responses": list_ok("A page of entries", "AuditPage") } },
-        "/v1/audit/verify": { "post": { "operationId": "verifyAudit", "summary": "Check the whole hash chain and MACs (admin)",
-            "responses": ok("The verification report", "VerifyReport", ADMIN) } }
+        "/v1/audit/verify": { "post": { "operationId": "verifyAudit", "summary": "Check the hash chain and MACs from the anchor (the whole log), or only after the last checkpoint (admin)",
+            "parameters": [
+              { "name": "from", "in": "query", "schema": { "type": "string", "enum": ["anchor", "checkpoint"] }, "description": "Where the walk starts (default: anchor)" } ],
+            "responses": ok("The verification report", "VerifyReport", ADMIN) } },
+        "/v1/audit/export": { "get": { "operationId": "exportAudit", "summary": "A page of the entries from the anchor up to until_seq and/or the newest stamped at or before until_ms (the earlier of the two; the newest entry when neither is given), each with its link (admin)",
+            "parameters": [
+              { "name": "until_seq", "in": "query", "schema": { "type": "integer", "minimum": 1, "maximum": 9223372036854775807i64 } },
+              { "name": "until_ms", "in": "query", "schema": { "type": "integer", "minimum": 0, "maximum": 9223372036854775807i64 } },
+              { "name": "after_seq", "in": "query", "schema": { "type": "integer", "minimum": 0, "maximum": 9223372036854775807i64 }, "description": "Entries after this one (default: the anchor)" },
+              { "name": "limit", "in": "query", "schema": { "type": "integer", "minimum": 1, "maximum": 10000 } } ],
+            "responses": ok("A page of the export", "AuditExportPage", &[400, 401, 403, 404, 405, 409, 413, 503]) } },
+        "/v1/audit/exports": { "post": { "operationId": "recordAuditExport", "summary": "Record that the entries after after_seq up to until_seq were archived; pruning needs it (admin)",
+            "requestBody": body("AuditExportedRequest", true),
+            "responses": ok("The range recorded", "AuditExported", &[400, 401, 403, 404, 405, 409, 413, 503]) } },
+        "/v1/audit/prune": { "post": { "operationId": "pruneAudit", "summary": "Remove the entries up to until_seq (covered by a recorded export, and verified first), keeping the last one's hash as the anchor (admin)",
+            "requestBody": body("AuditPruneRequest", true),
+            "responses": ok("What was removed, and the new anchor", "AuditPruned", &[400, 401, 403, 404, 405, 409, 413, 503]) } }
       },
       "components": { "schemas": {
         "Name": { "type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$" },
@@ -288,8 +303,28 @@ pub fn openapi_document() -> Value {
             "next_after_seq": { "type": "integer", "nullable": true, "description": "The last entry's sequence number (for after_seq paging)" } } },
         "VerifyReport": { "type": "object", "required": ["ok", "entries", "unauthenticated", "head_seq", "head_hash"], "properties": {
             "ok": { "type": "boolean" }, "entries": { "type": "integer" }, "unauthenticated": { "type": "integer" },
+            "start_seq": { "type": "integer" }, "start_hash": { "type": "string" },
+            "start": { "type": "string", "enum": ["genesis", "anchor", "checkpoint"] }, "macs_checked": { "type": "boolean" },
             "head_seq": { "type": "integer" }, "head_hash": { "type": "string" },
-            "first_bad_seq": { "type": "integer" }, "problem": { "type": "string" } } }
+            "first_bad_seq": { "type": "integer" }, "problem": { "type": "string" } } },
+        "ExportedEntry": { "type": "object", "required": ["seq", "prev_hash", "time_ms", "client", "operation", "outcome", "detail", "hash"], "properties": {
+            "seq": { "type": "integer" }, "prev_hash": { "type": "string" }, "time_ms": { "type": "integer" }, "client": { "type": "string" },
+            "operation": { "type": "string" }, "key": { "type": "string" }, "version": { "type": "integer" },
+            "outcome": { "type": "string" }, "detail": { "type": "string" }, "hash": { "type": "string" }, "mac": { "type": "string" } } },
+        "AuditExportPage": { "type": "object", "required": ["anchor_seq", "anchor_hash", "until_seq", "until_hash", "entries"], "properties": {
+            "anchor_seq": { "type": "integer" }, "anchor_hash": { "type": "string" }, "until_seq": { "type": "integer" }, "until_hash": { "type": "string" },
+            "entries": { "type": "array", "items": { "$ref": "#/components/schemas/ExportedEntry" } },
+            "next_after_seq": { "type": "integer", "nullable": true } } },
+        "AuditExportedRequest": { "type": "object", "required": ["after_seq", "until_seq", "until_hash"], "additionalProperties": false, "properties": {
+            "after_seq": { "type": "integer", "minimum": 0 }, "until_seq": { "type": "integer", "minimum": 1 }, "until_hash": { "type": "string" } } },
+        "AuditExported": { "type": "object", "required": ["after_seq", "until_seq"], "properties": {
+            "after_seq": { "type": "integer" }, "until_seq": { "type": "integer" } } },
+        "AuditPruneRequest": { "type": "object", "required": ["until_seq"], "additionalProperties": false, "properties": {
+            "until_seq": { "type": "integer", "minimum": 1, "maximum": 9223372036854775807i64 } } },
+        "AuditPruned": { "type": "object", "required": ["removed", "anchor"], "properties": {
+            "removed": { "type": "integer" },
+            "anchor": { "type": "object", "required": ["seq", "hash", "time_ms", "mac"], "properties": {
+              "seq": { "type": "integer" }, "hash": { "type": "string" }, "time_ms": { "type": "integer" }, "mac": { "type": "string" } } } } }
       } }
     })
 }

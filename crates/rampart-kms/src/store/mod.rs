@@ -16,6 +16,7 @@ use std::sync::Arc;
 pub use self::postgres::PostgresStore;
 pub use self::sqlite::SqliteStore;
 
+use crate::audit::{ExportedEntry, Mark};
 use crate::error::{KmsError, Result};
 use crate::keys::RootKey;
 use crate::model::{
@@ -69,6 +70,35 @@ CREATE TABLE kms_kmip_attributes (
     PRIMARY KEY (key_name, name, position)
 );
 CREATE INDEX kms_kmip_attributes_value ON kms_kmip_attributes (name, value);",
+    },
+    // The audit log can be checkpointed, exported and pruned: verified
+    // checkpoints of the chain, the anchor the remaining entries link to
+    // after a prune, and the exports that allow one. Hashes and MACs are
+    // hex text, so the same SQL runs on both stores. Written to run again
+    // harmlessly on a database whose recorded version was set back.
+    Migration {
+        to: 5,
+        sql: "CREATE TABLE IF NOT EXISTS kms_audit_checkpoints (
+    seq BIGINT PRIMARY KEY,
+    hash TEXT NOT NULL,
+    time_ms BIGINT NOT NULL,
+    mac TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS kms_audit_anchor (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    seq BIGINT NOT NULL,
+    hash TEXT NOT NULL,
+    time_ms BIGINT NOT NULL,
+    mac TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS kms_audit_exports (
+    after_seq BIGINT NOT NULL,
+    until_seq BIGINT NOT NULL,
+    until_hash TEXT NOT NULL,
+    time_ms BIGINT NOT NULL,
+    client TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS kms_audit_exports_until ON kms_audit_exports (until_seq);",
     },
 ];
 
@@ -408,6 +438,52 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 
     /// The keys whose attribute `name` has the value `value` (indexed).
     fn kmip_find(&self, name: String, value: String) -> StoreFuture<'_, Vec<String>>;
+
+    /// As [`Store::append_audit`], returning the entries as stored (with
+    /// their links, hashes and MACs), for the audit sinks.
+    fn append_audit_entries(
+        &self,
+        drafts: Vec<AuditDraft>,
+        root: Option<Arc<RootKey>>,
+    ) -> StoreFuture<'_, Vec<ExportedEntry>>;
+
+    /// The anchor left by the last prune, if any.
+    fn audit_anchor(&self) -> StoreFuture<'_, Option<Mark>>;
+
+    /// The newest checkpoint, if any.
+    fn last_audit_checkpoint(&self) -> StoreFuture<'_, Option<Mark>>;
+
+    /// Records a checkpoint; one already recorded at the same entry (by
+    /// another server) is kept.
+    fn add_audit_checkpoint(&self, mark: Mark) -> StoreFuture<'_, ()>;
+
+    /// The newest entry stamped at or before `until_ms`.
+    fn audit_seq_at(&self, until_ms: i64) -> StoreFuture<'_, Option<u64>>;
+
+    /// The hash (hex) of entry `seq`, if it is stored.
+    fn audit_hash(&self, seq: u64) -> StoreFuture<'_, Option<String>>;
+
+    /// Records that `client` exported the entries after `after_seq` up to
+    /// `until_seq`, whose hash is `until_hash`.
+    fn record_audit_export(
+        &self,
+        after_seq: u64,
+        until_seq: u64,
+        until_hash: String,
+        client: String,
+        time_ms: i64,
+    ) -> StoreFuture<'_, ()>;
+
+    /// Whether an export recorded so far covers every entry after
+    /// `after_seq` up to `until_seq`.
+    fn audit_export_covers(&self, after_seq: u64, until_seq: u64) -> StoreFuture<'_, bool>;
+
+    /// Removes the entries up to `anchor.seq` (and the checkpoints before
+    /// it) and records `anchor` in one transaction. The anchor in place
+    /// must still be at `expected_anchor_seq` (0: none), and the stored
+    /// hash of entry `anchor.seq` must be `anchor.hash`:
+    /// [`KmsError::Conflict`] otherwise. Returns how many entries went.
+    fn prune_audit(&self, expected_anchor_seq: u64, anchor: Mark) -> StoreFuture<'_, u64>;
 }
 
 /// Opens the store a `--store` value names: `sqlite` (the default, with

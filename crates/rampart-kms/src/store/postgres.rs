@@ -17,7 +17,7 @@ use super::{
     KmipAttributeRow, KmipObject, KmipUse, MaterialRow, StateChange, Store, StoreFuture,
     BASE_SCHEMA_VERSION, SCHEMA_VERSION,
 };
-use crate::audit::{seal_entry, GENESIS};
+use crate::audit::{seal_entry, ExportedEntry, Mark, GENESIS};
 use crate::error::{KmsError, Result};
 use crate::keys::RootKey;
 use crate::model::{AuditDraft, AuditEntry, ClientInfo, KeyInfo, KeyVersionInfo, Labels};
@@ -74,6 +74,19 @@ CREATE TRIGGER kms_audit_no_change BEFORE UPDATE OR DELETE ON kms_audit
 ";
 
 const POOL: usize = 4;
+
+fn to_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+fn mark_from_row(row: &Row) -> Result<Mark> {
+    Ok(Mark {
+        seq: to_u64(row.try_get(0)?, "audit mark sequence number")?,
+        hash: row.try_get(1)?,
+        time_ms: row.try_get(2)?,
+        mac: row.try_get(3)?,
+    })
+}
 /// Serialises schema creation between servers starting at once.
 const MIGRATION_LOCK: i64 = 0x0072_616d_706b_6d73; // "rampkms"
 
@@ -734,6 +747,17 @@ impl Store for PostgresStore {
         root: Option<Arc<RootKey>>,
     ) -> StoreFuture<'_, Vec<u64>> {
         Box::pin(async move {
+            let entries = self.append_audit_entries(drafts, root).await?;
+            Ok(entries.into_iter().map(|e| e.seq).collect())
+        })
+    }
+
+    fn append_audit_entries(
+        &self,
+        drafts: Vec<AuditDraft>,
+        root: Option<Arc<RootKey>>,
+    ) -> StoreFuture<'_, Vec<ExportedEntry>> {
+        Box::pin(async move {
             let mut lease = self.lease().await?;
             let tx = lease.client()?.transaction().await?;
             let head = tx
@@ -752,7 +776,7 @@ impl Store for PostgresStore {
             for draft in &drafts {
                 seq += 1;
                 let row = seal_entry(&prev, seq, draft, root.as_deref());
-                let seq_i = i64::try_from(seq).unwrap_or(i64::MAX);
+                let seq_i = to_i64(seq);
                 tx.execute(
                     &insert,
                     &[
@@ -770,10 +794,22 @@ impl Store for PostgresStore {
                     ],
                 )
                 .await?;
+                out.push(ExportedEntry {
+                    seq,
+                    prev_hash: hex::encode(&row.prev_hash),
+                    time_ms: draft.time_ms,
+                    client: draft.client.clone(),
+                    operation: draft.operation.clone(),
+                    key: draft.key.clone(),
+                    version: draft.version,
+                    outcome: draft.outcome.clone(),
+                    detail: draft.detail.clone(),
+                    hash: hex::encode(&row.hash),
+                    mac: row.mac.as_ref().map(hex::encode),
+                });
                 prev = row.hash;
-                out.push(seq);
             }
-            let seq_i = i64::try_from(seq).unwrap_or(i64::MAX);
+            let seq_i = to_i64(seq);
             tx.execute(
                 "UPDATE kms_audit_head SET seq = $1, hash = $2 WHERE id = 1",
                 &[&seq_i, &prev],
@@ -834,6 +870,170 @@ impl Store for PostgresStore {
                     })
                 })
                 .collect()
+        })
+    }
+
+    fn audit_anchor(&self) -> StoreFuture<'_, Option<Mark>> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let row = lease
+                .client()?
+                .query_opt("SELECT seq, hash, time_ms, mac FROM kms_audit_anchor", &[])
+                .await?;
+            row.as_ref().map(mark_from_row).transpose()
+        })
+    }
+
+    fn last_audit_checkpoint(&self) -> StoreFuture<'_, Option<Mark>> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let row = lease
+                .client()?
+                .query_opt(
+                    "SELECT seq, hash, time_ms, mac FROM kms_audit_checkpoints
+                     ORDER BY seq DESC LIMIT 1",
+                    &[],
+                )
+                .await?;
+            row.as_ref().map(mark_from_row).transpose()
+        })
+    }
+
+    fn add_audit_checkpoint(&self, mark: Mark) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            lease
+                .client()?
+                .execute(
+                    "INSERT INTO kms_audit_checkpoints (seq, hash, time_ms, mac)
+                     VALUES ($1, $2, $3, $4) ON CONFLICT (seq) DO NOTHING",
+                    &[&to_i64(mark.seq), &mark.hash, &mark.time_ms, &mark.mac],
+                )
+                .await?;
+            Ok(())
+        })
+    }
+
+    fn audit_seq_at(&self, until_ms: i64) -> StoreFuture<'_, Option<u64>> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let seq: Option<i64> = lease
+                .client()?
+                .query_one("SELECT max(seq) FROM kms_audit WHERE time_ms <= $1", &[&until_ms])
+                .await?
+                .try_get(0)?;
+            seq.map(|s| to_u64(s, "audit sequence number")).transpose()
+        })
+    }
+
+    fn audit_hash(&self, seq: u64) -> StoreFuture<'_, Option<String>> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let row = lease
+                .client()?
+                .query_opt("SELECT hash FROM kms_audit WHERE seq = $1", &[&to_i64(seq)])
+                .await?;
+            Ok(row.map(|r| r.try_get::<_, Vec<u8>>(0)).transpose()?.map(hex::encode))
+        })
+    }
+
+    fn record_audit_export(
+        &self,
+        after_seq: u64,
+        until_seq: u64,
+        until_hash: String,
+        client: String,
+        time_ms: i64,
+    ) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            lease
+                .client()?
+                .execute(
+                    "INSERT INTO kms_audit_exports (after_seq, until_seq, until_hash, time_ms, client)
+                     VALUES ($1, $2, $3, $4, $5)",
+                    &[&to_i64(after_seq), &to_i64(until_seq), &until_hash, &time_ms, &client],
+                )
+                .await?;
+            Ok(())
+        })
+    }
+
+    fn audit_export_covers(&self, after_seq: u64, until_seq: u64) -> StoreFuture<'_, bool> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let row = lease
+                .client()?
+                .query_opt(
+                    "SELECT 1 FROM kms_audit_exports WHERE after_seq <= $1 AND until_seq >= $2
+                     LIMIT 1",
+                    &[&to_i64(after_seq), &to_i64(until_seq)],
+                )
+                .await?;
+            Ok(row.is_some())
+        })
+    }
+
+    fn prune_audit(&self, expected_anchor_seq: u64, anchor: Mark) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let tx = lease.client()?.transaction().await?;
+            // The head first, as appenders take it: no deadlock with them.
+            tx.execute("SELECT 1 FROM kms_audit_head WHERE id = 1 FOR UPDATE", &[]).await?;
+            let current: i64 = tx
+                .query_opt("SELECT seq FROM kms_audit_anchor WHERE id = 1 FOR UPDATE", &[])
+                .await?
+                .map(|r| r.try_get(0))
+                .transpose()?
+                .unwrap_or(0);
+            if current != to_i64(expected_anchor_seq) {
+                return Err(KmsError::Conflict(
+                    "the audit log was pruned concurrently; try again".into(),
+                ));
+            }
+            let hash: Option<Vec<u8>> = tx
+                .query_opt("SELECT hash FROM kms_audit WHERE seq = $1", &[&to_i64(anchor.seq)])
+                .await?
+                .map(|r| r.try_get(0))
+                .transpose()?;
+            if hash.map(hex::encode).as_deref() != Some(anchor.hash.as_str()) {
+                return Err(KmsError::Conflict(format!(
+                    "audit entry {} changed while it was being pruned",
+                    anchor.seq
+                )));
+            }
+            // The append-only guard stands aside inside this transaction
+            // only (ALTER TABLE is transactional and locks the table until
+            // the commit, when the guard is back).
+            let guarded = tx
+                .query_opt(
+                    "SELECT 1 FROM pg_trigger WHERE tgname = 'kms_audit_no_change'
+                     AND tgrelid = 'kms_audit'::regclass",
+                    &[],
+                )
+                .await?
+                .is_some();
+            if guarded {
+                tx.batch_execute("ALTER TABLE kms_audit DISABLE TRIGGER kms_audit_no_change")
+                    .await?;
+            }
+            let removed =
+                tx.execute("DELETE FROM kms_audit WHERE seq <= $1", &[&to_i64(anchor.seq)]).await?;
+            if guarded {
+                tx.batch_execute("ALTER TABLE kms_audit ENABLE TRIGGER kms_audit_no_change")
+                    .await?;
+            }
+            tx.execute("DELETE FROM kms_audit_checkpoints WHERE seq < $1", &[&to_i64(anchor.seq)])
+                .await?;
+            tx.execute(
+                "INSERT INTO kms_audit_anchor (id, seq, hash, time_ms, mac) VALUES (1, $1, $2, $3, $4)
+                 ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash,
+                     time_ms = excluded.time_ms, mac = excluded.mac",
+                &[&to_i64(anchor.seq), &anchor.hash, &anchor.time_ms, &anchor.mac],
+            )
+            .await?;
+            tx.commit().await?;
+            Ok(removed)
         })
     }
 

@@ -17,7 +17,7 @@ use super::{
     KeyFilter, KmipAttributeRow, KmipObject, KmipUse, MaterialRow, StateChange, Store, StoreFuture,
     BASE_SCHEMA_VERSION, SCHEMA_VERSION,
 };
-use crate::audit::{seal_entry, GENESIS};
+use crate::audit::{seal_entry, ExportedEntry, Mark, GENESIS};
 use crate::error::{KmsError, Result};
 use crate::keys::RootKey;
 use crate::model::{AuditDraft, AuditEntry, ClientInfo, KeyInfo, KeyVersionInfo, Labels};
@@ -72,7 +72,88 @@ CREATE TRIGGER kms_audit_no_delete BEFORE DELETE ON kms_audit
     BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
 ";
 
+/// The guard against deleting audit entries, as `SCHEMA` creates it
+/// (pruning drops and recreates it inside its transaction).
+const AUDIT_NO_DELETE: &str = "CREATE TRIGGER kms_audit_no_delete BEFORE DELETE ON kms_audit
+    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;";
+
 const READERS: usize = 3;
+
+fn to_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+fn read_mark(conn: &Connection, sql: &str) -> Result<Option<Mark>> {
+    let row: Option<(i64, String, i64, String)> =
+        conn.query_row(sql, [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))).optional()?;
+    row.map(|(seq, hash, time_ms, mac)| {
+        Ok(Mark { seq: to_u64(seq, "audit mark sequence number")?, hash, time_ms, mac })
+    })
+    .transpose()
+}
+
+/// Appends `drafts` after the newest entry (or the anchor, when pruning
+/// removed every entry; or the genesis hash) in one transaction.
+fn append(
+    conn: &mut Connection,
+    drafts: &[AuditDraft],
+    root: Option<&RootKey>,
+) -> Result<Vec<ExportedEntry>> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let last: Option<(i64, Vec<u8>)> = tx
+        .query_row("SELECT seq, hash FROM kms_audit ORDER BY seq DESC LIMIT 1", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .optional()?;
+    let (mut seq, mut prev) = match last {
+        Some((seq, hash)) => (to_u64(seq, "audit sequence number")?, hash),
+        None => match read_mark(&tx, "SELECT seq, hash, time_ms, mac FROM kms_audit_anchor")? {
+            Some(anchor) => (anchor.seq, anchor.hash_bytes()?),
+            None => (0, GENESIS.to_vec()),
+        },
+    };
+    let mut out = Vec::with_capacity(drafts.len());
+    {
+        let mut insert = tx.prepare_cached(
+            "INSERT INTO kms_audit (seq, time_ms, client, operation, key_name, key_version,
+                 outcome, detail, prev_hash, hash, mac)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        )?;
+        for draft in drafts {
+            seq += 1;
+            let row = seal_entry(&prev, seq, draft, root);
+            insert.execute(params![
+                to_i64(seq),
+                draft.time_ms,
+                draft.client,
+                draft.operation,
+                draft.key,
+                draft.version,
+                draft.outcome,
+                draft.detail,
+                row.prev_hash,
+                row.hash,
+                row.mac
+            ])?;
+            out.push(ExportedEntry {
+                seq,
+                prev_hash: hex::encode(&row.prev_hash),
+                time_ms: draft.time_ms,
+                client: draft.client.clone(),
+                operation: draft.operation.clone(),
+                key: draft.key.clone(),
+                version: draft.version,
+                outcome: draft.outcome.clone(),
+                detail: draft.detail.clone(),
+                hash: hex::encode(&row.hash),
+                mac: row.mac.as_ref().map(hex::encode),
+            });
+            prev = row.hash;
+        }
+    }
+    tx.commit()?;
+    Ok(out)
+}
 
 /// The SQLite store.
 #[derive(Clone)]
@@ -753,45 +834,132 @@ impl Store for SqliteStore {
         root: Option<Arc<RootKey>>,
     ) -> StoreFuture<'_, Vec<u64>> {
         self.write(move |conn| {
+            Ok(append(conn, &drafts, root.as_deref())?.into_iter().map(|e| e.seq).collect())
+        })
+    }
+
+    fn append_audit_entries(
+        &self,
+        drafts: Vec<AuditDraft>,
+        root: Option<Arc<RootKey>>,
+    ) -> StoreFuture<'_, Vec<ExportedEntry>> {
+        self.write(move |conn| append(conn, &drafts, root.as_deref()))
+    }
+
+    fn audit_anchor(&self) -> StoreFuture<'_, Option<Mark>> {
+        self.read(|conn| read_mark(conn, "SELECT seq, hash, time_ms, mac FROM kms_audit_anchor"))
+    }
+
+    fn last_audit_checkpoint(&self) -> StoreFuture<'_, Option<Mark>> {
+        self.read(|conn| {
+            read_mark(
+                conn,
+                "SELECT seq, hash, time_ms, mac FROM kms_audit_checkpoints ORDER BY seq DESC LIMIT 1",
+            )
+        })
+    }
+
+    fn add_audit_checkpoint(&self, mark: Mark) -> StoreFuture<'_, ()> {
+        self.write(move |conn| {
+            conn.execute(
+                "INSERT INTO kms_audit_checkpoints (seq, hash, time_ms, mac) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (seq) DO NOTHING",
+                params![to_i64(mark.seq), mark.hash, mark.time_ms, mark.mac],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn audit_seq_at(&self, until_ms: i64) -> StoreFuture<'_, Option<u64>> {
+        self.read(move |conn| {
+            let seq: Option<i64> = conn.query_row(
+                "SELECT max(seq) FROM kms_audit WHERE time_ms <= ?1",
+                [until_ms],
+                |r| r.get(0),
+            )?;
+            seq.map(|s| to_u64(s, "audit sequence number")).transpose()
+        })
+    }
+
+    fn audit_hash(&self, seq: u64) -> StoreFuture<'_, Option<String>> {
+        self.read(move |conn| {
+            let hash: Option<Vec<u8>> = conn
+                .query_row("SELECT hash FROM kms_audit WHERE seq = ?1", [to_i64(seq)], |r| r.get(0))
+                .optional()?;
+            Ok(hash.map(hex::encode))
+        })
+    }
+
+    fn record_audit_export(
+        &self,
+        after_seq: u64,
+        until_seq: u64,
+        until_hash: String,
+        client: String,
+        time_ms: i64,
+    ) -> StoreFuture<'_, ()> {
+        self.write(move |conn| {
+            conn.execute(
+                "INSERT INTO kms_audit_exports (after_seq, until_seq, until_hash, time_ms, client)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![to_i64(after_seq), to_i64(until_seq), until_hash, time_ms, client],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn audit_export_covers(&self, after_seq: u64, until_seq: u64) -> StoreFuture<'_, bool> {
+        self.read(move |conn| {
+            let n: i64 = conn.query_row(
+                "SELECT count(*) FROM kms_audit_exports WHERE after_seq <= ?1 AND until_seq >= ?2",
+                params![to_i64(after_seq), to_i64(until_seq)],
+                |r| r.get(0),
+            )?;
+            Ok(n > 0)
+        })
+    }
+
+    fn prune_audit(&self, expected_anchor_seq: u64, anchor: Mark) -> StoreFuture<'_, u64> {
+        self.write(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let last: Option<(i64, Vec<u8>)> = tx
-                .query_row("SELECT seq, hash FROM kms_audit ORDER BY seq DESC LIMIT 1", [], |r| {
-                    Ok((r.get(0)?, r.get(1)?))
+            let current: i64 = tx
+                .query_row("SELECT seq FROM kms_audit_anchor WHERE id = 1", [], |r| r.get(0))
+                .optional()?
+                .unwrap_or(0);
+            if current != to_i64(expected_anchor_seq) {
+                return Err(KmsError::Conflict(
+                    "the audit log was pruned concurrently; try again".into(),
+                ));
+            }
+            let hash: Option<Vec<u8>> = tx
+                .query_row("SELECT hash FROM kms_audit WHERE seq = ?1", [to_i64(anchor.seq)], |r| {
+                    r.get(0)
                 })
                 .optional()?;
-            let (mut seq, mut prev) = match last {
-                Some((seq, hash)) => (to_u64(seq, "audit sequence number")?, hash),
-                None => (0, GENESIS.to_vec()),
-            };
-            let mut out = Vec::with_capacity(drafts.len());
-            {
-                let mut insert = tx.prepare_cached(
-                    "INSERT INTO kms_audit (seq, time_ms, client, operation, key_name, key_version,
-                         outcome, detail, prev_hash, hash, mac)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                )?;
-                for draft in &drafts {
-                    seq += 1;
-                    let row = seal_entry(&prev, seq, draft, root.as_deref());
-                    insert.execute(params![
-                        i64::try_from(seq).unwrap_or(i64::MAX),
-                        draft.time_ms,
-                        draft.client,
-                        draft.operation,
-                        draft.key,
-                        draft.version,
-                        draft.outcome,
-                        draft.detail,
-                        row.prev_hash,
-                        row.hash,
-                        row.mac
-                    ])?;
-                    prev = row.hash;
-                    out.push(seq);
-                }
+            if hash.map(hex::encode).as_deref() != Some(anchor.hash.as_str()) {
+                return Err(KmsError::Conflict(format!(
+                    "audit entry {} changed while it was being pruned",
+                    anchor.seq
+                )));
             }
+            // The append-only guard stands aside for this transaction only:
+            // dropped and created again before the commit, so no other
+            // connection ever sees the table unguarded.
+            tx.execute_batch("DROP TRIGGER IF EXISTS kms_audit_no_delete;")?;
+            let removed = tx.execute("DELETE FROM kms_audit WHERE seq <= ?1", [to_i64(anchor.seq)])?;
+            tx.execute_batch(AUDIT_NO_DELETE)?;
+            tx.execute(
+                "DELETE FROM kms_audit_checkpoints WHERE seq < ?1",
+                [to_i64(anchor.seq)],
+            )?;
+            tx.execute(
+                "INSERT INTO kms_audit_anchor (id, seq, hash, time_ms, mac) VALUES (1, ?1, ?2, ?3, ?4)
+                 ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash,
+                     time_ms = excluded.time_ms, mac = excluded.mac",
+                params![to_i64(anchor.seq), anchor.hash, anchor.time_ms, anchor.mac],
+            )?;
             tx.commit()?;
-            Ok(out)
+            Ok(removed as u64)
         })
     }
 
