@@ -10,7 +10,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use support::{
-    free_port, issue_client, ok, rampart, rampart_in, wait_until, PgCluster, ServerProcess, TempDir,
+    free_port, issue_client, json_lines, ok, rampart, rampart_in, wait_until, PgCluster,
+    ServerProcess, TempDir,
 };
 
 fn json(text: &str) -> serde_json::Value {
@@ -183,7 +184,7 @@ fn audit_archive_from_the_cli(store: Option<&str>) {
     let in_sink = sink(tmp.path());
     let seqs: Vec<u64> = in_sink.iter().map(|(s, _)| *s).collect();
     assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
-    let stored = json(&ok(&["kms", "audit", "--json", "--kms", &admin]));
+    let stored = json_lines(ok(&["kms", "audit", "--json", "--kms", &admin]));
     for entry in stored.as_array().unwrap() {
         let seq = entry["seq"].as_u64().unwrap();
         if seq as usize <= in_sink.len() {
