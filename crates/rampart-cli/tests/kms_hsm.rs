@@ -18,7 +18,7 @@ use cryptoki::error::{Error as P11Error, RvError};
 use cryptoki::object::{Attribute, AttributeType, KeyType, ObjectClass};
 use cryptoki::session::UserType;
 use cryptoki::types::AuthPin;
-use support::{free_port, rampart_bin, TempDir};
+use support::{free_port, json_lines, rampart_bin, TempDir};
 
 const MODULE: &str = "/usr/lib/softhsm/libsofthsm2.so";
 const TOKEN: &str = "rampart-test";
@@ -149,7 +149,8 @@ impl SoftHsm {
     ) -> Server {
         let dir = dir.display().to_string();
         let listen = format!("127.0.0.1:{port}");
-        let mut args = vec!["kms", "serve", "--data-dir", &dir, "--listen", &listen];
+        let mut args =
+            vec!["kms", "serve", "--data-dir", &dir, "--listen", &listen, "--kmip-listen", "none"];
         if let Some(pin_file) = pin_file {
             args.extend(["--hsm-pin-file", pin_file]);
         }
@@ -301,7 +302,7 @@ fn hsm_root_key_wraps_across_restarts_and_unseals_with_the_pin() {
     let verify = hsm.ok(&["kms", "audit", "verify", "--kms", &admin]);
     assert!(verify.contains("intact"), "{verify}");
     let audit = hsm.ok(&["kms", "audit", "--json", "--kms", &admin]);
-    let entries: serde_json::Value = serde_json::from_str(&audit).unwrap();
+    let entries = json_lines(&audit);
     let unseals: Vec<&str> = entries
         .as_array()
         .unwrap()

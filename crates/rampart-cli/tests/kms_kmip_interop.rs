@@ -23,7 +23,9 @@ use std::path::Path;
 use std::process::Command;
 
 use serde_json::{json, Value};
-use support::{free_port, issue_client, ok, rampart_in, PgCluster, ServerProcess, TempDir};
+use support::{
+    free_port, issue_client, json_lines, ok, rampart_in, PgCluster, ServerProcess, TempDir,
+};
 
 fn python() -> String {
     std::env::var("RAMPART_PYKMIP_PYTHON")
@@ -165,8 +167,7 @@ fn interop(tag: &str, store: Option<&str>) {
 
     // KMIP keys are ordinary keys: listed, allowed to their creator, with
     // the versions Re-key, Revoke and Destroy made.
-    let list: Value =
-        serde_json::from_str(&ok(&["kms", "key", "list", "--json", "--kms", &admin])).unwrap();
+    let list: Value = json_lines(ok(&["kms", "key", "list", "--json", "--kms", &admin]));
     let keys = list.as_array().or_else(|| list["keys"].as_array()).unwrap().clone();
     let key = |name: &str| keys.iter().find(|k| k["name"] == name).cloned().unwrap_or_default();
     let aes = key("interop-aes");
@@ -214,8 +215,7 @@ fn interop(tag: &str, store: Option<&str>) {
     assert_eq!(probe[format!("get:{kek}")], failed("PERMISSION_DENIED"), "{probe}");
     assert_eq!(probe["locate-name:interop-kek"], json!([]), "{probe}");
     assert_eq!(probe[format!("activate:{kek}")], failed("PERMISSION_DENIED"), "{probe}");
-    let audit: Value =
-        serde_json::from_str(&ok(&["kms", "audit", "--json", "--kms", &admin])).unwrap();
+    let audit: Value = json_lines(ok(&["kms", "audit", "--json", "--kms", &admin]));
     let entries = audit.as_array().unwrap();
     let has = |client: &str, op: &str, key: &str, outcome: &str| {
         entries.iter().any(|e| {
