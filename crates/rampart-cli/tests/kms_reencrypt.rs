@@ -395,7 +395,7 @@ fn a_served_bound_volume_is_rebound_online() {
     // Served through its token, no passphrase anywhere.
     let socket = d.path("nbd.sock");
     let mut serve = nbd::Serve::start(
-        &[s(&vol), "--socket", s(&socket), "--kms", s(&d.eu), "--token-only"],
+        &[s(&vol), "--socket", s(&socket), "--kms", s(&d.eu), "--token-only", "--heartbeat", "1s"],
         d.path("serve.log"),
         1,
     );
@@ -417,6 +417,26 @@ fn a_served_bound_volume_is_rebound_online() {
     let events = String::from_utf8(out.stdout).unwrap();
     assert!(events.lines().last().unwrap().contains("\"finished\""), "{events}");
     serve.assert_alive("the online rebind");
+    // The server now holds the new volume key, bound to version 2: its
+    // heartbeats say so, and revoking version 1 leaves the export open.
+    ok(&[
+        "kms",
+        "key",
+        "revoke",
+        "disk",
+        "--version",
+        "1",
+        "--reason",
+        "rotated",
+        "--kms",
+        s(&d.admin),
+    ]);
+    std::thread::sleep(Duration::from_secs(3));
+    serve.assert_alive("revoking the old key version");
+    let beats: Vec<Value> =
+        d.audit().into_iter().filter(|e| e["operation"] == "heartbeat").collect();
+    let last = beats.last().unwrap_or_else(|| panic!("no heartbeat: {}", serve.log()));
+    assert_eq!(last["outcome"], "ok", "{last}\n{}", serve.log());
     let copy = d.path("copy.raw");
     nbd::ok("nbdcopy", nbd::run("nbdcopy", &[uri.as_str(), s(&copy)]));
     nbd::assert_same(
