@@ -1021,7 +1021,7 @@ impl Luks2 {
         for (index, passphrase) in plan.passphrases.iter().enumerate() {
             let (params, hash) = match plan.keyslot_pbkdfs.get(index) {
                 Some(own) => (pbkdf_for_time(own, plan.new_key.len())?, own.hash),
-                None => (params.clone(), plan.pbkdf.hash),
+                None => (params, plan.pbkdf.hash),
             };
             let id = keyslot::free_id(&meta)
                 .ok_or_else(|| Error::NoSpace("all 32 LUKS2 keyslots are in use".into()))?;
