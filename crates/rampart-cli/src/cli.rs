@@ -91,6 +91,15 @@ pub enum Command {
     /// (--reduce-device-size: the data shifts up behind the new header;
     /// --header FILE: a detached header); with --decrypt it turns a
     /// detached-header volume back into plaintext.
+    ///
+    /// A volume bound to the key manager (`rampart bind`) is rebound with
+    /// --kms BUNDLE (or $RAMPART_KMS), after `rampart kms key rotate`: its
+    /// tokens unlock it with no passphrase, and each binding gets a fresh
+    /// secret wrapped by the newest version of its key, in a keyslot of the
+    /// new volume key with a new token; the old keyslots and tokens are
+    /// removed at the end. A passphrase keyslot is kept only when its
+    /// passphrase is given (--key-file); without one, a volume that has
+    /// passphrase keyslots is refused rather than left without them.
     Reencrypt(ReencryptArgs),
     /// Unlock through key-manager tokens only: check it, or print the
     /// keyslot passphrase for `cryptsetup open --key-file -`.
@@ -476,6 +485,8 @@ pub struct ReencryptArgs {
     pub volume: VolumeArgs,
     #[command(flatten)]
     pub key: KeyArgs,
+    #[command(flatten)]
+    pub tokens: TokenArgs,
     /// The passphrase of the one new keyslot, from FILE (exact bytes; `-` =
     /// standard input). Default: each keyslot the passphrase opens is
     /// re-created under the new key with that same passphrase.

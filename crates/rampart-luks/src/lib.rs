@@ -462,6 +462,28 @@ impl Luks {
         }
     }
 
+    /// Recovers the old and the new volume key of a reencryption in
+    /// progress from the secrets of given keyslots, each key from a keyslot
+    /// of its own side (key-manager bindings: one secret per keyslot).
+    pub fn reencrypt_unlock_slots(
+        &self,
+        io: &dyn MetadataIo,
+        candidates: &[(usize, &[u8])],
+    ) -> Result<(SecretBytes, SecretBytes)> {
+        match &self.inner {
+            Inner::V1(_) => Err(Error::invalid("LUKS1 volumes cannot be re-encrypted in place")),
+            Inner::V2(h) => h.reencrypt_unlock_slots(io, candidates),
+        }
+    }
+
+    /// The `n` lowest free keyslot ids: those new keyslots get, in order
+    /// (`add_keyslot` without a slot, `reencrypt_init`).
+    #[must_use]
+    pub fn free_keyslots(&self, n: usize) -> Vec<usize> {
+        let used = self.active_keyslots();
+        (0..32).filter(|id| !used.contains(id)).take(n).collect()
+    }
+
     /// Checks the two keys and the reencryption digest that protects the
     /// reencryption metadata (as cryptsetup does before resuming).
     pub fn reencrypt_verify(&self, old: &SecretBytes, new: &SecretBytes) -> Result<()> {
@@ -486,6 +508,41 @@ impl Luks {
         pbkdf: &PbkdfChoice,
         passphrases: &[&[u8]],
     ) -> Result<Vec<usize>> {
+        self.reencrypt_init_with_tokens(
+            io,
+            old_key,
+            new_key,
+            cipher,
+            sector_size,
+            resilience,
+            pbkdf,
+            passphrases,
+            &[],
+            &[],
+        )
+    }
+
+    /// [`Self::reencrypt_init`], adding `tokens` in the same header write
+    /// and giving the new keyslots their own KDFs (`keyslot_pbkdfs`, by
+    /// index into `passphrases`; `pbkdf` for the rest):
+    /// each names new keyslots only (they get the lowest free ids, in the
+    /// order of `passphrases`: see [`Self::free_keyslots`]), so a
+    /// key-manager binding of the new key exists as soon as the
+    /// reencryption does.
+    #[allow(clippy::too_many_arguments)]
+    pub fn reencrypt_init_with_tokens(
+        &mut self,
+        io: &dyn MetadataIo,
+        old_key: &SecretBytes,
+        new_key: &SecretBytes,
+        cipher: DataCipher,
+        sector_size: u32,
+        resilience: Resilience,
+        pbkdf: &PbkdfChoice,
+        passphrases: &[&[u8]],
+        tokens: &[Value],
+        keyslot_pbkdfs: &[&PbkdfChoice],
+    ) -> Result<Vec<usize>> {
         match &mut self.inner {
             Inner::V1(_) => Err(Error::invalid(
                 "LUKS1 volumes cannot be re-encrypted in place (convert to LUKS2 first)",
@@ -500,6 +557,8 @@ impl Luks {
                     resilience,
                     pbkdf,
                     passphrases,
+                    tokens,
+                    keyslot_pbkdfs,
                 },
             ),
         }

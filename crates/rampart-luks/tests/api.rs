@@ -380,3 +380,88 @@ fn concurrent_updates_are_refused() {
     assert_eq!(luks.active_keyslots(), vec![0]);
     assert_eq!(luks.unlock(&io, b"p0", None).unwrap().1, key);
 }
+
+/// A reencryption that rebinds key-manager tokens: tokens for the new
+/// keyslots land in the header write that starts it, each key opens from
+/// the secret of a keyslot of its own side, and at the end the bindings of
+/// the old keyslots go while other token types stay (as cryptsetup keeps
+/// them).
+#[test]
+fn reencryption_with_tokens_for_the_new_keyslots() {
+    let io = MemoryIo::new(20 << 20);
+    let opts = luks2_opts();
+    let (mut luks, old_key) = Luks::format(&io, &opts, b"pw").unwrap();
+    let pbkdf = fast_pbkdf2(HashAlg::Sha256);
+    luks.add_keyslot(&io, &old_key, b"old secret", &pbkdf, Some(1)).unwrap();
+    let binding = |slot: usize| json!({"type": "rampart-kms", "keyslots": [slot.to_string()]});
+    luks.add_token(&io, binding(1), Some(0)).unwrap();
+    luks.add_token(&io, json!({"type": "other", "keyslots": ["1"]}), Some(1)).unwrap();
+
+    let new_key = SecretBytes::new((0..64u8).map(|i| i.wrapping_mul(7).wrapping_add(1)).collect());
+    let ids = luks.free_keyslots(2);
+    assert_eq!(ids, vec![2, 3]);
+    let resilience = rampart_luks::Resilience::None;
+    // A token naming an old keyslot is refused, and nothing is written.
+    let err = luks
+        .reencrypt_init_with_tokens(
+            &io,
+            &old_key,
+            &new_key,
+            DataCipher::AesXtsPlain64,
+            4096,
+            resilience.clone(),
+            &pbkdf,
+            &[b"pw", b"new secret"],
+            &[binding(1)],
+            &[],
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("only new keyslots"), "{err}");
+    let (mut luks, _) = Luks::load(&io).unwrap();
+    assert!(luks.reencrypt_state().unwrap().is_none());
+
+    let slots = luks
+        .reencrypt_init_with_tokens(
+            &io,
+            &old_key,
+            &new_key,
+            DataCipher::AesXtsPlain64,
+            4096,
+            resilience,
+            &pbkdf,
+            &[b"pw", b"new secret"],
+            &[binding(3)],
+            &[&pbkdf, &pbkdf],
+        )
+        .unwrap();
+    assert_eq!(slots, ids);
+    let (luks, _) = Luks::load(&io).unwrap();
+    let tokens = luks.tokens();
+    assert_eq!(tokens.len(), 3, "{tokens:?}");
+    assert!(tokens.iter().any(|(id, t)| *id == 2 && t["keyslots"] == json!(["3"])));
+    // Each key from a secret of its own side; secrets of one side only
+    // open nothing.
+    let (old, new) = luks
+        .reencrypt_unlock_slots(&io, &[(1, b"old secret".as_slice()), (3, b"new secret")])
+        .unwrap();
+    assert_eq!(old.expose(), old_key.expose());
+    assert_eq!(new.expose(), new_key.expose());
+    assert!(matches!(
+        luks.reencrypt_unlock_slots(&io, &[(1, b"old secret".as_slice()), (3, b"wrong")]),
+        Err(Error::NoKey)
+    ));
+    assert!(luks.reencrypt_unlock_slots(&io, &[(1, b"old secret".as_slice())]).is_err());
+
+    // The end (the data itself is not moved here): the old keyslots go,
+    // with the binding that named them; the other token stays, naming none.
+    let mut luks = luks;
+    luks.reencrypt_finish(&io).unwrap();
+    let (luks, _) = Luks::load(&io).unwrap();
+    assert_eq!(luks.active_keyslots(), vec![2, 3]);
+    let tokens = luks.tokens();
+    assert_eq!(tokens.len(), 2, "{tokens:?}");
+    assert!(tokens
+        .iter()
+        .any(|(id, t)| *id == 1 && t["type"] == "other" && t["keyslots"] == json!([])));
+    assert!(tokens.iter().any(|(id, t)| *id == 2 && t["keyslots"] == json!(["3"])));
+}

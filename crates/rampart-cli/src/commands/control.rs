@@ -17,7 +17,7 @@ use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -74,6 +74,10 @@ pub struct ServedVolume {
     /// Served read-only: a reencryption is refused (and, since the socket
     /// answers, `reencrypt` does not re-encrypt offline under the server).
     read_only: bool,
+    /// Unlocked through a key-manager binding: its key and the version the
+    /// heartbeat reports, moved to the newest binding of that key when a
+    /// reencryption (a rebind) finishes.
+    binding: Mutex<Option<(String, Arc<AtomicU32>)>>,
 }
 
 impl ServedVolume {
@@ -91,6 +95,33 @@ impl ServedVolume {
             device: Arc::new(ReplaceableDevice::new(device)),
             reencrypting: Mutex::new(reencrypting),
             read_only,
+            binding: Mutex::new(None),
+        }
+    }
+
+    /// The volume was unlocked through a binding of key `key`: after a
+    /// rebind, `version` follows the binding of the new volume key.
+    pub fn follow_binding(&self, key: &str, version: Arc<AtomicU32>) {
+        *self.binding.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some((key.to_owned(), version));
+    }
+
+    /// After a finished reencryption: the newest version of the followed
+    /// key among the volume's bindings, which now all belong to the new
+    /// volume key (the old ones were removed with the old keyslots).
+    fn update_binding(&self, luks: &rampart_luks::Luks) {
+        let binding = self.binding.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some((key, version)) = binding.as_ref() else {
+            return;
+        };
+        let newest = crate::commands::keysource::bound_tokens(luks)
+            .into_iter()
+            .filter_map(|(_, t)| t.ok())
+            .filter(|t| luks.active_keyslots().contains(&t.slot) && &t.key == key)
+            .map(|t| t.key_version)
+            .max();
+        if let Some(newest) = newest {
+            version.store(newest, Ordering::Relaxed);
         }
     }
 
@@ -150,6 +181,7 @@ impl ServedVolume {
             // One key again: back to the plain layer.
             let (_, luks, _) = self.paths.load_released()?;
             let plain = segment_device(Arc::clone(&self.raw), &luks, new_key)?;
+            self.update_binding(&luks);
             let mut slot = self.reencrypting.lock().unwrap_or_else(PoisonError::into_inner);
             self.device.replace(Arc::new(plain));
             *slot = None;

@@ -91,15 +91,7 @@ pub fn open_layers(
             .with_context(|| format!("cannot use {}", paths.data.display()))?;
         return Ok(OpenedVolume { raw, device: Arc::new(device), reencrypting: None, uuid });
     };
-    source.unlock(&luks, &header, paths.header_path())?;
-    let passphrase = source.passphrase().ok_or_else(|| {
-        UsageError(format!(
-            "{} is being re-encrypted: opening it needs a passphrase of both keys (a token gives only one)",
-            paths.data.display()
-        ))
-    })?;
-    let (old_key, new_key) =
-        luks.reencrypt_unlock(&header, passphrase.expose(), None).map_err(luks_error)?;
+    let (old_key, new_key) = source.unlock_reencrypting(&luks, &header, paths.header_path())?;
     drop(header);
     let luks = if state.hotzone.is_some() && !read_only {
         Reencryption::open(paths, &old_key, &new_key)

@@ -19,6 +19,8 @@
 //! attacker in the path, who must not be able to unlock anything, but
 //! also must not be able to close exports faster than the grace period.
 
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rampart_kms::client::{ClientError, KmsClient, RetryPolicy};
@@ -33,7 +35,15 @@ use crate::commands::kms::map_client;
 pub struct HeldVolume {
     pub export: String,
     pub key: String,
-    pub version: u32,
+    /// The key version; an online reencryption that rebinds the volume
+    /// moves it to the newest one (see `control.rs`).
+    pub version: Arc<AtomicU32>,
+}
+
+impl HeldVolume {
+    fn version(&self) -> u32 {
+        self.version.load(Ordering::Relaxed)
+    }
 }
 
 /// The heartbeat of one `rampart serve`.
@@ -137,7 +147,7 @@ impl Checker {
                      {why}",
                     volume.export,
                     volume.key,
-                    volume.version
+                    volume.version()
                 );
                 match handle.close_export(&volume.export).await {
                     Ok(true) => tracing::error!(
@@ -171,15 +181,18 @@ impl Checker {
     }
 
     async fn check(&self) -> Outcome {
-        let keys: Vec<HeldKey> =
-            self.held.iter().map(|v| HeldKey { name: v.key.clone(), version: v.version }).collect();
+        let keys: Vec<HeldKey> = self
+            .held
+            .iter()
+            .map(|v| HeldKey { name: v.key.clone(), version: v.version() })
+            .collect();
         match self.client.heartbeat(&keys).await {
             Ok(verdicts) => {
                 let mut denied = Vec::new();
                 for (index, volume) in self.held.iter().enumerate() {
                     let verdict = verdicts
                         .iter()
-                        .find(|v| v.name == volume.key && v.version == volume.version);
+                        .find(|v| v.name == volume.key && v.version == volume.version());
                     match verdict {
                         Some(v) if v.allowed => {}
                         Some(v) => denied.push((

@@ -214,6 +214,108 @@ impl<'a> KeySource<'a> {
         luks.unlock(header, passphrase, self.key_slot).map_err(luks_error)
     }
 
+    /// Recovers both volume keys of a volume in the middle of a
+    /// reencryption: through its tokens first (each key from a token of its
+    /// own keyslots, as a rebind leaves one binding of each key), then a
+    /// passphrase that opens a keyslot of each key.
+    pub fn unlock_reencrypting(
+        &mut self,
+        luks: &Luks,
+        header: &dyn MetadataIo,
+        what: &Path,
+    ) -> anyhow::Result<(SecretBytes, SecretBytes)> {
+        self.unlocked_by = None;
+        let tokens = bound_tokens(luks);
+        let have_bundle = kms::bundle_path(self.client).is_some();
+        let use_tokens = (have_bundle || self.token_only)
+            && (self.token_only || self.key_file.is_none() || self.tokens_with_key_file);
+        if use_tokens && !tokens.is_empty() {
+            match self.try_tokens_reencrypting(luks, header, &tokens)? {
+                Ok(keys) => return Ok(keys),
+                Err(failure) if self.token_only => {
+                    return Err(failure.context(format!("no token unlocked {}", what.display())))
+                }
+                Err(failure) => {
+                    eprintln!(
+                        "rampart: warning: no token unlocked {}: {failure:#}; trying a passphrase",
+                        what.display()
+                    );
+                }
+            }
+        } else if self.token_only {
+            return Err(UsageError(format!(
+                "{} has no {TOKEN_TYPE} token (see rampart bind)",
+                what.display()
+            ))
+            .into());
+        }
+        if self.passphrase.is_none() {
+            self.passphrase = Some(Source::new(self.key_file, self.prompt, false).read()?);
+        }
+        let passphrase = self.passphrase.as_ref().map_or(&[][..], SecretBytes::expose);
+        luks.reencrypt_unlock(header, passphrase, self.key_slot).map_err(luks_error)
+    }
+
+    /// Unwraps every usable token and opens both keys with the secrets;
+    /// errors as [`Self::try_tokens`].
+    #[allow(clippy::type_complexity)]
+    fn try_tokens_reencrypting(
+        &mut self,
+        luks: &Luks,
+        header: &dyn MetadataIo,
+        tokens: &[(usize, Result<BoundToken, String>)],
+    ) -> anyhow::Result<Result<(SecretBytes, SecretBytes), anyhow::Error>> {
+        if self.kms.is_none() {
+            self.kms = Some(match Kms::connect(self.client) {
+                Ok(kms) => Ok(kms),
+                Err(e) if self.token_only => return Err(e),
+                Err(e) => Err(format!("the key manager cannot be used: {e:#}")),
+            });
+        }
+        let kms = match &self.kms {
+            Some(Ok(kms)) => kms,
+            Some(Err(reason)) => return Ok(Err(anyhow::anyhow!("{reason}"))),
+            None => return Ok(Err(anyhow::anyhow!("the key manager is not configured"))),
+        };
+        let mut failures = Vec::new();
+        let mut secrets = Vec::new();
+        for (id, token) in tokens {
+            let token = match token {
+                Ok(token) => token,
+                Err(why) => {
+                    failures.push(UsageError(format!("token {id} is unusable: {why}")).into());
+                    continue;
+                }
+            };
+            match kms.unwrap_token(luks, token) {
+                Ok(secret) => secrets.push((token.clone(), secret)),
+                Err(e) => failures.push(e.context(token.describe())),
+            }
+        }
+        let candidates: Vec<(usize, &[u8])> =
+            secrets.iter().map(|(t, s)| (t.slot, s.expose())).collect();
+        match luks.reencrypt_unlock_slots(header, &candidates) {
+            Ok(keys) => {
+                // The binding that outlives the reencryption is the one
+                // serve reports in its heartbeats: the newest key version.
+                self.unlocked_by =
+                    secrets.iter().map(|(t, _)| t).max_by_key(|t| t.key_version).cloned();
+                Ok(Ok(keys))
+            }
+            Err(rampart_luks::Error::NoKey) => {
+                failures.push(
+                    UsageError(
+                        "the tokens that unwrapped do not open a keyslot of both the old and the new volume key"
+                            .into(),
+                    )
+                    .into(),
+                );
+                Ok(Err(combine_failures(failures)))
+            }
+            Err(other) => Err(luks_error(other)),
+        }
+    }
+
     /// Tries each usable token: the outer error is fatal, the inner one
     /// says why no token opened the volume (one line, no secrets).
     #[allow(clippy::type_complexity)]

@@ -13,8 +13,12 @@ use rampart_volume::{Outcome, ReencryptError, ReencryptOptions, Reencryption, Vo
 use serde_json::json;
 
 use crate::cli::ReencryptArgs;
+use crate::commands::bind::bind_pbkdf;
 use crate::commands::control;
 use crate::commands::copy::progress;
+use crate::commands::keysource::{
+    bound_tokens, context, new_passphrase, BoundToken, KeySource, Kms,
+};
 use crate::commands::luks::{load_released, luks_error, paths, pbkdf_choice, relock, warn};
 use crate::passphrase::Source;
 use crate::UsageError;
@@ -87,8 +91,9 @@ pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
         .into());
     }
     let state = luks.reencrypt_state().map_err(luks_error)?;
-    let passphrase =
-        Source::new(args.key.key_file.as_deref(), "Enter passphrase: ", false).read()?;
+    // Bound volumes open through their tokens with a client bundle; the
+    // passphrase is read only when needed.
+    let mut source = KeySource::new(&args.key, &args.tokens, "Enter passphrase: ");
     let (old_key, new_key) = match state {
         Some(state) => {
             let changed = args.reduce_device_size.is_some()
@@ -111,9 +116,7 @@ pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
                 ))
                 .into());
             }
-            let keys = luks
-                .reencrypt_unlock(&header, passphrase.expose(), args.key.key_slot)
-                .map_err(luks_error)?;
+            let keys = source.unlock_reencrypting(&luks, &header, paths.header_path())?;
             drop(header);
             let other = args.resilience.as_deref().is_some_and(|r| r != state.resilience.name())
                 || args.resilience_hash.as_deref().is_some_and(|h| match &state.resilience {
@@ -133,12 +136,13 @@ pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
             .into())
         }
         None if args.decrypt => {
+            let (_, key) = source.unlock(&luks, &header, paths.header_path())?;
             drop(header);
-            start_decrypt(args, &paths, &luks, &passphrase)?
+            start_decrypt(args, &paths, &luks, key)?
         }
         None => {
             drop(header);
-            start(args, &paths, &luks, &passphrase)?
+            start(args, &paths, &luks, &mut source)?
         }
     };
     if args.init_only {
@@ -337,7 +341,7 @@ fn start_decrypt(
     args: &ReencryptArgs,
     paths: &VolumePaths,
     luks: &Luks,
-    passphrase: &SecretBytes,
+    key: SecretBytes,
 ) -> anyhow::Result<(SecretBytes, SecretBytes)> {
     if paths.header.is_none() {
         return Err(UsageError(format!(
@@ -357,10 +361,6 @@ fn start_decrypt(
         .into());
     }
     let segment = luks.segment().map_err(luks_error)?;
-    let (header, _) = load_released(paths)?;
-    let (_, key) =
-        luks.unlock(&header, passphrase.expose(), args.key.key_slot).map_err(luks_error)?;
-    drop(header);
     let device_len = std::fs::File::open(&paths.data)
         .with_context(|| format!("cannot open {}", paths.data.display()))
         .and_then(|f| rampart_luks::MetadataIo::len(&f).context("cannot size the data device"))?;
@@ -454,12 +454,11 @@ fn start(
     args: &ReencryptArgs,
     paths: &VolumePaths,
     luks: &Luks,
-    passphrase: &SecretBytes,
+    source: &mut KeySource<'_>,
 ) -> anyhow::Result<(SecretBytes, SecretBytes)> {
     let segment = luks.segment().map_err(luks_error)?;
     let (header, _) = load_released(paths)?;
-    let (_, old_key) =
-        luks.unlock(&header, passphrase.expose(), args.key.key_slot).map_err(luks_error)?;
+    let (_, old_key) = source.unlock(luks, &header, paths.header_path())?;
     let cipher = match &args.cipher {
         Some(spec) => DataCipher::from_spec(spec).map_err(|e| UsageError(e.to_string()))?,
         None => segment.cipher,
@@ -508,22 +507,67 @@ fn start(
     let resilience = parse_resilience(args, block.max(sector_size).max(segment.sector_size))?;
     let pbkdf = pbkdf_choice(&args.pbkdf, LuksVersion::Luks2)?;
 
-    let new_passphrase;
+    // The keyslots of the new key: the new passphrase, or a twin of each
+    // keyslot the passphrase opens, then one per key-manager binding.
+    let selected: Vec<usize> = match args.key.key_slot {
+        Some(slot) => vec![slot],
+        None => luks.active_keyslots(),
+    };
+    let bound: Vec<BoundToken> = bound_tokens(luks)
+        .into_iter()
+        .filter_map(|(_, t)| t.ok())
+        .filter(|t| selected.contains(&t.slot))
+        .collect();
+    let passphrase = match (source.passphrase(), &args.key.key_file) {
+        (Some(p), _) => Some(p.clone()),
+        // A token unlocked; a passphrase given as well is re-enrolled.
+        (None, Some(file)) => Some(Source::new(Some(file), "", false).read()?),
+        (None, None) => None,
+    };
+    let given_new;
     let mut passphrases: Vec<&[u8]> = Vec::new();
     if let Some(file) = &args.new_key_file {
-        new_passphrase = Source::new(Some(file), "Enter new passphrase: ", false).read()?;
-        passphrases.push(new_passphrase.expose());
+        given_new = Source::new(Some(file), "Enter new passphrase: ", false).read()?;
+        passphrases.push(given_new.expose());
     } else {
-        let slots: Vec<usize> = match args.key.key_slot {
-            Some(slot) => vec![slot],
-            None => luks.active_keyslots(),
-        };
-        for slot in slots {
-            if luks.unlock(&header, passphrase.expose(), Some(slot)).is_ok() {
-                passphrases.push(passphrase.expose());
+        let mut kept = Vec::new();
+        if let Some(passphrase) = &passphrase {
+            for slot in selected.iter().filter(|s| !bound.iter().any(|t| t.slot == **s)) {
+                if luks.unlock(&header, passphrase.expose(), Some(*slot)).is_ok() {
+                    passphrases.push(passphrase.expose());
+                    kept.push(*slot);
+                }
             }
         }
+        // With no passphrase given, the passphrase keyslots could not be
+        // re-enrolled: refuse rather than silently lock them out.
+        let lost: Vec<String> = selected
+            .iter()
+            .filter(|s| !kept.contains(s) && !bound.iter().any(|t| t.slot == **s))
+            .map(ToString::to_string)
+            .collect();
+        if passphrase.is_none() && args.key.key_slot.is_none() && !lost.is_empty() {
+            return Err(UsageError(format!(
+                "keyslot(s) {} of {} would no longer open it after the reencryption (their passphrase was not given): give it with --key-file to keep it under the new key, or remove the keyslot first (rampart kill-slot)",
+                lost.join(", "),
+                paths.data.display()
+            ))
+            .into());
+        }
     }
+    let kms = if bound.is_empty() {
+        None
+    } else if crate::commands::kms::bundle_path(&args.tokens.client).is_some() {
+        Some(Kms::connect(&args.tokens.client)?)
+    } else {
+        let list: Vec<String> = bound.iter().map(BoundToken::describe).collect();
+        return Err(UsageError(format!(
+            "{} is bound to the key manager ({}): give --kms BUNDLE (or $RAMPART_KMS) to move the binding to the new volume key, or remove it first (rampart unbind)",
+            paths.data.display(),
+            list.join(", ")
+        ))
+        .into());
+    };
     drop(header);
     let new_key = loop {
         let key = random_secret(key_bits / 8)?;
@@ -533,8 +577,48 @@ fn start(
         }
     };
     let (header, mut luks) = relock(paths, &old_key)?;
+    // Each binding: a fresh secret, wrapped by the newest version of its
+    // key for the keyslot it will have (the lowest free ids, in order),
+    // before anything is written, so that a refusal changes nothing.
+    let wanted = passphrases.len() + bound.len();
+    let slot_ids = luks.free_keyslots(wanted);
+    if luks.free_keyslots(wanted + 1).len() <= wanted {
+        return Err(UsageError(format!(
+            "{} has too few free keyslots for the new key's {} keyslot(s) and the reencryption keyslot",
+            paths.data.display(),
+            passphrases.len() + bound.len()
+        ))
+        .into());
+    }
+    let bind_kdf = bind_pbkdf(&args.pbkdf)?;
+    let mut secrets = Vec::new();
+    let mut tokens = Vec::new();
+    let mut rebound = Vec::new();
+    if let Some(kms) = &kms {
+        for (old, slot) in bound.iter().zip(&slot_ids[passphrases.len()..]) {
+            let secret = new_passphrase()?;
+            let (wrapped, key_version) = kms
+                .wrap(&old.key, &secret, &context(luks.uuid(), *slot))
+                .with_context(|| format!("the key manager did not wrap with key {}", old.key))?;
+            let token = BoundToken {
+                id: 0,
+                slot: *slot,
+                key: old.key.clone(),
+                key_version,
+                endpoints: kms.endpoints().to_vec(),
+                wrapped,
+                bundle: old.bundle.clone(),
+            };
+            tokens.push(token.to_json());
+            rebound.push((old.clone(), token));
+            secrets.push(secret);
+        }
+    }
+    let mut kdfs: Vec<&rampart_luks::PbkdfChoice> = vec![&pbkdf; passphrases.len()];
+    kdfs.extend(std::iter::repeat_n(&bind_kdf, secrets.len()));
+    passphrases.extend(secrets.iter().map(SecretBytes::expose));
     let slots = luks
-        .reencrypt_init(
+        .reencrypt_init_with_tokens(
             &header,
             &old_key,
             &new_key,
@@ -543,12 +627,20 @@ fn start(
             resilience,
             &pbkdf,
             &passphrases,
+            &tokens,
+            &kdfs,
         )
         .map_err(luks_error)?;
     drop(header);
     if !args.quiet && !args.json {
         let list: Vec<String> = slots.iter().map(ToString::to_string).collect();
         eprintln!("New keyslot(s) {} hold the new volume key.", list.join(", "));
+        for (old, new) in &rebound {
+            eprintln!(
+                "Keyslot {} (key {} version {}) rebound as keyslot {} (key {} version {}).",
+                old.slot, old.key, old.key_version, new.slot, new.key, new.key_version
+            );
+        }
     }
     Ok((old_key, new_key))
 }

@@ -2,6 +2,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -71,11 +72,9 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         }
         let device = served.device();
         if let Some(token) = source.unlocked_by() {
-            held.push(HeldVolume {
-                export: name.clone(),
-                key: token.key.clone(),
-                version: token.key_version,
-            });
+            let version = Arc::new(AtomicU32::new(token.key_version));
+            served.follow_binding(&token.key, Arc::clone(&version));
+            held.push(HeldVolume { export: name.clone(), key: token.key.clone(), version });
         }
         exports.push(Export {
             description: format!("{} (LUKS, {} bytes)", path.display(), device.len()),

@@ -786,6 +786,12 @@ pub struct ReencryptPlan<'a> {
     pub resilience: reencrypt::Resilience,
     pub pbkdf: &'a PbkdfChoice,
     pub passphrases: &'a [&'a [u8]],
+    /// Tokens added in the same header write, naming new keyslots (a
+    /// key-manager binding of each new keyslot that holds a wrapped secret).
+    pub tokens: &'a [Value],
+    /// The KDF of each new keyslot, in the order of `passphrases`, where
+    /// it differs from `pbkdf` (a random secret needs no stretching).
+    pub keyslot_pbkdfs: &'a [&'a PbkdfChoice],
 }
 
 impl Luks2 {
@@ -857,6 +863,54 @@ impl Luks2 {
             Err(first_error.unwrap_or(Error::NoKey))
         };
         // A plaintext side (encryption, decryption) has no key.
+        let old = if state.old.cipher.is_some() {
+            open_side(&state.old_keyslots)?
+        } else {
+            SecretBytes::new(Vec::new())
+        };
+        let new = if state.new.cipher.is_some() {
+            open_side(&state.new_keyslots)?
+        } else {
+            SecretBytes::new(Vec::new())
+        };
+        Ok((old, new))
+    }
+
+    /// Recovers both volume keys of a reencryption from secrets of given
+    /// keyslots (a key-manager binding holds one keyslot's secret, so each
+    /// key may come from a different keyslot): each key from the first
+    /// candidate keyslot of its side that opens and matches its digest.
+    pub(crate) fn reencrypt_unlock_slots(
+        &self,
+        io: &dyn MetadataIo,
+        candidates: &[(usize, &[u8])],
+    ) -> Result<(SecretBytes, SecretBytes)> {
+        let state = self
+            .reencrypt_state()?
+            .ok_or_else(|| Error::invalid("the volume is not being re-encrypted"))?;
+        let open_side = |slots: &[usize]| -> Result<SecretBytes> {
+            let mut first_error = None;
+            for (id, secret) in candidates.iter().filter(|(id, _)| slots.contains(id)) {
+                let Some(Keyslot::Luks2(ks)) = self.meta.keyslots.get(id) else {
+                    continue;
+                };
+                let Some((digest_id, digest)) = self.meta.digest_of_keyslot(*id) else {
+                    continue;
+                };
+                match keyslot::open(io, *id, ks, secret) {
+                    Ok(key) => {
+                        if digest::verify(digest, digest_id, key.expose())? {
+                            return Ok(key);
+                        }
+                    }
+                    Err(e @ Error::Io(_)) => return Err(e),
+                    Err(e) => {
+                        first_error.get_or_insert(e);
+                    }
+                }
+            }
+            Err(first_error.unwrap_or(Error::NoKey))
+        };
         let old = if state.old.cipher.is_some() {
             open_side(&state.old_keyslots)?
         } else {
@@ -964,17 +1018,15 @@ impl Luks2 {
         let params = pbkdf_for_time(plan.pbkdf, plan.new_key.len())?;
         let mut stores = Vec::new();
         let mut new_slots = Vec::new();
-        for passphrase in plan.passphrases {
+        for (index, passphrase) in plan.passphrases.iter().enumerate() {
+            let (params, hash) = match plan.keyslot_pbkdfs.get(index) {
+                Some(own) => (pbkdf_for_time(own, plan.new_key.len())?, own.hash),
+                None => (params, plan.pbkdf.hash),
+            };
             let id = keyslot::free_id(&meta)
                 .ok_or_else(|| Error::NoSpace("all 32 LUKS2 keyslots are in use".into()))?;
             let area = keyslot::find_area(&meta, &self.layout, plan.new_key.len())?;
-            let ks = keyslot::new_keyslot(
-                plan.new_key.len(),
-                plan.cipher,
-                area,
-                &params,
-                plan.pbkdf.hash,
-            )?;
+            let ks = keyslot::new_keyslot(plan.new_key.len(), plan.cipher, area, &params, hash)?;
             meta.keyslots.insert(id, Keyslot::Luks2(Box::new(ks.clone())));
             if let Some(DigestJson::Pbkdf2(d)) = meta.digests.get_mut(&new_digest) {
                 d.keyslots.push(IdRef(id));
@@ -1028,6 +1080,25 @@ impl Luks2 {
                 Vec::new(),
             )?,
         );
+        for token in plan.tokens {
+            token::check_new_token(token, &meta)?;
+            let named_new = token.get("keyslots").and_then(Value::as_array).is_some_and(|list| {
+                !list.is_empty()
+                    && list.iter().all(|v| {
+                        v.as_str()
+                            .and_then(|s| s.parse::<usize>().ok())
+                            .is_some_and(|id| new_slots.contains(&id))
+                    })
+            });
+            if !named_new {
+                return Err(Error::invalid(
+                    "a token added with a reencryption must name only new keyslots",
+                ));
+            }
+            let id = token::free_id(&meta)
+                .ok_or_else(|| Error::NoSpace("all 32 LUKS2 tokens are in use".into()))?;
+            meta.tokens.insert(id, token.clone());
+        }
         encode_area(&meta, self.bin.hdr_size)?;
         for (ks, passphrase) in &stores {
             keyslot::store(io, ks, plan.new_key, passphrase)?;
@@ -1074,6 +1145,7 @@ impl Luks2 {
             .reencrypt_state()?
             .ok_or_else(|| Error::invalid("the volume is not being re-encrypted"))?;
         let mut areas = Vec::new();
+        let orphans_before = token::orphaned_bindings(&self.meta);
         self.update_reencrypt(io, |m| {
             reencrypt::set_final(m)?;
             // Drop the backup segments (the last two ids or more).
@@ -1103,6 +1175,7 @@ impl Luks2 {
                 }
                 token::unassign_keyslot(m, slot);
             }
+            token::drop_orphaned_bindings(m, &orphans_before);
             m.digests.retain(|_, d| !d.keyslots().is_empty() || !d.segments().is_empty());
             if let Some(reqs) = m.config.requirements.as_mut() {
                 if let Some(list) = reqs.mandatory.as_mut() {

@@ -60,6 +60,34 @@ pub(crate) fn unassign_keyslot(meta: &mut Metadata, slot: usize) {
     }
 }
 
+/// Token types that hold the secret of exactly the keyslots they name (a
+/// key-manager binding): once those keyslots are gone such a token opens
+/// nothing, and every unlock would try it in vain.
+const KEYSLOT_SECRET_TYPES: &[&str] = &["rampart-kms"];
+
+/// The ids of tokens of [`KEYSLOT_SECRET_TYPES`] that name no keyslot.
+pub(crate) fn orphaned_bindings(meta: &Metadata) -> Vec<usize> {
+    meta.tokens
+        .iter()
+        .filter(|(_, t)| {
+            t.get("type").and_then(Value::as_str).is_some_and(|k| KEYSLOT_SECRET_TYPES.contains(&k))
+                && t.get("keyslots").and_then(Value::as_array).is_none_or(Vec::is_empty)
+        })
+        .map(|(id, _)| *id)
+        .collect()
+}
+
+/// Removes the bindings that lost all their keyslots since `before` was
+/// taken (the old key's keyslots at the end of a reencryption); other
+/// token types are kept, as cryptsetup keeps them.
+pub(crate) fn drop_orphaned_bindings(meta: &mut Metadata, before: &[usize]) {
+    for id in orphaned_bindings(meta) {
+        if !before.contains(&id) {
+            meta.tokens.remove(&id);
+        }
+    }
+}
+
 /// The lowest unused token id.
 pub(crate) fn free_id(meta: &Metadata) -> Option<usize> {
     (0..=super::json::MAX_ID).find(|id| !meta.tokens.contains_key(id))
