@@ -37,6 +37,9 @@ pub enum KmsCommand {
     Audit(AuditArgs),
     /// Measure unwrap throughput and latency against a server.
     Bench(BenchArgs),
+    /// Print a one-time link that signs this admin bundle's identity in to
+    /// the web console (https://HOST:PORT/ui/): valid for 2 minutes, once.
+    ConsoleLogin(ClientArgs),
 }
 
 #[derive(Debug, Args)]
@@ -640,7 +643,28 @@ pub fn run(command: &KmsCommand) -> anyhow::Result<()> {
         KmsCommand::Key(command) => key_command(command),
         KmsCommand::Audit(args) => audit(args),
         KmsCommand::Bench(args) => bench(args),
+        KmsCommand::ConsoleLogin(args) => console_login(args),
     }
+}
+
+fn console_login(args: &ClientArgs) -> anyhow::Result<()> {
+    let bundle = load_bundle(args)?;
+    let kms = KmsClient::new(&bundle).map_err(map_client)?;
+    let code = runtime()?.block_on(kms.console_login_code()).map_err(map_client)?;
+    let url = match code.url {
+        Some(url) => url,
+        None => {
+            let endpoint = bundle.endpoints().map_err(map_kms)?;
+            format!("{}{}", endpoint[0].url(), code.path)
+        }
+    };
+    println!("{url}");
+    eprintln!(
+        "rampart: open this link in a browser before {} (it works once); the session is audited as {}",
+        format_time(code.expires_ms),
+        bundle.name
+    );
+    Ok(())
 }
 
 fn init(args: &InitArgs) -> anyhow::Result<()> {

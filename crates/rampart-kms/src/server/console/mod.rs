@@ -699,3 +699,82 @@ impl Console {
         self.started_ms
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn admin() -> ClientInfo {
+        ClientInfo {
+            name: "admin".into(),
+            labels: crate::model::Labels::default(),
+            admin: true,
+            serial: "01".into(),
+            fingerprint: "ab".repeat(32),
+            created_ms: 0,
+            not_after_ms: i64::MAX,
+            revoked: None,
+        }
+    }
+
+    #[test]
+    fn a_login_code_works_once_and_not_after_it_expires() {
+        let console = Console::default();
+        let host = HeaderValue::from_static("kms.example:8443");
+        let code = console.issue_code(&admin(), Some(&host)).unwrap();
+        assert_eq!(code.code.len(), 64);
+        assert_eq!(
+            code.url.as_deref(),
+            Some(format!("https://kms.example:8443{}", code.path).as_str())
+        );
+        assert!(code.expires_ms <= now_ms() + CODE_TTL_MS);
+        // Only the hash is kept.
+        assert!(console.lock().codes.keys().all(|k| hex::encode(k) != code.code));
+        let (name, fp, id) = console.redeem(&code.code).unwrap();
+        assert_eq!((name.as_str(), fp.len(), id), ("admin", 64, code.id));
+        assert!(console.redeem(&code.code).unwrap_err().contains("already used"));
+
+        let late = console.issue_code(&admin(), None).unwrap();
+        assert!(late.url.is_none());
+        for c in console.lock().codes.values_mut() {
+            c.expires_ms = now_ms() - 1;
+        }
+        assert!(console.redeem(&late.code).unwrap_err().contains("expired"));
+        assert!(console.redeem(&late.code).is_err());
+        let bad = HeaderValue::from_static("evil\"><x");
+        assert!(console.issue_code(&admin(), Some(&bad)).unwrap().url.is_none());
+    }
+
+    #[test]
+    fn sessions_end_when_idle_too_long_or_ended() {
+        let console = Console::default();
+        let (token, session) =
+            console.open("admin".into(), "ab".repeat(32), "peer".into()).unwrap();
+        assert_eq!(console.touch(&token).unwrap().id, session.id);
+        assert!(console.touch(&"0".repeat(64)).is_none());
+        for s in console.lock().sessions.values_mut() {
+            s.last_ms -= SESSION_IDLE_MS;
+        }
+        assert!(console.touch(&token).is_none());
+        let (token, session) =
+            console.open("admin".into(), "ab".repeat(32), "peer".into()).unwrap();
+        for s in console.lock().sessions.values_mut() {
+            s.created_ms -= SESSION_MAX_MS;
+        }
+        assert!(console.touch(&token).is_none());
+        let (token, session2) =
+            console.open("admin".into(), "ab".repeat(32), "peer".into()).unwrap();
+        assert_eq!(console.sessions().len(), 1);
+        assert!(!console.end(&session.id));
+        assert!(console.end(&session2.id));
+        assert!(console.touch(&token).is_none());
+    }
+
+    #[test]
+    fn csrf_tokens_compare_whole() {
+        assert!(same("abc", "abc"));
+        assert!(!same("abc", "abd"));
+        assert!(!same("abc", "ab"));
+        assert!(!same("", "a"));
+    }
+}

@@ -25,7 +25,9 @@ const DAY_MS: i64 = 24 * 60 * 60 * 1000;
 
 /// `2026-05-01 12:00:00 UTC`.
 pub(super) fn time(ms: i64) -> String {
-    let format = time::format_description::parse_borrowed::<2>("[year]-[month]-[day] [hour]:[minute]:[second]");
+    let format = time::format_description::parse_borrowed::<2>(
+        "[year]-[month]-[day] [hour]:[minute]:[second]",
+    );
     time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
         .ok()
         .zip(format.ok())
