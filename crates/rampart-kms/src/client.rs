@@ -418,6 +418,22 @@ impl KmsClient {
         self.call_json(Method::POST, "/v1/console/login-codes", Some(json!({}))).await
     }
 
+    /// The web console's open sessions on the server that answers (admin).
+    pub async fn console_sessions(&self) -> Result<Vec<Value>, ClientError> {
+        let list: Value = self.call_json(Method::GET, "/v1/console/sessions", None).await?;
+        Ok(list["sessions"].as_array().cloned().unwrap_or_default())
+    }
+
+    /// Ends web console session `id` (admin).
+    pub async fn end_console_session(&self, id: &str) -> Result<(), ClientError> {
+        if id.len() != 16 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(KmsError::invalid("a console session id is 16 hex digits").into());
+        }
+        let path = format!("/v1/console/sessions/{}/end", id.to_ascii_lowercase());
+        let _: Value = self.call_json(Method::POST, &path, Some(json!({}))).await?;
+        Ok(())
+    }
+
     /// `GET /v1/health` on the first endpoint that answers (a sealed
     /// server answers 503, reported as an error).
     pub async fn health(&self) -> Result<Value, ClientError> {

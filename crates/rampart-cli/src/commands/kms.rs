@@ -40,6 +40,30 @@ pub enum KmsCommand {
     /// Print a one-time link that signs this admin bundle's identity in to
     /// the web console (https://HOST:PORT/ui/): valid for 2 minutes, once.
     ConsoleLogin(ClientArgs),
+    /// List or end web console sessions (kept in the server's memory: use
+    /// a bundle whose first endpoint is the server in question).
+    #[command(subcommand)]
+    ConsoleSessions(ConsoleSessionsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConsoleSessionsCommand {
+    /// The open sessions, newest first.
+    List {
+        /// Print one JSON object per line instead of text.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// End a session: its browser is signed out at its next request.
+    End {
+        /// The session id (16 hex digits, as listed).
+        #[arg(value_name = "ID")]
+        id: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -644,6 +668,7 @@ pub fn run(command: &KmsCommand) -> anyhow::Result<()> {
         KmsCommand::Audit(args) => audit(args),
         KmsCommand::Bench(args) => bench(args),
         KmsCommand::ConsoleLogin(args) => console_login(args),
+        KmsCommand::ConsoleSessions(command) => console_sessions(command),
     }
 }
 
@@ -665,6 +690,46 @@ fn console_login(args: &ClientArgs) -> anyhow::Result<()> {
         bundle.name
     );
     Ok(())
+}
+
+fn console_sessions(command: &ConsoleSessionsCommand) -> anyhow::Result<()> {
+    match command {
+        ConsoleSessionsCommand::List { json, client } => {
+            let kms = connect(client)?;
+            let sessions = runtime()?.block_on(kms.console_sessions()).map_err(map_client)?;
+            let mut out = std::io::stdout().lock();
+            if !*json {
+                writeln!(
+                    out,
+                    "{:<16} {:<24} {:<22} {:<25} {:<25}",
+                    "ID", "ADMIN", "FROM", "SIGNED IN", "LAST REQUEST"
+                )?;
+            }
+            for s in &sessions {
+                if *json {
+                    json_line(&mut out, s)?;
+                    continue;
+                }
+                let time = |field: &str| format_time(s[field].as_i64().unwrap_or_default());
+                writeln!(
+                    out,
+                    "{:<16} {:<24} {:<22} {:<25} {:<25}",
+                    s["id"].as_str().unwrap_or_default(),
+                    s["admin"].as_str().unwrap_or_default(),
+                    s["peer"].as_str().unwrap_or_default(),
+                    time("created_ms"),
+                    time("last_ms")
+                )?;
+            }
+            Ok(())
+        }
+        ConsoleSessionsCommand::End { id, client } => {
+            let kms = connect(client)?;
+            runtime()?.block_on(kms.end_console_session(id)).map_err(map_client)?;
+            println!("console session {id} ended");
+            Ok(())
+        }
+    }
 }
 
 fn init(args: &InitArgs) -> anyhow::Result<()> {

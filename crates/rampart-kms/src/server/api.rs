@@ -394,6 +394,8 @@ fn operation_name(segments: &[&str]) -> &'static str {
         ["v1", "audit", "exports"] => "audit.exported",
         ["v1", "audit", "prune"] => "audit.prune",
         ["v1", "console", "login-codes"] => "console.login_code",
+        ["v1", "console", "sessions"] => "console.sessions",
+        ["v1", "console", "sessions", _, "end"] => "console.session_end",
         _ => "unknown",
     }
 }
@@ -608,6 +610,28 @@ async fn route_unsealed(
             let code = state.console.issue_code(&admin, host.as_ref())?;
             ctx.note = Some(format!("code {} for the web console", code.id));
             Reply::json(201, &code)
+        }
+        ["v1", "console", "sessions"] => {
+            ctx.op = "console.sessions";
+            expect(method, &Method::GET, path)?;
+            ctx.admin(state, fp).await?;
+            let sessions: Vec<Value> =
+                state.console.sessions().iter().map(|s| s.summary()).collect();
+            Reply::json(200, &json!({ "sessions": sessions }))
+        }
+        ["v1", "console", "sessions", id, "end"] => {
+            ctx.op = "console.session_end";
+            expect(method, &Method::POST, path)?;
+            ctx.admin(state, fp).await?;
+            if id.len() != 16 || !id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+                return Err(KmsError::invalid("a console session id is 16 lowercase hex digits"));
+            }
+            let _: Empty = read_json(request)?;
+            if !state.console.end(id) {
+                return Err(KmsError::NotFound(format!("console session {id}")));
+            }
+            ctx.note = Some(format!("ended console session {id}"));
+            Reply::json(200, &json!({ "ended": id }))
         }
         _ => {
             ctx.op = "unknown";

@@ -263,6 +263,17 @@ impl Console {
     }
 }
 
+impl Session {
+    /// What `GET /v1/console/sessions` shows of a session.
+    pub(crate) fn summary(&self) -> serde_json::Value {
+        serde_json::json!({
+            "id": self.id, "admin": self.admin, "peer": self.peer,
+            "created_ms": self.created_ms, "last_ms": self.last_ms,
+            "ends_ms": (self.last_ms + SESSION_IDLE_MS).min(self.created_ms + SESSION_MAX_MS),
+        })
+    }
+}
+
 fn live(s: &Session, now: i64) -> bool {
     now - s.last_ms < SESSION_IDLE_MS && now - s.created_ms < SESSION_MAX_MS
 }
@@ -514,6 +525,12 @@ fn same_origin(req: &Req) -> Result<()> {
         }
     }
     if let Some(origin) = header("origin") {
+        // Under `Referrer-Policy: no-referrer` Chromium sends `Origin:
+        // null` even for a same-origin form; then its `Sec-Fetch-Site:
+        // same-origin` (checked above) is what vouches for the origin.
+        if origin == "null" && header("sec-fetch-site") == Some("same-origin") {
+            return Ok(());
+        }
         let want = req.host().map(|h| format!("https://{h}"));
         if want.as_deref() != Some(origin) {
             return Err(KmsError::Forbidden(

@@ -57,6 +57,8 @@ pub(super) fn layout(title: &str, body: &str) -> String {
         .raw("<title>")
         .text(title)
         .raw(" · Rampart key manager</title>")
+        // No favicon request: it would go to /favicon.ico, outside /ui/.
+        .raw("<link rel=\"icon\" href=\"data:,\">")
         .raw("<link rel=\"stylesheet\" href=\"/ui/static/console.css\">")
         .raw("<script src=\"/ui/static/console.js\" defer></script></head><body>");
     let mut out = h.finish();
