@@ -258,7 +258,7 @@ impl Console {
         let mut inner = self.lock();
         inner.sessions.retain(|_, s| live(s, now));
         let mut out: Vec<Session> = inner.sessions.values().cloned().collect();
-        out.sort_by(|a, b| b.created_ms.cmp(&a.created_ms));
+        out.sort_by_key(|s| std::cmp::Reverse(s.created_ms));
         out
     }
 }
@@ -371,9 +371,9 @@ pub(super) async fn handle(
             route(state, peer, &req, &mut audit).await
         }
     };
+    // A redirect answers a form that succeeded.
     let status = match &out {
         Out::Page { status, .. } => *status,
-        Out::Redirect(_) => 303,
         _ => 200,
     };
     if audit.op != "console.unknown" {
