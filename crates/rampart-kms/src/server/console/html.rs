@@ -111,9 +111,13 @@ impl Html {
         extra: &'static str,
     ) -> &mut Self {
         let id = format!("f-{name}");
-        self.raw("<label").attr("for", &id).raw(">").text(label).raw("</label> ");
+        self.raw("<span class=\"field\"><label")
+            .attr("for", &id)
+            .raw(">")
+            .text(label)
+            .raw("</label> ");
         self.raw("<input").attr("id", &id).attr("name", name).attr("value", value);
-        self.raw(" ").raw(extra).raw(">")
+        self.raw(" ").raw(extra).raw("></span>")
     }
 
     /// A labelled select, `value` selected.
@@ -125,7 +129,11 @@ impl Html {
         value: &str,
     ) -> &mut Self {
         let id = format!("f-{name}");
-        self.raw("<label").attr("for", &id).raw(">").text(label).raw("</label> ");
+        self.raw("<span class=\"field\"><label")
+            .attr("for", &id)
+            .raw(">")
+            .text(label)
+            .raw("</label> ");
         self.raw("<select").attr("id", &id).attr("name", name).raw(">");
         for (v, text) in options {
             self.raw("<option").attr("value", v);
@@ -134,7 +142,7 @@ impl Html {
             }
             self.raw(">").text(text).raw("</option>");
         }
-        self.raw("</select>")
+        self.raw("</select></span>")
     }
 
     #[must_use]
