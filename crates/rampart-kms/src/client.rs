@@ -412,6 +412,28 @@ impl KmsClient {
         })
     }
 
+    /// A one-time sign-in code for the web console (admin): the server
+    /// that answered is the one the code signs in to.
+    pub async fn console_login_code(&self) -> Result<ConsoleLoginCode, ClientError> {
+        self.call_json(Method::POST, "/v1/console/login-codes", Some(json!({}))).await
+    }
+
+    /// The web console's open sessions on the server that answers (admin).
+    pub async fn console_sessions(&self) -> Result<Vec<Value>, ClientError> {
+        let list: Value = self.call_json(Method::GET, "/v1/console/sessions", None).await?;
+        Ok(list["sessions"].as_array().cloned().unwrap_or_default())
+    }
+
+    /// Ends web console session `id` (admin).
+    pub async fn end_console_session(&self, id: &str) -> Result<(), ClientError> {
+        if id.len() != 16 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(KmsError::invalid("a console session id is 16 hex digits").into());
+        }
+        let path = format!("/v1/console/sessions/{}/end", id.to_ascii_lowercase());
+        let _: Value = self.call_json(Method::POST, &path, Some(json!({}))).await?;
+        Ok(())
+    }
+
     /// `GET /v1/health` on the first endpoint that answers (a sealed
     /// server answers 503, reported as an error).
     pub async fn health(&self) -> Result<Value, ClientError> {
@@ -1053,4 +1075,19 @@ fn decode_secret_field(bytes: &[u8], field: &str, path: &str) -> Result<SecretBy
     }
     .map_err(|e| bad(&e.to_string()))?;
     Ok(SecretBytes::new(B64.decode(text.expose()).map_err(|_| bad("field is not base64"))?))
+}
+
+/// A one-time sign-in code for the web console.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ConsoleLoginCode {
+    /// The URL to open in a browser (from the `Host` the server was
+    /// asked under).
+    #[serde(default)]
+    pub url: Option<String>,
+    /// The URL's path, to put after `https://HOST:PORT`.
+    pub path: String,
+    /// A short public name of the code (in the audit log).
+    pub id: String,
+    /// Unix milliseconds after which the code is refused.
+    pub expires_ms: i64,
 }

@@ -37,6 +37,33 @@ pub enum KmsCommand {
     Audit(AuditArgs),
     /// Measure unwrap throughput and latency against a server.
     Bench(BenchArgs),
+    /// Print a one-time link that signs this admin bundle's identity in to
+    /// the web console (https://HOST:PORT/ui/): valid for 2 minutes, once.
+    ConsoleLogin(ClientArgs),
+    /// List or end web console sessions (kept in the server's memory: use
+    /// a bundle whose first endpoint is the server in question).
+    #[command(subcommand)]
+    ConsoleSessions(ConsoleSessionsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConsoleSessionsCommand {
+    /// The open sessions, newest first.
+    List {
+        /// Print one JSON object per line instead of text.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// End a session: its browser is signed out at its next request.
+    End {
+        /// The session id (16 hex digits, as listed).
+        #[arg(value_name = "ID")]
+        id: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -640,6 +667,68 @@ pub fn run(command: &KmsCommand) -> anyhow::Result<()> {
         KmsCommand::Key(command) => key_command(command),
         KmsCommand::Audit(args) => audit(args),
         KmsCommand::Bench(args) => bench(args),
+        KmsCommand::ConsoleLogin(args) => console_login(args),
+        KmsCommand::ConsoleSessions(command) => console_sessions(command),
+    }
+}
+
+fn console_login(args: &ClientArgs) -> anyhow::Result<()> {
+    let bundle = load_bundle(args)?;
+    let kms = KmsClient::new(&bundle).map_err(map_client)?;
+    let code = runtime()?.block_on(kms.console_login_code()).map_err(map_client)?;
+    let url = match code.url {
+        Some(url) => url,
+        None => {
+            let endpoint = bundle.endpoints().map_err(map_kms)?;
+            format!("{}{}", endpoint[0].url(), code.path)
+        }
+    };
+    println!("{url}");
+    eprintln!(
+        "rampart: open this link in a browser before {} (it works once); the session is audited as {}",
+        format_time(code.expires_ms),
+        bundle.name
+    );
+    Ok(())
+}
+
+fn console_sessions(command: &ConsoleSessionsCommand) -> anyhow::Result<()> {
+    match command {
+        ConsoleSessionsCommand::List { json, client } => {
+            let kms = connect(client)?;
+            let sessions = runtime()?.block_on(kms.console_sessions()).map_err(map_client)?;
+            let mut out = std::io::stdout().lock();
+            if !*json {
+                writeln!(
+                    out,
+                    "{:<16} {:<24} {:<22} {:<25} {:<25}",
+                    "ID", "ADMIN", "FROM", "SIGNED IN", "LAST REQUEST"
+                )?;
+            }
+            for s in &sessions {
+                if *json {
+                    json_line(&mut out, s)?;
+                    continue;
+                }
+                let time = |field: &str| format_time(s[field].as_i64().unwrap_or_default());
+                writeln!(
+                    out,
+                    "{:<16} {:<24} {:<22} {:<25} {:<25}",
+                    s["id"].as_str().unwrap_or_default(),
+                    s["admin"].as_str().unwrap_or_default(),
+                    s["peer"].as_str().unwrap_or_default(),
+                    time("created_ms"),
+                    time("last_ms")
+                )?;
+            }
+            Ok(())
+        }
+        ConsoleSessionsCommand::End { id, client } => {
+            let kms = connect(client)?;
+            runtime()?.block_on(kms.end_console_session(id)).map_err(map_client)?;
+            println!("console session {id} ended");
+            Ok(())
+        }
     }
 }
 

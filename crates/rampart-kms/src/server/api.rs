@@ -393,6 +393,9 @@ fn operation_name(segments: &[&str]) -> &'static str {
         ["v1", "audit", "export"] => "audit.export",
         ["v1", "audit", "exports"] => "audit.exported",
         ["v1", "audit", "prune"] => "audit.prune",
+        ["v1", "console", "login-codes"] => "console.login_code",
+        ["v1", "console", "sessions"] => "console.sessions",
+        ["v1", "console", "sessions", _, "end"] => "console.session_end",
         _ => "unknown",
     }
 }
@@ -446,7 +449,7 @@ async fn route_unsealed(
             let body: CreateKeyRequest = read_json(request)?;
             ctx.key = Some(body.name.clone());
             ctx.version = Some(1);
-            create_key(state, body).await
+            Reply::json(201, &create_key(state, body.name, &body.allow, body.exportable).await?)
         }
         ["v1", "keys", name] => {
             ctx.op = "key.show";
@@ -472,7 +475,13 @@ async fn route_unsealed(
             expect_get_or_post(method, path)?;
             ctx.admin(state, fp).await?;
             let body: IssueClientRequest = read_json(request)?;
-            issue_client(state, body).await
+            let days = body.days;
+            let (client, certificate, ca_pem) =
+                issue_client(state, body.name, body.labels, body.admin, &body.csr, days).await?;
+            Reply::json(
+                201,
+                &json!({ "client": client, "certificate": certificate, "ca_certificate": ca_pem }),
+            )
         }
         ["v1", "clients", name, action @ ("revoke" | "labels")] => {
             ctx.op = operation_name(&["v1", "clients", "_", *action]);
@@ -480,23 +489,13 @@ async fn route_unsealed(
             check_name("client name", name)?;
             let admin = ctx.admin(state, fp).await?.clone();
             let name = (*name).to_owned();
-            let changed = if *action == "revoke" {
-                let body: ReasonRequest = read_json(request)?;
-                check_reason(&body.reason)?;
-                if name == admin.name {
-                    return Err(KmsError::Conflict(
-                        "a client cannot revoke its own certificate (use another admin bundle)"
-                            .into(),
-                    ));
-                }
-                state.store.revoke_client(name, body.reason, now_ms()).await?
+            let change = if *action == "revoke" {
+                ClientChange::Revoke(read_json::<ReasonRequest>(request)?.reason)
             } else {
-                let body: LabelsRequest = read_json(request)?;
-                let labels = Labels::new(body.labels)?;
-                state.store.set_client_labels(name, labels).await?
+                ClientChange::Relabel(read_json::<LabelsRequest>(request)?.labels)
             };
+            let changed = change_client(state, &admin, name, change).await?;
             ctx.note = Some(format!("client {}", changed.name));
-            state.client_changed(&changed);
             Reply::json(200, &changed)
         }
         ["v1", "heartbeat"] => {
@@ -602,11 +601,125 @@ async fn route_unsealed(
             ctx.note = Some(format!("removed {removed} entries up to {}", anchor.seq));
             Reply::json(200, &json!({ "removed": removed, "anchor": anchor }))
         }
+        ["v1", "console", "login-codes"] => {
+            ctx.op = "console.login_code";
+            expect(method, &Method::POST, path)?;
+            let admin = ctx.admin(state, fp).await?.clone();
+            let host = request.headers().get(hyper::header::HOST).cloned();
+            let _: Empty = read_json(request)?;
+            let code = state.console.issue_code(&admin, host.as_ref())?;
+            ctx.note = Some(format!("code {} for the web console", code.id));
+            Reply::json(201, &code)
+        }
+        ["v1", "console", "sessions"] => {
+            ctx.op = "console.sessions";
+            expect(method, &Method::GET, path)?;
+            ctx.admin(state, fp).await?;
+            let sessions: Vec<Value> =
+                state.console.sessions().iter().map(|s| s.summary()).collect();
+            Reply::json(200, &json!({ "sessions": sessions }))
+        }
+        ["v1", "console", "sessions", id, "end"] => {
+            ctx.op = "console.session_end";
+            expect(method, &Method::POST, path)?;
+            ctx.admin(state, fp).await?;
+            if id.len() != 16 || !id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+                return Err(KmsError::invalid("a console session id is 16 lowercase hex digits"));
+            }
+            let _: Empty = read_json(request)?;
+            if !state.console.end(id) {
+                return Err(KmsError::NotFound(format!("console session {id}")));
+            }
+            ctx.note = Some(format!("ended console session {id}"));
+            Reply::json(200, &json!({ "ended": id }))
+        }
         _ => {
             ctx.op = "unknown";
             Err(KmsError::NoRoute(path.to_owned()))
         }
     }
+}
+
+/// A change an admin makes to a registered client.
+pub(super) enum ClientChange {
+    Revoke(String),
+    Relabel(BTreeMap<String, String>),
+}
+
+/// Revokes or relabels client `name` on behalf of `admin` (`POST
+/// /v1/clients/{name}/revoke|labels`, and the console).
+pub(super) async fn change_client(
+    state: &State,
+    admin: &ClientInfo,
+    name: String,
+    change: ClientChange,
+) -> Result<ClientInfo> {
+    check_name("client name", &name)?;
+    let changed = match change {
+        ClientChange::Revoke(reason) => {
+            check_reason(&reason)?;
+            if name == admin.name {
+                return Err(KmsError::Conflict(
+                    "a client cannot revoke its own certificate (use another admin bundle)".into(),
+                ));
+            }
+            state.store.revoke_client(name, reason, now_ms()).await?
+        }
+        ClientChange::Relabel(labels) => {
+            let labels = Labels::new(labels)?;
+            state.store.set_client_labels(name, labels).await?
+        }
+    };
+    state.client_changed(&changed);
+    Ok(changed)
+}
+
+/// Adds a version to key `name` (`POST /v1/keys/{name}/rotate`, and the
+/// console); `version` is set to the version tried.
+pub(super) async fn rotate_key(
+    state: &State,
+    name: &str,
+    version: &mut Option<u32>,
+) -> Result<KeyInfo> {
+    let root = state.require_root()?;
+    for _ in 0..5 {
+        let key = get_key(state, name).await?;
+        let next = key.latest().map_or(1, |v| v.version + 1);
+        *version = Some(next);
+        let material = random_secret(KEY_BYTES)?;
+        let sealed = root.seal_material(name, next, &material)?;
+        match state.store.add_version(name.to_owned(), next, now_ms(), sealed).await {
+            Ok(()) => return get_key(state, name).await,
+            Err(KmsError::Conflict(_)) => continue,
+            Err(error) => return Err(error),
+        }
+    }
+    Err(KmsError::Conflict(format!("key {name} is being rotated concurrently; try again")))
+}
+
+/// Revokes one or all versions of key `name` (`POST
+/// /v1/keys/{name}/revoke`, and the console).
+pub(super) async fn revoke_key(
+    state: &State,
+    name: &str,
+    version: Option<u32>,
+    reason: String,
+) -> Result<KeyInfo> {
+    check_reason(&reason)?;
+    let change = StateChange::Revoke { reason };
+    state.store.change_state(name.to_owned(), version, change, now_ms()).await?;
+    get_key(state, name).await
+}
+
+/// Destroys the material of one or all versions of key `name` (`POST
+/// /v1/keys/{name}/destroy`, and the console).
+pub(super) async fn destroy_key(
+    state: &State,
+    name: &str,
+    version: Option<u32>,
+) -> Result<KeyInfo> {
+    state.store.change_state(name.to_owned(), version, StateChange::Destroy, now_ms()).await?;
+    get_key(state, name).await
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -630,38 +743,19 @@ async fn key_action(
         "rotate" => {
             ctx.admin(state, fp).await?;
             let _: Empty = read_json(request)?;
-            for _ in 0..5 {
-                let key = get_key(state, &name).await?;
-                let version = key.latest().map_or(1, |v| v.version + 1);
-                ctx.version = Some(version);
-                let material = random_secret(KEY_BYTES)?;
-                let sealed = root.seal_material(&name, version, &material)?;
-                match state.store.add_version(name.clone(), version, now_ms(), sealed).await {
-                    Ok(()) => return Reply::json(200, &get_key(state, &name).await?),
-                    Err(KmsError::Conflict(_)) => continue,
-                    Err(error) => return Err(error),
-                }
-            }
-            Err(KmsError::Conflict(format!("key {name} is being rotated concurrently; try again")))
+            Reply::json(200, &rotate_key(state, &name, &mut ctx.version).await?)
         }
         "revoke" => {
             ctx.admin(state, fp).await?;
             let body: RevokeRequest = read_json(request)?;
             ctx.version = body.version;
-            check_reason(&body.reason)?;
-            let change = StateChange::Revoke { reason: body.reason };
-            state.store.change_state(name.clone(), body.version, change, now_ms()).await?;
-            Reply::json(200, &get_key(state, &name).await?)
+            Reply::json(200, &revoke_key(state, &name, body.version, body.reason).await?)
         }
         "destroy" => {
             ctx.admin(state, fp).await?;
             let body: VersionRequest = read_json(request)?;
             ctx.version = body.version;
-            state
-                .store
-                .change_state(name.clone(), body.version, StateChange::Destroy, now_ms())
-                .await?;
-            Reply::json(200, &get_key(state, &name).await?)
+            Reply::json(200, &destroy_key(state, &name, body.version).await?)
         }
         "wrap" => {
             let body: WrapRequest = read_json(request)?;
@@ -935,6 +1029,13 @@ async fn usable(
 /// One page of the key list (see [`paging`]): the store is asked for one
 /// item more than the page holds, to know whether a next page exists.
 async fn list_keys(state: &State, query: &str) -> Result<Reply> {
+    let (keys, next) = key_page(state, query).await?;
+    Reply::json(200, &json!({ "keys": keys, "next_cursor": next }))
+}
+
+/// One page of keys for a list query string (`GET /v1/keys`, and the
+/// console), and the cursor of the next page.
+pub(super) async fn key_page(state: &State, query: &str) -> Result<(Vec<KeyInfo>, Option<String>)> {
     let root = state.require_root()?;
     let request = paging::key_request(&paging::query_params(query)?)?;
     let after = match &request.cursor {
@@ -946,10 +1047,20 @@ async fn list_keys(state: &State, query: &str) -> Result<Reply> {
         next_cursor(&root, ListKind::Keys, &request.binding, &mut keys, request.limit, |k| {
             k.name.as_bytes().to_vec()
         });
-    Reply::json(200, &json!({ "keys": keys, "next_cursor": next }))
+    Ok((keys, next))
 }
 
 async fn list_clients(state: &State, query: &str) -> Result<Reply> {
+    let (clients, next) = client_page(state, query).await?;
+    Reply::json(200, &json!({ "clients": clients, "next_cursor": next }))
+}
+
+/// One page of clients for a list query string (`GET /v1/clients`, and
+/// the console), and the cursor of the next page.
+pub(super) async fn client_page(
+    state: &State,
+    query: &str,
+) -> Result<(Vec<ClientInfo>, Option<String>)> {
     let root = state.require_root()?;
     let request = paging::client_request(&paging::query_params(query)?)?;
     let after = match &request.cursor {
@@ -961,12 +1072,23 @@ async fn list_clients(state: &State, query: &str) -> Result<Reply> {
         next_cursor(&root, ListKind::Clients, &request.binding, &mut clients, request.limit, |c| {
             c.name.as_bytes().to_vec()
         });
-    Reply::json(200, &json!({ "clients": clients, "next_cursor": next }))
+    Ok((clients, next))
 }
 
 /// The audit list: `next_after_seq` (the last entry's number) is kept for
 /// callers of the older `after_seq` paging.
 async fn list_audit(state: &State, query: &str) -> Result<Reply> {
+    let (entries, next) = audit_page(state, query).await?;
+    let last = entries.last().map(|e| e.seq);
+    Reply::json(200, &json!({ "entries": entries, "next_cursor": next, "next_after_seq": last }))
+}
+
+/// One page of audit entries for a list query string (`GET /v1/audit`,
+/// and the console), and the cursor of the next page.
+pub(super) async fn audit_page(
+    state: &State,
+    query: &str,
+) -> Result<(Vec<crate::model::AuditEntry>, Option<String>)> {
     let root = state.require_root()?;
     let (request, after_seq) = paging::audit_request(&paging::query_params(query)?)?;
     let after = match (&request.cursor, after_seq) {
@@ -985,8 +1107,7 @@ async fn list_audit(state: &State, query: &str) -> Result<Reply> {
         next_cursor(&root, ListKind::Audit, &request.binding, &mut entries, request.limit, |e| {
             e.seq.to_be_bytes().to_vec()
         });
-    let last = entries.last().map(|e| e.seq);
-    Reply::json(200, &json!({ "entries": entries, "next_cursor": next, "next_after_seq": last }))
+    Ok((entries, next))
 }
 
 fn cursor_name(root: &keys::RootKey, kind: ListKind, binding: &str, text: &str) -> Result<String> {
@@ -1039,7 +1160,7 @@ fn kmip_use_allowed(kmip: &KmipUse, name: &str, version: u32, op: &str) -> Resul
     Ok(())
 }
 
-async fn get_key(state: &State, name: &str) -> Result<KeyInfo> {
+pub(super) async fn get_key(state: &State, name: &str) -> Result<KeyInfo> {
     state
         .store
         .get_key(name.to_owned())
@@ -1047,16 +1168,22 @@ async fn get_key(state: &State, name: &str) -> Result<KeyInfo> {
         .ok_or_else(|| KmsError::NotFound(format!("key {name}")))
 }
 
-async fn create_key(state: &State, body: CreateKeyRequest) -> Result<Reply> {
-    check_name("key name", &body.name)?;
-    let allow = parse_policy(&body.allow)?;
+/// Creates key `name` with version 1 (`POST /v1/keys`, and the console).
+pub(super) async fn create_key(
+    state: &State,
+    name: String,
+    allow: &[String],
+    exportable: bool,
+) -> Result<KeyInfo> {
+    check_name("key name", &name)?;
+    let allow = parse_policy(allow)?;
     let root = state.require_root()?;
     let now = now_ms();
     let material = random_secret(KEY_BYTES)?;
-    let sealed = root.seal_material(&body.name, 1, &material)?;
+    let sealed = root.seal_material(&name, 1, &material)?;
     let key = KeyInfo {
-        name: body.name,
-        exportable: body.exportable,
+        name,
+        exportable,
         allow,
         created_ms: now,
         versions: vec![KeyVersionInfo {
@@ -1067,13 +1194,23 @@ async fn create_key(state: &State, body: CreateKeyRequest) -> Result<Reply> {
         }],
     };
     state.store.create_key(key.clone(), sealed).await?;
-    Reply::json(201, &key)
+    Ok(key)
 }
 
-async fn issue_client(state: &State, body: IssueClientRequest) -> Result<Reply> {
-    check_name("client name", &body.name)?;
-    let labels = Labels::new(body.labels)?;
-    let days = body.days.unwrap_or(365);
+/// Signs a client certificate from `csr` and registers the client
+/// (`POST /v1/clients`, and the console): the client, its certificate and
+/// the CA certificate, PEM.
+pub(super) async fn issue_client(
+    state: &State,
+    name: String,
+    labels: BTreeMap<String, String>,
+    admin: bool,
+    csr: &str,
+    days: Option<u32>,
+) -> Result<(ClientInfo, String, String)> {
+    check_name("client name", &name)?;
+    let labels = Labels::new(labels)?;
+    let days = days.unwrap_or(365);
     if !(1..=3650).contains(&days) {
         return Err(KmsError::invalid("days must be 1 to 3650"));
     }
@@ -1085,11 +1222,11 @@ async fn issue_client(state: &State, body: IssueClientRequest) -> Result<Reply> 
         root.open_ca_key(&state.store.get_meta(meta::CA_KEY).await?.ok_or_else(missing)?)?;
     let ca = Authority::load(&ca_pem, &ca_key)?;
     drop(ca_key);
-    let issued = ca.issue_client_days(&body.csr, &body.name, i64::from(days))?;
+    let issued = ca.issue_client_days(csr, &name, i64::from(days))?;
     let client = ClientInfo {
-        name: body.name,
+        name,
         labels,
-        admin: body.admin,
+        admin,
         serial: issued.serial,
         fingerprint: issued.fingerprint,
         created_ms: now_ms(),
@@ -1097,13 +1234,10 @@ async fn issue_client(state: &State, body: IssueClientRequest) -> Result<Reply> 
         revoked: None,
     };
     state.store.add_client(client.clone()).await?;
-    Reply::json(
-        201,
-        &json!({ "client": client, "certificate": issued.cert_pem, "ca_certificate": ca_pem }),
-    )
+    Ok((client, issued.cert_pem, ca_pem))
 }
 
-fn seal_status(state: &State) -> Value {
+pub(super) fn seal_status(state: &State) -> Value {
     let sealed = state.root().is_none();
     match state.seal {
         SealConfig::Shamir { shares, threshold } => json!({
@@ -1134,7 +1268,7 @@ fn decode_b64(what: &str, text: &[u8], limit: usize) -> Result<SecretBytes> {
     Ok(bytes)
 }
 
-fn check_reason(reason: &str) -> Result<()> {
+pub(super) fn check_reason(reason: &str) -> Result<()> {
     if reason.trim().is_empty() || reason.len() > MAX_REASON {
         return Err(KmsError::invalid(format!("the reason must be 1 to {MAX_REASON} characters")));
     }

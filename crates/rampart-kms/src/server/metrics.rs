@@ -44,6 +44,8 @@ struct Inner {
     by_client: BTreeMap<String, ByOperation>,
     by_key: BTreeMap<String, ByOperation>,
     heartbeats: BTreeMap<String, Heartbeats>,
+    /// Unix milliseconds of each known client's last request.
+    last_seen: BTreeMap<String, i64>,
     requests: BTreeMap<(&'static str, &'static str), u64>,
     latency: BTreeMap<&'static str, Histogram>,
     tls_refused: u64,
@@ -58,6 +60,19 @@ struct Inner {
     sink_errors: u64,
     checkpoints: u64,
     checkpoint_failures: u64,
+}
+
+/// One operation's requests since the server started.
+#[derive(Debug, Clone)]
+pub(crate) struct OperationSummary {
+    pub operation: &'static str,
+    pub requests: u64,
+    /// Requests whose outcome was not `ok`.
+    pub refused: u64,
+    pub mean_seconds: f64,
+    /// The histogram bucket bound under which 95 % fell (none: above
+    /// the largest bucket).
+    pub p95_bound_seconds: Option<f64>,
 }
 
 /// The server's counters.
@@ -121,6 +136,25 @@ impl Metrics {
         if let Some(key) = key {
             add(&mut inner.by_key, key);
         }
+        let now = crate::model::now_ms();
+        if let Some(last) = inner.last_seen.get_mut(client) {
+            *last = now;
+        } else if inner.last_seen.len() < MAX_SERIES {
+            inner.last_seen.insert(client.to_owned(), now);
+        }
+    }
+
+    /// When `client` last made a request, and its last heartbeat (Unix
+    /// milliseconds, and whether it allowed every key), as this server saw
+    /// them since it started.
+    pub(crate) fn client_activity(&self, client: &str) -> (Option<i64>, Option<(i64, bool)>) {
+        let inner = self.lock();
+        let heartbeat = inner.heartbeats.get(client).map(|h| {
+            #[allow(clippy::cast_possible_truncation)]
+            let ms = (h.last * 1000.0) as i64;
+            (ms, h.last_allowed)
+        });
+        (inner.last_seen.get(client).copied(), heartbeat)
     }
 
     /// Counts a heartbeat of `client`: whether every key it holds is still
@@ -200,6 +234,36 @@ impl Metrics {
 
     pub fn oversized_headers(&self) {
         self.lock().oversized_headers += 1;
+    }
+
+    /// Requests, failures and latency per operation, and refused TLS
+    /// handshakes, since the server started (the console's health page).
+    pub(crate) fn summary(&self) -> (Vec<OperationSummary>, u64) {
+        let inner = self.lock();
+        let mut out: Vec<OperationSummary> = inner
+            .latency
+            .iter()
+            .map(|(op, h)| {
+                // The smallest bucket bound holding 95 % of the requests.
+                let want = h.count - h.count / 20;
+                let p95 = BUCKETS.iter().zip(h.buckets).find(|(_, n)| *n >= want).map(|(b, _)| *b);
+                OperationSummary {
+                    operation: op,
+                    requests: h.count,
+                    refused: inner
+                        .requests
+                        .iter()
+                        .filter(|((o, outcome), _)| o == op && *outcome != "ok")
+                        .map(|(_, n)| n)
+                        .sum(),
+                    #[allow(clippy::cast_precision_loss)]
+                    mean_seconds: if h.count == 0 { 0.0 } else { h.sum / h.count as f64 },
+                    p95_bound_seconds: p95,
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| b.requests.cmp(&a.requests).then(a.operation.cmp(b.operation)));
+        (out, inner.tls_refused)
     }
 
     /// The Prometheus text exposition.

@@ -18,6 +18,7 @@
 
 mod api;
 mod audit_log;
+mod console;
 pub mod kmip;
 mod kmip_objects;
 mod limits;
@@ -235,10 +236,16 @@ fn server_tls(
     roots
         .add(CertificateDer::from_pem_slice(ca_pem.as_bytes()).map_err(tls_error)?)
         .map_err(tls_error)?;
-    let verifier =
-        WebPkiClientVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider))
-            .build()
-            .map_err(tls_error)?;
+    let builder =
+        WebPkiClientVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider));
+    // The REST listener also serves the web console to browsers, which
+    // have no client certificate: the handshake lets them in, and every
+    // request outside /ui/ without a verified certificate is refused
+    // (serve_connection). A certificate that is presented is verified as
+    // ever. KMIP always requires one.
+    let builder =
+        if front_end == FrontEnd::Rest { builder.allow_unauthenticated() } else { builder };
+    let verifier = builder.build().map_err(tls_error)?;
     let verifier = Arc::new(RevocationVerifier { inner: verifier, revoked: Arc::clone(revoked) });
     let chain = CertificateDer::pem_file_iter(cert_path)
         .map_err(|e| KmsError::Config(format!("cannot read {}: {e}", cert_path.display())))?
@@ -285,6 +292,8 @@ pub(crate) struct State {
     checkpoint_wake: Arc<Notify>,
     /// Set to reopen the audit file (SIGHUP).
     sink_reopen: Option<Arc<AtomicBool>>,
+    /// The web console's login codes and sessions.
+    console: console::Console,
 }
 
 impl std::fmt::Debug for State {
@@ -630,6 +639,7 @@ impl Server {
             heartbeat_answers: Mutex::new(HashMap::new()),
             checkpoint_wake: Arc::clone(&checkpoint_wake),
             sink_reopen,
+            console: console::Console::default(),
         });
         tokio::spawn(audit_writer(
             Arc::clone(&state.store),
@@ -783,6 +793,21 @@ pub(crate) async fn tls_handshake(
     peer: SocketAddr,
     audit_operation: &str,
 ) -> Option<(tokio_rustls::server::TlsStream<tokio::net::TcpStream>, String)> {
+    let stream = tls_accept(state, acceptor, tcp, peer, audit_operation).await?;
+    // Always present with a mandatory client verifier; refuse otherwise.
+    let fp = peer_fingerprint(&stream)?;
+    Some((stream, fp))
+}
+
+/// The TLS handshake under the handshake timeout (see [`tls_handshake`]);
+/// on the REST listener a client certificate is optional here.
+async fn tls_accept(
+    state: &State,
+    acceptor: &TlsAcceptor,
+    tcp: tokio::net::TcpStream,
+    peer: SocketAddr,
+    audit_operation: &str,
+) -> Option<tokio_rustls::server::TlsStream<tokio::net::TcpStream>> {
     let stream =
         match tokio::time::timeout(state.limits.handshake_timeout, acceptor.accept(tcp)).await {
             Ok(Ok(stream)) => stream,
@@ -811,9 +836,14 @@ pub(crate) async fn tls_handshake(
                 return None;
             }
         };
-    // Always present with a mandatory client verifier; refuse otherwise.
-    let fp = stream.get_ref().1.peer_certificates()?.first().map(|cert| fingerprint(cert))?;
-    Some((stream, fp))
+    Some(stream)
+}
+
+/// The SHA-256 fingerprint of the verified client certificate, if any.
+fn peer_fingerprint(
+    stream: &tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+) -> Option<String> {
+    stream.get_ref().1.peer_certificates()?.first().map(|cert| fingerprint(cert))
 }
 
 async fn serve_connection(
@@ -823,11 +853,10 @@ async fn serve_connection(
     peer: SocketAddr,
 ) {
     let limits = state.limits.clone();
-    let Some((stream, fp)) = tls_handshake(&state, &acceptor, tcp, peer, "tls.handshake").await
-    else {
+    let Some(stream) = tls_accept(&state, &acceptor, tcp, peer, "tls.handshake").await else {
         return;
     };
-    let fp: Arc<str> = fp.into();
+    let fp: Option<Arc<str>> = peer_fingerprint(&stream).map(Into::into);
     let mut http = http1::Builder::new();
     // hyper waits for the next request's head under the header timeout,
     // so it is also the keep-alive idle timeout.
@@ -842,8 +871,17 @@ async fn serve_connection(
     let shared = Arc::clone(&state);
     let service = hyper::service::service_fn(move |request| {
         let state = Arc::clone(&state);
-        let fp = Arc::clone(&fp);
-        async move { Ok::<_, std::convert::Infallible>(api::handle(&state, &fp, request).await) }
+        let fp = fp.clone();
+        async move {
+            let response = if console::is_console_path(request.uri().path()) {
+                console::handle(&state, peer, request).await
+            } else if let Some(fp) = fp {
+                api::handle(&state, &fp, request).await
+            } else {
+                console::refuse_without_certificate(&state, peer, request).await
+            };
+            Ok::<_, std::convert::Infallible>(response)
+        }
     });
     let result = http.serve_connection(TokioIo::new(stream), service).await;
     if let Err(error) = result {

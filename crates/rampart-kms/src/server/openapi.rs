@@ -202,7 +202,17 @@ pub fn openapi_document() -> Value {
             "responses": ok("The range recorded", "AuditExported", &[400, 401, 403, 404, 405, 409, 413, 503]) } },
         "/v1/audit/prune": { "post": { "operationId": "pruneAudit", "summary": "Remove the entries up to until_seq (covered by a recorded export, and verified first), keeping the last one's hash as the anchor (admin)",
             "requestBody": body("AuditPruneRequest", true),
-            "responses": ok("What was removed, and the new anchor", "AuditPruned", &[400, 401, 403, 404, 405, 409, 413, 503]) } }
+            "responses": ok("What was removed, and the new anchor", "AuditPruned", &[400, 401, 403, 404, 405, 409, 413, 503]) } },
+        "/v1/console/login-codes": { "post": { "operationId": "createConsoleLoginCode", "summary": "A one-time code that signs the calling admin in to the web console at /ui/: 256 random bits, valid for 2 minutes and once; the server keeps only its hash (admin)",
+            "requestBody": body("Empty", false),
+            "responses": created("The code and the URL to open", "ConsoleLoginCode", &[400, 401, 403, 405, 409, 413, 503]) } },
+        "/v1/console/sessions": { "get": { "operationId": "listConsoleSessions", "summary": "The web console's open sessions on this server, newest first (admin)",
+            "responses": ok("The sessions", "ConsoleSessions", &[401, 403, 405, 503]) } },
+        "/v1/console/sessions/{id}/end": {
+          "parameters": [ { "name": "id", "in": "path", "required": true, "schema": { "type": "string", "pattern": "^[0-9a-f]{16}$" }, "description": "The session's id, as listed" } ],
+          "post": { "operationId": "endConsoleSession", "summary": "End a web console session on this server: its cookie is refused from now on (admin)",
+            "requestBody": body("Empty", false),
+            "responses": ok("The session ended", "ConsoleSessionEnded", &[400, 401, 403, 404, 405, 413, 503]) } }
       },
       "components": { "schemas": {
         "Name": { "type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$" },
@@ -321,6 +331,18 @@ pub fn openapi_document() -> Value {
             "after_seq": { "type": "integer" }, "until_seq": { "type": "integer" } } },
         "AuditPruneRequest": { "type": "object", "required": ["until_seq"], "additionalProperties": false, "properties": {
             "until_seq": { "type": "integer", "minimum": 1, "maximum": 9223372036854775807i64 } } },
+        "ConsoleLoginCode": { "type": "object", "required": ["code", "id", "path", "expires_ms"], "properties": {
+            "code": { "type": "string", "pattern": "^[0-9a-f]{64}$" },
+            "id": { "type": "string", "description": "A short public name of the code, as the audit log shows it" },
+            "url": { "type": "string", "description": "https://HOST/ui/login?code=CODE, HOST from the request's Host header" },
+            "path": { "type": "string", "description": "/ui/login?code=CODE" },
+            "expires_ms": { "type": "integer", "description": "Unix milliseconds after which the code is refused" } } },
+        "ConsoleSessions": { "type": "object", "required": ["sessions"], "properties": {
+            "sessions": { "type": "array", "items": { "type": "object", "required": ["id", "admin", "peer", "created_ms", "last_ms", "ends_ms"], "properties": {
+              "id": { "type": "string" }, "admin": { "type": "string" }, "peer": { "type": "string", "description": "The browser's address and port at sign-in" },
+              "created_ms": { "type": "integer" }, "last_ms": { "type": "integer", "description": "The last request" },
+              "ends_ms": { "type": "integer", "description": "When it ends without another request" } } } } } },
+        "ConsoleSessionEnded": { "type": "object", "required": ["ended"], "properties": { "ended": { "type": "string" } } },
         "AuditPruned": { "type": "object", "required": ["removed", "anchor"], "properties": {
             "removed": { "type": "integer" },
             "anchor": { "type": "object", "required": ["seq", "hash", "time_ms", "mac"], "properties": {
