@@ -107,13 +107,10 @@ pub async fn populate(
     for (what, prefix) in [("key", &plan.key_prefix), ("client", &plan.client_prefix)] {
         crate::model::check_name(what, &format!("{prefix}0"))?;
     }
-    let mut report = BulkReport::default();
-    report.keys = populate_keys(&store, &root, plan, progress).await?;
-    let (clients, written) = populate_clients(&store, &root, plan, bundles, progress).await?;
-    report.clients = clients;
-    report.bundles = written;
-    report.audit = populate_audit(&store, &root, plan, progress).await?;
-    Ok(report)
+    let keys = populate_keys(&store, &root, plan, progress).await?;
+    let (clients, bundles) = populate_clients(&store, &root, plan, bundles, progress).await?;
+    let audit = populate_audit(&store, &root, plan, progress).await?;
+    Ok(BulkReport { keys, clients, audit, bundles })
 }
 
 async fn populate_keys(

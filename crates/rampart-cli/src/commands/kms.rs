@@ -1463,6 +1463,9 @@ fn bench(args: &BenchArgs) -> anyhow::Result<()> {
 
 /// Fills a store at fleet scale through `rampart_kms::bulk`.
 fn populate(args: &PopulateArgs) -> anyhow::Result<()> {
+    // Millions of short-lived secrets (material, hashes, MACs): locking
+    // each on its own would cost more than making it (as in `serve`).
+    let _ = rampart_crypto::lock_all_memory();
     let rt = runtime()?;
     let path =
         args.unseal_key_file.clone().unwrap_or_else(|| args.data_dir.join(files::UNSEAL_KEY));

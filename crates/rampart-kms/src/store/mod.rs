@@ -16,7 +16,7 @@ use std::sync::Arc;
 pub use self::postgres::PostgresStore;
 pub use self::sqlite::SqliteStore;
 
-use crate::audit::{ExportedEntry, Mark};
+use crate::audit::{ChainPage, ExportedEntry, Mark};
 use crate::error::{KmsError, Result};
 use crate::keys::RootKey;
 use crate::model::{
@@ -123,9 +123,11 @@ CREATE INDEX IF NOT EXISTS kms_audit_exports_until ON kms_audit_exports (until_s
 CREATE INDEX IF NOT EXISTS kms_audit_key ON kms_audit (key_name, seq);
 CREATE INDEX IF NOT EXISTS kms_audit_operation ON kms_audit (operation, seq);
 CREATE INDEX IF NOT EXISTS kms_audit_outcome ON kms_audit (outcome, seq);",
-        sqlite_only: "CREATE INDEX IF NOT EXISTS kms_key_versions_state ON kms_key_versions (state, name);
+        sqlite_only:
+            "CREATE INDEX IF NOT EXISTS kms_key_versions_state ON kms_key_versions (state, name);
 CREATE INDEX IF NOT EXISTS kms_clients_admin ON kms_clients (admin, name);",
-        postgres_only: "CREATE INDEX IF NOT EXISTS kms_keys_name_c ON kms_keys (name COLLATE \"C\");
+        postgres_only:
+            "CREATE INDEX IF NOT EXISTS kms_keys_name_c ON kms_keys (name COLLATE \"C\");
 CREATE INDEX IF NOT EXISTS kms_key_versions_state_c
     ON kms_key_versions (state, name COLLATE \"C\");
 CREATE INDEX IF NOT EXISTS kms_clients_name_c ON kms_clients (name COLLATE \"C\");
@@ -437,6 +439,11 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         since_ms: Option<i64>,
         limit: u32,
     ) -> StoreFuture<'_, Vec<AuditEntry>>;
+
+    /// Up to `limit` entries after sequence number `after_seq`, in order,
+    /// in the form the verification walk checks (canonical bytes, hash,
+    /// MAC), read without an allocation per entry.
+    fn audit_chain_page(&self, after_seq: u64, limit: u32) -> StoreFuture<'_, ChainPage>;
 
     /// Up to `limit` entries after sequence number `after_seq` that pass
     /// `filter`, in order (a walk of the sequence-number index).

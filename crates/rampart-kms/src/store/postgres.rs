@@ -13,11 +13,11 @@ use tokio_postgres::{Client, NoTls, Row};
 
 use super::{
     attach_versions, decode_labels, decode_policy, encode_labels, encode_policy, meta,
-    migrations_after, name_range, to_u32, to_u64, version_info, AuditFilter, ClientFilter, KeyFilter,
-    KmipAttributeRow, KmipObject, KmipUse, MaterialRow, StateChange, Store, StoreFuture,
+    migrations_after, name_range, to_u32, to_u64, version_info, AuditFilter, ClientFilter,
+    KeyFilter, KmipAttributeRow, KmipObject, KmipUse, MaterialRow, StateChange, Store, StoreFuture,
     BASE_SCHEMA_VERSION, SCHEMA_VERSION,
 };
-use crate::audit::{seal_entry, ExportedEntry, Mark, GENESIS};
+use crate::audit::{seal_entry, ChainPage, ExportedEntry, Mark, GENESIS};
 use crate::error::{KmsError, Result};
 use crate::keys::RootKey;
 use crate::model::{AuditDraft, AuditEntry, ClientInfo, KeyInfo, KeyVersionInfo, Labels};
@@ -472,13 +472,7 @@ impl Store for PostgresStore {
                          FROM page p JOIN kms_key_versions v ON v.name = p.name
                          ORDER BY p.name COLLATE \"C\", v.version"
                     ),
-                    &[
-                        &low,
-                        &high,
-                        &filter.selector_needle(),
-                        &filter.state,
-                        &i64::from(limit),
-                    ],
+                    &[&low, &high, &filter.selector_needle(), &filter.state, &i64::from(limit)],
                 )
                 .await?;
             let mut keys: Vec<KeyInfo> = Vec::new();
@@ -833,6 +827,43 @@ impl Store for PostgresStore {
             .await?;
             tx.commit().await?;
             Ok(out)
+        })
+    }
+
+    fn audit_chain_page(&self, after_seq: u64, limit: u32) -> StoreFuture<'_, ChainPage> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let rows = lease
+                .client()?
+                .query(
+                    "SELECT seq, time_ms, client, operation, key_name, key_version, outcome,
+                            detail, hash, mac
+                     FROM kms_audit WHERE seq > $1 ORDER BY seq LIMIT $2",
+                    &[&to_i64(after_seq), &i64::from(limit)],
+                )
+                .await?;
+            drop(lease);
+            let mut page = ChainPage::with_capacity(rows.len());
+            // Borrowed column values: no allocation per entry.
+            for r in &rows {
+                let version: Option<i64> = r.try_get(5)?;
+                if let Some(v) = version {
+                    to_u32(v, "key version")?;
+                }
+                page.push(
+                    to_u64(r.try_get(0)?, "audit sequence number")?,
+                    r.try_get(1)?,
+                    r.try_get::<_, &str>(2)?,
+                    r.try_get::<_, &str>(3)?,
+                    r.try_get::<_, Option<&str>>(4)?,
+                    version,
+                    r.try_get::<_, &str>(6)?,
+                    r.try_get::<_, &str>(7)?,
+                    r.try_get::<_, &[u8]>(8)?,
+                    r.try_get::<_, Option<&[u8]>>(9)?,
+                );
+            }
+            Ok(page)
         })
     }
 

@@ -17,7 +17,7 @@ use super::{
     KeyFilter, KmipAttributeRow, KmipObject, KmipUse, MaterialRow, StateChange, Store, StoreFuture,
     BASE_SCHEMA_VERSION, SCHEMA_VERSION,
 };
-use crate::audit::{seal_entry, ExportedEntry, Mark, GENESIS};
+use crate::audit::{seal_entry, ChainPage, ExportedEntry, Mark, GENESIS};
 use crate::error::{KmsError, Result};
 use crate::keys::RootKey;
 use crate::model::{AuditDraft, AuditEntry, ClientInfo, KeyInfo, KeyVersionInfo, Labels};
@@ -1003,9 +1003,10 @@ impl Store for SqliteStore {
             // A filter on a column walks that column's (column, seq)
             // index from the cursor on, so few matches cost few rows.
             let (from, driver) = match filter.driving_index() {
-                Some((column, index)) => {
-                    (format!("kms_audit INDEXED BY {index}"), format!("{column} = ?{} AND", column_param(column)))
-                }
+                Some((column, index)) => (
+                    format!("kms_audit INDEXED BY {index}"),
+                    format!("{column} = ?{} AND", column_param(column)),
+                ),
                 None => ("kms_audit".to_owned(), String::new()),
             };
             let mut stmt = conn.prepare_cached(&format!(
@@ -1047,6 +1048,49 @@ impl Store for SqliteStore {
                 });
             }
             Ok(out)
+        })
+    }
+
+    fn audit_chain_page(&self, after_seq: u64, limit: u32) -> StoreFuture<'_, ChainPage> {
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT seq, time_ms, client, operation, key_name, key_version, outcome, detail,
+                        hash, mac
+                 FROM kms_audit WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+            )?;
+            let mut rows = stmt.query(params![to_i64(after_seq), limit])?;
+            let mut page = ChainPage::with_capacity(limit as usize);
+            // Borrowed column values: no allocation per entry.
+            while let Some(r) = rows.next()? {
+                let text = |i: usize| -> Result<&str> {
+                    r.get_ref(i)?
+                        .as_str()
+                        .map_err(|e| KmsError::Corrupt(format!("stored audit column {i}: {e}")))
+                };
+                let version: Option<i64> = r.get(5)?;
+                if let Some(v) = version {
+                    super::to_u32(v, "key version")?;
+                }
+                page.push(
+                    to_u64(r.get(0)?, "audit sequence number")?,
+                    r.get(1)?,
+                    text(2)?,
+                    text(3)?,
+                    r.get_ref(4)?
+                        .as_str_or_null()
+                        .map_err(|e| KmsError::Corrupt(format!("stored audit key name: {e}")))?,
+                    version,
+                    text(6)?,
+                    text(7)?,
+                    r.get_ref(8)?
+                        .as_blob()
+                        .map_err(|e| KmsError::Corrupt(format!("stored audit hash: {e}")))?,
+                    r.get_ref(9)?
+                        .as_blob_or_null()
+                        .map_err(|e| KmsError::Corrupt(format!("stored audit MAC: {e}")))?,
+                );
+            }
+            Ok(page)
         })
     }
 
