@@ -109,7 +109,8 @@ pub struct BenchArgs {
     pub heartbeat_percent: u32,
     /// Play many hosts: every DIR/*.bundle is a client identity with its
     /// own kept-alive connection; the concurrent tasks speak as these
-    /// hosts in turn (the --kms bundle only wraps the secrets).
+    /// hosts in turn; the first of them wraps the secrets (no --kms
+    /// needed).
     #[arg(long, value_name = "DIR")]
     pub bundles: Option<PathBuf>,
     /// Print JSON instead of text.
@@ -1377,7 +1378,6 @@ fn bench(args: &BenchArgs) -> anyhow::Result<()> {
         )
         .into());
     }
-    let kms = connect(&args.client)?;
     let rt = runtime()?;
     let keys: Vec<String> = match args.key_count {
         None => vec![args.key.clone()],
@@ -1396,7 +1396,7 @@ fn bench(args: &BenchArgs) -> anyhow::Result<()> {
         }
     };
     let hosts: Vec<KmsClient> = match &args.bundles {
-        None => vec![kms.clone()],
+        None => vec![connect(&args.client)?],
         Some(dir) => {
             let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
                 .with_context(|| format!("cannot read {}", dir.display()))?
@@ -1416,8 +1416,10 @@ fn bench(args: &BenchArgs) -> anyhow::Result<()> {
                 .collect::<anyhow::Result<_>>()?
         }
     };
+    // The first host wraps: keys allow their hosts, not necessarily the
+    // admin.
     let work =
-        rt.block_on(rampart_kms::load::Workload::wrap(&kms, keys, 32)).map_err(map_client)?;
+        rt.block_on(rampart_kms::load::Workload::wrap(&hosts[0], keys, 32)).map_err(map_client)?;
     let mut rows = Vec::new();
     for &concurrency in &args.concurrency {
         let plan = rampart_kms::load::LoadPlan {
