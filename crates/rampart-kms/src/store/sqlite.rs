@@ -78,6 +78,11 @@ const AUDIT_NO_DELETE: &str = "CREATE TRIGGER kms_audit_no_delete BEFORE DELETE 
     BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;";
 
 const READERS: usize = 3;
+/// Page cache of the writer and of each reader, in KiB (as the negative
+/// `cache_size` SQLite takes): bounded, so the server's memory does not
+/// grow with the store (56 MiB at most in all).
+const WRITER_CACHE_KIB: i64 = -32 * 1024;
+const READER_CACHE_KIB: i64 = -8 * 1024;
 
 fn to_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
@@ -203,6 +208,11 @@ impl SqliteStore {
         // WAL with synchronous=NORMAL: commits are atomic and survive a
         // crash of the process; only a power loss can lose the last ones.
         writer.pragma_update(None, "synchronous", "NORMAL")?;
+        // Each audit append updates the (key, seq) and (client, seq)
+        // indexes at the key's and the client's place: with a fleet's
+        // keys and hosts those are pages all over the indexes, which
+        // SQLite's default 2 MiB cache keeps rereading.
+        writer.pragma_update(None, "cache_size", WRITER_CACHE_KIB)?;
         Self::migrate(&writer, path)?;
         #[cfg(unix)]
         {
@@ -216,6 +226,7 @@ impl SqliteStore {
                 OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
             )?;
             configure(&reader)?;
+            reader.pragma_update(None, "cache_size", READER_CACHE_KIB)?;
             readers.push(Mutex::new(reader));
         }
         Ok(Self {
