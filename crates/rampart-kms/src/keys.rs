@@ -15,7 +15,8 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use rampart_crypto::{
-    fill_random, hkdf, hmac, random_secret, Gcm, HashAlg, SecretBytes, GCM_NONCE_LEN, GCM_TAG_LEN,
+    digest_into, fill_random, hkdf, hmac, random_secret, Gcm, HashAlg, SecretBytes, GCM_NONCE_LEN,
+    GCM_TAG_LEN,
 };
 
 use crate::error::{KmsError, Result};
@@ -224,10 +225,63 @@ impl RootKey {
         hmac(HashAlg::Sha256, self.audit_key.expose(), hash).expose().to_vec()
     }
 
+    /// [`Self::audit_mac`] with its HMAC pads computed once, for walks
+    /// over millions of entries.
+    #[must_use]
+    pub fn audit_macer(&self) -> AuditMacer {
+        let key = self.audit_key.expose();
+        let mut pads = SecretBytes::zeroed(2 * HMAC_BLOCK);
+        let bytes = pads.expose_mut();
+        for i in 0..HMAC_BLOCK {
+            let k = key.get(i).copied().unwrap_or(0);
+            bytes[i] = k ^ 0x36;
+            bytes[HMAC_BLOCK + i] = k ^ 0x5c;
+        }
+        AuditMacer { pads }
+    }
+
     /// The MAC of an audit checkpoint or anchor's canonical bytes.
     #[must_use]
     pub fn audit_mark_mac(&self, canonical: &[u8]) -> Vec<u8> {
         hmac(HashAlg::Sha256, self.mark_key.expose(), canonical).expose().to_vec()
+    }
+}
+
+/// SHA-256's block size, in bytes (HMAC pads the key to it).
+const HMAC_BLOCK: usize = 64;
+
+/// HMAC-SHA256 under the audit key with its inner and outer pads
+/// precomputed (RFC 2104): the entry MAC of [`RootKey::audit_mac`] without
+/// a key schedule and a locked allocation per entry.
+pub struct AuditMacer {
+    /// inner pad (64) || outer pad (64).
+    pads: SecretBytes,
+}
+
+impl std::fmt::Debug for AuditMacer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AuditMacer")
+    }
+}
+
+impl AuditMacer {
+    /// `HMAC-SHA256(audit key, hash)` of a 32-byte entry hash.
+    #[must_use]
+    pub fn mac(&self, hash: &[u8; 32]) -> [u8; 32] {
+        let pads = self.pads.expose();
+        // The key-dependent inputs live on the stack only for the two
+        // digests and are wiped after.
+        let mut input = zeroize::Zeroizing::new([0u8; HMAC_BLOCK + 32]);
+        input[..HMAC_BLOCK].copy_from_slice(&pads[..HMAC_BLOCK]);
+        input[HMAC_BLOCK..].copy_from_slice(hash);
+        let mut inner = [0u8; 32];
+        // 32-byte buffers hold SHA-256 digests: these cannot fail.
+        let _ = digest_into(HashAlg::Sha256, &input[..], &mut inner);
+        input[..HMAC_BLOCK].copy_from_slice(&pads[HMAC_BLOCK..2 * HMAC_BLOCK]);
+        input[HMAC_BLOCK..].copy_from_slice(&inner);
+        let mut out = [0u8; 32];
+        let _ = digest_into(HashAlg::Sha256, &input[..], &mut out);
+        out
     }
 }
 

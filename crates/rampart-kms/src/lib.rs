@@ -16,10 +16,12 @@
 
 pub mod audit;
 pub mod binding;
+pub mod bulk;
 pub mod bundle;
 pub mod error;
 pub mod hsm;
 pub mod keys;
+pub mod load;
 pub mod model;
 pub mod pki;
 pub mod shamir;

@@ -44,6 +44,10 @@ pub enum KmsCommand {
     /// a bundle whose first endpoint is the server in question).
     #[command(subcommand)]
     ConsoleSessions(ConsoleSessionsCommand),
+    /// Fill a store at fleet scale (keys, clients, audit entries) without
+    /// a server, written exactly as a server writes them, for benchmarks
+    /// and sizing rehearsals.
+    Populate(PopulateArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -67,6 +71,45 @@ pub enum ConsoleSessionsCommand {
 }
 
 #[derive(Debug, Args)]
+pub struct PopulateArgs {
+    /// The deployment's data directory.
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: PathBuf,
+    /// `sqlite` (default: DIR/kms.db) or a postgres:// URL.
+    #[arg(long, value_name = "STORE")]
+    pub store: Option<String>,
+    /// The unseal key file (default DIR/unseal.key).
+    #[arg(long, value_name = "FILE")]
+    pub unseal_key_file: Option<PathBuf>,
+    /// Keys to create: PREFIX0000000, PREFIX0000001, ... (32-byte
+    /// material, policy `label:role=host`).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub keys: u64,
+    /// Name prefix of the keys.
+    #[arg(long, default_value = "key-", value_name = "PREFIX")]
+    pub key_prefix: String,
+    /// Clients to issue certificates to and register: PREFIX0000000, ...
+    /// (label role=host, not admin, 365 days).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub clients: u64,
+    /// Name prefix of the clients.
+    #[arg(long, default_value = "host-", value_name = "PREFIX")]
+    pub client_prefix: String,
+    /// Audit entries to append to the chain (unwraps of the keys by the
+    /// clients, one in a thousand denied, one millisecond apart up to now),
+    /// hashed and MACed as the server does.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub audit: u64,
+    /// Write the bundles of the first N clients into --bundle-dir (for
+    /// `kms bench --bundles`).
+    #[arg(long, default_value_t = 0, value_name = "N", requires = "bundle_dir")]
+    pub bundles: u64,
+    /// Where --bundles go (NAME.bundle; created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub bundle_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
 pub struct BenchArgs {
     /// A key this bundle may wrap and unwrap with.
     #[arg(long, value_name = "NAME")]
@@ -77,6 +120,26 @@ pub struct BenchArgs {
     /// Seconds per run.
     #[arg(long, default_value_t = 5.0, value_name = "S")]
     pub seconds: f64,
+    /// Unwrap under many keys: --key is then a name prefix and the keys
+    /// are KEY0000000 to KEY(N-1), index padded to 7 digits (the names
+    /// `kms populate` creates).
+    #[arg(long, value_name = "N")]
+    pub key_count: Option<u64>,
+    /// With --key-count: how many of those keys, picked at random, get a
+    /// secret wrapped under them before the runs; each request unwraps
+    /// one of these secrets at random.
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    pub sample: u64,
+    /// Percent of requests that are heartbeats (POST /v1/heartbeat naming
+    /// the key of a random secret) instead of unwraps.
+    #[arg(long, default_value_t = 0, value_name = "P")]
+    pub heartbeat_percent: u32,
+    /// Play many hosts: every DIR/*.bundle is a client identity with its
+    /// own kept-alive connection; the concurrent tasks speak as these
+    /// hosts in turn; the first of them wraps the secrets (no --kms
+    /// needed).
+    #[arg(long, value_name = "DIR")]
+    pub bundles: Option<PathBuf>,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
@@ -667,6 +730,7 @@ pub fn run(command: &KmsCommand) -> anyhow::Result<()> {
         KmsCommand::Key(command) => key_command(command),
         KmsCommand::Audit(args) => audit(args),
         KmsCommand::Bench(args) => bench(args),
+        KmsCommand::Populate(args) => populate(args),
         KmsCommand::ConsoleLogin(args) => console_login(args),
         KmsCommand::ConsoleSessions(command) => console_sessions(command),
     }
@@ -1385,58 +1449,85 @@ fn audit_export(
     Ok(())
 }
 
-/// Unwraps one 32-byte secret (a volume passphrase's size) in a loop at
-/// each concurrency over kept-alive mTLS connections; reports operations
-/// per second and latency percentiles.
+/// Unwraps 32-byte secrets (a volume passphrase's size) in a loop at each
+/// concurrency over kept-alive mTLS connections, under one key or a
+/// random sample of many, optionally mixed with heartbeats and spread
+/// over many host identities; reports requests per second and latency
+/// percentiles.
 fn bench(args: &BenchArgs) -> anyhow::Result<()> {
-    if args.concurrency.iter().any(|&c| c == 0 || c > 1024)
+    if args.concurrency.iter().any(|&c| c == 0 || c > 4096)
         || !(0.1..=3600.0).contains(&args.seconds)
+        || args.heartbeat_percent > 100
+        || !(1..=1_000_000).contains(&args.sample)
     {
-        return Err(
-            UsageError("--concurrency must be 1 to 1024 and --seconds 0.1 to 3600".into()).into()
-        );
+        return Err(UsageError(
+            "--concurrency must be 1 to 4096, --seconds 0.1 to 3600, --heartbeat-percent 0 \
+             to 100 and --sample 1 to 1000000"
+                .into(),
+        )
+        .into());
     }
-    let kms = connect(&args.client)?;
     let rt = runtime()?;
-    let secret = rampart_crypto::random_secret(32)?;
-    let ciphertext =
-        rt.block_on(kms.wrap(&args.key, secret.expose(), b"bench")).map_err(map_client)?;
-    let duration = std::time::Duration::from_secs_f64(args.seconds);
+    let keys: Vec<String> = match args.key_count {
+        None => vec![args.key.clone()],
+        Some(0) => return Err(UsageError("--key-count must be at least 1".into()).into()),
+        Some(n) => {
+            let seed = rampart_crypto::random_secret(8)?;
+            let mut x = u64::from_le_bytes(seed.expose().try_into().unwrap_or([7; 8])) | 1;
+            (0..args.sample.min(n))
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    format!("{}{:07}", args.key, x % n)
+                })
+                .collect()
+        }
+    };
+    let hosts: Vec<KmsClient> = match &args.bundles {
+        None => vec![connect(&args.client)?],
+        Some(dir) => {
+            let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+                .with_context(|| format!("cannot read {}", dir.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "bundle"))
+                .collect();
+            paths.sort();
+            if paths.is_empty() {
+                return Err(UsageError(format!("{} holds no .bundle file", dir.display())).into());
+            }
+            paths
+                .iter()
+                .map(|p| {
+                    let bundle = Bundle::read(p).map_err(map_kms)?;
+                    KmsClient::new(&bundle).map_err(map_client)
+                })
+                .collect::<anyhow::Result<_>>()?
+        }
+    };
+    // The first host wraps: keys allow their hosts, not necessarily the
+    // admin.
+    let work =
+        rt.block_on(rampart_kms::load::Workload::wrap(&hosts[0], keys, 32)).map_err(map_client)?;
     let mut rows = Vec::new();
     for &concurrency in &args.concurrency {
-        let (ops, mut latencies, elapsed) = rt.block_on(async {
-            let start = std::time::Instant::now();
-            let mut tasks = Vec::new();
-            for _ in 0..concurrency {
-                let (kms, ciphertext) = (kms.clone(), ciphertext.clone());
-                tasks.push(tokio::spawn(async move {
-                    let mut latencies = Vec::new();
-                    while start.elapsed() < duration {
-                        let t = std::time::Instant::now();
-                        kms.unwrap(&ciphertext, b"bench").await?;
-                        latencies.push(t.elapsed());
-                    }
-                    Ok::<_, ClientError>(latencies)
-                }));
-            }
-            let mut all = Vec::new();
-            for task in tasks {
-                all.extend(task.await.context("a benchmark task failed")?.map_err(map_client)?);
-            }
-            Ok::<_, anyhow::Error>((all.len(), all, start.elapsed()))
-        })?;
-        latencies.sort_unstable();
-        let percentile = |p: usize| {
-            latencies
-                .get((latencies.len() * p / 100).min(latencies.len().saturating_sub(1)))
-                .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+        let plan = rampart_kms::load::LoadPlan {
+            concurrency,
+            duration: std::time::Duration::from_secs_f64(args.seconds),
+            heartbeat_percent: args.heartbeat_percent,
         };
+        let report =
+            rt.block_on(rampart_kms::load::run(&hosts, &work, &plan)).map_err(map_client)?;
         rows.push(serde_json::json!({
             "concurrency": concurrency,
-            "operations": ops,
-            "ops_per_second": ops as f64 / elapsed.as_secs_f64(),
-            "p50_ms": percentile(50),
-            "p99_ms": percentile(99),
+            "hosts": report.hosts,
+            "keys": work.len(),
+            "operations": report.unwraps + report.heartbeats,
+            "unwraps": report.unwraps,
+            "heartbeats": report.heartbeats,
+            "ops_per_second": report.per_second(),
+            "p50_ms": report.p50_ms,
+            "p99_ms": report.p99_ms,
         }));
     }
     if args.json {
@@ -1447,7 +1538,7 @@ fn bench(args: &BenchArgs) -> anyhow::Result<()> {
             )?
         );
     } else {
-        println!("{:>11} {:>12} {:>10} {:>10}", "concurrency", "unwraps/s", "p50 ms", "p99 ms");
+        println!("{:>11} {:>12} {:>10} {:>10}", "concurrency", "requests/s", "p50 ms", "p99 ms");
         for row in rows {
             println!(
                 "{:>11} {:>12.0} {:>10.3} {:>10.3}",
@@ -1458,5 +1549,58 @@ fn bench(args: &BenchArgs) -> anyhow::Result<()> {
             );
         }
     }
+    Ok(())
+}
+
+/// Fills a store at fleet scale through `rampart_kms::bulk`.
+fn populate(args: &PopulateArgs) -> anyhow::Result<()> {
+    // Millions of short-lived secrets (material, hashes, MACs): locking
+    // each on its own would cost more than making it (as in `serve`).
+    let _ = rampart_crypto::lock_all_memory();
+    let rt = runtime()?;
+    let path =
+        args.unseal_key_file.clone().unwrap_or_else(|| args.data_dir.join(files::UNSEAL_KEY));
+    let root = deployment::read_unseal_key(&path)
+        .and_then(|k| rampart_kms::keys::RootKey::new(&k))
+        .map_err(map_kms)?;
+    let endpoints = if args.bundles > 0 {
+        let admin = Bundle::read(&args.data_dir.join(files::ADMIN_BUNDLE)).map_err(map_kms)?;
+        admin.endpoints
+    } else {
+        Vec::new()
+    };
+    if let Some(dir) = &args.bundle_dir {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let plan = rampart_kms::bulk::BulkPlan {
+        keys: args.keys,
+        key_prefix: args.key_prefix.clone(),
+        clients: args.clients,
+        client_prefix: args.client_prefix.clone(),
+        audit: args.audit,
+    };
+    let start = std::time::Instant::now();
+    let report = rt.block_on(async {
+        let store = rampart_kms::store::open(args.store.as_deref(), &args.data_dir).await?;
+        let out = args.bundle_dir.as_deref().map(|dir| rampart_kms::bulk::BundleOut {
+            dir,
+            count: args.bundles,
+            endpoints: endpoints.clone(),
+        });
+        let progress = |phase: &'static str, done: u64| {
+            eprint!("\r{phase}: {done} ({:.0} s)   ", start.elapsed().as_secs_f64());
+        };
+        rampart_kms::bulk::populate(store, std::sync::Arc::new(root), &plan, out, &progress).await
+    });
+    eprintln!();
+    let report = report.map_err(map_kms)?;
+    println!(
+        "{} keys, {} clients ({} bundles), {} audit entries in {:.1} s",
+        report.keys,
+        report.clients,
+        report.bundles,
+        report.audit,
+        start.elapsed().as_secs_f64()
+    );
     Ok(())
 }

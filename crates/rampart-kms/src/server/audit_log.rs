@@ -96,25 +96,35 @@ async fn start<'a>(state: &State, root: &'a RootKey, from: WalkFrom) -> Result<V
 }
 
 /// Checks the entries after the verifier's position, up to `until`
-/// (inclusive) and at most `max` of them.
+/// (inclusive) and at most `max` of them. The next page is read while
+/// this one is checked (the store's read on one core, the hashing on
+/// the other).
 async fn walk(state: &State, verifier: &mut Verifier<'_>, until: u64, max: u64) -> Result<()> {
-    let mut seen = 0u64;
-    while verifier.is_ok() && seen < max {
-        let after = verifier.expected_seq().saturating_sub(1);
-        if after >= until {
-            break;
-        }
-        let page = state.store.audit_page(after, None, PAGE).await?;
+    let fetch = |after: u64| {
+        let store = Arc::clone(&state.store);
+        tokio::spawn(async move { store.audit_chain_page(after, PAGE).await })
+    };
+    let joined =
+        |e: tokio::task::JoinError| KmsError::Store(format!("an audit read task failed: {e}"));
+    let mut budget = max;
+    let after = verifier.expected_seq().saturating_sub(1);
+    if after >= until || budget == 0 || !verifier.is_ok() {
+        return Ok(());
+    }
+    let mut next = Some(fetch(after));
+    while let Some(pending) = next.take() {
+        let page = pending.await.map_err(joined)??;
         let full = page.len() >= PAGE as usize;
-        for entry in &page {
-            if entry.seq > until || seen >= max || !verifier.check(entry) {
-                return Ok(());
-            }
-            seen += 1;
-        }
-        if !full {
+        next = match page.last_seq() {
+            Some(last) if full && last < until => Some(fetch(last)),
+            _ => None,
+        };
+        if !verifier.check_page(&page, until, &mut budget) {
             break;
         }
+    }
+    if let Some(pending) = next {
+        pending.abort();
     }
     Ok(())
 }

@@ -13,11 +13,11 @@ use tokio_postgres::{Client, NoTls, Row};
 
 use super::{
     attach_versions, decode_labels, decode_policy, encode_labels, encode_policy, meta,
-    migrations_after, to_u32, to_u64, version_info, AuditFilter, ClientFilter, KeyFilter,
-    KmipAttributeRow, KmipObject, KmipUse, MaterialRow, StateChange, Store, StoreFuture,
+    migrations_after, name_range, to_u32, to_u64, version_info, AuditFilter, ClientFilter,
+    KeyFilter, KmipAttributeRow, KmipObject, KmipUse, MaterialRow, StateChange, Store, StoreFuture,
     BASE_SCHEMA_VERSION, SCHEMA_VERSION,
 };
-use crate::audit::{seal_entry, ExportedEntry, Mark, GENESIS};
+use crate::audit::{seal_entry, ChainPage, ExportedEntry, Mark, GENESIS};
 use crate::error::{KmsError, Result};
 use crate::keys::RootKey;
 use crate::model::{AuditDraft, AuditEntry, ClientInfo, KeyInfo, KeyVersionInfo, Labels};
@@ -174,6 +174,7 @@ impl PostgresStore {
         }
         for step in migrations_after(version) {
             tx.batch_execute(step.sql).await?;
+            tx.batch_execute(step.postgres_only).await?;
             tx.execute("INSERT INTO kms_schema VALUES ($1)", &[&step.to]).await?;
         }
         tx.commit().await?;
@@ -439,34 +440,39 @@ impl Store for PostgresStore {
     ) -> StoreFuture<'_, Vec<KeyInfo>> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
-            // Keyset order is the database's collation (the order of the
-            // primary-key index), a total order whatever the locale; the
-            // prefix is tested as a prefix, not as a range, since a range
-            // in a locale collation does not hold exactly the names with
-            // that prefix. One statement: one snapshot.
+            // Keyset order is byte order (`COLLATE "C"`, the order of the
+            // index schema step 6 adds, and SQLite's), whatever the
+            // database's locale, so a prefix is one range of that index.
+            // A state filter walks the (state, name) index in the same
+            // order instead, each candidate kept when that version is its
+            // key's newest; the selector is checked on the rows either
+            // range yields. One statement: one snapshot.
+            let (low, high) = name_range(&after, filter.prefix.as_deref());
+            let page = if filter.state.is_some() {
+                "SELECT k.name, k.exportable, k.allow, k.created_ms
+                 FROM kms_key_versions s JOIN kms_keys k ON k.name = s.name
+                 WHERE s.state = $4 AND s.name COLLATE \"C\" > $1 AND s.name COLLATE \"C\" < $2
+                   AND s.version = (SELECT max(version) FROM kms_key_versions m
+                                    WHERE m.name = s.name)
+                   AND ($3::TEXT IS NULL OR strpos(k.allow, $3) > 0)
+                 ORDER BY s.name COLLATE \"C\" LIMIT $5"
+            } else {
+                "SELECT name, exportable, allow, created_ms FROM kms_keys
+                 WHERE name COLLATE \"C\" > $1 AND name COLLATE \"C\" < $2
+                   AND ($3::TEXT IS NULL OR strpos(allow, $3) > 0) AND $4::TEXT IS NULL
+                 ORDER BY name COLLATE \"C\" LIMIT $5"
+            };
             let rows = lease
                 .client()?
                 .query(
-                    "WITH page AS (
-                         SELECT name, exportable, allow, created_ms FROM kms_keys k
-                         WHERE name > $1
-                           AND ($2::TEXT IS NULL OR left(name, char_length($2)) = $2)
-                           AND ($3::TEXT IS NULL OR strpos(allow, $3) > 0)
-                           AND ($4::TEXT IS NULL OR (SELECT state FROM kms_key_versions v
-                                                     WHERE v.name = k.name
-                                                     ORDER BY version DESC LIMIT 1) = $4)
-                         ORDER BY name LIMIT $5)
-                     SELECT p.name, p.exportable, p.allow, p.created_ms, v.version, v.state,
-                            v.reason, v.created_ms, v.changed_ms
-                     FROM page p JOIN kms_key_versions v ON v.name = p.name
-                     ORDER BY p.name, v.version",
-                    &[
-                        &after,
-                        &filter.prefix,
-                        &filter.selector_needle(),
-                        &filter.state,
-                        &i64::from(limit),
-                    ],
+                    &format!(
+                        "WITH page AS ({page})
+                         SELECT p.name, p.exportable, p.allow, p.created_ms, v.version, v.state,
+                                v.reason, v.created_ms, v.changed_ms
+                         FROM page p JOIN kms_key_versions v ON v.name = p.name
+                         ORDER BY p.name COLLATE \"C\", v.version"
+                    ),
+                    &[&low, &high, &filter.selector_needle(), &filter.state, &i64::from(limit)],
                 )
                 .await?;
             let mut keys: Vec<KeyInfo> = Vec::new();
@@ -715,21 +721,25 @@ impl Store for PostgresStore {
     ) -> StoreFuture<'_, Vec<ClientInfo>> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
+            // Byte order and a prefix range, as in `key_page`; an admin
+            // filter is spelled as the (admin, name) index's leading
+            // column so the planner can walk that index.
+            let (low, high) = name_range(&after, filter.prefix.as_deref());
+            let admin = if filter.admin.is_some() { "admin = $4 AND" } else { "" };
             let rows = lease
                 .client()?
                 .query(
                     &format!(
                         "SELECT {CLIENT_COLUMNS} FROM kms_clients
-                         WHERE name > $1
-                           AND ($2::TEXT IS NULL OR left(name, char_length($2)) = $2)
+                         WHERE {admin} name COLLATE \"C\" > $1 AND name COLLATE \"C\" < $2
                            AND ($3::TEXT IS NULL OR strpos(labels, $3) > 0)
                            AND ($4::BOOLEAN IS NULL OR admin = $4)
                            AND ($5::BOOLEAN IS NULL OR (revoked_ms IS NOT NULL) = $5)
-                         ORDER BY name LIMIT $6"
+                         ORDER BY name COLLATE \"C\" LIMIT $6"
                     ),
                     &[
-                        &after,
-                        &filter.prefix,
+                        &low,
+                        &high,
                         &filter.label_needle(),
                         &filter.admin,
                         &filter.revoked,
@@ -820,6 +830,43 @@ impl Store for PostgresStore {
         })
     }
 
+    fn audit_chain_page(&self, after_seq: u64, limit: u32) -> StoreFuture<'_, ChainPage> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let rows = lease
+                .client()?
+                .query(
+                    "SELECT seq, time_ms, client, operation, key_name, key_version, outcome,
+                            detail, hash, mac
+                     FROM kms_audit WHERE seq > $1 ORDER BY seq LIMIT $2",
+                    &[&to_i64(after_seq), &i64::from(limit)],
+                )
+                .await?;
+            drop(lease);
+            let mut page = ChainPage::with_capacity(rows.len());
+            // Borrowed column values: no allocation per entry.
+            for r in &rows {
+                let version: Option<i64> = r.try_get(5)?;
+                if let Some(v) = version {
+                    to_u32(v, "key version")?;
+                }
+                page.push(
+                    to_u64(r.try_get(0)?, "audit sequence number")?,
+                    r.try_get(1)?,
+                    r.try_get::<_, &str>(2)?,
+                    r.try_get::<_, &str>(3)?,
+                    r.try_get::<_, Option<&str>>(4)?,
+                    version,
+                    r.try_get::<_, &str>(6)?,
+                    r.try_get::<_, &str>(7)?,
+                    r.try_get::<_, &[u8]>(8)?,
+                    r.try_get::<_, Option<&[u8]>>(9)?,
+                );
+            }
+            Ok(page)
+        })
+    }
+
     fn audit_list(
         &self,
         after_seq: u64,
@@ -827,18 +874,30 @@ impl Store for PostgresStore {
         limit: u32,
     ) -> StoreFuture<'_, Vec<AuditEntry>> {
         Box::pin(async move {
+            // The filter likeliest to match fewest entries is spelled as
+            // its (column, seq) index's leading column, so the planner can
+            // walk that index from the cursor on.
+            let driver = match filter.driving_index() {
+                Some(("key_name", _)) => "key_name = $5 AND",
+                Some(("client", _)) => "client = $4 AND",
+                Some(("operation", _)) => "operation = $6 AND",
+                Some(_) => "outcome = $7 AND",
+                None => "",
+            };
             let mut lease = self.lease().await?;
             let rows = lease
                 .client()?
                 .query(
-                    "SELECT seq, time_ms, client, operation, key_name, key_version, outcome, detail,
-                            hash, mac
+                    &format!(
+                        "SELECT seq, time_ms, client, operation, key_name, key_version, outcome,
+                                detail, hash, mac
                      FROM kms_audit
-                     WHERE seq > $1 AND ($2::BIGINT IS NULL OR time_ms >= $2)
+                     WHERE {driver} seq > $1 AND ($2::BIGINT IS NULL OR time_ms >= $2)
                        AND ($3::BIGINT IS NULL OR time_ms < $3)
                        AND ($4::TEXT IS NULL OR client = $4) AND ($5::TEXT IS NULL OR key_name = $5)
                        AND ($6::TEXT IS NULL OR operation = $6) AND ($7::TEXT IS NULL OR outcome = $7)
-                     ORDER BY seq LIMIT $8",
+                     ORDER BY seq LIMIT $8"
+                    ),
                     &[
                         &i64::try_from(after_seq).unwrap_or(i64::MAX),
                         &filter.since_ms,

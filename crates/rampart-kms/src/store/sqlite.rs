@@ -17,7 +17,7 @@ use super::{
     KeyFilter, KmipAttributeRow, KmipObject, KmipUse, MaterialRow, StateChange, Store, StoreFuture,
     BASE_SCHEMA_VERSION, SCHEMA_VERSION,
 };
-use crate::audit::{seal_entry, ExportedEntry, Mark, GENESIS};
+use crate::audit::{seal_entry, ChainPage, ExportedEntry, Mark, GENESIS};
 use crate::error::{KmsError, Result};
 use crate::keys::RootKey;
 use crate::model::{AuditDraft, AuditEntry, ClientInfo, KeyInfo, KeyVersionInfo, Labels};
@@ -78,6 +78,11 @@ const AUDIT_NO_DELETE: &str = "CREATE TRIGGER kms_audit_no_delete BEFORE DELETE 
     BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;";
 
 const READERS: usize = 3;
+/// Page cache of the writer and of each reader, in KiB (as the negative
+/// `cache_size` SQLite takes): bounded, so the server's memory does not
+/// grow with the store (56 MiB at most in all).
+const WRITER_CACHE_KIB: i64 = -32 * 1024;
+const READER_CACHE_KIB: i64 = -8 * 1024;
 
 fn to_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
@@ -155,6 +160,17 @@ fn append(
     Ok(out)
 }
 
+/// The parameter of [`SqliteStore::audit_list`]'s query that holds the
+/// value `column` is filtered on.
+fn column_param(column: &str) -> u8 {
+    match column {
+        "client" => 4,
+        "key_name" => 5,
+        "operation" => 6,
+        _ => 7,
+    }
+}
+
 /// The SQLite store.
 #[derive(Clone)]
 pub struct SqliteStore {
@@ -192,6 +208,11 @@ impl SqliteStore {
         // WAL with synchronous=NORMAL: commits are atomic and survive a
         // crash of the process; only a power loss can lose the last ones.
         writer.pragma_update(None, "synchronous", "NORMAL")?;
+        // Each audit append updates the (key, seq) and (client, seq)
+        // indexes at the key's and the client's place: with a fleet's
+        // keys and hosts those are pages all over the indexes, which
+        // SQLite's default 2 MiB cache keeps rereading.
+        writer.pragma_update(None, "cache_size", WRITER_CACHE_KIB)?;
         Self::migrate(&writer, path)?;
         #[cfg(unix)]
         {
@@ -205,6 +226,7 @@ impl SqliteStore {
                 OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
             )?;
             configure(&reader)?;
+            reader.pragma_update(None, "cache_size", READER_CACHE_KIB)?;
             readers.push(Mutex::new(reader));
         }
         Ok(Self {
@@ -236,8 +258,8 @@ impl SqliteStore {
         }
         for step in migrations_after(version) {
             conn.execute_batch(&format!(
-                "BEGIN IMMEDIATE; {} INSERT INTO kms_schema VALUES ({}); COMMIT;",
-                step.sql, step.to
+                "BEGIN IMMEDIATE; {} {} INSERT INTO kms_schema VALUES ({}); COMMIT;",
+                step.sql, step.sqlite_only, step.to
             ))?;
         }
         Ok(())
@@ -571,24 +593,36 @@ impl Store for SqliteStore {
         limit: u32,
     ) -> StoreFuture<'_, Vec<KeyInfo>> {
         self.read(move |conn| {
-            // The prefix becomes a range of the primary-key index; the
-            // other filters are checked on the rows the range yields. One
-            // statement: the page and its versions come from one snapshot.
+            // The prefix becomes a range of the primary-key index. A state
+            // filter walks the (state, name) index instead, in the same
+            // order, so a state few keys are in costs only those keys;
+            // each candidate is kept when that version is its newest.
+            // The selector is checked on the rows either range yields.
+            // One statement: the page and its versions come from one
+            // snapshot.
             let (low, high) = name_range(&after, filter.prefix.as_deref());
-            let mut stmt = conn.prepare_cached(
-                "WITH page AS (
-                     SELECT name, exportable, allow, created_ms FROM kms_keys k
-                     WHERE name > ?1 AND name < ?2
-                       AND (?3 IS NULL OR instr(allow, ?3) > 0)
-                       AND (?4 IS NULL OR (SELECT state FROM kms_key_versions v
-                                           WHERE v.name = k.name
-                                           ORDER BY version DESC LIMIT 1) = ?4)
-                     ORDER BY name LIMIT ?5)
+            let page = if filter.state.is_some() {
+                "SELECT k.name, k.exportable, k.allow, k.created_ms
+                 FROM kms_key_versions s INDEXED BY kms_key_versions_state
+                 JOIN kms_keys k ON k.name = s.name
+                 WHERE s.state = ?4 AND s.name > ?1 AND s.name < ?2
+                   AND s.version = (SELECT max(version) FROM kms_key_versions m
+                                    WHERE m.name = s.name)
+                   AND (?3 IS NULL OR instr(k.allow, ?3) > 0)
+                 ORDER BY s.name LIMIT ?5"
+            } else {
+                "SELECT name, exportable, allow, created_ms FROM kms_keys
+                 WHERE name > ?1 AND name < ?2
+                   AND (?3 IS NULL OR instr(allow, ?3) > 0) AND ?4 IS NULL
+                 ORDER BY name LIMIT ?5"
+            };
+            let mut stmt = conn.prepare_cached(&format!(
+                "WITH page AS ({page})
                  SELECT p.name, p.exportable, p.allow, p.created_ms, v.version, v.state,
                         v.reason, v.created_ms, v.changed_ms
                  FROM page p JOIN kms_key_versions v ON v.name = p.name
-                 ORDER BY p.name, v.version",
-            )?;
+                 ORDER BY p.name, v.version"
+            ))?;
             let mut rows =
                 stmt.query(params![low, high, filter.selector_needle(), filter.state, limit])?;
             let mut keys: Vec<KeyInfo> = Vec::new();
@@ -811,8 +845,15 @@ impl Store for SqliteStore {
     ) -> StoreFuture<'_, Vec<ClientInfo>> {
         self.read(move |conn| {
             let (low, high) = name_range(&after, filter.prefix.as_deref());
+            // An admin filter walks the (admin, name) index: the few
+            // admin clients among thousands of hosts cost only themselves.
+            let from = if filter.admin.is_some() {
+                "kms_clients INDEXED BY kms_clients_admin"
+            } else {
+                "kms_clients"
+            };
             conn.prepare_cached(&format!(
-                "SELECT {CLIENT_COLUMNS} FROM kms_clients
+                "SELECT {CLIENT_COLUMNS} FROM {from}
                  WHERE name > ?1 AND name < ?2
                    AND (?3 IS NULL OR instr(labels, ?3) > 0)
                    AND (?4 IS NULL OR admin = ?4)
@@ -970,15 +1011,25 @@ impl Store for SqliteStore {
         limit: u32,
     ) -> StoreFuture<'_, Vec<AuditEntry>> {
         self.read(move |conn| {
-            let mut stmt = conn.prepare_cached(
+            // A filter on a column walks that column's (column, seq)
+            // index from the cursor on, so few matches cost few rows.
+            let (from, driver) = match filter.driving_index() {
+                Some((column, index)) => (
+                    format!("kms_audit INDEXED BY {index}"),
+                    format!("{column} = ?{} AND", column_param(column)),
+                ),
+                None => ("kms_audit".to_owned(), String::new()),
+            };
+            let mut stmt = conn.prepare_cached(&format!(
                 "SELECT seq, time_ms, client, operation, key_name, key_version, outcome, detail,
                         hash, mac
-                 FROM kms_audit
-                 WHERE seq > ?1 AND (?2 IS NULL OR time_ms >= ?2) AND (?3 IS NULL OR time_ms < ?3)
+                 FROM {from}
+                 WHERE {driver} seq > ?1
+                   AND (?2 IS NULL OR time_ms >= ?2) AND (?3 IS NULL OR time_ms < ?3)
                    AND (?4 IS NULL OR client = ?4) AND (?5 IS NULL OR key_name = ?5)
                    AND (?6 IS NULL OR operation = ?6) AND (?7 IS NULL OR outcome = ?7)
-                 ORDER BY seq LIMIT ?8",
-            )?;
+                 ORDER BY seq LIMIT ?8"
+            ))?;
             let mut rows = stmt.query(params![
                 i64::try_from(after_seq).unwrap_or(i64::MAX),
                 filter.since_ms,
@@ -1008,6 +1059,49 @@ impl Store for SqliteStore {
                 });
             }
             Ok(out)
+        })
+    }
+
+    fn audit_chain_page(&self, after_seq: u64, limit: u32) -> StoreFuture<'_, ChainPage> {
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT seq, time_ms, client, operation, key_name, key_version, outcome, detail,
+                        hash, mac
+                 FROM kms_audit WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+            )?;
+            let mut rows = stmt.query(params![to_i64(after_seq), limit])?;
+            let mut page = ChainPage::with_capacity(limit as usize);
+            // Borrowed column values: no allocation per entry.
+            while let Some(r) = rows.next()? {
+                let text = |i: usize| -> Result<&str> {
+                    r.get_ref(i)?
+                        .as_str()
+                        .map_err(|e| KmsError::Corrupt(format!("stored audit column {i}: {e}")))
+                };
+                let version: Option<i64> = r.get(5)?;
+                if let Some(v) = version {
+                    super::to_u32(v, "key version")?;
+                }
+                page.push(
+                    to_u64(r.get(0)?, "audit sequence number")?,
+                    r.get(1)?,
+                    text(2)?,
+                    text(3)?,
+                    r.get_ref(4)?
+                        .as_str_or_null()
+                        .map_err(|e| KmsError::Corrupt(format!("stored audit key name: {e}")))?,
+                    version,
+                    text(6)?,
+                    text(7)?,
+                    r.get_ref(8)?
+                        .as_blob()
+                        .map_err(|e| KmsError::Corrupt(format!("stored audit hash: {e}")))?,
+                    r.get_ref(9)?
+                        .as_blob_or_null()
+                        .map_err(|e| KmsError::Corrupt(format!("stored audit MAC: {e}")))?,
+                );
+            }
+            Ok(page)
         })
     }
 

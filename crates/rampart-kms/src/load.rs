@@ -1,0 +1,183 @@
+//! A load generator for the key manager (`rampart kms bench`): unwraps
+//! of secrets wrapped under one key or under a random sample of many,
+//! optionally mixed with heartbeats, from one identity or from many
+//! hosts, each host on its own kept-alive mTLS connection.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rampart_crypto::random_secret;
+
+use crate::client::{ClientError, KmsClient};
+use crate::model::HeldKey;
+
+/// Context the benchmark's secrets are wrapped with.
+const CONTEXT: &[u8] = b"bench";
+
+/// One benchmark run's load.
+#[derive(Debug, Clone)]
+pub struct LoadPlan {
+    /// Requests in flight at once (one task each).
+    pub concurrency: usize,
+    pub duration: Duration,
+    /// Percent of requests that are heartbeats (0 to 100) naming the
+    /// key of the secret the task would have unwrapped.
+    pub heartbeat_percent: u32,
+}
+
+/// The secrets a run unwraps: each a ciphertext and the key it is under.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    items: Arc<Vec<(String, HeldKey)>>,
+}
+
+impl Workload {
+    /// Wraps one fresh 32-byte secret under each of `keys` (as `admin`,
+    /// or any client allowed to wrap with them), `parallel` at a time.
+    pub async fn wrap(
+        admin: &KmsClient,
+        keys: Vec<String>,
+        parallel: usize,
+    ) -> Result<Self, ClientError> {
+        let mut items = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(parallel.max(1)) {
+            let mut tasks = tokio::task::JoinSet::new();
+            for name in chunk {
+                let (admin, name) = (admin.clone(), name.clone());
+                tasks.spawn(async move {
+                    let secret = random_secret(32).map_err(crate::KmsError::from)?;
+                    let ciphertext = admin.wrap(&name, secret.expose(), CONTEXT).await?;
+                    Ok::<_, ClientError>((ciphertext, HeldKey { name, version: 1 }))
+                });
+            }
+            while let Some(done) = tasks.join_next().await {
+                items.push(done.map_err(|e| ClientError::Config(task_failed(&e)))??);
+            }
+        }
+        Ok(Self { items: Arc::new(items) })
+    }
+
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
+fn task_failed(e: &tokio::task::JoinError) -> crate::KmsError {
+    crate::KmsError::Config(format!("a benchmark task failed: {e}"))
+}
+
+/// What a run measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadReport {
+    pub unwraps: u64,
+    pub heartbeats: u64,
+    pub elapsed: Duration,
+    /// Latency percentiles of every request, in milliseconds.
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    /// Distinct client identities (hosts) that sent requests.
+    pub hosts: usize,
+}
+
+impl LoadReport {
+    /// Requests (unwraps and heartbeats) per second.
+    #[must_use]
+    pub fn per_second(&self) -> f64 {
+        (self.unwraps + self.heartbeats) as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+/// A small per-task generator (xorshift64*): the choice of secret and of
+/// request kind needs speed and spread, not secrecy.
+struct Pick(u64);
+
+impl Pick {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        usize::try_from(self.next() % n.max(1) as u64).unwrap_or(0)
+    }
+}
+
+/// Runs `plan` against `hosts` (each a client with its own identity and
+/// connections; task `t` speaks as hosts `t`, `t + concurrency`, ... in
+/// turn), each request on a random secret of `work`.
+pub async fn run(
+    hosts: &[KmsClient],
+    work: &Workload,
+    plan: &LoadPlan,
+) -> Result<LoadReport, ClientError> {
+    if hosts.is_empty() || work.is_empty() || plan.concurrency == 0 {
+        return Err(ClientError::Config(crate::KmsError::invalid(
+            "a benchmark needs a client, a secret and a concurrency of at least 1",
+        )));
+    }
+    let start = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    let seed = u64::from_le_bytes(
+        random_secret(8).map_err(crate::KmsError::from)?.expose().try_into().unwrap_or([0x5eu8; 8]),
+    ) | 1;
+    for t in 0..plan.concurrency {
+        let mine: Vec<KmsClient> =
+            hosts.iter().skip(t % hosts.len()).step_by(plan.concurrency).cloned().collect();
+        // More tasks than hosts: tasks share them round robin.
+        let mine = if mine.is_empty() { vec![hosts[t % hosts.len()].clone()] } else { mine };
+        let items = Arc::clone(&work.items);
+        let (duration, heartbeat) = (plan.duration, plan.heartbeat_percent);
+        let mut pick = Pick(seed.wrapping_add((t as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1);
+        tasks.spawn(async move {
+            let mut latencies = Vec::with_capacity(1 << 16);
+            let (mut unwraps, mut heartbeats) = (0u64, 0u64);
+            let mut turn = 0usize;
+            while start.elapsed() < duration {
+                let host = &mine[turn % mine.len()];
+                turn = turn.wrapping_add(1);
+                let (ciphertext, held) = &items[pick.below(items.len())];
+                let beat = heartbeat > 0 && pick.below(100) < heartbeat as usize;
+                let t = Instant::now();
+                if beat {
+                    host.heartbeat(std::slice::from_ref(held)).await?;
+                    heartbeats += 1;
+                } else {
+                    host.unwrap(ciphertext, CONTEXT).await?;
+                    unwraps += 1;
+                }
+                latencies.push(t.elapsed());
+            }
+            Ok::<_, ClientError>((latencies, unwraps, heartbeats))
+        });
+    }
+    let mut all = Vec::new();
+    let (mut unwraps, mut heartbeats) = (0u64, 0u64);
+    while let Some(done) = tasks.join_next().await {
+        let (latencies, u, h) = done.map_err(|e| ClientError::Config(task_failed(&e)))??;
+        all.extend(latencies);
+        unwraps += u;
+        heartbeats += h;
+    }
+    let elapsed = start.elapsed();
+    all.sort_unstable();
+    let percentile = |p: usize| {
+        all.get((all.len() * p / 100).min(all.len().saturating_sub(1)))
+            .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+    };
+    Ok(LoadReport {
+        unwraps,
+        heartbeats,
+        elapsed,
+        p50_ms: percentile(50),
+        p99_ms: percentile(99),
+        hosts: hosts.len(),
+    })
+}
