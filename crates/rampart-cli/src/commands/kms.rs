@@ -41,9 +41,33 @@ pub enum KmsCommand {
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// A key this bundle may wrap and unwrap with.
+    /// A key this bundle may wrap and unwrap with; with --kmip, the KMIP
+    /// Name of an AES-256 key (created over KMIP, Active, when no key has
+    /// that name).
     #[arg(long, value_name = "NAME")]
     pub key: String,
+    /// Load the KMIP front end instead of the REST API: Get of the key and
+    /// AES-256-GCM Encrypt of 64 bytes over kept-open mTLS connections.
+    #[arg(long)]
+    pub kmip: bool,
+    /// With --kmip: a server's KMIP address (repeatable; default: each
+    /// endpoint host of the bundle on port 5696).
+    #[arg(long = "kmip-address", value_name = "HOST:PORT", requires = "kmip")]
+    pub kmip_addresses: Vec<String>,
+    /// With --kmip: the TLS version offered (`1.2`, `1.3`, or `negotiated`:
+    /// both, the server picks).
+    #[arg(long, default_value = "negotiated", value_name = "VERSION", requires = "kmip")]
+    pub tls: String,
+    /// With --kmip: the operations to run (comma-separated: `get`,
+    /// `encrypt`).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "get,encrypt",
+        value_name = "OP",
+        requires = "kmip"
+    )]
+    pub operations: Vec<String>,
     /// Concurrent requests (comma-separated for several runs).
     #[arg(long, value_delimiter = ',', default_value = "1,16", value_name = "N")]
     pub concurrency: Vec<usize>,
@@ -1298,7 +1322,8 @@ fn audit_export(
 
 /// Unwraps one 32-byte secret (a volume passphrase's size) in a loop at
 /// each concurrency over kept-alive mTLS connections; reports operations
-/// per second and latency percentiles.
+/// per second and latency percentiles. With `--kmip`, Get and AES-GCM
+/// Encrypt over KMIP instead.
 fn bench(args: &BenchArgs) -> anyhow::Result<()> {
     if args.concurrency.iter().any(|&c| c == 0 || c > 1024)
         || !(0.1..=3600.0).contains(&args.seconds)
@@ -1306,6 +1331,9 @@ fn bench(args: &BenchArgs) -> anyhow::Result<()> {
         return Err(
             UsageError("--concurrency must be 1 to 1024 and --seconds 0.1 to 3600".into()).into()
         );
+    }
+    if args.kmip {
+        return bench_kmip(args);
     }
     let kms = connect(&args.client)?;
     let rt = runtime()?;
@@ -1315,7 +1343,7 @@ fn bench(args: &BenchArgs) -> anyhow::Result<()> {
     let duration = std::time::Duration::from_secs_f64(args.seconds);
     let mut rows = Vec::new();
     for &concurrency in &args.concurrency {
-        let (ops, mut latencies, elapsed) = rt.block_on(async {
+        let (latencies, elapsed) = rt.block_on(async {
             let start = std::time::Instant::now();
             let mut tasks = Vec::new();
             for _ in 0..concurrency {
@@ -1334,21 +1362,10 @@ fn bench(args: &BenchArgs) -> anyhow::Result<()> {
             for task in tasks {
                 all.extend(task.await.context("a benchmark task failed")?.map_err(map_client)?);
             }
-            Ok::<_, anyhow::Error>((all.len(), all, start.elapsed()))
+            Ok::<_, anyhow::Error>((all, start.elapsed()))
         })?;
-        latencies.sort_unstable();
-        let percentile = |p: usize| {
-            latencies
-                .get((latencies.len() * p / 100).min(latencies.len().saturating_sub(1)))
-                .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
-        };
-        rows.push(serde_json::json!({
-            "concurrency": concurrency,
-            "operations": ops,
-            "ops_per_second": ops as f64 / elapsed.as_secs_f64(),
-            "p50_ms": percentile(50),
-            "p99_ms": percentile(99),
-        }));
+        let run = rampart_kms::bench::BenchRun::from_latencies(concurrency, latencies, elapsed);
+        rows.push(serde_json::to_value(run)?);
     }
     if args.json {
         println!(
@@ -1367,6 +1384,96 @@ fn bench(args: &BenchArgs) -> anyhow::Result<()> {
                 row["p50_ms"].as_f64().unwrap_or(0.0),
                 row["p99_ms"].as_f64().unwrap_or(0.0)
             );
+        }
+    }
+    Ok(())
+}
+
+/// `kms bench --kmip`: for each operation and concurrency, workers on
+/// kept-open KMIP connections (see [`rampart_kms::bench::kmip`]).
+fn bench_kmip(args: &BenchArgs) -> anyhow::Result<()> {
+    use rampart_kms::bench::KmipOperation;
+    use rampart_kms::kmip_client::{KmipClient, TlsVersions};
+    let bundle = load_bundle(&args.client)?;
+    let tls = match args.tls.as_str() {
+        "negotiated" => TlsVersions::Negotiated,
+        "1.2" => TlsVersions::Tls12,
+        "1.3" => TlsVersions::Tls13,
+        other => {
+            return Err(UsageError(format!("--tls '{other}' is not 1.2, 1.3 or negotiated")).into())
+        }
+    };
+    let mut operations = Vec::new();
+    for op in &args.operations {
+        operations.push(match op.as_str() {
+            "get" => KmipOperation::Get,
+            "encrypt" => KmipOperation::EncryptGcm,
+            other => {
+                return Err(
+                    UsageError(format!("--operations: '{other}' is not get or encrypt")).into()
+                )
+            }
+        });
+    }
+    let addresses = if args.kmip_addresses.is_empty() {
+        let mut addresses = Vec::new();
+        for endpoint in bundle.endpoints().map_err(map_kms)? {
+            let host = if endpoint.host.contains(':') {
+                format!("[{}]", endpoint.host)
+            } else {
+                endpoint.host.clone()
+            };
+            addresses.push(format!("{host}:{}", rampart_kms::server::kmip::DEFAULT_KMIP_PORT));
+        }
+        addresses
+    } else {
+        args.kmip_addresses.clone()
+    };
+    let rt = runtime()?;
+    let mut client = KmipClient::new(&bundle, &addresses, tls).map_err(|e| anyhow::anyhow!(e))?;
+    let uid = rt.block_on(async {
+        let found = client.locate_name(&args.key).await?;
+        match found.into_iter().next() {
+            Some(uid) => Ok(uid),
+            None => client.create_aes(256, Some(&args.key)).await,
+        }
+    });
+    let uid = uid.map_err(|e| anyhow::anyhow!(e))?;
+    let duration = std::time::Duration::from_secs_f64(args.seconds);
+    let mut reports = Vec::new();
+    for op in operations {
+        let mut runs = Vec::new();
+        for &concurrency in &args.concurrency {
+            let run = rt
+                .block_on(rampart_kms::bench::kmip(&client, &uid, op, concurrency, duration))
+                .map_err(|e| anyhow::anyhow!(e))?;
+            runs.push(run);
+        }
+        reports.push((op, runs));
+    }
+    if args.json {
+        let value: Vec<serde_json::Value> = reports
+            .iter()
+            .map(|(op, runs)| serde_json::json!({ "operation": op.name(), "runs": runs }))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "kmip": value }))?);
+    } else {
+        println!(
+            "{:>20} {:>11} {:>10} {:>10} {:>10} {:>8}",
+            "operation", "concurrency", "ops/s", "p50 ms", "p99 ms", "tls"
+        );
+        for (op, runs) in &reports {
+            for run in runs {
+                println!(
+                    "{:>20} {:>11} {:>10.0} {:>10.3} {:>10.3} {:>8}",
+                    op.name(),
+                    run.concurrency,
+                    run.ops_per_second,
+                    run.p50_ms,
+                    run.p99_ms,
+                    run.tls.as_deref().unwrap_or("-")
+                );
+            }
         }
     }
     Ok(())
