@@ -343,6 +343,28 @@ impl KmipClient {
         self.one(Operation::GET, vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid)]).await
     }
 
+    /// Get of a symmetric key in Raw format: its key material.
+    pub async fn get_symmetric_key(
+        &mut self,
+        uid: &str,
+    ) -> Result<rampart_crypto::SecretBytes, KmipClientError> {
+        let fields = self.get(uid).await?;
+        let material = fields
+            .iter()
+            .find(|i| i.tag == Tag::SYMMETRIC_KEY)
+            .ok_or_else(|| "Get answered no Symmetric Key".to_owned())
+            .and_then(|object| {
+                let raw = || -> Result<Vec<u8>, rampart_kmip::KmipError> {
+                    let key = Fields::of(object)?;
+                    let block = Fields::of(key.required(Tag::KEY_BLOCK)?)?;
+                    let value = Fields::of(block.required(Tag::KEY_VALUE)?)?;
+                    Ok(value.required(Tag::KEY_MATERIAL)?.as_bytes()?.to_vec())
+                };
+                raw().map_err(|e| format!("not a Raw symmetric key: {e}"))
+            });
+        material.map(rampart_crypto::SecretBytes::new).map_err(|e| self.bad(e))
+    }
+
     /// Locate by Name: the Unique Identifiers found.
     pub async fn locate_name(&mut self, name: &str) -> Result<Vec<String>, KmipClientError> {
         let fields = self

@@ -95,7 +95,8 @@ impl Deployment {
         let db = cluster.database(tag);
         let mut random = [0u8; 8];
         rampart_crypto::fill_random(&mut random).unwrap();
-        let dir = std::env::temp_dir().join(format!("rampart-kms-gc-{tag}-{}", hex::encode(random)));
+        let dir =
+            std::env::temp_dir().join(format!("rampart-kms-gc-{tag}-{}", hex::encode(random)));
         let data_dir = dir.join("data");
         std::fs::create_dir_all(&data_dir).unwrap();
         let listener = rampart_kms::server::bind("127.0.0.1:0").await.unwrap();
@@ -134,13 +135,16 @@ impl Deployment {
     async fn user_with_key(&self, name: &str) -> (KmsClient, String) {
         let admin = self.admin();
         let bundle = admin
-            .issue_client("worker", &Labels::default(), false, Some(7), self.admin.endpoints.clone())
+            .issue_client(
+                "worker",
+                &Labels::default(),
+                false,
+                Some(7),
+                self.admin.endpoints.clone(),
+            )
             .await
             .unwrap();
-        admin
-            .create_key(name, &["client:worker".to_owned()], false)
-            .await
-            .unwrap();
+        admin.create_key(name, &["client:worker".to_owned()], false).await.unwrap();
         let user = KmsClient::with_policy(&bundle, once()).unwrap();
         let wrapped = user.wrap(name, b"a volume passphrase", b"gc").await.unwrap();
         (user, wrapped)
