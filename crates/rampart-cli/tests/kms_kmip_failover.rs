@@ -73,7 +73,12 @@ async fn kmip_client_fails_over_when_a_server_is_killed() {
     let mut opened = ct.clone();
     rampart_crypto::Gcm::new(material0)
         .unwrap()
-        .open(iv.as_slice().try_into().unwrap(), b"", &mut opened, tag.as_slice().try_into().unwrap())
+        .open(
+            iv.as_slice().try_into().unwrap(),
+            b"",
+            &mut opened,
+            tag.as_slice().try_into().unwrap(),
+        )
         .unwrap();
     assert_eq!(opened, b"row 1 of the customers table");
     // New work goes on through B: encryption, and a new key.
@@ -100,7 +105,8 @@ async fn kmip_client_fails_over_when_a_server_is_killed() {
     let mut c = ServerProcess::start(&dir, free_port(), Some(&db));
     let mut only_c = Bundle::read(std::path::Path::new(&admin)).unwrap();
     only_c.endpoints = vec![c.url.clone()];
-    let report = rampart_kms::client::KmsClient::new(&only_c).unwrap().audit_verify().await.unwrap();
+    let report =
+        rampart_kms::client::KmsClient::new(&only_c).unwrap().audit_verify().await.unwrap();
     assert!(report.ok, "{report:?}");
     c.kill();
 }
