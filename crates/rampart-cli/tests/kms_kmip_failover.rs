@@ -65,7 +65,7 @@ async fn kmip_client_fails_over_when_a_server_is_killed() {
     // The same client carries on: the broken connection is replaced by
     // one to server B, and every key created before the kill is there.
     for (name, uid, material) in &keys {
-        assert_eq!(&client.locate_name(name).await.unwrap(), &[uid.clone()]);
+        assert_eq!(client.locate_name(name).await.unwrap(), vec![uid.clone()]);
         assert_eq!(client.get_symmetric_key(uid).await.unwrap().expose(), material.as_slice());
     }
     assert_eq!(client.connected_to(), Some(addresses[1].as_str()));
