@@ -9,6 +9,12 @@
       processes, each with its own kept-open TLS connection, decrypting the
       ciphertext in a loop for SECONDS; prints JSON like `rampart kms bench
       --json` (runs: concurrency, operations, ops_per_second, p50_ms, p99_ms).
+  bench-kms-pykmip.py bench-kmip DIR PORT SECONDS CONCURRENCY[,...] OP[,OP...]
+      The operations of `rampart kms bench --kmip` on an AES-256 key, in
+      the same client processes: `get` (Get of the key) and `encrypt`
+      (AES-256-GCM Encrypt of 64 bytes, 16-byte tag; PyKMIP's server picks
+      the IV, and its client returns the ciphertext and IV, not the tag);
+      prints {"kmip": [{"operation", "runs"}...]} like `--kmip --json`.
 """
 
 import json
@@ -67,10 +73,40 @@ def serve(d, port):
         server.serve()
 
 
-def worker(d, port, uid, ciphertext, iv, expected, start_at, seconds, out):
+GCM = {
+    "cryptographic_algorithm": enums.CryptographicAlgorithm.AES,
+    "block_cipher_mode": enums.BlockCipherMode.GCM,
+    "tag_length": 16,
+}
+PAYLOAD = os.urandom(64)
+
+
+def op_get(c, uid):
+    key = c.get(uid)
+    if len(key.value) != 32:
+        raise SystemExit("PyKMIP's Get returned no 32-byte key")
+
+
+def op_encrypt(c, uid):
+    data, iv = c.encrypt(PAYLOAD, uid=uid, cryptographic_parameters=GCM)
+    if len(data) != len(PAYLOAD) or not iv:
+        raise SystemExit("PyKMIP's GCM Encrypt returned no ciphertext or IV")
+
+
+OPS = {"get": ("get", op_get), "encrypt": ("encrypt-aes-256-gcm", op_encrypt)}
+
+
+def worker(d, port, uid, ciphertext, iv, expected, start_at, seconds, out, op=None):
     c = client(d, port)
-    # One decrypt before the clock starts (the connection is open already).
-    assert c.decrypt(ciphertext, uid=uid, cryptographic_parameters=PARAMS, iv_counter_nonce=iv) == expected
+
+    def once():
+        if op is not None:
+            OPS[op][1](c, uid)
+        elif c.decrypt(ciphertext, uid=uid, cryptographic_parameters=PARAMS, iv_counter_nonce=iv) != expected:
+            raise SystemExit("PyKMIP decrypted to the wrong plaintext")
+
+    # One operation before the clock starts (the connection is open already).
+    once()
     while time.time() < start_at:
         time.sleep(0.001)
     latencies = []
@@ -79,15 +115,13 @@ def worker(d, port, uid, ciphertext, iv, expected, start_at, seconds, out):
         t = time.perf_counter()
         if time.time() >= end:
             break
-        plain = c.decrypt(ciphertext, uid=uid, cryptographic_parameters=PARAMS, iv_counter_nonce=iv)
+        once()
         latencies.append(time.perf_counter() - t)
-        if plain != expected:
-            raise SystemExit("PyKMIP decrypted to the wrong plaintext")
     c.close()
     out.put(latencies)
 
 
-def bench(d, port, seconds, concurrencies):
+def bench(d, port, seconds, concurrencies, ops=None):
     logging.disable(logging.CRITICAL)
     admin = client(d, port)
     uid = admin.create(
@@ -100,12 +134,25 @@ def bench(d, port, seconds, concurrencies):
     iv = os.urandom(16)
     ciphertext, _ = admin.encrypt(secret, uid=uid, cryptographic_parameters=PARAMS, iv_counter_nonce=iv)
     admin.close()
+    if ops is None:
+        runs = measure(d, port, seconds, concurrencies, (uid, ciphertext, iv, secret), None)
+        print(json.dumps({"operation": "decrypt (AES-256-CBC)", "runs": runs}, indent=2))
+        return
+    reports = []
+    for op in ops:
+        runs = measure(d, port, seconds, concurrencies, (uid, ciphertext, iv, secret), op)
+        reports.append({"operation": OPS[op][0], "runs": runs})
+    print(json.dumps({"kmip": reports}, indent=2))
+
+
+def measure(d, port, seconds, concurrencies, key, op):
+    uid, ciphertext, iv, secret = key
     runs = []
     for n in concurrencies:
         out = multiprocessing.Queue()
         start_at = time.time() + 1.0 + 0.1 * n
         procs = [
-            multiprocessing.Process(target=worker, args=(d, port, uid, ciphertext, iv, secret, start_at, seconds, out))
+            multiprocessing.Process(target=worker, args=(d, port, uid, ciphertext, iv, secret, start_at, seconds, out, op))
             for _ in range(n)
         ]
         for p in procs:
@@ -131,7 +178,7 @@ def bench(d, port, seconds, concurrencies):
                 "p99_ms": pct(99),
             }
         )
-    print(json.dumps({"operation": "decrypt (AES-256-CBC)", "runs": runs}, indent=2))
+    return runs
 
 
 if __name__ == "__main__":
@@ -142,5 +189,10 @@ if __name__ == "__main__":
         serve(d, port)
     elif mode == "bench":
         bench(d, port, float(sys.argv[4]), [int(c) for c in sys.argv[5].split(",")])
+    elif mode == "bench-kmip":
+        ops = sys.argv[6].split(",")
+        if any(op not in OPS for op in ops):
+            raise SystemExit(__doc__)
+        bench(d, port, float(sys.argv[4]), [int(c) for c in sys.argv[5].split(",")], ops)
     else:
         raise SystemExit(__doc__)

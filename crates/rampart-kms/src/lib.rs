@@ -29,6 +29,8 @@ pub mod store;
 
 pub use bundle::{Bundle, Endpoint};
 pub use error::{KmsError, Result};
+pub mod bench;
 pub mod client;
 pub mod deployment;
+pub mod kmip_client;
 pub mod server;

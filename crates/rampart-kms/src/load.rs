@@ -167,17 +167,13 @@ pub async fn run(
         heartbeats += h;
     }
     let elapsed = start.elapsed();
-    all.sort_unstable();
-    let percentile = |p: usize| {
-        all.get((all.len() * p / 100).min(all.len().saturating_sub(1)))
-            .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
-    };
+    let run = crate::bench::BenchRun::from_latencies(plan.concurrency, all, elapsed);
     Ok(LoadReport {
         unwraps,
         heartbeats,
         elapsed,
-        p50_ms: percentile(50),
-        p99_ms: percentile(99),
+        p50_ms: run.p50_ms,
+        p99_ms: run.p99_ms,
         hosts: hosts.len(),
     })
 }

@@ -111,9 +111,33 @@ pub struct PopulateArgs {
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// A key this bundle may wrap and unwrap with.
+    /// A key this bundle may wrap and unwrap with; with --kmip, the KMIP
+    /// Name of an AES-256 key (created over KMIP, Active, when no key has
+    /// that name).
     #[arg(long, value_name = "NAME")]
     pub key: String,
+    /// Load the KMIP front end instead of the REST API: Get of the key and
+    /// AES-256-GCM Encrypt of 64 bytes over kept-open mTLS connections.
+    #[arg(long)]
+    pub kmip: bool,
+    /// With --kmip: a server's KMIP address (repeatable; default: each
+    /// endpoint host of the bundle on port 5696).
+    #[arg(long = "kmip-address", value_name = "HOST:PORT", requires = "kmip")]
+    pub kmip_addresses: Vec<String>,
+    /// With --kmip: the TLS version offered (`1.2`, `1.3`, or `negotiated`:
+    /// both, the server picks).
+    #[arg(long, default_value = "negotiated", value_name = "VERSION", requires = "kmip")]
+    pub tls: String,
+    /// With --kmip: the operations to run (comma-separated: `get`,
+    /// `encrypt`).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "get,encrypt",
+        value_name = "OP",
+        requires = "kmip"
+    )]
+    pub operations: Vec<String>,
     /// Concurrent requests (comma-separated for several runs).
     #[arg(long, value_delimiter = ',', default_value = "1,16", value_name = "N")]
     pub concurrency: Vec<usize>,
@@ -1453,7 +1477,7 @@ fn audit_export(
 /// concurrency over kept-alive mTLS connections, under one key or a
 /// random sample of many, optionally mixed with heartbeats and spread
 /// over many host identities; reports requests per second and latency
-/// percentiles.
+/// percentiles. With `--kmip`, Get and AES-GCM Encrypt over KMIP instead.
 fn bench(args: &BenchArgs) -> anyhow::Result<()> {
     if args.concurrency.iter().any(|&c| c == 0 || c > 4096)
         || !(0.1..=3600.0).contains(&args.seconds)
@@ -1466,6 +1490,9 @@ fn bench(args: &BenchArgs) -> anyhow::Result<()> {
                 .into(),
         )
         .into());
+    }
+    if args.kmip {
+        return bench_kmip(args);
     }
     let rt = runtime()?;
     let keys: Vec<String> = match args.key_count {
@@ -1602,5 +1629,95 @@ fn populate(args: &PopulateArgs) -> anyhow::Result<()> {
         report.audit,
         start.elapsed().as_secs_f64()
     );
+    Ok(())
+}
+
+/// `kms bench --kmip`: for each operation and concurrency, workers on
+/// kept-open KMIP connections (see [`rampart_kms::bench::kmip`]).
+fn bench_kmip(args: &BenchArgs) -> anyhow::Result<()> {
+    use rampart_kms::bench::KmipOperation;
+    use rampart_kms::kmip_client::{KmipClient, TlsVersions};
+    let bundle = load_bundle(&args.client)?;
+    let tls = match args.tls.as_str() {
+        "negotiated" => TlsVersions::Negotiated,
+        "1.2" => TlsVersions::Tls12,
+        "1.3" => TlsVersions::Tls13,
+        other => {
+            return Err(UsageError(format!("--tls '{other}' is not 1.2, 1.3 or negotiated")).into())
+        }
+    };
+    let mut operations = Vec::new();
+    for op in &args.operations {
+        operations.push(match op.as_str() {
+            "get" => KmipOperation::Get,
+            "encrypt" => KmipOperation::EncryptGcm,
+            other => {
+                return Err(
+                    UsageError(format!("--operations: '{other}' is not get or encrypt")).into()
+                )
+            }
+        });
+    }
+    let addresses = if args.kmip_addresses.is_empty() {
+        let mut addresses = Vec::new();
+        for endpoint in bundle.endpoints().map_err(map_kms)? {
+            let host = if endpoint.host.contains(':') {
+                format!("[{}]", endpoint.host)
+            } else {
+                endpoint.host.clone()
+            };
+            addresses.push(format!("{host}:{}", rampart_kms::server::kmip::DEFAULT_KMIP_PORT));
+        }
+        addresses
+    } else {
+        args.kmip_addresses.clone()
+    };
+    let rt = runtime()?;
+    let mut client = KmipClient::new(&bundle, &addresses, tls).map_err(|e| anyhow::anyhow!(e))?;
+    let uid = rt.block_on(async {
+        let found = client.locate_name(&args.key).await?;
+        match found.into_iter().next() {
+            Some(uid) => Ok(uid),
+            None => client.create_aes(256, Some(&args.key)).await,
+        }
+    });
+    let uid = uid.map_err(|e| anyhow::anyhow!(e))?;
+    let duration = std::time::Duration::from_secs_f64(args.seconds);
+    let mut reports = Vec::new();
+    for op in operations {
+        let mut runs = Vec::new();
+        for &concurrency in &args.concurrency {
+            let run = rt
+                .block_on(rampart_kms::bench::kmip(&client, &uid, op, concurrency, duration))
+                .map_err(|e| anyhow::anyhow!(e))?;
+            runs.push(run);
+        }
+        reports.push((op, runs));
+    }
+    if args.json {
+        let value: Vec<serde_json::Value> = reports
+            .iter()
+            .map(|(op, runs)| serde_json::json!({ "operation": op.name(), "runs": runs }))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "kmip": value }))?);
+    } else {
+        println!(
+            "{:>20} {:>11} {:>10} {:>10} {:>10} {:>8}",
+            "operation", "concurrency", "ops/s", "p50 ms", "p99 ms", "tls"
+        );
+        for (op, runs) in &reports {
+            for run in runs {
+                println!(
+                    "{:>20} {:>11} {:>10.0} {:>10.3} {:>10.3} {:>8}",
+                    op.name(),
+                    run.concurrency,
+                    run.ops_per_second,
+                    run.p50_ms,
+                    run.p99_ms,
+                    run.tls.as_deref().unwrap_or("-")
+                );
+            }
+        }
+    }
     Ok(())
 }

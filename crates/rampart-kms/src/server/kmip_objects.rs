@@ -49,7 +49,7 @@ use crate::error::KmsError;
 use crate::model::{
     check_name, now_ms, ClientInfo, KeyInfo, KeyState, KeyVersionInfo, Selector, MAX_REASON,
 };
-use crate::store::{KeyFilter, KmipAttributeRow, KmipObject, StateChange, MAX_PAGE};
+use crate::store::{KeyFilter, KmipAttributeRow, KmipObject, StateChange};
 
 type R<T> = Result<T, KmipError>;
 
@@ -1165,56 +1165,80 @@ impl Session<'_> {
                 Some(c) => c.intersection(&keys).cloned().collect(),
             });
         }
-        let keys: Vec<KeyInfo> = match candidates {
+        let offset = usize::try_from(request.offset_items.unwrap_or(0).max(0)).unwrap_or(0);
+        let max = request
+            .maximum_items
+            .filter(|m| *m > 0)
+            .and_then(|m| usize::try_from(m).ok())
+            .unwrap_or(usize::MAX);
+        // Keys are visited one store page at a time and only the answer's
+        // window (Offset Items, Maximum Items) is kept, so memory stays
+        // bounded whatever the store holds; the matches before and after
+        // the window are only counted (Located Items).
+        let mut hits = Hits { offset, max, total: 0, page: Vec::new() };
+        match candidates {
             Some(names) => {
-                let mut out = Vec::with_capacity(names.len());
                 for name in names {
-                    if let Some(k) = store.get_key(name).await.map_err(kms)? {
-                        out.push(k);
+                    if let Some(key) = store.get_key(name).await.map_err(kms)? {
+                        self.locate_in(&key, request, by_name, now, &mut hits).await?;
                     }
                 }
-                out
             }
             None => {
-                // Every key, a page at a time.
-                let mut all = Vec::new();
                 let mut after = String::new();
                 loop {
                     let page = store
-                        .key_page(after.clone(), KeyFilter::default(), MAX_PAGE)
+                        .key_page(after.clone(), KeyFilter::default(), LOCATE_PAGE)
                         .await
                         .map_err(kms)?;
-                    let full = page.len() >= MAX_PAGE as usize;
+                    let full = page.len() >= LOCATE_PAGE as usize;
                     if let Some(last) = page.last() {
                         after = last.name.clone();
                     }
-                    all.extend(page);
+                    for key in &page {
+                        self.locate_in(key, request, by_name, now, &mut hits).await?;
+                    }
                     if !full {
-                        break all;
+                        break;
                     }
                 }
             }
-        };
-        let mut objects: BTreeMap<(String, u32), KmipObject> = BTreeMap::new();
-        for o in store.kmip_objects().await.map_err(kms)? {
-            objects.insert((o.key.clone(), o.version), o);
         }
-        let mut found = Vec::new();
-        for key in keys {
-            if !(self.client.admin || key.allows(self.client)) {
-                continue;
-            }
-            let stored = if objects.keys().any(|(k, _)| *k == key.name) {
-                store.kmip_attributes(key.name.clone()).await.map_err(kms)?
-            } else {
-                Vec::new()
-            };
-            for version in key.versions.iter().rev() {
-                let kmip = objects
-                    .range((key.name.clone(), 0)..=(key.name.clone(), version.version))
-                    .next_back()
-                    .map(|(_, o)| {
-                        let mut o = o.clone();
+        let mut out = Vec::new();
+        if self.version >= ProtocolVersion::V1_3 {
+            out.push(Item::int(Tag::LOCATED_ITEMS, i32::try_from(hits.total).unwrap_or(i32::MAX)));
+        }
+        if hits.page.len() == 1 {
+            self.placeholder = Some(hits.page[0].clone());
+        }
+        out.extend(hits.page.into_iter().map(|uid| Item::text(Tag::UNIQUE_IDENTIFIER, uid)));
+        Ok(out)
+    }
+
+    /// Locate's test of every version of `key` the client may see.
+    async fn locate_in(
+        &self,
+        key: &KeyInfo,
+        request: &LocateRequest,
+        by_name: bool,
+        now: i64,
+        hits: &mut Hits,
+    ) -> R<()> {
+        if !(self.client.admin || key.allows(self.client)) {
+            return Ok(());
+        }
+        let store = &self.state.store;
+        // A key made over REST has no KMIP object (nor stored attributes).
+        let has_kmip = store.kmip_object(key.name.clone(), u32::MAX).await.map_err(kms)?.is_some();
+        let stored = if has_kmip {
+            store.kmip_attributes(key.name.clone()).await.map_err(kms)?
+        } else {
+            Vec::new()
+        };
+        for version in key.versions.iter().rev() {
+            let kmip = if has_kmip {
+                store.kmip_object(key.name.clone(), version.version).await.map_err(kms)?.map(
+                    |mut o| {
                         if o.version != version.version {
                             o.version = version.version;
                             o.activation_ms = Some(version.created_ms);
@@ -1223,38 +1247,24 @@ impl Session<'_> {
                             o.compromised = false;
                         }
                         o
-                    });
-                let obj = Obj {
-                    key: key.clone(),
-                    version: version.clone(),
-                    kmip,
-                    stored: stored.clone(),
-                };
-                if by_name && !obj.is_latest() {
-                    continue;
-                }
-                if matches_criteria(&obj, &request.attributes, now)? {
-                    found.push(obj.uid());
+                    },
+                )
+            } else {
+                None
+            };
+            let obj =
+                Obj { key: key.clone(), version: version.clone(), kmip, stored: stored.clone() };
+            if by_name && !obj.is_latest() {
+                continue;
+            }
+            if matches_criteria(&obj, &request.attributes, now)? {
+                hits.total += 1;
+                if hits.total > hits.offset && hits.page.len() < hits.max {
+                    hits.page.push(obj.uid());
                 }
             }
         }
-        let offset = usize::try_from(request.offset_items.unwrap_or(0).max(0)).unwrap_or(0);
-        let max = request
-            .maximum_items
-            .filter(|m| *m > 0)
-            .and_then(|m| usize::try_from(m).ok())
-            .unwrap_or(usize::MAX);
-        let total = found.len();
-        let mut out = Vec::new();
-        if self.version >= ProtocolVersion::V1_3 {
-            out.push(Item::int(Tag::LOCATED_ITEMS, i32::try_from(total).unwrap_or(i32::MAX)));
-        }
-        let page: Vec<String> = found.into_iter().skip(offset).take(max).collect();
-        if page.len() == 1 {
-            self.placeholder = Some(page[0].clone());
-        }
-        out.extend(page.into_iter().map(|uid| Item::text(Tag::UNIQUE_IDENTIFIER, uid)));
-        Ok(out)
+        Ok(())
     }
 
     // ---- Life cycle ------------------------------------------------------
@@ -1689,6 +1699,17 @@ fn check_algorithm(algorithm: CryptographicAlgorithm, bits: i32) -> R<()> {
 }
 
 /// Whether an object has every attribute value a Locate asks for.
+/// Keys read per store query while Locate walks every key.
+const LOCATE_PAGE: u32 = 1000;
+
+/// Locate's answer window and its count of every match.
+struct Hits {
+    offset: usize,
+    max: usize,
+    total: usize,
+    page: Vec<String>,
+}
+
 fn matches_criteria(obj: &Obj, criteria: &AttributeSet, now: i64) -> R<bool> {
     let attrs = obj.attributes(now);
     for c in &criteria.0 {

@@ -3,13 +3,21 @@
 //! connections; a connection that dropped (a database restart) is replaced
 //! on the next call. The audit chain is serialised by a row lock on its
 //! head, so all servers append to one chain in one order.
+//!
+//! The hot paths are few round trips: the statements a data operation and
+//! an audit append run are prepared once per connection, and an append is
+//! one pipelined exchange to lock the head and one to insert every entry
+//! of the batch (a single multi-row INSERT), move the head and commit. The
+//! audit writer has a connection of its own, so a batch never waits for a
+//! pooled one behind the reads of the requests it records.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::{Mutex, MutexGuard};
 use tokio_postgres::error::SqlState;
-use tokio_postgres::{Client, NoTls, Row};
+use tokio_postgres::{Client, NoTls, Row, Statement};
 
 use super::{
     attach_versions, decode_labels, decode_policy, encode_labels, encode_policy, meta,
@@ -93,8 +101,17 @@ const MIGRATION_LOCK: i64 = 0x0072_616d_706b_6d73; // "rampkms"
 /// The PostgreSQL store.
 pub struct PostgresStore {
     url: String,
-    slots: Arc<Vec<Mutex<Option<Client>>>>,
+    slots: Arc<Vec<Mutex<Option<Conn>>>>,
+    /// The audit writer's connection (appends are serialised by the
+    /// server's single audit writer, and across servers by the head lock).
+    audit: Mutex<Option<Conn>>,
     next: AtomicUsize,
+}
+
+/// A connection and the statements prepared on it (by their SQL text).
+struct Conn {
+    client: Client,
+    prepared: HashMap<&'static str, Statement>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -124,18 +141,40 @@ fn map_unique(error: tokio_postgres::Error, what: impl FnOnce() -> String) -> Km
 
 /// A pooled connection, reconnected when it was lost.
 struct Lease<'a> {
-    guard: MutexGuard<'a, Option<Client>>,
+    guard: MutexGuard<'a, Option<Conn>>,
 }
 
 impl Lease<'_> {
-    fn client(&mut self) -> Result<&mut Client> {
+    fn conn(&mut self) -> Result<&mut Conn> {
         self.guard.as_mut().ok_or_else(|| KmsError::Store("postgresql: not connected".into()))
+    }
+
+    fn client(&mut self) -> Result<&mut Client> {
+        Ok(&mut self.conn()?.client)
+    }
+
+    /// `sql` prepared on this connection, once.
+    async fn statement(&mut self, sql: &'static str) -> Result<Statement> {
+        let conn = self.conn()?;
+        if let Some(statement) = conn.prepared.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = conn.client.prepare(sql).await?;
+        conn.prepared.insert(sql, statement.clone());
+        Ok(statement)
+    }
+
+    /// Closes the connection: after a failure in the middle of a pipelined
+    /// transaction its state is unknown, and the database rolls back what
+    /// a closed session left open.
+    fn discard(&mut self) {
+        *self.guard = None;
     }
 }
 
 impl Drop for Lease<'_> {
     fn drop(&mut self) {
-        if self.guard.as_ref().is_some_and(Client::is_closed) {
+        if self.guard.as_ref().is_some_and(|c| c.client.is_closed()) {
             *self.guard = None;
         }
     }
@@ -147,6 +186,7 @@ impl PostgresStore {
         let store = Self {
             url: url.to_owned(),
             slots: Arc::new((0..POOL).map(|_| Mutex::new(None)).collect()),
+            audit: Mutex::new(None),
             next: AtomicUsize::new(0),
         };
         let mut lease = store.lease().await?;
@@ -191,12 +231,21 @@ impl PostgresStore {
                 break;
             }
         }
-        let mut guard = match guard {
+        let guard = match guard {
             Some(g) => g,
             None => self.slots[start % POOL].lock().await,
         };
-        if guard.as_ref().is_none_or(Client::is_closed) {
-            *guard = Some(connect(&self.url).await?);
+        self.ready(guard).await
+    }
+
+    /// The audit writer's connection.
+    async fn audit_lease(&self) -> Result<Lease<'_>> {
+        self.ready(self.audit.lock().await).await
+    }
+
+    async fn ready<'a>(&self, mut guard: MutexGuard<'a, Option<Conn>>) -> Result<Lease<'a>> {
+        if guard.as_ref().is_none_or(|c| c.client.is_closed()) {
+            *guard = Some(Conn { client: connect(&self.url).await?, prepared: HashMap::new() });
         }
         Ok(Lease { guard })
     }
@@ -279,6 +328,111 @@ async fn insert_kmip_attribute(
         )
         .await?;
     Ok(())
+}
+
+const KEY_MATERIAL: &str = "SELECT k.allow, k.exportable, v.version, v.state, v.reason,
+         v.created_ms, v.changed_ms, v.material, o.object_type, o.activation_ms,
+         o.deactivation_ms
+     FROM kms_keys k JOIN kms_key_versions v ON v.name = k.name
+     LEFT JOIN kms_kmip_objects o ON o.key_name = v.name AND o.version = v.version
+     WHERE k.name = $1 AND ($2::BIGINT IS NULL OR v.version = $2)
+     ORDER BY v.version DESC LIMIT 1";
+const AUDIT_HEAD: &str = "SELECT seq, hash FROM kms_audit_head WHERE id = 1 FOR UPDATE";
+const AUDIT_INSERT: &str = "INSERT INTO kms_audit (seq, time_ms, client, operation, key_name,
+         key_version, outcome, detail, prev_hash, hash, mac)
+     SELECT * FROM unnest($1::BIGINT[], $2::BIGINT[], $3::TEXT[], $4::TEXT[], $5::TEXT[],
+         $6::BIGINT[], $7::TEXT[], $8::TEXT[], $9::BYTEA[], $10::BYTEA[], $11::BYTEA[])";
+const AUDIT_MOVE_HEAD: &str = "UPDATE kms_audit_head SET seq = $1, hash = $2 WHERE id = 1";
+
+/// Appends `drafts` after the chain's head in one transaction, in two
+/// round trips: BEGIN with the head's row lock (held until the commit, so
+/// every server's batches take turns and the chain's order is the commit
+/// order), then one INSERT of every row, the head's move and the COMMIT,
+/// pipelined. Only a commit that succeeded returns `Ok`; on any error the
+/// caller discards the connection, so nothing of the batch survives
+/// unless its COMMIT did.
+async fn append_batch(
+    lease: &mut Lease<'_>,
+    drafts: &[AuditDraft],
+    root: Option<&RootKey>,
+) -> Result<Vec<ExportedEntry>> {
+    let head_stmt = lease.statement(AUDIT_HEAD).await?;
+    let insert = lease.statement(AUDIT_INSERT).await?;
+    let move_head = lease.statement(AUDIT_MOVE_HEAD).await?;
+    let client = &*lease.client()?;
+    let (begun, head) =
+        tokio::join!(client.batch_execute("BEGIN"), client.query_one(&head_stmt, &[]));
+    begun?;
+    let head = head?;
+    let mut seq = to_u64(head.try_get(0)?, "audit sequence number")?;
+    let mut prev: Vec<u8> = head.try_get(1)?;
+    let n = drafts.len();
+    let mut out = Vec::with_capacity(n);
+    let (mut seqs, mut times, mut versions) =
+        (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+    let (mut prevs, mut hashes, mut macs) =
+        (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+    for draft in drafts {
+        seq += 1;
+        let row = seal_entry(&prev, seq, draft, root);
+        seqs.push(to_i64(seq));
+        times.push(draft.time_ms);
+        versions.push(draft.version.map(i64::from));
+        out.push(ExportedEntry {
+            seq,
+            prev_hash: hex::encode(&row.prev_hash),
+            time_ms: draft.time_ms,
+            client: draft.client.clone(),
+            operation: draft.operation.clone(),
+            key: draft.key.clone(),
+            version: draft.version,
+            outcome: draft.outcome.clone(),
+            detail: draft.detail.clone(),
+            hash: hex::encode(&row.hash),
+            mac: row.mac.as_ref().map(hex::encode),
+        });
+        prevs.push(row.prev_hash);
+        hashes.push(row.hash.clone());
+        macs.push(row.mac);
+        prev = row.hash;
+    }
+    let clients: Vec<&str> = drafts.iter().map(|d| d.client.as_str()).collect();
+    let operations: Vec<&str> = drafts.iter().map(|d| d.operation.as_str()).collect();
+    let keys: Vec<Option<&str>> = drafts.iter().map(|d| d.key.as_deref()).collect();
+    let outcomes: Vec<&str> = drafts.iter().map(|d| d.outcome.as_str()).collect();
+    let details: Vec<&str> = drafts.iter().map(|d| d.detail.as_str()).collect();
+    let head_seq = to_i64(seq);
+    let rows: [&(dyn tokio_postgres::types::ToSql + Sync); 11] = [
+        &seqs,
+        &times,
+        &clients,
+        &operations,
+        &keys,
+        &versions,
+        &outcomes,
+        &details,
+        &prevs,
+        &hashes,
+        &macs,
+    ];
+    let head_row: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&head_seq, &prev];
+    let (inserted, moved, committed) = tokio::join!(
+        client.execute(&insert, &rows),
+        client.execute(&move_head, &head_row),
+        client.batch_execute("COMMIT"),
+    );
+    // A failed statement aborts the transaction, and PostgreSQL then
+    // answers the COMMIT with a rollback rather than an error: every
+    // result is checked.
+    let inserted = inserted?;
+    let moved = moved?;
+    committed?;
+    if inserted != n as u64 || moved != 1 {
+        return Err(KmsError::Store(format!(
+            "audit append wrote {inserted} of {n} entries and moved the head {moved} times"
+        )));
+    }
+    Ok(out)
 }
 
 fn client_from_row(row: &Row) -> Result<ClientInfo> {
@@ -515,20 +669,8 @@ impl Store for PostgresStore {
         Box::pin(async move {
             let mut lease = self.lease().await?;
             let version = version.map(i64::from);
-            let row = lease
-                .client()?
-                .query_opt(
-                    "SELECT k.allow, k.exportable, v.version, v.state, v.reason, v.created_ms,
-                            v.changed_ms, v.material, o.object_type, o.activation_ms,
-                            o.deactivation_ms
-                     FROM kms_keys k JOIN kms_key_versions v ON v.name = k.name
-                     LEFT JOIN kms_kmip_objects o
-                         ON o.key_name = v.name AND o.version = v.version
-                     WHERE k.name = $1 AND ($2::BIGINT IS NULL OR v.version = $2)
-                     ORDER BY v.version DESC LIMIT 1",
-                    &[&name, &version],
-                )
-                .await?;
+            let statement = lease.statement(KEY_MATERIAL).await?;
+            let row = lease.client()?.query_opt(&statement, &[&name, &version]).await?;
             row.map(|r| {
                 Ok(MaterialRow {
                     allow: decode_policy(r.try_get(0)?)?,
@@ -768,65 +910,12 @@ impl Store for PostgresStore {
         root: Option<Arc<RootKey>>,
     ) -> StoreFuture<'_, Vec<ExportedEntry>> {
         Box::pin(async move {
-            let mut lease = self.lease().await?;
-            let tx = lease.client()?.transaction().await?;
-            let head = tx
-                .query_one("SELECT seq, hash FROM kms_audit_head WHERE id = 1 FOR UPDATE", &[])
-                .await?;
-            let mut seq = to_u64(head.try_get(0)?, "audit sequence number")?;
-            let mut prev: Vec<u8> = head.try_get(1)?;
-            let insert = tx
-                .prepare(
-                    "INSERT INTO kms_audit (seq, time_ms, client, operation, key_name, key_version,
-                         outcome, detail, prev_hash, hash, mac)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-                )
-                .await?;
-            let mut out = Vec::with_capacity(drafts.len());
-            for draft in &drafts {
-                seq += 1;
-                let row = seal_entry(&prev, seq, draft, root.as_deref());
-                let seq_i = to_i64(seq);
-                tx.execute(
-                    &insert,
-                    &[
-                        &seq_i,
-                        &draft.time_ms,
-                        &draft.client,
-                        &draft.operation,
-                        &draft.key,
-                        &draft.version.map(i64::from),
-                        &draft.outcome,
-                        &draft.detail,
-                        &row.prev_hash,
-                        &row.hash,
-                        &row.mac,
-                    ],
-                )
-                .await?;
-                out.push(ExportedEntry {
-                    seq,
-                    prev_hash: hex::encode(&row.prev_hash),
-                    time_ms: draft.time_ms,
-                    client: draft.client.clone(),
-                    operation: draft.operation.clone(),
-                    key: draft.key.clone(),
-                    version: draft.version,
-                    outcome: draft.outcome.clone(),
-                    detail: draft.detail.clone(),
-                    hash: hex::encode(&row.hash),
-                    mac: row.mac.as_ref().map(hex::encode),
-                });
-                prev = row.hash;
+            let mut lease = self.audit_lease().await?;
+            let result = append_batch(&mut lease, &drafts, root.as_deref()).await;
+            if result.is_err() {
+                lease.discard();
             }
-            let seq_i = to_i64(seq);
-            tx.execute(
-                "UPDATE kms_audit_head SET seq = $1, hash = $2 WHERE id = 1",
-                &[&seq_i, &prev],
-            )
-            .await?;
-            tx.commit().await?;
-            Ok(out)
+            result
         })
     }
 

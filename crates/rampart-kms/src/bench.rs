@@ -1,0 +1,126 @@
+//! Load generators for `rampart kms bench`: N workers, each on its own
+//! kept-open connection, repeat one operation for a fixed time; the result
+//! is operations per second and latency percentiles.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::kmip_client::{KmipClient, KmipClientError};
+
+/// One run at one concurrency.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BenchRun {
+    pub concurrency: usize,
+    pub operations: usize,
+    pub ops_per_second: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    /// The TLS version the connections negotiated (KMIP runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<String>,
+}
+
+impl BenchRun {
+    /// The run's figures from every operation's latency.
+    #[must_use]
+    pub fn from_latencies(
+        concurrency: usize,
+        mut latencies: Vec<Duration>,
+        elapsed: Duration,
+    ) -> Self {
+        latencies.sort_unstable();
+        let percentile = |p: usize| {
+            latencies
+                .get((latencies.len() * p / 100).min(latencies.len().saturating_sub(1)))
+                .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+        };
+        Self {
+            concurrency,
+            operations: latencies.len(),
+            ops_per_second: latencies.len() as f64 / elapsed.as_secs_f64().max(1e-9),
+            p50_ms: percentile(50),
+            p99_ms: percentile(99),
+            tls: None,
+        }
+    }
+}
+
+/// The KMIP operation a run repeats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KmipOperation {
+    /// Get of the key.
+    Get,
+    /// AES-256-GCM Encrypt of a 64-byte payload (the server picks the IV).
+    EncryptGcm,
+}
+
+impl KmipOperation {
+    /// The name in the report (`get`, `encrypt-aes-256-gcm`).
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Get => "get",
+            Self::EncryptGcm => "encrypt-aes-256-gcm",
+        }
+    }
+}
+
+async fn kmip_once(
+    client: &mut KmipClient,
+    uid: &str,
+    op: KmipOperation,
+    payload: &[u8],
+) -> Result<(), KmipClientError> {
+    match op {
+        KmipOperation::Get => client.get(uid).await.map(drop),
+        KmipOperation::EncryptGcm => client.encrypt_gcm(uid, payload).await.map(drop),
+    }
+}
+
+/// Repeats `op` on key `uid` for `duration` in `concurrency` workers, each
+/// with its own connection (opened, and used once, before the clock
+/// starts: the handshakes are not measured).
+pub async fn kmip(
+    client: &KmipClient,
+    uid: &str,
+    op: KmipOperation,
+    concurrency: usize,
+    duration: Duration,
+) -> Result<BenchRun, KmipClientError> {
+    let mut payload = [0u8; 64];
+    rampart_crypto::fill_random(&mut payload)
+        .map_err(|e| crate::KmsError::Crypto(format!("random payload: {e}")))?;
+    let mut workers = Vec::with_capacity(concurrency);
+    for _ in 0..concurrency {
+        let mut worker = client.clone();
+        kmip_once(&mut worker, uid, op, &payload).await?;
+        workers.push(worker);
+    }
+    let tls = workers.first().and_then(KmipClient::tls_version);
+    let start = Instant::now();
+    let mut tasks = Vec::with_capacity(concurrency);
+    for mut worker in workers {
+        let uid = uid.to_owned();
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            while start.elapsed() < duration {
+                let t = Instant::now();
+                kmip_once(&mut worker, &uid, op, &payload).await?;
+                latencies.push(t.elapsed());
+            }
+            Ok::<_, KmipClientError>(latencies)
+        }));
+    }
+    let mut all = Vec::new();
+    for task in tasks {
+        let latencies = task.await.map_err(|e| {
+            KmipClientError::Unavailable(format!("a benchmark worker failed: {e}"))
+        })??;
+        all.extend(latencies);
+    }
+    let mut run = BenchRun::from_latencies(concurrency, all, start.elapsed());
+    run.tls = tls;
+    Ok(run)
+}

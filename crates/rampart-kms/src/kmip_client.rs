@@ -1,0 +1,455 @@
+//! A KMIP client over binary TTLV: one kept-open mutual-TLS connection
+//! (TLS 1.2 or 1.3, as asked or as negotiated) to the first of several
+//! server addresses that answers, with a [`Bundle`]'s certificate. When the
+//! connection breaks (a server stopped or was killed), the request is sent
+//! again on a new connection to the next address, so a client configured
+//! with every server of a PostgreSQL deployment keeps working while one is
+//! down. As with any KMIP client that retries, a non-idempotent request
+//! (Create, Register) the dead server had already run before it could
+//! answer is run again.
+//!
+//! Used by `rampart kms bench --kmip` and the failover tests; the
+//! operations it has helpers for are the ones those need (Create + Activate
+//! of AES keys, Get, AES-GCM Encrypt); [`KmipClient::call`] sends any batch.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rampart_kmip::enums::{
+    BlockCipherMode, CryptographicAlgorithm, ObjectType, Operation, ResultStatus,
+};
+use rampart_kmip::message::{
+    Attribute, ProtocolVersion, RequestMessage, ResponseBatchItem, ResponseMessage,
+};
+use rampart_kmip::tag::Tag;
+use rampart_kmip::ttlv::{self, Fields, Item, Value};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+use tokio_rustls::TlsConnector;
+
+use crate::bundle::{Bundle, Endpoint};
+use crate::error::KmsError;
+
+/// Largest response accepted (a Get of a key, a Locate page).
+const MAX_RESPONSE: usize = 1 << 20;
+
+/// What went wrong talking KMIP.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum KmipClientError {
+    /// The bundle, an address or the TLS set-up is unusable.
+    #[error("{0}")]
+    Config(#[from] KmsError),
+    /// No address could be reached, or every connection broke.
+    #[error("no KMIP server answered: {0}")]
+    Unavailable(String),
+    /// A server sent bytes that are not a KMIP response.
+    #[error("bad KMIP response from {address}: {message}")]
+    Protocol { address: String, message: String },
+    /// The server answered the operation with a failure.
+    #[error("KMIP {operation} failed: {reason} ({message})")]
+    Failed { operation: String, reason: String, message: String },
+}
+
+/// Which TLS versions the client offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TlsVersions {
+    /// TLS 1.3 and 1.2; the server picks (1.3 with Rampart).
+    Negotiated,
+    Tls12,
+    Tls13,
+}
+
+struct Target {
+    address: String,
+    endpoint: Endpoint,
+    name: ServerName<'static>,
+}
+
+/// A KMIP client (see the module documentation). Not shared between
+/// tasks: each holds one connection; make one client per concurrent
+/// worker.
+pub struct KmipClient {
+    targets: Arc<Vec<Target>>,
+    connector: TlsConnector,
+    version: ProtocolVersion,
+    timeout: Duration,
+    /// The live connection and the index of the target it is to.
+    conn: Option<(TlsStream<TcpStream>, usize)>,
+    preferred: usize,
+}
+
+impl std::fmt::Debug for KmipClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let addresses: Vec<&str> = self.targets.iter().map(|t| t.address.as_str()).collect();
+        f.debug_struct("KmipClient").field("addresses", &addresses).finish_non_exhaustive()
+    }
+}
+
+impl Clone for KmipClient {
+    /// A client to the same servers with a connection of its own.
+    fn clone(&self) -> Self {
+        Self {
+            targets: Arc::clone(&self.targets),
+            connector: self.connector.clone(),
+            version: self.version,
+            timeout: self.timeout,
+            conn: None,
+            preferred: self.preferred,
+        }
+    }
+}
+
+impl KmipClient {
+    /// A client of `addresses` (`HOST:PORT`, tried in order) with
+    /// `bundle`'s certificate and CA, speaking KMIP 1.4.
+    pub fn new(
+        bundle: &Bundle,
+        addresses: &[String],
+        tls: TlsVersions,
+    ) -> Result<Self, KmipClientError> {
+        let cert_err = |e: &dyn std::fmt::Display| KmsError::Certificate(format!("bundle: {e}"));
+        if addresses.is_empty() {
+            return Err(KmsError::Config("no KMIP server address".into()).into());
+        }
+        let mut roots = rustls::RootCertStore::empty();
+        let ca =
+            CertificateDer::from_pem_slice(bundle.ca_cert.as_bytes()).map_err(|e| cert_err(&e))?;
+        roots.add(ca).map_err(|e| cert_err(&e))?;
+        let chain = CertificateDer::pem_slice_iter(bundle.cert.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| cert_err(&e))?;
+        let key = PrivateKeyDer::from_pem_slice(bundle.key.expose()).map_err(|e| cert_err(&e))?;
+        let versions: &[&'static rustls::SupportedProtocolVersion] = match tls {
+            TlsVersions::Negotiated => &[&rustls::version::TLS13, &rustls::version::TLS12],
+            TlsVersions::Tls12 => &[&rustls::version::TLS12],
+            TlsVersions::Tls13 => &[&rustls::version::TLS13],
+        };
+        let config =
+            rustls::ClientConfig::builder_with_provider(crate::server::kmip_crypto_provider())
+                .with_protocol_versions(versions)
+                .map_err(|e| cert_err(&e))?
+                .with_root_certificates(roots)
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| cert_err(&e))?;
+        let mut targets = Vec::new();
+        for address in addresses {
+            let endpoint = Endpoint::parse(address)?;
+            let name = ServerName::try_from(endpoint.host.clone())
+                .map_err(|e| KmsError::Config(format!("KMIP address '{address}': {e}")))?;
+            targets.push(Target { address: address.clone(), endpoint, name });
+        }
+        Ok(Self {
+            targets: Arc::new(targets),
+            connector: TlsConnector::from(Arc::new(config)),
+            version: ProtocolVersion::V1_4,
+            timeout: Duration::from_secs(10),
+            conn: None,
+            preferred: 0,
+        })
+    }
+
+    /// The address of the live connection, if any.
+    #[must_use]
+    pub fn connected_to(&self) -> Option<&str> {
+        self.conn.as_ref().map(|(_, i)| self.targets[*i].address.as_str())
+    }
+
+    /// The TLS version of the live connection (`TLSv1_3`...), if any.
+    #[must_use]
+    pub fn tls_version(&self) -> Option<String> {
+        let (tls, _) = self.conn.as_ref()?;
+        tls.get_ref().1.protocol_version().map(|v| format!("{v:?}"))
+    }
+
+    async fn connect(&self, index: usize) -> Result<TlsStream<TcpStream>, String> {
+        let target = &self.targets[index];
+        let address = (target.endpoint.host.as_str(), target.endpoint.port);
+        let work = async {
+            let tcp = TcpStream::connect(address).await.map_err(|e| e.to_string())?;
+            let _ = tcp.set_nodelay(true);
+            self.connector.connect(target.name.clone(), tcp).await.map_err(|e| e.to_string())
+        };
+        match tokio::time::timeout(self.timeout, work).await {
+            Ok(result) => result.map_err(|e| format!("{}: {e}", target.address)),
+            Err(_) => Err(format!("{}: connection timed out", target.address)),
+        }
+    }
+
+    async fn exchange(
+        tls: &mut TlsStream<TcpStream>,
+        request: &[u8],
+        timeout: Duration,
+    ) -> Result<Vec<u8>, String> {
+        let work = async {
+            tls.write_all(request).await.map_err(|e| e.to_string())?;
+            let mut header = [0u8; ttlv::HEADER_LEN];
+            tls.read_exact(&mut header).await.map_err(|e| e.to_string())?;
+            let limits = rampart_kmip::Limits {
+                max_message_len: MAX_RESPONSE,
+                ..rampart_kmip::Limits::default()
+            };
+            let len = ttlv::message_len(&header, &limits).map_err(|e| e.to_string())?;
+            let mut message = vec![0u8; len];
+            message[..ttlv::HEADER_LEN].copy_from_slice(&header);
+            tls.read_exact(&mut message[ttlv::HEADER_LEN..]).await.map_err(|e| e.to_string())?;
+            Ok(message)
+        };
+        match tokio::time::timeout(timeout, work).await {
+            Ok(result) => result,
+            Err(_) => Err("no response in time".into()),
+        }
+    }
+
+    /// Sends one request of these batch items and returns the response's
+    /// batch items (failed ones included). On a broken connection the
+    /// request goes to the next address, each address once.
+    pub async fn call(
+        &mut self,
+        operations: Vec<(Operation, Vec<Item>)>,
+    ) -> Result<Vec<ResponseBatchItem>, KmipClientError> {
+        let request = RequestMessage::new(self.version, operations)
+            .to_item()
+            .encode()
+            .map_err(|e| KmsError::Config(format!("cannot encode the request: {e}")))?;
+        let n = self.targets.len();
+        let mut failures = Vec::new();
+        if let Some((mut tls, index)) = self.conn.take() {
+            match Self::exchange(&mut tls, &request, self.timeout).await {
+                Ok(bytes) => return self.answer(tls, index, &bytes),
+                // A kept connection may just have been closed by the
+                // server's idle timeout: its address is tried again first.
+                Err(message) => {
+                    failures.push(format!("{}: {message}", self.targets[index].address))
+                }
+            }
+        }
+        for offset in 0..n {
+            let index = (self.preferred + offset) % n;
+            let mut tls = match self.connect(index).await {
+                Ok(tls) => tls,
+                Err(message) => {
+                    failures.push(message);
+                    continue;
+                }
+            };
+            match Self::exchange(&mut tls, &request, self.timeout).await {
+                Ok(bytes) => return self.answer(tls, index, &bytes),
+                Err(message) => {
+                    failures.push(format!("{}: {message}", self.targets[index].address))
+                }
+            }
+        }
+        Err(KmipClientError::Unavailable(failures.join("; ")))
+    }
+
+    /// Parses a response read on `tls` (from target `index`), which is
+    /// kept for the next request.
+    fn answer(
+        &mut self,
+        tls: TlsStream<TcpStream>,
+        index: usize,
+        bytes: &[u8],
+    ) -> Result<Vec<ResponseBatchItem>, KmipClientError> {
+        let bad = |message: String| KmipClientError::Protocol {
+            address: self.targets[index].address.clone(),
+            message,
+        };
+        let limits = rampart_kmip::Limits {
+            max_message_len: MAX_RESPONSE,
+            ..rampart_kmip::Limits::default()
+        };
+        let item = ttlv::decode(bytes, &limits).map_err(|e| bad(e.to_string()))?;
+        let response = ResponseMessage::parse(&item).map_err(|e| bad(e.to_string()))?;
+        self.preferred = index;
+        self.conn = Some((tls, index));
+        Ok(response.batch_items)
+    }
+
+    /// Sends one operation; its payload's fields on success.
+    pub async fn one(
+        &mut self,
+        operation: Operation,
+        fields: Vec<Item>,
+    ) -> Result<Vec<Item>, KmipClientError> {
+        let mut items = self.call(vec![(operation, fields)]).await?;
+        let item = items.pop().ok_or_else(|| KmipClientError::Protocol {
+            address: self.connected_to().unwrap_or_default().to_owned(),
+            message: "a response without batch items".into(),
+        })?;
+        payload_of(operation, item)
+    }
+
+    /// Creates an AES key of `bits` named `name` (when given) and activates
+    /// it, in one batch; returns its Unique Identifier.
+    pub async fn create_aes(
+        &mut self,
+        bits: i32,
+        name: Option<&str>,
+    ) -> Result<String, KmipClientError> {
+        let mut attributes = vec![
+            Attribute::new(
+                "Cryptographic Algorithm",
+                Value::Enumeration(CryptographicAlgorithm::AES.0),
+            )
+            .to_item(),
+            Attribute::new("Cryptographic Length", Value::Integer(bits)).to_item(),
+            // Encrypt | Decrypt.
+            Attribute::new("Cryptographic Usage Mask", Value::Integer(0x4 | 0x8)).to_item(),
+        ];
+        if let Some(name) = name {
+            attributes.push(
+                Attribute::new(
+                    "Name",
+                    Value::Structure(vec![
+                        Item::text(Tag::NAME_VALUE, name),
+                        Item::enumeration(Tag::NAME_TYPE, 1),
+                    ]),
+                )
+                .to_item(),
+            );
+        }
+        let mut items = self
+            .call(vec![
+                (
+                    Operation::CREATE,
+                    vec![
+                        Item::enumeration(Tag::OBJECT_TYPE, ObjectType::SYMMETRIC_KEY.0),
+                        Item::structure(Tag::TEMPLATE_ATTRIBUTE, attributes),
+                    ],
+                ),
+                (Operation::ACTIVATE, Vec::new()),
+            ])
+            .await?;
+        if items.len() != 2 {
+            return Err(KmipClientError::Protocol {
+                address: self.connected_to().unwrap_or_default().to_owned(),
+                message: format!("{} batch items for 2 requested", items.len()),
+            });
+        }
+        let activated = items.pop().map(|i| payload_of(Operation::ACTIVATE, i));
+        let created = payload_of(Operation::CREATE, items.remove(0))?;
+        activated.transpose()?;
+        unique_identifier(&created)
+    }
+
+    /// Get: the object's payload fields (Object Type, Unique Identifier,
+    /// the object).
+    pub async fn get(&mut self, uid: &str) -> Result<Vec<Item>, KmipClientError> {
+        self.one(Operation::GET, vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid)]).await
+    }
+
+    /// Get of a symmetric key in Raw format: its key material.
+    pub async fn get_symmetric_key(
+        &mut self,
+        uid: &str,
+    ) -> Result<rampart_crypto::SecretBytes, KmipClientError> {
+        let fields = self.get(uid).await?;
+        let material = fields
+            .iter()
+            .find(|i| i.tag == Tag::SYMMETRIC_KEY)
+            .ok_or_else(|| "Get answered no Symmetric Key".to_owned())
+            .and_then(|object| {
+                let raw = || -> Result<Vec<u8>, rampart_kmip::KmipError> {
+                    let key = Fields::of(object)?;
+                    let block = Fields::of(key.required(Tag::KEY_BLOCK)?)?;
+                    let value = Fields::of(block.required(Tag::KEY_VALUE)?)?;
+                    Ok(value.required(Tag::KEY_MATERIAL)?.as_bytes()?.to_vec())
+                };
+                raw().map_err(|e| format!("not a Raw symmetric key: {e}"))
+            });
+        material.map(rampart_crypto::SecretBytes::new).map_err(|e| self.bad(e))
+    }
+
+    /// Locate by Name: the Unique Identifiers found.
+    pub async fn locate_name(&mut self, name: &str) -> Result<Vec<String>, KmipClientError> {
+        let fields = self
+            .one(
+                Operation::LOCATE,
+                vec![Attribute::new(
+                    "Name",
+                    Value::Structure(vec![
+                        Item::text(Tag::NAME_VALUE, name),
+                        Item::enumeration(Tag::NAME_TYPE, 1),
+                    ]),
+                )
+                .to_item()],
+            )
+            .await?;
+        fields
+            .iter()
+            .filter(|i| i.tag == Tag::UNIQUE_IDENTIFIER)
+            .map(|i| i.as_text().map(str::to_owned).map_err(|e| self.bad(e.to_string())))
+            .collect()
+    }
+
+    /// AES-GCM Encrypt of `data` (the server picks the 96-bit IV):
+    /// (ciphertext, IV, 128-bit tag).
+    pub async fn encrypt_gcm(
+        &mut self,
+        uid: &str,
+        data: &[u8],
+    ) -> Result<(Vec<u8>, Vec<u8>, Vec<u8>), KmipClientError> {
+        let fields = self
+            .one(
+                Operation::ENCRYPT,
+                vec![
+                    Item::text(Tag::UNIQUE_IDENTIFIER, uid),
+                    Item::structure(
+                        Tag::CRYPTOGRAPHIC_PARAMETERS,
+                        vec![Item::enumeration(Tag::BLOCK_CIPHER_MODE, BlockCipherMode::GCM.0)],
+                    ),
+                    Item::bytes(Tag::DATA, data),
+                ],
+            )
+            .await?;
+        let get = |tag: Tag| -> Result<Vec<u8>, KmipClientError> {
+            fields
+                .iter()
+                .find(|i| i.tag == tag)
+                .ok_or_else(|| self.bad(format!("Encrypt answered without {tag}")))?
+                .as_bytes()
+                .map(<[u8]>::to_vec)
+                .map_err(|e| self.bad(e.to_string()))
+        };
+        Ok((get(Tag::DATA)?, get(Tag::IV_COUNTER_NONCE)?, get(Tag::AUTHENTICATED_ENCRYPTION_TAG)?))
+    }
+
+    fn bad(&self, message: String) -> KmipClientError {
+        KmipClientError::Protocol {
+            address: self.connected_to().unwrap_or_default().to_owned(),
+            message,
+        }
+    }
+}
+
+/// The payload fields of a successful batch item; its Result Reason and
+/// Message otherwise.
+fn payload_of(operation: Operation, item: ResponseBatchItem) -> Result<Vec<Item>, KmipClientError> {
+    if item.result_status != ResultStatus::SUCCESS {
+        return Err(KmipClientError::Failed {
+            operation: format!("{operation:?}"),
+            reason: item.result_reason.map_or_else(|| "no reason".into(), |r| format!("{r:?}")),
+            message: item.result_message.unwrap_or_default(),
+        });
+    }
+    match item.payload {
+        Some(payload) => Ok(payload.children().map(<[Item]>::to_vec).unwrap_or_default()),
+        None => Ok(Vec::new()),
+    }
+}
+
+fn unique_identifier(fields: &[Item]) -> Result<String, KmipClientError> {
+    Fields::of(&Item::structure(Tag::RESPONSE_PAYLOAD, fields.to_vec()))
+        .and_then(|f| {
+            f.required(Tag::UNIQUE_IDENTIFIER).and_then(|i| i.as_text().map(str::to_owned))
+        })
+        .map_err(|e| KmipClientError::Protocol {
+            address: String::new(),
+            message: format!("no Unique Identifier: {e}"),
+        })
+}

@@ -1,0 +1,260 @@
+//! Group commit of the audit chain on PostgreSQL: many concurrent unwraps
+//! share audit transactions, yet each request gets exactly one committed,
+//! hash-chained row before its answer, and a request whose batch could not
+//! be committed gets an error, never a success.
+//!
+//! The cluster comes from `$RAMPART_TEST_PG_URL` (scripts/test starts one)
+//! or, outside CI, is a throwaway one from scripts/pg-test-cluster.
+#![allow(clippy::unwrap_used)] // test helpers: a failed set-up step should panic
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rampart_kms::client::{KmsClient, RetryPolicy};
+use rampart_kms::deployment::{self, files, InitOptions, InitSeal};
+use rampart_kms::model::Labels;
+use rampart_kms::server::{Server, ServerOptions};
+use rampart_kms::Bundle;
+
+fn pg_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/pg-test-cluster")
+}
+
+struct PgCluster {
+    url: String,
+    owned: bool,
+}
+
+impl PgCluster {
+    fn get() -> Self {
+        if let Ok(url) = std::env::var("RAMPART_TEST_PG_URL") {
+            return Self { url, owned: false };
+        }
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "RAMPART_TEST_PG_URL is not set: under CI, scripts/test starts the PostgreSQL cluster"
+        );
+        let out = Command::new(pg_script()).stderr(Stdio::inherit()).output().unwrap();
+        assert!(out.status.success(), "scripts/pg-test-cluster failed");
+        Self { url: String::from_utf8(out.stdout).unwrap().trim().to_owned(), owned: true }
+    }
+
+    fn database(&self, tag: &str) -> String {
+        let mut random = [0u8; 6];
+        rampart_crypto::fill_random(&mut random).unwrap();
+        let name = format!("kms_gc_{tag}_{}", hex::encode(random));
+        psql(&self.url, &format!("CREATE DATABASE {name}"));
+        let (base, _) = self.url.rsplit_once('/').unwrap();
+        format!("{base}/{name}")
+    }
+}
+
+impl Drop for PgCluster {
+    fn drop(&mut self) {
+        if self.owned {
+            let _ = Command::new(pg_script()).args(["stop", &self.url]).output();
+        }
+    }
+}
+
+fn psql(url: &str, sql: &str) -> String {
+    let out = Command::new("psql").args([url, "-qtA", "-v", "ON_ERROR_STOP=1", "-c", sql]).output();
+    let out = out.unwrap();
+    assert!(out.status.success(), "psql {sql}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+struct Deployment {
+    dir: PathBuf,
+    db: String,
+    admin: Bundle,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    _cluster: PgCluster,
+}
+
+impl Drop for Deployment {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn once() -> RetryPolicy {
+    // One attempt per call: each call is exactly one request to count.
+    RetryPolicy { rounds: 1, ..RetryPolicy::default() }
+}
+
+impl Deployment {
+    async fn new(tag: &str) -> Self {
+        let cluster = PgCluster::get();
+        let db = cluster.database(tag);
+        let mut random = [0u8; 8];
+        rampart_crypto::fill_random(&mut random).unwrap();
+        let dir =
+            std::env::temp_dir().join(format!("rampart-kms-gc-{tag}-{}", hex::encode(random)));
+        let data_dir = dir.join("data");
+        std::fs::create_dir_all(&data_dir).unwrap();
+        let listener = rampart_kms::server::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = format!("127.0.0.1:{}", listener.local_addr().unwrap().port());
+        let store = rampart_kms::store::open(Some(&db), &data_dir).await.unwrap();
+        let opts = InitOptions {
+            data_dir: data_dir.clone(),
+            seal: InitSeal::File(data_dir.join(files::UNSEAL_KEY)),
+            sans: Vec::new(),
+            endpoints: vec![endpoint],
+            days: 30,
+        };
+        let outcome = deployment::init(&opts, store.as_ref()).await.unwrap();
+        let admin = Bundle::read(&outcome.admin_bundle).unwrap();
+        let mut server_opts = ServerOptions::new(data_dir);
+        server_opts.limits.rate = 0.0;
+        let server = Server::new(&server_opts, store).await.unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            server
+                .run(listener, async {
+                    let _ = stopped.await;
+                })
+                .await
+                .unwrap();
+        });
+        Self { dir, db, admin, stop: Some(stop), _cluster: cluster }
+    }
+
+    fn admin(&self) -> KmsClient {
+        KmsClient::with_policy(&self.admin, once()).unwrap()
+    }
+
+    /// A non-admin client allowed to use a new key `name`, and a wrapped
+    /// secret under that key.
+    async fn user_with_key(&self, name: &str) -> (KmsClient, String) {
+        let admin = self.admin();
+        let bundle = admin
+            .issue_client(
+                "worker",
+                &Labels::default(),
+                false,
+                Some(7),
+                self.admin.endpoints.clone(),
+            )
+            .await
+            .unwrap();
+        admin.create_key(name, &["client:worker".to_owned()], false).await.unwrap();
+        let user = KmsClient::with_policy(&bundle, once()).unwrap();
+        let wrapped = user.wrap(name, b"a volume passphrase", b"gc").await.unwrap();
+        (user, wrapped)
+    }
+
+    /// Audit rows of `operation` with `outcome`, counted in the database.
+    fn rows(&self, operation: &str, outcome: &str) -> u64 {
+        psql(
+            &self.db,
+            &format!(
+                "SELECT count(*) FROM kms_audit WHERE operation = '{operation}' \
+                 AND outcome = '{outcome}'"
+            ),
+        )
+        .parse()
+        .unwrap()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_unwraps_get_one_chained_row_each() {
+    let d = Deployment::new("rows").await;
+    let (user, wrapped) = d.user_with_key("gc-key").await;
+    let (tasks, per_task) = (32, 60);
+    let mut handles = Vec::new();
+    for _ in 0..tasks {
+        let (user, wrapped) = (user.clone(), wrapped.clone());
+        handles.push(tokio::spawn(async move {
+            for _ in 0..per_task {
+                let plain = user.unwrap(&wrapped, b"gc").await.unwrap();
+                assert_eq!(plain.expose(), b"a volume passphrase");
+            }
+        }));
+    }
+    for handle in handles {
+        handle.await.unwrap();
+    }
+    // Every answered request has exactly one row: none lost, none doubled.
+    assert_eq!(d.rows("key.unwrap", "ok"), tasks * per_task);
+    // The chain holds every row in one order with no gap, and its head row
+    // agrees.
+    let total: u64 = psql(&d.db, "SELECT count(*) FROM kms_audit").parse().unwrap();
+    assert_eq!(psql(&d.db, "SELECT seq FROM kms_audit_head"), total.to_string());
+    // (The verification is audited after it walked the chain.)
+    let report = d.admin().audit_verify().await.unwrap();
+    assert!(report.ok, "{report:?}");
+    assert_eq!(report.entries, total);
+    assert_eq!(report.head_seq, total);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_that_cannot_commit_fails_every_request_in_it() {
+    let d = Deployment::new("fail").await;
+    let (user, wrapped) = d.user_with_key("gc-key").await;
+    // The database refuses audit rows for a while, mid-load (as a full
+    // disk, a lost primary or a revoked grant would).
+    psql(
+        &d.db,
+        "CREATE FUNCTION gc_test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN RAISE EXCEPTION 'audit rows refused by the test'; END $$",
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut handles = Vec::new();
+    for _ in 0..16 {
+        let (user, wrapped, stop) = (user.clone(), wrapped.clone(), Arc::clone(&stop));
+        handles.push(tokio::spawn(async move {
+            let (mut ok, mut failed) = (0u64, 0u64);
+            while !stop.load(Ordering::Relaxed) {
+                match user.unwrap(&wrapped, b"gc").await {
+                    Ok(plain) => {
+                        assert_eq!(plain.expose(), b"a volume passphrase");
+                        ok += 1;
+                    }
+                    Err(error) => {
+                        assert!(
+                            error.to_string().contains("audit log cannot be written"),
+                            "unexpected error: {error}"
+                        );
+                        failed += 1;
+                    }
+                }
+            }
+            (ok, failed)
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    psql(
+        &d.db,
+        "CREATE TRIGGER gc_test_refuse BEFORE INSERT ON kms_audit
+             FOR EACH STATEMENT EXECUTE FUNCTION gc_test_refuse()",
+    );
+    let refused_from = d.rows("key.unwrap", "ok");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // While refused, no request is answered with success.
+    let during = d.rows("key.unwrap", "ok");
+    psql(&d.db, "DROP TRIGGER gc_test_refuse ON kms_audit");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    stop.store(true, Ordering::Relaxed);
+    let (mut ok, mut failed) = (0, 0);
+    for handle in handles {
+        let (o, f) = handle.await.unwrap();
+        ok += o;
+        failed += f;
+    }
+    assert_eq!(during, refused_from, "rows were committed while the database refused them");
+    assert!(failed > 0, "no request failed while audit rows were refused");
+    // Every success, and only a success, has its committed row: a request
+    // in a batch that failed was answered with an error and left no row.
+    assert_eq!(d.rows("key.unwrap", "ok"), ok, "{ok} successes, {failed} failures");
+    assert!(d.rows("key.unwrap", "ok") > during, "the server did not recover");
+    let report = d.admin().audit_verify().await.unwrap();
+    assert!(report.ok, "{report:?}");
+}
