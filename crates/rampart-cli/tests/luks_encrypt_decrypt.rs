@@ -172,8 +172,7 @@ fn encrypt_shift_detached(
     vol: &Path,
     header: &Path,
     key: &Path,
-    reduce: &str,
-    sector: &str,
+    (reduce, sector): (&str, &str),
     extra: &[&str],
     env: &[(&str, &str)],
 ) -> std::process::Output {
@@ -247,8 +246,7 @@ fn images_encrypted_with_a_detached_header_and_a_data_shift_open_in_cryptsetup()
             &vol,
             &header,
             &key,
-            reduce,
-            sector,
+            (reduce, sector),
             &["--init-only"],
             &[],
         );
@@ -259,8 +257,7 @@ fn images_encrypted_with_a_detached_header_and_a_data_shift_open_in_cryptsetup()
             &vol,
             &header,
             &key,
-            reduce,
-            sector,
+            (reduce, sector),
             &["--init-only"],
             &[],
         );
@@ -286,7 +283,7 @@ fn images_encrypted_with_a_detached_header_and_a_data_shift_open_in_cryptsetup()
         // Rampart alone, and cryptsetup alone, leave the same plaintext.
         for tool in ["rampart", "cryptsetup"] {
             let (vol, data) = image(&dir, "vol", 32, len);
-            let out = encrypt_shift_detached(tool, &vol, &header, &key, reduce, sector, &[], &[]);
+            let out = encrypt_shift_detached(tool, &vol, &header, &key, (reduce, sector), &[], &[]);
             ok(&format!("{what}: {tool} reencrypt --encrypt"), out);
             let info = assert_encrypted(&what, &header, 0, sector.parse().unwrap());
             assert_eq!(std::fs::metadata(&vol).unwrap().len(), len as u64, "{what}");
@@ -307,8 +304,7 @@ fn images_encrypted_with_a_detached_header_and_a_data_shift_open_in_cryptsetup()
             &vol,
             &header,
             &key,
-            reduce,
-            sector,
+            (reduce, sector),
             &["--init-only"],
             &[],
         );
@@ -332,11 +328,13 @@ fn shifted_detached_encryptions_cross_resume_both_ways() {
         let what = format!("{sector}: stopped");
         let (vol, data) = image(&dir, "vol", 34, 20 * MIB);
         let stop = [("RAMPART_REENCRYPT_STOP_AFTER", "2")];
-        let out = encrypt_shift_detached("rampart", &vol, &header, &key, "4M", sector, &[], &stop);
+        let out =
+            encrypt_shift_detached("rampart", &vol, &header, &key, ("4M", sector), &[], &stop);
         ok(&what, out);
         assert!(!has_hotzone(&header), "{what}");
-        assert!(
-            luks2_json(&header, 0)["segments"]["0"]["size"] == (12 * MIB).to_string(),
+        assert_eq!(
+            luks2_json(&header, 0)["segments"]["0"]["size"],
+            serde_json::json!((12 * MIB).to_string()),
             "{what}"
         );
         ok(
@@ -352,7 +350,8 @@ fn shifted_detached_encryptions_cross_resume_both_ways() {
         let what = format!("{sector}: crashed");
         let (vol, data) = image(&dir, "vol", 35, 20 * MIB);
         let crash = [("RAMPART_REENCRYPT_CRASH_AFTER", "1")];
-        let out = encrypt_shift_detached("rampart", &vol, &header, &key, "4M", sector, &[], &crash);
+        let out =
+            encrypt_shift_detached("rampart", &vol, &header, &key, ("4M", sector), &[], &crash);
         assert_eq!(out.status.code(), Some(137), "{}", describe(&what, &out));
         assert!(has_hotzone(&header), "{what}");
         ok(&format!("{what}: rampart recovers"), rampart_resume(&vol, &header, &key, &stop));
@@ -706,6 +705,19 @@ fn bad_encryption_requests_are_refused_and_change_nothing() {
     let mut args = vec!["reencrypt", "--encrypt", "--reduce-device-size", "8M"];
     args.extend(["--key-file", p(&key), p(&plain)]);
     refused("a device too small", &args, "at least");
+    // With a detached header: the header file is SIZE bytes.
+    let hdr = dir.join("shift-header");
+    let mut args = vec!["reencrypt", "--encrypt", "--reduce-device-size", "1026K"];
+    args.extend(["--header", p(&hdr), "--sector-size", "512"]);
+    args.extend(["--key-file", p(&key), p(&plain)]);
+    refused("detached shift not a 4096 multiple", &args, "multiple of 4096");
+    let mut args = vec!["reencrypt", "--encrypt", "--reduce-device-size", "512K"];
+    args.extend(["--header", p(&hdr), "--key-file", p(&key), p(&plain)]);
+    refused("detached shift too small", &args, "from 1 MiB");
+    let mut args = vec!["reencrypt", "--encrypt", "--reduce-device-size", "16M"];
+    args.extend(["--header", p(&hdr), "--key-file", p(&key), p(&plain)]);
+    refused("detached shift beyond the device", &args, "at least");
+    assert!(!hdr.exists(), "a refused request wrote a header");
     assert!(std::fs::read(&plain).unwrap() == before, "a refused request changed the image");
 
     // Something already LUKS.
