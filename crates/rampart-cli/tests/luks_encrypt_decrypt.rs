@@ -1,8 +1,9 @@
 #![allow(clippy::unwrap_used)]
 //! `rampart reencrypt --encrypt` and `--decrypt` against the real
 //! cryptsetup 2.6 and pyca/cryptography: a plain image Rampart encrypts in
-//! place (data shifted to make room for the header, or with a detached
-//! header) opens in cryptsetup and decrypts, with the volume key
+//! place (data shifted to make room for the header, with a detached
+//! header, or both: a detached header of the shift's size, the data
+//! encrypted where it lies, backward) opens in cryptsetup and decrypts, with the volume key
 //! cryptsetup prints, to the original data; a detached-header volume
 //! Rampart decrypts holds the plaintext; with 4096- and 512-byte sectors.
 //! An encryption or decryption Rampart stops or crashes in is finished by

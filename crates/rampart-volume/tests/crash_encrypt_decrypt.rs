@@ -4,7 +4,8 @@
 //! and flushes alike), then resumed from what the medium kept: the resumed
 //! run finishes, and the volume then holds exactly the plaintext it held
 //! before — through the new key after an encryption (with a data shift,
-//! backward, or in place, forward), as plain bytes after a decryption
+//! backward, moved or in place under a detached header, or in place,
+//! forward), as plain bytes after a decryption
 //! (backward). With checksum resilience the disk's atomic write unit is
 //! the checksum block (4096 bytes), as cryptsetup requires.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]

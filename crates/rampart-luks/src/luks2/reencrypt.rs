@@ -12,7 +12,9 @@
 //! use the same metadata; backward runs go from the end of the data, and
 //! an encryption with a data shift (cryptsetup's `--reduce-device-size`)
 //! moves each hotzone up by the shift, its first chunk read from the
-//! `backup-moved-segment` copy. `set_layout` builds each layout as
+//! `backup-moved-segment` copy; with a detached header the shift moves
+//! nothing (no moved segment) and the run is laid out as any backward one,
+//! in hotzones of the shift. `set_layout` builds each layout as
 //! cryptsetup 2.6 does for the mode and direction.
 //!
 //! Forward re-encryption of the whole data area goes through these states,
