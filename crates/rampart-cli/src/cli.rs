@@ -89,7 +89,8 @@ pub enum Command {
     ///
     /// With --encrypt it turns a plain image into a LUKS2 volume in place
     /// (--reduce-device-size: the data shifts up behind the new header;
-    /// --header FILE: a detached header); with --decrypt it turns a
+    /// --header FILE: a detached header; both: a detached header of SIZE
+    /// bytes, the data encrypted in place backward); with --decrypt it turns a
     /// detached-header volume back into plaintext.
     ///
     /// A volume bound to the key manager (`rampart bind`) is rebound with
@@ -543,6 +544,9 @@ pub struct ReencryptArgs {
     /// by half of it and the LUKS2 header takes the first half, as
     /// cryptsetup's --reduce-device-size. The last SIZE bytes of the
     /// device must hold nothing of value (shrink the filesystem first).
+    /// With --header FILE too (as cryptsetup): the header file is SIZE
+    /// bytes (1 MiB to 128 MiB + 32 KiB, a multiple of 4096), the data
+    /// stays whole where it is and is encrypted backward in SIZE hotzones.
     #[arg(long, value_parser = parse_size, value_name = "SIZE", requires = "encrypt")]
     pub reduce_device_size: Option<u64>,
     /// KDF of the new keyslots (default: argon2id, as `format`).

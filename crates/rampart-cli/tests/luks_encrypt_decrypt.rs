@@ -1,8 +1,9 @@
 #![allow(clippy::unwrap_used)]
 //! `rampart reencrypt --encrypt` and `--decrypt` against the real
 //! cryptsetup 2.6 and pyca/cryptography: a plain image Rampart encrypts in
-//! place (data shifted to make room for the header, or with a detached
-//! header) opens in cryptsetup and decrypts, with the volume key
+//! place (data shifted to make room for the header, with a detached
+//! header, or both: a detached header of the shift's size, the data
+//! encrypted where it lies, backward) opens in cryptsetup and decrypts, with the volume key
 //! cryptsetup prints, to the original data; a detached-header volume
 //! Rampart decrypts holds the plaintext; with 4096- and 512-byte sectors.
 //! An encryption or decryption Rampart stops or crashes in is finished by
@@ -162,6 +163,247 @@ fn images_encrypted_with_a_detached_header_open_in_cryptsetup() {
         let info = assert_encrypted(&what, &header, 0, sector.parse().unwrap());
         assert_plaintext(&what, &dir, &vol, Some(&header), &key, &info, &data);
     }
+}
+
+/// `rampart reencrypt --encrypt --reduce-device-size R --header H` (or,
+/// with `tool` "cryptsetup", cryptsetup's own) on `vol`, with `extra`
+/// arguments.
+fn encrypt_shift_detached(
+    tool: &str,
+    vol: &Path,
+    header: &Path,
+    key: &Path,
+    (reduce, sector): (&str, &str),
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> std::process::Output {
+    let _ = std::fs::remove_file(header);
+    let mut args = vec!["reencrypt", "--encrypt", "--reduce-device-size", reduce];
+    args.extend(["--header", p(header), "--sector-size", sector]);
+    args.extend_from_slice(PBKDF2);
+    args.extend_from_slice(extra);
+    args.extend(["--key-file", p(key), p(vol), "-q"]);
+    if tool == "cryptsetup" {
+        args.extend(["--type", "luks2", "--force-offline-reencrypt"]);
+        cryptsetup(&args)
+    } else {
+        rampart_env(&args, env)
+    }
+}
+
+/// `rampart reencrypt --resume-only --header`.
+fn rampart_resume(
+    vol: &Path,
+    header: &Path,
+    key: &Path,
+    env: &[(&str, &str)],
+) -> std::process::Output {
+    let args = ["reencrypt", "--resume-only", "--header", p(header), "--key-file", p(key), p(vol)];
+    rampart_env(&[&args[..], &["-q"]].concat(), env)
+}
+
+/// The reencryption metadata cryptsetup reads: the non-keyslot parts that
+/// must be equal whichever tool initialised the run.
+fn shift_layout(header: &Path) -> serde_json::Value {
+    let out = ok(
+        "cryptsetup luksDump --dump-json-metadata",
+        cryptsetup(&["luksDump", "--dump-json-metadata", p(header)]),
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let reencrypt = json["keyslots"]
+        .as_object()
+        .unwrap()
+        .values()
+        .find(|k| k["type"] == "reencrypt")
+        .cloned()
+        .unwrap_or_default();
+    serde_json::json!({
+        "segments": json["segments"],
+        "mode": reencrypt["mode"],
+        "direction": reencrypt["direction"],
+        "area_type": reencrypt["area"]["type"],
+        "shift_size": reencrypt["area"]["shift_size"],
+        "requirements": json["config"]["requirements"],
+        "json_size": json["config"]["json_size"],
+        "keyslots_size": json["config"]["keyslots_size"],
+    })
+}
+
+#[test]
+fn images_encrypted_with_a_detached_header_and_a_data_shift_open_in_cryptsetup() {
+    require(&["cryptsetup", "python3"]);
+    let dir = TempDir::new("encrypt-shift-detached");
+    let key = dir.file("key", b"encryption passphrase");
+    let header = dir.join("header");
+    // 36 MiB: the last hotzone is shorter than the 8 MiB shift.
+    for (sector, reduce, shift, len) in
+        [("4096", "8M", 8 * MIB, 36 * MIB), ("512", "4M", 4 * MIB, 24 * MIB)]
+    {
+        let what = format!("{sector}/{reduce}");
+        // The layout Rampart initialises is cryptsetup's.
+        let (vol, data) = image(&dir, "vol", 31, len);
+        let out = encrypt_shift_detached(
+            "cryptsetup",
+            &vol,
+            &header,
+            &key,
+            (reduce, sector),
+            &["--init-only"],
+            &[],
+        );
+        ok(&format!("{what}: cryptsetup --init-only"), out);
+        let theirs = shift_layout(&header);
+        let out = encrypt_shift_detached(
+            "rampart",
+            &vol,
+            &header,
+            &key,
+            (reduce, sector),
+            &["--init-only"],
+            &[],
+        );
+        ok(&format!("{what}: rampart --init-only"), out);
+        let ours = shift_layout(&header);
+        assert_eq!(ours, theirs, "{what}");
+        assert_eq!(ours["area_type"], "datashift", "{what}: {ours}");
+        assert_eq!(ours["direction"], "backward", "{what}: {ours}");
+        assert_eq!(ours["shift_size"], shift.to_string(), "{what}: {ours}");
+        assert_eq!(ours["segments"]["0"]["type"], "linear", "{what}: {ours}");
+        assert_eq!(ours["segments"]["0"]["size"], len.to_string(), "{what}: {ours}");
+        assert_eq!(std::fs::metadata(&header).unwrap().len(), shift as u64, "{what}");
+        assert_same(&what, &std::fs::read(&vol).unwrap(), &data);
+        // cryptsetup finishes the run Rampart initialised: the data is
+        // encrypted where it was, at offset 0, whole (not shifted).
+        ok(
+            &format!("{what}: cryptsetup finishes"),
+            cryptsetup(&resume_args(&vol, Some(&header), &key)),
+        );
+        let info = assert_encrypted(&what, &header, 0, sector.parse().unwrap());
+        assert_plaintext(&what, &dir, &vol, Some(&header), &key, &info, &data);
+
+        // Rampart alone, and cryptsetup alone, leave the same plaintext.
+        for tool in ["rampart", "cryptsetup"] {
+            let (vol, data) = image(&dir, "vol", 32, len);
+            let out = encrypt_shift_detached(tool, &vol, &header, &key, (reduce, sector), &[], &[]);
+            ok(&format!("{what}: {tool} reencrypt --encrypt"), out);
+            let info = assert_encrypted(&what, &header, 0, sector.parse().unwrap());
+            assert_eq!(std::fs::metadata(&vol).unwrap().len(), len as u64, "{what}");
+            assert_plaintext(
+                &format!("{what} {tool}"),
+                &dir,
+                &vol,
+                Some(&header),
+                &key,
+                &info,
+                &data,
+            );
+        }
+        // cryptsetup initialises, Rampart runs.
+        let (vol, data) = image(&dir, "vol", 33, len);
+        let out = encrypt_shift_detached(
+            "cryptsetup",
+            &vol,
+            &header,
+            &key,
+            (reduce, sector),
+            &["--init-only"],
+            &[],
+        );
+        ok(&format!("{what}: cryptsetup --init-only"), out);
+        ok(&format!("{what}: rampart --resume-only"), rampart_resume(&vol, &header, &key, &[]));
+        let info = assert_encrypted(&what, &header, 0, sector.parse().unwrap());
+        assert_plaintext(&format!("{what} resumed"), &dir, &vol, Some(&header), &key, &info, &data);
+    }
+}
+
+#[test]
+fn shifted_detached_encryptions_cross_resume_both_ways() {
+    require(&["cryptsetup", "python3"]);
+    let dir = TempDir::new("encrypt-shift-detached-resume");
+    let key = dir.file("key", b"passphrase");
+    let header = dir.join("header");
+    for sector in ["4096", "512"] {
+        // Rampart stopped after two hotzones: cryptsetup finishes. (After
+        // one, cryptsetup 2.6 refuses to resume, "Device is too small":
+        // it wants the plaintext left, a sector and the shift to fit.)
+        let what = format!("{sector}: stopped");
+        let (vol, data) = image(&dir, "vol", 34, 20 * MIB);
+        let stop = [("RAMPART_REENCRYPT_STOP_AFTER", "2")];
+        let out =
+            encrypt_shift_detached("rampart", &vol, &header, &key, ("4M", sector), &[], &stop);
+        ok(&what, out);
+        assert!(!has_hotzone(&header), "{what}");
+        assert_eq!(
+            luks2_json(&header, 0)["segments"]["0"]["size"],
+            serde_json::json!((12 * MIB).to_string()),
+            "{what}"
+        );
+        ok(
+            &format!("{what}: cryptsetup finishes"),
+            cryptsetup(&resume_args(&vol, Some(&header), &key)),
+        );
+        let info = assert_encrypted(&what, &header, 0, sector.parse().unwrap());
+        assert_plaintext(&what, &dir, &vol, Some(&header), &key, &info, &data);
+
+        // Rampart killed half-way through its second hotzone: Rampart
+        // repairs it from its record, does two more and stops, cryptsetup
+        // finishes.
+        let what = format!("{sector}: crashed");
+        let (vol, data) = image(&dir, "vol", 35, 20 * MIB);
+        let crash = [("RAMPART_REENCRYPT_CRASH_AFTER", "1")];
+        let out =
+            encrypt_shift_detached("rampart", &vol, &header, &key, ("4M", sector), &[], &crash);
+        assert_eq!(out.status.code(), Some(137), "{}", describe(&what, &out));
+        assert!(has_hotzone(&header), "{what}");
+        ok(&format!("{what}: rampart recovers"), rampart_resume(&vol, &header, &key, &stop));
+        assert!(!has_hotzone(&header), "{what}");
+        ok(
+            &format!("{what}: cryptsetup finishes"),
+            cryptsetup(&resume_args(&vol, Some(&header), &key)),
+        );
+        let info = assert_encrypted(&what, &header, 0, sector.parse().unwrap());
+        assert_plaintext(&what, &dir, &vol, Some(&header), &key, &info, &data);
+    }
+
+    // cryptsetup interrupted part-way (SIGINT: it stops at a hotzone
+    // boundary): Rampart finishes. 1 MiB hotzones over 200 MiB.
+    let (vol, data) = image(&dir, "vol", 36, 200 * MIB);
+    let _ = std::fs::remove_file(&header);
+    let mut args = vec!["reencrypt", "--encrypt", "--type", "luks2", "--reduce-device-size", "1M"];
+    args.extend(["--header", p(&header), "--sector-size", "4096"]);
+    args.extend(["--force-offline-reencrypt", "-q"]);
+    args.extend_from_slice(PBKDF2);
+    args.extend(["--key-file", p(&key), p(&vol)]);
+    let mut child = Command::new(tool("cryptsetup"))
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let done = header_json_now(&header)
+            .and_then(|j| j["segments"]["0"]["size"].as_str().and_then(|s| s.parse::<u64>().ok()));
+        if done.is_some_and(|n| n <= 180 * MIB as u64) {
+            break;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "cryptsetup finished before it was interrupted"
+        );
+        assert!(Instant::now() < deadline, "cryptsetup made no progress");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let pid = child.id().to_string();
+    ok("kill -INT cryptsetup", run("kill", &["-INT", &pid]));
+    child.wait().unwrap();
+    assert!(!has_hotzone(&header), "cryptsetup left a hotzone after SIGINT");
+    let segs = luks2_json(&header, 0)["segments"].clone();
+    assert_eq!(segs["0"]["type"], "linear", "{segs}");
+    ok("rampart reencrypt --resume-only", rampart_resume(&vol, &header, &key, &[]));
+    let info = assert_encrypted("interrupted", &header, 0, 4096);
+    assert_plaintext("interrupted", &dir, &vol, Some(&header), &key, &info, &data);
 }
 
 /// A detached-header LUKS2 volume made by cryptsetup holding `data`.
@@ -464,6 +706,19 @@ fn bad_encryption_requests_are_refused_and_change_nothing() {
     let mut args = vec!["reencrypt", "--encrypt", "--reduce-device-size", "8M"];
     args.extend(["--key-file", p(&key), p(&plain)]);
     refused("a device too small", &args, "at least");
+    // With a detached header: the header file is SIZE bytes.
+    let hdr = dir.join("shift-header");
+    let mut args = vec!["reencrypt", "--encrypt", "--reduce-device-size", "1026K"];
+    args.extend(["--header", p(&hdr), "--sector-size", "512"]);
+    args.extend(["--key-file", p(&key), p(&plain)]);
+    refused("detached shift not a 4096 multiple", &args, "multiple of 4096");
+    let mut args = vec!["reencrypt", "--encrypt", "--reduce-device-size", "512K"];
+    args.extend(["--header", p(&hdr), "--key-file", p(&key), p(&plain)]);
+    refused("detached shift too small", &args, "from 1 MiB");
+    let mut args = vec!["reencrypt", "--encrypt", "--reduce-device-size", "16M"];
+    args.extend(["--header", p(&hdr), "--key-file", p(&key), p(&plain)]);
+    refused("detached shift beyond the device", &args, "at least");
+    assert!(!hdr.exists(), "a refused request wrote a header");
     assert!(std::fs::read(&plain).unwrap() == before, "a refused request changed the image");
 
     // Something already LUKS.

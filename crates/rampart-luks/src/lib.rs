@@ -27,8 +27,8 @@ pub use cipher::DataCipher;
 pub use error::{Error, Result};
 pub use io::{MemoryIo, MetadataIo};
 pub use luks2::reencrypt::{
-    following_hotzone, ReencryptDirection, ReencryptMode, ReencryptSide, ReencryptState,
-    Resilience, REQUIREMENT_V2,
+    following_hotzone, in_place_shift_area, ReencryptDirection, ReencryptMode, ReencryptSide,
+    ReencryptState, Resilience, IN_PLACE_SHIFT_BLOCK, REQUIREMENT_V2,
 };
 pub use luks2::EncryptPlan;
 pub use pbkdf::{pbkdf_for_time, KdfParams, PbkdfChoice, PbkdfKind};

@@ -39,7 +39,7 @@ use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 
-use rampart_crypto::{digest_into, SecretBytes};
+use rampart_crypto::{digest_into, HashAlg, SecretBytes};
 use rampart_luks::{Luks, MetadataIo, ReencryptState, Resilience};
 
 use crate::gate::ZoneGate;
@@ -48,6 +48,9 @@ use crate::{
     check_range, sector_cipher_kind, BlockDevice, CryptDevice, CryptLayout, FileDevice,
     SectorCipher, VolumeError, VolumePaths,
 };
+
+/// The head of Rampart's record of an in-place shift's hotzone.
+const SHIFT_RECORD_MAGIC: &[u8; 8] = b"RPDSHZ01";
 
 /// Default hotzone size with checksum or no resilience (cryptsetup's is up
 /// to 1 GiB; a smaller one bounds memory and the work lost to a crash).
@@ -475,6 +478,34 @@ impl Reencryption {
                     .and_then(|()| self.raw.write_at(data.expose(), offset))
                     .map_err(|e| self.data_io("cannot repair the hotzone of", e))?;
             }
+            Resilience::Datashift { .. } if self.state.in_place_shift() => {
+                // Encrypted where it lies (a detached header with a data
+                // shift): only Rampart's record of the hotzone's plaintext
+                // tells which blocks are still plaintext. (cryptsetup's
+                // repair would re-encrypt the data one shift below in its
+                // place.)
+                let Some(sums) = self.read_shift_record(start, len)? else {
+                    return Err(rampart_luks::Error::UnsupportedCipher(format!(
+                        "the hotzone at byte {start} ({len} bytes) of this in-place encryption was interrupted and the header keeps no record of its plaintext (resilience datashift, started by another tool): it may be partly encrypted and cannot be recovered"
+                    ))
+                    .into());
+                };
+                let bs = rampart_luks::IN_PLACE_SHIFT_BLOCK as usize;
+                let mut data = SecretBytes::zeroed(buf_len);
+                self.raw
+                    .read_at(data.expose_mut(), offset)
+                    .map_err(|e| self.data_io("cannot read the hotzone of", e))?;
+                let mut sum = [0u8; 64];
+                for (i, block) in data.expose_mut().chunks_mut(bs).enumerate() {
+                    let n = digest_into(HashAlg::Sha256, block, &mut sum)?;
+                    if sum[..n] == sums[i * 32..(i + 1) * 32] {
+                        let at = start + (i * bs) as u64;
+                        self.transform(block, at)
+                            .and_then(|()| self.raw.write_at(block, offset + (i * bs) as u64))
+                            .map_err(|e| self.data_io("cannot repair the hotzone of", e))?;
+                    }
+                }
+            }
             Resilience::Datashift { .. } => {
                 // The source is intact: the hotzone only overwrites data
                 // already moved.
@@ -495,6 +526,59 @@ impl Reencryption {
         }
         self.raw.flush().map_err(|e| self.data_io("cannot sync", e))?;
         self.checkpoint((start, len), false, None)
+    }
+
+    /// The record of an in-place shift's hotzone `(off, chunk)` (its
+    /// plaintext): a head naming the hotzone, then a sha256 hash per
+    /// 4096-byte block; `None` for a moved shift, or when the area (one
+    /// cryptsetup sized) cannot hold it.
+    fn shift_record(&self, chunk: &[u8], off: u64) -> Result<Option<Vec<u8>>, VolumeError> {
+        let bs = rampart_luks::IN_PLACE_SHIFT_BLOCK;
+        let len = chunk.len() as u64;
+        if !self.state.in_place_shift() || len % bs != 0 || bs % self.unit() != 0 {
+            return Ok(None);
+        }
+        let mut record = vec![0u8; 4096 + (len / bs) as usize * 32];
+        if record.len() as u64 > self.state.area_size {
+            return Ok(None);
+        }
+        record[..8].copy_from_slice(SHIFT_RECORD_MAGIC);
+        record[8..16].copy_from_slice(&off.to_be_bytes());
+        record[16..24].copy_from_slice(&len.to_be_bytes());
+        for (block, sum) in chunk.chunks(bs as usize).zip(record[4096..].chunks_mut(32)) {
+            digest_into(HashAlg::Sha256, block, sum)?;
+        }
+        Ok(Some(record))
+    }
+
+    /// The block hashes of the record for the hotzone `(start, len)`, if
+    /// the area holds one for exactly that hotzone.
+    fn read_shift_record(&self, start: u64, len: u64) -> Result<Option<Vec<u8>>, VolumeError> {
+        let bs = rampart_luks::IN_PLACE_SHIFT_BLOCK;
+        if len % bs != 0 || bs % self.unit() != 0 {
+            return Ok(None);
+        }
+        let size = 4096 + len / bs * 32;
+        if size > self.state.area_size {
+            return Ok(None);
+        }
+        let header = self.header.open(false)?;
+        let mut head = [0u8; 24];
+        header
+            .read_at(self.state.area_offset, &mut head)
+            .map_err(|e| self.data_io("cannot read the resilience area of", e))?;
+        if &head[..8] != SHIFT_RECORD_MAGIC
+            || head[8..16] != start.to_be_bytes()
+            || head[16..24] != len.to_be_bytes()
+        {
+            return Ok(None);
+        }
+        // size <= the area, itself inside the header.
+        let mut sums = vec![0u8; (size - 4096) as usize];
+        header
+            .read_at(self.state.area_offset + 4096, &mut sums)
+            .map_err(|e| self.data_io("cannot read the resilience area of", e))?;
+        Ok(Some(sums))
     }
 
     /// Repairs an interrupted hotzone, if the header records one, and
@@ -767,7 +851,8 @@ impl Reencryption {
                     .map_err(|e| self.data_io("cannot process the data of", e))?;
             }
             Resilience::Datashift { .. } => {
-                self.checkpoint(zone, true, None)?;
+                let record = self.shift_record(chunk, off)?;
+                self.checkpoint(zone, true, record.as_deref())?;
                 self.transform(chunk, off)
                     .map_err(|e| self.data_io("cannot process the data of", e))?;
             }

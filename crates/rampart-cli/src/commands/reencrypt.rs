@@ -214,13 +214,35 @@ fn start_encrypt(
         ))
         .into());
     }
+    let detached = paths.header.is_some();
     let shift = match (args.reduce_device_size, &paths.header) {
-        (Some(_), Some(_)) => {
-            return Err(UsageError(
-                "--reduce-device-size moves the data to make room for an attached header; with --header FILE the data stays where it is: give one of them"
-                    .into(),
-            )
-            .into())
+        // cryptsetup's `--reduce-device-size` with `--header`: the header
+        // file takes SIZE bytes (16 KiB metadata twice, the rest keyslots),
+        // the data stays in place and is encrypted backward in hotzones of
+        // SIZE bytes (resilience datashift, the shift SIZE).
+        (Some(reduce), Some(_)) => {
+            let unit = u64::from(sector_size).max(4096);
+            if reduce == 0 || reduce % unit != 0 {
+                return Err(UsageError(format!(
+                    "--reduce-device-size {reduce} with --header must be a non-zero multiple of {unit} bytes (4096 and the sector size)"
+                ))
+                .into());
+            }
+            let (low, high) = (1u64 << 20, (128u64 << 20) + (32 << 10));
+            if !(low..=high).contains(&reduce) {
+                return Err(UsageError(format!(
+                    "--reduce-device-size {reduce} with --header must be from 1 MiB to 128 MiB + 32 KiB (the header file: two 16 KiB metadata copies and a keyslots area of at most 128 MiB)"
+                ))
+                .into());
+            }
+            if device_len < reduce {
+                return Err(UsageError(format!(
+                    "{} has {device_len} bytes: encrypting it with --reduce-device-size {reduce} needs at least {reduce}",
+                    paths.data.display()
+                ))
+                .into());
+            }
+            Some(reduce)
         }
         (None, None) => {
             return Err(UsageError(
@@ -256,7 +278,7 @@ fn start_encrypt(
         }
         (None, Some(_)) => None,
     };
-    let data_len = device_len - shift.map_or(0, |s| s * 2);
+    let data_len = if detached { device_len } else { device_len - shift.map_or(0, |s| s * 2) };
     if data_len % u64::from(sector_size) != 0 {
         return Err(UsageError(format!(
             "the data ({data_len} bytes) is not a multiple of the {sector_size}-byte sector size"
@@ -266,7 +288,7 @@ fn start_encrypt(
     let resilience = if shift.is_some() {
         if args.resilience.as_deref().is_some_and(|r| r != "datashift") {
             return Err(UsageError(
-                "encryption with --reduce-device-size has resilience datashift (the moved data is its own backup), as in cryptsetup"
+                "encryption with --reduce-device-size has resilience datashift, as in cryptsetup"
                     .into(),
             )
             .into());
@@ -290,14 +312,14 @@ fn start_encrypt(
         pbkdf,
         label: None,
         subsystem: None,
-        metadata_size: None,
-        keyslots_size: None,
-        detached_header: shift.is_none(),
-        data_offset: Some(shift.unwrap_or(0)),
+        metadata_size: (detached && shift.is_some()).then_some(16 << 10),
+        keyslots_size: shift.filter(|_| detached).map(|s| s - (32 << 10)),
+        detached_header: detached,
+        data_offset: Some(if detached { 0 } else { shift.unwrap_or(0) }),
         uuid: None,
     };
     let plan = EncryptPlan { resilience, device_len, shift };
-    let (_, key) = match shift {
+    let (_, key) = match shift.filter(|_| !detached) {
         Some(shift) => {
             // The first `shift` bytes, which the header will overwrite, go
             // to the device's last ones first (cryptsetup's moved segment).

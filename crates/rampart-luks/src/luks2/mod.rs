@@ -1207,7 +1207,10 @@ pub struct EncryptPlan {
     /// header takes the first ones; the data offset equals it), backward,
     /// as cryptsetup's `--reduce-device-size` (twice the shift). The first
     /// `shift` bytes of data must already be copied to the last `shift`
-    /// bytes of the device.
+    /// bytes of the device. With a detached header (`--reduce-device-size`
+    /// with `--header`, the shift the whole reduction) the data stays
+    /// where it is, at offset 0, and is encrypted backward in hotzones of
+    /// the shift.
     pub shift: Option<u64>,
 }
 
@@ -1235,6 +1238,34 @@ impl Luks2 {
             };
             fin.flags = Some(vec!["backup-final".into()]);
             let (direction, resilience) = match plan.shift {
+                // A detached header with a data shift, as cryptsetup
+                // writes it for `--reduce-device-size` with `--header`:
+                // the data stays in place (no moved segment), encrypted
+                // backward in hotzones of the shift, the whole device one
+                // fixed-size plaintext segment.
+                Some(shift) if opts.detached_header => {
+                    let dev_size = plan.device_len.saturating_sub(data_offset);
+                    if shift == 0 || dev_size < shift {
+                        return Err(Error::invalid(format!(
+                            "a data shift of {shift} bytes with a detached header needs at least {shift} bytes of data"
+                        )));
+                    }
+                    meta.segments
+                        .insert(0, reencrypt::linear_segment(data_offset, Some(dev_size), None));
+                    meta.segments.insert(
+                        1,
+                        reencrypt::linear_segment(
+                            data_offset,
+                            Some(dev_size),
+                            Some(vec!["backup-previous".into()]),
+                        ),
+                    );
+                    meta.segments.insert(2, json::SegmentJson::Crypt(fin));
+                    (
+                        reencrypt::ReencryptDirection::Backward,
+                        reencrypt::Resilience::Datashift { kind: "datashift".into(), shift },
+                    )
+                }
                 Some(shift) => {
                     let dev_size = plan.device_len.saturating_sub(data_offset);
                     let data_size = dev_size.saturating_sub(shift);
@@ -1298,9 +1329,15 @@ impl Luks2 {
             let rks = keyslot::free_id(meta)
                 .ok_or_else(|| Error::NoSpace("all 32 LUKS2 keyslots are in use".into()))?;
             let mut area = keyslot::find_max_gap(meta, layout)?;
-            if matches!(resilience, reencrypt::Resilience::Datashift { .. }) {
+            match &resilience {
+                // In place, the area keeps Rampart's record of each
+                // hotzone's plaintext (see `in_place_shift_area`).
+                reencrypt::Resilience::Datashift { shift, .. } if opts.detached_header => {
+                    area.size = area.size.min(reencrypt::in_place_shift_area(*shift));
+                }
                 // cryptsetup's datashift area holds nothing: one block.
-                area.size = area.size.min(4096);
+                reencrypt::Resilience::Datashift { .. } => area.size = area.size.min(4096),
+                _ => {}
             }
             let raw = reencrypt::new_keyslot(
                 area.offset,

@@ -12,7 +12,9 @@
 //! use the same metadata; backward runs go from the end of the data, and
 //! an encryption with a data shift (cryptsetup's `--reduce-device-size`)
 //! moves each hotzone up by the shift, its first chunk read from the
-//! `backup-moved-segment` copy. `set_layout` builds each layout as
+//! `backup-moved-segment` copy; with a detached header the shift moves
+//! nothing (no moved segment) and the run is laid out as any backward one,
+//! in hotzones of the shift. `set_layout` builds each layout as
 //! cryptsetup 2.6 does for the mode and direction.
 //!
 //! Forward re-encryption of the whole data area goes through these states,
@@ -175,6 +177,13 @@ impl ReencryptState {
                         .into(),
                 ))
             }
+            // A detached header with a data shift: the data is encrypted
+            // where it is (cryptsetup's `--reduce-device-size --header`).
+            (ReencryptMode::Encrypt, ReencryptDirection::Backward)
+                if shifted && self.in_place_shift() =>
+            {
+                return Ok(());
+            }
             (ReencryptMode::Encrypt, ReencryptDirection::Backward) if shifted => {
                 if self.moved.is_none() || self.previous_size.is_none() {
                     return Err(Error::UnsupportedCipher(
@@ -198,6 +207,17 @@ impl ReencryptState {
             ));
         }
         Ok(())
+    }
+
+    /// An encryption with datashift resilience but no moved segment, the
+    /// old and new data at the same offset: cryptsetup's layout for
+    /// `--reduce-device-size` with a detached header. Hotzones are the
+    /// shift long, processed in place backward as any backward run.
+    #[must_use]
+    pub fn in_place_shift(&self) -> bool {
+        matches!(self.resilience, Resilience::Datashift { .. })
+            && self.moved.is_none()
+            && self.old.offset == self.new.offset
     }
 
     /// Whether a volume in this state can be served as it stands: a
@@ -231,7 +251,9 @@ impl ReencryptState {
         }
         let segs = self.layout.len();
         match (self.direction, &self.resilience) {
-            (ReencryptDirection::Backward, Resilience::Datashift { .. }) => {
+            (ReencryptDirection::Backward, Resilience::Datashift { .. })
+                if !self.in_place_shift() =>
+            {
                 let linear: u64 =
                     self.layout.iter().filter(|(l, _)| *l).map(|(_, s)| s.unwrap_or(0)).sum();
                 if linear == 0 {
@@ -263,6 +285,19 @@ impl ReencryptState {
     }
 }
 
+/// Checksum block of the record Rampart keeps for an in-place shift.
+pub const IN_PLACE_SHIFT_BLOCK: u64 = 4096;
+
+/// The resilience area Rampart gives an in-place shift it initialises:
+/// a 4096-byte record head and a sha256 hash of each 4096-byte block of a
+/// hotzone's plaintext, written before the hotzone is marked. cryptsetup's
+/// `datashift` area holds nothing (and cryptsetup ignores it); Rampart
+/// uses the record to repair a hotzone a crash interrupted.
+#[must_use]
+pub fn in_place_shift_area(shift: u64) -> u64 {
+    4096 + (shift / IN_PLACE_SHIFT_BLOCK * 32).div_ceil(4096) * 4096
+}
+
 /// The hotzone after `(offset, len)` in a run, as cryptsetup 2.6 moves
 /// (`reencrypt_context_update`); `None` when that one was the last.
 #[must_use]
@@ -273,7 +308,7 @@ pub fn following_hotzone(
     (offset, len): (u64, u64),
 ) -> Option<(u64, u64)> {
     match (state.direction, &state.resilience) {
-        (ReencryptDirection::Backward, Resilience::Datashift { .. }) => {
+        (ReencryptDirection::Backward, Resilience::Datashift { .. }) if !state.in_place_shift() => {
             if offset == 0 {
                 return None;
             }
@@ -737,8 +772,12 @@ pub(crate) fn set_layout(
         .collect();
 
     let mut list: Vec<(SegmentJson, Role)> = Vec::new();
+    // cryptsetup builds the moved-data layouts only when there is a moved
+    // segment; an in-place shift (detached header) is laid out as any
+    // backward run.
+    let moved = !st.in_place_shift();
     match (st.direction, &st.resilience, hot) {
-        (ReencryptDirection::Backward, Resilience::Datashift { .. }, true) => {
+        (ReencryptDirection::Backward, Resilience::Datashift { .. }, true) if moved => {
             let last_linear = regular
                 .iter()
                 .rposition(|s| s.kind() == "linear")
@@ -756,7 +795,7 @@ pub(crate) fn set_layout(
                 list.push((c.clone(), Role::New));
             }
         }
-        (ReencryptDirection::Backward, Resilience::Datashift { .. }, false) => {
+        (ReencryptDirection::Backward, Resilience::Datashift { .. }, false) if moved => {
             let r = regular
                 .iter()
                 .position(|s| has_flag(s, "in-reencryption"))
