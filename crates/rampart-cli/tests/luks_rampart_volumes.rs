@@ -47,6 +47,11 @@ fn check(case: &Case) {
     let out = ok("rampart format", rampart(&args));
     assert!(out.stderr.is_empty(), "format said: {}", text(&out.stderr));
     assert_eq!(std::fs::metadata(&volume).unwrap().len(), SIZE);
+    if case.detached_header {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&header).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "a new detached header holds keyslots: owner-only");
+    }
 
     // cryptsetup reads the header and shows what was asked for.
     let cs_dump = cryptsetup_dump(&header);

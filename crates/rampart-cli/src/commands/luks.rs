@@ -189,8 +189,7 @@ pub fn format(args: &FormatArgs) -> anyhow::Result<()> {
     create_if_missing(&paths.data, args.size)?;
     if let Some(header) = &paths.header {
         if !header.exists() {
-            File::create(header)
-                .with_context(|| format!("cannot create header file {}", header.display()))?;
+            create_header_file(header)?;
         }
     }
     // Binding at creation (`--key NAME`): LUKS2 only, and the bundle must
@@ -245,6 +244,18 @@ pub fn format(args: &FormatArgs) -> anyhow::Result<()> {
             .with_context(|| format!("cannot open {} for wiping", paths.data.display()))?;
         crate::commands::wipe::wipe_device(&paths, volume.device())?;
     }
+    Ok(())
+}
+
+/// Creates an empty detached header file, owner-only as cryptsetup
+/// creates one: its keyslots are key material.
+pub fn create_header_file(path: &Path) -> anyhow::Result<()> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("cannot create header file {}", path.display()))?;
     Ok(())
 }
 

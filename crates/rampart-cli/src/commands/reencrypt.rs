@@ -19,7 +19,9 @@ use crate::commands::copy::progress;
 use crate::commands::keysource::{
     bound_tokens, context, new_passphrase, BoundToken, KeySource, Kms,
 };
-use crate::commands::luks::{load_released, luks_error, paths, pbkdf_choice, relock, warn};
+use crate::commands::luks::{
+    create_header_file, load_released, luks_error, paths, pbkdf_choice, relock, warn,
+};
 use crate::passphrase::Source;
 use crate::UsageError;
 
@@ -345,9 +347,7 @@ fn start_encrypt(
                     .into());
                 }
             } else {
-                std::fs::File::create(header_path).with_context(|| {
-                    format!("cannot create header file {}", header_path.display())
-                })?;
+                create_header_file(header_path)?;
             }
             let header = paths.open_header(true)?;
             Luks::format_encrypt(&header, &opts, passphrase.expose(), &plan).map_err(luks_error)?
