@@ -7,97 +7,21 @@
 //! and which requests are chained.
 #![allow(clippy::unwrap_used)] // test helpers: a failed set-up step should panic
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::{fast, psql, Backend, PgCluster, TempDir};
 use rampart_kms::audit::{verify_export, ExportedEntry, VerifyReport};
-use rampart_kms::client::{AuditUntil, KmsClient, RetryPolicy};
+use rampart_kms::client::{AuditUntil, KmsClient};
 use rampart_kms::deployment::{self, files, read_unseal_key, InitOptions, InitSeal};
 use rampart_kms::keys::RootKey;
 use rampart_kms::model::{HeldKey, Labels};
 use rampart_kms::server::{AuditOptions, Server, ServerOptions, SinkOptions};
 use rampart_kms::store::Store;
 use rampart_kms::Bundle;
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let mut random = [0u8; 8];
-        rampart_crypto::fill_random(&mut random).unwrap();
-        let path =
-            std::env::temp_dir().join(format!("rampart-audit-{tag}-{}", hex::encode(random)));
-        std::fs::create_dir_all(&path).unwrap();
-        Self(path)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Backend {
-    Sqlite,
-    Postgres,
-}
-
-fn pg_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/pg-test-cluster")
-}
-
-struct PgCluster {
-    url: String,
-    owned: bool,
-}
-
-impl PgCluster {
-    fn get() -> Self {
-        if let Ok(url) = std::env::var("RAMPART_TEST_PG_URL") {
-            return Self { url, owned: false };
-        }
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "RAMPART_TEST_PG_URL is not set: under CI, scripts/test starts the PostgreSQL cluster"
-        );
-        let out = Command::new(pg_script()).stderr(Stdio::inherit()).output().unwrap();
-        assert!(out.status.success(), "scripts/pg-test-cluster failed");
-        Self { url: String::from_utf8(out.stdout).unwrap().trim().to_owned(), owned: true }
-    }
-
-    fn database(&self, tag: &str) -> String {
-        let mut random = [0u8; 6];
-        rampart_crypto::fill_random(&mut random).unwrap();
-        let name = format!("kms_audit_{tag}_{}", hex::encode(random));
-        psql(&self.url, &format!("CREATE DATABASE {name}")).unwrap();
-        let (base, _) = self.url.rsplit_once('/').unwrap();
-        format!("{base}/{name}")
-    }
-}
-
-impl Drop for PgCluster {
-    fn drop(&mut self) {
-        if self.owned {
-            let _ = Command::new(pg_script()).args(["stop", &self.url]).output();
-        }
-    }
-}
-
-fn psql(url: &str, sql: &str) -> Result<String, String> {
-    let out = Command::new("psql")
-        .args([url, "-qtA", "-v", "ON_ERROR_STOP=1", "-c", sql])
-        .output()
-        .map_err(|e| format!("psql: {e}"))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).into_owned())
-    }
-}
 
 struct Deployment {
     dir: TempDir,
@@ -115,10 +39,6 @@ impl Drop for Deployment {
             let _ = stop.send(());
         }
     }
-}
-
-fn fast() -> RetryPolicy {
-    RetryPolicy { rounds: 2, backoff: Duration::from_millis(10), ..RetryPolicy::default() }
 }
 
 /// Checkpoints only when a test asks ([`Server::checkpoint_audit`]).

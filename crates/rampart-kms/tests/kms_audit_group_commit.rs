@@ -7,65 +7,19 @@
 //! or, outside CI, is a throwaway one from scripts/pg-test-cluster.
 #![allow(clippy::unwrap_used)] // test helpers: a failed set-up step should panic
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+mod common;
+
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::{psql, PgCluster};
 use rampart_kms::client::{KmsClient, RetryPolicy};
 use rampart_kms::deployment::{self, files, InitOptions, InitSeal};
 use rampart_kms::model::Labels;
 use rampart_kms::server::{Server, ServerOptions};
 use rampart_kms::Bundle;
-
-fn pg_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/pg-test-cluster")
-}
-
-struct PgCluster {
-    url: String,
-    owned: bool,
-}
-
-impl PgCluster {
-    fn get() -> Self {
-        if let Ok(url) = std::env::var("RAMPART_TEST_PG_URL") {
-            return Self { url, owned: false };
-        }
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "RAMPART_TEST_PG_URL is not set: under CI, scripts/test starts the PostgreSQL cluster"
-        );
-        let out = Command::new(pg_script()).stderr(Stdio::inherit()).output().unwrap();
-        assert!(out.status.success(), "scripts/pg-test-cluster failed");
-        Self { url: String::from_utf8(out.stdout).unwrap().trim().to_owned(), owned: true }
-    }
-
-    fn database(&self, tag: &str) -> String {
-        let mut random = [0u8; 6];
-        rampart_crypto::fill_random(&mut random).unwrap();
-        let name = format!("kms_gc_{tag}_{}", hex::encode(random));
-        psql(&self.url, &format!("CREATE DATABASE {name}"));
-        let (base, _) = self.url.rsplit_once('/').unwrap();
-        format!("{base}/{name}")
-    }
-}
-
-impl Drop for PgCluster {
-    fn drop(&mut self) {
-        if self.owned {
-            let _ = Command::new(pg_script()).args(["stop", &self.url]).output();
-        }
-    }
-}
-
-fn psql(url: &str, sql: &str) -> String {
-    let out = Command::new("psql").args([url, "-qtA", "-v", "ON_ERROR_STOP=1", "-c", sql]).output();
-    let out = out.unwrap();
-    assert!(out.status.success(), "psql {sql}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
 
 struct Deployment {
     dir: PathBuf,
@@ -159,6 +113,7 @@ impl Deployment {
                  AND outcome = '{outcome}'"
             ),
         )
+        .unwrap()
         .parse()
         .unwrap()
     }
@@ -186,8 +141,8 @@ async fn concurrent_unwraps_get_one_chained_row_each() {
     assert_eq!(d.rows("key.unwrap", "ok"), tasks * per_task);
     // The chain holds every row in one order with no gap, and its head row
     // agrees.
-    let total: u64 = psql(&d.db, "SELECT count(*) FROM kms_audit").parse().unwrap();
-    assert_eq!(psql(&d.db, "SELECT seq FROM kms_audit_head"), total.to_string());
+    let total: u64 = psql(&d.db, "SELECT count(*) FROM kms_audit").unwrap().parse().unwrap();
+    assert_eq!(psql(&d.db, "SELECT seq FROM kms_audit_head").unwrap(), total.to_string());
     // (The verification is audited after it walked the chain.)
     let report = d.admin().audit_verify().await.unwrap();
     assert!(report.ok, "{report:?}");
@@ -205,7 +160,8 @@ async fn a_batch_that_cannot_commit_fails_every_request_in_it() {
         &d.db,
         "CREATE FUNCTION gc_test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
              BEGIN RAISE EXCEPTION 'audit rows refused by the test'; END $$",
-    );
+    )
+    .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let mut handles = Vec::new();
     for _ in 0..16 {
@@ -235,12 +191,13 @@ async fn a_batch_that_cannot_commit_fails_every_request_in_it() {
         &d.db,
         "CREATE TRIGGER gc_test_refuse BEFORE INSERT ON kms_audit
              FOR EACH STATEMENT EXECUTE FUNCTION gc_test_refuse()",
-    );
+    )
+    .unwrap();
     let refused_from = d.rows("key.unwrap", "ok");
     tokio::time::sleep(Duration::from_millis(500)).await;
     // While refused, no request is answered with success.
     let during = d.rows("key.unwrap", "ok");
-    psql(&d.db, "DROP TRIGGER gc_test_refuse ON kms_audit");
+    psql(&d.db, "DROP TRIGGER gc_test_refuse ON kms_audit").unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await;
     stop.store(true, Ordering::Relaxed);
     let (mut ok, mut failed) = (0, 0);

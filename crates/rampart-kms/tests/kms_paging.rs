@@ -12,15 +12,16 @@
 //!   audit's time, client, key, operation and outcome).
 #![allow(clippy::unwrap_used)] // test helpers: a failed set-up step should panic
 
+mod common;
+
 use std::collections::{BTreeSet, HashSet};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
+use common::{Backend, PgCluster, TempDir};
 use rampart_kms::client::{AuditQuery, ClientError, ClientQuery, KeyQuery, KmsClient, RetryPolicy};
 use rampart_kms::deployment::{self, files, InitOptions, InitSeal};
 use rampart_kms::model::{
@@ -29,84 +30,6 @@ use rampart_kms::model::{
 use rampart_kms::server::{Server, ServerOptions};
 use rampart_kms::store::{StateChange, Store};
 use rampart_kms::Bundle;
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let mut random = [0u8; 8];
-        rampart_crypto::fill_random(&mut random).unwrap();
-        let path =
-            std::env::temp_dir().join(format!("rampart-paging-{tag}-{}", hex::encode(random)));
-        std::fs::create_dir_all(&path).unwrap();
-        Self(path)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Backend {
-    Sqlite,
-    Postgres,
-}
-
-fn pg_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/pg-test-cluster")
-}
-
-/// `$RAMPART_TEST_PG_URL`, or (not under CI) a throwaway cluster.
-struct PgCluster {
-    url: String,
-    owned: bool,
-}
-
-impl PgCluster {
-    fn get() -> Self {
-        if let Ok(url) = std::env::var("RAMPART_TEST_PG_URL") {
-            return Self { url, owned: false };
-        }
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "RAMPART_TEST_PG_URL is not set: under CI, scripts/test starts the PostgreSQL cluster"
-        );
-        let out = Command::new(pg_script()).stderr(Stdio::inherit()).output().unwrap();
-        assert!(out.status.success(), "scripts/pg-test-cluster failed");
-        Self { url: String::from_utf8(out.stdout).unwrap().trim().to_owned(), owned: true }
-    }
-
-    fn database(&self, tag: &str) -> String {
-        let mut random = [0u8; 6];
-        rampart_crypto::fill_random(&mut random).unwrap();
-        let name = format!("kms_paging_{tag}_{}", hex::encode(random));
-        let out = Command::new("psql")
-            .args([
-                &self.url,
-                "-qtA",
-                "-v",
-                "ON_ERROR_STOP=1",
-                "-c",
-                &format!("CREATE DATABASE {name}"),
-            ])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let (base, _) = self.url.rsplit_once('/').unwrap();
-        format!("{base}/{name}")
-    }
-}
-
-impl Drop for PgCluster {
-    fn drop(&mut self) {
-        if self.owned {
-            let _ = Command::new(pg_script()).args(["stop", &self.url]).output();
-        }
-    }
-}
 
 /// Deletes rows behind the server's back, as another server of the
 /// deployment (or a later delete operation) would.

@@ -6,13 +6,15 @@
 //! Under CI a missing `$RAMPART_TEST_PG_URL` fails the PostgreSQL tests.
 #![allow(clippy::unwrap_used)] // test helpers: a failed set-up step should panic
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+mod common;
+
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::{fast, psql, Backend, PgCluster, TempDir};
 use rampart_crypto::SecretBytes;
-use rampart_kms::client::{ClientError, KmsClient, RetryPolicy};
+use rampart_kms::client::{ClientError, KmsClient};
 use rampart_kms::deployment::{self, files, read_unseal_key, InitOptions, InitSeal};
 use rampart_kms::keys::RootKey;
 use rampart_kms::model::{now_ms, ClientInfo, Labels};
@@ -21,87 +23,6 @@ use rampart_kms::server::{Limits, Server, ServerOptions};
 use rampart_kms::shamir::Share;
 use rampart_kms::store::{meta, Store};
 use rampart_kms::Bundle;
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let mut random = [0u8; 8];
-        rampart_crypto::fill_random(&mut random).unwrap();
-        let path = std::env::temp_dir().join(format!("rampart-kms-{tag}-{}", hex::encode(random)));
-        std::fs::create_dir_all(&path).unwrap();
-        Self(path)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Backend {
-    Sqlite,
-    Postgres,
-}
-
-fn pg_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/pg-test-cluster")
-}
-
-/// A PostgreSQL cluster: `$RAMPART_TEST_PG_URL`, or (not under CI) a
-/// throwaway one stopped on drop.
-struct PgCluster {
-    url: String,
-    owned: bool,
-}
-
-impl PgCluster {
-    fn get() -> Self {
-        if let Ok(url) = std::env::var("RAMPART_TEST_PG_URL") {
-            return Self { url, owned: false };
-        }
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "RAMPART_TEST_PG_URL is not set: under CI, scripts/test starts the PostgreSQL cluster"
-        );
-        let out = Command::new(pg_script()).stderr(Stdio::inherit()).output().unwrap();
-        assert!(out.status.success(), "scripts/pg-test-cluster failed");
-        Self { url: String::from_utf8(out.stdout).unwrap().trim().to_owned(), owned: true }
-    }
-
-    /// A fresh database; returns its URL.
-    fn database(&self, tag: &str) -> String {
-        let mut random = [0u8; 6];
-        rampart_crypto::fill_random(&mut random).unwrap();
-        let name = format!("kms_srv_{tag}_{}", hex::encode(random));
-        psql(&self.url, &format!("CREATE DATABASE {name}")).unwrap();
-        let (base, _) = self.url.rsplit_once('/').unwrap();
-        format!("{base}/{name}")
-    }
-}
-
-impl Drop for PgCluster {
-    fn drop(&mut self) {
-        if self.owned {
-            let _ = Command::new(pg_script()).args(["stop", &self.url]).output();
-        }
-    }
-}
-
-/// Runs SQL with psql; the unaligned output, or the error.
-fn psql(url: &str, sql: &str) -> Result<String, String> {
-    let out = Command::new("psql")
-        .args([url, "-qtA", "-v", "ON_ERROR_STOP=1", "-c", sql])
-        .output()
-        .map_err(|e| format!("psql: {e}"))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).into_owned())
-    }
-}
 
 struct Deployment {
     dir: TempDir,
@@ -123,10 +44,6 @@ impl Drop for Deployment {
             let _ = stop.send(());
         }
     }
-}
-
-fn fast() -> RetryPolicy {
-    RetryPolicy { rounds: 2, backoff: Duration::from_millis(10), ..RetryPolicy::default() }
 }
 
 impl Deployment {
@@ -1089,4 +1006,48 @@ async fn a_version_1_store_is_migrated(backend: Backend) {
     assert!(clients.iter().all(|c| c.revoked.is_none()));
     let revoked = store.revoke_client("host".into(), "migrated".into(), now_ms()).await.unwrap();
     assert_eq!(revoked.revoked.unwrap().reason, "migrated");
+}
+
+/// Servers sharing a PostgreSQL store announce themselves in it, so each
+/// can list its peers (the console's Health page reads this list).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_sharing_a_store_list_each_other_on_postgres() {
+    let d = Deployment::on(Backend::Postgres, "peers", None).await;
+    let store = rampart_kms::store::open(d.pg.as_deref(), &d.data_dir()).await.unwrap();
+    let second = Server::new(&ServerOptions::new(d.data_dir()), store).await.unwrap();
+    let listener = rampart_kms::server::bind("127.0.0.1:0").await.unwrap();
+    let second_address = listener.local_addr().unwrap().to_string();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(async move {
+        second
+            .run(listener, async {
+                let _ = stopped.await;
+            })
+            .await
+    });
+    let mut servers = Vec::new();
+    for _ in 0..100 {
+        servers = d.store.servers_seen(0).await.unwrap();
+        if servers.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut addresses: Vec<&str> = servers.iter().map(|s| s.address.as_str()).collect();
+    addresses.sort_unstable();
+    let mut expected = vec![d.endpoint.as_str(), second_address.as_str()];
+    expected.sort_unstable();
+    assert_eq!(addresses, expected, "{servers:?}");
+    assert_ne!(servers[0].id, servers[1].id);
+    for server in &servers {
+        assert_eq!(server.version, env!("CARGO_PKG_VERSION"));
+        assert!(server.seen_ms >= server.started_ms, "{server:?}");
+    }
+    // A server that stopped is no longer heard from; its row stays until
+    // it is a day old, and the Health page shows only recent ones.
+    stop.send(()).unwrap();
+    running.await.unwrap().unwrap();
+    let now = rampart_kms::model::now_ms();
+    let recent = d.store.servers_seen(now + 1).await.unwrap();
+    assert!(recent.is_empty(), "{recent:?}");
 }

@@ -65,6 +65,11 @@ const AUDIT_BATCH: usize = 512;
 /// How often the revoked certificates and client labels are reloaded
 /// from the store (changes made on this server apply at once).
 pub const CLIENT_REFRESH: Duration = Duration::from_secs(5);
+/// How often a serving server announces itself in the store; peers not
+/// heard from for three periods are shown as gone.
+pub const PRESENCE_INTERVAL: Duration = Duration::from_secs(10);
+/// Announcements older than this are deleted.
+const PRESENCE_FORGET_MS: i64 = 24 * 3600 * 1000;
 
 /// Fingerprints of revoked client certificates.
 pub(crate) type RevokedSet = Arc<RwLock<HashSet<String>>>;
@@ -294,6 +299,8 @@ pub(crate) struct State {
     sink_reopen: Option<Arc<AtomicBool>>,
     /// The web console's login codes and sessions.
     console: console::Console,
+    /// This server's id in the store's list of servers.
+    server_id: String,
 }
 
 impl std::fmt::Debug for State {
@@ -640,6 +647,11 @@ impl Server {
             checkpoint_wake: Arc::clone(&checkpoint_wake),
             sink_reopen,
             console: console::Console::default(),
+            server_id: {
+                let mut id = [0u8; 8];
+                rampart_crypto::fill_random(&mut id)?;
+                hex::encode(id)
+            },
         });
         tokio::spawn(audit_writer(
             Arc::clone(&state.store),
@@ -727,11 +739,40 @@ impl Server {
         shutdown: impl std::future::Future<Output = ()>,
     ) -> Result<()> {
         let acceptor = self.tls.clone();
+        let address = listener.local_addr().map_or_else(|_| "?".into(), |a| a.to_string());
+        let presence = tokio::spawn(announce(Arc::downgrade(&self.state), address));
         accept_loop(&self.state, listener, shutdown, move |state, tcp, peer| {
             serve_connection(state, acceptor.clone(), tcp, peer)
         })
         .await;
+        presence.abort();
         Ok(())
+    }
+}
+
+/// Announces this server in the store every [`PRESENCE_INTERVAL`] while
+/// it serves, so that the servers sharing a store can list each other.
+async fn announce(state: std::sync::Weak<State>, address: String) {
+    // The kernel's name for this host (the REST address may be 0.0.0.0).
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_default();
+    let mut ticks = tokio::time::interval(PRESENCE_INTERVAL);
+    loop {
+        ticks.tick().await;
+        let Some(state) = state.upgrade() else { break };
+        let now = now_ms();
+        let me = crate::store::ServerPresence {
+            id: state.server_id.clone(),
+            host: host.clone(),
+            address: address.clone(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            started_ms: state.console.started_ms(),
+            seen_ms: now,
+        };
+        if let Err(error) = state.store.server_checkin(me, now - PRESENCE_FORGET_MS).await {
+            tracing::warn!("cannot announce this server in the store: {error}");
+        }
     }
 }
 

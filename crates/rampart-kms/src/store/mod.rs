@@ -133,6 +133,22 @@ CREATE INDEX IF NOT EXISTS kms_key_versions_state_c
 CREATE INDEX IF NOT EXISTS kms_clients_name_c ON kms_clients (name COLLATE \"C\");
 CREATE INDEX IF NOT EXISTS kms_clients_admin_c ON kms_clients (admin, name COLLATE \"C\");",
     },
+    // Servers sharing a store announce themselves, so that each can show
+    // its peers (the console's Health page). Written to run again
+    // harmlessly.
+    Migration {
+        to: 7,
+        sql: "CREATE TABLE IF NOT EXISTS kms_servers (
+    id TEXT PRIMARY KEY,
+    host TEXT NOT NULL,
+    address TEXT NOT NULL,
+    version TEXT NOT NULL,
+    started_ms BIGINT NOT NULL,
+    seen_ms BIGINT NOT NULL
+);",
+        sqlite_only: "",
+        postgres_only: "",
+    },
 ];
 
 /// The version of the `SCHEMA` text each store creates a new database with.
@@ -163,6 +179,19 @@ pub mod meta {
 
 /// A boxed future of a store operation.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
+
+/// A server of the deployment as it last announced itself in the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerPresence {
+    /// Random, chosen at each start.
+    pub id: String,
+    pub host: String,
+    /// The REST listener's address.
+    pub address: String,
+    pub version: String,
+    pub started_ms: i64,
+    pub seen_ms: i64,
+}
 
 /// A key's policy and one version with its sealed material: what a data
 /// operation needs, read in one query.
@@ -507,6 +536,14 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 
     /// The anchor left by the last prune, if any.
     fn audit_anchor(&self) -> StoreFuture<'_, Option<Mark>>;
+
+    /// Records that `server` is up at `server.seen_ms`, and forgets
+    /// servers not seen since `forget_before_ms`.
+    fn server_checkin(&self, server: ServerPresence, forget_before_ms: i64) -> StoreFuture<'_, ()>;
+
+    /// The servers seen at or after `since_ms`, oldest start first (a
+    /// deployment has a handful).
+    fn servers_seen(&self, since_ms: i64) -> StoreFuture<'_, Vec<ServerPresence>>;
 
     /// The newest checkpoint, if any.
     fn last_audit_checkpoint(&self) -> StoreFuture<'_, Option<Mark>>;

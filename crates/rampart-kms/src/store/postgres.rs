@@ -22,8 +22,8 @@ use tokio_postgres::{Client, NoTls, Row, Statement};
 use super::{
     attach_versions, decode_labels, decode_policy, encode_labels, encode_policy, meta,
     migrations_after, name_range, to_u32, to_u64, version_info, AuditFilter, ClientFilter,
-    KeyFilter, KmipAttributeRow, KmipObject, KmipUse, MaterialRow, StateChange, Store, StoreFuture,
-    BASE_SCHEMA_VERSION, SCHEMA_VERSION,
+    KeyFilter, KmipAttributeRow, KmipObject, KmipUse, MaterialRow, ServerPresence, StateChange,
+    Store, StoreFuture, BASE_SCHEMA_VERSION, SCHEMA_VERSION,
 };
 use crate::audit::{seal_entry, ChainPage, ExportedEntry, Mark, GENESIS};
 use crate::error::{KmsError, Result};
@@ -1044,6 +1044,58 @@ impl Store for PostgresStore {
                 )
                 .await?;
             row.as_ref().map(mark_from_row).transpose()
+        })
+    }
+
+    fn server_checkin(&self, server: ServerPresence, forget_before_ms: i64) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let client = lease.client()?;
+            client
+                .execute(
+                    "INSERT INTO kms_servers (id, host, address, version, started_ms, seen_ms)
+                     VALUES ($1, $2, $3, $4, $5, $6)
+                     ON CONFLICT (id) DO UPDATE SET seen_ms = excluded.seen_ms",
+                    &[
+                        &server.id,
+                        &server.host,
+                        &server.address,
+                        &server.version,
+                        &server.started_ms,
+                        &server.seen_ms,
+                    ],
+                )
+                .await?;
+            client
+                .execute("DELETE FROM kms_servers WHERE seen_ms < $1", &[&forget_before_ms])
+                .await?;
+            Ok(())
+        })
+    }
+
+    fn servers_seen(&self, since_ms: i64) -> StoreFuture<'_, Vec<ServerPresence>> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let rows = lease
+                .client()?
+                .query(
+                    "SELECT id, host, address, version, started_ms, seen_ms FROM kms_servers
+                     WHERE seen_ms >= $1 ORDER BY started_ms, id LIMIT 1000",
+                    &[&since_ms],
+                )
+                .await?;
+            rows.iter()
+                .map(|r| {
+                    Ok(ServerPresence {
+                        id: r.try_get(0)?,
+                        host: r.try_get(1)?,
+                        address: r.try_get(2)?,
+                        version: r.try_get(3)?,
+                        started_ms: r.try_get(4)?,
+                        seen_ms: r.try_get(5)?,
+                    })
+                })
+                .collect()
         })
     }
 

@@ -14,8 +14,8 @@ use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBeha
 use super::{
     attach_versions, decode_labels, decode_policy, encode_labels, encode_policy, meta,
     migrations_after, name_range, to_u32, to_u64, version_info, AuditFilter, ClientFilter,
-    KeyFilter, KmipAttributeRow, KmipObject, KmipUse, MaterialRow, StateChange, Store, StoreFuture,
-    BASE_SCHEMA_VERSION, SCHEMA_VERSION,
+    KeyFilter, KmipAttributeRow, KmipObject, KmipUse, MaterialRow, ServerPresence, StateChange,
+    Store, StoreFuture, BASE_SCHEMA_VERSION, SCHEMA_VERSION,
 };
 use crate::audit::{seal_entry, ChainPage, ExportedEntry, Mark, GENESIS};
 use crate::error::{KmsError, Result};
@@ -897,6 +897,46 @@ impl Store for SqliteStore {
                 conn,
                 "SELECT seq, hash, time_ms, mac FROM kms_audit_checkpoints ORDER BY seq DESC LIMIT 1",
             )
+        })
+    }
+
+    fn server_checkin(&self, server: ServerPresence, forget_before_ms: i64) -> StoreFuture<'_, ()> {
+        self.write(move |conn| {
+            conn.execute(
+                "INSERT INTO kms_servers (id, host, address, version, started_ms, seen_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (id) DO UPDATE SET seen_ms = excluded.seen_ms",
+                params![
+                    server.id,
+                    server.host,
+                    server.address,
+                    server.version,
+                    server.started_ms,
+                    server.seen_ms
+                ],
+            )?;
+            conn.execute("DELETE FROM kms_servers WHERE seen_ms < ?1", [forget_before_ms])?;
+            Ok(())
+        })
+    }
+
+    fn servers_seen(&self, since_ms: i64) -> StoreFuture<'_, Vec<ServerPresence>> {
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT id, host, address, version, started_ms, seen_ms FROM kms_servers
+                 WHERE seen_ms >= ?1 ORDER BY started_ms, id LIMIT 1000",
+            )?;
+            let rows = stmt.query_map([since_ms], |r| {
+                Ok(ServerPresence {
+                    id: r.get(0)?,
+                    host: r.get(1)?,
+                    address: r.get(2)?,
+                    version: r.get(3)?,
+                    started_ms: r.get(4)?,
+                    seen_ms: r.get(5)?,
+                })
+            })?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
         })
     }
 

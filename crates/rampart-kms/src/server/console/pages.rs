@@ -12,7 +12,7 @@ use crate::error::{KmsError, Result};
 use crate::model::{check_name, now_ms, AuditEntry, ClientInfo, KeyInfo, KeyState, Labels};
 use crate::server::api::{self, ClientChange};
 use crate::server::audit_log::{self, WalkFrom};
-use crate::server::State;
+use crate::server::{State, PRESENCE_INTERVAL};
 use crate::store::ClientFilter;
 
 /// Items per list page.
@@ -938,6 +938,8 @@ async fn health_page(state: &State, auth: &Auth) -> Result<Out> {
             }
         }
     }
+    let window = 3 * i64::try_from(PRESENCE_INTERVAL.as_millis()).unwrap_or(i64::MAX / 4);
+    let servers = state.store.servers_seen(now - window).await?;
     Ok(page(auth, "Health", "Health", |h| {
         h.raw("<dl>");
         h.el("dt", "Seal state")
@@ -949,12 +951,6 @@ async fn health_page(state: &State, auth: &Auth) -> Result<Out> {
             .text(&format!("(scheme: {})", seal["scheme"].as_str().unwrap_or("?")))
             .raw("</dd>");
         h.el("dt", "Store").el("dd", state.store.kind());
-        if state.store.kind() == "postgresql" {
-            h.el("dt", "High-availability peers").el(
-                "dd",
-                "not listed: servers sharing the PostgreSQL database do not register with each other; each reports its own health",
-            );
-        }
         h.el("dt", "Server version").el("dd", env!("CARGO_PKG_VERSION"));
         h.el("dt", "Started").el(
             "dd",
@@ -971,6 +967,31 @@ async fn health_page(state: &State, auth: &Auth) -> Result<Out> {
         if ca_expiry.is_some_and(|ms| ms - now < EXPIRY_WARNING_DAYS * DAY_MS) {
             h.raw("<p class=\"warning\" role=\"alert\">The deployment CA certificate expires within 30 days.</p>");
         }
+        h.raw("<h2>Servers of this deployment</h2>");
+        h.raw("<table><caption>Servers sharing this store, heard from in the last ")
+            .text(&format!("{} s", 3 * PRESENCE_INTERVAL.as_secs()))
+            .raw("</caption><thead><tr><th scope=\"col\">Host</th><th scope=\"col\">REST address</th>")
+            .raw("<th scope=\"col\">Version</th><th scope=\"col\">Started</th><th scope=\"col\">Last heard from</th></tr></thead><tbody>");
+        for server in &servers {
+            let this = server.id == state.server_id;
+            h.raw("<tr>");
+            h.td(&if this {
+                format!("{} (this server)", server.host)
+            } else {
+                server.host.clone()
+            });
+            h.td(&server.address);
+            h.td(&server.version);
+            h.td(&time(server.started_ms));
+            h.td(&time(server.seen_ms));
+            h.raw("</tr>");
+        }
+        if servers.is_empty() {
+            h.raw("<tr><td colspan=\"5\">None yet (servers announce themselves every ")
+                .text(&format!("{} s", PRESENCE_INTERVAL.as_secs()))
+                .raw(").</td></tr>");
+        }
+        h.raw("</tbody></table>");
         h.raw("<h2>Requests since this server started</h2>");
         h.raw("<table><caption>By operation (REST, KMIP and console)</caption><thead><tr><th scope=\"col\">Operation</th><th scope=\"col\">Requests</th>")
             .raw("<th scope=\"col\">Rate (requests/s)</th><th scope=\"col\">Not ok</th><th scope=\"col\">Mean latency (ms)</th><th scope=\"col\">95 % under (ms)</th></tr></thead><tbody>");
