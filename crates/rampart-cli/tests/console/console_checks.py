@@ -190,6 +190,7 @@ def browser():
         page.get_by_role("link", name="Health", exact=True).click()
         expect(page.locator("dd").first).to_contain_text("unsealed")
         expect(page.get_by_text("sqlite", exact=True)).to_be_visible()
+        expect(page.locator("dl")).to_contain_text("This server's certificate expires")
         expect(page.locator("table", has_text="By operation")).to_contain_text("key.unwrap")
         # The server announces itself in the store at start.
         expect(page.locator("table", has_text="Servers sharing this store")).to_contain_text("(this server)")

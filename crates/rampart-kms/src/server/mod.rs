@@ -301,6 +301,8 @@ pub(crate) struct State {
     console: console::Console,
     /// This server's id in the store's list of servers.
     server_id: String,
+    /// This server's certificate (PEM) as read at start.
+    server_cert_pem: String,
 }
 
 impl std::fmt::Debug for State {
@@ -647,6 +649,7 @@ impl Server {
             checkpoint_wake: Arc::clone(&checkpoint_wake),
             sink_reopen,
             console: console::Console::default(),
+            server_cert_pem: std::fs::read_to_string(&cert).unwrap_or_default(),
             server_id: {
                 let mut id = [0u8; 8];
                 rampart_crypto::fill_random(&mut id)?;

@@ -938,6 +938,7 @@ async fn health_page(state: &State, auth: &Auth) -> Result<Out> {
             }
         }
     }
+    let server_expiry = not_after_ms(&state.server_cert_pem);
     let window = 3 * i64::try_from(PRESENCE_INTERVAL.as_millis()).unwrap_or(i64::MAX / 4);
     let servers = state.store.servers_seen(now - window).await?;
     Ok(page(auth, "Health", "Health", |h| {
@@ -963,9 +964,14 @@ async fn health_page(state: &State, auth: &Auth) -> Result<Out> {
         h.el("dt", "Refused TLS handshakes").el("dd", &format!("{tls_refused} since start"));
         h.el("dt", "Deployment CA expires")
             .el("dd", &ca_expiry.map_or_else(|| "unknown".into(), |ms| expiry_text(ms, now)));
+        h.el("dt", "This server's certificate expires")
+            .el("dd", &server_expiry.map_or_else(|| "unknown".into(), |ms| expiry_text(ms, now)));
         h.raw("</dl>");
         if ca_expiry.is_some_and(|ms| ms - now < EXPIRY_WARNING_DAYS * DAY_MS) {
             h.raw("<p class=\"warning\" role=\"alert\">The deployment CA certificate expires within 30 days.</p>");
+        }
+        if server_expiry.is_some_and(|ms| ms - now < EXPIRY_WARNING_DAYS * DAY_MS) {
+            h.raw("<p class=\"warning\" role=\"alert\">This server's certificate expires within 30 days.</p>");
         }
         h.raw("<h2>Servers of this deployment</h2>");
         h.raw("<table><caption>Servers sharing this store, heard from in the last ")
