@@ -359,8 +359,9 @@ fn cleanse<T: Copy>(value: &mut T) {
     unsafe { sys::OPENSSL_cleanse((value as *mut T).cast::<c_void>(), std::mem::size_of::<T>()) }
 }
 
-/// Constant-time equality of two byte strings of equal length.
-pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+/// Constant-time equality of two byte strings (a length difference is
+/// not secret).
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }

@@ -26,7 +26,7 @@ mod xts_simd;
 pub use cbc::{Cbc, CbcIv};
 pub use ctr::Ctr;
 pub use error::CryptoError;
-pub use ffi::{disable_core_dumps, is_dumpable, lock_all_memory, try_lock_byte};
+pub use ffi::{constant_time_eq, disable_core_dumps, is_dumpable, lock_all_memory, try_lock_byte};
 pub use gcm::{Gcm, GCM_NONCE_LEN, GCM_TAG_LEN};
 pub use hash::{digest, digest_into, hkdf, hmac, HashAlg};
 pub use kdf::{argon2, argon2_with_secret, pbkdf2, Argon2Params, Argon2Variant};

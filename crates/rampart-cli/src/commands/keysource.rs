@@ -180,6 +180,45 @@ impl<'a> KeySource<'a> {
         header: &dyn MetadataIo,
         what: &Path,
     ) -> anyhow::Result<(usize, SecretBytes)> {
+        self.unlock_with(
+            luks,
+            what,
+            |source, tokens| source.try_tokens(luks, header, what, tokens),
+            |passphrase, slot| luks.unlock(header, passphrase, slot),
+        )
+    }
+
+    /// Recovers both volume keys of a volume in the middle of a
+    /// reencryption: through its tokens first (each key from a token of its
+    /// own keyslots, as a rebind leaves one binding of each key), then a
+    /// passphrase that opens a keyslot of each key.
+    pub fn unlock_reencrypting(
+        &mut self,
+        luks: &Luks,
+        header: &dyn MetadataIo,
+        what: &Path,
+    ) -> anyhow::Result<(SecretBytes, SecretBytes)> {
+        self.unlock_with(
+            luks,
+            what,
+            |source, tokens| source.try_tokens_reencrypting(luks, header, tokens),
+            |passphrase, slot| luks.reencrypt_unlock(header, passphrase, slot),
+        )
+    }
+
+    /// Tokens first when a bundle is given (or only tokens with
+    /// `--token-only`), then the passphrase: the order every command that
+    /// opens a volume follows, whatever it recovers.
+    fn unlock_with<T>(
+        &mut self,
+        luks: &Luks,
+        what: &Path,
+        by_tokens: impl FnOnce(
+            &mut Self,
+            &[(usize, Result<BoundToken, String>)],
+        ) -> anyhow::Result<anyhow::Result<T>>,
+        by_passphrase: impl FnOnce(&[u8], Option<usize>) -> Result<T, rampart_luks::Error>,
+    ) -> anyhow::Result<T> {
         self.unlocked_by = None;
         let tokens = bound_tokens(luks);
         // Without a client bundle, tokens are skipped silently (unless
@@ -188,7 +227,7 @@ impl<'a> KeySource<'a> {
         let use_tokens = (have_bundle || self.token_only)
             && (self.token_only || self.key_file.is_none() || self.tokens_with_key_file);
         if use_tokens && !tokens.is_empty() {
-            match self.try_tokens(luks, header, what, &tokens)? {
+            match by_tokens(self, &tokens)? {
                 Ok(found) => return Ok(found),
                 Err(failure) if self.token_only => {
                     return Err(failure.context(format!("no token unlocked {}", what.display())))
@@ -211,49 +250,7 @@ impl<'a> KeySource<'a> {
             self.passphrase = Some(Source::new(self.key_file, self.prompt, false).read()?);
         }
         let passphrase = self.passphrase.as_ref().map_or(&[][..], SecretBytes::expose);
-        luks.unlock(header, passphrase, self.key_slot).map_err(luks_error)
-    }
-
-    /// Recovers both volume keys of a volume in the middle of a
-    /// reencryption: through its tokens first (each key from a token of its
-    /// own keyslots, as a rebind leaves one binding of each key), then a
-    /// passphrase that opens a keyslot of each key.
-    pub fn unlock_reencrypting(
-        &mut self,
-        luks: &Luks,
-        header: &dyn MetadataIo,
-        what: &Path,
-    ) -> anyhow::Result<(SecretBytes, SecretBytes)> {
-        self.unlocked_by = None;
-        let tokens = bound_tokens(luks);
-        let have_bundle = kms::bundle_path(self.client).is_some();
-        let use_tokens = (have_bundle || self.token_only)
-            && (self.token_only || self.key_file.is_none() || self.tokens_with_key_file);
-        if use_tokens && !tokens.is_empty() {
-            match self.try_tokens_reencrypting(luks, header, &tokens)? {
-                Ok(keys) => return Ok(keys),
-                Err(failure) if self.token_only => {
-                    return Err(failure.context(format!("no token unlocked {}", what.display())))
-                }
-                Err(failure) => {
-                    eprintln!(
-                        "rampart: warning: no token unlocked {}: {failure:#}; trying a passphrase",
-                        what.display()
-                    );
-                }
-            }
-        } else if self.token_only {
-            return Err(UsageError(format!(
-                "{} has no {TOKEN_TYPE} token (see rampart bind)",
-                what.display()
-            ))
-            .into());
-        }
-        if self.passphrase.is_none() {
-            self.passphrase = Some(Source::new(self.key_file, self.prompt, false).read()?);
-        }
-        let passphrase = self.passphrase.as_ref().map_or(&[][..], SecretBytes::expose);
-        luks.reencrypt_unlock(header, passphrase, self.key_slot).map_err(luks_error)
+        by_passphrase(passphrase, self.key_slot).map_err(luks_error)
     }
 
     /// Unwraps every usable token and opens both keys with the secrets;

@@ -117,8 +117,7 @@ pub(crate) fn decode_cursor(
     let position = &body[2..];
     let want = tag(root, kind, binding, position);
     // Constant time: the tag is a MAC.
-    let diff = want.iter().zip(given).fold(0u8, |acc, (a, b)| acc | (a ^ b));
-    if diff != 0 {
+    if !rampart_crypto::constant_time_eq(&want, given) {
         return Err(KmsError::invalid(format!(
             "cursor does not authenticate: it was altered, issued by another deployment, \
              or given with other filters than the {} page it came from",

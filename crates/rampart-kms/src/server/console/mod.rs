@@ -127,7 +127,7 @@ fn random_hex(bytes: usize) -> Result<String> {
 
 /// Constant-time equality of two strings (CSRF tokens).
 fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    rampart_crypto::constant_time_eq(a.as_bytes(), b.as_bytes())
 }
 
 /// `HOST[:PORT]` as a browser may send it, or none.
