@@ -832,48 +832,10 @@ impl Luks2 {
         passphrase: &[u8],
         slot: Option<usize>,
     ) -> Result<(SecretBytes, SecretBytes)> {
-        let state = self
-            .reencrypt_state()?
-            .ok_or_else(|| Error::invalid("the volume is not being re-encrypted"))?;
-        let open_side = |slots: &[usize]| -> Result<SecretBytes> {
-            let candidates: Vec<usize> = match slot {
-                Some(s) if slots.contains(&s) => vec![s],
-                _ => slots.to_vec(),
-            };
-            let mut first_error = None;
-            for id in candidates {
-                let Some(Keyslot::Luks2(ks)) = self.meta.keyslots.get(&id) else {
-                    continue;
-                };
-                let Some((digest_id, digest)) = self.meta.digest_of_keyslot(id) else {
-                    continue;
-                };
-                match keyslot::open(io, id, ks, passphrase) {
-                    Ok(key) => {
-                        if digest::verify(digest, digest_id, key.expose())? {
-                            return Ok(key);
-                        }
-                    }
-                    Err(e @ Error::Io(_)) => return Err(e),
-                    Err(e) => {
-                        first_error.get_or_insert(e);
-                    }
-                }
-            }
-            Err(first_error.unwrap_or(Error::NoKey))
-        };
-        // A plaintext side (encryption, decryption) has no key.
-        let old = if state.old.cipher.is_some() {
-            open_side(&state.old_keyslots)?
-        } else {
-            SecretBytes::new(Vec::new())
-        };
-        let new = if state.new.cipher.is_some() {
-            open_side(&state.new_keyslots)?
-        } else {
-            SecretBytes::new(Vec::new())
-        };
-        Ok((old, new))
+        self.reencrypt_open(io, |slots| match slot {
+            Some(s) if slots.contains(&s) => vec![(s, passphrase)],
+            _ => slots.iter().map(|&id| (id, passphrase)).collect(),
+        })
     }
 
     /// Recovers both volume keys of a reencryption from secrets of given
@@ -885,19 +847,32 @@ impl Luks2 {
         io: &dyn MetadataIo,
         candidates: &[(usize, &[u8])],
     ) -> Result<(SecretBytes, SecretBytes)> {
+        self.reencrypt_open(io, |slots| {
+            candidates.iter().filter(|(id, _)| slots.contains(id)).copied().collect()
+        })
+    }
+
+    /// Opens each side's key from the first of `candidates(side's keyslots)`
+    /// (keyslot, secret) that opens and matches its digest; a plaintext side
+    /// (encryption, decryption) has no key and gets an empty one.
+    fn reencrypt_open<'s>(
+        &self,
+        io: &dyn MetadataIo,
+        candidates: impl Fn(&[usize]) -> Vec<(usize, &'s [u8])>,
+    ) -> Result<(SecretBytes, SecretBytes)> {
         let state = self
             .reencrypt_state()?
             .ok_or_else(|| Error::invalid("the volume is not being re-encrypted"))?;
         let open_side = |slots: &[usize]| -> Result<SecretBytes> {
             let mut first_error = None;
-            for (id, secret) in candidates.iter().filter(|(id, _)| slots.contains(id)) {
-                let Some(Keyslot::Luks2(ks)) = self.meta.keyslots.get(id) else {
+            for (id, secret) in candidates(slots) {
+                let Some(Keyslot::Luks2(ks)) = self.meta.keyslots.get(&id) else {
                     continue;
                 };
-                let Some((digest_id, digest)) = self.meta.digest_of_keyslot(*id) else {
+                let Some((digest_id, digest)) = self.meta.digest_of_keyslot(id) else {
                     continue;
                 };
-                match keyslot::open(io, *id, ks, secret) {
+                match keyslot::open(io, id, ks, secret) {
                     Ok(key) => {
                         if digest::verify(digest, digest_id, key.expose())? {
                             return Ok(key);
