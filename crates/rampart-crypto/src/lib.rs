@@ -2,9 +2,10 @@
 //!
 //! A small, typed API over AWS-LC and Rampart's own AES-XTS engine. This
 //! crate is the only one in the workspace that contains `unsafe`, and all
-//! of it lives in [`ffi`] (AWS-LC) and `xts_simd` (the XTS engine on
-//! VAES/AES-NI intrinsics): every other module is safe Rust built on those
-//! or on `aws-lc-rs`.
+//! of it lives in [`ffi`] (AWS-LC), `xts_simd` (the XTS engine on
+//! VAES/AES-NI intrinsics) and `mapped` (a volume's page cache lent in place
+//! to the cipher): every other module is safe Rust built on those or on
+//! `aws-lc-rs`.
 //!
 //! Secrets are held in [`SecretBytes`], which zeroizes on drop, never prints
 //! its contents and compares in constant time.
@@ -18,6 +19,7 @@ mod gcm;
 mod hash;
 mod kdf;
 mod keywrap;
+mod mapped;
 mod rng;
 mod secret;
 mod xts;
@@ -31,6 +33,7 @@ pub use gcm::{Gcm, GCM_NONCE_LEN, GCM_TAG_LEN};
 pub use hash::{digest, digest_into, hkdf, hmac, HashAlg};
 pub use kdf::{argon2, argon2_with_secret, pbkdf2, Argon2Params, Argon2Variant};
 pub use keywrap::{kw_unwrap, kw_wrap, kwp_unwrap, kwp_wrap};
+pub use mapped::MappedFile;
 pub use rng::{fill_random, random_secret};
 pub use secret::SecretBytes;
 pub use xts::{xts_instruction_ceiling, Xts, XtsPath};

@@ -101,6 +101,33 @@ impl SectorCipher {
         }
     }
 
+    /// [`SectorCipher::decrypt`] from `src` into `dst` (the same length),
+    /// reading each byte of `src` once: XTS in one pass; CBC copies, then
+    /// decrypts in place.
+    pub fn decrypt_to(
+        &mut self,
+        src: &[u8],
+        dst: &mut [u8],
+        sector_size: usize,
+        first: u64,
+        step: u64,
+    ) -> Result<(), CryptoError> {
+        match &mut self.engine {
+            Engine::Xts(xts) => xts.decrypt_sectors_to(src, dst, sector_size, first, step),
+            Engine::Cbc(cbc) => {
+                if src.len() != dst.len() {
+                    return Err(CryptoError::InvalidLength {
+                        what: "output buffer",
+                        len: dst.len(),
+                        requirement: "the length of the input",
+                    });
+                }
+                dst.copy_from_slice(src);
+                cbc.decrypt_sectors(dst, sector_size, first, step)
+            }
+        }
+    }
+
     #[must_use]
     pub fn implementation(&self) -> &'static str {
         match &self.engine {

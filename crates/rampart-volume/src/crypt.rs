@@ -239,8 +239,15 @@ impl<D: BlockDevice> CryptDevice<D> {
     /// its cache: the ciphertext crosses memory once, as an unencrypted
     /// server's read does, instead of once more for an in-place pass over
     /// a buffer larger than the caches.
+    ///
+    /// Where the device underneath lends its stored bytes in place (a
+    /// mapped page cache), they are decrypted straight into `buf`: the
+    /// ciphertext is read once, by the cipher, and never copied.
     fn read_sectors(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         let run = |chunk: &mut [u8], at: u64| {
+            if self.decrypt_lent(chunk, at)? {
+                return Ok(());
+            }
             self.inner.read_at(chunk, self.layout.offset + at)?;
             self.transform_here(chunk, at, false)
         };
@@ -251,6 +258,25 @@ impl<D: BlockDevice> CryptDevice<D> {
                 .enumerate()
                 .try_for_each(|(i, chunk)| run(chunk, offset + (i * piece) as u64)),
         }
+    }
+
+    /// Decrypts the ciphertext of `out`'s sectors at plaintext offset `at`
+    /// from the stored bytes the device underneath lends, if it does;
+    /// false when it did not (then `out` holds nothing of use).
+    fn decrypt_lent(&self, out: &mut [u8], at: u64) -> io::Result<bool> {
+        let sector = self.sector();
+        let (first, step) = self.tweaks(at);
+        self.with_cipher(|cipher| {
+            let mut decrypted = Ok(());
+            let lent = self.inner.lend_stored(self.layout.offset + at, out.len(), &mut |stored| {
+                decrypted = cipher.decrypt_to(stored, out, sector, first, step);
+            });
+            if lent {
+                decrypted.map(|()| true)
+            } else {
+                Ok(false)
+            }
+        })
     }
 
     /// Encrypts whole sectors out of place into a per-thread buffer and

@@ -3,6 +3,7 @@ use std::io::{self, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
+use rampart_crypto::MappedFile;
 use rustix::fs::FallocateFlags;
 
 use crate::{check_range, BlockDevice};
@@ -13,6 +14,9 @@ pub struct FileDevice {
     file: File,
     len: u64,
     read_only: bool,
+    /// The page cache mapped for reading in place, where the file can be
+    /// mapped; reads fall back to `pread` without it.
+    mapping: Option<MappedFile>,
 }
 
 impl FileDevice {
@@ -33,7 +37,8 @@ impl FileDevice {
 
     pub fn from_file(mut file: File, read_only: bool) -> io::Result<Self> {
         let len = file.seek(SeekFrom::End(0))?;
-        Ok(Self { file, len, read_only })
+        let mapping = MappedFile::map(&file, len).ok();
+        Ok(Self { file, len, read_only, mapping })
     }
 
     #[must_use]
@@ -57,6 +62,10 @@ impl BlockDevice for FileDevice {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         check_range(offset, buf.len() as u64, self.len)?;
         self.file.read_exact_at(buf, offset)
+    }
+
+    fn lend_stored(&self, offset: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
+        self.mapping.as_ref().is_some_and(|mapping| mapping.lend(offset, len, f).is_some())
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {

@@ -64,6 +64,16 @@ pub trait BlockDevice: Send + Sync {
         self.write_at(buf, offset)
     }
 
+    /// Lends the `len` stored bytes at `offset` to `f` where they lie (a
+    /// mapping of the page cache), sparing the copy into a buffer that
+    /// [`BlockDevice::read_at`] makes. Returns false when the device cannot
+    /// lend them, or could not reliably (a read error or a truncation while
+    /// `f` ran): whatever `f` produced must then be discarded and the bytes
+    /// read with `read_at`, which reports any error.
+    fn lend_stored(&self, _offset: u64, _len: usize, _f: &mut dyn FnMut(&[u8])) -> bool {
+        false
+    }
+
     /// Makes every completed write durable.
     fn flush(&self) -> io::Result<()>;
 
@@ -97,6 +107,10 @@ impl<D: BlockDevice + ?Sized> BlockDevice for std::sync::Arc<D> {
 
     fn write_at_mut(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         (**self).write_at_mut(buf, offset)
+    }
+
+    fn lend_stored(&self, offset: u64, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
+        (**self).lend_stored(offset, len, f)
     }
 
     fn flush(&self) -> io::Result<()> {
