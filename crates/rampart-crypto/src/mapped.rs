@@ -12,8 +12,9 @@
 //! the previous disposition (a crash, as without this module).
 //!
 //! Every thread that might have read a replaced page learns of it through
-//! a process-wide generation counter (a seqlock): a read that saw the
-//! counter move, or started while a page was replaced, is not trusted.
+//! the mapping's generation counter (a seqlock): a read that saw the
+//! counter move, or started while a page of the mapping was replaced, is
+//! not trusted.
 #![allow(unsafe_code)]
 
 use std::cell::Cell;
@@ -24,20 +25,26 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{compiler_fence, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
-/// Pages currently replaced by zeros after a fault, over all mappings.
-static POISONED: AtomicUsize = AtomicUsize::new(0);
-/// Moves whenever a page is replaced or restored.
-static GENERATION: AtomicU64 = AtomicU64::new(0);
 /// What SIGBUS did before this module's handler was installed.
 static PREVIOUS: OnceLock<libc::sigaction> = OnceLock::new();
 
 thread_local! {
-    /// The address range this thread is reading through a mapping, if any.
-    /// Const-initialised and without a destructor, so the signal handler
-    /// can read it without running any initialisation.
-    static GUARDED: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+    /// The address range this thread is reading through a mapping, if any,
+    /// and the address of that mapping's [`Faults`]. Const-initialised and
+    /// without a destructor, so the signal handler can read it without
+    /// running any initialisation.
+    static GUARDED: Cell<(usize, usize, usize)> = const { Cell::new((0, 0, 0)) };
     /// Pages this thread's handler replaced during the current read.
     static REPLACED: Cell<usize> = const { Cell::new(0) };
+}
+
+/// What the signal handler records about a mapping's faults.
+#[derive(Debug, Default)]
+struct Faults {
+    /// Pages currently replaced by zeros after a fault.
+    poisoned: AtomicUsize,
+    /// Moves whenever a page is replaced or restored.
+    generation: AtomicU64,
 }
 
 /// A shared, read-only mapping of the first `len` bytes of a file (or
@@ -52,6 +59,7 @@ pub struct MappedFile {
     lent: AtomicU64,
     /// Lent bytes after which the mapping's pages are dropped (see `lend`).
     window: u64,
+    faults: Faults,
 }
 
 impl MappedFile {
@@ -79,7 +87,14 @@ impl MappedFile {
         if base == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        Ok(Self { base: base as usize, len, file, lent: AtomicU64::new(0), window: window() })
+        Ok(Self {
+            base: base as usize,
+            len,
+            file,
+            lent: AtomicU64::new(0),
+            window: window(),
+            faults: Faults::default(),
+        })
     }
 
     #[must_use]
@@ -109,13 +124,13 @@ impl MappedFile {
         if end > self.len || len == 0 {
             return None;
         }
-        if POISONED.load(Ordering::SeqCst) > 0 {
+        if self.faults.poisoned.load(Ordering::SeqCst) > 0 || !self.in_page_cache(start, end) {
             return None;
         }
         self.bound_resident(len);
-        let generation = GENERATION.load(Ordering::SeqCst);
+        let generation = self.faults.generation.load(Ordering::SeqCst);
         let address = self.base + start;
-        let guard = Guard::enter(address, address + len);
+        let guard = Guard::enter(address, address + len, &self.faults);
         compiler_fence(Ordering::SeqCst);
         // SAFETY: [address, address + len) lies inside the mapping, which
         // lives as long as `self` and is readable (PROT_READ). A load that
@@ -129,17 +144,49 @@ impl MappedFile {
         let replaced = guard.leave();
         if replaced > 0 {
             // Put the file's pages back; until that works, every read of
-            // every mapping goes to pread (POISONED stays above zero).
+            // this mapping goes to pread (`poisoned` stays above zero).
             if self.restore(start, end).is_ok() {
-                POISONED.fetch_sub(replaced, Ordering::SeqCst);
+                self.faults.poisoned.fetch_sub(replaced, Ordering::SeqCst);
             }
-            GENERATION.fetch_add(1, Ordering::SeqCst);
+            self.faults.generation.fetch_add(1, Ordering::SeqCst);
             return None;
         }
-        if GENERATION.load(Ordering::SeqCst) != generation {
+        if self.faults.generation.load(Ordering::SeqCst) != generation {
             return None;
         }
         Some(out)
+    }
+
+    /// Whether every page of `[start, end)` is in the page cache. Data that
+    /// is not should be read with `pread`: a fault on a mapping reads it
+    /// synchronously, a little at a time, where `pread` starts the kernel's
+    /// readahead (measured: a cold 1 GiB volume took 9.6 s through the
+    /// mapping and under 1 s through `pread`). A page evicted between this
+    /// check and the read is still read correctly, only slowly.
+    fn in_page_cache(&self, start: usize, end: usize) -> bool {
+        const BATCH: usize = 256;
+        let page = page_size();
+        let mut first = start / page * page;
+        let last = end.div_ceil(page) * page;
+        let mut resident = [0u8; BATCH];
+        while first < last {
+            let pages = ((last - first) / page).min(BATCH);
+            // SAFETY: the range lies inside the mapping (page-aligned start,
+            // whole pages up to its rounded-up end) and `resident` holds one
+            // byte per page.
+            let ok = unsafe {
+                libc::mincore(
+                    (self.base + first) as *mut c_void,
+                    pages * page,
+                    resident.as_mut_ptr(),
+                )
+            };
+            if ok != 0 || resident[..pages].iter().any(|&r| r & 1 == 0) {
+                return false;
+            }
+            first += pages * page;
+        }
+        true
     }
 
     /// Maps the file's pages over `[start, end)` again.
@@ -199,9 +246,9 @@ impl Drop for MappedFile {
 struct Guard;
 
 impl Guard {
-    fn enter(start: usize, end: usize) -> Self {
+    fn enter(start: usize, end: usize, faults: &Faults) -> Self {
         REPLACED.with(|r| r.set(0));
-        GUARDED.with(|g| g.set((start, end)));
+        GUARDED.with(|g| g.set((start, end, std::ptr::from_ref(faults) as usize)));
         Guard
     }
 
@@ -214,7 +261,7 @@ impl Guard {
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        GUARDED.with(|g| g.set((0, 0)));
+        GUARDED.with(|g| g.set((0, 0, 0)));
     }
 }
 
@@ -246,10 +293,13 @@ fn install_handler() -> io::Result<()> {
 extern "C" fn on_sigbus(_signal: libc::c_int, info: *mut libc::siginfo_t, _context: *mut c_void) {
     // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
     let address = unsafe { (*info).si_addr() } as usize;
-    let (start, end) = GUARDED.try_with(Cell::get).unwrap_or((0, 0));
-    if address >= start && address < end {
-        GENERATION.fetch_add(1, Ordering::SeqCst);
-        POISONED.fetch_add(1, Ordering::SeqCst);
+    let (start, end, faults) = GUARDED.try_with(Cell::get).unwrap_or((0, 0, 0));
+    if address >= start && address < end && faults != 0 {
+        // SAFETY: set by `lend` from `&self.faults` for as long as this
+        // thread reads the guarded range; the mapping outlives the read.
+        let faults = unsafe { &*(faults as *const Faults) };
+        faults.generation.fetch_add(1, Ordering::SeqCst);
+        faults.poisoned.fetch_add(1, Ordering::SeqCst);
         let page = address & !(page_size_in_handler() - 1);
         // SAFETY: replaces one page of a mapping this thread is reading
         // through `lend` (the guarded range) with private zeros, readable
@@ -318,7 +368,7 @@ mod tests {
         let path = std::env::temp_dir().join(format!(
             "rampart-mapped-{}-{}",
             std::process::id(),
-            GENERATION.load(Ordering::SeqCst) ^ bytes.len() as u64 ^ rand_tag()
+            bytes.len() as u64 ^ rand_tag()
         ));
         let mut file = std::fs::OpenOptions::new()
             .read(true)
@@ -359,24 +409,75 @@ mod tests {
         std::fs::remove_file(path).unwrap();
     }
 
-    /// A truncated file makes the mapped pages past its end raise SIGBUS:
-    /// the read is refused, the process lives, and once the file has its
-    /// size back the mapping lends its bytes again.
+    /// A truncated file makes the mapped pages past its end raise SIGBUS
+    /// (here it is cut while the lent function runs, after the residency
+    /// check): the read is refused, the process lives, and once the file
+    /// has its size back the mapping lends its bytes again.
     #[test]
     fn a_truncation_under_a_read_is_refused_not_fatal() {
         let data = vec![0x5au8; 64 * 1024];
         let (path, file) = temp_file(&data);
         let map = MappedFile::map(&file, data.len() as u64).unwrap();
         assert!(map.lend(0, data.len(), |b| b.iter().all(|&x| x == 0x5a)).unwrap());
-        file.set_len(4096).unwrap();
         let mut seen = Vec::new();
-        assert!(map.lend(0, data.len(), |b| seen.extend_from_slice(b)).is_none());
+        let lent = map.lend(0, data.len(), |b| {
+            file.set_len(4096).unwrap();
+            seen.extend_from_slice(b);
+        });
+        assert!(lent.is_none());
         assert_eq!(seen.len(), data.len(), "the lent function ran to its end");
-        assert_eq!(POISONED.load(Ordering::SeqCst), 0, "the file's pages were mapped back");
+        assert_eq!(&seen[..4096], &data[..4096]);
+        assert!(seen[4096..].iter().all(|&b| b == 0), "lost pages read as zeros");
+        assert_eq!(map.faults.poisoned.load(Ordering::SeqCst), 0, "the pages were mapped back");
+        // Past the end, the kernel either has no page (refused before
+        // reading), raises SIGBUS (refused), or still maps the zeroed tail
+        // of a large folio that straddled the old end (lent, zeros).
+        if let Some(tail) = map.lend(0, data.len(), |b| b[4096..].to_vec()) {
+            assert!(tail.iter().all(|&b| b == 0));
+        }
         file.set_len(data.len() as u64).unwrap();
-        let again = map.lend(0, data.len(), <[u8]>::to_vec).unwrap();
-        assert_eq!(&again[..4096], &data[..4096]);
-        assert!(again[4096..].iter().all(|&b| b == 0), "the regrown tail reads as the file: zeros");
+        use std::os::unix::fs::FileExt;
+        file.write_all_at(&data[4096..], 4096).unwrap();
+        assert_eq!(map.lend(0, data.len(), <[u8]>::to_vec).unwrap(), data);
+        std::fs::remove_file(path).unwrap();
+    }
+
+    /// Readers on several threads while another cuts and regrows the file:
+    /// no crash, and every read that is trusted saw the file's bytes.
+    #[test]
+    fn concurrent_readers_survive_truncations() {
+        use std::os::unix::fs::FileExt;
+        let data = vec![0xc3u8; 256 * 1024];
+        let (path, file) = temp_file(&data);
+        let map = MappedFile::map(&file, data.len() as u64).unwrap();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            for _ in 0..3 {
+                scope.spawn(|| {
+                    let mut trusted = 0u32;
+                    while !stop.load(Ordering::Relaxed) {
+                        // The first 8 KiB are never cut; the rest is the
+                        // data or, while regrown, a hole (zeros).
+                        let check = |b: &[u8]| {
+                            b[..8192].iter().all(|&x| x == 0xc3)
+                                && b[8192..].iter().all(|&x| x == 0xc3 || x == 0)
+                        };
+                        if let Some(ok) = map.lend(0, data.len(), check) {
+                            assert!(ok, "a trusted read saw bytes the file never held");
+                            trusted += 1;
+                        }
+                    }
+                    trusted
+                });
+            }
+            for _ in 0..200 {
+                file.set_len(8192).unwrap();
+                file.set_len(data.len() as u64).unwrap();
+                file.write_all_at(&data[8192..], 8192).unwrap();
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+        assert_eq!(map.faults.poisoned.load(Ordering::SeqCst), 0);
         std::fs::remove_file(path).unwrap();
     }
 }
