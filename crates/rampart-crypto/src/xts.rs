@@ -400,8 +400,18 @@ enum Buffers<'a> {
 /// `seconds`: the instruction ceiling that `rampart bench --ceiling`
 /// reports. `None` on CPUs without VAES/AVX-512.
 #[must_use]
-pub fn xts_instruction_ceiling(key_bits: usize, seconds: f64) -> Option<f64> {
+pub fn xts_instruction_ceiling(key_bits: usize, seconds: f64) -> Option<CeilingRate> {
     simd::register_ceiling(if key_bits == 128 { 10 } else { 14 }, seconds)
+}
+
+/// What [`xts_instruction_ceiling`] measured, in bytes per second.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CeilingRate {
+    /// Per second of wall-clock time.
+    pub wall: f64,
+    /// Per CPU-second of the measuring thread; `None` if the kernel
+    /// refused `CLOCK_THREAD_CPUTIME_ID`.
+    pub cpu: Option<f64>,
 }
 
 fn check_unit(len: usize) -> Result<()> {
