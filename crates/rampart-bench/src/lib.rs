@@ -9,8 +9,8 @@
 use std::time::{Duration, Instant};
 
 use rampart_crypto::{
-    argon2, cpu, fill_random, pbkdf2, xts_instruction_ceiling, Argon2Params, Argon2Variant, Cbc,
-    CbcIv, CryptoError, Gcm, HashAlg, Xts, XtsPath, AES_BLOCK, GCM_NONCE_LEN,
+    argon2, cpu, fill_random, pbkdf2, thread_cpu_time, xts_instruction_ceiling, Argon2Params,
+    Argon2Variant, Cbc, CbcIv, CryptoError, Gcm, HashAlg, Xts, XtsPath, AES_BLOCK, GCM_NONCE_LEN,
 };
 use serde::Serialize;
 
@@ -84,6 +84,10 @@ pub struct Settings {
     pub xts_path: Option<XtsPath>,
     /// Also measure the AES instruction ceiling (register-only VAES loop).
     pub ceiling: bool,
+    /// Also report throughput per CPU-second of the measuring threads
+    /// (`CLOCK_THREAD_CPUTIME_ID`), which other processes' load hardly
+    /// moves.
+    pub cpu_time: bool,
 }
 
 impl Settings {
@@ -130,6 +134,7 @@ impl Settings {
             rng: true,
             xts_path: None,
             ceiling: false,
+            cpu_time: false,
         })
     }
 }
@@ -196,6 +201,12 @@ pub struct CipherRow {
     pub encrypt_mib_s: f64,
     #[serde(serialize_with = "one_decimal")]
     pub decrypt_mib_s: f64,
+    /// With `--cpu-time`: MiB per CPU-second of the worker threads (summed
+    /// over threads, like the wall-clock figure).
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "one_decimal_opt")]
+    pub encrypt_mib_per_cpu_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "one_decimal_opt")]
+    pub decrypt_mib_per_cpu_s: Option<f64>,
     pub implementation: &'static str,
 }
 
@@ -228,10 +239,26 @@ pub struct CeilingRow {
     pub aes128_mib_s: f64,
     #[serde(serialize_with = "one_decimal")]
     pub aes256_mib_s: f64,
+    /// With `--cpu-time`: the same per CPU-second of the measuring thread.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "one_decimal_opt")]
+    pub aes128_mib_per_cpu_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "one_decimal_opt")]
+    pub aes256_mib_per_cpu_s: Option<f64>,
 }
 
 fn one_decimal<S: serde::Serializer>(value: &f64, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.serialize_f64((value * 10.0).round() / 10.0)
+}
+
+#[allow(clippy::ref_option)] // serde's `serialize_with` passes `&Option<T>`
+fn one_decimal_opt<S: serde::Serializer>(
+    value: &Option<f64>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match value {
+        Some(value) => one_decimal(value, serializer),
+        None => serializer.serialize_none(),
+    }
 }
 
 /// Runs the benchmark. `progress` is told what is being measured next.
@@ -263,10 +290,17 @@ pub fn run(settings: &Settings, progress: &mut dyn FnMut(&str)) -> Result<Report
     let ceiling = if settings.ceiling {
         progress("vaes ceiling");
         let seconds = settings.duration.as_secs_f64();
-        let mib = |bits| xts_instruction_ceiling(bits, seconds).map(|b| b / f64::from(1 << 20));
+        let mib = |bits| xts_instruction_ceiling(bits, seconds);
         match (mib(128), mib(256)) {
-            (Some(aes128_mib_s), Some(aes256_mib_s)) => {
-                Some(CeilingRow { aes128_mib_s, aes256_mib_s })
+            (Some(aes128), Some(aes256)) => {
+                let mib = |bytes: f64| bytes / f64::from(1 << 20);
+                let per_cpu = |rate: Option<f64>| rate.filter(|_| settings.cpu_time).map(mib);
+                Some(CeilingRow {
+                    aes128_mib_s: mib(aes128.wall),
+                    aes256_mib_s: mib(aes256.wall),
+                    aes128_mib_per_cpu_s: per_cpu(aes128.cpu),
+                    aes256_mib_per_cpu_s: per_cpu(aes256.cpu),
+                })
             }
             _ => {
                 return Err(BenchError::Settings(
@@ -450,8 +484,8 @@ fn measure_cipher(
 ) -> Result<CipherRow, BenchError> {
     let template = Worker::new(family, key_bits, settings.xts_path)?;
     let implementation = template.implementation();
-    let encrypt_mib_s = throughput(settings, family, key_bits, true)?;
-    let decrypt_mib_s = throughput(settings, family, key_bits, false)?;
+    let (encrypt_mib_s, encrypt_cpu) = throughput(settings, family, key_bits, true)?;
+    let (decrypt_mib_s, decrypt_cpu) = throughput(settings, family, key_bits, false)?;
     Ok(CipherRow {
         cipher: family.name(),
         mode: if family == CipherFamily::AesGcm { "aead" } else { "plain64" },
@@ -461,22 +495,35 @@ fn measure_cipher(
         threads: settings.threads,
         encrypt_mib_s,
         decrypt_mib_s,
+        encrypt_mib_per_cpu_s: settings.cpu_time.then_some(encrypt_cpu),
+        decrypt_mib_per_cpu_s: settings.cpu_time.then_some(decrypt_cpu),
         implementation,
     })
 }
 
-/// Runs `threads` workers for the configured time and returns MiB/s summed
+/// What one worker did: bytes, wall time, CPU time of its thread.
+type Work = (u64, Duration, Duration);
+
+/// The calling thread's CPU time; an error if the kernel refuses the clock.
+fn cpu_clock() -> Result<Duration, BenchError> {
+    thread_cpu_time().ok_or_else(|| {
+        BenchError::Settings("the kernel refuses CLOCK_THREAD_CPUTIME_ID".to_owned())
+    })
+}
+
+/// Runs `threads` workers for the configured time and returns MiB/s, per
+/// wall-clock second and per CPU-second of each worker's thread, summed
 /// over all of them.
 fn throughput(
     settings: &Settings,
     family: CipherFamily,
     key_bits: usize,
     encrypt: bool,
-) -> Result<f64, BenchError> {
-    let results: Vec<Result<(u64, Duration), BenchError>> = std::thread::scope(|scope| {
+) -> Result<(f64, f64), BenchError> {
+    let results: Vec<Result<Work, BenchError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..settings.threads)
             .map(|_| {
-                scope.spawn(move || -> Result<(u64, Duration), BenchError> {
+                scope.spawn(move || -> Result<Work, BenchError> {
                     let mut worker = Worker::new(family, key_bits, settings.xts_path)?;
                     let mut buffer = vec![0u8; settings.block_bytes];
                     fill_random(&mut buffer)?;
@@ -488,21 +535,30 @@ fn throughput(
                     let reseal = !encrypt && family == CipherFamily::AesGcm;
                     let sector = settings.sector_bytes;
                     let start = Instant::now();
+                    let cpu_start = cpu_clock()?;
                     let mut excluded = Duration::ZERO;
+                    let mut cpu_excluded = Duration::ZERO;
                     let mut bytes: u64 = 0;
                     loop {
                         for _ in 0..16 {
                             if reseal {
                                 let sealing = Instant::now();
+                                let cpu_sealing = cpu_clock()?;
                                 worker.process(&mut buffer, sector, call, true, &mut tag)?;
                                 excluded += sealing.elapsed();
+                                cpu_excluded += cpu_clock()?.saturating_sub(cpu_sealing);
                             }
                             worker.process(&mut buffer, sector, call, encrypt, &mut tag)?;
                             call += 1;
                             bytes += settings.block_bytes as u64;
                         }
                         if start.elapsed() >= settings.duration {
-                            return Ok((bytes, start.elapsed().saturating_sub(excluded)));
+                            let cpu = cpu_clock()?.saturating_sub(cpu_start);
+                            return Ok((
+                                bytes,
+                                start.elapsed().saturating_sub(excluded),
+                                cpu.saturating_sub(cpu_excluded),
+                            ));
                         }
                     }
                 })
@@ -515,12 +571,13 @@ fn throughput(
             })
             .collect()
     });
-    let mut total = 0.0;
+    let (mut wall, mut cpu) = (0.0, 0.0);
     for result in results {
-        let (bytes, elapsed) = result?;
-        total += bytes as f64 / elapsed.as_secs_f64().max(1e-9);
+        let (bytes, elapsed, cpu_elapsed) = result?;
+        wall += bytes as f64 / elapsed.as_secs_f64().max(1e-9);
+        cpu += bytes as f64 / cpu_elapsed.as_secs_f64().max(1e-9);
     }
-    Ok(total / (1024.0 * 1024.0))
+    Ok((wall / (1024.0 * 1024.0), cpu / (1024.0 * 1024.0)))
 }
 
 fn measure_rng(settings: &Settings) -> Result<RngRow, BenchError> {
@@ -591,5 +648,25 @@ mod tests {
             assert_eq!(row.threads, 2);
         }
         assert!(report.rng.unwrap().mib_s > 0.0);
+    }
+
+    #[test]
+    fn cpu_time_figures_only_when_asked_and_never_below_wall_clock() {
+        let mut settings = Settings::new(vec![CipherFamily::AesXts], 4096, None, 1, 0.05).unwrap();
+        settings.kdf = false;
+        settings.rng = false;
+        let plain = run(&settings, &mut |_| {}).unwrap();
+        assert!(plain.ciphers.iter().all(|r| r.encrypt_mib_per_cpu_s.is_none()));
+        let json = serde_json::to_string(&plain).unwrap();
+        assert!(!json.contains("per_cpu_s"), "{json}");
+        settings.cpu_time = true;
+        let report = run(&settings, &mut |_| {}).unwrap();
+        for row in &report.ciphers {
+            let (enc, dec) =
+                (row.encrypt_mib_per_cpu_s.unwrap(), row.decrypt_mib_per_cpu_s.unwrap());
+            // A thread cannot run longer than the wall clock it ran within
+            // (1% slack for the two clocks' granularity).
+            assert!(enc >= row.encrypt_mib_s * 0.99 && dec >= row.decrypt_mib_s * 0.99, "{row:?}");
+        }
     }
 }

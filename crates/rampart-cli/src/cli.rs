@@ -844,6 +844,11 @@ pub struct BenchArgs {
     /// no memory traffic (needs VAES and AVX-512).
     #[arg(long)]
     pub ceiling: bool,
+    /// Also report MiB per CPU-second of the measuring threads
+    /// (CLOCK_THREAD_CPUTIME_ID): nearly independent of other processes'
+    /// load, unlike the wall-clock figures.
+    #[arg(long)]
+    pub cpu_time: bool,
 }
 
 #[derive(Debug, clap::Args)]

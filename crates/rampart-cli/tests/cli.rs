@@ -93,6 +93,36 @@ fn bench_json_reports_every_row_with_documented_fields() {
 }
 
 #[test]
+fn bench_cpu_time_adds_per_cpu_second_figures() {
+    let run = |extra: &[&str]| {
+        let mut args = vec!["bench", "--cipher", "aes-xts", "--seconds", "0.05"];
+        args.extend_from_slice(extra);
+        let output = rampart(&args);
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let report: serde_json::Value = serde_json::from_str(&run(&["--cpu-time", "--json"])).unwrap();
+    let rows = report["ciphers"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for row in rows {
+        for (wall, cpu) in
+            [("encrypt_mib_s", "encrypt_mib_per_cpu_s"), ("decrypt_mib_s", "decrypt_mib_per_cpu_s")]
+        {
+            let (wall, cpu) = (row[wall].as_f64().unwrap(), row[cpu].as_f64().unwrap());
+            // The thread ran at most as long as the wall clock it ran in.
+            assert!(cpu > 0.0 && cpu >= wall * 0.99, "{row}");
+        }
+    }
+    let plain: serde_json::Value = serde_json::from_str(&run(&["--json"])).unwrap();
+    assert!(plain["ciphers"][0].get("encrypt_mib_per_cpu_s").is_none(), "{plain}");
+
+    let table = run(&["--cpu-time"]);
+    assert!(table.contains("|    Enc per CPU-s |    Dec per CPU-s | Implementation"), "{table}");
+    let row = table.lines().find(|l| l.trim_start().starts_with("aes-xts")).unwrap();
+    assert_eq!(row.matches("MiB/s").count(), 4, "{table}");
+}
+
+#[test]
 fn bench_table_with_cipher_filter_and_sector_size() {
     let output = rampart(&[
         "bench",

@@ -28,7 +28,10 @@ mod xts_simd;
 pub use cbc::{Cbc, CbcIv};
 pub use ctr::Ctr;
 pub use error::CryptoError;
-pub use ffi::{constant_time_eq, disable_core_dumps, is_dumpable, lock_all_memory, try_lock_byte};
+pub use ffi::{
+    constant_time_eq, disable_core_dumps, is_dumpable, lock_all_memory, thread_cpu_time,
+    try_lock_byte,
+};
 pub use gcm::{Gcm, GCM_NONCE_LEN, GCM_TAG_LEN};
 pub use hash::{digest, digest_into, hkdf, hmac, HashAlg};
 pub use kdf::{argon2, argon2_with_secret, pbkdf2, Argon2Params, Argon2Variant};
@@ -36,7 +39,7 @@ pub use keywrap::{kw_unwrap, kw_wrap, kwp_unwrap, kwp_wrap};
 pub use mapped::MappedFile;
 pub use rng::{fill_random, random_secret};
 pub use secret::SecretBytes;
-pub use xts::{xts_instruction_ceiling, Xts, XtsPath};
+pub use xts::{xts_instruction_ceiling, CeilingRate, Xts, XtsPath};
 
 /// The AES block size in bytes.
 pub const AES_BLOCK: usize = 16;

@@ -5,8 +5,21 @@
 //! eight vectors of blocks go through the AES rounds together, so the AES
 //! units always have independent work; the tweaks of those blocks are kept
 //! in registers and advanced by multiplication by a power of α in GF(2^128)
-//! (shift plus a carry-less multiply by the reduction constant 0x87). The
-//! first tweaks of eight sectors are encrypted together as well.
+//! with immediate shifts and one carry-less multiply by the reduction
+//! constant 0x87 per vector: a sector's first vector of tweaks comes from
+//! its encrypted tweak, each next vector from the one before (· α^BLOCKS),
+//! each next group of eight from the group before (· α^(8·BLOCKS)). The
+//! encrypted tweaks of up to eight sectors come from one or two vector AES
+//! chains (one block chain when the call has a single sector). Round keys
+//! are kept in the [`Schedule`] already repeated to 512 bits, so a call
+//! neither broadcasts nor copies them.
+//!
+//! Measured on Zen 5 (BENCHMARKS.md, "AES-XTS engine"): the AES
+//! instructions share the vector pipes with the shifts, shuffles and
+//! carry-less multiplies of the tweak arithmetic, which costs about a
+//! tenth of the AES throughput; replacing the multiply by shifts, or the
+//! 64-bit shifts by byte shifts, or doubling tweaks in general-purpose
+//! registers (which the compiler vectorizes back), all measured slower.
 //!
 //! Constant time: no branch and no memory address depends on a key, a tweak
 //! or the data; only on lengths and the sector count.
@@ -20,17 +33,20 @@
 use core::arch::x86_64::{
     __m128i, __m256i, __m512i, _mm256_aesdec_epi128, _mm256_aesdeclast_epi128,
     _mm256_aesenc_epi128, _mm256_aesenclast_epi128, _mm256_broadcastsi128_si256,
-    _mm256_bslli_epi128, _mm256_castsi256_si128, _mm256_clmulepi64_epi128, _mm256_loadu_si256,
-    _mm256_set_epi64x, _mm256_sllv_epi64, _mm256_srlv_epi64, _mm256_storeu_si256, _mm256_sub_epi64,
-    _mm256_xor_si256, _mm512_aesdec_epi128, _mm512_aesdeclast_epi128, _mm512_aesenc_epi128,
-    _mm512_aesenclast_epi128, _mm512_broadcast_i32x4, _mm512_bslli_epi128, _mm512_castsi512_si128,
-    _mm512_clmulepi64_epi128, _mm512_loadu_si512, _mm512_set1_epi64, _mm512_set_epi64,
-    _mm512_sllv_epi64, _mm512_srlv_epi64, _mm512_storeu_si512, _mm512_sub_epi64,
-    _mm512_ternarylogic_epi64, _mm512_xor_si512, _mm_aesdec_si128, _mm_aesdeclast_si128,
-    _mm_aesenc_si128, _mm_aesenclast_si128, _mm_aesimc_si128, _mm_aeskeygenassist_si128,
-    _mm_clmulepi64_si128, _mm_cvtsi128_si64x, _mm_cvtsi32_si128, _mm_cvtsi64_si128,
-    _mm_loadu_si128, _mm_set_epi64x, _mm_setzero_si128, _mm_shuffle_epi32, _mm_sll_epi64,
-    _mm_slli_epi64, _mm_slli_si128, _mm_srl_epi64, _mm_srli_epi64, _mm_storeu_si128, _mm_xor_si128,
+    _mm256_bslli_epi128, _mm256_castsi256_si128, _mm256_clmulepi64_epi128,
+    _mm256_extracti128_si256, _mm256_loadu_si256, _mm256_set1_epi64x, _mm256_set_epi64x,
+    _mm256_slli_epi64, _mm256_sllv_epi64, _mm256_srli_epi64, _mm256_srlv_epi64,
+    _mm256_storeu_si256, _mm256_sub_epi64, _mm256_xor_si256, _mm512_aesdec_epi128,
+    _mm512_aesdeclast_epi128, _mm512_aesenc_epi128, _mm512_aesenclast_epi128,
+    _mm512_broadcast_i32x4, _mm512_bslli_epi128, _mm512_bsrli_epi128, _mm512_castsi512_si128,
+    _mm512_clmulepi64_epi128, _mm512_extracti32x4_epi32, _mm512_loadu_si512, _mm512_set1_epi64,
+    _mm512_set_epi64, _mm512_slli_epi64, _mm512_sllv_epi64, _mm512_srli_epi64, _mm512_srlv_epi64,
+    _mm512_storeu_si512, _mm512_sub_epi64, _mm512_ternarylogic_epi64, _mm512_xor_si512,
+    _mm_aesdec_si128, _mm_aesdeclast_si128, _mm_aesenc_si128, _mm_aesenclast_si128,
+    _mm_aesimc_si128, _mm_aeskeygenassist_si128, _mm_clmulepi64_si128, _mm_cvtsi128_si64x,
+    _mm_cvtsi32_si128, _mm_cvtsi64_si128, _mm_loadu_si128, _mm_set_epi64x, _mm_setzero_si128,
+    _mm_shuffle_epi32, _mm_sll_epi64, _mm_slli_epi64, _mm_slli_si128, _mm_srl_epi64,
+    _mm_srli_epi64, _mm_storeu_si128, _mm_xor_si128,
 };
 
 use zeroize::Zeroize;
@@ -70,13 +86,29 @@ pub(crate) struct Schedule {
     enc: [u128; 15],
     dec: [u128; 15],
     tweak: [u128; 15],
+    /// The same round keys, each repeated four times: a vector of any
+    /// width loads its round key straight from here, so a call neither
+    /// broadcasts the keys nor wipes copies of them.
+    wide_enc: [Wide; 15],
+    wide_dec: [Wide; 15],
+    wide_tweak: [Wide; 15],
 }
+
+/// One round key in each of the four 128-bit lanes of a 512-bit vector.
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(64))]
+struct Wide([u128; 4]);
 
 impl Drop for Schedule {
     fn drop(&mut self) {
         self.enc.zeroize();
         self.dec.zeroize();
         self.tweak.zeroize();
+        for wide in [&mut self.wide_enc, &mut self.wide_dec, &mut self.wide_tweak] {
+            for key in wide.iter_mut() {
+                key.0.zeroize();
+            }
+        }
     }
 }
 
@@ -98,14 +130,27 @@ impl Schedule {
             return None;
         }
         let half = key.len() / 2;
-        let mut schedule =
-            Box::new(Self { path, rounds: 0, enc: [0; 15], dec: [0; 15], tweak: [0; 15] });
+        let mut schedule = Box::new(Self {
+            path,
+            rounds: 0,
+            enc: [0; 15],
+            dec: [0; 15],
+            tweak: [0; 15],
+            wide_enc: [Wide::default(); 15],
+            wide_dec: [Wide::default(); 15],
+            wide_tweak: [Wide::default(); 15],
+        });
         // SAFETY: AES-NI and SSE2 were detected just above; `expand` reads
         // exactly `half` (16 or 32) bytes from each slice it is given.
         unsafe {
             schedule.rounds = expand(&key[..half], &mut schedule.enc);
             expand(&key[half..], &mut schedule.tweak);
             invert(&schedule.enc, &mut schedule.dec, schedule.rounds);
+        }
+        for i in 0..15 {
+            schedule.wide_enc[i] = Wide([schedule.enc[i]; 4]);
+            schedule.wide_dec[i] = Wide([schedule.dec[i]; 4]);
+            schedule.wide_tweak[i] = Wide([schedule.tweak[i]; 4]);
         }
         Some(schedule)
     }
@@ -344,7 +389,10 @@ trait Lanes: Copy {
     const BLOCKS: usize;
     unsafe fn load(p: *const u8) -> Self;
     unsafe fn store(self, p: *mut u8);
-    unsafe fn splat(block: __m128i) -> Self;
+    /// A round key, read from memory at its every use: the compiler would
+    /// otherwise hoist all fifteen into registers, spill the data vectors
+    /// and tweaks instead, and copy the keys onto the stack.
+    unsafe fn load_key(key: &Wide) -> Self;
     unsafe fn xor(self, other: Self) -> Self;
     /// self ^ a ^ b.
     unsafe fn xor3(self, a: Self, b: Self) -> Self;
@@ -352,16 +400,33 @@ trait Lanes: Copy {
     unsafe fn enc_last(self, key: Self) -> Self;
     unsafe fn dec(self, key: Self) -> Self;
     unsafe fn dec_last(self, key: Self) -> Self;
-    /// Lane `l` = `t` · α^(`first` + `l`); `first` + `BLOCKS` ≤ 57.
-    unsafe fn spread(t: __m128i, first: u32) -> Self;
-    /// Every lane · α^(8 · `BLOCKS`): the tweaks of the next eight vectors.
+    /// Every lane · α^`BLOCKS`: the tweaks of the next vector.
+    unsafe fn step(self) -> Self;
+    /// The tweaks of a sector's first [`WIDTH`] vectors from the first
+    /// block's, `t0`: lane `l` of vector `j` is `t0` · α^(`j`·`BLOCKS` + `l`).
+    /// Each from `t0` directly (variable shifts), not each from the one
+    /// before: a chain of eight dependent multiplications held up the
+    /// start of every sector (measured 8–25% slower with VAES-512).
+    unsafe fn group(t0: __m128i) -> [Self; WIDTH];
+    /// Every lane · α^(8 · `BLOCKS`): the tweaks eight vectors on.
     unsafe fn advance(self) -> Self;
     /// Block 0 of the vector.
     unsafe fn first(self) -> __m128i;
+    /// Block `i` (< `BLOCKS`) of the vector.
+    unsafe fn lane(self, i: usize) -> __m128i;
+    /// Lane `l` = the plain64 block of `first + l * step` (wrapping).
+    unsafe fn numbers(first: u64, step: u64) -> Self;
+}
+
+/// Lane `l` of [`Lanes::numbers`].
+#[inline(always)]
+fn number(first: u64, step: u64, l: u64) -> i64 {
+    first.wrapping_add(step.wrapping_mul(l)) as i64
 }
 
 /// The low 64 bits of the XTS reduction polynomial x^128 + x^7 + x^2 + x + 1.
 const POLY: i64 = 0x87;
+const NOCLMUL: bool = false;
 
 #[derive(Clone, Copy)]
 struct X1(__m128i);
@@ -392,13 +457,14 @@ impl Lanes for X1 {
         Self(unsafe { _mm_loadu_si128(p.cast()) })
     }
     #[inline(always)]
+    unsafe fn load_key(key: &Wide) -> Self {
+        // SAFETY: `Wide` is 64 aligned bytes, at least a whole vector.
+        Self(unsafe { std::ptr::read_volatile((&raw const *key).cast::<__m128i>()) })
+    }
+    #[inline(always)]
     unsafe fn store(self, p: *mut u8) {
         // SAFETY: the caller guarantees 16 writable bytes at `p`.
         unsafe { _mm_storeu_si128(p.cast(), self.0) }
-    }
-    #[inline(always)]
-    unsafe fn splat(block: __m128i) -> Self {
-        Self(block)
     }
     #[inline(always)]
     unsafe fn xor(self, other: Self) -> Self {
@@ -431,23 +497,87 @@ impl Lanes for X1 {
         Self(unsafe { _mm_aesdeclast_si128(self.0, key.0) })
     }
     #[inline(always)]
-    unsafe fn spread(t: __m128i, first: u32) -> Self {
-        // SAFETY: trait contract.
-        Self(unsafe { mul_alpha_n(t, first) })
+    unsafe fn group(t0: __m128i) -> [Self; WIDTH] {
+        // SAFETY: SSE2 and PCLMULQDQ (trait contract).
+        unsafe {
+            let mut out = [Self(t0); WIDTH];
+            for (j, v) in out.iter_mut().enumerate().skip(1) {
+                *v = Self(mul_alpha_n(t0, j as u32));
+            }
+            out
+        }
+    }
+    #[inline(always)]
+    unsafe fn step(self) -> Self {
+        // SAFETY: SSE2 and PCLMULQDQ (trait contract).
+        Self(unsafe { x_mul::<1, 63>(self.0) })
     }
     #[inline(always)]
     unsafe fn advance(self) -> Self {
-        // SAFETY: SSE2 and PCLMULQDQ (trait contract). · α^8.
-        unsafe {
-            let low = _mm_slli_epi64::<8>(self.0);
-            let carry = _mm_srli_epi64::<56>(self.0);
-            let folded = _mm_clmulepi64_si128::<0x01>(carry, _mm_cvtsi64_si128(POLY));
-            Self(_mm_xor_si128(_mm_xor_si128(low, folded), _mm_slli_si128::<8>(carry)))
-        }
+        // SAFETY: SSE2 and PCLMULQDQ (trait contract).
+        Self(unsafe { x_mul::<8, 56>(self.0) })
     }
     #[inline(always)]
     unsafe fn first(self) -> __m128i {
         self.0
+    }
+    #[inline(always)]
+    unsafe fn lane(self, _i: usize) -> __m128i {
+        self.0
+    }
+    #[inline(always)]
+    unsafe fn numbers(first: u64, _step: u64) -> Self {
+        // SAFETY: SSE2 (trait contract).
+        Self(unsafe { _mm_set_epi64x(0, first as i64) })
+    }
+}
+
+/// `t` · α^`S` in each 128-bit lane, for 0 < `S` < 64 and `C` = 64 − `S`:
+/// the bits shifted out of each lane's top qword fold back in times 0x87,
+/// those out of its low qword move into the high one.
+#[inline(always)]
+unsafe fn x_mul<const S: i32, const C: i32>(t: __m128i) -> __m128i {
+    // SAFETY: SSE2 and PCLMULQDQ (caller's features).
+    unsafe {
+        let low = _mm_slli_epi64::<S>(t);
+        let carry = _mm_srli_epi64::<C>(t);
+        let folded = _mm_clmulepi64_si128::<0x01>(carry, _mm_cvtsi64_si128(POLY));
+        _mm_xor_si128(_mm_xor_si128(low, folded), _mm_slli_si128::<8>(carry))
+    }
+}
+
+/// As [`x_mul`] on two lanes.
+#[inline(always)]
+unsafe fn y_mul<const S: i32, const C: i32>(t: __m256i) -> __m256i {
+    // SAFETY: AVX2 and VPCLMULQDQ (caller's features).
+    unsafe {
+        let low = _mm256_slli_epi64::<S>(t);
+        let carry = _mm256_srli_epi64::<C>(t);
+        let folded = _mm256_clmulepi64_epi128::<0x01>(carry, _mm256_set_epi64x(0, POLY, 0, POLY));
+        _mm256_xor_si256(_mm256_xor_si256(low, folded), _mm256_bslli_epi128::<8>(carry))
+    }
+}
+
+/// As [`x_mul`] on four lanes.
+#[inline(always)]
+unsafe fn z_mul<const S: u32, const C: u32>(t: __m512i) -> __m512i {
+    // SAFETY: AVX-512F/BW and VPCLMULQDQ (caller's features).
+    unsafe {
+        let low = _mm512_slli_epi64::<S>(t);
+        let carry = _mm512_srli_epi64::<C>(t);
+        if NOCLMUL {
+            let m = _mm512_bsrli_epi128::<8>(carry);
+            let a = _mm512_ternarylogic_epi64::<0x96>(low, _mm512_bslli_epi128::<8>(carry), m);
+            let b = _mm512_ternarylogic_epi64::<0x96>(
+                _mm512_slli_epi64::<1>(m),
+                _mm512_slli_epi64::<2>(m),
+                _mm512_slli_epi64::<7>(m),
+            );
+            return _mm512_xor_si512(a, b);
+        }
+        let poly = _mm512_set_epi64(0, POLY, 0, POLY, 0, POLY, 0, POLY);
+        let folded = _mm512_clmulepi64_epi128::<0x01>(carry, poly);
+        _mm512_ternarylogic_epi64::<0x96>(low, folded, _mm512_bslli_epi128::<8>(carry))
     }
 }
 
@@ -459,14 +589,14 @@ impl Lanes for Y2 {
         Self(unsafe { _mm256_loadu_si256(p.cast()) })
     }
     #[inline(always)]
+    unsafe fn load_key(key: &Wide) -> Self {
+        // SAFETY: `Wide` is 64 aligned bytes, at least a whole vector.
+        Self(unsafe { std::ptr::read_volatile((&raw const *key).cast::<__m256i>()) })
+    }
+    #[inline(always)]
     unsafe fn store(self, p: *mut u8) {
         // SAFETY: the caller guarantees 32 writable bytes at `p`.
         unsafe { _mm256_storeu_si256(p.cast(), self.0) }
-    }
-    #[inline(always)]
-    unsafe fn splat(block: __m128i) -> Self {
-        // SAFETY: AVX2 (trait contract).
-        Self(unsafe { _mm256_broadcastsi128_si256(block) })
     }
     #[inline(always)]
     unsafe fn xor(self, other: Self) -> Self {
@@ -499,36 +629,57 @@ impl Lanes for Y2 {
         Self(unsafe { _mm256_aesdeclast_epi128(self.0, key.0) })
     }
     #[inline(always)]
-    unsafe fn spread(t: __m128i, first: u32) -> Self {
+    unsafe fn group(t0: __m128i) -> [Self; WIDTH] {
         // SAFETY: AVX2 and VPCLMULQDQ (trait contract). Per-qword shift
-        // counts: lane l shifts by first + l; counts of 64 give zero.
+        // counts; a count of 64 gives zero.
         unsafe {
-            let f = i64::from(first);
-            let n = _mm256_set_epi64x(f + 1, f + 1, f, f);
-            let t = _mm256_broadcastsi128_si256(t);
-            let low = _mm256_sllv_epi64(t, n);
-            let carry =
-                _mm256_srlv_epi64(t, _mm256_sub_epi64(_mm256_set_epi64x(64, 64, 64, 64), n));
-            let folded =
-                _mm256_clmulepi64_epi128::<0x01>(carry, _mm256_set_epi64x(0, POLY, 0, POLY));
-            Self(_mm256_xor_si256(_mm256_xor_si256(low, folded), _mm256_bslli_epi128::<8>(carry)))
+            let t = _mm256_broadcastsi128_si256(t0);
+            let poly = _mm256_set_epi64x(0, POLY, 0, POLY);
+            let mut out = [Self(t); WIDTH];
+            for (j, v) in out.iter_mut().enumerate() {
+                let f = 2 * j as i64;
+                let n = _mm256_set_epi64x(f + 1, f + 1, f, f);
+                let low = _mm256_sllv_epi64(t, n);
+                let carry = _mm256_srlv_epi64(t, _mm256_sub_epi64(_mm256_set1_epi64x(64), n));
+                let folded = _mm256_clmulepi64_epi128::<0x01>(carry, poly);
+                *v = Self(_mm256_xor_si256(
+                    _mm256_xor_si256(low, folded),
+                    _mm256_bslli_epi128::<8>(carry),
+                ));
+            }
+            out
         }
     }
     #[inline(always)]
+    unsafe fn step(self) -> Self {
+        // SAFETY: AVX2 and VPCLMULQDQ (trait contract).
+        Self(unsafe { y_mul::<2, 62>(self.0) })
+    }
+    #[inline(always)]
     unsafe fn advance(self) -> Self {
-        // SAFETY: AVX2 and VPCLMULQDQ (trait contract). · α^16.
-        unsafe {
-            let low = _mm256_sllv_epi64(self.0, _mm256_set_epi64x(16, 16, 16, 16));
-            let carry = _mm256_srlv_epi64(self.0, _mm256_set_epi64x(48, 48, 48, 48));
-            let folded =
-                _mm256_clmulepi64_epi128::<0x01>(carry, _mm256_set_epi64x(0, POLY, 0, POLY));
-            Self(_mm256_xor_si256(_mm256_xor_si256(low, folded), _mm256_bslli_epi128::<8>(carry)))
-        }
+        // SAFETY: AVX2 and VPCLMULQDQ (trait contract).
+        Self(unsafe { y_mul::<16, 48>(self.0) })
     }
     #[inline(always)]
     unsafe fn first(self) -> __m128i {
         // SAFETY: AVX (trait contract).
         unsafe { _mm256_castsi256_si128(self.0) }
+    }
+    #[inline(always)]
+    unsafe fn lane(self, i: usize) -> __m128i {
+        // SAFETY: AVX2 (trait contract).
+        unsafe {
+            if i == 0 {
+                _mm256_castsi256_si128(self.0)
+            } else {
+                _mm256_extracti128_si256::<1>(self.0)
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn numbers(first: u64, step: u64) -> Self {
+        // SAFETY: AVX (trait contract).
+        Self(unsafe { _mm256_set_epi64x(0, number(first, step, 1), 0, number(first, step, 0)) })
     }
 }
 
@@ -540,14 +691,14 @@ impl Lanes for Z4 {
         Self(unsafe { _mm512_loadu_si512(p.cast()) })
     }
     #[inline(always)]
+    unsafe fn load_key(key: &Wide) -> Self {
+        // SAFETY: `Wide` is 64 aligned bytes, at least a whole vector.
+        Self(unsafe { std::ptr::read_volatile((&raw const *key).cast::<__m512i>()) })
+    }
+    #[inline(always)]
     unsafe fn store(self, p: *mut u8) {
         // SAFETY: the caller guarantees 64 writable bytes at `p`.
         unsafe { _mm512_storeu_si512(p.cast(), self.0) }
-    }
-    #[inline(always)]
-    unsafe fn splat(block: __m128i) -> Self {
-        // SAFETY: AVX-512F (trait contract).
-        Self(unsafe { _mm512_broadcast_i32x4(block) })
     }
     #[inline(always)]
     unsafe fn xor(self, other: Self) -> Self {
@@ -580,35 +731,70 @@ impl Lanes for Z4 {
         Self(unsafe { _mm512_aesdeclast_epi128(self.0, key.0) })
     }
     #[inline(always)]
-    unsafe fn spread(t: __m128i, first: u32) -> Self {
-        // SAFETY: AVX-512F/BW and VPCLMULQDQ (trait contract). Lane l shifts
-        // by first + l; counts of 64 give zero.
+    unsafe fn group(t0: __m128i) -> [Self; WIDTH] {
+        // SAFETY: AVX-512F/BW and VPCLMULQDQ (trait contract). Per-qword
+        // shift counts; a count of 64 gives zero.
         unsafe {
-            let f = i64::from(first);
-            let n = _mm512_set_epi64(f + 3, f + 3, f + 2, f + 2, f + 1, f + 1, f, f);
-            let t = _mm512_broadcast_i32x4(t);
-            let low = _mm512_sllv_epi64(t, n);
-            let carry = _mm512_srlv_epi64(t, _mm512_sub_epi64(_mm512_set1_epi64(64), n));
+            let t = _mm512_broadcast_i32x4(t0);
             let poly = _mm512_set_epi64(0, POLY, 0, POLY, 0, POLY, 0, POLY);
-            let folded = _mm512_clmulepi64_epi128::<0x01>(carry, poly);
-            Self(_mm512_ternarylogic_epi64::<0x96>(low, folded, _mm512_bslli_epi128::<8>(carry)))
+            let mut out = [Self(t); WIDTH];
+            for (j, v) in out.iter_mut().enumerate() {
+                let f = 4 * j as i64;
+                let n = _mm512_set_epi64(f + 3, f + 3, f + 2, f + 2, f + 1, f + 1, f, f);
+                let low = _mm512_sllv_epi64(t, n);
+                let carry = _mm512_srlv_epi64(t, _mm512_sub_epi64(_mm512_set1_epi64(64), n));
+                let folded = _mm512_clmulepi64_epi128::<0x01>(carry, poly);
+                *v = Self(_mm512_ternarylogic_epi64::<0x96>(
+                    low,
+                    folded,
+                    _mm512_bslli_epi128::<8>(carry),
+                ));
+            }
+            out
         }
     }
     #[inline(always)]
+    unsafe fn step(self) -> Self {
+        // SAFETY: AVX-512F/BW and VPCLMULQDQ (trait contract).
+        Self(unsafe { z_mul::<4, 60>(self.0) })
+    }
+    #[inline(always)]
     unsafe fn advance(self) -> Self {
-        // SAFETY: AVX-512F/BW and VPCLMULQDQ (trait contract). · α^32.
-        unsafe {
-            let low = _mm512_sllv_epi64(self.0, _mm512_set1_epi64(32));
-            let carry = _mm512_srlv_epi64(self.0, _mm512_set1_epi64(32));
-            let poly = _mm512_set_epi64(0, POLY, 0, POLY, 0, POLY, 0, POLY);
-            let folded = _mm512_clmulepi64_epi128::<0x01>(carry, poly);
-            Self(_mm512_ternarylogic_epi64::<0x96>(low, folded, _mm512_bslli_epi128::<8>(carry)))
-        }
+        // SAFETY: AVX-512F/BW and VPCLMULQDQ (trait contract).
+        Self(unsafe { z_mul::<32, 32>(self.0) })
     }
     #[inline(always)]
     unsafe fn first(self) -> __m128i {
         // SAFETY: AVX-512F (trait contract).
         unsafe { _mm512_castsi512_si128(self.0) }
+    }
+    #[inline(always)]
+    unsafe fn lane(self, i: usize) -> __m128i {
+        // SAFETY: AVX-512F (trait contract).
+        unsafe {
+            match i {
+                0 => _mm512_castsi512_si128(self.0),
+                1 => _mm512_extracti32x4_epi32::<1>(self.0),
+                2 => _mm512_extracti32x4_epi32::<2>(self.0),
+                _ => _mm512_extracti32x4_epi32::<3>(self.0),
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn numbers(first: u64, step: u64) -> Self {
+        // SAFETY: AVX-512F (trait contract).
+        Self(unsafe {
+            _mm512_set_epi64(
+                0,
+                number(first, step, 3),
+                0,
+                number(first, step, 2),
+                0,
+                number(first, step, 1),
+                0,
+                number(first, step, 0),
+            )
+        })
     }
 }
 
@@ -616,81 +802,114 @@ impl Lanes for Z4 {
 // XTS over any vector width.
 
 /// Vectors in flight per step: enough independent AES chains to cover the
-/// latency of VAESENC on current cores, few enough to leave the round keys
-/// and tweaks in registers.
+/// latency of VAESENC (four cycles at one per cycle on Zen 5), few enough
+/// to keep the data and tweaks of a group in registers (the round keys
+/// are read from memory by each instruction).
 const WIDTH: usize = 8;
 
-/// Round keys of one direction, broadcast to every lane, and the tweak
-/// key for single blocks. Wiped when dropped.
-struct Keys<L: Lanes, const R: usize> {
-    data: [L; 15],
-    data1: [__m128i; 15],
-    tweak: [__m128i; 15],
+/// Round keys of one direction and of the tweak, read from the
+/// [`Schedule`] (which wipes them) as vectors of `L` or single blocks.
+struct Keys<'a, L: Lanes, const R: usize> {
+    data: &'a [Wide; 15],
+    tweak: &'a [Wide; 15],
+    lanes: std::marker::PhantomData<L>,
 }
 
-impl<L: Lanes, const R: usize> Keys<L, R> {
+impl<'a, L: Lanes, const R: usize> Keys<'a, L, R> {
     #[inline(always)]
-    unsafe fn new(schedule: &Schedule, encrypt: bool) -> Self {
-        let source = if encrypt { &schedule.enc } else { &schedule.dec };
-        // SAFETY: the caller runs under the features of `L` (which include
-        // SSE2); every load reads one 16-byte array element.
-        unsafe {
-            // Plain loops, not closures: a closure would not inherit the
-            // entry point's target features, and the intrinsics inside it
-            // would become out-of-line calls.
-            let zero = _mm_setzero_si128();
-            let mut keys =
-                Self { data: [L::splat(zero); 15], data1: [zero; 15], tweak: [zero; 15] };
-            for (i, (key, tweak)) in source.iter().zip(&schedule.tweak).enumerate() {
-                keys.data1[i] = _mm_loadu_si128((&raw const *key).cast());
-                keys.data[i] = L::splat(keys.data1[i]);
-                keys.tweak[i] = _mm_loadu_si128((&raw const *tweak).cast());
-            }
-            keys
-        }
+    fn new(schedule: &'a Schedule, encrypt: bool) -> Self {
+        let data = if encrypt { &schedule.wide_enc } else { &schedule.wide_dec };
+        Self { data, tweak: &schedule.wide_tweak, lanes: std::marker::PhantomData }
     }
-}
 
-impl<L: Lanes, const R: usize> Drop for Keys<L, R> {
-    fn drop(&mut self) {
-        // SAFETY: plain stores of zero bytes over this value's own fields,
-        // which are POD vectors; volatile so that they are not elided.
-        unsafe {
-            std::ptr::write_volatile(&mut self.data, std::mem::zeroed());
-            std::ptr::write_volatile(&mut self.data1, std::mem::zeroed());
-            std::ptr::write_volatile(&mut self.tweak, std::mem::zeroed());
-        }
+    /// Data round key `i` (≤ `R`) in every lane.
+    #[inline(always)]
+    unsafe fn data(&self, i: usize) -> L {
+        // SAFETY: each `Wide` is 64 readable bytes; `L` loads at most 64.
+        unsafe { L::load_key(&self.data[i]) }
+    }
+
+    /// Tweak round key `i` (≤ `R`) in every lane.
+    #[inline(always)]
+    unsafe fn tweak(&self, i: usize) -> L {
+        // SAFETY: as above.
+        unsafe { L::load_key(&self.tweak[i]) }
+    }
+
+    /// Data round key `i` (≤ `R`), one block.
+    #[inline(always)]
+    unsafe fn data1(&self, i: usize) -> __m128i {
+        // SAFETY: as above; 16 of the 64 bytes.
+        unsafe { _mm_loadu_si128(self.data[i].0.as_ptr().cast()) }
+    }
+
+    /// Tweak round key `i` (≤ `R`), one block.
+    #[inline(always)]
+    unsafe fn tweak1(&self, i: usize) -> __m128i {
+        // SAFETY: as above; 16 of the 64 bytes.
+        unsafe { _mm_loadu_si128(self.tweak[i].0.as_ptr().cast()) }
     }
 }
 
 /// AES-encrypts one block with the tweak key.
 #[inline(always)]
-unsafe fn encrypt_tweak<const R: usize>(keys: &[__m128i; 15], t: __m128i) -> __m128i {
+unsafe fn encrypt_tweak<L: Lanes, const R: usize>(keys: &Keys<'_, L, R>, t: __m128i) -> __m128i {
     // SAFETY: AES-NI (caller's features).
     unsafe {
-        let mut x = _mm_xor_si128(t, keys[0]);
-        for key in &keys[1..R] {
-            x = _mm_aesenc_si128(x, *key);
+        let mut x = _mm_xor_si128(t, keys.tweak1(0));
+        for i in 1..R {
+            x = _mm_aesenc_si128(x, keys.tweak1(i));
         }
-        _mm_aesenclast_si128(x, keys[R])
+        _mm_aesenclast_si128(x, keys.tweak1(R))
     }
 }
 
-/// Encrypts eight tweaks at once (eight independent AES chains).
+/// The encrypted plain64 tweaks of sectors `first + i * step` for `i` <
+/// `n` (≤ [`WIDTH`]) into `out[i]`, `BLOCKS` per vector: one vector (one
+/// AES chain) when `n` fits in it, else [`WIDTH`] tweaks in independent
+/// chains.
 #[inline(always)]
-unsafe fn encrypt_tweaks<const R: usize>(keys: &[__m128i; 15], t: &mut [__m128i; WIDTH]) {
-    // SAFETY: AES-NI (caller's features).
+unsafe fn encrypt_tweaks<L: Lanes, const R: usize>(
+    keys: &Keys<'_, L, R>,
+    first: u64,
+    step: u64,
+    n: usize,
+    out: &mut [__m128i; WIDTH],
+) {
+    // SAFETY: the features of `L` (caller's).
     unsafe {
-        for x in t.iter_mut() {
-            *x = _mm_xor_si128(*x, keys[0]);
+        if n == 1 {
+            out[0] = encrypt_tweak(keys, _mm_set_epi64x(0, first as i64));
+            return;
         }
-        for key in &keys[1..R] {
-            for x in t.iter_mut() {
-                *x = _mm_aesenc_si128(*x, *key);
+        if n <= L::BLOCKS {
+            let mut x = L::numbers(first, step).xor(keys.tweak(0));
+            for i in 1..R {
+                x = x.enc(keys.tweak(i));
+            }
+            x = x.enc_last(keys.tweak(R));
+            for (i, t) in out.iter_mut().take(L::BLOCKS).enumerate() {
+                *t = x.lane(i);
+            }
+            return;
+        }
+        let vectors = WIDTH / L::BLOCKS;
+        let mut x = [keys.tweak(0); WIDTH];
+        for (v, xv) in x.iter_mut().take(vectors).enumerate() {
+            let at = first.wrapping_add(step.wrapping_mul((v * L::BLOCKS) as u64));
+            *xv = L::numbers(at, step).xor(keys.tweak(0));
+        }
+        for i in 1..R {
+            let key = keys.tweak(i);
+            for xv in x.iter_mut().take(vectors) {
+                *xv = xv.enc(key);
             }
         }
-        for x in t.iter_mut() {
-            *x = _mm_aesenclast_si128(*x, keys[R]);
+        for xv in x.iter_mut().take(vectors) {
+            *xv = xv.enc_last(keys.tweak(R));
+        }
+        for (i, t) in out.iter_mut().enumerate() {
+            *t = x[i / L::BLOCKS].lane(i % L::BLOCKS);
         }
     }
 }
@@ -698,18 +917,18 @@ unsafe fn encrypt_tweaks<const R: usize>(keys: &[__m128i; 15], t: &mut [__m128i;
 /// One block of XTS with tweak `t` (the data key of `keys`).
 #[inline(always)]
 unsafe fn block<L: Lanes, const R: usize, const ENC: bool>(
-    keys: &Keys<L, R>,
+    keys: &Keys<'_, L, R>,
     x: __m128i,
     t: __m128i,
 ) -> __m128i {
     // SAFETY: AES-NI and SSE2 (caller's features).
     unsafe {
-        let k = &keys.data1;
-        let mut x = _mm_xor_si128(_mm_xor_si128(x, t), k[0]);
-        for key in &k[1..R] {
-            x = if ENC { _mm_aesenc_si128(x, *key) } else { _mm_aesdec_si128(x, *key) };
+        let mut x = _mm_xor_si128(_mm_xor_si128(x, t), keys.data1(0));
+        for i in 1..R {
+            let key = keys.data1(i);
+            x = if ENC { _mm_aesenc_si128(x, key) } else { _mm_aesdec_si128(x, key) };
         }
-        let last = _mm_xor_si128(k[R], t);
+        let last = _mm_xor_si128(keys.data1(R), t);
         if ENC {
             _mm_aesenclast_si128(x, last)
         } else {
@@ -726,57 +945,71 @@ unsafe fn block<L: Lanes, const R: usize, const ENC: bool>(
 /// disjoint.
 #[inline(always)]
 unsafe fn blocks<L: Lanes, const R: usize, const ENC: bool>(
-    keys: &Keys<L, R>,
+    keys: &Keys<'_, L, R>,
     src: *const u8,
     dst: *mut u8,
     blocks: usize,
     t0: __m128i,
+    need_next: bool,
 ) -> __m128i {
     let w = L::BLOCKS;
-    let k = &keys.data;
     // SAFETY: every load and store below stays within `blocks * 16` bytes
     // of `src`/`dst` (the loop conditions bound `done`); features per the
     // caller. Each vector is loaded before it is stored, so `src == dst`
     // is fine.
     unsafe {
-        let mut t = [L::splat(t0); WIDTH];
-        for (j, tj) in t.iter_mut().enumerate() {
-            *tj = L::spread(t0, (j * w) as u32);
-        }
+        let mut t = L::group(t0);
         let mut done = 0;
         while blocks - done >= WIDTH * w {
             let at = done * 16;
             let mut x = t;
             for j in 0..WIDTH {
-                x[j] = L::load(src.add(at + j * w * 16)).xor3(t[j], k[0]);
+                x[j] = L::load(src.add(at + j * w * 16)).xor3(t[j], keys.data(0));
             }
-            for key in &k[1..R] {
+            // The next group's tweaks right away, not after this group's
+            // AES rounds: queued behind them, they would hold up the start
+            // of the next group. A sector's last group needs none; a data
+            // unit's tail (and its ciphertext stealing) does.
+            let mut next = t;
+            if done + WIDTH * w < blocks || need_next {
+                for tj in &mut next {
+                    *tj = tj.advance();
+                }
+            }
+            for i in 1..R {
+                let key = keys.data(i);
                 for v in &mut x {
-                    *v = if ENC { v.enc(*key) } else { v.dec(*key) };
+                    *v = if ENC { v.enc(key) } else { v.dec(key) };
                 }
             }
             for j in 0..WIDTH {
-                let last = k[R].xor(t[j]);
+                let last = keys.data(R).xor(t[j]);
                 let y = if ENC { x[j].enc_last(last) } else { x[j].dec_last(last) };
                 y.store(dst.add(at + j * w * 16));
-                t[j] = t[j].advance();
             }
             done += WIDTH * w;
+            // The last group of a whole sector needs no next tweaks; a
+            // data unit's tail (and its ciphertext stealing) does.
+            t = next;
         }
-        let mut j = 0;
+        // Fewer than `WIDTH` vectors left: one at a time, each tweak from
+        // the last (not `t[j]`, whose variable index would keep `t` in
+        // memory throughout the main loop).
+        let mut tv = t[0];
         while blocks - done >= w {
             let at = done * 16;
-            let mut v = L::load(src.add(at)).xor3(t[j], k[0]);
-            for key in &k[1..R] {
-                v = if ENC { v.enc(*key) } else { v.dec(*key) };
+            let mut v = L::load(src.add(at)).xor3(tv, keys.data(0));
+            for i in 1..R {
+                let key = keys.data(i);
+                v = if ENC { v.enc(key) } else { v.dec(key) };
             }
-            let last = k[R].xor(t[j]);
+            let last = keys.data(R).xor(tv);
             let y = if ENC { v.enc_last(last) } else { v.dec_last(last) };
             y.store(dst.add(at));
             done += w;
-            j += 1;
+            tv = tv.step();
         }
-        let mut tn = t[j].first();
+        let mut tn = tv.first();
         while done < blocks {
             let at = done * 16;
             let y = block::<L, R, ENC>(keys, _mm_loadu_si128(src.add(at).cast()), tn);
@@ -803,14 +1036,11 @@ unsafe fn sectors_generic<L: Lanes, const R: usize, const ENC: bool>(
         let mut number = job.first;
         while sector < count {
             let mut tweaks = [_mm_setzero_si128(); WIDTH];
-            for (i, t) in tweaks.iter_mut().enumerate() {
-                let n = number.wrapping_add((i as u64).wrapping_mul(job.step));
-                *t = _mm_set_epi64x(0, n as i64);
-            }
-            encrypt_tweaks::<R>(&keys.tweak, &mut tweaks);
-            for t in tweaks.iter().take(count - sector) {
+            let n = (count - sector).min(WIDTH);
+            encrypt_tweaks::<L, R>(&keys, number, job.step, n, &mut tweaks);
+            for t in tweaks.iter().take(n) {
                 let at = sector * job.sector;
-                blocks::<L, R, ENC>(&keys, job.src.add(at), job.dst.add(at), per_sector, *t);
+                blocks::<L, R, ENC>(&keys, job.src.add(at), job.dst.add(at), per_sector, *t, false);
                 sector += 1;
             }
             number = number.wrapping_add((WIDTH as u64).wrapping_mul(job.step));
@@ -828,11 +1058,11 @@ unsafe fn unit_generic<L: Lanes, const R: usize, const ENC: bool>(
     // `len` ≥ 16 valid bytes at `src`/`dst`; all offsets below are < len.
     unsafe {
         let keys = Keys::<L, R>::new(schedule, ENC);
-        let t0 = encrypt_tweak::<R>(&keys.tweak, _mm_loadu_si128(tweak.as_ptr().cast()));
+        let t0 = encrypt_tweak(&keys, _mm_loadu_si128(tweak.as_ptr().cast()));
         let partial = job.len % 16;
         let whole = job.len / 16;
         let bulk = if partial == 0 { whole } else { whole - 1 };
-        let tn = blocks::<L, R, ENC>(&keys, job.src, job.dst, bulk, t0);
+        let tn = blocks::<L, R, ENC>(&keys, job.src, job.dst, bulk, t0, true);
         if partial == 0 {
             return;
         }
@@ -905,32 +1135,45 @@ entry_points!(X1, "aes,pclmulqdq,sse2", sectors_aesni, unit_aesni);
 
 /// Bytes per second that VAESENC on 512-bit registers can push through
 /// AES with `rounds` rounds on one core, with no memory traffic at all:
-/// twelve independent blocks-of-four cycle through the rounds for about
-/// `seconds`. `None` without VAES/AVX-512.
-pub(crate) fn register_ceiling(rounds: usize, seconds: f64) -> Option<f64> {
+/// [`CEILING_CHAINS`] independent blocks-of-four cycle through the rounds
+/// for about `seconds`. `None` without VAES/AVX-512.
+pub(crate) fn register_ceiling(rounds: usize, seconds: f64) -> Option<crate::CeilingRate> {
     if !Path::Vaes512.available() {
         return None;
     }
     let start = std::time::Instant::now();
+    let cpu_start = crate::thread_cpu_time();
     let mut bytes = 0u64;
     let mut sink = 0u64;
     while start.elapsed().as_secs_f64() < seconds {
         // SAFETY: VAES/AVX-512 were detected just above.
         sink ^= unsafe { ceiling_loop(rounds, 100_000) };
-        bytes += 100_000 * 12 * 64;
+        bytes += 100_000 * CEILING_CHAINS as u64 * 64;
     }
     std::hint::black_box(sink);
-    Some(bytes as f64 / start.elapsed().as_secs_f64())
+    let cpu = match (cpu_start, crate::thread_cpu_time()) {
+        (Some(from), Some(to)) => Some(bytes as f64 / (to - from).as_secs_f64().max(1e-9)),
+        _ => None,
+    };
+    Some(crate::CeilingRate { wall: bytes as f64 / start.elapsed().as_secs_f64(), cpu })
 }
 
-/// `iterations` × (12 vectors × `rounds` VAESENC).
+/// Independent VAESENC chains of the ceiling loop. Zen 5 (this project's
+/// build machine) retires one 512-bit VAESENC per cycle with a latency of
+/// four, so four chains already saturate it; 4, 8, 12, 16 and 24 chains
+/// measured the same (within 1%), and 256-bit VAESENC (two per cycle) the
+/// same bytes per cycle. Twelve covers cores with longer latency or more
+/// AES units while staying within the 32 vector registers (no spills).
+const CEILING_CHAINS: usize = 12;
+
+/// `iterations` × ([`CEILING_CHAINS`] vectors × `rounds` VAESENC).
 ///
 /// # Safety
 /// The CPU has AVX-512F and VAES.
 #[target_feature(enable = "avx512f,vaes")]
 unsafe fn ceiling_loop(rounds: usize, iterations: u64) -> u64 {
     let key = std::hint::black_box(_mm512_set1_epi64(0x0123_4567_89ab_cdef));
-    let mut x = [key; 12];
+    let mut x = [key; CEILING_CHAINS];
     for (i, v) in x.iter_mut().enumerate() {
         *v = _mm512_set1_epi64(i as i64);
     }

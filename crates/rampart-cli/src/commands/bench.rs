@@ -58,6 +58,7 @@ fn settings_from(args: &BenchArgs) -> anyhow::Result<Settings> {
     settings.kdf = !only_ciphers;
     settings.rng = !only_ciphers;
     settings.ceiling = args.ceiling;
+    settings.cpu_time = args.cpu_time;
     if let Some(name) = &args.xts_path {
         let path = XtsPath::from_name(name).ok_or_else(|| {
             UsageError(format!(
@@ -128,14 +129,20 @@ fn print_table(out: &mut impl Write, report: &Report, settings: &Settings) -> st
             settings.threads,
             if settings.threads == 1 { "" } else { "s" }
         )?;
+        let per_cpu_heading =
+            if settings.cpu_time { " |    Enc per CPU-s |    Dec per CPU-s" } else { "" };
         writeln!(
             out,
-            "#     Algorithm |       Key |      Encryption |      Decryption | Implementation"
+            "#     Algorithm |       Key |      Encryption |      Decryption{per_cpu_heading} | Implementation"
         )?;
         for row in &report.ciphers {
+            let per_cpu = match (row.encrypt_mib_per_cpu_s, row.decrypt_mib_per_cpu_s) {
+                (Some(enc), Some(dec)) => format!(" {enc:>12.1} MiB/s {dec:>12.1} MiB/s"),
+                _ => String::new(),
+            };
             writeln!(
                 out,
-                "{:>15} {:>10}b {:>12.1} MiB/s {:>12.1} MiB/s   {}",
+                "{:>15} {:>10}b {:>12.1} MiB/s {:>12.1} MiB/s{per_cpu}   {}",
                 row.cipher, row.key_bits, row.encrypt_mib_s, row.decrypt_mib_s, row.implementation
             )?;
         }
@@ -146,6 +153,14 @@ fn print_table(out: &mut impl Write, report: &Report, settings: &Settings) -> st
             "# AES instruction ceiling (VAESENC on 512-bit registers, no memory, 1 thread): aes-128 {:.1} MiB/s, aes-256 {:.1} MiB/s",
             ceiling.aes128_mib_s, ceiling.aes256_mib_s
         )?;
+        if let (Some(aes128), Some(aes256)) =
+            (ceiling.aes128_mib_per_cpu_s, ceiling.aes256_mib_per_cpu_s)
+        {
+            writeln!(
+                out,
+                "# AES instruction ceiling per CPU-second: aes-128 {aes128:.1} MiB/s, aes-256 {aes256:.1} MiB/s"
+            )?;
+        }
     }
     if let Some(rng) = &report.rng {
         writeln!(
