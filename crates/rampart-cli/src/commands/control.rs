@@ -181,19 +181,25 @@ impl ServedVolume {
         if outcome == Outcome::Finished {
             // One key again: back to the plain layer.
             let (_, luks, _) = self.paths.load_released()?;
+            // The clients keep the size they know: a data shift leaves the
+            // final segment larger than the data was (its last bytes
+            // random), which a server started now would serve.
+            let len = self.device.len();
             let decrypted = luks.data_map()?.iter().all(|piece| piece.crypt.is_none());
-            let plain: Arc<dyn BlockDevice> = if decrypted {
-                // A decryption: the plaintext where the header now says,
-                // served with the size the clients know.
-                Arc::new(ReencryptingDevice::mapped(
+            let single = if decrypted {
+                None
+            } else {
+                Some(segment_device(Arc::clone(&self.raw), &luks, new_key)?)
+            };
+            let plain: Arc<dyn BlockDevice> = match single {
+                Some(device) if device.len() == len => Arc::new(device),
+                _ => Arc::new(ReencryptingDevice::mapped(
                     Arc::clone(&self.raw),
                     &luks,
                     old_key,
                     new_key,
-                    self.device.len(),
-                )?)
-            } else {
-                Arc::new(segment_device(Arc::clone(&self.raw), &luks, new_key)?)
+                    len,
+                )?),
             };
             self.update_binding(&luks);
             let mut slot = self.reencrypting.lock().unwrap_or_else(PoisonError::into_inner);
