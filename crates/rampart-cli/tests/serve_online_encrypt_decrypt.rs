@@ -127,7 +127,8 @@ fn a_plain_image_is_encrypted_under_the_clients_of_its_server() {
     let vol = dir.file("vol", &data);
     let header = dir.join("vol.hdr");
     // cryptsetup's model: initialise, serve, resume.
-    let init = ["--encrypt", "--init-only", "--header", p(&header), "--sector-size", "4096", p(&vol)];
+    let init =
+        ["--encrypt", "--init-only", "--header", p(&header), "--sector-size", "4096", p(&vol)];
     ok("rampart reencrypt --encrypt --init-only", reencrypt(&init, &key));
     let socket = dir.join("s.sock");
     let mut server = Serve::start(
@@ -146,12 +147,20 @@ fn a_plain_image_is_encrypted_under_the_clients_of_its_server() {
     server.stop();
     assert_eq!(served.len(), data.len());
     // What fio did not touch is the original data.
-    assert_same("the untouched plaintext", &served[16 * MIB as usize..], &data[16 * MIB as usize..]);
+    assert_same(
+        "the untouched plaintext",
+        &served[16 * MIB as usize..],
+        &data[16 * MIB as usize..],
+    );
     assert_encrypted_to(&dir, &vol, &header, &key, &served);
 }
 
 /// A detached-header LUKS2 volume made by cryptsetup, holding `data`.
-fn detached_volume(dir: &TempDir, key: &Path, data: &[u8]) -> (std::path::PathBuf, std::path::PathBuf) {
+fn detached_volume(
+    dir: &TempDir,
+    key: &Path,
+    data: &[u8],
+) -> (std::path::PathBuf, std::path::PathBuf) {
     let vol = dir.sparse("vol", data.len() as u64);
     let header = dir.sparse("vol.hdr", 16 * MIB);
     let mut args = vec!["luksFormat", "-q", "--type", "luks2", "--header", p(&header)];
@@ -187,7 +196,11 @@ fn a_served_volume_is_decrypted_under_its_clients() {
     });
     server.assert_alive("the online decryption");
     server.stop();
-    assert_same("the untouched plaintext", &served[16 * MIB as usize..], &data[16 * MIB as usize..]);
+    assert_same(
+        "the untouched plaintext",
+        &served[16 * MIB as usize..],
+        &data[16 * MIB as usize..],
+    );
     assert_decrypted_to(&vol, &header, 0, &served);
 }
 

@@ -334,7 +334,7 @@ fn encryption_in_place_with_a_data_shift_survives_crashes_anywhere() {
 #[test]
 fn decryption_moving_the_data_down_survives_crashes_anywhere() {
     for sector in [4096u32, 512] {
-        let shift: u64 = 256 << 10;
+        let shift: u64 = 512 << 10;
         let data_len = (2 << 20) + (128 << 10);
         let plain = random(u64::from(sector) + 11, data_len);
         // The attached volume: header, then the data under its key.
@@ -342,7 +342,7 @@ fn decryption_moving_the_data_down_survives_crashes_anywhere() {
         let opts = FormatOptions {
             pbkdf: pbkdf(),
             sector_size: sector,
-            keyslots_size: Some(128 << 10),
+            keyslots_size: Some(384 << 10),
             data_offset: Some(shift),
             ..FormatOptions::default()
         };
