@@ -7,7 +7,9 @@
 //! writing. fio writes and verifies through the server all along; at the
 //! end cryptsetup opens an encrypted volume with the passphrase and pyca
 //! decrypts its data with the key cryptsetup prints to what the clients
-//! see, and a decrypted one holds that plaintext on the device.
+//! see, and a decrypted one holds that plaintext on the device;
+//! `scripts/online-encrypt-decrypt-kill-trials` kills the server at random
+//! moments under load (10 trials here, 100 in BENCHMARKS.md).
 
 #[path = "helpers/serve_support.rs"]
 mod support;
@@ -38,6 +40,7 @@ fn fio(uri: &str, extra: &[&str]) -> Output {
         "--iodepth=16",
         "--verify=crc32c",
         "--randseed=4343",
+        "--verify_state_save=0",
     ]);
     command.args(extra);
     output_limited(command, Duration::from_secs(240))
@@ -285,4 +288,22 @@ fn volumes_mid_encryption_or_decryption_with_a_data_shift_are_served_and_finishe
     server.assert_alive("the online decryption moving the data");
     server.stop();
     assert_decrypted_to(&vol, &header, 0, &data);
+}
+
+#[test]
+fn flushed_writes_survive_kill_9_during_online_encryption_and_decryption() {
+    require(&["fio", "cryptsetup"]);
+    let script =
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/online-encrypt-decrypt-kill-trials");
+    let mut command = Command::new(script);
+    command.arg("10").env("RAMPART", env!("CARGO_BIN_EXE_rampart"));
+    let out = output_limited(command, Duration::from_secs(400));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success()
+            && stdout.contains("online encrypt/decrypt kill trials: 10,")
+            && stdout.contains("failures: 0"),
+        "{}",
+        describe("scripts/online-encrypt-decrypt-kill-trials 10", &out)
+    );
 }
