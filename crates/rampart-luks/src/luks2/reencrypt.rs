@@ -296,9 +296,7 @@ impl ReencryptState {
             // Nothing decrypted but the moved chunk: all data above it
             // is done (one dynamic plaintext segment), else it resumes
             // after the plaintext done so far.
-            let Some(&(first_linear, _)) = self.layout.first() else {
-                return None;
-            };
+            let &(first_linear, _) = self.layout.first()?;
             if first_linear {
                 return None;
             }
