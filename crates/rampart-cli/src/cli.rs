@@ -525,7 +525,10 @@ pub struct ReencryptArgs {
     #[arg(long)]
     pub resume_only: bool,
     /// Only write the reencryption metadata (new keyslots, reencrypt
-    /// keyslot); move no data.
+    /// keyslot); move no data (with --decrypt of an attached header: only
+    /// the header's export and the copy of the first data-offset bytes
+    /// over it). Then `rampart serve` serves the volume and `--resume-only`
+    /// hands the run to the server (online encryption, as cryptsetup's).
     #[arg(long, conflicts_with = "resume_only")]
     pub init_only: bool,
     /// Encrypt a plaintext disk image in place (mode encrypt): with
