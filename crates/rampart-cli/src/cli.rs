@@ -543,9 +543,8 @@ pub struct ReencryptArgs {
     /// detached header FILE is decrypted where it is; a volume whose
     /// header is attached has it exported to FILE (which must not exist)
     /// and the data moved down over it while it is decrypted, so the
-    /// plaintext starts at byte 0 (resilience checksum, or journal when
-    /// the keyslots area holds the data offset). All keyslots are removed
-    /// at the end.
+    /// plaintext starts at byte 0 (resilience checksum). All keyslots are
+    /// removed at the end.
     #[arg(long, conflicts_with_all = ["encrypt", "resume_only"])]
     pub decrypt: bool,
     /// With --encrypt: the bytes given up at the end of the device (K/M/G
