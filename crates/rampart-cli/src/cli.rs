@@ -90,8 +90,9 @@ pub enum Command {
     /// With --encrypt it turns a plain image into a LUKS2 volume in place
     /// (--reduce-device-size: the data shifts up behind the new header;
     /// --header FILE: a detached header; both: a detached header of SIZE
-    /// bytes, the data encrypted in place backward); with --decrypt it turns a
-    /// detached-header volume back into plaintext.
+    /// bytes, the data encrypted in place backward); with --decrypt
+    /// --header FILE it turns a volume back into plaintext (an attached
+    /// header is exported to FILE and the data moved down to byte 0).
     ///
     /// A volume bound to the key manager (`rampart bind`) is rebound with
     /// --kms BUNDLE (or $RAMPART_KMS), after `rampart kms key rotate`: its
@@ -524,7 +525,10 @@ pub struct ReencryptArgs {
     #[arg(long)]
     pub resume_only: bool,
     /// Only write the reencryption metadata (new keyslots, reencrypt
-    /// keyslot); move no data.
+    /// keyslot); move no data (with --decrypt of an attached header: only
+    /// the header's export and the copy of the first data-offset bytes
+    /// over it). Then `rampart serve` serves the volume and `--resume-only`
+    /// hands the run to the server (online encryption, as cryptsetup's).
     #[arg(long, conflicts_with = "resume_only")]
     pub init_only: bool,
     /// Encrypt a plaintext disk image in place (mode encrypt): with
@@ -535,8 +539,12 @@ pub struct ReencryptArgs {
     #[arg(long, conflicts_with_all = ["decrypt", "resume_only"])]
     pub encrypt: bool,
     /// Decrypt a LUKS2 volume's data back to plaintext in place (mode
-    /// decrypt); the volume must have a detached header (--header FILE), as
-    /// cryptsetup 2.6 requires. All keyslots are removed at the end.
+    /// decrypt), with --header FILE as cryptsetup 2.6: a volume with a
+    /// detached header FILE is decrypted where it is; a volume whose
+    /// header is attached has it exported to FILE (which must not exist)
+    /// and the data moved down over it while it is decrypted, so the
+    /// plaintext starts at byte 0 (resilience checksum). All keyslots are
+    /// removed at the end.
     #[arg(long, conflicts_with_all = ["encrypt", "resume_only"])]
     pub decrypt: bool,
     /// With --encrypt: the bytes given up at the end of the device (K/M/G

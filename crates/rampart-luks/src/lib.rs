@@ -27,8 +27,9 @@ pub use cipher::DataCipher;
 pub use error::{Error, Result};
 pub use io::{MemoryIo, MetadataIo};
 pub use luks2::reencrypt::{
-    following_hotzone, in_place_shift_area, ReencryptDirection, ReencryptMode, ReencryptSide,
-    ReencryptState, Resilience, IN_PLACE_SHIFT_BLOCK, REQUIREMENT_V2,
+    following_hotzone, in_place_shift_area, MapCrypt, MapPiece, ReencryptDirection, ReencryptMode,
+    ReencryptSide, ReencryptState, Resilience, IN_PLACE_SHIFT_BLOCK, REQUIREMENT_V2,
+    REQUIREMENT_V3,
 };
 pub use luks2::EncryptPlan;
 pub use pbkdf::{pbkdf_for_time, KdfParams, PbkdfChoice, PbkdfKind};
@@ -609,6 +610,52 @@ impl Luks {
                 pbkdf.hash,
                 pbkdf.forced_iterations.is_some(),
             ),
+        }
+    }
+
+    /// Starts decrypting a LUKS2 volume whose header was attached, the
+    /// data moved down over it (cryptsetup 2.6's `reencrypt --decrypt
+    /// --header NEWFILE` on an attached header): `self` and `io` are
+    /// NEWFILE, a copy of the attached header, and the first data-offset
+    /// bytes of ciphertext are already copied to the start of the data
+    /// device. One crash-safe header write.
+    pub fn reencrypt_init_decrypt_shift(
+        &mut self,
+        io: &dyn MetadataIo,
+        key: &SecretBytes,
+        resilience: Resilience,
+        device_len: u64,
+        pbkdf: &PbkdfChoice,
+    ) -> Result<()> {
+        match &mut self.inner {
+            Inner::V1(_) => Err(Error::invalid("LUKS1 volumes cannot be decrypted in place")),
+            Inner::V2(h) => h.reencrypt_init_decrypt_shift(
+                io,
+                key,
+                resilience,
+                device_len,
+                pbkdf.hash,
+                pbkdf.forced_iterations.is_some(),
+            ),
+        }
+    }
+
+    /// The plaintext map of the data segments, in order (dm's table of
+    /// the volume): one piece outside a reencryption, several within.
+    pub fn data_map(&self) -> Result<Vec<MapPiece>> {
+        match &self.inner {
+            Inner::V1(_) => Err(Error::invalid("a LUKS1 volume has one data segment")),
+            Inner::V2(h) => luks2::reencrypt::data_map(&h.meta),
+        }
+    }
+
+    /// The plaintext map once the hotzone `zone` (data offset, length) of
+    /// the reencryption in progress is done, over `size` data bytes,
+    /// without writing anything.
+    pub fn reencrypt_data_map_after(&self, size: u64, zone: (u64, u64)) -> Result<Vec<MapPiece>> {
+        match &self.inner {
+            Inner::V1(_) => Err(Error::invalid("not a LUKS2 volume")),
+            Inner::V2(h) => luks2::reencrypt::data_map_after(&h.meta, size, zone),
         }
     }
 

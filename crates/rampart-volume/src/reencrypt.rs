@@ -161,10 +161,11 @@ fn io_err(paths: &VolumePaths, what: &str, e: io::Error) -> VolumeError {
 /// sides.
 fn data_size(state: &ReencryptState, device_len: u64) -> Result<u64, VolumeError> {
     let unit = u64::from(state.old.sector_size.max(state.new.sector_size));
-    let available = device_len.checked_sub(state.new.offset).ok_or_else(|| {
+    // Moving the data down, the ciphertext above the shift sets the size.
+    let start = if state.decrypt_shift() { state.old.offset } else { state.new.offset };
+    let available = device_len.checked_sub(start).ok_or_else(|| {
         rampart_luks::Error::Corrupt(format!(
-            "the data starts at byte {} but the device has only {device_len} bytes",
-            state.new.offset
+            "the data starts at byte {start} but the device has only {device_len} bytes"
         ))
     })?;
     let size = match state.fixed_size {
@@ -425,58 +426,21 @@ impl Reencryption {
             .ok_or_else(|| rampart_luks::Error::Corrupt(format!("a hotzone of {len} bytes")))?;
         let offset = self.state.new.offset + start;
         match self.state.resilience.clone() {
+            // The moved chunk of a decryption moving the data down is
+            // decrypted in place, under its checksums or its journal.
+            Resilience::Datashift { checksum: Some((hash, block_size)), .. }
+                if self.state.decrypt_shift() && start == 0 =>
+            {
+                self.recover_checksum(hash, block_size, start, len, buf_len, offset)?;
+            }
+            Resilience::Datashift { .. } if self.state.decrypt_shift() && start == 0 => {
+                self.recover_journal(start, len, buf_len, offset)?;
+            }
             Resilience::Checksum { hash, block_size } => {
-                let bs = block_size as usize;
-                let unit = self.unit() as usize;
-                if bs % unit != 0 || buf_len % bs != 0 {
-                    return Err(rampart_luks::Error::UnsupportedCipher(format!(
-                        "checksum blocks of {bs} bytes do not divide the {unit}-byte sectors and the {len}-byte hotzone"
-                    ))
-                    .into());
-                }
-                let count = buf_len / bs;
-                let hlen = hash.output_len();
-                if (count * hlen) as u64 > self.state.area_size {
-                    return Err(rampart_luks::Error::Corrupt(
-                        "the hotzone's checksums do not fit in the resilience area".into(),
-                    )
-                    .into());
-                }
-                let mut sums = vec![0u8; count * hlen];
-                self.header
-                    .open(false)?
-                    .read_at(self.state.area_offset, &mut sums)
-                    .map_err(|e| self.data_io("cannot read the checksums of", e))?;
-                let mut data = SecretBytes::zeroed(buf_len);
-                self.raw
-                    .read_at(data.expose_mut(), offset)
-                    .map_err(|e| self.data_io("cannot read the hotzone of", e))?;
-                let mut sum = [0u8; 64];
-                for (i, block) in data.expose_mut().chunks_mut(bs).enumerate() {
-                    let n = digest_into(hash, block, &mut sum)?;
-                    if sum[..n] == sums[i * hlen..(i + 1) * hlen] {
-                        let at = start + (i * bs) as u64;
-                        self.transform(block, at)
-                            .and_then(|()| self.raw.write_at(block, offset + (i * bs) as u64))
-                            .map_err(|e| self.data_io("cannot repair the hotzone of", e))?;
-                    }
-                }
+                self.recover_checksum(hash, block_size, start, len, buf_len, offset)?;
             }
             Resilience::Journal => {
-                if len > self.state.area_size {
-                    return Err(rampart_luks::Error::Corrupt(
-                        "the hotzone is larger than its journal".into(),
-                    )
-                    .into());
-                }
-                let mut data = SecretBytes::zeroed(buf_len);
-                self.header
-                    .open(false)?
-                    .read_at(self.state.area_offset, data.expose_mut())
-                    .map_err(|e| self.data_io("cannot read the journal of", e))?;
-                self.transform(data.expose_mut(), start)
-                    .and_then(|()| self.raw.write_at(data.expose(), offset))
-                    .map_err(|e| self.data_io("cannot repair the hotzone of", e))?;
+                self.recover_journal(start, len, buf_len, offset)?;
             }
             Resilience::Datashift { .. } if self.state.in_place_shift() => {
                 // Encrypted where it lies (a detached header with a data
@@ -526,6 +490,82 @@ impl Reencryption {
         }
         self.raw.flush().map_err(|e| self.data_io("cannot sync", e))?;
         self.checkpoint((start, len), false, None)
+    }
+
+    /// Checksum recovery of the hotzone `(start, len)` at device byte
+    /// `offset`: every block whose hash still matches the old data is
+    /// processed, the others already were.
+    fn recover_checksum(
+        &self,
+        hash: HashAlg,
+        block_size: u32,
+        start: u64,
+        len: u64,
+        buf_len: usize,
+        offset: u64,
+    ) -> Result<(), VolumeError> {
+        let bs = block_size as usize;
+        let unit = self.unit() as usize;
+        if bs % unit != 0 || buf_len % bs != 0 {
+            return Err(rampart_luks::Error::UnsupportedCipher(format!(
+                "checksum blocks of {bs} bytes do not divide the {unit}-byte sectors and the {len}-byte hotzone"
+            ))
+            .into());
+        }
+        let count = buf_len / bs;
+        let hlen = hash.output_len();
+        if (count * hlen) as u64 > self.state.area_size {
+            return Err(rampart_luks::Error::Corrupt(
+                "the hotzone's checksums do not fit in the resilience area".into(),
+            )
+            .into());
+        }
+        let mut sums = vec![0u8; count * hlen];
+        self.header
+            .open(false)?
+            .read_at(self.state.area_offset, &mut sums)
+            .map_err(|e| self.data_io("cannot read the checksums of", e))?;
+        let mut data = SecretBytes::zeroed(buf_len);
+        self.raw
+            .read_at(data.expose_mut(), offset)
+            .map_err(|e| self.data_io("cannot read the hotzone of", e))?;
+        let mut sum = [0u8; 64];
+        for (i, block) in data.expose_mut().chunks_mut(bs).enumerate() {
+            let n = digest_into(hash, block, &mut sum)?;
+            if sum[..n] == sums[i * hlen..(i + 1) * hlen] {
+                let at = start + (i * bs) as u64;
+                self.transform(block, at)
+                    .and_then(|()| self.raw.write_at(block, offset + (i * bs) as u64))
+                    .map_err(|e| self.data_io("cannot repair the hotzone of", e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Journal recovery of the hotzone `(start, len)` at device byte
+    /// `offset`: the old data copied in the area is processed again.
+    fn recover_journal(
+        &self,
+        start: u64,
+        len: u64,
+        buf_len: usize,
+        offset: u64,
+    ) -> Result<(), VolumeError> {
+        if len > self.state.area_size {
+            return Err(rampart_luks::Error::Corrupt(
+                "the hotzone is larger than its journal".into(),
+            )
+            .into());
+        }
+        let mut data = SecretBytes::zeroed(buf_len);
+        self.header
+            .open(false)?
+            .read_at(self.state.area_offset, data.expose_mut())
+            .map_err(|e| self.data_io("cannot read the journal of", e))?;
+        self.transform(data.expose_mut(), start)
+            .and_then(|()| self.raw.write_at(data.expose(), offset))
+            .map_err(|e| self.data_io("cannot repair the hotzone of", e))?;
+        Ok(())
     }
 
     /// The record of an in-place shift's hotzone `(off, chunk)` (its
@@ -603,7 +643,7 @@ impl Reencryption {
     ) -> Result<Outcome, ReencryptError> {
         let hot_max = self.hotzone_len(options.hotzone_size)?;
         if options.serving.is_some() {
-            // Only what a server can map: forward, both sides encrypted.
+            // Only what a server can map (every layout Rampart runs).
             self.state.check_servable()?;
         }
         let mut zone = match self.state.hotzone {
@@ -611,7 +651,9 @@ impl Reencryption {
                 match &options.serving {
                     Some(device) => {
                         device.gate.begin_zone(start, len);
-                        let recovered = self.recover(start, len);
+                        let recovered = self
+                            .recover(start, len)
+                            .and_then(|()| device.remap(&self.luks.data_map()?));
                         match &recovered {
                             Ok(()) => device.gate.end_zone(start + len),
                             Err(_) => device.gate.fail_zone(),
@@ -705,9 +747,9 @@ impl Reencryption {
         self.finish(outcome)
     }
 
-    /// The run loop of an online reencryption (forward, both sides
-    /// encrypted): each hotzone is closed to the serving device's clients,
-    /// then read, re-encrypted and written.
+    /// The run loop of an online reencryption, encryption or decryption:
+    /// each hotzone is closed to the serving device's clients, then read,
+    /// processed and written, and the device's map moves past it.
     fn run_served(
         &mut self,
         device: &ReencryptingDevice,
@@ -739,12 +781,22 @@ impl Reencryption {
             })?;
             let crash = options.crash_after.is_some_and(|n| zones >= n);
             device.gate.begin_zone(off, len);
-            let source = self.state.old.offset + off;
+            let source = self.source(off);
             let result = self
                 .raw
                 .read_at(chunk, source)
                 .map_err(|e| ReencryptError::from(self.data_io("cannot read the data of", e)))
-                .and_then(|()| self.zone(chunk, off, crash, with_metadata));
+                .and_then(|()| self.zone(chunk, off, crash, with_metadata))
+                .and_then(|()| {
+                    // The clients of the hotzone, let in next, see it as
+                    // the header now maps it (or will, without metadata).
+                    let map = if with_metadata {
+                        self.luks.data_map()?
+                    } else {
+                        self.luks.reencrypt_data_map_after(self.data_len, (off, len))?
+                    };
+                    device.remap(&map).map_err(ReencryptError::from)
+                });
             match result {
                 Ok(()) => device.gate.end_zone(off + len),
                 Err(e) => {
@@ -786,7 +838,12 @@ impl Reencryption {
         if outcome != Outcome::Finished {
             return Ok(outcome);
         }
-        if let Some((offset, len)) = self.state.moved {
+        if self.state.decrypt_shift() {
+            // Moved down, the data leaves its last `shift` bytes of
+            // ciphertext beyond its end: cryptsetup overwrites them with
+            // random bytes.
+            self.wipe_random(self.data_len, self.raw.len().saturating_sub(self.data_len))?;
+        } else if let Some((offset, len)) = self.state.moved {
             // The copy of the first data chunk is plaintext: cryptsetup
             // overwrites it with random bytes before the end.
             self.wipe_random(offset, len)?;
@@ -850,8 +907,25 @@ impl Reencryption {
                 self.transform(chunk, off)
                     .map_err(|e| self.data_io("cannot process the data of", e))?;
             }
-            Resilience::Datashift { .. } => {
-                let record = self.shift_record(chunk, off)?;
+            Resilience::Datashift { checksum, .. } => {
+                let record = if self.state.decrypt_shift() && off == 0 {
+                    // The moved chunk is decrypted in place: its
+                    // checksums, or the chunk itself (journal), first.
+                    Some(match checksum {
+                        Some((hash, block_size)) => {
+                            let hlen = hash.output_len();
+                            let bs = block_size as usize;
+                            let mut sums = vec![0u8; chunk.len().div_ceil(bs) * hlen];
+                            for (block, sum) in chunk.chunks(bs).zip(sums.chunks_mut(hlen)) {
+                                digest_into(hash, block, sum).map_err(VolumeError::from)?;
+                            }
+                            sums
+                        }
+                        None => chunk.to_vec(),
+                    })
+                } else {
+                    self.shift_record(chunk, off)?
+                };
                 self.checkpoint(zone, true, record.as_deref())?;
                 self.transform(chunk, off)
                     .map_err(|e| self.data_io("cannot process the data of", e))?;
@@ -879,18 +953,160 @@ impl Reencryption {
     }
 }
 
-/// The plaintext of a volume part re-encrypted: bytes below `boundary`
-/// through the new key, the rest through the old one (dm-crypt's mapping
-/// of such a volume). The boundary is a multiple of both sector sizes.
+/// Starts decrypting the volume `data`, whose header is attached, by
+/// moving the data down over the header, as `cryptsetup reencrypt
+/// --decrypt --header NEWFILE` does (cryptsetup 2.6): the header (the
+/// first data-offset bytes) is copied to the new file `new_header`
+/// (created, mode 0600) and synced, the first data-offset bytes of
+/// ciphertext are copied over it at the start of the device and synced,
+/// then NEWFILE records the decryption (`online-reencrypt-v3`). A crash
+/// before the last write leaves NEWFILE a detached header of the volume as
+/// it was. `resilience` protects the moved chunk, decrypted in place last:
+/// checksum or journal. Under the volume's metadata, reencryption and
+/// data-writer locks.
+pub fn start_decrypt_shift(
+    data: &std::path::Path,
+    new_header: &std::path::Path,
+    key: &SecretBytes,
+    resilience: Resilience,
+    pbkdf: &rampart_luks::PbkdfChoice,
+) -> Result<(), VolumeError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let attached = VolumePaths::new(data, None);
+    let (_header_lock, luks, _) = attached.load(true)?;
+    if luks.reencrypt_state()?.is_some() {
+        return Err(rampart_luks::Error::InvalidArgument(
+            "the volume is already being re-encrypted".into(),
+        )
+        .into());
+    }
+    if !luks.verify_volume_key(key)? {
+        return Err(rampart_luks::Error::NoKey.into());
+    }
+    let segment = luks.segment()?;
+    let shift = segment.offset;
+    let sector = u64::from(segment.sector_size);
+    let _lock = ReencryptionLock::try_acquire(luks.uuid())
+        .map_err(|e| io_err(&attached, "cannot lock the reencryption of", e))?;
+    let raw = FileDevice::open(data, false).map_err(|e| io_err(&attached, "cannot open", e))?;
+    let device_len = raw.len();
+    let data_size = device_len.saturating_sub(shift) / sector * sector;
+    let unit = sector.max(4096);
+    if shift == 0 || shift % unit != 0 || data_size <= shift {
+        return Err(rampart_luks::Error::InvalidArgument(format!(
+            "moving the data down by its offset ({shift} bytes) needs an offset that is a non-zero multiple of {unit} bytes and more data than that (the device holds {data_size} bytes of data)"
+        ))
+        .into());
+    }
+    let resilience = match resilience {
+        Resilience::Checksum { hash, block_size } => Resilience::Datashift {
+            kind: "datashift-checksum".into(),
+            shift,
+            checksum: Some((hash, block_size)),
+        },
+        Resilience::Journal => {
+            Resilience::Datashift { kind: "datashift-journal".into(), shift, checksum: None }
+        }
+        other => {
+            return Err(rampart_luks::Error::InvalidArgument(format!(
+                "resilience {} cannot protect a decryption that moves the data (checksum or journal), as in cryptsetup",
+                other.name()
+            ))
+            .into())
+        }
+    };
+    let copy =
+        |what: &str, from: u64, len: u64, to: &mut dyn FnMut(&[u8], u64) -> io::Result<()>| {
+            let mut buf = vec![0u8; 1 << 20];
+            let mut at = 0u64;
+            while at < len {
+                // At most 1 MiB.
+                let n = (len - at).min(1 << 20) as usize;
+                raw.read_at(&mut buf[..n], from + at)
+                    .and_then(|()| to(&buf[..n], at))
+                    .map_err(|e| io_err(&attached, what, e))?;
+                at += n as u64;
+            }
+            Ok::<(), VolumeError>(())
+        };
+    // A trial run on a copy in memory first, so that a request the
+    // metadata cannot take (a journal too small for the moved chunk) is
+    // refused before anything moves.
+    let mut image = vec![0u8; usize::try_from(shift).unwrap_or(usize::MAX).min(1 << 30)];
+    if image.len() as u64 != shift {
+        return Err(rampart_luks::Error::InvalidArgument(format!(
+            "a data offset of {shift} bytes is larger than any LUKS2 header"
+        ))
+        .into());
+    }
+    raw.read_at(&mut image, 0).map_err(|e| io_err(&attached, "cannot read the header of", e))?;
+    let trial = rampart_luks::MemoryIo::from_vec(image);
+    let (mut copy_luks, _) = Luks::load(&trial)?;
+    let quick = rampart_luks::PbkdfChoice { forced_iterations: Some(1000), ..pbkdf.clone() };
+    copy_luks.reencrypt_init_decrypt_shift(&trial, key, resilience.clone(), device_len, &quick)?;
+    drop(trial);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(new_header)
+        .map_err(|e| {
+            VolumeError::io(format!("cannot create header file {}", new_header.display()), e)
+        })?;
+    copy("cannot export the header of", 0, shift, &mut |chunk, _| file.write_all(chunk))?;
+    file.sync_all()
+        .map_err(|e| VolumeError::io(format!("cannot sync {}", new_header.display()), e))?;
+    drop(file);
+    if let Some(dir) = new_header.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if let Ok(dir) = std::fs::File::open(dir) {
+            dir.sync_all().map_err(|e| {
+                VolumeError::io(format!("cannot sync the directory of {}", new_header.display()), e)
+            })?;
+        }
+    }
+    copy("cannot move the data of", shift, shift, &mut |chunk, at| raw.write_at(chunk, at))?;
+    raw.flush().map_err(|e| io_err(&attached, "cannot sync", e))?;
+    let paths = VolumePaths::new(data, Some(new_header));
+    let (header, mut exported, _) = paths.load(true)?;
+    exported.reencrypt_init_decrypt_shift(&header, key, resilience, device_len, pbkdf)?;
+    Ok(())
+}
+
+/// The plaintext of a volume in the middle of a reencryption, encryption
+/// or decryption, as dm-crypt maps it: the header's data segments in
+/// order, each piece through the old key, the new key or as plaintext
+/// (`linear`), at its own place on the device (a data shift moves pieces).
+/// Serving it, the reencryption swaps in the map of each hotzone it
+/// finishes while the gate keeps the hotzone closed to requests, so each
+/// request sees one map for its whole range.
 pub struct ReencryptingDevice {
-    old: CryptDevice<SharedDevice>,
-    new: CryptDevice<SharedDevice>,
+    raw: SharedDevice,
+    old_key: SecretBytes,
+    new_key: SecretBytes,
+    len: u64,
+    block: u32,
+    map: std::sync::Mutex<Arc<Vec<Piece>>>,
     gate: ZoneGate,
+}
+
+/// `[start, end)` of the plaintext and where it lies.
+struct Piece {
+    start: u64,
+    end: u64,
+    target: Target,
+}
+
+enum Target {
+    /// Plaintext at this device offset (of the piece's start).
+    Plain(u64),
+    Crypt(CryptDevice<SharedDevice>),
 }
 
 impl std::fmt::Debug for ReencryptingDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ReencryptingDevice")
+            .field("len", &self.len)
             .field("boundary", &self.gate.boundary())
             .finish_non_exhaustive()
     }
@@ -911,7 +1127,8 @@ impl ReencryptingDevice {
         Self::on(Arc::new(raw), luks, old_key, new_key)
     }
 
-    /// Maps the reencryption recorded in `luks` over `raw`.
+    /// Maps the reencryption recorded in `luks` over `raw` (an empty key
+    /// for a plaintext side).
     pub fn on(
         raw: SharedDevice,
         luks: &Luks,
@@ -930,95 +1147,189 @@ impl ReencryptingDevice {
             .into());
         }
         let size = data_size(&state, raw.len())?;
-        let plain = || rampart_luks::Error::UnsupportedCipher("a plaintext side".into());
-        let old = crypt_side(&raw, &state.old, size, old_key)?.ok_or_else(plain)?;
-        let new = crypt_side(&raw, &state.new, size, new_key)?.ok_or_else(plain)?;
+        let len = match (&state.resilience, state.previous_size) {
+            (Resilience::Datashift { .. }, Some(p)) => p.min(size),
+            _ => size,
+        };
+        let block = state.old.sector_size.max(state.new.sector_size);
         let boundary = if state.complete { size } else { state.done.min(size) };
-        Ok(Self { old, new, gate: ZoneGate::new(boundary) })
+        Self::with_map(raw, luks.data_map()?, old_key, new_key, len, block, boundary)
     }
 
-    /// Bytes under the new key.
+    /// Maps the data segments of `luks`, in or out of a reencryption, over
+    /// `raw`, for `len` plaintext bytes (a volume just decrypted, served
+    /// on with the size it had).
+    pub fn mapped(
+        raw: SharedDevice,
+        luks: &Luks,
+        old_key: &SecretBytes,
+        new_key: &SecretBytes,
+        len: u64,
+    ) -> Result<Self, VolumeError> {
+        let map = luks.data_map()?;
+        let block = map.iter().filter_map(|p| p.crypt.map(|c| c.sector_size)).max().unwrap_or(512);
+        Self::with_map(raw, map, old_key, new_key, len, block, len)
+    }
+
+    fn with_map(
+        raw: SharedDevice,
+        map: Vec<rampart_luks::MapPiece>,
+        old_key: &SecretBytes,
+        new_key: &SecretBytes,
+        len: u64,
+        block: u32,
+        boundary: u64,
+    ) -> Result<Self, VolumeError> {
+        let device = Self {
+            raw,
+            old_key: SecretBytes::new(old_key.expose().to_vec()),
+            new_key: SecretBytes::new(new_key.expose().to_vec()),
+            len,
+            block,
+            map: std::sync::Mutex::new(Arc::new(Vec::new())),
+            gate: ZoneGate::new(boundary),
+        };
+        device.remap(&map)?;
+        Ok(device)
+    }
+
+    /// Replaces the map (the data segments as the header now has them).
+    /// Called with the changed range closed by the gate.
+    pub(crate) fn remap(&self, map: &[rampart_luks::MapPiece]) -> Result<(), VolumeError> {
+        let mut pieces = Vec::with_capacity(map.len());
+        let mut start = 0u64;
+        for piece in map {
+            if start >= self.len {
+                break;
+            }
+            let end = match piece.len {
+                Some(n) => start.checked_add(n).ok_or_else(|| {
+                    rampart_luks::Error::Corrupt("data segments beyond any device".into())
+                })?,
+                None => self.len,
+            }
+            .min(self.len);
+            let target = match piece.crypt {
+                None => Target::Plain(piece.device_offset),
+                Some(c) => {
+                    let key = if c.new_key { &self.new_key } else { &self.old_key };
+                    let layout = CryptLayout {
+                        offset: piece.device_offset,
+                        size: end - start,
+                        sector_size: c.sector_size,
+                        iv_tweak: c.iv_tweak,
+                    };
+                    let cipher = SectorCipher::new(sector_cipher_kind(c.cipher), key)?;
+                    Target::Crypt(
+                        CryptDevice::new(Arc::clone(&self.raw), layout, cipher)
+                            .map_err(|e| VolumeError::io("cannot map the data", e))?,
+                    )
+                }
+            };
+            if let Target::Plain(offset) = target {
+                if offset.checked_add(end - start).is_none_or(|e| e > self.raw.len()) {
+                    return Err(rampart_luks::Error::Corrupt(
+                        "a plaintext segment beyond the end of the device".into(),
+                    )
+                    .into());
+                }
+            }
+            pieces.push(Piece { start, end, target });
+            start = end;
+        }
+        if start < self.len {
+            return Err(rampart_luks::Error::Corrupt(format!(
+                "the data segments map {start} of {} bytes",
+                self.len
+            ))
+            .into());
+        }
+        *self.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(pieces);
+        Ok(())
+    }
+
+    fn current(&self) -> Arc<Vec<Piece>> {
+        Arc::clone(&self.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
+    /// How far the boundary of the run has moved (bytes processed, from
+    /// the start or the end of the data as the run goes).
     #[must_use]
     pub fn boundary(&self) -> u64 {
         self.gate.boundary()
     }
 
-    /// Runs a data-less request on the part of the range under each key.
-    fn on_each_side(
+    /// Runs `op(target, offset in the piece, offset in the request, len)`
+    /// on each piece of `[offset, offset+len)`, inside the gate.
+    fn each(
         &self,
         offset: u64,
         len: u64,
-        op: impl Fn(&CryptDevice<SharedDevice>, u64, u64) -> io::Result<()>,
+        mut op: impl FnMut(&Target, u64, usize, usize) -> io::Result<()>,
     ) -> io::Result<()> {
-        check_range(offset, len, self.len())?;
-        let passage = self.gate.enter(offset, len)?;
-        let (below, rest) = split(passage.boundary(), offset, len);
-        if below > 0 {
-            op(&self.new, offset, below)?;
-        }
-        if rest > 0 {
-            op(&self.old, offset + below, rest)?;
+        check_range(offset, len, self.len)?;
+        let _passage = self.gate.enter(offset, len)?;
+        let map = self.current();
+        let end = offset + len;
+        let first = map.partition_point(|p| p.end <= offset);
+        for piece in &map[first..] {
+            if piece.start >= end {
+                break;
+            }
+            let from = offset.max(piece.start);
+            let to = end.min(piece.end);
+            // Both within the request, itself at most a buffer's length.
+            op(&piece.target, from - piece.start, (from - offset) as usize, (to - from) as usize)?;
         }
         Ok(())
     }
-}
-
-/// Splits `[offset, offset+len)` at `boundary`: (new part, old part).
-fn split(boundary: u64, offset: u64, len: u64) -> (u64, u64) {
-    let below = boundary.saturating_sub(offset).min(len);
-    (below, len - below)
 }
 
 impl BlockDevice for ReencryptingDevice {
     fn len(&self) -> u64 {
-        self.new.len()
+        self.len
     }
 
     fn block_size(&self) -> u32 {
-        self.old.block_size().max(self.new.block_size())
+        self.block
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        check_range(offset, buf.len() as u64, self.len())?;
-        let passage = self.gate.enter(offset, buf.len() as u64)?;
-        let (below, _) = split(passage.boundary(), offset, buf.len() as u64);
-        let (new_part, old_part) = buf.split_at_mut(below as usize);
-        if !new_part.is_empty() {
-            self.new.read_at(new_part, offset)?;
-        }
-        if !old_part.is_empty() {
-            self.old.read_at(old_part, offset + below)?;
-        }
-        Ok(())
+        self.each(offset, buf.len() as u64, |target, at, from, n| {
+            let part = &mut buf[from..from + n];
+            match target {
+                Target::Plain(base) => self.raw.read_at(part, base + at),
+                Target::Crypt(dev) => dev.read_at(part, at),
+            }
+        })
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        check_range(offset, buf.len() as u64, self.len())?;
-        let passage = self.gate.enter(offset, buf.len() as u64)?;
-        let (below, _) = split(passage.boundary(), offset, buf.len() as u64);
-        let (new_part, old_part) = buf.split_at(below as usize);
-        if !new_part.is_empty() {
-            self.new.write_at(new_part, offset)?;
-        }
-        if !old_part.is_empty() {
-            self.old.write_at(old_part, offset + below)?;
-        }
-        Ok(())
+        self.each(offset, buf.len() as u64, |target, at, from, n| {
+            let part = &buf[from..from + n];
+            match target {
+                Target::Plain(base) => self.raw.write_at(part, base + at),
+                Target::Crypt(dev) => dev.write_at(part, at),
+            }
+        })
     }
 
     fn flush(&self) -> io::Result<()> {
-        // Both layers sit on one file today, so the second flush finds
-        // nothing dirty; flushing both keeps FLUSH's meaning if they ever
-        // sit on different devices (a detached data device, say).
-        self.new.flush()?;
-        self.old.flush()
+        // Every piece sits on the one data device.
+        self.raw.flush()
     }
 
     fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
-        self.on_each_side(offset, len, |dev, off, n| dev.discard(off, n))
+        self.each(offset, len, |target, at, _, n| match target {
+            Target::Plain(base) => self.raw.discard(base + at, n as u64),
+            Target::Crypt(dev) => dev.discard(at, n as u64),
+        })
     }
 
     fn write_zeroes(&self, offset: u64, len: u64) -> io::Result<()> {
-        self.on_each_side(offset, len, |dev, off, n| dev.write_zeroes(off, n))
+        self.each(offset, len, |target, at, _, n| match target {
+            Target::Plain(base) => self.raw.write_zeroes(base + at, n as u64),
+            Target::Crypt(dev) => dev.write_zeroes(at, n as u64),
+        })
     }
 }

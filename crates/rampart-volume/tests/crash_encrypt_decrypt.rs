@@ -6,7 +6,8 @@
 //! before — through the new key after an encryption (with a data shift,
 //! backward, moved or in place under a detached header, or in place,
 //! forward), as plain bytes after a decryption
-//! (backward). With checksum resilience the disk's atomic write unit is
+//! (backward, or forward moving the data down over an exported attached
+//! header). With checksum resilience the disk's atomic write unit is
 //! the checksum block (4096 bytes), as cryptsetup requires.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -19,8 +20,8 @@ use rampart_luks::{
 };
 use rampart_volume::crashsim::{CrashSim, SplitMix64};
 use rampart_volume::{
-    sector_cipher_kind, BlockDevice, CryptDevice, CryptLayout, Outcome, ReencryptOptions,
-    Reencryption, SectorCipher,
+    sector_cipher_kind, BlockDevice, CryptDevice, CryptLayout, MemDevice, Outcome,
+    ReencryptOptions, Reencryption, SectorCipher,
 };
 
 const IMAGE: usize = 4 << 20;
@@ -59,10 +60,46 @@ fn crypt<D: BlockDevice>(device: D, offset: u64, sector: u32, key: &SecretBytes)
     CryptDevice::new(device, layout, cipher).unwrap()
 }
 
+/// The bytes of a medium from `base` on, as a device of their own: the
+/// data device when the header shares the medium before it (so that one
+/// simulated crash hits both).
+struct Window {
+    sim: CrashSim,
+    base: u64,
+}
+
+impl BlockDevice for Window {
+    fn len(&self) -> u64 {
+        BlockDevice::len(&self.sim) - self.base
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        BlockDevice::read_at(&self.sim, buf, self.base + offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        BlockDevice::write_at(&self.sim, buf, self.base + offset)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        BlockDevice::flush(&self.sim)
+    }
+    fn discard(&self, offset: u64, len: u64) -> std::io::Result<()> {
+        self.sim.discard(self.base + offset, len)
+    }
+    fn write_zeroes(&self, offset: u64, len: u64) -> std::io::Result<()> {
+        self.sim.write_zeroes(self.base + offset, len)
+    }
+}
+
 /// Runs (or resumes) the job on `sim` to its end or to the simulated power
 /// cut; returns whether it finished.
 fn run(sim: &CrashSim, old: &SecretBytes, new: &SecretBytes) -> bool {
-    let data: Arc<dyn BlockDevice> = Arc::new(sim.clone());
+    run_at(sim, 0, old, new)
+}
+
+/// [`run`] with the data device from byte `base` of the medium (0: the
+/// header is attached, or shares its data device's start).
+fn run_at(sim: &CrashSim, base: u64, old: &SecretBytes, new: &SecretBytes) -> bool {
+    let data: Arc<dyn BlockDevice> =
+        if base == 0 { Arc::new(sim.clone()) } else { Arc::new(Window { sim: sim.clone(), base }) };
     let job = match Reencryption::open_on(data, Arc::new(sim.clone()), old, new) {
         Ok(job) => job,
         Err(_) if sim.has_crashed() => return false,
@@ -87,6 +124,20 @@ fn trials(
     cases: u64,
     verify: &dyn Fn(&str, &CrashSim),
 ) {
+    trials_at(what, image, 0, keys, tear, cases, verify);
+}
+
+/// [`trials`] with the data device from byte `base` of the medium.
+fn trials_at(
+    what: &str,
+    image: &[u8],
+    base: u64,
+    keys: (&SecretBytes, &SecretBytes),
+    tear: u64,
+    cases: u64,
+    verify: &dyn Fn(&str, &CrashSim),
+) {
+    let run = |sim: &CrashSim, old: &SecretBytes, new: &SecretBytes| run_at(sim, base, old, new);
     let counter = CrashSim::with_tear(image.to_vec(), 0, tear);
     assert!(run(&counter, keys.0, keys.1), "{what}: the run did not finish");
     verify(&format!("{what}: no crash"), &counter);
@@ -270,5 +321,66 @@ fn encryption_in_place_with_a_data_shift_survives_crashes_anywhere() {
             40,
             &verify,
         );
+    }
+}
+
+/// cryptsetup 2.6's `reencrypt --decrypt --header NEWFILE` on an attached
+/// header: the header exported, the first data-offset bytes of ciphertext
+/// copied to the start of the device, then the data decrypted forward,
+/// each hotzone written `shift` bytes below where it is read, the moved
+/// chunk last, in place under its checksums. The exported header and the
+/// data device share one medium here (header first) so that one crash
+/// hits both.
+#[test]
+fn decryption_moving_the_data_down_survives_crashes_anywhere() {
+    for sector in [4096u32, 512] {
+        let shift: u64 = 512 << 10;
+        let data_len = (2 << 20) + (128 << 10);
+        let plain = random(u64::from(sector) + 11, data_len);
+        // The attached volume: header, then the data under its key.
+        let io = MemoryIo::new(shift as usize + data_len);
+        let opts = FormatOptions {
+            pbkdf: pbkdf(),
+            sector_size: sector,
+            keyslots_size: Some(384 << 10),
+            data_offset: Some(shift),
+            ..FormatOptions::default()
+        };
+        let (_, key) = Luks::format(&io, &opts, b"pass").unwrap();
+        let mem = Arc::new(MemDevice::new(shift as usize + data_len));
+        mem.write_at(&io.into_vec(), 0).unwrap();
+        crypt(Arc::clone(&mem), shift, sector, &key).write_at(&plain, 0).unwrap();
+        let attached = mem.snapshot();
+        // What the initialisation leaves: the header exported, the first
+        // chunk of ciphertext moved to the start of the device.
+        let header = MemoryIo::from_vec(attached[..shift as usize].to_vec());
+        let mut moved = attached.clone();
+        moved.copy_within(shift as usize..2 * shift as usize, 0);
+        let (mut luks, _) = Luks::load(&header).unwrap();
+        let checksum = Resilience::Checksum { hash: HashAlg::Sha256, block_size: 4096 };
+        let resilience = Resilience::Datashift {
+            kind: "datashift-checksum".into(),
+            shift,
+            checksum: match checksum {
+                Resilience::Checksum { hash, block_size } => Some((hash, block_size)),
+                _ => None,
+            },
+        };
+        luks.reencrypt_init_decrypt_shift(&header, &key, resilience, moved.len() as u64, &pbkdf())
+            .unwrap();
+        let state = luks.reencrypt_state().unwrap().unwrap();
+        assert!(state.decrypt_shift(), "{state:?}");
+        let mut medium = header.into_vec();
+        medium.extend_from_slice(&moved);
+        let verify = |what: &str, sim: &CrashSim| {
+            let (luks, _) = Luks::load(sim).unwrap();
+            assert!(luks.reencrypt_state().unwrap().is_none(), "{what}");
+            assert!(luks.active_keyslots().is_empty(), "{what}: keyslots left");
+            let mut got = vec![0u8; data_len];
+            MetadataIo::read_at(sim, shift, &mut got).unwrap();
+            assert_plain(what, &got, &plain);
+        };
+        let what = format!("decrypt moving {sector}");
+        trials_at(&what, &medium, shift, (&key, &none()), 4096, 40, &verify);
     }
 }

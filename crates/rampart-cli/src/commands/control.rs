@@ -6,7 +6,8 @@
 //! (a directory only its owner may enter). `reencrypt` writes the
 //! reencryption metadata itself, as it does offline, then connects and
 //! sends one request: a JSON line, followed by the old and the new volume
-//! key as raw bytes. The server checks both keys against the header, puts
+//! key as raw bytes (none for the plaintext side of an encryption or a
+//! decryption). The server checks both keys against the header, puts
 //! a [`ReencryptingDevice`] in place of the volume's single-key layer and
 //! runs the reencryption on it while clients go on, answering with JSON
 //! lines of progress and a final event. When the connection closes early
@@ -180,10 +181,29 @@ impl ServedVolume {
         if outcome == Outcome::Finished {
             // One key again: back to the plain layer.
             let (_, luks, _) = self.paths.load_released()?;
-            let plain = segment_device(Arc::clone(&self.raw), &luks, new_key)?;
+            // The clients keep the size they know: a data shift leaves the
+            // final segment larger than the data was (its last bytes
+            // random), which a server started now would serve.
+            let len = self.device.len();
+            let decrypted = luks.data_map()?.iter().all(|piece| piece.crypt.is_none());
+            let single = if decrypted {
+                None
+            } else {
+                Some(segment_device(Arc::clone(&self.raw), &luks, new_key)?)
+            };
+            let plain: Arc<dyn BlockDevice> = match single {
+                Some(device) if device.len() == len => Arc::new(device),
+                _ => Arc::new(ReencryptingDevice::mapped(
+                    Arc::clone(&self.raw),
+                    &luks,
+                    old_key,
+                    new_key,
+                    len,
+                )?),
+            };
             self.update_binding(&luks);
             let mut slot = self.reencrypting.lock().unwrap_or_else(PoisonError::into_inner);
-            self.device.replace(Arc::new(plain));
+            self.device.replace(plain);
             *slot = None;
         }
         Ok(outcome)
@@ -259,8 +279,10 @@ fn answer(volume: &ServedVolume, mut stream: UnixStream) {
     let _ = send(&mut stream, &event);
 }
 
+/// A volume key of `len` bytes; 0 for the plaintext side of an
+/// encryption or a decryption (the header says which side has no key).
 fn read_key(reader: &mut impl Read, len: usize) -> anyhow::Result<SecretBytes> {
-    if len == 0 || len > MAX_KEY {
+    if len > MAX_KEY {
         anyhow::bail!("a volume key of {len} bytes");
     }
     let mut key = SecretBytes::zeroed(len);
@@ -278,6 +300,9 @@ fn serve_request(volume: &ServedVolume, stream: &mut UnixStream) -> anyhow::Resu
     }
     let old_key = read_key(&mut reader, request.old_key_bytes)?;
     let new_key = read_key(&mut reader, request.new_key_bytes)?;
+    if old_key.is_empty() && new_key.is_empty() {
+        anyhow::bail!("no volume key");
+    }
     // The requester closing its end (interrupted, killed) stops the run
     // at the next hotzone boundary.
     let stop = Arc::new(AtomicBool::new(false));

@@ -78,6 +78,27 @@ pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
             return resume(args, &paths, &old_key, &new_key, None);
         }
     }
+    // `--decrypt --header NEWFILE` on a volume whose header is attached:
+    // the header is exported to NEWFILE and the data moved down over it.
+    if args.decrypt {
+        if let Some(new_header) = &paths.header {
+            if matches!(std::fs::symlink_metadata(new_header), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+            {
+                let key = start_decrypt_attached(args, &paths, new_header)?;
+                if args.init_only {
+                    if !args.quiet && !args.json {
+                        eprintln!(
+                            "Decryption of {} initialised; its header is now {}.",
+                            paths.data.display(),
+                            new_header.display()
+                        );
+                    }
+                    return Ok(());
+                }
+                return resume(args, &paths, &key, &SecretBytes::new(Vec::new()), None);
+            }
+        }
+    }
     // The header's "reencryption in progress" warning is this command's
     // own business: the others are shown.
     let (header, luks, mut report) = paths.load_released()?;
@@ -357,6 +378,78 @@ fn start_encrypt(
     Ok((SecretBytes::new(Vec::new()), key))
 }
 
+/// `--decrypt --header NEWFILE` on a volume whose header is attached (as
+/// cryptsetup 2.6): the header goes to NEWFILE, the first data-offset
+/// bytes of ciphertext to the start of the device, and NEWFILE records a
+/// decryption that moves the data down (see
+/// [`rampart_volume::reencrypt::start_decrypt_shift`]). Returns the key.
+fn start_decrypt_attached(
+    args: &ReencryptArgs,
+    paths: &VolumePaths,
+    new_header: &std::path::Path,
+) -> anyhow::Result<SecretBytes> {
+    if args.cipher.is_some()
+        || args.key_size.is_some()
+        || args.sector_size.is_some()
+        || args.new_key_file.is_some()
+    {
+        return Err(UsageError(
+            "--decrypt takes no --cipher, --key-size, --sector-size or --new-key-file".into(),
+        )
+        .into());
+    }
+    let attached = VolumePaths::new(&paths.data, None);
+    let (header, luks, report) = attached.load_released().with_context(|| {
+        format!(
+            "{} does not exist, so {} must hold its LUKS2 header (to be exported to it)",
+            new_header.display(),
+            paths.data.display()
+        )
+    })?;
+    warn(&report);
+    if luks.version() != LuksVersion::Luks2 {
+        return Err(UsageError(format!(
+            "{} is LUKS1: only LUKS2 volumes can be decrypted in place",
+            paths.data.display()
+        ))
+        .into());
+    }
+    if luks.reencrypt_state().map_err(luks_error)?.is_some() {
+        return Err(UsageError(format!(
+            "{} is being re-encrypted with its header attached: resume it with `rampart reencrypt --resume-only` without --header first",
+            paths.data.display()
+        ))
+        .into());
+    }
+    if control::connect(luks.uuid()).is_some() {
+        return Err(UsageError(format!(
+            "{} is being served: moving its data down over its header needs the volume offline; stop `rampart serve` first",
+            paths.data.display()
+        ))
+        .into());
+    }
+    let mut source = KeySource::new(&args.key, &args.tokens, "Enter passphrase: ");
+    let (_, key) = source.unlock(&luks, &header, attached.header_path())?;
+    drop(header);
+    // cryptsetup protects the moved chunk with 4096-byte checksum blocks
+    // whatever the sector size (the data offset is a multiple of 4096).
+    let resilience = parse_resilience(args, 4096)?;
+    let pbkdf = pbkdf_choice(&args.pbkdf, LuksVersion::Luks2)?;
+    rampart_volume::reencrypt::start_decrypt_shift(
+        &paths.data,
+        new_header,
+        &key,
+        resilience,
+        &pbkdf,
+    )
+    .map_err(|e| match e {
+        rampart_volume::VolumeError::Luks(inner) => luks_error(inner),
+        other => anyhow::Error::from(other),
+    })
+    .with_context(|| format!("cannot start the decryption of {}", paths.data.display()))?;
+    Ok(key)
+}
+
 /// `--decrypt`: writes the reencryption metadata of a decryption (mode
 /// decrypt, backward, as cryptsetup). Returns the key and none.
 fn start_decrypt(
@@ -367,7 +460,7 @@ fn start_decrypt(
 ) -> anyhow::Result<(SecretBytes, SecretBytes)> {
     if paths.header.is_none() {
         return Err(UsageError(format!(
-            "{} has its header attached: decryption needs a detached header (--header FILE), as in cryptsetup 2.6 (move it out first with `rampart header backup` and cryptsetup's data shift, or decrypt with `rampart export`)",
+            "{} has its header attached: give --header NEWFILE (a file that does not exist yet), as cryptsetup 2.6 asks: the header is exported to it and the data moved down over it while it is decrypted",
             paths.data.display()
         ))
         .into());

@@ -68,6 +68,21 @@ pub(super) fn dump_text(h: &Luks2) -> String {
         let _ = writeln!(out, "\tresilience: {}", state.resilience.name());
         if state.complete {
             let _ = writeln!(out, "\tprogress:   all data re-encrypted; cleanup pending");
+        } else if state.decrypt_shift() {
+            let shifted_done = state.layout.iter().any(|&(l, s)| l && s.is_none());
+            if shifted_done {
+                let _ = writeln!(
+                    out,
+                    "\tprogress:   all data moved down {} bytes and decrypted but the first {} bytes (decrypted last)",
+                    state.shift, state.shift
+                );
+            } else {
+                let _ = writeln!(
+                    out,
+                    "\tprogress:   {} bytes moved down {} bytes and decrypted (the first {} bytes last)",
+                    state.done, state.shift, state.shift
+                );
+            }
         } else if state.direction == super::reencrypt::ReencryptDirection::Forward {
             let _ = writeln!(out, "\tprogress:   {} bytes re-encrypted", state.done);
         } else {

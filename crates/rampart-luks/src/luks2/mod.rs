@@ -181,7 +181,7 @@ impl Luks2 {
             });
         }
         for req in chosen.meta.mandatory_requirements() {
-            if req == reencrypt::REQUIREMENT_V2 {
+            if reencrypt::is_reencrypt_requirement(&req) {
                 report.warnings.push(
                     "a reencryption is in progress on this volume: finish it with `rampart reencrypt --resume-only` (or cryptsetup's)".into(),
                 );
@@ -207,7 +207,7 @@ impl Luks2 {
     /// Fails if the header lists a requirement Rampart does not implement.
     pub(crate) fn check_requirements(&self) -> Result<()> {
         let reqs = self.meta.mandatory_requirements();
-        if let Some(req) = reqs.iter().find(|r| *r != reencrypt::REQUIREMENT_V2) {
+        if let Some(req) = reqs.iter().find(|r| !reencrypt::is_reencrypt_requirement(r)) {
             return Err(Error::UnknownRequirement(json::shorten(req)));
         }
         if reqs.is_empty() {
@@ -801,7 +801,7 @@ impl Luks2 {
             .meta
             .mandatory_requirements()
             .into_iter()
-            .find(|r| r != reencrypt::REQUIREMENT_V2)
+            .find(|r| !reencrypt::is_reencrypt_requirement(r))
         {
             Some(req) => Err(Error::UnknownRequirement(json::shorten(&req))),
             None => Ok(()),
@@ -1154,7 +1154,7 @@ impl Luks2 {
             m.digests.retain(|_, d| !d.keyslots().is_empty() || !d.segments().is_empty());
             if let Some(reqs) = m.config.requirements.as_mut() {
                 if let Some(list) = reqs.mandatory.as_mut() {
-                    list.retain(|r| r != reencrypt::REQUIREMENT_V2);
+                    list.retain(|r| !reencrypt::is_reencrypt_requirement(r));
                     if list.is_empty() {
                         reqs.mandatory = None;
                     }
@@ -1238,7 +1238,11 @@ impl Luks2 {
                     meta.segments.insert(2, json::SegmentJson::Crypt(fin));
                     (
                         reencrypt::ReencryptDirection::Backward,
-                        reencrypt::Resilience::Datashift { kind: "datashift".into(), shift },
+                        reencrypt::Resilience::Datashift {
+                            kind: "datashift".into(),
+                            shift,
+                            checksum: None,
+                        },
                     )
                 }
                 Some(shift) => {
@@ -1279,7 +1283,11 @@ impl Luks2 {
                     meta.segments.insert(next + 2, json::SegmentJson::Crypt(fin));
                     (
                         reencrypt::ReencryptDirection::Backward,
-                        reencrypt::Resilience::Datashift { kind: "datashift".into(), shift },
+                        reencrypt::Resilience::Datashift {
+                            kind: "datashift".into(),
+                            shift,
+                            checksum: None,
+                        },
                     )
                 }
                 None => {
@@ -1393,6 +1401,125 @@ impl Luks2 {
             extra: serde_json::Map::new(),
         });
         reqs.mandatory.get_or_insert_with(Vec::new).push(reencrypt::REQUIREMENT_V2.into());
+        let data = reencrypt::verification_data(&meta, Some(old_key), None)?;
+        let iterations = if forced_iterations {
+            crate::pbkdf::MIN_PBKDF2_ITERATIONS
+        } else {
+            pbkdf2_iterations_for(hash, data.len(), DIGEST_ITER_MS)?
+        };
+        let id = (0..=json::MAX_ID)
+            .find(|d| !meta.digests.contains_key(d))
+            .ok_or_else(|| Error::NoSpace("all LUKS2 digest ids are in use".into()))?;
+        meta.digests.insert(
+            id,
+            digest::create(data.expose(), hash, iterations, vec![IdRef(rks)], Vec::new())?,
+        );
+        encode_area(&meta, self.bin.hdr_size)?;
+        self.update_reencrypt(io, |m| {
+            *m = meta;
+            Ok(())
+        })
+    }
+}
+
+impl Luks2 {
+    /// Starts a decryption that moves the data down over the header (mode
+    /// decrypt, forward, `online-reencrypt-v3`), as `cryptsetup reencrypt
+    /// --decrypt --header NEWFILE` initialises an attached header. `self`
+    /// is loaded from NEWFILE, a copy of the attached header; the caller
+    /// has already copied the first `shift` bytes of ciphertext (shift:
+    /// the data offset) to the start of the data device, where the moved
+    /// segment says they are. `resilience` is `datashift-checksum` (with
+    /// its hash and block) or `datashift-journal`; `device_len` is the
+    /// data device's size. One header write.
+    pub(crate) fn reencrypt_init_decrypt_shift(
+        &mut self,
+        io: &dyn MetadataIo,
+        old_key: &SecretBytes,
+        resilience: reencrypt::Resilience,
+        device_len: u64,
+        hash: rampart_crypto::HashAlg,
+        forced_iterations: bool,
+    ) -> Result<()> {
+        self.check_requirements()?;
+        self.check_unchanged(io)?;
+        if !self.verify_volume_key(old_key)? {
+            return Err(Error::invalid("the volume key does not match this volume's digest"));
+        }
+        let (seg_id, seg) = segment::data_segment(&self.meta)?;
+        if seg_id != 0 || !matches!(seg.size, json::SizeField::Dynamic) {
+            return Err(Error::invalid(
+                "decryption with a data shift needs one data segment 0 of dynamic size",
+            ));
+        }
+        let shift = seg.offset.0;
+        let unit = u64::from(seg.sector_size).max(4096);
+        let data_size = device_len.saturating_sub(shift) / u64::from(seg.sector_size)
+            * u64::from(seg.sector_size);
+        if shift == 0 || shift % unit != 0 || data_size <= shift {
+            return Err(Error::invalid(format!(
+                "decryption with a data shift moves the data down by its offset ({shift} bytes): it needs an offset that is a non-zero multiple of {unit} bytes and more data than that ({data_size} bytes)"
+            )));
+        }
+        let kind = match &resilience {
+            reencrypt::Resilience::Datashift { kind, checksum, .. }
+                if (kind == "datashift-checksum" && checksum.is_some())
+                    || kind == "datashift-journal" =>
+            {
+                kind.clone()
+            }
+            other => {
+                return Err(Error::invalid(format!(
+                "resilience {} cannot protect a decryption with a data shift (checksum or journal)",
+                other.name()
+            )))
+            }
+        };
+        let seg = seg.clone();
+        let (old_digest, _) = self.segment_digest()?;
+        let mut meta = self.meta.clone();
+        let crypt = |offset: u64, size: Option<u64>, iv: u64, flag: Option<&str>| {
+            let mut c = seg.clone();
+            c.offset = U64Str(offset);
+            c.size = size.map_or(json::SizeField::Dynamic, json::SizeField::Bytes);
+            c.iv_tweak = U64Str(iv);
+            c.flags = flag.map(|f| vec![f.to_owned()]);
+            c.extra = serde_json::Map::new();
+            json::SegmentJson::Crypt(Box::new(c))
+        };
+        let iv = seg.iv_tweak.0;
+        meta.segments.clear();
+        meta.segments.insert(0, crypt(0, Some(shift), iv, None));
+        meta.segments.insert(1, crypt(2 * shift, None, iv + shift / 512, None));
+        meta.segments.insert(2, crypt(0, Some(shift), iv, Some("backup-moved-segment")));
+        meta.segments.insert(3, crypt(shift, None, iv, Some("backup-previous")));
+        meta.segments
+            .insert(4, reencrypt::linear_segment(0, None, Some(vec!["backup-final".into()])));
+        if let Some(digest) = meta.digests.get_mut(&old_digest) {
+            digest.set_segments(vec![IdRef(0), IdRef(1), IdRef(2), IdRef(3)]);
+        }
+        let rks = keyslot::free_id(&meta)
+            .ok_or_else(|| Error::NoSpace("all 32 LUKS2 keyslots are in use".into()))?;
+        let area = keyslot::find_max_gap(&meta, &self.layout)?;
+        if kind == "datashift-journal" && area.size < shift {
+            return Err(Error::invalid(format!(
+                "the journal ({} bytes of free keyslots area) cannot hold the moved first {shift} bytes, as cryptsetup also finds: use --resilience checksum",
+                area.size
+            )));
+        }
+        let raw = reencrypt::new_keyslot(
+            area.offset,
+            area.size,
+            &resilience,
+            reencrypt::ReencryptMode::Decrypt,
+            reencrypt::ReencryptDirection::Forward,
+        );
+        meta.keyslots.insert(rks, Keyslot::Other { kind: "reencrypt".into(), area, raw });
+        let reqs = meta.config.requirements.get_or_insert_with(|| json::Requirements {
+            mandatory: None,
+            extra: serde_json::Map::new(),
+        });
+        reqs.mandatory.get_or_insert_with(Vec::new).push(reencrypt::REQUIREMENT_V3.into());
         let data = reencrypt::verification_data(&meta, Some(old_key), None)?;
         let iterations = if forced_iterations {
             crate::pbkdf::MIN_PBKDF2_ITERATIONS

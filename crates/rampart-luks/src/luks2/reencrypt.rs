@@ -41,6 +41,26 @@ use crate::{Error, Result};
 /// The requirement cryptsetup 2.6 writes for a reencryption in progress.
 pub const REQUIREMENT_V2: &str = "online-reencrypt-v2";
 
+/// The requirement cryptsetup 2.6 writes for a decryption that moves the
+/// data down over an exported attached header (its reencryption digest
+/// then starts with `v3`).
+pub const REQUIREMENT_V3: &str = "online-reencrypt-v3";
+
+/// Whether `req` is a reencryption requirement Rampart implements.
+#[must_use]
+pub fn is_reencrypt_requirement(req: &str) -> bool {
+    req == REQUIREMENT_V2 || req == REQUIREMENT_V3
+}
+
+/// The metadata version of a reencryption requirement (2 or 3).
+pub(crate) fn requirement_version(meta: &Metadata) -> u8 {
+    if meta.mandatory_requirements().iter().any(|r| r == REQUIREMENT_V3) {
+        3
+    } else {
+        2
+    }
+}
+
 /// What the reencryption does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -92,9 +112,12 @@ pub enum Resilience {
     /// A hash of each `block_size` block of old ciphertext is kept in the
     /// area; after a crash, blocks still matching are re-encrypted.
     Checksum { hash: HashAlg, block_size: u32 },
-    /// Data moves by `shift` bytes (encryption with a data shift); other
-    /// datashift variants are reported with their area type.
-    Datashift { kind: String, shift: u64 },
+    /// Data moves by `shift` bytes (`datashift`: encryption with a data
+    /// shift; `datashift-checksum` and `datashift-journal`: decryption
+    /// moving the data down over an exported header, the moved first
+    /// chunk protected by checksums (`checksum`: hash and block size) or
+    /// a journal).
+    Datashift { kind: String, shift: u64, checksum: Option<(HashAlg, u32)> },
 }
 
 impl Resilience {
@@ -184,6 +207,18 @@ impl ReencryptState {
             {
                 return Ok(());
             }
+            // An attached header exported, the data moved down by the
+            // shift while it is decrypted (cryptsetup 2.6's `--decrypt
+            // --header NEWFILE` on an attached header).
+            (ReencryptMode::Decrypt, ReencryptDirection::Forward) if shifted => {
+                if !self.decrypt_shift() {
+                    return Err(Error::UnsupportedCipher(format!(
+                        "a decryption with resilience {} but without a moved first segment at the start of the device",
+                        self.resilience.name()
+                    )));
+                }
+                return Ok(());
+            }
             (ReencryptMode::Encrypt, ReencryptDirection::Backward) if shifted => {
                 if self.moved.is_none() || self.previous_size.is_none() {
                     return Err(Error::UnsupportedCipher(
@@ -220,21 +255,28 @@ impl ReencryptState {
             && self.old.offset == self.new.offset
     }
 
-    /// Whether a volume in this state can be served as it stands: a
-    /// forward re-encryption (new key below the boundary, old above).
+    /// A decryption moving the data down by the shift over an exported
+    /// attached header (`datashift-checksum` or `datashift-journal`): the
+    /// first `shift` bytes of ciphertext copied to the start of the device
+    /// (the moved segment), the rest decrypted forward, each hotzone read
+    /// `shift` bytes above where it is written, the moved chunk last, in
+    /// place under its checksums or journal.
+    #[must_use]
+    pub fn decrypt_shift(&self) -> bool {
+        matches!(&self.resilience, Resilience::Datashift { kind, .. }
+            if kind == "datashift-checksum" || kind == "datashift-journal")
+            && self.mode == ReencryptMode::Decrypt
+            && self.direction == ReencryptDirection::Forward
+            && self.moved.is_some_and(|(offset, len)| offset == 0 && len == self.shift)
+            && self.shift > 0
+            && self.old.offset == self.shift
+            && self.new.offset == 0
+    }
+
+    /// Whether a volume in this state can be served as it stands (dm-crypt
+    /// serves every layout cryptsetup writes, its segments mapped in
+    /// order): whenever Rampart can run it.
     pub fn check_servable(&self) -> Result<()> {
-        if self.mode != ReencryptMode::Reencrypt || self.direction != ReencryptDirection::Forward {
-            return Err(Error::UnsupportedCipher(format!(
-                "the volume is in the middle of a{} {} ({}): finish it with `rampart reencrypt --resume-only` first",
-                if self.mode == ReencryptMode::Encrypt { "n" } else { "" },
-                match self.mode {
-                    ReencryptMode::Encrypt => "encryption",
-                    ReencryptMode::Decrypt => "decryption",
-                    _ => "re-encryption",
-                },
-                self.direction.name()
-            )));
-        }
         self.check_supported()
     }
 
@@ -250,6 +292,24 @@ impl ReencryptState {
             return Some((start, len));
         }
         let segs = self.layout.len();
+        if self.decrypt_shift() {
+            // Nothing decrypted but the moved chunk: all data above it
+            // is done (one dynamic plaintext segment), else it resumes
+            // after the plaintext done so far.
+            let &(first_linear, _) = self.layout.first()?;
+            if first_linear {
+                return None;
+            }
+            if self.layout.iter().any(|&(l, s)| l && s.is_none()) {
+                return Some((0, self.shift.min(size)));
+            }
+            let next = self.shift + self.done;
+            return Some(if next >= size {
+                (0, self.shift.min(size))
+            } else {
+                (next, self.shift.min(size - next))
+            });
+        }
         match (self.direction, &self.resilience) {
             (ReencryptDirection::Backward, Resilience::Datashift { .. })
                 if !self.in_place_shift() =>
@@ -285,7 +345,84 @@ impl ReencryptState {
     }
 }
 
-/// Checksum block of the record Rampart keeps for an in-place shift.
+/// One piece of a volume's plaintext as its segments map it (a line of
+/// dm's table): the segments in order, each the next piece of the data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MapPiece {
+    /// Plaintext bytes; `None`: to the end of the data.
+    pub len: Option<u64>,
+    /// Where the piece starts on the data device.
+    pub device_offset: u64,
+    /// `None`: stored as plaintext (a `linear` segment).
+    pub crypt: Option<MapCrypt>,
+}
+
+/// How an encrypted piece is stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MapCrypt {
+    pub cipher: DataCipher,
+    pub sector_size: u32,
+    /// The IV of the piece's first sector, in 512-byte units.
+    pub iv_tweak: u64,
+    /// Under the new key of a reencryption (else the old one); always
+    /// true outside a reencryption.
+    pub new_key: bool,
+}
+
+/// The plaintext map of `meta`'s regular segments.
+pub(crate) fn data_map(meta: &Metadata) -> Result<Vec<MapPiece>> {
+    let st = state(meta)?;
+    let digest_new = segment_by_flag(meta, "backup-final")
+        .and_then(|id| meta.digest_of_segment(id))
+        .map(|(d, _)| d);
+    let mut out = Vec::new();
+    for (id, seg) in &meta.segments {
+        if seg.flags().iter().any(|f| f.starts_with("backup-")) {
+            continue;
+        }
+        let len = match seg.size() {
+            SizeField::Bytes(n) => Some(n),
+            SizeField::Dynamic => None,
+        };
+        let crypt = match seg {
+            SegmentJson::Crypt(c) => Some(MapCrypt {
+                cipher: DataCipher::from_spec(&c.encryption)?,
+                sector_size: c.sector_size,
+                iv_tweak: c.iv_tweak.0,
+                new_key: match st.as_ref().map(|s| s.mode) {
+                    None | Some(ReencryptMode::Encrypt) => true,
+                    Some(ReencryptMode::Decrypt) => false,
+                    Some(ReencryptMode::Reencrypt) => {
+                        meta.digest_of_segment(*id).map(|(d, _)| d) == digest_new
+                    }
+                },
+            }),
+            SegmentJson::Other { kind, .. } if kind == "linear" => None,
+            other => {
+                return Err(Error::UnsupportedCipher(format!(
+                    "a data segment of type \"{}\"",
+                    shorten(other.kind())
+                )))
+            }
+        };
+        out.push(MapPiece { len, device_offset: seg.offset(), crypt });
+    }
+    Ok(out)
+}
+
+/// The plaintext map once the hotzone `zone` is done, without writing it
+/// (a run with resilience `none` records its position only at the end).
+pub(crate) fn data_map_after(
+    meta: &Metadata,
+    size: u64,
+    zone: (u64, u64),
+) -> Result<Vec<MapPiece>> {
+    let mut meta = meta.clone();
+    set_layout(&mut meta, size, zone, false)?;
+    data_map(&meta)
+}
+
+/// Checksum block of the record Rampart keeps for an in-place shift./// Checksum block of the record Rampart keeps for an in-place shift.
 pub const IN_PLACE_SHIFT_BLOCK: u64 = 4096;
 
 /// The resilience area Rampart gives an in-place shift it initialises:
@@ -307,6 +444,18 @@ pub fn following_hotzone(
     max: u64,
     (offset, len): (u64, u64),
 ) -> Option<(u64, u64)> {
+    if state.decrypt_shift() {
+        // Forward from the end of the moved chunk; the moved chunk last.
+        if offset == 0 {
+            return None;
+        }
+        let next = offset + len;
+        return Some(if next >= size {
+            (0, state.shift.min(size))
+        } else {
+            (next, state.shift.min(size - next))
+        });
+    }
     match (state.direction, &state.resilience) {
         (ReencryptDirection::Backward, Resilience::Datashift { .. }) if !state.in_place_shift() => {
             if offset == 0 {
@@ -395,7 +544,11 @@ pub(crate) fn new_keyslot(
         area.insert("hash".into(), Value::String(hash.name().into()));
         area.insert("sector_size".into(), Value::from(*block_size));
     }
-    if let Resilience::Datashift { shift, .. } = resilience {
+    if let Resilience::Datashift { shift, checksum, .. } = resilience {
+        if let Some((hash, block_size)) = checksum {
+            area.insert("hash".into(), Value::String(hash.name().into()));
+            area.insert("sector_size".into(), Value::from(*block_size));
+        }
         area.insert("shift_size".into(), Value::String(shift.to_string()));
     }
     let mut ks = Map::new();
@@ -472,9 +625,9 @@ pub(crate) fn state(meta: &Metadata) -> Result<Option<ReencryptState>> {
     let Some((keyslot, ks)) = reencrypt_keyslot(meta)? else {
         return Ok(None);
     };
-    if !reqs.iter().any(|r| r == REQUIREMENT_V2) {
+    if !reqs.iter().any(|r| is_reencrypt_requirement(r)) {
         return Err(Error::UnsupportedCipher(format!(
-            "the reencryption metadata carries the requirement {:?}, not {REQUIREMENT_V2} (run cryptsetup repair first)",
+            "the reencryption metadata carries the requirement {:?}, not {REQUIREMENT_V2} or {REQUIREMENT_V3} (run cryptsetup repair first)",
             reqs
         )));
     }
@@ -516,9 +669,28 @@ pub(crate) fn state(meta: &Metadata) -> Result<Option<ReencryptState>> {
             Resilience::Checksum { hash, block_size }
         }
         kind @ ("datashift" | "datashift-journal" | "datashift-checksum") => {
+            let checksum = if kind == "datashift-checksum" {
+                let hash_name = ks.area.hash.clone().unwrap_or_default();
+                let hash = HashAlg::from_name(&hash_name).ok_or_else(|| {
+                    Error::UnsupportedCipher(format!(
+                        "reencrypt keyslot: checksum hash \"{}\"",
+                        shorten(&hash_name)
+                    ))
+                })?;
+                let block_size = ks.area.sector_size.unwrap_or(0);
+                if block_size < 512 || !block_size.is_power_of_two() || block_size > (1 << 20) {
+                    return Err(Error::corrupt(format!(
+                        "reencrypt keyslot: checksum sector size {block_size}"
+                    )));
+                }
+                Some((hash, block_size))
+            } else {
+                None
+            };
             Resilience::Datashift {
                 kind: kind.to_owned(),
                 shift: ks.area.shift_size.map_or(0, |s| s.0),
+                checksum,
             }
         }
         other => {
@@ -614,7 +786,7 @@ pub(crate) fn state(meta: &Metadata) -> Result<Option<ReencryptState>> {
         _ => 0,
     };
     let area = ks.area.clone();
-    Ok(Some(ReencryptState {
+    let mut st = ReencryptState {
         mode,
         direction,
         resilience,
@@ -633,7 +805,12 @@ pub(crate) fn state(meta: &Metadata) -> Result<Option<ReencryptState>> {
         shift,
         previous_size,
         layout,
-    }))
+    };
+    if st.decrypt_shift() && st.hotzone.is_none() && !st.complete {
+        // The plaintext written so far above the moved chunk.
+        st.done = st.layout.iter().filter(|(l, _)| *l).filter_map(|(_, s)| *s).sum();
+    }
+    Ok(Some(st))
 }
 
 /// A segment of one side (a copy of its backup segment) covering
@@ -772,6 +949,10 @@ pub(crate) fn set_layout(
         .collect();
 
     let mut list: Vec<(SegmentJson, Role)> = Vec::new();
+    if st.decrypt_shift() {
+        decrypt_shift_layout(meta, &st, &prev, &fin, size, zone, hot, &mut list)?;
+        return replace_segments(meta, st.mode, list);
+    }
     // cryptsetup builds the moved-data layouts only when there is a moved
     // segment; an in-place shift (detached header) is laid out as any
     // backward run.
@@ -861,6 +1042,59 @@ pub(crate) fn set_layout(
     replace_segments(meta, st.mode, list)
 }
 
+/// The layout of a decryption moving the data down (see
+/// [`ReencryptState::decrypt_shift`]) working on `zone`, as cryptsetup 2.6
+/// builds it: the moved chunk (ciphertext at the start of the device)
+/// until it is the hotzone, the plaintext done above it, the hotzone, and
+/// the ciphertext left, read `shift` bytes above its data offset.
+#[allow(clippy::too_many_arguments)]
+fn decrypt_shift_layout(
+    meta: &Metadata,
+    st: &ReencryptState,
+    prev: &SegmentJson,
+    fin: &SegmentJson,
+    size: u64,
+    (off, len): (u64, u64),
+    hot: bool,
+    list: &mut Vec<(SegmentJson, Role)>,
+) -> Result<()> {
+    let shift = st.shift;
+    if off == 0 {
+        // The moved chunk, decrypted in place.
+        if hot {
+            list.push((side_segment(fin, 0, Some(len), true)?, Role::Hot));
+            list.push((side_segment(fin, len, None, false)?, Role::New));
+        } else {
+            list.push((side_segment(fin, 0, None, false)?, Role::New));
+        }
+        return Ok(());
+    }
+    if off < shift || len == 0 || off.checked_add(len).is_none_or(|end| end > size) {
+        return Err(Error::invalid(format!(
+            "a hotzone of {len} bytes at {off} in a decryption with a data shift of {shift} bytes over {size} bytes"
+        )));
+    }
+    let moved_id = segment_by_flag(meta, "backup-moved-segment")
+        .ok_or_else(|| Error::corrupt("data shift: no backup-moved-segment"))?;
+    // `moved_id` was just found in `meta.segments`; the copy loses its
+    // backup flag.
+    list.push((without_reencryption_flag(&meta.segments[&moved_id]), Role::Old));
+    let end = off + len;
+    if hot {
+        if off > shift {
+            list.push((side_segment(fin, shift, Some(off - shift), false)?, Role::New));
+        }
+        list.push((side_segment(fin, off, Some(len), true)?, Role::Hot));
+    } else {
+        let done = if end >= size { None } else { Some(end - shift) };
+        list.push((side_segment(fin, shift, done, false)?, Role::New));
+    }
+    if end < size {
+        list.push((side_segment(prev, end, None, false)?, Role::Old));
+    }
+    Ok(())
+}
+
 /// The layout of a finished reencryption: the final segment alone (the
 /// backups go with the rest of the metadata in the same write).
 pub(crate) fn set_final(meta: &mut Metadata) -> Result<()> {
@@ -936,7 +1170,11 @@ fn replace_segments(
         .collect();
     // cryptsetup keeps the moved segment before the previous and final
     // ones (it was added first); others keep their relative order.
-    backups.sort_by_key(|(id, s, _)| (!has_flag(s, "backup-moved-segment"), *id != prev_id, *id));
+    // In a decryption it goes after them once the run has started.
+    let moved_first = mode != ReencryptMode::Decrypt;
+    backups.sort_by_key(|(id, s, _)| {
+        (has_flag(s, "backup-moved-segment") != moved_first, *id != prev_id, *id)
+    });
     all.extend(backups.into_iter().map(|(_, s, d)| (s, d)));
     for digest in meta.digests.values_mut() {
         digest.set_segments(Vec::new());
@@ -965,7 +1203,8 @@ pub(crate) fn verification_data(
 ) -> Result<SecretBytes> {
     let (_, ks) = reencrypt_keyslot(meta)?.ok_or_else(|| Error::corrupt("no reencrypt keyslot"))?;
     let mut out = Vec::new();
-    out.extend_from_slice(b"v2");
+    out.push(b'v');
+    out.push(b'0' + requirement_version(meta));
     for key in [old_key, new_key].into_iter().flatten() {
         out.extend_from_slice(key.expose());
     }
