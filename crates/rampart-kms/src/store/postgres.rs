@@ -322,9 +322,45 @@ async fn insert_kmip_attribute(
 ) -> Result<()> {
     client
         .execute(
-            "INSERT INTO kms_kmip_attributes (key_name, name, position, value)
-             VALUES ($1, $2, $3, $4)",
-            &[&key, &a.name, &i64::from(a.position), &a.value],
+            "INSERT INTO kms_kmip_version_attributes (key_name, version, name, position, value)
+             VALUES ($1, $2, $3, $4, $5)",
+            &[&key, &i64::from(a.version), &a.name, &i64::from(a.position), &a.value],
+        )
+        .await?;
+    Ok(())
+}
+
+/// Gives version `to` of `key` a copy of version `from`'s KMIP attributes
+/// (those it has not already), the Names moving.
+async fn inherit_kmip_attributes(
+    client: &impl tokio_postgres::GenericClient,
+    key: &str,
+    to: u32,
+    from: u32,
+) -> Result<()> {
+    client
+        .execute(
+            "INSERT INTO kms_kmip_version_attributes (key_name, version, name, position, value)
+             SELECT key_name, $2, name, position, value FROM kms_kmip_version_attributes
+             WHERE key_name = $1 AND version = $3
+             ON CONFLICT DO NOTHING",
+            &[&key, &i64::from(to), &i64::from(from)],
+        )
+        .await?;
+    keep_names_on(client, key, to).await
+}
+
+/// Moves a key's Names to version `to` (KMIP Re-key): the others lose theirs.
+async fn keep_names_on(
+    client: &impl tokio_postgres::GenericClient,
+    key: &str,
+    to: u32,
+) -> Result<()> {
+    client
+        .execute(
+            "DELETE FROM kms_kmip_version_attributes
+             WHERE key_name = $1 AND name = 'Name' AND version <> $2",
+            &[&key, &i64::from(to)],
         )
         .await?;
     Ok(())
@@ -1313,6 +1349,7 @@ impl Store for PostgresStore {
         object: KmipObject,
         created_ms: i64,
         material: Vec<u8>,
+        attributes: Vec<KmipAttributeRow>,
     ) -> StoreFuture<'_, ()> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
@@ -1337,15 +1374,26 @@ impl Store for PostgresStore {
             )
             .await?;
             put_kmip_object(&tx, &object).await?;
+            for a in &attributes {
+                insert_kmip_attribute(&tx, &name, a).await?;
+            }
+            keep_names_on(&tx, &name, object.version).await?;
             tx.commit().await?;
             Ok(())
         })
     }
 
-    fn kmip_put_object(&self, object: KmipObject) -> StoreFuture<'_, ()> {
+    fn kmip_put_object(&self, object: KmipObject, inherit: Option<u32>) -> StoreFuture<'_, ()> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
-            put_kmip_object(lease.client()?, &object).await
+            let Some(from) = inherit else {
+                return put_kmip_object(lease.client()?, &object).await;
+            };
+            let tx = lease.client()?.transaction().await?;
+            inherit_kmip_attributes(&tx, &object.key, object.version, from).await?;
+            put_kmip_object(&tx, &object).await?;
+            tx.commit().await?;
+            Ok(())
         })
     }
 
@@ -1383,23 +1431,30 @@ impl Store for PostgresStore {
         })
     }
 
-    fn kmip_attributes(&self, key: String) -> StoreFuture<'_, Vec<KmipAttributeRow>> {
+    fn kmip_attributes(
+        &self,
+        key: String,
+        version: Option<u32>,
+    ) -> StoreFuture<'_, Vec<KmipAttributeRow>> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
+            let version = version.map(i64::from);
             let rows = lease
                 .client()?
                 .query(
-                    "SELECT name, position, value FROM kms_kmip_attributes
-                     WHERE key_name = $1 ORDER BY name, position",
-                    &[&key],
+                    "SELECT version, name, position, value FROM kms_kmip_version_attributes
+                     WHERE key_name = $1 AND ($2::BIGINT IS NULL OR version = $2)
+                     ORDER BY version, name, position",
+                    &[&key, &version],
                 )
                 .await?;
             rows.iter()
                 .map(|r| {
                     Ok(KmipAttributeRow {
-                        name: r.try_get(0)?,
-                        position: to_u32(r.try_get(1)?, "KMIP attribute position")?,
-                        value: r.try_get(2)?,
+                        version: to_u32(r.try_get(0)?, "KMIP attribute version")?,
+                        name: r.try_get(1)?,
+                        position: to_u32(r.try_get(2)?, "KMIP attribute position")?,
+                        value: r.try_get(3)?,
                     })
                 })
                 .collect()
@@ -1409,19 +1464,25 @@ impl Store for PostgresStore {
     fn kmip_set_attribute(
         &self,
         key: String,
+        version: u32,
         name: String,
         values: Vec<String>,
+        inherit: Option<u32>,
     ) -> StoreFuture<'_, ()> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
             let tx = lease.client()?.transaction().await?;
+            if let Some(from) = inherit {
+                inherit_kmip_attributes(&tx, &key, version, from).await?;
+            }
             tx.execute(
-                "DELETE FROM kms_kmip_attributes WHERE key_name = $1 AND name = $2",
-                &[&key, &name],
+                "DELETE FROM kms_kmip_version_attributes
+                 WHERE key_name = $1 AND version = $2 AND name = $3",
+                &[&key, &i64::from(version), &name],
             )
             .await?;
             for (position, value) in (0u32..).zip(values) {
-                let row = KmipAttributeRow { name: name.clone(), position, value };
+                let row = KmipAttributeRow { version, name: name.clone(), position, value };
                 insert_kmip_attribute(&tx, &key, &row).await?;
             }
             tx.commit().await?;
@@ -1435,7 +1496,7 @@ impl Store for PostgresStore {
             let rows = lease
                 .client()?
                 .query(
-                    "SELECT DISTINCT key_name FROM kms_kmip_attributes
+                    "SELECT DISTINCT key_name FROM kms_kmip_version_attributes
                      WHERE name = $1 AND value = $2 ORDER BY key_name",
                     &[&name, &value],
                 )
