@@ -346,7 +346,19 @@ impl Session<'_> {
         })
     }
 
+    /// The object `uid`, without its stored attributes (what every
+    /// operation but the attribute ones and Re-key needs: one store read
+    /// fewer on Get, Encrypt, Decrypt and MAC).
     async fn load(&mut self, uid: &str) -> R<Obj> {
+        self.load_object(uid, false).await
+    }
+
+    /// The object `uid` with its stored attributes.
+    async fn load_with_attributes(&mut self, uid: &str) -> R<Obj> {
+        self.load_object(uid, true).await
+    }
+
+    async fn load_object(&mut self, uid: &str, with_attributes: bool) -> R<Obj> {
         let (name, version) = parse_uid(uid)?;
         self.touched = Some((name.clone(), Some(version)));
         let key = self
@@ -368,8 +380,10 @@ impl Session<'_> {
             inherit_object(k, &version_info);
         }
         let stored = match source {
-            Some(v) => self.state.store.kmip_attributes(name, Some(v)).await.map_err(kms)?,
-            None => Vec::new(),
+            Some(v) if with_attributes => {
+                self.state.store.kmip_attributes(name, Some(v)).await.map_err(kms)?
+            }
+            _ => Vec::new(),
         };
         Ok(Obj { key, version: version_info, kmip, source, stored })
     }
@@ -902,7 +916,7 @@ impl Session<'_> {
 
     async fn get_attributes(&mut self, request: &ObjectRequest) -> R<Vec<Item>> {
         let uid = self.uid(request.unique_identifier.as_ref())?;
-        let obj = self.load(&uid).await?;
+        let obj = self.load_with_attributes(&uid).await?;
         self.require_visible(&obj)?;
         let mut attrs = obj.attributes(now_ms());
         if !request.attribute_names.is_empty() {
@@ -915,7 +929,7 @@ impl Session<'_> {
 
     async fn get_attribute_list(&mut self, request: &ObjectRequest) -> R<Vec<Item>> {
         let uid = self.uid(request.unique_identifier.as_ref())?;
-        let obj = self.load(&uid).await?;
+        let obj = self.load_with_attributes(&uid).await?;
         self.require_visible(&obj)?;
         let mut names: Vec<String> = Vec::new();
         for a in obj.attributes(now_ms()) {
@@ -940,7 +954,7 @@ impl Session<'_> {
         request: &AttributeChangeRequest,
     ) -> R<Vec<Item>> {
         let uid = self.uid(request.unique_identifier.as_ref())?;
-        let mut obj = self.load(&uid).await?;
+        let mut obj = self.load_with_attributes(&uid).await?;
         self.require_manage(&obj)?;
         let now = now_ms();
         let name = request.attribute.name.clone();
@@ -1401,7 +1415,7 @@ impl Session<'_> {
 
     async fn rekey(&mut self, request: &ReKeyRequest) -> R<Vec<Item>> {
         let uid = self.uid(request.unique_identifier.as_ref())?;
-        let obj = self.load(&uid).await?;
+        let obj = self.load_with_attributes(&uid).await?;
         self.require_manage(&obj)?;
         if obj.object_type() != ObjectType::SYMMETRIC_KEY {
             return Err(KmipError::IllegalOperation(format!("object {uid} is not a key")));

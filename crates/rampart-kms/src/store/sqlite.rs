@@ -292,6 +292,25 @@ impl SqliteStore {
         })
     }
 
+    /// A write that may take milliseconds (an audit group of hundreds of
+    /// entries, and the WAL checkpoint SQLite runs inside the commit that
+    /// fills the WAL): always on the blocking pool, so it never holds up
+    /// the requests queued on a runtime thread behind it.
+    fn write_blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T> + Send + 'static,
+    ) -> StoreFuture<'_, T> {
+        let writer = Arc::clone(&self.writer);
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                let mut conn = writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                f(&mut conn)
+            })
+            .await
+            .map_err(|e| KmsError::Store(format!("store task failed: {e}")))?
+        })
+    }
+
     fn read<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
@@ -908,7 +927,7 @@ impl Store for SqliteStore {
         drafts: Vec<AuditDraft>,
         root: Option<Arc<RootKey>>,
     ) -> StoreFuture<'_, Vec<ExportedEntry>> {
-        self.write(move |conn| append(conn, &drafts, root.as_deref()))
+        self.write_blocking(move |conn| append(conn, &drafts, root.as_deref()))
     }
 
     fn audit_anchor(&self) -> StoreFuture<'_, Option<Mark>> {
