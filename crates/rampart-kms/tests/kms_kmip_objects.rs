@@ -594,7 +594,7 @@ async fn kmip_2_1_vendor_attributes_are_registered_read_changed_and_located() {
         vec![Item::structure(Tag::ATTRIBUTES, vec![vendor("CustomAttribute2", value)])]
     };
     let found = ok(&v21(&mut tls, Operation::LOCATE, locate("CustomValue2")).await);
-    assert_eq!(uids(&found), [uid.clone()]);
+    assert_eq!(uids(&found), [uid.as_str()]);
     let none = ok(&v21(&mut tls, Operation::LOCATE, locate("CustomValue9")).await);
     assert!(uids(&none).is_empty(), "{none:?}");
 
@@ -724,12 +724,12 @@ async fn each_key_version_has_its_own_attributes_and_old_stores_migrate() {
     assert!(values(&a2, "x-retired").is_empty());
     for (tier, uid) in [("gold", &v1), ("silver", &v2)] {
         let found = ok(&one(&mut tls, Operation::LOCATE, vec![attr("x-tier", text(tier))]).await);
-        assert_eq!(uids(&found), [uid.clone()], "{tier}");
+        assert_eq!(uids(&found), [uid.as_str()], "{tier}");
     }
     // The Name stays with the newest version.
     let found =
         ok(&one(&mut tls, Operation::LOCATE, vec![attr("Name", name_value("per-version"))]).await);
-    assert_eq!(uids(&found), [v2.clone()]);
+    assert_eq!(uids(&found), [v2.as_str()]);
 
     // A version a REST rotation adds shows version 2's attributes (and
     // the Name) until a change gives it its own copy.
