@@ -73,6 +73,119 @@ pub fn is_custom_attribute(name: &str) -> bool {
     name.starts_with("x-") || name.starts_with("y-")
 }
 
+// KMIP 2.x Vendor Attributes. KMIP 2.0/2.1 replace 1.x's Custom Attribute
+// (`x-NAME`) by a Vendor Attribute: a structure of Vendor Identification,
+// Attribute Name and Attribute Value, the identifications "x" and "y"
+// being reserved for what 1.x called `x-` and `y-` attributes (KMIP 2.1,
+// Vendor Attribute). The 2.x tag table gives the structure no tag of its own: inside
+// an Attributes structure, a New/Current Attribute and a Get Attributes
+// answer it is carried as an `Attribute` item (0x420008), and an Attribute
+// Reference to it is a structure of Vendor Identification and Attribute
+// Name. That is the encoding of the OASIS KMIP Profiles v2.1 test cases
+// SASED-M-2-21 (Register with four `x` attributes) and SASED-M-3-21 (Get
+// Attributes by vendor Attribute Reference, answered with the Attribute
+// structure) at https://docs.oasis-open.org/kmip/kmip-profiles/v2.1/os/
+// test-cases/kmip-v2.1/mandatory/.
+
+/// The 1.x name (`x-NAME`) of a 2.x Vendor Attribute, or an error for a
+/// vendor other than `x`/`y` (they have no 1.x form this server keeps).
+pub fn vendor_attribute_name(vendor: &str, name: &str) -> Result<String, KmipError> {
+    if !matches!(vendor, "x" | "y") {
+        return Err(KmipError::FeatureNotSupported(format!(
+            "vendor attributes of vendor {vendor:?} (only \"x\" and \"y\", the 1.x custom \
+             attributes, are kept)"
+        )));
+    }
+    if name.is_empty() {
+        return Err(KmipError::InvalidField("an empty vendor Attribute Name".into()));
+    }
+    Ok(format!("{vendor}-{name}"))
+}
+
+/// The 2.x Vendor Identification and Attribute Name of a 1.x custom
+/// attribute name (`x-NAME` gives `("x", "NAME")`).
+#[must_use]
+pub fn split_custom_attribute(name: &str) -> Option<(&str, &str)> {
+    if !is_custom_attribute(name) {
+        return None;
+    }
+    Some((&name[..1], &name[2..]))
+}
+
+/// A 2.x Vendor Attribute structure (any tag) as a 1.x [`Attribute`].
+pub fn parse_vendor_attribute(item: &Item) -> Result<Attribute, KmipError> {
+    let f = Fields::of(item)?;
+    let vendor = f.required(Tag::VENDOR_IDENTIFICATION)?.as_text()?;
+    let name = f.required(Tag::ATTRIBUTE_NAME)?.as_text()?;
+    let value = f.required(Tag::ATTRIBUTE_VALUE)?;
+    Ok(Attribute {
+        name: vendor_attribute_name(vendor, name)?,
+        index: None,
+        value: Some(value.clone()),
+    })
+}
+
+/// The 2.x Vendor Attribute (tagged `Attribute`) of a 1.x custom attribute.
+#[must_use]
+pub fn vendor_attribute_item(name: &str, value: &Item) -> Option<Item> {
+    let (vendor, attribute) = split_custom_attribute(name)?;
+    Some(Item::structure(
+        Tag::ATTRIBUTE,
+        vec![
+            Item::text(Tag::VENDOR_IDENTIFICATION, vendor),
+            Item::text(Tag::ATTRIBUTE_NAME, attribute),
+            Item::new(Tag::ATTRIBUTE_VALUE, value.value.clone()),
+        ],
+    ))
+}
+
+/// The 2.x Attribute Reference of a 1.x attribute name: the attribute's
+/// tag (an Enumeration), or for a custom attribute a structure of Vendor
+/// Identification and Attribute Name.
+#[must_use]
+pub fn attribute_reference(name: &str) -> Option<Item> {
+    if let Some(tag) = attribute_tag_of(name) {
+        return Some(Item::enumeration(Tag::ATTRIBUTE_REFERENCE, tag.0));
+    }
+    let (vendor, attribute) = split_custom_attribute(name)?;
+    Some(Item::structure(
+        Tag::ATTRIBUTE_REFERENCE,
+        vec![
+            Item::text(Tag::VENDOR_IDENTIFICATION, vendor),
+            Item::text(Tag::ATTRIBUTE_NAME, attribute),
+        ],
+    ))
+}
+
+/// The 1.x attribute name an Attribute Reference names.
+pub fn parse_attribute_reference(item: &Item) -> Result<String, KmipError> {
+    match &item.value {
+        Value::Enumeration(t) => attribute_name_of(Tag(*t))
+            .map(str::to_owned)
+            .ok_or_else(|| KmipError::FeatureNotSupported(format!("attribute {}", Tag(*t)))),
+        _ => {
+            let f = Fields::of(item)?;
+            let vendor = f.required(Tag::VENDOR_IDENTIFICATION)?.as_text()?;
+            vendor_attribute_name(vendor, f.required(Tag::ATTRIBUTE_NAME)?.as_text()?)
+        }
+    }
+}
+
+/// One child of a 2.x Attributes (or New/Current Attribute) structure as
+/// a 1.x [`Attribute`]: a Vendor Attribute, or a standard one by its tag.
+fn attribute_2x(child: &Item) -> Result<Attribute, KmipError> {
+    if child.tag == Tag::ATTRIBUTE {
+        return parse_vendor_attribute(child);
+    }
+    let name = attribute_name_of(child.tag)
+        .ok_or_else(|| KmipError::FeatureNotSupported(format!("attribute {}", child.tag)))?;
+    Ok(Attribute {
+        name: name.to_owned(),
+        index: None,
+        value: Some(Item::new(Tag::ATTRIBUTE_VALUE, child.value.clone())),
+    })
+}
+
 impl AttributeSet {
     /// The attributes of a Template-Attribute (1.x: Attribute items;
     /// named Templates are not supported) or an Attributes structure (2.x).
@@ -81,14 +194,7 @@ impl AttributeSet {
         let mut out = Vec::new();
         if item.tag == Tag::ATTRIBUTES {
             for child in f.items {
-                let name = attribute_name_of(child.tag).ok_or_else(|| {
-                    KmipError::FeatureNotSupported(format!("attribute {}", child.tag))
-                })?;
-                out.push(Attribute {
-                    name: name.to_owned(),
-                    index: None,
-                    value: Some(Item::new(Tag::ATTRIBUTE_VALUE, child.value.clone())),
-                });
+                out.push(attribute_2x(child)?);
             }
             return Ok(Self(out));
         }
@@ -543,15 +649,7 @@ impl ObjectRequest {
             attribute_names.push(n.as_text()?.to_owned());
         }
         for r in f.all(Tag::ATTRIBUTE_REFERENCE) {
-            let name = match &r.value {
-                Value::Enumeration(t) => attribute_name_of(Tag(*t))
-                    .ok_or_else(|| {
-                        KmipError::FeatureNotSupported(format!("attribute {}", Tag(*t)))
-                    })?
-                    .to_owned(),
-                _ => Fields::of(r)?.required(Tag::ATTRIBUTE_NAME)?.as_text()?.to_owned(),
-            };
-            attribute_names.push(name);
+            attribute_names.push(parse_attribute_reference(r)?);
         }
         Ok(Self { unique_identifier: uid(&f)?, attribute_names })
     }
@@ -589,14 +687,7 @@ impl AttributeChangeRequest {
         let from_2x = |item: &Item| -> Result<Attribute, KmipError> {
             let child =
                 item.children()?.first().ok_or(KmipError::MissingData("attribute value".into()))?;
-            let name = attribute_name_of(child.tag).ok_or_else(|| {
-                KmipError::FeatureNotSupported(format!("attribute {}", child.tag))
-            })?;
-            Ok(Attribute {
-                name: name.to_owned(),
-                index: None,
-                value: Some(Item::new(Tag::ATTRIBUTE_VALUE, child.value.clone())),
-            })
+            attribute_2x(child)
         };
         let current = f.optional(Tag::CURRENT_ATTRIBUTE)?.map(from_2x).transpose()?;
         if let Some(new) = f.optional(Tag::NEW_ATTRIBUTE)? {
@@ -608,6 +699,18 @@ impl AttributeChangeRequest {
         }
         if let Some(c) = current {
             return Ok(Self { unique_identifier, attribute: c, current: None });
+        }
+        // 2.x Delete Attribute by Attribute Reference: the first value.
+        if let Some(r) = f.optional(Tag::ATTRIBUTE_REFERENCE)? {
+            return Ok(Self {
+                unique_identifier,
+                attribute: Attribute {
+                    name: parse_attribute_reference(r)?,
+                    index: None,
+                    value: None,
+                },
+                current: None,
+            });
         }
         Err(KmipError::Missing { tag: Tag::ATTRIBUTE, within: payload.tag })
     }

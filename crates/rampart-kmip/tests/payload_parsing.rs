@@ -328,3 +328,130 @@ fn discover_versions_negotiation() {
     assert!(negotiate_versions(&[ProtocolVersion::new(3, 0)], &server).is_empty());
     let _ = (Operation::DISCOVER_VERSIONS, Fields::of(&req).unwrap());
 }
+
+// KMIP 2.1 Vendor Attributes as the OASIS KMIP Profiles v2.1 mandatory
+// test cases carry them: SASED-M-2-21 (Register with `x` Vendor
+// Attributes inside Attributes) and SASED-M-3-21 step 1 (Get Attributes
+// by a vendor Attribute Reference, answered with one Vendor Attribute).
+// Those cases are published as XML; these are the same items in TTLV
+// (tag, type, length, value padded to 8 bytes), the Unique Identifier
+// `$UNIQUE_IDENTIFIER_0` replaced by `k/1`.
+const SASED_M_3_21_REQUEST: &str = "
+420079 01 00000040
+  420094 07 00000003 6b2f310000000000
+  42013B 01 00000028
+    42009D 07 00000001 7800000000000000
+    42000A 07 00000010 437573746f6d41747472696275746534";
+const SASED_M_3_21_ANSWER_ATTRIBUTES: &str = "
+420125 01 00000048
+  420008 01 00000040
+    42009D 07 00000001 7800000000000000
+    42000A 07 00000010 437573746f6d41747472696275746534
+    42000B 07 0000000C 437573746f6d56616c756534 00000000";
+
+fn vendor(name: &str, value: &str) -> Item {
+    Item::structure(
+        Tag::ATTRIBUTE,
+        vec![
+            Item::text(Tag::VENDOR_IDENTIFICATION, "x"),
+            Item::text(Tag::ATTRIBUTE_NAME, name),
+            Item::text(Tag::ATTRIBUTE_VALUE, value),
+        ],
+    )
+}
+
+#[test]
+fn kmip_2_1_vendor_attributes_round_trip_as_the_sased_test_cases_encode_them() {
+    use rampart_kmip::payload::{
+        attribute_reference, parse_vendor_attribute, split_custom_attribute, vendor_attribute_item,
+        vendor_attribute_name,
+    };
+    // The answer's Attributes: one Vendor Attribute, the 1.x `x-` name.
+    let bytes = spec(SASED_M_3_21_ANSWER_ATTRIBUTES);
+    let item = ttlv::decode(&bytes, &Limits::default()).unwrap();
+    let set = AttributeSet::parse(&item).unwrap();
+    assert_eq!(set.0.len(), 1);
+    assert_eq!(set.0[0].name, "x-CustomAttribute4");
+    let value = set.0[0].value.clone().unwrap();
+    assert_eq!(value.value, Value::TextString("CustomValue4".into()));
+    // ... and the server's encoding of that attribute is the same bytes.
+    let encoded = Item::structure(
+        Tag::ATTRIBUTES,
+        vec![vendor_attribute_item("x-CustomAttribute4", &value).unwrap()],
+    );
+    assert_eq!(encoded.encode().unwrap(), bytes);
+    assert_eq!(parse_vendor_attribute(&vendor("a", "b")).unwrap().name, "x-a");
+
+    // The request: a vendor Attribute Reference names `x-CustomAttribute4`.
+    let bytes = spec(SASED_M_3_21_REQUEST);
+    let request = ObjectRequest::parse(&ttlv::decode(&bytes, &Limits::default()).unwrap()).unwrap();
+    assert_eq!(request.unique_identifier.as_deref(), Some("k/1"));
+    assert_eq!(request.attribute_names, ["x-CustomAttribute4"]);
+    let reference = attribute_reference("x-CustomAttribute4").unwrap();
+    let payload = Item::structure(
+        Tag::REQUEST_PAYLOAD,
+        vec![Item::text(Tag::UNIQUE_IDENTIFIER, "k/1"), reference],
+    );
+    assert_eq!(payload.encode().unwrap(), bytes);
+    // A standard attribute's reference is its tag, as an Enumeration.
+    assert_eq!(
+        attribute_reference("Object Group").unwrap(),
+        Item::enumeration(Tag::ATTRIBUTE_REFERENCE, Tag::OBJECT_GROUP.0)
+    );
+    assert_eq!(split_custom_attribute("y-z"), Some(("y", "z")));
+    assert_eq!(split_custom_attribute("Name"), None);
+    // Only the vendors `x` and `y` (1.x custom attributes) are kept.
+    assert!(matches!(
+        vendor_attribute_name("acme.com", "a"),
+        Err(KmipError::FeatureNotSupported(_))
+    ));
+    assert!(vendor_attribute_name("x", "").is_err());
+
+    // SASED-M-2-21's Register template: Object Group, four Vendor
+    // Attributes, Name, in order.
+    let mut items = vec![Item::text(Tag::OBJECT_GROUP, "SASED-M-2-21-group")];
+    for n in 1..=4 {
+        items.push(vendor(&format!("CustomAttribute{n}"), &format!("CustomValue{n}")));
+    }
+    let set = AttributeSet::parse(&Item::structure(Tag::ATTRIBUTES, items)).unwrap();
+    let names: Vec<_> = set.0.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "Object Group",
+            "x-CustomAttribute1",
+            "x-CustomAttribute2",
+            "x-CustomAttribute3",
+            "x-CustomAttribute4"
+        ]
+    );
+
+    // Add (New Attribute), Modify (Current and New), Delete (Current
+    // Attribute, or Attribute Reference) of a Vendor Attribute.
+    let uid = || Item::text(Tag::UNIQUE_IDENTIFIER, "k/1");
+    let add = AttributeChangeRequest::parse(&payload_of(vec![
+        uid(),
+        Item::structure(Tag::NEW_ATTRIBUTE, vec![vendor("a", "1")]),
+    ]))
+    .unwrap();
+    assert_eq!(add.attribute.name, "x-a");
+    assert_eq!(add.attribute.value.unwrap().value, Value::TextString("1".into()));
+    let modify = AttributeChangeRequest::parse(&payload_of(vec![
+        uid(),
+        Item::structure(Tag::CURRENT_ATTRIBUTE, vec![vendor("a", "1")]),
+        Item::structure(Tag::NEW_ATTRIBUTE, vec![vendor("a", "2")]),
+    ]))
+    .unwrap();
+    assert_eq!(modify.current.unwrap().value, Value::TextString("1".into()));
+    assert_eq!(modify.attribute.value.unwrap().value, Value::TextString("2".into()));
+    let delete = AttributeChangeRequest::parse(&payload_of(vec![
+        uid(),
+        attribute_reference("x-a").unwrap(),
+    ]))
+    .unwrap();
+    assert_eq!((delete.attribute.name.as_str(), delete.attribute.value), ("x-a", None));
+}
+
+fn payload_of(fields: Vec<Item>) -> Item {
+    Item::structure(Tag::REQUEST_PAYLOAD, fields)
+}

@@ -6,7 +6,11 @@
 //! AES-192 CBC; Get wrapped with the default TTLV encoding; KMIP 2.1
 //! Attributes and dates (an Activation Date in the past activates, a
 //! Deactivation Date in the past stops encryption but not decryption);
-//! and refusals with Result Reasons.
+//! KMIP 2.1 Vendor Attributes (the OASIS SASED-M-2-21 and SASED-M-3-21
+//! cases, then Add, Modify, Delete and Locate); attributes per key version
+//! (Re-key copies them and moves the Names; a REST rotation's version
+//! inherits until changed; a per-key store migrates); and refusals with
+//! Result Reasons.
 #![allow(clippy::unwrap_used)] // test helpers: a failed set-up step should panic
 
 use rampart_kmip::enums::{
@@ -481,4 +485,305 @@ async fn kmip_2_1_attributes_and_dates_decide_the_state() {
     }
     let versions = d.store.get_key(name.to_owned()).await.unwrap().unwrap().versions;
     assert_eq!(versions.len(), 2);
+}
+
+/// A KMIP 2.x Vendor Attribute (`x`), as the OASIS test cases carry it.
+fn vendor(name: &str, value: &str) -> Item {
+    Item::structure(
+        Tag::ATTRIBUTE,
+        vec![
+            Item::text(Tag::VENDOR_IDENTIFICATION, "x"),
+            Item::text(Tag::ATTRIBUTE_NAME, name),
+            Item::text(Tag::ATTRIBUTE_VALUE, value),
+        ],
+    )
+}
+
+fn vendor_reference(name: &str) -> Item {
+    Item::structure(
+        Tag::ATTRIBUTE_REFERENCE,
+        vec![Item::text(Tag::VENDOR_IDENTIFICATION, "x"), Item::text(Tag::ATTRIBUTE_NAME, name)],
+    )
+}
+
+fn uids(items: &[Item]) -> Vec<String> {
+    items
+        .iter()
+        .filter(|i| i.tag == Tag::UNIQUE_IDENTIFIER)
+        .map(|i| i.as_text().unwrap().to_owned())
+        .collect()
+}
+
+async fn v21(tls: &mut Tls, op: Operation, fields: Vec<Item>) -> ResponseBatchItem {
+    batch(tls, ProtocolVersion::V2_1, vec![(op, fields)]).await.remove(0)
+}
+
+/// OASIS KMIP Profiles v2.1 SASED-M-2-21 and SASED-M-3-21 (Register a
+/// Secret Data with Vendor Attributes; Get Attributes by a vendor
+/// Attribute Reference), then the 2.x attribute operations on Vendor
+/// Attributes, and the same attributes seen by a KMIP 1.4 client as `x-`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kmip_2_1_vendor_attributes_are_registered_read_changed_and_located() {
+    let d = Deployment::new("vendor").await;
+    let mut tls = connect(&d.admin, &d.kmip, &rustls::version::TLS13).await;
+    let mut attributes = vec![Item::text(Tag::OBJECT_GROUP, "SASED-M-2-21-group")];
+    for n in 1..=4 {
+        attributes.push(vendor(&format!("CustomAttribute{n}"), &format!("CustomValue{n}")));
+    }
+    attributes.push(Item::structure(
+        Tag::NAME,
+        vec![
+            Item::text(Tag::NAME_VALUE, "SASED-M-2-21-name"),
+            Item::enumeration(Tag::NAME_TYPE, 1),
+        ],
+    ));
+    let secret = Item::structure(
+        Tag::SECRET_DATA,
+        vec![
+            Item::enumeration(Tag::SECRET_DATA_TYPE, 1),
+            Item::structure(
+                Tag::KEY_BLOCK,
+                vec![
+                    Item::enumeration(Tag::KEY_FORMAT_TYPE, 2),
+                    Item::structure(
+                        Tag::KEY_VALUE,
+                        vec![Item::bytes(Tag::KEY_MATERIAL, &[0x2a; 32])],
+                    ),
+                ],
+            ),
+        ],
+    );
+    let registered = ok(&v21(
+        &mut tls,
+        Operation::REGISTER,
+        vec![
+            Item::enumeration(Tag::OBJECT_TYPE, ObjectType::SECRET_DATA.0),
+            Item::structure(Tag::ATTRIBUTES, attributes),
+            secret,
+        ],
+    )
+    .await);
+    let uid = uid_of(&registered);
+    let id = || Item::text(Tag::UNIQUE_IDENTIFIER, uid.clone());
+
+    // SASED-M-3-21 step 1: exactly the one Vendor Attribute comes back.
+    let got = ok(&v21(
+        &mut tls,
+        Operation::GET_ATTRIBUTES,
+        vec![id(), vendor_reference("CustomAttribute4")],
+    )
+    .await);
+    assert_eq!(
+        got,
+        [id(), Item::structure(Tag::ATTRIBUTES, vec![vendor("CustomAttribute4", "CustomValue4")])]
+    );
+    // Without references: all four among the standard attributes.
+    let all = ok(&v21(&mut tls, Operation::GET_ATTRIBUTES, vec![id()]).await);
+    let all = field(&all, Tag::ATTRIBUTES).children().unwrap().to_vec();
+    for n in 1..=4 {
+        assert!(all.contains(&vendor(&format!("CustomAttribute{n}"), &format!("CustomValue{n}"))));
+    }
+    assert!(all.contains(&Item::text(Tag::OBJECT_GROUP, "SASED-M-2-21-group")));
+    // Get Attribute List names them by vendor references.
+    let list = ok(&v21(&mut tls, Operation::GET_ATTRIBUTE_LIST, vec![id()]).await);
+    assert!(list.contains(&vendor_reference("CustomAttribute1")), "{list:?}");
+    assert!(list.contains(&Item::enumeration(Tag::ATTRIBUTE_REFERENCE, Tag::OBJECT_GROUP.0)));
+
+    // Locate by a Vendor Attribute.
+    let locate = |value: &str| {
+        vec![Item::structure(Tag::ATTRIBUTES, vec![vendor("CustomAttribute2", value)])]
+    };
+    let found = ok(&v21(&mut tls, Operation::LOCATE, locate("CustomValue2")).await);
+    assert_eq!(uids(&found), [uid.as_str()]);
+    let none = ok(&v21(&mut tls, Operation::LOCATE, locate("CustomValue9")).await);
+    assert!(uids(&none).is_empty(), "{none:?}");
+
+    // Add (New Attribute), Modify (Current and New), Delete (Attribute
+    // Reference).
+    ok(&v21(
+        &mut tls,
+        Operation::ADD_ATTRIBUTE,
+        vec![id(), Item::structure(Tag::NEW_ATTRIBUTE, vec![vendor("CustomAttribute5", "five")])],
+    )
+    .await);
+    ok(&v21(
+        &mut tls,
+        Operation::MODIFY_ATTRIBUTE,
+        vec![
+            id(),
+            Item::structure(Tag::CURRENT_ATTRIBUTE, vec![vendor("CustomAttribute5", "five")]),
+            Item::structure(Tag::NEW_ATTRIBUTE, vec![vendor("CustomAttribute5", "six")]),
+        ],
+    )
+    .await);
+    ok(&v21(
+        &mut tls,
+        Operation::DELETE_ATTRIBUTE,
+        vec![id(), vendor_reference("CustomAttribute1")],
+    )
+    .await);
+    // A KMIP 1.4 client sees the same attributes as `x-` ones.
+    let old = ok(&one(&mut tls, Operation::GET_ATTRIBUTES, vec![id()]).await);
+    assert_eq!(values(&old, "x-CustomAttribute5"), [text("six")]);
+    assert_eq!(values(&old, "x-CustomAttribute2"), [text("CustomValue2")]);
+    assert!(values(&old, "x-CustomAttribute1").is_empty());
+    // Another vendor's attributes are refused with a reason.
+    let acme = v21(
+        &mut tls,
+        Operation::ADD_ATTRIBUTE,
+        vec![
+            id(),
+            Item::structure(
+                Tag::NEW_ATTRIBUTE,
+                vec![Item::structure(
+                    Tag::ATTRIBUTE,
+                    vec![
+                        Item::text(Tag::VENDOR_IDENTIFICATION, "acme.example"),
+                        Item::text(Tag::ATTRIBUTE_NAME, "a"),
+                        Item::text(Tag::ATTRIBUTE_VALUE, "b"),
+                    ],
+                )],
+            ),
+        ],
+    )
+    .await;
+    assert_eq!(reason(&acme), Some(ResultReason::FEATURE_NOT_SUPPORTED));
+}
+
+/// Each KMIP object (key version) has its own attributes: Re-key gives
+/// the new one a copy and moves the Names; changes to one version leave
+/// the other alone; Locate tells them apart. A store whose attributes
+/// were kept per key (schema step 7) is migrated to the same state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_key_version_has_its_own_attributes_and_old_stores_migrate() {
+    let d = Deployment::new("perversion").await;
+    let mut tls = connect(&d.admin, &d.kmip, &rustls::version::TLS12).await;
+    let items = batch(
+        &mut tls,
+        ProtocolVersion::V1_4,
+        vec![
+            (
+                Operation::CREATE,
+                aes(
+                    256,
+                    vec![
+                        attr("Name", text("per-version")),
+                        attr("Object Group", text("disks")),
+                        attr("x-tier", text("gold")),
+                    ],
+                ),
+            ),
+            (Operation::ACTIVATE, vec![]),
+            (Operation::RE_KEY, vec![]),
+        ],
+    )
+    .await;
+    let v1 = uid_of(&ok(&items[0]));
+    let v2 = uid_of(&ok(&items[2]));
+    assert_eq!((v1.as_str(), v2.as_str()), ("per-version/1", "per-version/2"));
+    let get = |uid: &str| vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid)];
+    let name_value = |s: &str| {
+        Value::Structure(vec![Item::text(Tag::NAME_VALUE, s), Item::enumeration(Tag::NAME_TYPE, 1)])
+    };
+    let check = |attrs: &[Item], name: bool, tier: &str| {
+        assert_eq!(values(attrs, "x-tier"), [text(tier)]);
+        assert_eq!(values(attrs, "Object Group"), [text("disks")]);
+        let names = values(attrs, "Name");
+        if name {
+            assert_eq!(names, [name_value("per-version")]);
+        } else {
+            assert!(names.is_empty(), "{names:?}");
+        }
+    };
+    let a1 = ok(&one(&mut tls, Operation::GET_ATTRIBUTES, get(&v1)).await);
+    let a2 = ok(&one(&mut tls, Operation::GET_ATTRIBUTES, get(&v2)).await);
+    check(&a1, false, "gold");
+    check(&a2, true, "gold");
+
+    // A change to the new version leaves the old one alone, and back.
+    ok(&one(
+        &mut tls,
+        Operation::MODIFY_ATTRIBUTE,
+        vec![
+            Item::text(Tag::UNIQUE_IDENTIFIER, v2.clone()),
+            indexed("x-tier", 0, Some(text("silver"))),
+        ],
+    )
+    .await);
+    ok(&one(
+        &mut tls,
+        Operation::ADD_ATTRIBUTE,
+        vec![Item::text(Tag::UNIQUE_IDENTIFIER, v1.clone()), attr("x-retired", text("yes"))],
+    )
+    .await);
+    let a1 = ok(&one(&mut tls, Operation::GET_ATTRIBUTES, get(&v1)).await);
+    let a2 = ok(&one(&mut tls, Operation::GET_ATTRIBUTES, get(&v2)).await);
+    check(&a1, false, "gold");
+    check(&a2, true, "silver");
+    assert_eq!(values(&a1, "x-retired"), [text("yes")]);
+    assert!(values(&a2, "x-retired").is_empty());
+    for (tier, uid) in [("gold", &v1), ("silver", &v2)] {
+        let found = ok(&one(&mut tls, Operation::LOCATE, vec![attr("x-tier", text(tier))]).await);
+        assert_eq!(uids(&found), [uid.as_str()], "{tier}");
+    }
+    // The Name stays with the newest version.
+    let found =
+        ok(&one(&mut tls, Operation::LOCATE, vec![attr("Name", name_value("per-version"))]).await);
+    assert_eq!(uids(&found), [v2.as_str()]);
+
+    // A version a REST rotation adds shows version 2's attributes (and
+    // the Name) until a change gives it its own copy.
+    d.store
+        .add_version("per-version".into(), 3, rampart_kms::model::now_ms(), vec![0; 60])
+        .await
+        .unwrap();
+    let v3 = "per-version/3".to_owned();
+    let a3 = ok(&one(&mut tls, Operation::GET_ATTRIBUTES, get(&v3)).await);
+    check(&a3, true, "silver");
+    ok(&one(
+        &mut tls,
+        Operation::MODIFY_ATTRIBUTE,
+        vec![
+            Item::text(Tag::UNIQUE_IDENTIFIER, v3.clone()),
+            indexed("x-tier", 0, Some(text("bronze"))),
+        ],
+    )
+    .await);
+    let a2 = ok(&one(&mut tls, Operation::GET_ATTRIBUTES, get(&v2)).await);
+    let a3 = ok(&one(&mut tls, Operation::GET_ATTRIBUTES, get(&v3)).await);
+    check(&a2, false, "silver");
+    check(&a3, true, "bronze");
+
+    // An old store: the attributes kept per key (what version 3 has) in
+    // `kms_kmip_attributes`, schema version 7. Opening it migrates them.
+    let db = rusqlite::Connection::open(d.dir.join("data").join("kms.db")).unwrap();
+    db.execute_batch(
+        "BEGIN;
+         INSERT INTO kms_kmip_attributes (key_name, name, position, value)
+             SELECT key_name, name, position, value FROM kms_kmip_version_attributes
+             WHERE version = 3;
+         DELETE FROM kms_kmip_version_attributes;
+         DELETE FROM kms_schema;
+         INSERT INTO kms_schema VALUES (7);
+         COMMIT;",
+    )
+    .unwrap();
+    let store = rampart_kms::store::open(None, &d.dir.join("data")).await.unwrap();
+    let old: i64 =
+        db.query_row("SELECT count(*) FROM kms_kmip_attributes", [], |r| r.get(0)).unwrap();
+    assert_eq!(old, 0);
+    let rows = |version| {
+        let store = std::sync::Arc::clone(&store);
+        async move {
+            let rows = store.kmip_attributes("per-version".into(), Some(version)).await.unwrap();
+            let mut names: Vec<String> = rows.into_iter().map(|r| r.name).collect();
+            names.sort();
+            names
+        }
+    };
+    assert_eq!(rows(1).await, ["Object Group", "x-tier"]);
+    assert_eq!(rows(2).await, ["Object Group", "x-tier"]);
+    assert_eq!(rows(3).await, ["Name", "Object Group", "x-tier"]);
+    let a1 = ok(&one(&mut tls, Operation::GET_ATTRIBUTES, get(&v1)).await);
+    check(&a1, false, "bronze");
 }

@@ -7,9 +7,12 @@
 //! in the same store the REST API reads. What KMIP adds to a version
 //! (object type, algorithm, length, usage mask, owner, Activation and
 //! Deactivation Dates, compromise) lives in `kms_kmip_objects`; the
-//! attributes a client sets (Name, Object Group, custom `x-` attributes...)
-//! live per key in `kms_kmip_attributes`, whose values are indexed for
-//! Locate.
+//! attributes a client sets (Name, Object Group, custom `x-` attributes,
+//! which KMIP 2.x calls Vendor Attributes...) live per object (key
+//! version) in `kms_kmip_version_attributes`, whose values are indexed for
+//! Locate. Re-key gives the new object a copy of the old one's and moves
+//! the Names to it (KMIP 1.4 §4.4); a version added by a REST rotation
+//! shows its predecessor's until a change gives it its own.
 //!
 //! States follow KMIP 1.4 §3.22: a version whose Activation Date is unset
 //! or in the future is Pre-Active, one past its Deactivation Date (or
@@ -36,9 +39,10 @@ use rampart_kmip::enums::{
 };
 use rampart_kmip::message::{Attribute, ProtocolVersion};
 use rampart_kmip::payload::{
-    attribute_name_of, attribute_tag_of, is_custom_attribute, AttributeChangeRequest, AttributeSet,
-    CreateRequest, CryptoRequest, GetRequest, KeyBlock, LocateRequest, ManagedObject, Name,
-    ObjectRequest, ReKeyRequest, RegisterRequest, RevokeRequest,
+    attribute_name_of, attribute_reference, attribute_tag_of, is_custom_attribute,
+    vendor_attribute_item, AttributeChangeRequest, AttributeSet, CreateRequest, CryptoRequest,
+    GetRequest, KeyBlock, LocateRequest, ManagedObject, Name, ObjectRequest, ReKeyRequest,
+    RegisterRequest, RevokeRequest,
 };
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::{self, Fields, Item, Value};
@@ -134,7 +138,11 @@ struct Obj {
     key: KeyInfo,
     version: KeyVersionInfo,
     kmip: Option<KmipObject>,
-    /// The key's stored attributes.
+    /// The version whose KMIP object and stored attributes this one shows:
+    /// itself, or for a version a REST rotation added, the newest older
+    /// one with a KMIP object.
+    source: Option<u32>,
+    /// The stored attributes (of `source`).
     stored: Vec<KmipAttributeRow>,
 }
 
@@ -338,7 +346,19 @@ impl Session<'_> {
         })
     }
 
+    /// The object `uid`, without its stored attributes (what every
+    /// operation but the attribute ones and Re-key needs: one store read
+    /// fewer on Get, Encrypt, Decrypt and MAC).
     async fn load(&mut self, uid: &str) -> R<Obj> {
+        self.load_object(uid, false).await
+    }
+
+    /// The object `uid` with its stored attributes.
+    async fn load_with_attributes(&mut self, uid: &str) -> R<Obj> {
+        self.load_object(uid, true).await
+    }
+
+    async fn load_object(&mut self, uid: &str, with_attributes: bool) -> R<Obj> {
         let (name, version) = parse_uid(uid)?;
         self.touched = Some((name.clone(), Some(version)));
         let key = self
@@ -355,21 +375,17 @@ impl Session<'_> {
             .cloned()
             .ok_or_else(|| KmipError::ItemNotFound(format!("object {uid}")))?;
         let mut kmip = self.state.store.kmip_object(name.clone(), version).await.map_err(kms)?;
-        if let Some(k) = kmip.as_mut().filter(|k| k.version != version) {
-            // A version added by a REST rotation: the older object's
-            // type and owner, active from its creation.
-            k.version = version;
-            k.activation_ms = Some(version_info.created_ms);
-            k.deactivation_ms = None;
-            k.compromise_occurrence_ms = None;
-            k.compromised = false;
+        let source = kmip.as_ref().map(|k| k.version);
+        if let Some(k) = kmip.as_mut() {
+            inherit_object(k, &version_info);
         }
-        let stored = if kmip.is_some() {
-            self.state.store.kmip_attributes(name).await.map_err(kms)?
-        } else {
-            Vec::new()
+        let stored = match source {
+            Some(v) if with_attributes => {
+                self.state.store.kmip_attributes(name, Some(v)).await.map_err(kms)?
+            }
+            _ => Vec::new(),
         };
-        Ok(Obj { key, version: version_info, kmip, stored })
+        Ok(Obj { key, version: version_info, kmip, source, stored })
     }
 
     fn visible(&self, obj: &Obj) -> bool {
@@ -406,6 +422,13 @@ impl Session<'_> {
              it over KMIP may)",
             self.client.name, obj.key.name
         )))
+    }
+
+    /// Stores `obj`'s KMIP object; a version that showed an older one's
+    /// attributes (a REST rotation added it) keeps a copy of them.
+    async fn put_object(&self, obj: &Obj, kmip: KmipObject) -> R<()> {
+        let inherit = obj.source.filter(|s| *s != kmip.version);
+        self.state.store.kmip_put_object(kmip, inherit).await.map_err(kms)
     }
 
     /// The key version's material (policy and destruction checked by the
@@ -612,7 +635,7 @@ impl Session<'_> {
             .map(|(attr, value)| {
                 let p = positions.entry(attr.clone()).or_insert(0);
                 *p += 1;
-                KmipAttributeRow { name: attr, position: *p - 1, value }
+                KmipAttributeRow { version: 1, name: attr, position: *p - 1, value }
             })
             .collect();
         self.state.store.kmip_create_key(key, sealed, object, rows).await.map_err(kms)?;
@@ -874,13 +897,16 @@ impl Session<'_> {
 
     fn attribute_items(&self, attrs: Vec<Attribute>) -> Vec<Item> {
         if self.version >= ProtocolVersion::V2_0 {
-            // KMIP 2.x: one Attributes structure of tagged values (custom
-            // attributes have no tag there and are left out).
+            // KMIP 2.x: one Attributes structure of tagged values, custom
+            // attributes as Vendor Attributes.
             let items = attrs
                 .into_iter()
                 .filter_map(|a| {
-                    let tag = attribute_tag_of(&a.name)?;
-                    a.value.map(|v| Item::new(tag, v.value))
+                    let value = a.value?;
+                    match attribute_tag_of(&a.name) {
+                        Some(tag) => Some(Item::new(tag, value.value)),
+                        None => vendor_attribute_item(&a.name, &value),
+                    }
                 })
                 .collect();
             return vec![Item::structure(Tag::ATTRIBUTES, items)];
@@ -890,7 +916,7 @@ impl Session<'_> {
 
     async fn get_attributes(&mut self, request: &ObjectRequest) -> R<Vec<Item>> {
         let uid = self.uid(request.unique_identifier.as_ref())?;
-        let obj = self.load(&uid).await?;
+        let obj = self.load_with_attributes(&uid).await?;
         self.require_visible(&obj)?;
         let mut attrs = obj.attributes(now_ms());
         if !request.attribute_names.is_empty() {
@@ -903,7 +929,7 @@ impl Session<'_> {
 
     async fn get_attribute_list(&mut self, request: &ObjectRequest) -> R<Vec<Item>> {
         let uid = self.uid(request.unique_identifier.as_ref())?;
-        let obj = self.load(&uid).await?;
+        let obj = self.load_with_attributes(&uid).await?;
         self.require_visible(&obj)?;
         let mut names: Vec<String> = Vec::new();
         for a in obj.attributes(now_ms()) {
@@ -914,16 +940,7 @@ impl Session<'_> {
         let mut out = vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid)];
         for name in names {
             if self.version >= ProtocolVersion::V2_0 {
-                match attribute_tag_of(&name) {
-                    Some(tag) => out.push(Item::enumeration(Tag::ATTRIBUTE_REFERENCE, tag.0)),
-                    None => out.push(Item::structure(
-                        Tag::ATTRIBUTE_REFERENCE,
-                        vec![
-                            Item::text(Tag::VENDOR_IDENTIFICATION, "x"),
-                            Item::text(Tag::ATTRIBUTE_NAME, name),
-                        ],
-                    )),
-                }
+                out.extend(attribute_reference(&name));
             } else {
                 out.push(Item::text(Tag::ATTRIBUTE_NAME, name));
             }
@@ -937,7 +954,7 @@ impl Session<'_> {
         request: &AttributeChangeRequest,
     ) -> R<Vec<Item>> {
         let uid = self.uid(request.unique_identifier.as_ref())?;
-        let mut obj = self.load(&uid).await?;
+        let mut obj = self.load_with_attributes(&uid).await?;
         self.require_manage(&obj)?;
         let now = now_ms();
         let name = request.attribute.name.clone();
@@ -983,7 +1000,7 @@ impl Session<'_> {
                     }
                     kmip.deactivation_ms = Some(at);
                 }
-                self.state.store.kmip_put_object(kmip).await.map_err(kms)?;
+                self.put_object(&obj, kmip).await?;
                 result_value = value.clone();
                 result_index = 0;
             }
@@ -1056,6 +1073,26 @@ impl Session<'_> {
                         result_value = decode_value(&old);
                     }
                 }
+                let version = obj.version.version;
+                // A version showing an older one's attributes (a REST
+                // rotation added it) gets its own copy, then its object.
+                let inherit = obj.source.filter(|s| *s != version);
+                self.state
+                    .store
+                    .kmip_set_attribute(
+                        obj.key.name.clone(),
+                        version,
+                        name.clone(),
+                        values,
+                        inherit,
+                    )
+                    .await
+                    .map_err(kms)?;
+                if inherit.is_some() {
+                    if let Some(kmip) = obj.kmip.clone() {
+                        self.state.store.kmip_put_object(kmip, None).await.map_err(kms)?;
+                    }
+                }
                 if obj.kmip.is_none() {
                     // A REST key gets a KMIP object once it has KMIP attributes.
                     let kmip = KmipObject {
@@ -1072,14 +1109,9 @@ impl Session<'_> {
                         compromise_occurrence_ms: None,
                         compromised: false,
                     };
-                    self.state.store.kmip_put_object(kmip.clone()).await.map_err(kms)?;
+                    self.state.store.kmip_put_object(kmip.clone(), None).await.map_err(kms)?;
                     obj.kmip = Some(kmip);
                 }
-                self.state
-                    .store
-                    .kmip_set_attribute(obj.key.name.clone(), name.clone(), values)
-                    .await
-                    .map_err(kms)?;
             }
             n if attribute_tag_of(n).is_some() => {
                 return Err(KmipError::InvalidField(format!(
@@ -1231,29 +1263,27 @@ impl Session<'_> {
         // A key made over REST has no KMIP object (nor stored attributes).
         let has_kmip = store.kmip_object(key.name.clone(), u32::MAX).await.map_err(kms)?.is_some();
         let stored = if has_kmip {
-            store.kmip_attributes(key.name.clone()).await.map_err(kms)?
+            store.kmip_attributes(key.name.clone(), None).await.map_err(kms)?
         } else {
             Vec::new()
         };
         for version in key.versions.iter().rev() {
-            let kmip = if has_kmip {
-                store.kmip_object(key.name.clone(), version.version).await.map_err(kms)?.map(
-                    |mut o| {
-                        if o.version != version.version {
-                            o.version = version.version;
-                            o.activation_ms = Some(version.created_ms);
-                            o.deactivation_ms = None;
-                            o.compromise_occurrence_ms = None;
-                            o.compromised = false;
-                        }
-                        o
-                    },
-                )
+            let mut kmip = if has_kmip {
+                store.kmip_object(key.name.clone(), version.version).await.map_err(kms)?
             } else {
                 None
             };
-            let obj =
-                Obj { key: key.clone(), version: version.clone(), kmip, stored: stored.clone() };
+            let source = kmip.as_ref().map(|k| k.version);
+            if let Some(k) = kmip.as_mut() {
+                inherit_object(k, version);
+            }
+            let obj = Obj {
+                key: key.clone(),
+                version: version.clone(),
+                kmip,
+                source,
+                stored: stored.iter().filter(|a| Some(a.version) == source).cloned().collect(),
+            };
             if by_name && !obj.is_latest() {
                 continue;
             }
@@ -1283,7 +1313,7 @@ impl Session<'_> {
             KmipError::GeneralFailure("a Pre-Active object without a KMIP record".into())
         })?;
         kmip.activation_ms = Some(now_ms());
-        self.state.store.kmip_put_object(kmip).await.map_err(kms)?;
+        self.put_object(&obj, kmip).await?;
         Ok(vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid)])
     }
 
@@ -1325,7 +1355,7 @@ impl Session<'_> {
             kmip.compromised = true;
             kmip.compromise_occurrence_ms =
                 Some(request.compromise_occurrence_date.map_or(now, |s| s * 1000));
-            self.state.store.kmip_put_object(kmip).await.map_err(kms)?;
+            self.put_object(&obj, kmip).await?;
         } else if obj.state(now) == KState::DEACTIVATED
             && matches!(obj.version.state, KeyState::Revoked { .. })
         {
@@ -1385,7 +1415,7 @@ impl Session<'_> {
 
     async fn rekey(&mut self, request: &ReKeyRequest) -> R<Vec<Item>> {
         let uid = self.uid(request.unique_identifier.as_ref())?;
-        let obj = self.load(&uid).await?;
+        let obj = self.load_with_attributes(&uid).await?;
         self.require_manage(&obj)?;
         if obj.object_type() != ObjectType::SYMMETRIC_KEY {
             return Err(KmipError::IllegalOperation(format!("object {uid} is not a key")));
@@ -1409,12 +1439,21 @@ impl Session<'_> {
                 "attributes in Re-key (the new key takes the old one's)".into(),
             ));
         }
+        // KMIP 1.4 §4.4: the new key keeps the old one's client-set
+        // attributes (Object Group, Contact Information, Application
+        // Specific Information, Cryptographic Parameters, custom ones...)
+        // and takes its Names away from it.
+        let version = obj.version.version + 1;
+        let attributes = obj
+            .stored
+            .iter()
+            .map(|a| KmipAttributeRow { version, ..a.clone() })
+            .collect::<Vec<_>>();
         let root = self.state.require_root().map_err(kms)?;
         let old = self.material(&obj).await?;
         let material = random_secret(old.len()).map_err(crypto)?;
         drop(old);
         let now = now_ms();
-        let version = obj.version.version + 1;
         let template = obj.kmip.clone();
         let object = KmipObject {
             key: obj.key.name.clone(),
@@ -1434,7 +1473,7 @@ impl Session<'_> {
             compromised: false,
         };
         let sealed = root.seal_material(&obj.key.name, version, &material).map_err(kms)?;
-        self.state.store.kmip_add_version(object, now, sealed).await.map_err(kms)?;
+        self.state.store.kmip_add_version(object, now, sealed, attributes).await.map_err(kms)?;
         self.touched = Some((obj.key.name.clone(), Some(version)));
         Ok(vec![Item::text(Tag::UNIQUE_IDENTIFIER, unique_identifier(&obj.key.name, version))])
     }
@@ -1698,7 +1737,19 @@ fn check_algorithm(algorithm: CryptographicAlgorithm, bits: i32) -> R<()> {
     }
 }
 
-/// Whether an object has every attribute value a Locate asks for.
+/// A version added by a REST rotation shows the KMIP object of the newest
+/// older version that has one: its type and owner, active from its own
+/// creation.
+fn inherit_object(object: &mut KmipObject, version: &KeyVersionInfo) {
+    if object.version != version.version {
+        object.version = version.version;
+        object.activation_ms = Some(version.created_ms);
+        object.deactivation_ms = None;
+        object.compromise_occurrence_ms = None;
+        object.compromised = false;
+    }
+}
+
 /// Keys read per store query while Locate walks every key.
 const LOCATE_PAGE: u32 = 1000;
 
@@ -1710,6 +1761,7 @@ struct Hits {
     page: Vec<String>,
 }
 
+/// Whether an object has every attribute value a Locate asks for.
 fn matches_criteria(obj: &Obj, criteria: &AttributeSet, now: i64) -> R<bool> {
     let attrs = obj.attributes(now);
     for c in &criteria.0 {

@@ -149,6 +149,34 @@ CREATE INDEX IF NOT EXISTS kms_clients_admin_c ON kms_clients (admin, name COLLA
         sqlite_only: "",
         postgres_only: "",
     },
+    // KMIP attributes belong to each object (key version), as KMIP's
+    // Re-key says which of them the new object inherits. The attributes
+    // kept per key until now are copied to every version that has a KMIP
+    // object, Names to the newest only (where they were shown), and the
+    // old table is emptied. Written to run again harmlessly (the copy
+    // finds nothing the second time); depends on no other step after 3.
+    Migration {
+        to: 8,
+        sql: "CREATE TABLE IF NOT EXISTS kms_kmip_version_attributes (
+    key_name TEXT NOT NULL REFERENCES kms_keys(name),
+    version BIGINT NOT NULL,
+    name TEXT NOT NULL,
+    position BIGINT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (key_name, version, name, position)
+);
+CREATE INDEX IF NOT EXISTS kms_kmip_version_attributes_value
+    ON kms_kmip_version_attributes (name, value);
+INSERT INTO kms_kmip_version_attributes (key_name, version, name, position, value)
+    SELECT a.key_name, o.version, a.name, a.position, a.value
+    FROM kms_kmip_attributes a JOIN kms_kmip_objects o ON o.key_name = a.key_name
+    WHERE a.name <> 'Name' OR o.version = (SELECT max(m.version) FROM kms_kmip_objects m
+                                           WHERE m.key_name = a.key_name)
+    ON CONFLICT DO NOTHING;
+DELETE FROM kms_kmip_attributes;",
+        sqlite_only: "",
+        postgres_only: "",
+    },
 ];
 
 /// The version of the `SCHEMA` text each store creates a new database with.
@@ -235,10 +263,12 @@ pub struct KmipObject {
     pub compromised: bool,
 }
 
-/// One stored KMIP attribute value of a key: the attribute name, its
-/// position among that name's values, and the value (hex of its TTLV).
+/// One stored KMIP attribute value of a KMIP object (key version): the
+/// version, the attribute name, its position among that name's values,
+/// and the value (hex of its TTLV).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KmipAttributeRow {
+    pub version: u32,
     pub name: String,
     pub position: u32,
     pub value: String,
@@ -484,7 +514,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     ) -> StoreFuture<'_, Vec<AuditEntry>>;
 
     /// Creates a key (as [`Store::create_key`]) with its version 1's KMIP
-    /// object and the key's KMIP attributes, in one transaction.
+    /// object and that object's KMIP attributes, in one transaction.
     fn kmip_create_key(
         &self,
         key: KeyInfo,
@@ -494,16 +524,22 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     ) -> StoreFuture<'_, ()>;
 
     /// Adds version `object.version` (the newest plus one, as
-    /// [`Store::add_version`]) with its KMIP object, in one transaction.
+    /// [`Store::add_version`]) with its KMIP object and attributes, in one
+    /// transaction. Names move: the key's other versions lose theirs
+    /// (KMIP Re-key).
     fn kmip_add_version(
         &self,
         object: KmipObject,
         created_ms: i64,
         material: Vec<u8>,
+        attributes: Vec<KmipAttributeRow>,
     ) -> StoreFuture<'_, ()>;
 
-    /// Creates or replaces a version's KMIP object.
-    fn kmip_put_object(&self, object: KmipObject) -> StoreFuture<'_, ()>;
+    /// Creates or replaces a version's KMIP object. With `inherit`, in the
+    /// same transaction, the version first takes a copy of version
+    /// `inherit`'s attributes (as [`Store::kmip_set_attribute`]), since a
+    /// version with its own object no longer shows an older one's.
+    fn kmip_put_object(&self, object: KmipObject, inherit: Option<u32>) -> StoreFuture<'_, ()>;
 
     /// The KMIP object of `key`'s version `version`, or else of its newest
     /// version below (a version added by a REST rotation has none).
@@ -512,18 +548,30 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Every KMIP object.
     fn kmip_objects(&self) -> StoreFuture<'_, Vec<KmipObject>>;
 
-    /// The KMIP attributes of `key`, by name and position.
-    fn kmip_attributes(&self, key: String) -> StoreFuture<'_, Vec<KmipAttributeRow>>;
+    /// The KMIP attributes of `key`'s version `version` (of every version
+    /// when `None`), by version, name and position.
+    fn kmip_attributes(
+        &self,
+        key: String,
+        version: Option<u32>,
+    ) -> StoreFuture<'_, Vec<KmipAttributeRow>>;
 
-    /// Replaces every value of attribute `name` of `key` with `values`.
+    /// Replaces every value of attribute `name` of `key`'s version
+    /// `version` with `values`, in one transaction. With `inherit`, the
+    /// version first takes a copy of version `inherit`'s attributes (one
+    /// added by a REST rotation shows its predecessor's until it has its
+    /// own), the Names moving.
     fn kmip_set_attribute(
         &self,
         key: String,
+        version: u32,
         name: String,
         values: Vec<String>,
+        inherit: Option<u32>,
     ) -> StoreFuture<'_, ()>;
 
-    /// The keys whose attribute `name` has the value `value` (indexed).
+    /// The keys with a version whose attribute `name` has the value
+    /// `value` (indexed).
     fn kmip_find(&self, name: String, value: String) -> StoreFuture<'_, Vec<String>>;
 
     /// As [`Store::append_audit`], returning the entries as stored (with

@@ -9,13 +9,16 @@
 //! one pipelined exchange to lock the head and one to insert every entry
 //! of the batch (a single multi-row INSERT), move the head and commit. The
 //! audit writer has a connection of its own, so a batch never waits for a
-//! pooled one behind the reads of the requests it records.
+//! pooled one behind the reads of the requests it records. The key reads
+//! of concurrent data operations are grouped the same way: the reads that
+//! arrive while one group's statement is out go, together, into the next
+//! (one statement, one round trip), each sent after its request arrived.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use tokio::sync::{Mutex, MutexGuard};
+use tokio::sync::{oneshot, Mutex, MutexGuard};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, NoTls, Row, Statement};
 
@@ -100,8 +103,10 @@ const MIGRATION_LOCK: i64 = 0x0072_616d_706b_6d73; // "rampkms"
 
 /// The PostgreSQL store.
 pub struct PostgresStore {
-    url: String,
+    url: Arc<str>,
     slots: Arc<Vec<Mutex<Option<Conn>>>>,
+    /// Key-material reads waiting for the next grouped statement.
+    reads: Arc<ReadGroup>,
     /// The audit writer's connection (appends are serialised by the
     /// server's single audit writer, and across servers by the head lock).
     audit: Mutex<Option<Conn>>,
@@ -184,8 +189,9 @@ impl PostgresStore {
     /// Connects and creates or checks the schema.
     pub async fn connect(url: &str) -> Result<Self> {
         let store = Self {
-            url: url.to_owned(),
+            url: Arc::from(url),
             slots: Arc::new((0..POOL).map(|_| Mutex::new(None)).collect()),
+            reads: Arc::new(ReadGroup::default()),
             audit: Mutex::new(None),
             next: AtomicUsize::new(0),
         };
@@ -223,32 +229,160 @@ impl PostgresStore {
     }
 
     async fn lease(&self) -> Result<Lease<'_>> {
-        let start = self.next.fetch_add(1, Ordering::Relaxed);
-        let mut guard = None;
-        for i in 0..POOL {
-            if let Ok(g) = self.slots[(start + i) % POOL].try_lock() {
-                guard = Some(g);
-                break;
-            }
-        }
-        let guard = match guard {
-            Some(g) => g,
-            None => self.slots[start % POOL].lock().await,
-        };
-        self.ready(guard).await
+        lease_from(&self.slots, &self.url, self.next.fetch_add(1, Ordering::Relaxed)).await
     }
 
     /// The audit writer's connection.
     async fn audit_lease(&self) -> Result<Lease<'_>> {
-        self.ready(self.audit.lock().await).await
+        ready(&self.url, self.audit.lock().await).await
+    }
+}
+
+/// A pooled connection: a free one, else the `start`th when it frees.
+async fn lease_from<'a>(
+    slots: &'a [Mutex<Option<Conn>>],
+    url: &str,
+    start: usize,
+) -> Result<Lease<'a>> {
+    let mut guard = None;
+    for i in 0..slots.len() {
+        if let Ok(g) = slots[(start + i) % slots.len()].try_lock() {
+            guard = Some(g);
+            break;
+        }
+    }
+    let guard = match guard {
+        Some(g) => g,
+        None => slots[start % slots.len()].lock().await,
+    };
+    ready(url, guard).await
+}
+
+async fn ready<'a>(url: &str, mut guard: MutexGuard<'a, Option<Conn>>) -> Result<Lease<'a>> {
+    if guard.as_ref().is_none_or(|c| c.client.is_closed()) {
+        *guard = Some(Conn { client: connect(url).await?, prepared: HashMap::new() });
+    }
+    Ok(Lease { guard })
+}
+
+/// One key read waiting for its group: key name, version (newest when
+/// `None`), and where its answer goes.
+type KeyRead = (String, Option<i64>, oneshot::Sender<Result<Option<MaterialRow>>>);
+
+/// Group reads of key material: one statement answers every read that
+/// arrived while the previous group's was out. A read is only ever
+/// answered by a statement sent after it arrived, so it sees every change
+/// committed before its request, as a read of its own would.
+#[derive(Default)]
+struct ReadGroup {
+    /// The waiting reads, and whether a task is sending groups.
+    pending: std::sync::Mutex<(Vec<KeyRead>, bool)>,
+}
+
+/// Most reads in one statement.
+const MAX_READ_GROUP: usize = 256;
+
+impl ReadGroup {
+    /// Queues a read; starts the task that sends groups when none runs.
+    fn submit(
+        self: &Arc<Self>,
+        slots: &Arc<Vec<Mutex<Option<Conn>>>>,
+        url: &Arc<str>,
+        read: KeyRead,
+    ) {
+        let start = {
+            let mut pending =
+                self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            pending.0.push(read);
+            !std::mem::replace(&mut pending.1, true)
+        };
+        if start {
+            let (group, slots, url) = (Arc::clone(self), Arc::clone(slots), Arc::clone(url));
+            // A task of its own: the reads it answers belong to many
+            // requests, none of which may cancel it.
+            tokio::spawn(async move { group.run(&slots, &url).await });
+        }
     }
 
-    async fn ready<'a>(&self, mut guard: MutexGuard<'a, Option<Conn>>) -> Result<Lease<'a>> {
-        if guard.as_ref().is_none_or(|c| c.client.is_closed()) {
-            *guard = Some(Conn { client: connect(&self.url).await?, prepared: HashMap::new() });
+    async fn run(&self, slots: &[Mutex<Option<Conn>>], url: &str) {
+        let mut turn = 0usize;
+        loop {
+            let group: Vec<KeyRead> = {
+                let mut pending =
+                    self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if pending.0.is_empty() {
+                    pending.1 = false;
+                    return;
+                }
+                let n = pending.0.len().min(MAX_READ_GROUP);
+                pending.0.drain(..n).collect()
+            };
+            turn = turn.wrapping_add(1);
+            let names: Vec<&str> = group.iter().map(|(n, _, _)| n.as_str()).collect();
+            let versions: Vec<Option<i64>> = group.iter().map(|(_, v, _)| *v).collect();
+            match read_group(slots, url, turn, &names, &versions).await {
+                Ok(mut rows) => {
+                    for (i, (_, _, answer)) in group.into_iter().enumerate() {
+                        let _ = answer.send(Ok(rows[i].take()));
+                    }
+                }
+                Err(error) => {
+                    let text = error.to_string();
+                    for (_, _, answer) in group {
+                        let _ = answer.send(Err(KmsError::Store(text.clone())));
+                    }
+                }
+            }
         }
-        Ok(Lease { guard })
     }
+}
+
+/// Reads key material for every (name, version) pair in one statement;
+/// the answers in the pairs' order.
+async fn read_group(
+    slots: &[Mutex<Option<Conn>>],
+    url: &str,
+    turn: usize,
+    names: &[&str],
+    versions: &[Option<i64>],
+) -> Result<Vec<Option<MaterialRow>>> {
+    let mut lease = lease_from(slots, url, turn).await?;
+    let statement = lease.statement(KEY_MATERIAL_GROUP).await?;
+    let rows = lease.client()?.query(&statement, &[&names, &versions]).await?;
+    let mut out: Vec<Option<MaterialRow>> = (0..names.len()).map(|_| None).collect();
+    for row in &rows {
+        let i: i64 = row.try_get(0)?;
+        let slot = usize::try_from(i - 1)
+            .ok()
+            .and_then(|i| out.get_mut(i))
+            .ok_or_else(|| KmsError::Store("postgresql: a key read out of range".into()))?;
+        *slot = Some(material_row(row, 1)?);
+    }
+    Ok(out)
+}
+
+/// A [`MaterialRow`] from the KEY_MATERIAL columns starting at `at`.
+fn material_row(r: &Row, at: usize) -> Result<MaterialRow> {
+    Ok(MaterialRow {
+        allow: decode_policy(r.try_get(at)?)?,
+        exportable: r.try_get(at + 1)?,
+        version: version_info(
+            r.try_get(at + 2)?,
+            r.try_get(at + 3)?,
+            r.try_get(at + 4)?,
+            r.try_get(at + 5)?,
+            r.try_get(at + 6)?,
+        )?,
+        material: r.try_get(at + 7)?,
+        kmip: match r.try_get::<_, Option<i64>>(at + 8)? {
+            Some(object_type) => Some(KmipUse {
+                object_type: to_u32(object_type, "KMIP object type")?,
+                activation_ms: r.try_get(at + 9)?,
+                deactivation_ms: r.try_get(at + 10)?,
+            }),
+            None => None,
+        },
+    })
 }
 
 const KMIP_OBJECT_COLUMNS: &str = "key_name, version, object_type, algorithm, length, \
@@ -322,21 +456,64 @@ async fn insert_kmip_attribute(
 ) -> Result<()> {
     client
         .execute(
-            "INSERT INTO kms_kmip_attributes (key_name, name, position, value)
-             VALUES ($1, $2, $3, $4)",
-            &[&key, &a.name, &i64::from(a.position), &a.value],
+            "INSERT INTO kms_kmip_version_attributes (key_name, version, name, position, value)
+             VALUES ($1, $2, $3, $4, $5)",
+            &[&key, &i64::from(a.version), &a.name, &i64::from(a.position), &a.value],
         )
         .await?;
     Ok(())
 }
 
-const KEY_MATERIAL: &str = "SELECT k.allow, k.exportable, v.version, v.state, v.reason,
-         v.created_ms, v.changed_ms, v.material, o.object_type, o.activation_ms,
-         o.deactivation_ms
-     FROM kms_keys k JOIN kms_key_versions v ON v.name = k.name
-     LEFT JOIN kms_kmip_objects o ON o.key_name = v.name AND o.version = v.version
-     WHERE k.name = $1 AND ($2::BIGINT IS NULL OR v.version = $2)
-     ORDER BY v.version DESC LIMIT 1";
+/// Gives version `to` of `key` a copy of version `from`'s KMIP attributes
+/// (those it has not already), the Names moving.
+async fn inherit_kmip_attributes(
+    client: &impl tokio_postgres::GenericClient,
+    key: &str,
+    to: u32,
+    from: u32,
+) -> Result<()> {
+    client
+        .execute(
+            "INSERT INTO kms_kmip_version_attributes (key_name, version, name, position, value)
+             SELECT key_name, $2, name, position, value FROM kms_kmip_version_attributes
+             WHERE key_name = $1 AND version = $3
+             ON CONFLICT DO NOTHING",
+            &[&key, &i64::from(to), &i64::from(from)],
+        )
+        .await?;
+    keep_names_on(client, key, to).await
+}
+
+/// Moves a key's Names to version `to` (KMIP Re-key): the others lose theirs.
+async fn keep_names_on(
+    client: &impl tokio_postgres::GenericClient,
+    key: &str,
+    to: u32,
+) -> Result<()> {
+    client
+        .execute(
+            "DELETE FROM kms_kmip_version_attributes
+             WHERE key_name = $1 AND name = 'Name' AND version <> $2",
+            &[&key, &i64::from(to)],
+        )
+        .await?;
+    Ok(())
+}
+
+/// The key material of many (name, version) pairs ($1, $2: arrays of the
+/// same length; a NULL version is the newest), each answer tagged with the
+/// pair's place (from 1); a pair without a key has no row.
+const KEY_MATERIAL_GROUP: &str = "SELECT q.i, m.*
+     FROM unnest($1::TEXT[], $2::BIGINT[]) WITH ORDINALITY AS q(name, version, i)
+     CROSS JOIN LATERAL (
+         SELECT k.allow, k.exportable, v.version, v.state, v.reason,
+             v.created_ms, v.changed_ms, v.material, o.object_type, o.activation_ms,
+             o.deactivation_ms
+         FROM kms_keys k JOIN kms_key_versions v ON v.name = k.name
+         LEFT JOIN kms_kmip_objects o ON o.key_name = v.name AND o.version = v.version
+         WHERE k.name = q.name AND (q.version IS NULL OR v.version = q.version)
+         ORDER BY v.version DESC LIMIT 1
+     ) m";
 const AUDIT_HEAD: &str = "SELECT seq, hash FROM kms_audit_head WHERE id = 1 FOR UPDATE";
 const AUDIT_INSERT: &str = "INSERT INTO kms_audit (seq, time_ms, client, operation, key_name,
          key_version, outcome, detail, prev_hash, hash, mac)
@@ -667,33 +844,9 @@ impl Store for PostgresStore {
         version: Option<u32>,
     ) -> StoreFuture<'_, Option<MaterialRow>> {
         Box::pin(async move {
-            let mut lease = self.lease().await?;
-            let version = version.map(i64::from);
-            let statement = lease.statement(KEY_MATERIAL).await?;
-            let row = lease.client()?.query_opt(&statement, &[&name, &version]).await?;
-            row.map(|r| {
-                Ok(MaterialRow {
-                    allow: decode_policy(r.try_get(0)?)?,
-                    exportable: r.try_get(1)?,
-                    version: version_info(
-                        r.try_get(2)?,
-                        r.try_get(3)?,
-                        r.try_get(4)?,
-                        r.try_get(5)?,
-                        r.try_get(6)?,
-                    )?,
-                    material: r.try_get(7)?,
-                    kmip: match r.try_get::<_, Option<i64>>(8)? {
-                        Some(object_type) => Some(KmipUse {
-                            object_type: to_u32(object_type, "KMIP object type")?,
-                            activation_ms: r.try_get(9)?,
-                            deactivation_ms: r.try_get(10)?,
-                        }),
-                        None => None,
-                    },
-                })
-            })
-            .transpose()
+            let (tx, rx) = oneshot::channel();
+            self.reads.submit(&self.slots, &self.url, (name, version.map(i64::from), tx));
+            rx.await.map_err(|_| KmsError::Store("postgresql: the key read stopped".into()))?
         })
     }
 
@@ -1313,6 +1466,7 @@ impl Store for PostgresStore {
         object: KmipObject,
         created_ms: i64,
         material: Vec<u8>,
+        attributes: Vec<KmipAttributeRow>,
     ) -> StoreFuture<'_, ()> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
@@ -1337,15 +1491,26 @@ impl Store for PostgresStore {
             )
             .await?;
             put_kmip_object(&tx, &object).await?;
+            for a in &attributes {
+                insert_kmip_attribute(&tx, &name, a).await?;
+            }
+            keep_names_on(&tx, &name, object.version).await?;
             tx.commit().await?;
             Ok(())
         })
     }
 
-    fn kmip_put_object(&self, object: KmipObject) -> StoreFuture<'_, ()> {
+    fn kmip_put_object(&self, object: KmipObject, inherit: Option<u32>) -> StoreFuture<'_, ()> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
-            put_kmip_object(lease.client()?, &object).await
+            let Some(from) = inherit else {
+                return put_kmip_object(lease.client()?, &object).await;
+            };
+            let tx = lease.client()?.transaction().await?;
+            inherit_kmip_attributes(&tx, &object.key, object.version, from).await?;
+            put_kmip_object(&tx, &object).await?;
+            tx.commit().await?;
+            Ok(())
         })
     }
 
@@ -1383,23 +1548,30 @@ impl Store for PostgresStore {
         })
     }
 
-    fn kmip_attributes(&self, key: String) -> StoreFuture<'_, Vec<KmipAttributeRow>> {
+    fn kmip_attributes(
+        &self,
+        key: String,
+        version: Option<u32>,
+    ) -> StoreFuture<'_, Vec<KmipAttributeRow>> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
+            let version = version.map(i64::from);
             let rows = lease
                 .client()?
                 .query(
-                    "SELECT name, position, value FROM kms_kmip_attributes
-                     WHERE key_name = $1 ORDER BY name, position",
-                    &[&key],
+                    "SELECT version, name, position, value FROM kms_kmip_version_attributes
+                     WHERE key_name = $1 AND ($2::BIGINT IS NULL OR version = $2)
+                     ORDER BY version, name, position",
+                    &[&key, &version],
                 )
                 .await?;
             rows.iter()
                 .map(|r| {
                     Ok(KmipAttributeRow {
-                        name: r.try_get(0)?,
-                        position: to_u32(r.try_get(1)?, "KMIP attribute position")?,
-                        value: r.try_get(2)?,
+                        version: to_u32(r.try_get(0)?, "KMIP attribute version")?,
+                        name: r.try_get(1)?,
+                        position: to_u32(r.try_get(2)?, "KMIP attribute position")?,
+                        value: r.try_get(3)?,
                     })
                 })
                 .collect()
@@ -1409,19 +1581,25 @@ impl Store for PostgresStore {
     fn kmip_set_attribute(
         &self,
         key: String,
+        version: u32,
         name: String,
         values: Vec<String>,
+        inherit: Option<u32>,
     ) -> StoreFuture<'_, ()> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
             let tx = lease.client()?.transaction().await?;
+            if let Some(from) = inherit {
+                inherit_kmip_attributes(&tx, &key, version, from).await?;
+            }
             tx.execute(
-                "DELETE FROM kms_kmip_attributes WHERE key_name = $1 AND name = $2",
-                &[&key, &name],
+                "DELETE FROM kms_kmip_version_attributes
+                 WHERE key_name = $1 AND version = $2 AND name = $3",
+                &[&key, &i64::from(version), &name],
             )
             .await?;
             for (position, value) in (0u32..).zip(values) {
-                let row = KmipAttributeRow { name: name.clone(), position, value };
+                let row = KmipAttributeRow { version, name: name.clone(), position, value };
                 insert_kmip_attribute(&tx, &key, &row).await?;
             }
             tx.commit().await?;
@@ -1435,7 +1613,7 @@ impl Store for PostgresStore {
             let rows = lease
                 .client()?
                 .query(
-                    "SELECT DISTINCT key_name FROM kms_kmip_attributes
+                    "SELECT DISTINCT key_name FROM kms_kmip_version_attributes
                      WHERE name = $1 AND value = $2 ORDER BY key_name",
                     &[&name, &value],
                 )

@@ -292,6 +292,25 @@ impl SqliteStore {
         })
     }
 
+    /// A write that may take milliseconds (an audit group of hundreds of
+    /// entries, and the WAL checkpoint SQLite runs inside the commit that
+    /// fills the WAL): always on the blocking pool, so it never holds up
+    /// the requests queued on a runtime thread behind it.
+    fn write_blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T> + Send + 'static,
+    ) -> StoreFuture<'_, T> {
+        let writer = Arc::clone(&self.writer);
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                let mut conn = writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                f(&mut conn)
+            })
+            .await
+            .map_err(|e| KmsError::Store(format!("store task failed: {e}")))?
+        })
+    }
+
     fn read<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
@@ -400,8 +419,32 @@ fn kmip_object_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<KmipObject> {
 
 fn insert_kmip_attribute(conn: &Connection, key: &str, a: &KmipAttributeRow) -> Result<()> {
     conn.execute(
-        "INSERT INTO kms_kmip_attributes (key_name, name, position, value) VALUES (?1, ?2, ?3, ?4)",
-        params![key, a.name, a.position, a.value],
+        "INSERT INTO kms_kmip_version_attributes (key_name, version, name, position, value)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![key, a.version, a.name, a.position, a.value],
+    )?;
+    Ok(())
+}
+
+/// Gives version `to` of `key` a copy of version `from`'s KMIP attributes
+/// (those it has not already), the Names moving.
+fn inherit_kmip_attributes(conn: &Connection, key: &str, to: u32, from: u32) -> Result<()> {
+    conn.execute(
+        "INSERT INTO kms_kmip_version_attributes (key_name, version, name, position, value)
+         SELECT key_name, ?2, name, position, value FROM kms_kmip_version_attributes
+         WHERE key_name = ?1 AND version = ?3
+         ON CONFLICT DO NOTHING",
+        params![key, to, from],
+    )?;
+    keep_names_on(conn, key, to)
+}
+
+/// Moves a key's Names to version `to` (KMIP Re-key): the others lose theirs.
+fn keep_names_on(conn: &Connection, key: &str, to: u32) -> Result<()> {
+    conn.execute(
+        "DELETE FROM kms_kmip_version_attributes
+         WHERE key_name = ?1 AND name = 'Name' AND version <> ?2",
+        params![key, to],
     )?;
     Ok(())
 }
@@ -884,7 +927,7 @@ impl Store for SqliteStore {
         drafts: Vec<AuditDraft>,
         root: Option<Arc<RootKey>>,
     ) -> StoreFuture<'_, Vec<ExportedEntry>> {
-        self.write(move |conn| append(conn, &drafts, root.as_deref()))
+        self.write_blocking(move |conn| append(conn, &drafts, root.as_deref()))
     }
 
     fn audit_anchor(&self) -> StoreFuture<'_, Option<Mark>> {
@@ -1250,6 +1293,7 @@ impl Store for SqliteStore {
         object: KmipObject,
         created_ms: i64,
         material: Vec<u8>,
+        attributes: Vec<KmipAttributeRow>,
     ) -> StoreFuture<'_, ()> {
         self.write(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -1271,13 +1315,25 @@ impl Store for SqliteStore {
                 params![name, object.version, created_ms, material],
             )?;
             put_kmip_object(&tx, &object)?;
+            for a in &attributes {
+                insert_kmip_attribute(&tx, &name, a)?;
+            }
+            keep_names_on(&tx, &name, object.version)?;
             tx.commit()?;
             Ok(())
         })
     }
 
-    fn kmip_put_object(&self, object: KmipObject) -> StoreFuture<'_, ()> {
-        self.write(move |conn| put_kmip_object(conn, &object))
+    fn kmip_put_object(&self, object: KmipObject, inherit: Option<u32>) -> StoreFuture<'_, ()> {
+        self.write(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if let Some(from) = inherit {
+                inherit_kmip_attributes(&tx, &object.key, object.version, from)?;
+            }
+            put_kmip_object(&tx, &object)?;
+            tx.commit()?;
+            Ok(())
+        })
     }
 
     fn kmip_object(&self, key: String, version: u32) -> StoreFuture<'_, Option<KmipObject>> {
@@ -1300,17 +1356,23 @@ impl Store for SqliteStore {
         })
     }
 
-    fn kmip_attributes(&self, key: String) -> StoreFuture<'_, Vec<KmipAttributeRow>> {
+    fn kmip_attributes(
+        &self,
+        key: String,
+        version: Option<u32>,
+    ) -> StoreFuture<'_, Vec<KmipAttributeRow>> {
         self.read_point(move |conn| {
             let mut stmt = conn.prepare_cached(
-                "SELECT name, position, value FROM kms_kmip_attributes
-                 WHERE key_name = ?1 ORDER BY name, position",
+                "SELECT version, name, position, value FROM kms_kmip_version_attributes
+                 WHERE key_name = ?1 AND (?2 IS NULL OR version = ?2)
+                 ORDER BY version, name, position",
             )?;
-            let rows = stmt.query_map([&key], |r| {
+            let rows = stmt.query_map(params![key, version], |r| {
                 Ok(KmipAttributeRow {
-                    name: r.get(0)?,
-                    position: u32::try_from(r.get::<_, i64>(1)?).unwrap_or(u32::MAX),
-                    value: r.get(2)?,
+                    version: u32::try_from(r.get::<_, i64>(0)?).unwrap_or(u32::MAX),
+                    name: r.get(1)?,
+                    position: u32::try_from(r.get::<_, i64>(2)?).unwrap_or(u32::MAX),
+                    value: r.get(3)?,
                 })
             })?;
             Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
@@ -1320,20 +1382,26 @@ impl Store for SqliteStore {
     fn kmip_set_attribute(
         &self,
         key: String,
+        version: u32,
         name: String,
         values: Vec<String>,
+        inherit: Option<u32>,
     ) -> StoreFuture<'_, ()> {
         self.write(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if let Some(from) = inherit {
+                inherit_kmip_attributes(&tx, &key, version, from)?;
+            }
             tx.execute(
-                "DELETE FROM kms_kmip_attributes WHERE key_name = ?1 AND name = ?2",
-                params![key, name],
+                "DELETE FROM kms_kmip_version_attributes
+                 WHERE key_name = ?1 AND version = ?2 AND name = ?3",
+                params![key, version, name],
             )?;
             for (position, value) in (0u32..).zip(values) {
                 insert_kmip_attribute(
                     &tx,
                     &key,
-                    &KmipAttributeRow { name: name.clone(), position, value },
+                    &KmipAttributeRow { version, name: name.clone(), position, value },
                 )?;
             }
             tx.commit()?;
@@ -1344,7 +1412,7 @@ impl Store for SqliteStore {
     fn kmip_find(&self, name: String, value: String) -> StoreFuture<'_, Vec<String>> {
         self.read(move |conn| {
             let mut stmt = conn.prepare_cached(
-                "SELECT DISTINCT key_name FROM kms_kmip_attributes
+                "SELECT DISTINCT key_name FROM kms_kmip_version_attributes
                  WHERE name = ?1 AND value = ?2 ORDER BY key_name",
             )?;
             let rows = stmt.query_map(params![name, value], |r| r.get(0))?;
