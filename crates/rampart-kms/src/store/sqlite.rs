@@ -13,9 +13,9 @@ use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBeha
 
 use super::{
     attach_versions, decode_labels, decode_policy, encode_labels, encode_policy, meta,
-    migrations_after, name_range, to_u32, to_u64, version_info, AuditFilter, ClientFilter,
-    KeyFilter, KmipAttributeRow, KmipObject, KmipUse, MaterialRow, ServerPresence, StateChange,
-    Store, StoreFuture, BASE_SCHEMA_VERSION, SCHEMA_VERSION,
+    migrations_after, name_range, to_u32, to_u64, version_info, AuditDriver, AuditFilter,
+    ClientFilter, KeyFilter, KmipAttributeRow, KmipObject, KmipUse, MaterialRow, ServerPresence,
+    StateChange, Store, StoreFuture, AUDIT_REFS_SEGMENT, BASE_SCHEMA_VERSION, SCHEMA_VERSION,
 };
 use crate::audit::{seal_entry, ChainPage, ExportedEntry, Mark, GENESIS};
 use crate::error::{KmsError, Result};
@@ -160,15 +160,75 @@ fn append(
     Ok(out)
 }
 
-/// The parameter of [`SqliteStore::audit_list`]'s query that holds the
-/// value `column` is filtered on.
-fn column_param(column: &str) -> u8 {
-    match column {
-        "client" => 4,
-        "key_name" => 5,
-        "operation" => 6,
-        _ => 7,
+/// The columns of an audit list, with the filters every way of walking
+/// applies (parameters 2 to 7: since, until, client, key, operation,
+/// outcome).
+const AUDIT_LIST_COLUMNS: &str = "a.seq, a.time_ms, a.client, a.operation, a.key_name, \
+     a.key_version, a.outcome, a.detail, a.hash, a.mac";
+const AUDIT_LIST_FILTERS: &str =
+    "(?2 IS NULL OR a.time_ms >= ?2) AND (?3 IS NULL OR a.time_ms < ?3)
+     AND (?4 IS NULL OR a.client = ?4) AND (?5 IS NULL OR a.key_name = ?5)
+     AND (?6 IS NULL OR a.operation = ?6) AND (?7 IS NULL OR a.outcome = ?7)";
+
+fn audit_entry_from_row(r: &rusqlite::Row<'_>) -> Result<AuditEntry> {
+    Ok(AuditEntry {
+        seq: to_u64(r.get(0)?, "audit sequence number")?,
+        time_ms: r.get(1)?,
+        client: r.get(2)?,
+        operation: r.get(3)?,
+        key: r.get(4)?,
+        version: r
+            .get::<_, Option<i64>>(5)?
+            .map(|v| super::to_u32(v, "key version"))
+            .transpose()?,
+        outcome: r.get(6)?,
+        detail: r.get(7)?,
+        hash: hex::encode(r.get::<_, Vec<u8>>(8)?),
+        mac: r.get::<_, Option<Vec<u8>>>(9)?.map(hex::encode),
+    })
+}
+
+/// The entries after `after` that pass
+/// `filter`, walked in sequence order or along a partial index, appended
+/// to `out` up to `limit` in all.
+fn audit_scan(
+    conn: &Connection,
+    after: i64,
+    filter: &AuditFilter,
+    rare: Option<(&str, &str, &str)>,
+    limit: u32,
+    out: &mut Vec<AuditEntry>,
+) -> Result<()> {
+    let (from, driver) = match rare {
+        Some((column, index, condition)) => (
+            format!("kms_audit a INDEXED BY {index}"),
+            format!(
+                "a.{column} = ?{} AND a.{condition} AND",
+                if column == "operation" { 6 } else { 7 }
+            ),
+        ),
+        None => ("kms_audit a".to_owned(), String::new()),
+    };
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {AUDIT_LIST_COLUMNS} FROM {from}
+         WHERE {driver} a.seq > ?1 AND {AUDIT_LIST_FILTERS}
+         ORDER BY a.seq LIMIT ?8"
+    ))?;
+    let want = limit.saturating_sub(u32::try_from(out.len()).unwrap_or(u32::MAX));
+    let mut rows = stmt.query(params![
+        after,
+        filter.since_ms,
+        filter.until_ms,
+        filter.client,
+        filter.key,
+        filter.operation,
+        filter.outcome,
+        want
+    ])?;
+    while let Some(r) = rows.next()? {
+        out.push(audit_entry_from_row(r)?);
     }
+    Ok(())
 }
 
 /// The SQLite store.
@@ -1033,6 +1093,15 @@ impl Store for SqliteStore {
                 "DELETE FROM kms_audit_checkpoints WHERE seq < ?1",
                 [to_i64(anchor.seq)],
             )?;
+            // The references go with their entries: whole segments first
+            // (a range of the table's leading column), then the anchor's.
+            let segment = to_i64(AUDIT_REFS_SEGMENT);
+            let last = to_i64(anchor.seq) / segment;
+            tx.execute("DELETE FROM kms_audit_refs WHERE segment < ?1", [last])?;
+            tx.execute(
+                "DELETE FROM kms_audit_refs WHERE segment = ?1 AND seq <= ?2",
+                params![last, to_i64(anchor.seq)],
+            )?;
             tx.execute(
                 "INSERT INTO kms_audit_anchor (id, seq, hash, time_ms, mac) VALUES (1, ?1, ?2, ?3, ?4)
                  ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash,
@@ -1051,54 +1120,106 @@ impl Store for SqliteStore {
         limit: u32,
     ) -> StoreFuture<'_, Vec<AuditEntry>> {
         self.read(move |conn| {
-            // A filter on a column walks that column's (column, seq)
-            // index from the cursor on, so few matches cost few rows.
-            let (from, driver) = match filter.driving_index() {
-                Some((column, index)) => (
-                    format!("kms_audit INDEXED BY {index}"),
-                    format!("{column} = ?{} AND", column_param(column)),
-                ),
-                None => ("kms_audit".to_owned(), String::new()),
-            };
-            let mut stmt = conn.prepare_cached(&format!(
-                "SELECT seq, time_ms, client, operation, key_name, key_version, outcome, detail,
-                        hash, mac
-                 FROM {from}
-                 WHERE {driver} seq > ?1
-                   AND (?2 IS NULL OR time_ms >= ?2) AND (?3 IS NULL OR time_ms < ?3)
-                   AND (?4 IS NULL OR client = ?4) AND (?5 IS NULL OR key_name = ?5)
-                   AND (?6 IS NULL OR operation = ?6) AND (?7 IS NULL OR outcome = ?7)
-                 ORDER BY seq LIMIT ?8"
-            ))?;
-            let mut rows = stmt.query(params![
-                i64::try_from(after_seq).unwrap_or(i64::MAX),
-                filter.since_ms,
-                filter.until_ms,
-                filter.client,
-                filter.key,
-                filter.operation,
-                filter.outcome,
-                limit
-            ])?;
+            let after = to_i64(after_seq);
             let mut out = Vec::new();
-            while let Some(r) = rows.next()? {
-                out.push(AuditEntry {
-                    seq: to_u64(r.get(0)?, "audit sequence number")?,
-                    time_ms: r.get(1)?,
-                    client: r.get(2)?,
-                    operation: r.get(3)?,
-                    key: r.get(4)?,
-                    version: r
-                        .get::<_, Option<i64>>(5)?
-                        .map(|v| super::to_u32(v, "key version"))
-                        .transpose()?,
-                    outcome: r.get(6)?,
-                    detail: r.get(7)?,
-                    hash: hex::encode(r.get::<_, Vec<u8>>(8)?),
-                    mac: r.get::<_, Option<Vec<u8>>>(9)?.map(hex::encode),
-                });
+            match filter.driver() {
+                AuditDriver::Sequence => audit_scan(conn, after, &filter, None, limit, &mut out)?,
+                AuditDriver::Rare(column, index, condition) => audit_scan(
+                    conn,
+                    after,
+                    &filter,
+                    Some((column, index, condition)),
+                    limit,
+                    &mut out,
+                )?,
+                AuditDriver::Refs(kind, value) => {
+                    // One snapshot: the mark and the references below it
+                    // agree, and the scan after it sees the same log.
+                    let tx = conn.unchecked_transaction()?;
+                    let done: i64 = tx
+                        .query_row("SELECT seq FROM kms_audit_refs_done", [], |r| r.get(0))
+                        .optional()?
+                        .unwrap_or(0);
+                    if after < done {
+                        // Start at the first entry still stored after the
+                        // cursor: segments before a prune's anchor hold
+                        // nothing.
+                        let first: Option<i64> = tx.query_row(
+                            "SELECT min(seq) FROM kms_audit WHERE seq > ?1",
+                            [after],
+                            |r| r.get(0),
+                        )?;
+                        let segment = to_i64(AUDIT_REFS_SEGMENT);
+                        let mut stmt = tx.prepare_cached(&format!(
+                            "SELECT {AUDIT_LIST_COLUMNS}
+                             FROM kms_audit_refs r JOIN kms_audit a ON a.seq = r.seq
+                             WHERE r.segment = ?10 AND r.kind = ?11 AND r.value = ?12
+                               AND r.seq > ?1 AND r.seq <= ?9 AND {AUDIT_LIST_FILTERS}
+                             ORDER BY r.seq LIMIT ?8"
+                        ))?;
+                        let mut seg = first.unwrap_or(done) / segment;
+                        while seg <= done / segment && out.len() < limit as usize {
+                            let want = limit - u32::try_from(out.len()).unwrap_or(limit);
+                            let mut rows = stmt.query(params![
+                                after,
+                                filter.since_ms,
+                                filter.until_ms,
+                                filter.client,
+                                filter.key,
+                                filter.operation,
+                                filter.outcome,
+                                want,
+                                done,
+                                seg,
+                                kind,
+                                value
+                            ])?;
+                            while let Some(r) = rows.next()? {
+                                out.push(audit_entry_from_row(r)?);
+                            }
+                            seg += 1;
+                        }
+                    }
+                    if out.len() < limit as usize {
+                        audit_scan(&tx, after.max(done), &filter, None, limit, &mut out)?;
+                    }
+                    tx.commit()?;
+                }
             }
             Ok(out)
+        })
+    }
+
+    fn index_audit(&self, max_entries: u32) -> StoreFuture<'_, u64> {
+        self.write(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let done: i64 = tx
+                .query_row("SELECT seq FROM kms_audit_refs_done", [], |r| r.get(0))
+                .optional()?
+                .unwrap_or(0);
+            let head: i64 =
+                tx.query_row("SELECT coalesce(max(seq), 0) FROM kms_audit", [], |r| r.get(0))?;
+            let until = head.min(done.saturating_add(i64::from(max_entries)));
+            if until <= done {
+                return Ok(0);
+            }
+            // Sorted, so the rows go in as a run at the end of the table.
+            tx.execute(
+                "INSERT INTO kms_audit_refs (segment, kind, value, seq)
+                 SELECT seq / ?3, 1, client, seq FROM kms_audit WHERE seq > ?1 AND seq <= ?2
+                 UNION ALL
+                 SELECT seq / ?3, 2, key_name, seq FROM kms_audit
+                     WHERE seq > ?1 AND seq <= ?2 AND key_name IS NOT NULL
+                 ORDER BY 1, 2, 3, 4",
+                params![done, until, to_i64(AUDIT_REFS_SEGMENT)],
+            )?;
+            tx.execute(
+                "INSERT INTO kms_audit_refs_done (id, seq) VALUES (1, ?1)
+                 ON CONFLICT (id) DO UPDATE SET seq = excluded.seq",
+                [until],
+            )?;
+            tx.commit()?;
+            Ok(u64::try_from(until - done).unwrap_or(0))
         })
     }
 
