@@ -440,10 +440,8 @@ impl<'a> Verifier<'a> {
         let stopped = n < page.rows.len();
         let rows = &page.rows[..n];
         // Sequence numbers first: the run to hash ends at the first gap.
-        let gap = rows
-            .iter()
-            .zip(self.expected_seq..)
-            .position(|(row, expected)| row.seq != expected);
+        let gap =
+            rows.iter().zip(self.expected_seq..).position(|(row, expected)| row.seq != expected);
         let run = &rows[..gap.unwrap_or(n)];
         let (good, unauthenticated, problem) =
             check_rows(page, run, &self.prev, self.macer.as_ref());
@@ -520,7 +518,11 @@ fn check_rows(
         let mut results = vec![check_run(page, &rows[..chunk], prev, macer)];
         for handle in handles {
             // A run only hashes and compares: it does not panic.
-            results.push(handle.join().unwrap_or((0, 0, Some("a verification thread failed".into()))));
+            results.push(handle.join().unwrap_or((
+                0,
+                0,
+                Some("a verification thread failed".into()),
+            )));
         }
         results
     });

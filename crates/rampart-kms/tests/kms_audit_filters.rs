@@ -5,7 +5,8 @@
 //! walk of the log; every walk compared entry for entry with the same
 //! filter applied to what was appended, across a segment border of the
 //! reference table, after a prune, and after the step's migration ran
-//! again over a filled log.
+//! again over a filled log. The key selector and client label side
+//! tables of schema step 9 are checked against their migration here too.
 
 mod common;
 
@@ -184,4 +185,89 @@ async fn filters_follow_the_log_on_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn filters_follow_the_log_on_postgres() {
     filters_follow_the_log(Backend::Postgres).await;
+}
+
+/// Schema step 9 run again over keys and clients written before it (its
+/// recorded version set back, its side tables emptied) fills the side
+/// tables from the stored policies and labels, so the selector and label
+/// filters find them.
+async fn the_selector_and_label_tables_are_rebuilt_by_their_migration(backend: Backend) {
+    use rampart_kms::model::{now_ms, ClientInfo, KeyInfo, Labels, Selector};
+    use rampart_kms::store::{ClientFilter, KeyFilter};
+    let dir = TempDir::new("side-tables");
+    let pg = (backend == Backend::Postgres).then(PgCluster::get);
+    let url = pg.as_ref().map(|pg| pg.database("side_tables"));
+    let open = || async {
+        let store: Arc<dyn Store> = match &url {
+            None => Arc::new(SqliteStore::open(&dir.0.join("kms.db")).unwrap()),
+            Some(url) => Arc::new(PostgresStore::connect(url).await.unwrap()),
+        };
+        store
+    };
+    let store = open().await;
+    for i in 0..20u32 {
+        let mut allow = vec![Selector::parse("label:role=db").unwrap()];
+        if i % 7 == 0 {
+            allow.push(Selector::parse("client:special").unwrap());
+        }
+        let key = KeyInfo {
+            name: format!("key-{i:02}"),
+            exportable: false,
+            allow,
+            created_ms: now_ms(),
+            versions: Vec::new(),
+        };
+        store.create_key(key, vec![0u8; 60]).await.unwrap();
+        let labels = if i % 5 == 0 { "role=host,tier=gold" } else { "role=host" };
+        store
+            .add_client(ClientInfo {
+                name: format!("host-{i:02}"),
+                labels: Labels::parse_list(labels).unwrap(),
+                admin: false,
+                serial: "01".into(),
+                fingerprint: format!("{i:064}"),
+                created_ms: now_ms(),
+                not_after_ms: now_ms() + 86_400_000,
+                revoked: None,
+            })
+            .await
+            .unwrap();
+    }
+    let check = |store: Arc<dyn Store>| async move {
+        let selector = KeyFilter {
+            selector: Some(Selector::parse("client:special").unwrap()),
+            ..KeyFilter::default()
+        };
+        let keys = store.key_page(String::new(), selector, 100).await.unwrap();
+        let names: Vec<&str> = keys.iter().map(|k| k.name.as_str()).collect();
+        assert_eq!(names, ["key-00", "key-07", "key-14"]);
+        let label =
+            ClientFilter { label: Some(("tier".into(), "gold".into())), ..ClientFilter::default() };
+        let clients = store.client_page(String::new(), label, 100).await.unwrap();
+        let names: Vec<&str> = clients.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["host-00", "host-05", "host-10", "host-15"]);
+    };
+    check(Arc::clone(&store)).await;
+    drop(store);
+    let reset = "DELETE FROM kms_key_selectors; DELETE FROM kms_client_labels; \
+                 DELETE FROM kms_schema WHERE version >= 9";
+    match &url {
+        None => {
+            rusqlite::Connection::open(dir.0.join("kms.db")).unwrap().execute_batch(reset).unwrap()
+        }
+        Some(url) => {
+            psql(url, reset).unwrap();
+        }
+    }
+    check(open().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_selector_and_label_tables_are_rebuilt_by_their_migration_on_sqlite() {
+    the_selector_and_label_tables_are_rebuilt_by_their_migration(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_selector_and_label_tables_are_rebuilt_by_their_migration_on_postgres() {
+    the_selector_and_label_tables_are_rebuilt_by_their_migration(Backend::Postgres).await;
 }

@@ -209,6 +209,51 @@ INSERT INTO kms_audit_refs (segment, kind, value, seq)
 INSERT INTO kms_audit_refs_done (id, seq) SELECT 1, coalesce(max(seq), 0) FROM kms_audit
     ON CONFLICT (id) DO UPDATE SET seq = excluded.seq;",
     },
+    // The selector filter of the key list and the label filter of the
+    // client list from an index, as the other filters: each selector of
+    // a key's policy and each label of a client is a row of a side table
+    // written in the transaction that writes the key or the client's
+    // labels, keyed (selector or label, value, name) so a filter few
+    // items pass is one range in the list's order. Names in byte order
+    // on PostgreSQL, as the lists are. Written to run again harmlessly.
+    Migration {
+        to: 9,
+        sql: "",
+        sqlite_only: "CREATE TABLE IF NOT EXISTS kms_key_selectors (
+    selector TEXT NOT NULL,
+    name TEXT NOT NULL,
+    PRIMARY KEY (selector, name)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS kms_client_labels (
+    label TEXT NOT NULL,
+    value TEXT NOT NULL,
+    name TEXT NOT NULL,
+    PRIMARY KEY (label, value, name)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS kms_client_labels_name ON kms_client_labels (name);
+INSERT OR IGNORE INTO kms_key_selectors (selector, name)
+    SELECT j.value, k.name FROM kms_keys k, json_each(k.allow) j;
+INSERT OR IGNORE INTO kms_client_labels (label, value, name)
+    SELECT j.key, j.value, c.name FROM kms_clients c, json_each(c.labels) j;",
+        postgres_only: "CREATE TABLE IF NOT EXISTS kms_key_selectors (
+    selector TEXT NOT NULL,
+    name TEXT COLLATE \"C\" NOT NULL,
+    PRIMARY KEY (selector, name)
+);
+CREATE TABLE IF NOT EXISTS kms_client_labels (
+    label TEXT NOT NULL,
+    value TEXT NOT NULL,
+    name TEXT COLLATE \"C\" NOT NULL,
+    PRIMARY KEY (label, value, name)
+);
+CREATE INDEX IF NOT EXISTS kms_client_labels_name ON kms_client_labels (name);
+INSERT INTO kms_key_selectors (selector, name)
+    SELECT j, k.name FROM kms_keys k, jsonb_array_elements_text(k.allow::jsonb) j
+    ON CONFLICT DO NOTHING;
+INSERT INTO kms_client_labels (label, value, name)
+    SELECT j.key, j.value, c.name FROM kms_clients c, jsonb_each_text(c.labels::jsonb) j
+    ON CONFLICT DO NOTHING;",
+    },
 ];
 
 /// The data-path operations: most of a busy log, so an `operation`
@@ -346,15 +391,6 @@ pub struct KeyFilter {
     pub selector: Option<Selector>,
 }
 
-impl KeyFilter {
-    /// The text the store searches the stored policy (a JSON list of
-    /// selector strings) for: the selector as a quoted JSON string, which
-    /// matches exactly one element since selectors hold no quote.
-    pub(crate) fn selector_needle(&self) -> Option<String> {
-        self.selector.as_ref().map(|s| serde_json::Value::from(s.to_string()).to_string())
-    }
-}
-
 /// Which clients a page of the client list holds.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClientFilter {
@@ -366,20 +402,6 @@ pub struct ClientFilter {
     pub admin: Option<bool>,
     /// Revoked clients only (`true`) or unrevoked only (`false`).
     pub revoked: Option<bool>,
-}
-
-impl ClientFilter {
-    /// The text the store searches the stored labels (a compact JSON
-    /// object) for: `"key":"value"`, exact since labels hold no quote.
-    pub(crate) fn label_needle(&self) -> Option<String> {
-        self.label.as_ref().map(|(k, v)| {
-            format!(
-                "{}:{}",
-                serde_json::Value::from(k.as_str()),
-                serde_json::Value::from(v.as_str())
-            )
-        })
-    }
 }
 
 /// Which entries a page of the audit list holds.

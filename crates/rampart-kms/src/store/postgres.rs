@@ -509,13 +509,24 @@ fn client_from_row(row: &Row) -> Result<ClientInfo> {
     })
 }
 
+/// [`CLIENT_COLUMNS`] of the table named `c`.
+const CLIENT_COLUMNS_C: &str = "c.name, c.labels, c.admin, c.serial, c.fingerprint, \
+     c.created_ms, c.not_after_ms, c.revoked_ms, c.revoked_reason";
+
 const CLIENT_COLUMNS: &str = "name, labels, admin, serial, fingerprint, created_ms, not_after_ms, revoked_ms, revoked_reason";
 
 async fn insert_client(client: &impl tokio_postgres::GenericClient, c: &ClientInfo) -> Result<()> {
+    // One statement writes the client and its labels (schema step 9).
+    let (keys, values): (Vec<&str>, Vec<&str>) =
+        c.labels.as_map().iter().map(|(k, v)| (k.as_str(), v.as_str())).unzip();
     client
         .execute(
-            "INSERT INTO kms_clients (name, labels, admin, serial, fingerprint, created_ms, \
-             not_after_ms) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            "WITH c AS (
+                 INSERT INTO kms_clients (name, labels, admin, serial, fingerprint, created_ms,
+                     not_after_ms) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING name)
+             INSERT INTO kms_client_labels (label, value, name)
+                 SELECT unnest($8::TEXT[]), unnest($9::TEXT[]), c.name FROM c
+                 ON CONFLICT DO NOTHING",
             &[
                 &c.name,
                 &encode_labels(&c.labels),
@@ -524,10 +535,49 @@ async fn insert_client(client: &impl tokio_postgres::GenericClient, c: &ClientIn
                 &c.fingerprint,
                 &c.created_ms,
                 &c.not_after_ms,
+                &keys,
+                &values,
             ],
         )
         .await
         .map_err(|e| map_unique(e, || format!("client {} (or its certificate)", c.name)))?;
+    Ok(())
+}
+
+/// The selectors of a new key's policy, for the selector filter (schema
+/// step 9); in the key's transaction.
+async fn insert_selectors(
+    client: &impl tokio_postgres::GenericClient,
+    key: &KeyInfo,
+) -> Result<()> {
+    let selectors: Vec<String> = key.allow.iter().map(ToString::to_string).collect();
+    client
+        .execute(
+            "INSERT INTO kms_key_selectors (selector, name) SELECT unnest($1::TEXT[]), $2
+             ON CONFLICT DO NOTHING",
+            &[&selectors, &key.name],
+        )
+        .await?;
+    Ok(())
+}
+
+/// Client `name`'s labels for the label filter (schema step 9), in place
+/// of those it had; in the transaction that writes them.
+async fn put_labels(
+    client: &impl tokio_postgres::GenericClient,
+    name: &str,
+    labels: &Labels,
+) -> Result<()> {
+    let (keys, values): (Vec<&str>, Vec<&str>) =
+        labels.as_map().iter().map(|(k, v)| (k.as_str(), v.as_str())).unzip();
+    client.execute("DELETE FROM kms_client_labels WHERE name = $1", &[&name]).await?;
+    client
+        .execute(
+            "INSERT INTO kms_client_labels (label, value, name)
+             SELECT unnest($1::TEXT[]), unnest($2::TEXT[]), $3",
+            &[&keys, &values, &name],
+        )
+        .await?;
     Ok(())
 }
 
@@ -636,6 +686,7 @@ impl Store for PostgresStore {
                 &[&key.name, &key.created_ms, &material],
             )
             .await?;
+            insert_selectors(&tx, &key).await?;
             tx.commit().await?;
             Ok(())
         })
@@ -657,18 +708,29 @@ impl Store for PostgresStore {
             // key's newest; the selector is checked on the rows either
             // range yields. One statement: one snapshot.
             let (low, high) = name_range(&after, filter.prefix.as_deref());
-            let page = if filter.state.is_some() {
+            let page = if filter.selector.is_some() {
+                // A selector walks its range of the (selector, name) side
+                // table (schema step 9); a state is checked on the keys it
+                // yields.
+                "SELECT k.name, k.exportable, k.allow, k.created_ms
+                 FROM kms_key_selectors s JOIN kms_keys k ON k.name = s.name
+                 WHERE s.selector = $3 AND s.name > $1 AND s.name < $2
+                   AND ($4::TEXT IS NULL OR (SELECT v.state FROM kms_key_versions v
+                                             WHERE v.name = k.name
+                                             ORDER BY v.version DESC LIMIT 1) = $4)
+                 ORDER BY s.name LIMIT $5"
+            } else if filter.state.is_some() {
                 "SELECT k.name, k.exportable, k.allow, k.created_ms
                  FROM kms_key_versions s JOIN kms_keys k ON k.name = s.name
                  WHERE s.state = $4 AND s.name COLLATE \"C\" > $1 AND s.name COLLATE \"C\" < $2
                    AND s.version = (SELECT max(version) FROM kms_key_versions m
                                     WHERE m.name = s.name)
-                   AND ($3::TEXT IS NULL OR strpos(k.allow, $3) > 0)
+                   AND $3::TEXT IS NULL
                  ORDER BY s.name COLLATE \"C\" LIMIT $5"
             } else {
                 "SELECT name, exportable, allow, created_ms FROM kms_keys
                  WHERE name COLLATE \"C\" > $1 AND name COLLATE \"C\" < $2
-                   AND ($3::TEXT IS NULL OR strpos(allow, $3) > 0) AND $4::TEXT IS NULL
+                   AND $3::TEXT IS NULL AND $4::TEXT IS NULL
                  ORDER BY name COLLATE \"C\" LIMIT $5"
             };
             let rows = lease
@@ -681,7 +743,13 @@ impl Store for PostgresStore {
                          FROM page p JOIN kms_key_versions v ON v.name = p.name
                          ORDER BY p.name COLLATE \"C\", v.version"
                     ),
-                    &[&low, &high, &filter.selector_needle(), &filter.state, &i64::from(limit)],
+                    &[
+                        &low,
+                        &high,
+                        &filter.selector.as_ref().map(ToString::to_string),
+                        &filter.state,
+                        &i64::from(limit),
+                    ],
                 )
                 .await?;
             let mut keys: Vec<KeyInfo> = Vec::new();
@@ -894,8 +962,8 @@ impl Store for PostgresStore {
     fn set_client_labels(&self, name: String, labels: Labels) -> StoreFuture<'_, ClientInfo> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
-            let row = lease
-                .client()?
+            let tx = lease.client()?.transaction().await?;
+            let row = tx
                 .query_opt(
                     &format!(
                         "UPDATE kms_clients SET labels = $2 WHERE name = $1 RETURNING {CLIENT_COLUMNS}"
@@ -903,10 +971,14 @@ impl Store for PostgresStore {
                     &[&name, &encode_labels(&labels)],
                 )
                 .await?;
-            row.as_ref()
+            let client = row
+                .as_ref()
                 .map(client_from_row)
                 .transpose()?
-                .ok_or_else(|| KmsError::NotFound(format!("client {name}")))
+                .ok_or_else(|| KmsError::NotFound(format!("client {name}")))?;
+            put_labels(&tx, &name, &labels).await?;
+            tx.commit().await?;
+            Ok(client)
         })
     }
 
@@ -922,25 +994,42 @@ impl Store for PostgresStore {
             // filter is spelled as the (admin, name) index's leading
             // column so the planner can walk that index.
             let (low, high) = name_range(&after, filter.prefix.as_deref());
-            let admin = if filter.admin.is_some() { "admin = $4 AND" } else { "" };
+            // A label walks its range of the (label, value, name) side
+            // table (schema step 9), the other filters checked on the
+            // clients it yields.
+            let (from, driver) = if filter.label.is_some() {
+                (
+                    "kms_client_labels l JOIN kms_clients c ON c.name = l.name",
+                    "l.label = $3 AND l.value = $7 AND l.name > $1 AND l.name < $2",
+                )
+            } else if filter.admin.is_some() {
+                (
+                    "kms_clients c",
+                    "c.admin = $4 AND c.name COLLATE \"C\" > $1 AND c.name COLLATE \"C\" < $2",
+                )
+            } else {
+                ("kms_clients c", "c.name COLLATE \"C\" > $1 AND c.name COLLATE \"C\" < $2")
+            };
+            let order = if filter.label.is_some() { "l.name" } else { "c.name COLLATE \"C\"" };
+            let (label, value) = filter.label.clone().unzip();
             let rows = lease
                 .client()?
                 .query(
                     &format!(
-                        "SELECT {CLIENT_COLUMNS} FROM kms_clients
-                         WHERE {admin} name COLLATE \"C\" > $1 AND name COLLATE \"C\" < $2
-                           AND ($3::TEXT IS NULL OR strpos(labels, $3) > 0)
-                           AND ($4::BOOLEAN IS NULL OR admin = $4)
-                           AND ($5::BOOLEAN IS NULL OR (revoked_ms IS NOT NULL) = $5)
-                         ORDER BY name COLLATE \"C\" LIMIT $6"
+                        "SELECT {CLIENT_COLUMNS_C} FROM {from}
+                         WHERE {driver} AND ($3::TEXT IS NULL) = ($7::TEXT IS NULL)
+                           AND ($4::BOOLEAN IS NULL OR c.admin = $4)
+                           AND ($5::BOOLEAN IS NULL OR (c.revoked_ms IS NOT NULL) = $5)
+                         ORDER BY {order} LIMIT $6"
                     ),
                     &[
                         &low,
                         &high,
-                        &filter.label_needle(),
+                        &label,
                         &filter.admin,
                         &filter.revoked,
                         &i64::from(limit),
+                        &value,
                     ],
                 )
                 .await?;
@@ -1442,6 +1531,7 @@ impl Store for PostgresStore {
                 &[&key.name, &key.created_ms, &material],
             )
             .await?;
+            insert_selectors(&tx, &key).await?;
             put_kmip_object(&tx, &object).await?;
             for a in &attributes {
                 insert_kmip_attribute(&tx, &key.name, a).await?;

@@ -466,6 +466,30 @@ fn insert_kmip_attribute(conn: &Connection, key: &str, a: &KmipAttributeRow) -> 
     Ok(())
 }
 
+/// The selectors of a new key's policy, for the selector filter (schema
+/// step 9); in the key's transaction.
+fn insert_selectors(conn: &Connection, key: &KeyInfo) -> Result<()> {
+    let mut stmt = conn.prepare_cached(
+        "INSERT OR IGNORE INTO kms_key_selectors (selector, name) VALUES (?1, ?2)",
+    )?;
+    for selector in &key.allow {
+        stmt.execute(params![selector.to_string(), key.name])?;
+    }
+    Ok(())
+}
+
+/// Client `name`'s labels for the label filter (schema step 9), in place
+/// of those it had; in the transaction that writes them.
+fn put_labels(conn: &Connection, name: &str, labels: &Labels) -> Result<()> {
+    conn.prepare_cached("DELETE FROM kms_client_labels WHERE name = ?1")?.execute([name])?;
+    let mut stmt = conn
+        .prepare_cached("INSERT INTO kms_client_labels (label, value, name) VALUES (?1, ?2, ?3)")?;
+    for (label, value) in labels.as_map() {
+        stmt.execute(params![label, value, name])?;
+    }
+    Ok(())
+}
+
 fn is_constraint(error: &rusqlite::Error) -> bool {
     matches!(
         error,
@@ -494,6 +518,10 @@ fn client_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(ClientInfo, Str
         row.get(1)?,
     ))
 }
+
+/// [`CLIENT_COLUMNS`] of the table named `c`.
+const CLIENT_COLUMNS_C: &str = "c.name, c.labels, c.admin, c.serial, c.fingerprint, \
+     c.created_ms, c.not_after_ms, c.revoked_ms, c.revoked_reason";
 
 const CLIENT_COLUMNS: &str = "name, labels, admin, serial, fingerprint, created_ms, not_after_ms, revoked_ms, revoked_reason";
 
@@ -532,7 +560,7 @@ fn insert_client(conn: &Connection, client: &ClientInfo) -> Result<()> {
             e.into()
         }
     })?;
-    Ok(())
+    put_labels(conn, &client.name, &client.labels)
 }
 
 /// Key `name` (as a list of at most one) with its versions.
@@ -641,6 +669,7 @@ impl Store for SqliteStore {
                  VALUES (?1, 1, 'active', ?2, ?3)",
                 params![key.name, key.created_ms, material],
             )?;
+            insert_selectors(&tx, &key)?;
             tx.commit()?;
             Ok(())
         })
@@ -661,19 +690,29 @@ impl Store for SqliteStore {
             // One statement: the page and its versions come from one
             // snapshot.
             let (low, high) = name_range(&after, filter.prefix.as_deref());
-            let page = if filter.state.is_some() {
+            let page = if filter.selector.is_some() {
+                // A selector walks its range of the (selector, name)
+                // side table (schema step 9); a state is checked on the
+                // keys it yields.
+                "SELECT k.name, k.exportable, k.allow, k.created_ms
+                 FROM kms_key_selectors s JOIN kms_keys k ON k.name = s.name
+                 WHERE s.selector = ?3 AND s.name > ?1 AND s.name < ?2
+                   AND (?4 IS NULL OR (SELECT v.state FROM kms_key_versions v WHERE v.name = k.name
+                                       ORDER BY v.version DESC LIMIT 1) = ?4)
+                 ORDER BY s.name LIMIT ?5"
+            } else if filter.state.is_some() {
                 "SELECT k.name, k.exportable, k.allow, k.created_ms
                  FROM kms_key_versions s INDEXED BY kms_key_versions_state
                  JOIN kms_keys k ON k.name = s.name
                  WHERE s.state = ?4 AND s.name > ?1 AND s.name < ?2
                    AND s.version = (SELECT max(version) FROM kms_key_versions m
                                     WHERE m.name = s.name)
-                   AND (?3 IS NULL OR instr(k.allow, ?3) > 0)
+                   AND ?3 IS NULL
                  ORDER BY s.name LIMIT ?5"
             } else {
                 "SELECT name, exportable, allow, created_ms FROM kms_keys
                  WHERE name > ?1 AND name < ?2
-                   AND (?3 IS NULL OR instr(allow, ?3) > 0) AND ?4 IS NULL
+                   AND ?3 IS NULL AND ?4 IS NULL
                  ORDER BY name LIMIT ?5"
             };
             let mut stmt = conn.prepare_cached(&format!(
@@ -683,8 +722,8 @@ impl Store for SqliteStore {
                  FROM page p JOIN kms_key_versions v ON v.name = p.name
                  ORDER BY p.name, v.version"
             ))?;
-            let mut rows =
-                stmt.query(params![low, high, filter.selector_needle(), filter.state, limit])?;
+            let selector = filter.selector.as_ref().map(ToString::to_string);
+            let mut rows = stmt.query(params![low, high, selector, filter.state, limit])?;
             let mut keys: Vec<KeyInfo> = Vec::new();
             while let Some(r) = rows.next()? {
                 let name: String = r.get(0)?;
@@ -850,7 +889,12 @@ impl Store for SqliteStore {
     }
 
     fn add_client(&self, client: ClientInfo) -> StoreFuture<'_, ()> {
-        self.write(move |conn| insert_client(conn, &client))
+        self.write(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            insert_client(&tx, &client)?;
+            tx.commit()?;
+            Ok(())
+        })
     }
 
     fn client_by_fingerprint(&self, fingerprint: String) -> StoreFuture<'_, Option<ClientInfo>> {
@@ -892,6 +936,7 @@ impl Store for SqliteStore {
                 params![name, encode_labels(&labels)],
             )?;
             let client = client_by_name(&tx, &name)?;
+            put_labels(&tx, &name, &labels)?;
             tx.commit()?;
             Ok(client)
         })
@@ -907,21 +952,32 @@ impl Store for SqliteStore {
             let (low, high) = name_range(&after, filter.prefix.as_deref());
             // An admin filter walks the (admin, name) index: the few
             // admin clients among thousands of hosts cost only themselves.
-            let from = if filter.admin.is_some() {
-                "kms_clients INDEXED BY kms_clients_admin"
+            // A label walks its range of the (label, value, name) side
+            // table (schema step 9), the admin and revocation filters
+            // checked on the clients it yields.
+            let (from, by_label) = if filter.label.is_some() {
+                (
+                    "kms_client_labels l JOIN kms_clients c ON c.name = l.name",
+                    "l.label = ?3 AND l.value = ?7 AND l.name > ?1 AND l.name < ?2",
+                )
+            } else if filter.admin.is_some() {
+                (
+                    "kms_clients c INDEXED BY kms_clients_admin",
+                    "?3 IS NULL AND ?7 IS NULL AND c.name > ?1 AND c.name < ?2",
+                )
             } else {
-                "kms_clients"
+                ("kms_clients c", "?3 IS NULL AND ?7 IS NULL AND c.name > ?1 AND c.name < ?2")
             };
+            let (label, value) = filter.label.clone().unzip();
             conn.prepare_cached(&format!(
-                "SELECT {CLIENT_COLUMNS} FROM {from}
-                 WHERE name > ?1 AND name < ?2
-                   AND (?3 IS NULL OR instr(labels, ?3) > 0)
-                   AND (?4 IS NULL OR admin = ?4)
-                   AND (?5 IS NULL OR (revoked_ms IS NOT NULL) = ?5)
-                 ORDER BY name LIMIT ?6"
+                "SELECT {CLIENT_COLUMNS_C} FROM {from}
+                 WHERE {by_label}
+                   AND (?4 IS NULL OR c.admin = ?4)
+                   AND (?5 IS NULL OR (c.revoked_ms IS NOT NULL) = ?5)
+                 ORDER BY c.name LIMIT ?6"
             ))?
             .query_map(
-                params![low, high, filter.label_needle(), filter.admin, filter.revoked, limit],
+                params![low, high, label, filter.admin, filter.revoked, limit, value],
                 client_from_row,
             )?
             .map(|row| finish_client(row?))
@@ -1357,6 +1413,7 @@ impl Store for SqliteStore {
                  VALUES (?1, 1, 'active', ?2, ?3)",
                 params![key.name, key.created_ms, material],
             )?;
+            insert_selectors(&tx, &key)?;
             put_kmip_object(&tx, &object)?;
             for a in &attributes {
                 insert_kmip_attribute(&tx, &key.name, a)?;
