@@ -529,8 +529,7 @@ async fn audit_writer(
     mut rx: mpsc::Receiver<(AuditDraft, oneshot::Sender<Result<()>>)>,
     sinks: Option<sinks::Sinks>,
     state: Weak<State>,
-    checkpoint_every: u64,
-    wake: Arc<Notify>,
+    (checkpoint_every, wake): (u64, Arc<Notify>),
     index_wake: Arc<Notify>,
 ) {
     let sinks = sinks.map(|s| Arc::new(Mutex::new(s)));
@@ -665,8 +664,7 @@ impl Server {
             rx,
             sinks,
             Arc::downgrade(&state),
-            opts.audit.checkpoint_entries,
-            checkpoint_wake,
+            (opts.audit.checkpoint_entries, checkpoint_wake),
             Arc::clone(&index_wake),
         ));
         tokio::spawn(audit_log::indexer(Arc::downgrade(&state), index_wake));
