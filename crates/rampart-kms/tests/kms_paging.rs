@@ -238,11 +238,21 @@ async fn every_list_walks_to_its_end_under_concurrent_inserts_and_deletes(backen
     const KEYS: usize = 400;
     const CLIENTS: usize = 200;
     let d = Arc::new(Deployment::on(backend, "walk").await);
+    // A third of the keys and clients carry a rarer selector or label,
+    // walked through the side tables of schema step 10.
+    let selectors = |i: usize| -> &'static [&'static str] {
+        if i % 3 == 0 {
+            &["label:role=db", "client:special"]
+        } else {
+            &["label:role=db"]
+        }
+    };
+    let labels = |i: usize| if i % 3 == 0 { "role=host,tier=gold" } else { "role=host" };
     for i in 0..KEYS {
-        d.key(&key_name(i), &["label:role=db"]).await;
+        d.key(&key_name(i), selectors(i)).await;
     }
     for i in 0..CLIENTS {
-        d.client(&client_name(i), "role=host", false).await;
+        d.client(&client_name(i), labels(i), false).await;
     }
     d.store.append_audit((0..500).map(draft).collect(), None).await.unwrap();
     let audit_head = d.store.audit_page(0, None, 10_000).await.unwrap().last().unwrap().seq;
@@ -256,6 +266,10 @@ async fn every_list_walks_to_its_end_under_concurrent_inserts_and_deletes(backen
         .chain(std::iter::once("admin".to_owned()))
         .collect();
     let old_entries: BTreeSet<String> = (1..=audit_head).map(|s| s.to_string()).collect();
+    let special_keys: BTreeSet<String> =
+        (0..KEYS).filter(|i| i % 4 != 1 && i % 3 == 0).map(key_name).collect();
+    let gold_clients: BTreeSet<String> =
+        (0..CLIENTS).filter(|i| i % 4 != 1 && i % 3 == 0).map(client_name).collect();
 
     let running = Arc::new(AtomicBool::new(true));
     let changes = Arc::new(AtomicUsize::new(0));
@@ -266,7 +280,7 @@ async fn every_list_walks_to_its_end_under_concurrent_inserts_and_deletes(backen
             while running.load(Ordering::Relaxed) {
                 if i < KEYS {
                     // Inserted between existing names, before and after the walks' positions.
-                    d.key(&format!("{}a", key_name(i)), &["label:role=db"]).await;
+                    d.key(&format!("{}a", key_name(i)), selectors(i)).await;
                     if i % 4 == 1 {
                         d.delete_key(&key_name(i)).await;
                     }
@@ -276,7 +290,7 @@ async fn every_list_walks_to_its_end_under_concurrent_inserts_and_deletes(backen
                     }
                 }
                 if i < CLIENTS {
-                    d.client(&format!("{}a", client_name(i)), "role=host", false).await;
+                    d.client(&format!("{}a", client_name(i)), labels(i), false).await;
                     if i % 4 == 1 {
                         d.delete_client(&client_name(i)).await;
                     }
@@ -337,7 +351,42 @@ async fn every_list_walks_to_its_end_under_concurrent_inserts_and_deletes(backen
         },
         |e: &rampart_kms::model::AuditEntry| e.seq.to_string(),
     );
-    let (all_keys, active, clients, entries) = tokio::join!(all_keys, active, clients, entries);
+    let special = walk(
+        |cursor| {
+            let admin = admin.clone();
+            async move {
+                let q = KeyQuery {
+                    limit: Some(4),
+                    selector: Some("client:special".into()),
+                    ..KeyQuery::default()
+                };
+                admin.key_page(&q, cursor.as_deref()).await
+            }
+        },
+        |k: &KeyInfo| {
+            assert!(k.allow.iter().any(|s| s.to_string() == "client:special"), "{k:?}");
+            k.name.clone()
+        },
+    );
+    let gold = walk(
+        |cursor| {
+            let admin = admin.clone();
+            async move {
+                let q = ClientQuery {
+                    limit: Some(3),
+                    label: Some("tier=gold".into()),
+                    ..ClientQuery::default()
+                };
+                admin.client_page(&q, cursor.as_deref()).await
+            }
+        },
+        |c: &ClientInfo| {
+            assert_eq!(c.labels.get("tier"), Some("gold"), "{c:?}");
+            c.name.clone()
+        },
+    );
+    let (all_keys, active, clients, entries, special, gold) =
+        tokio::join!(all_keys, active, clients, entries, special, gold);
     let before = changes.load(Ordering::Relaxed);
     running.store(false, Ordering::Relaxed);
     mutator.await.unwrap();
@@ -347,6 +396,8 @@ async fn every_list_walks_to_its_end_under_concurrent_inserts_and_deletes(backen
     check_walk("active keys", &active, &active_keys);
     check_walk("clients", &clients, &stable_clients);
     check_walk("audit", &entries, &old_entries);
+    check_walk("keys by selector", &special, &special_keys);
+    check_walk("clients by label", &gold, &gold_clients);
     let seqs: Vec<u64> = entries.iter().map(|s| s.parse().unwrap()).collect();
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "audit entries out of order");
     // Inserted items may or may not be listed, but nothing that never
@@ -571,6 +622,17 @@ async fn filters_select_by_prefix_state_selector_label_and_admin(backend: Backen
         clients(cq(Some("host"), Some("region=eu"), Some(false), Some(false))).await,
         set(&["host-a"])
     );
+    // The label filter follows a relabelling (the side table is rewritten
+    // with the labels).
+    let relabel = |l: &str| Labels::parse_list(l).unwrap();
+    d.store.set_client_labels("host-a".into(), relabel("region=us,tier=gold")).await.unwrap();
+    d.store.set_client_labels("hostile".into(), relabel("region=eu")).await.unwrap();
+    assert_eq!(clients(cq(None, Some("region=eu"), None, None)).await, set(&["hostile", "ops"]));
+    assert_eq!(clients(cq(None, Some("region=us"), None, None)).await, set(&["host-a", "host-b"]));
+    assert_eq!(clients(cq(None, Some("tier=gold"), None, None)).await, set(&["host-a"]));
+    assert_eq!(clients(cq(None, Some("role=host"), None, None)).await, set(&["host-b"]));
+    d.store.set_client_labels("host-a".into(), relabel("")).await.unwrap();
+    assert_eq!(clients(cq(None, Some("tier=gold"), None, None)).await, set(&[]));
 
     // The audit list's filters.
     let entries = |q: AuditQuery| {

@@ -13,11 +13,14 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use tokio::sync::Notify;
+
 use super::State;
 use crate::audit::{Mark, MarkKind, Verifier, VerifyReport, GENESIS};
 use crate::error::{KmsError, Result};
 use crate::keys::RootKey;
 use crate::model::now_ms;
+use crate::store::AUDIT_INDEX_BATCH;
 
 /// Entries read per store query while verifying.
 const PAGE: u32 = 10_000;
@@ -206,6 +209,44 @@ pub(crate) async fn checkpointer(state: Weak<State>, interval: Duration) {
         let Some(state) = state.upgrade() else { break };
         if let Err(error) = checkpoint_once(&state).await {
             tracing::warn!("cannot write an audit checkpoint: {error}");
+        }
+    }
+}
+
+/// How long the indexer lets appended entries gather before indexing
+/// them: a few batches' worth, each one transaction of sorted inserts.
+const INDEX_DELAY: Duration = Duration::from_millis(200);
+
+/// Keeps the audit reference table (schema step 9) just behind the log:
+/// woken by the audit writer, it waits [`INDEX_DELAY`] and then indexes
+/// everything appended so far, [`AUDIT_INDEX_BATCH`] entries per
+/// transaction; at start it catches up with what is not indexed yet.
+/// What it has not reached, a filtered list scans instead, so the lag
+/// costs time on those lists, never results.
+pub(crate) async fn indexer(state: Weak<State>, wake: Arc<Notify>) {
+    let mut first = true;
+    loop {
+        if !first {
+            // A timeout as well, so the task ends soon after the server.
+            if tokio::time::timeout(Duration::from_secs(5), wake.notified()).await.is_err() {
+                if state.strong_count() == 0 {
+                    break;
+                }
+                continue;
+            }
+            tokio::time::sleep(INDEX_DELAY).await;
+        }
+        first = false;
+        let Some(store) = state.upgrade().map(|s| Arc::clone(&s.store)) else { break };
+        loop {
+            match store.index_audit(AUDIT_INDEX_BATCH).await {
+                Ok(n) if n >= u64::from(AUDIT_INDEX_BATCH) => tokio::task::yield_now().await,
+                Ok(_) => break,
+                Err(error) => {
+                    tracing::warn!("cannot index the audit log: {error}");
+                    break;
+                }
+            }
         }
     }
 }

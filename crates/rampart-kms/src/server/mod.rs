@@ -529,8 +529,8 @@ async fn audit_writer(
     mut rx: mpsc::Receiver<(AuditDraft, oneshot::Sender<Result<()>>)>,
     sinks: Option<sinks::Sinks>,
     state: Weak<State>,
-    checkpoint_every: u64,
-    wake: Arc<Notify>,
+    (checkpoint_every, wake): (u64, Arc<Notify>),
+    index_wake: Arc<Notify>,
 ) {
     let sinks = sinks.map(|s| Arc::new(Mutex::new(s)));
     let appended = AtomicU64::new(0);
@@ -565,6 +565,7 @@ async fn audit_writer(
                 }
                 let n =
                     appended.fetch_add(batch.len() as u64, Ordering::Relaxed) + batch.len() as u64;
+                index_wake.notify_one();
                 if checkpoint_every > 0 && n >= checkpoint_every {
                     appended.store(0, Ordering::Relaxed);
                     wake.notify_one();
@@ -631,6 +632,7 @@ impl Server {
         let sinks = (!sinks.is_empty()).then_some(sinks);
         let sink_reopen = sinks.as_ref().map(sinks::Sinks::reopen_flag);
         let checkpoint_wake = Arc::new(Notify::new());
+        let index_wake = Arc::new(Notify::new());
         let state = Arc::new(State {
             store,
             seal,
@@ -662,9 +664,10 @@ impl Server {
             rx,
             sinks,
             Arc::downgrade(&state),
-            opts.audit.checkpoint_entries,
-            checkpoint_wake,
+            (opts.audit.checkpoint_entries, checkpoint_wake),
+            Arc::clone(&index_wake),
         ));
+        tokio::spawn(audit_log::indexer(Arc::downgrade(&state), index_wake));
         tokio::spawn(audit_log::checkpointer(
             Arc::downgrade(&state),
             opts.audit.checkpoint_interval,

@@ -24,9 +24,9 @@ use tokio_postgres::{Client, NoTls, Row, Statement};
 
 use super::{
     attach_versions, decode_labels, decode_policy, encode_labels, encode_policy, meta,
-    migrations_after, name_range, to_u32, to_u64, version_info, AuditFilter, ClientFilter,
-    KeyFilter, KmipAttributeRow, KmipObject, KmipUse, MaterialRow, ServerPresence, StateChange,
-    Store, StoreFuture, BASE_SCHEMA_VERSION, SCHEMA_VERSION,
+    migrations_after, name_range, to_u32, to_u64, version_info, AuditDriver, AuditFilter,
+    ClientFilter, KeyFilter, KmipAttributeRow, KmipObject, KmipUse, MaterialRow, ServerPresence,
+    StateChange, Store, StoreFuture, AUDIT_REFS_SEGMENT, BASE_SCHEMA_VERSION, SCHEMA_VERSION,
 };
 use crate::audit::{seal_entry, ChainPage, ExportedEntry, Mark, GENESIS};
 use crate::error::{KmsError, Result};
@@ -612,6 +612,61 @@ async fn append_batch(
     Ok(out)
 }
 
+const AUDIT_LIST_COLUMNS: &str = "a.seq, a.time_ms, a.client, a.operation, a.key_name, \
+     a.key_version, a.outcome, a.detail, a.hash, a.mac";
+/// The filters every way of walking applies ($2 to $7: since, until,
+/// client, key, operation, outcome).
+const AUDIT_LIST_FILTERS: &str = "($2::BIGINT IS NULL OR a.time_ms >= $2)
+     AND ($3::BIGINT IS NULL OR a.time_ms < $3)
+     AND ($4::TEXT IS NULL OR a.client = $4) AND ($5::TEXT IS NULL OR a.key_name = $5)
+     AND ($6::TEXT IS NULL OR a.operation = $6) AND ($7::TEXT IS NULL OR a.outcome = $7)";
+
+fn audit_entry_from_row(r: &Row) -> Result<AuditEntry> {
+    Ok(AuditEntry {
+        seq: to_u64(r.try_get(0)?, "audit sequence number")?,
+        time_ms: r.try_get(1)?,
+        client: r.try_get(2)?,
+        operation: r.try_get(3)?,
+        key: r.try_get(4)?,
+        version: r.try_get::<_, Option<i64>>(5)?.map(|v| to_u32(v, "key version")).transpose()?,
+        outcome: r.try_get(6)?,
+        detail: r.try_get(7)?,
+        hash: hex::encode(r.try_get::<_, Vec<u8>>(8)?),
+        mac: r.try_get::<_, Option<Vec<u8>>>(9)?.map(hex::encode),
+    })
+}
+
+/// Up to `want` entries after `from` that pass `filter`, in order, found
+/// by `driver` (a condition ending in AND, or nothing: the sequence).
+async fn audit_rows(
+    client: &impl tokio_postgres::GenericClient,
+    driver: &str,
+    from: i64,
+    filter: &AuditFilter,
+    want: u32,
+) -> Result<Vec<AuditEntry>> {
+    let rows = client
+        .query(
+            &format!(
+                "SELECT {AUDIT_LIST_COLUMNS} FROM kms_audit a
+                 WHERE {driver} a.seq > $1 AND {AUDIT_LIST_FILTERS}
+                 ORDER BY a.seq LIMIT $8"
+            ),
+            &[
+                &from,
+                &filter.since_ms,
+                &filter.until_ms,
+                &filter.client,
+                &filter.key,
+                &filter.operation,
+                &filter.outcome,
+                &i64::from(want),
+            ],
+        )
+        .await?;
+    rows.iter().map(audit_entry_from_row).collect()
+}
+
 fn client_from_row(row: &Row) -> Result<ClientInfo> {
     Ok(ClientInfo {
         name: row.try_get(0)?,
@@ -631,13 +686,24 @@ fn client_from_row(row: &Row) -> Result<ClientInfo> {
     })
 }
 
+/// [`CLIENT_COLUMNS`] of the table named `c`.
+const CLIENT_COLUMNS_C: &str = "c.name, c.labels, c.admin, c.serial, c.fingerprint, \
+     c.created_ms, c.not_after_ms, c.revoked_ms, c.revoked_reason";
+
 const CLIENT_COLUMNS: &str = "name, labels, admin, serial, fingerprint, created_ms, not_after_ms, revoked_ms, revoked_reason";
 
 async fn insert_client(client: &impl tokio_postgres::GenericClient, c: &ClientInfo) -> Result<()> {
+    // One statement writes the client and its labels (schema step 10).
+    let (keys, values): (Vec<&str>, Vec<&str>) =
+        c.labels.as_map().iter().map(|(k, v)| (k.as_str(), v.as_str())).unzip();
     client
         .execute(
-            "INSERT INTO kms_clients (name, labels, admin, serial, fingerprint, created_ms, \
-             not_after_ms) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            "WITH c AS (
+                 INSERT INTO kms_clients (name, labels, admin, serial, fingerprint, created_ms,
+                     not_after_ms) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING name)
+             INSERT INTO kms_client_labels (label, value, name)
+                 SELECT unnest($8::TEXT[]), unnest($9::TEXT[]), c.name FROM c
+                 ON CONFLICT DO NOTHING",
             &[
                 &c.name,
                 &encode_labels(&c.labels),
@@ -646,10 +712,49 @@ async fn insert_client(client: &impl tokio_postgres::GenericClient, c: &ClientIn
                 &c.fingerprint,
                 &c.created_ms,
                 &c.not_after_ms,
+                &keys,
+                &values,
             ],
         )
         .await
         .map_err(|e| map_unique(e, || format!("client {} (or its certificate)", c.name)))?;
+    Ok(())
+}
+
+/// The selectors of a new key's policy, for the selector filter (schema
+/// step 9); in the key's transaction.
+async fn insert_selectors(
+    client: &impl tokio_postgres::GenericClient,
+    key: &KeyInfo,
+) -> Result<()> {
+    let selectors: Vec<String> = key.allow.iter().map(ToString::to_string).collect();
+    client
+        .execute(
+            "INSERT INTO kms_key_selectors (selector, name) SELECT unnest($1::TEXT[]), $2
+             ON CONFLICT DO NOTHING",
+            &[&selectors, &key.name],
+        )
+        .await?;
+    Ok(())
+}
+
+/// Client `name`'s labels for the label filter (schema step 10), in place
+/// of those it had; in the transaction that writes them.
+async fn put_labels(
+    client: &impl tokio_postgres::GenericClient,
+    name: &str,
+    labels: &Labels,
+) -> Result<()> {
+    let (keys, values): (Vec<&str>, Vec<&str>) =
+        labels.as_map().iter().map(|(k, v)| (k.as_str(), v.as_str())).unzip();
+    client.execute("DELETE FROM kms_client_labels WHERE name = $1", &[&name]).await?;
+    client
+        .execute(
+            "INSERT INTO kms_client_labels (label, value, name)
+             SELECT unnest($1::TEXT[]), unnest($2::TEXT[]), $3",
+            &[&keys, &values, &name],
+        )
+        .await?;
     Ok(())
 }
 
@@ -758,6 +863,7 @@ impl Store for PostgresStore {
                 &[&key.name, &key.created_ms, &material],
             )
             .await?;
+            insert_selectors(&tx, &key).await?;
             tx.commit().await?;
             Ok(())
         })
@@ -779,18 +885,29 @@ impl Store for PostgresStore {
             // key's newest; the selector is checked on the rows either
             // range yields. One statement: one snapshot.
             let (low, high) = name_range(&after, filter.prefix.as_deref());
-            let page = if filter.state.is_some() {
+            let page = if filter.selector.is_some() {
+                // A selector walks its range of the (selector, name) side
+                // table (schema step 10); a state is checked on the keys it
+                // yields.
+                "SELECT k.name, k.exportable, k.allow, k.created_ms
+                 FROM kms_key_selectors s JOIN kms_keys k ON k.name = s.name
+                 WHERE s.selector = $3 AND s.name > $1 AND s.name < $2
+                   AND ($4::TEXT IS NULL OR (SELECT v.state FROM kms_key_versions v
+                                             WHERE v.name = k.name
+                                             ORDER BY v.version DESC LIMIT 1) = $4)
+                 ORDER BY s.name LIMIT $5"
+            } else if filter.state.is_some() {
                 "SELECT k.name, k.exportable, k.allow, k.created_ms
                  FROM kms_key_versions s JOIN kms_keys k ON k.name = s.name
                  WHERE s.state = $4 AND s.name COLLATE \"C\" > $1 AND s.name COLLATE \"C\" < $2
                    AND s.version = (SELECT max(version) FROM kms_key_versions m
                                     WHERE m.name = s.name)
-                   AND ($3::TEXT IS NULL OR strpos(k.allow, $3) > 0)
+                   AND $3::TEXT IS NULL
                  ORDER BY s.name COLLATE \"C\" LIMIT $5"
             } else {
                 "SELECT name, exportable, allow, created_ms FROM kms_keys
                  WHERE name COLLATE \"C\" > $1 AND name COLLATE \"C\" < $2
-                   AND ($3::TEXT IS NULL OR strpos(allow, $3) > 0) AND $4::TEXT IS NULL
+                   AND $3::TEXT IS NULL AND $4::TEXT IS NULL
                  ORDER BY name COLLATE \"C\" LIMIT $5"
             };
             let rows = lease
@@ -803,7 +920,13 @@ impl Store for PostgresStore {
                          FROM page p JOIN kms_key_versions v ON v.name = p.name
                          ORDER BY p.name COLLATE \"C\", v.version"
                     ),
-                    &[&low, &high, &filter.selector_needle(), &filter.state, &i64::from(limit)],
+                    &[
+                        &low,
+                        &high,
+                        &filter.selector.as_ref().map(ToString::to_string),
+                        &filter.state,
+                        &i64::from(limit),
+                    ],
                 )
                 .await?;
             let mut keys: Vec<KeyInfo> = Vec::new();
@@ -992,8 +1115,8 @@ impl Store for PostgresStore {
     fn set_client_labels(&self, name: String, labels: Labels) -> StoreFuture<'_, ClientInfo> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
-            let row = lease
-                .client()?
+            let tx = lease.client()?.transaction().await?;
+            let row = tx
                 .query_opt(
                     &format!(
                         "UPDATE kms_clients SET labels = $2 WHERE name = $1 RETURNING {CLIENT_COLUMNS}"
@@ -1001,10 +1124,14 @@ impl Store for PostgresStore {
                     &[&name, &encode_labels(&labels)],
                 )
                 .await?;
-            row.as_ref()
+            let client = row
+                .as_ref()
                 .map(client_from_row)
                 .transpose()?
-                .ok_or_else(|| KmsError::NotFound(format!("client {name}")))
+                .ok_or_else(|| KmsError::NotFound(format!("client {name}")))?;
+            put_labels(&tx, &name, &labels).await?;
+            tx.commit().await?;
+            Ok(client)
         })
     }
 
@@ -1020,25 +1147,42 @@ impl Store for PostgresStore {
             // filter is spelled as the (admin, name) index's leading
             // column so the planner can walk that index.
             let (low, high) = name_range(&after, filter.prefix.as_deref());
-            let admin = if filter.admin.is_some() { "admin = $4 AND" } else { "" };
+            // A label walks its range of the (label, value, name) side
+            // table (schema step 10), the other filters checked on the
+            // clients it yields.
+            let (from, driver) = if filter.label.is_some() {
+                (
+                    "kms_client_labels l JOIN kms_clients c ON c.name = l.name",
+                    "l.label = $3 AND l.value = $7 AND l.name > $1 AND l.name < $2",
+                )
+            } else if filter.admin.is_some() {
+                (
+                    "kms_clients c",
+                    "c.admin = $4 AND c.name COLLATE \"C\" > $1 AND c.name COLLATE \"C\" < $2",
+                )
+            } else {
+                ("kms_clients c", "c.name COLLATE \"C\" > $1 AND c.name COLLATE \"C\" < $2")
+            };
+            let order = if filter.label.is_some() { "l.name" } else { "c.name COLLATE \"C\"" };
+            let (label, value) = filter.label.clone().unzip();
             let rows = lease
                 .client()?
                 .query(
                     &format!(
-                        "SELECT {CLIENT_COLUMNS} FROM kms_clients
-                         WHERE {admin} name COLLATE \"C\" > $1 AND name COLLATE \"C\" < $2
-                           AND ($3::TEXT IS NULL OR strpos(labels, $3) > 0)
-                           AND ($4::BOOLEAN IS NULL OR admin = $4)
-                           AND ($5::BOOLEAN IS NULL OR (revoked_ms IS NOT NULL) = $5)
-                         ORDER BY name COLLATE \"C\" LIMIT $6"
+                        "SELECT {CLIENT_COLUMNS_C} FROM {from}
+                         WHERE {driver} AND ($3::TEXT IS NULL) = ($7::TEXT IS NULL)
+                           AND ($4::BOOLEAN IS NULL OR c.admin = $4)
+                           AND ($5::BOOLEAN IS NULL OR (c.revoked_ms IS NOT NULL) = $5)
+                         ORDER BY {order} LIMIT $6"
                     ),
                     &[
                         &low,
                         &high,
-                        &filter.label_needle(),
+                        &label,
                         &filter.admin,
                         &filter.revoked,
                         &i64::from(limit),
+                        &value,
                     ],
                 )
                 .await?;
@@ -1116,61 +1260,140 @@ impl Store for PostgresStore {
         limit: u32,
     ) -> StoreFuture<'_, Vec<AuditEntry>> {
         Box::pin(async move {
-            // The filter likeliest to match fewest entries is spelled as
-            // its (column, seq) index's leading column, so the planner can
-            // walk that index from the cursor on.
-            let driver = match filter.driving_index() {
-                Some(("key_name", _)) => "key_name = $5 AND",
-                Some(("client", _)) => "client = $4 AND",
-                Some(("operation", _)) => "operation = $6 AND",
-                Some(_) => "outcome = $7 AND",
-                None => "",
-            };
+            let after = to_i64(after_seq);
             let mut lease = self.lease().await?;
-            let rows = lease
-                .client()?
-                .query(
-                    &format!(
-                        "SELECT seq, time_ms, client, operation, key_name, key_version, outcome,
-                                detail, hash, mac
-                     FROM kms_audit
-                     WHERE {driver} seq > $1 AND ($2::BIGINT IS NULL OR time_ms >= $2)
-                       AND ($3::BIGINT IS NULL OR time_ms < $3)
-                       AND ($4::TEXT IS NULL OR client = $4) AND ($5::TEXT IS NULL OR key_name = $5)
-                       AND ($6::TEXT IS NULL OR operation = $6) AND ($7::TEXT IS NULL OR outcome = $7)
-                     ORDER BY seq LIMIT $8"
-                    ),
-                    &[
-                        &i64::try_from(after_seq).unwrap_or(i64::MAX),
-                        &filter.since_ms,
-                        &filter.until_ms,
-                        &filter.client,
-                        &filter.key,
-                        &filter.operation,
-                        &filter.outcome,
-                        &i64::from(limit),
-                    ],
-                )
-                .await?;
-            rows.iter()
-                .map(|r| {
-                    Ok(AuditEntry {
-                        seq: to_u64(r.try_get(0)?, "audit sequence number")?,
-                        time_ms: r.try_get(1)?,
-                        client: r.try_get(2)?,
-                        operation: r.try_get(3)?,
-                        key: r.try_get(4)?,
-                        version: r
-                            .try_get::<_, Option<i64>>(5)?
-                            .map(|v| to_u32(v, "key version"))
-                            .transpose()?,
-                        outcome: r.try_get(6)?,
-                        detail: r.try_get(7)?,
-                        hash: hex::encode(r.try_get::<_, Vec<u8>>(8)?),
-                        mac: r.try_get::<_, Option<Vec<u8>>>(9)?.map(hex::encode),
-                    })
-                })
-                .collect()
+            let client = lease.client()?;
+            let mut out = Vec::new();
+            match filter.driver() {
+                AuditDriver::Sequence => {
+                    out = audit_rows(&*client, "", after, &filter, limit).await?;
+                }
+                AuditDriver::Rare(column, _, condition) => {
+                    // The partial index's condition, repeated so the
+                    // planner may use it.
+                    let param = if column == "operation" { 6 } else { 7 };
+                    let driver = format!("a.{column} = ${param} AND a.{condition} AND");
+                    out = audit_rows(&*client, &driver, after, &filter, limit).await?;
+                }
+                AuditDriver::Refs(kind, value) => {
+                    let tx = client
+                        .build_transaction()
+                        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+                        .read_only(true)
+                        .start()
+                        .await?;
+                    let done: i64 = tx
+                        .query_opt("SELECT seq FROM kms_audit_refs_done", &[])
+                        .await?
+                        .map(|r| r.try_get(0))
+                        .transpose()?
+                        .unwrap_or(0);
+                    if after < done {
+                        let first: Option<i64> = tx
+                            .query_one("SELECT min(seq) FROM kms_audit WHERE seq > $1", &[&after])
+                            .await?
+                            .try_get(0)?;
+                        let segment = to_i64(AUDIT_REFS_SEGMENT);
+                        let last = done / segment;
+                        let mut seg = first.unwrap_or(done) / segment;
+                        // Segments probed per round trip: one, then
+                        // doubling, so a key with many entries is answered
+                        // from the first segment and a rare one in a few
+                        // round trips. Each segment yields at most the
+                        // rows still wanted, so a round costs at most
+                        // (segments x wanted) rows.
+                        let mut span = 1i64;
+                        let kind = i32::try_from(kind).unwrap_or(0);
+                        while seg <= last && out.len() < limit as usize {
+                            let want = limit - u32::try_from(out.len()).unwrap_or(limit);
+                            let to = (seg + span - 1).min(last);
+                            let rows = tx
+                                .query(
+                                    &format!(
+                                        "SELECT {AUDIT_LIST_COLUMNS}
+                                         FROM generate_series($9::BIGINT, $10::BIGINT) g(segment)
+                                         CROSS JOIN LATERAL (
+                                             SELECT {AUDIT_LIST_COLUMNS}
+                                             FROM kms_audit_refs r JOIN kms_audit a ON a.seq = r.seq
+                                             WHERE r.segment = g.segment AND r.kind = $11
+                                               AND r.value = $12 AND r.seq > $1 AND r.seq <= $13
+                                               AND {AUDIT_LIST_FILTERS}
+                                             ORDER BY r.seq LIMIT $8) a
+                                         ORDER BY a.seq LIMIT $8"
+                                    ),
+                                    &[
+                                        &after,
+                                        &filter.since_ms,
+                                        &filter.until_ms,
+                                        &filter.client,
+                                        &filter.key,
+                                        &filter.operation,
+                                        &filter.outcome,
+                                        &i64::from(want),
+                                        &seg,
+                                        &to,
+                                        &kind,
+                                        &value,
+                                        &done,
+                                    ],
+                                )
+                                .await?;
+                            for r in &rows {
+                                out.push(audit_entry_from_row(r)?);
+                            }
+                            seg = to + 1;
+                            span = (span * 2).min(64);
+                        }
+                    }
+                    if out.len() < limit as usize {
+                        let want = limit - u32::try_from(out.len()).unwrap_or(limit);
+                        out.extend(audit_rows(&tx, "", after.max(done), &filter, want).await?);
+                    }
+                    tx.commit().await?;
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    fn index_audit(&self, max_entries: u32) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            let tx = lease.client()?.transaction().await?;
+            // The mark's row lock makes servers take turns.
+            let done: i64 = tx
+                .query_opt("SELECT seq FROM kms_audit_refs_done WHERE id = 1 FOR UPDATE", &[])
+                .await?
+                .map(|r| r.try_get(0))
+                .transpose()?
+                .unwrap_or(0);
+            let head: i64 = tx
+                .query_one("SELECT coalesce(max(seq), 0) FROM kms_audit", &[])
+                .await?
+                .try_get(0)?;
+            let until = head.min(done.saturating_add(i64::from(max_entries)));
+            if until <= done {
+                return Ok(0);
+            }
+            tx.execute(
+                "INSERT INTO kms_audit_refs (segment, kind, value, seq)
+                 SELECT seq / $3, 1, client, seq FROM kms_audit WHERE seq > $1 AND seq <= $2
+                 UNION ALL
+                 SELECT seq / $3, 2, key_name, seq FROM kms_audit
+                     WHERE seq > $1 AND seq <= $2 AND key_name IS NOT NULL
+                 ORDER BY 1, 2, 3, 4
+                 ON CONFLICT DO NOTHING",
+                &[&done, &until, &to_i64(AUDIT_REFS_SEGMENT)],
+            )
+            .await?;
+            tx.execute(
+                "INSERT INTO kms_audit_refs_done (id, seq) VALUES (1, $1)
+                 ON CONFLICT (id) DO UPDATE SET seq = excluded.seq",
+                &[&until],
+            )
+            .await?;
+            tx.commit().await?;
+            Ok(u64::try_from(until - done).unwrap_or(0))
         })
     }
 
@@ -1378,6 +1601,15 @@ impl Store for PostgresStore {
             }
             tx.execute("DELETE FROM kms_audit_checkpoints WHERE seq < $1", &[&to_i64(anchor.seq)])
                 .await?;
+            // The references go with their entries: whole segments first
+            // (a range of the table's leading column), then the anchor's.
+            let last = to_i64(anchor.seq) / to_i64(AUDIT_REFS_SEGMENT);
+            tx.execute("DELETE FROM kms_audit_refs WHERE segment < $1", &[&last]).await?;
+            tx.execute(
+                "DELETE FROM kms_audit_refs WHERE segment = $1 AND seq <= $2",
+                &[&last, &to_i64(anchor.seq)],
+            )
+            .await?;
             tx.execute(
                 "INSERT INTO kms_audit_anchor (id, seq, hash, time_ms, mac) VALUES (1, $1, $2, $3, $4)
                  ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash,
@@ -1452,6 +1684,7 @@ impl Store for PostgresStore {
                 &[&key.name, &key.created_ms, &material],
             )
             .await?;
+            insert_selectors(&tx, &key).await?;
             put_kmip_object(&tx, &object).await?;
             for a in &attributes {
                 insert_kmip_attribute(&tx, &key.name, a).await?;

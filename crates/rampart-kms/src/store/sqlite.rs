@@ -13,9 +13,9 @@ use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBeha
 
 use super::{
     attach_versions, decode_labels, decode_policy, encode_labels, encode_policy, meta,
-    migrations_after, name_range, to_u32, to_u64, version_info, AuditFilter, ClientFilter,
-    KeyFilter, KmipAttributeRow, KmipObject, KmipUse, MaterialRow, ServerPresence, StateChange,
-    Store, StoreFuture, BASE_SCHEMA_VERSION, SCHEMA_VERSION,
+    migrations_after, name_range, to_u32, to_u64, version_info, AuditDriver, AuditFilter,
+    ClientFilter, KeyFilter, KmipAttributeRow, KmipObject, KmipUse, MaterialRow, ServerPresence,
+    StateChange, Store, StoreFuture, AUDIT_REFS_SEGMENT, BASE_SCHEMA_VERSION, SCHEMA_VERSION,
 };
 use crate::audit::{seal_entry, ChainPage, ExportedEntry, Mark, GENESIS};
 use crate::error::{KmsError, Result};
@@ -160,15 +160,75 @@ fn append(
     Ok(out)
 }
 
-/// The parameter of [`SqliteStore::audit_list`]'s query that holds the
-/// value `column` is filtered on.
-fn column_param(column: &str) -> u8 {
-    match column {
-        "client" => 4,
-        "key_name" => 5,
-        "operation" => 6,
-        _ => 7,
+/// The columns of an audit list, with the filters every way of walking
+/// applies (parameters 2 to 7: since, until, client, key, operation,
+/// outcome).
+const AUDIT_LIST_COLUMNS: &str = "a.seq, a.time_ms, a.client, a.operation, a.key_name, \
+     a.key_version, a.outcome, a.detail, a.hash, a.mac";
+const AUDIT_LIST_FILTERS: &str =
+    "(?2 IS NULL OR a.time_ms >= ?2) AND (?3 IS NULL OR a.time_ms < ?3)
+     AND (?4 IS NULL OR a.client = ?4) AND (?5 IS NULL OR a.key_name = ?5)
+     AND (?6 IS NULL OR a.operation = ?6) AND (?7 IS NULL OR a.outcome = ?7)";
+
+fn audit_entry_from_row(r: &rusqlite::Row<'_>) -> Result<AuditEntry> {
+    Ok(AuditEntry {
+        seq: to_u64(r.get(0)?, "audit sequence number")?,
+        time_ms: r.get(1)?,
+        client: r.get(2)?,
+        operation: r.get(3)?,
+        key: r.get(4)?,
+        version: r
+            .get::<_, Option<i64>>(5)?
+            .map(|v| super::to_u32(v, "key version"))
+            .transpose()?,
+        outcome: r.get(6)?,
+        detail: r.get(7)?,
+        hash: hex::encode(r.get::<_, Vec<u8>>(8)?),
+        mac: r.get::<_, Option<Vec<u8>>>(9)?.map(hex::encode),
+    })
+}
+
+/// The entries after `after` that pass
+/// `filter`, walked in sequence order or along a partial index, appended
+/// to `out` up to `limit` in all.
+fn audit_scan(
+    conn: &Connection,
+    after: i64,
+    filter: &AuditFilter,
+    rare: Option<(&str, &str, &str)>,
+    limit: u32,
+    out: &mut Vec<AuditEntry>,
+) -> Result<()> {
+    let (from, driver) = match rare {
+        Some((column, index, condition)) => (
+            format!("kms_audit a INDEXED BY {index}"),
+            format!(
+                "a.{column} = ?{} AND a.{condition} AND",
+                if column == "operation" { 6 } else { 7 }
+            ),
+        ),
+        None => ("kms_audit a".to_owned(), String::new()),
+    };
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {AUDIT_LIST_COLUMNS} FROM {from}
+         WHERE {driver} a.seq > ?1 AND {AUDIT_LIST_FILTERS}
+         ORDER BY a.seq LIMIT ?8"
+    ))?;
+    let want = limit.saturating_sub(u32::try_from(out.len()).unwrap_or(u32::MAX));
+    let mut rows = stmt.query(params![
+        after,
+        filter.since_ms,
+        filter.until_ms,
+        filter.client,
+        filter.key,
+        filter.operation,
+        filter.outcome,
+        want
+    ])?;
+    while let Some(r) = rows.next()? {
+        out.push(audit_entry_from_row(r)?);
     }
+    Ok(())
 }
 
 /// The SQLite store.
@@ -449,6 +509,30 @@ fn keep_names_on(conn: &Connection, key: &str, to: u32) -> Result<()> {
     Ok(())
 }
 
+/// The selectors of a new key's policy, for the selector filter (schema
+/// step 9); in the key's transaction.
+fn insert_selectors(conn: &Connection, key: &KeyInfo) -> Result<()> {
+    let mut stmt = conn.prepare_cached(
+        "INSERT OR IGNORE INTO kms_key_selectors (selector, name) VALUES (?1, ?2)",
+    )?;
+    for selector in &key.allow {
+        stmt.execute(params![selector.to_string(), key.name])?;
+    }
+    Ok(())
+}
+
+/// Client `name`'s labels for the label filter (schema step 10), in place
+/// of those it had; in the transaction that writes them.
+fn put_labels(conn: &Connection, name: &str, labels: &Labels) -> Result<()> {
+    conn.prepare_cached("DELETE FROM kms_client_labels WHERE name = ?1")?.execute([name])?;
+    let mut stmt = conn
+        .prepare_cached("INSERT INTO kms_client_labels (label, value, name) VALUES (?1, ?2, ?3)")?;
+    for (label, value) in labels.as_map() {
+        stmt.execute(params![label, value, name])?;
+    }
+    Ok(())
+}
+
 fn is_constraint(error: &rusqlite::Error) -> bool {
     matches!(
         error,
@@ -477,6 +561,10 @@ fn client_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(ClientInfo, Str
         row.get(1)?,
     ))
 }
+
+/// [`CLIENT_COLUMNS`] of the table named `c`.
+const CLIENT_COLUMNS_C: &str = "c.name, c.labels, c.admin, c.serial, c.fingerprint, \
+     c.created_ms, c.not_after_ms, c.revoked_ms, c.revoked_reason";
 
 const CLIENT_COLUMNS: &str = "name, labels, admin, serial, fingerprint, created_ms, not_after_ms, revoked_ms, revoked_reason";
 
@@ -515,7 +603,7 @@ fn insert_client(conn: &Connection, client: &ClientInfo) -> Result<()> {
             e.into()
         }
     })?;
-    Ok(())
+    put_labels(conn, &client.name, &client.labels)
 }
 
 /// Key `name` (as a list of at most one) with its versions.
@@ -624,6 +712,7 @@ impl Store for SqliteStore {
                  VALUES (?1, 1, 'active', ?2, ?3)",
                 params![key.name, key.created_ms, material],
             )?;
+            insert_selectors(&tx, &key)?;
             tx.commit()?;
             Ok(())
         })
@@ -644,19 +733,29 @@ impl Store for SqliteStore {
             // One statement: the page and its versions come from one
             // snapshot.
             let (low, high) = name_range(&after, filter.prefix.as_deref());
-            let page = if filter.state.is_some() {
+            let page = if filter.selector.is_some() {
+                // A selector walks its range of the (selector, name)
+                // side table (schema step 10); a state is checked on the
+                // keys it yields.
+                "SELECT k.name, k.exportable, k.allow, k.created_ms
+                 FROM kms_key_selectors s JOIN kms_keys k ON k.name = s.name
+                 WHERE s.selector = ?3 AND s.name > ?1 AND s.name < ?2
+                   AND (?4 IS NULL OR (SELECT v.state FROM kms_key_versions v WHERE v.name = k.name
+                                       ORDER BY v.version DESC LIMIT 1) = ?4)
+                 ORDER BY s.name LIMIT ?5"
+            } else if filter.state.is_some() {
                 "SELECT k.name, k.exportable, k.allow, k.created_ms
                  FROM kms_key_versions s INDEXED BY kms_key_versions_state
                  JOIN kms_keys k ON k.name = s.name
                  WHERE s.state = ?4 AND s.name > ?1 AND s.name < ?2
                    AND s.version = (SELECT max(version) FROM kms_key_versions m
                                     WHERE m.name = s.name)
-                   AND (?3 IS NULL OR instr(k.allow, ?3) > 0)
+                   AND ?3 IS NULL
                  ORDER BY s.name LIMIT ?5"
             } else {
                 "SELECT name, exportable, allow, created_ms FROM kms_keys
                  WHERE name > ?1 AND name < ?2
-                   AND (?3 IS NULL OR instr(allow, ?3) > 0) AND ?4 IS NULL
+                   AND ?3 IS NULL AND ?4 IS NULL
                  ORDER BY name LIMIT ?5"
             };
             let mut stmt = conn.prepare_cached(&format!(
@@ -666,8 +765,8 @@ impl Store for SqliteStore {
                  FROM page p JOIN kms_key_versions v ON v.name = p.name
                  ORDER BY p.name, v.version"
             ))?;
-            let mut rows =
-                stmt.query(params![low, high, filter.selector_needle(), filter.state, limit])?;
+            let selector = filter.selector.as_ref().map(ToString::to_string);
+            let mut rows = stmt.query(params![low, high, selector, filter.state, limit])?;
             let mut keys: Vec<KeyInfo> = Vec::new();
             while let Some(r) = rows.next()? {
                 let name: String = r.get(0)?;
@@ -833,7 +932,12 @@ impl Store for SqliteStore {
     }
 
     fn add_client(&self, client: ClientInfo) -> StoreFuture<'_, ()> {
-        self.write(move |conn| insert_client(conn, &client))
+        self.write(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            insert_client(&tx, &client)?;
+            tx.commit()?;
+            Ok(())
+        })
     }
 
     fn client_by_fingerprint(&self, fingerprint: String) -> StoreFuture<'_, Option<ClientInfo>> {
@@ -875,6 +979,7 @@ impl Store for SqliteStore {
                 params![name, encode_labels(&labels)],
             )?;
             let client = client_by_name(&tx, &name)?;
+            put_labels(&tx, &name, &labels)?;
             tx.commit()?;
             Ok(client)
         })
@@ -890,21 +995,32 @@ impl Store for SqliteStore {
             let (low, high) = name_range(&after, filter.prefix.as_deref());
             // An admin filter walks the (admin, name) index: the few
             // admin clients among thousands of hosts cost only themselves.
-            let from = if filter.admin.is_some() {
-                "kms_clients INDEXED BY kms_clients_admin"
+            // A label walks its range of the (label, value, name) side
+            // table (schema step 10), the admin and revocation filters
+            // checked on the clients it yields.
+            let (from, by_label) = if filter.label.is_some() {
+                (
+                    "kms_client_labels l JOIN kms_clients c ON c.name = l.name",
+                    "l.label = ?3 AND l.value = ?7 AND l.name > ?1 AND l.name < ?2",
+                )
+            } else if filter.admin.is_some() {
+                (
+                    "kms_clients c INDEXED BY kms_clients_admin",
+                    "?3 IS NULL AND ?7 IS NULL AND c.name > ?1 AND c.name < ?2",
+                )
             } else {
-                "kms_clients"
+                ("kms_clients c", "?3 IS NULL AND ?7 IS NULL AND c.name > ?1 AND c.name < ?2")
             };
+            let (label, value) = filter.label.clone().unzip();
             conn.prepare_cached(&format!(
-                "SELECT {CLIENT_COLUMNS} FROM {from}
-                 WHERE name > ?1 AND name < ?2
-                   AND (?3 IS NULL OR instr(labels, ?3) > 0)
-                   AND (?4 IS NULL OR admin = ?4)
-                   AND (?5 IS NULL OR (revoked_ms IS NOT NULL) = ?5)
-                 ORDER BY name LIMIT ?6"
+                "SELECT {CLIENT_COLUMNS_C} FROM {from}
+                 WHERE {by_label}
+                   AND (?4 IS NULL OR c.admin = ?4)
+                   AND (?5 IS NULL OR (c.revoked_ms IS NOT NULL) = ?5)
+                 ORDER BY c.name LIMIT ?6"
             ))?
             .query_map(
-                params![low, high, filter.label_needle(), filter.admin, filter.revoked, limit],
+                params![low, high, label, filter.admin, filter.revoked, limit, value],
                 client_from_row,
             )?
             .map(|row| finish_client(row?))
@@ -1076,6 +1192,15 @@ impl Store for SqliteStore {
                 "DELETE FROM kms_audit_checkpoints WHERE seq < ?1",
                 [to_i64(anchor.seq)],
             )?;
+            // The references go with their entries: whole segments first
+            // (a range of the table's leading column), then the anchor's.
+            let segment = to_i64(AUDIT_REFS_SEGMENT);
+            let last = to_i64(anchor.seq) / segment;
+            tx.execute("DELETE FROM kms_audit_refs WHERE segment < ?1", [last])?;
+            tx.execute(
+                "DELETE FROM kms_audit_refs WHERE segment = ?1 AND seq <= ?2",
+                params![last, to_i64(anchor.seq)],
+            )?;
             tx.execute(
                 "INSERT INTO kms_audit_anchor (id, seq, hash, time_ms, mac) VALUES (1, ?1, ?2, ?3, ?4)
                  ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash,
@@ -1094,54 +1219,106 @@ impl Store for SqliteStore {
         limit: u32,
     ) -> StoreFuture<'_, Vec<AuditEntry>> {
         self.read(move |conn| {
-            // A filter on a column walks that column's (column, seq)
-            // index from the cursor on, so few matches cost few rows.
-            let (from, driver) = match filter.driving_index() {
-                Some((column, index)) => (
-                    format!("kms_audit INDEXED BY {index}"),
-                    format!("{column} = ?{} AND", column_param(column)),
-                ),
-                None => ("kms_audit".to_owned(), String::new()),
-            };
-            let mut stmt = conn.prepare_cached(&format!(
-                "SELECT seq, time_ms, client, operation, key_name, key_version, outcome, detail,
-                        hash, mac
-                 FROM {from}
-                 WHERE {driver} seq > ?1
-                   AND (?2 IS NULL OR time_ms >= ?2) AND (?3 IS NULL OR time_ms < ?3)
-                   AND (?4 IS NULL OR client = ?4) AND (?5 IS NULL OR key_name = ?5)
-                   AND (?6 IS NULL OR operation = ?6) AND (?7 IS NULL OR outcome = ?7)
-                 ORDER BY seq LIMIT ?8"
-            ))?;
-            let mut rows = stmt.query(params![
-                i64::try_from(after_seq).unwrap_or(i64::MAX),
-                filter.since_ms,
-                filter.until_ms,
-                filter.client,
-                filter.key,
-                filter.operation,
-                filter.outcome,
-                limit
-            ])?;
+            let after = to_i64(after_seq);
             let mut out = Vec::new();
-            while let Some(r) = rows.next()? {
-                out.push(AuditEntry {
-                    seq: to_u64(r.get(0)?, "audit sequence number")?,
-                    time_ms: r.get(1)?,
-                    client: r.get(2)?,
-                    operation: r.get(3)?,
-                    key: r.get(4)?,
-                    version: r
-                        .get::<_, Option<i64>>(5)?
-                        .map(|v| super::to_u32(v, "key version"))
-                        .transpose()?,
-                    outcome: r.get(6)?,
-                    detail: r.get(7)?,
-                    hash: hex::encode(r.get::<_, Vec<u8>>(8)?),
-                    mac: r.get::<_, Option<Vec<u8>>>(9)?.map(hex::encode),
-                });
+            match filter.driver() {
+                AuditDriver::Sequence => audit_scan(conn, after, &filter, None, limit, &mut out)?,
+                AuditDriver::Rare(column, index, condition) => audit_scan(
+                    conn,
+                    after,
+                    &filter,
+                    Some((column, index, condition)),
+                    limit,
+                    &mut out,
+                )?,
+                AuditDriver::Refs(kind, value) => {
+                    // One snapshot: the mark and the references below it
+                    // agree, and the scan after it sees the same log.
+                    let tx = conn.unchecked_transaction()?;
+                    let done: i64 = tx
+                        .query_row("SELECT seq FROM kms_audit_refs_done", [], |r| r.get(0))
+                        .optional()?
+                        .unwrap_or(0);
+                    if after < done {
+                        // Start at the first entry still stored after the
+                        // cursor: segments before a prune's anchor hold
+                        // nothing.
+                        let first: Option<i64> = tx.query_row(
+                            "SELECT min(seq) FROM kms_audit WHERE seq > ?1",
+                            [after],
+                            |r| r.get(0),
+                        )?;
+                        let segment = to_i64(AUDIT_REFS_SEGMENT);
+                        let mut stmt = tx.prepare_cached(&format!(
+                            "SELECT {AUDIT_LIST_COLUMNS}
+                             FROM kms_audit_refs r JOIN kms_audit a ON a.seq = r.seq
+                             WHERE r.segment = ?10 AND r.kind = ?11 AND r.value = ?12
+                               AND r.seq > ?1 AND r.seq <= ?9 AND {AUDIT_LIST_FILTERS}
+                             ORDER BY r.seq LIMIT ?8"
+                        ))?;
+                        let mut seg = first.unwrap_or(done) / segment;
+                        while seg <= done / segment && out.len() < limit as usize {
+                            let want = limit - u32::try_from(out.len()).unwrap_or(limit);
+                            let mut rows = stmt.query(params![
+                                after,
+                                filter.since_ms,
+                                filter.until_ms,
+                                filter.client,
+                                filter.key,
+                                filter.operation,
+                                filter.outcome,
+                                want,
+                                done,
+                                seg,
+                                kind,
+                                value
+                            ])?;
+                            while let Some(r) = rows.next()? {
+                                out.push(audit_entry_from_row(r)?);
+                            }
+                            seg += 1;
+                        }
+                    }
+                    if out.len() < limit as usize {
+                        audit_scan(&tx, after.max(done), &filter, None, limit, &mut out)?;
+                    }
+                    tx.commit()?;
+                }
             }
             Ok(out)
+        })
+    }
+
+    fn index_audit(&self, max_entries: u32) -> StoreFuture<'_, u64> {
+        self.write(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let done: i64 = tx
+                .query_row("SELECT seq FROM kms_audit_refs_done", [], |r| r.get(0))
+                .optional()?
+                .unwrap_or(0);
+            let head: i64 =
+                tx.query_row("SELECT coalesce(max(seq), 0) FROM kms_audit", [], |r| r.get(0))?;
+            let until = head.min(done.saturating_add(i64::from(max_entries)));
+            if until <= done {
+                return Ok(0);
+            }
+            // Sorted, so the rows go in as a run at the end of the table.
+            tx.execute(
+                "INSERT INTO kms_audit_refs (segment, kind, value, seq)
+                 SELECT seq / ?3, 1, client, seq FROM kms_audit WHERE seq > ?1 AND seq <= ?2
+                 UNION ALL
+                 SELECT seq / ?3, 2, key_name, seq FROM kms_audit
+                     WHERE seq > ?1 AND seq <= ?2 AND key_name IS NOT NULL
+                 ORDER BY 1, 2, 3, 4",
+                params![done, until, to_i64(AUDIT_REFS_SEGMENT)],
+            )?;
+            tx.execute(
+                "INSERT INTO kms_audit_refs_done (id, seq) VALUES (1, ?1)
+                 ON CONFLICT (id) DO UPDATE SET seq = excluded.seq",
+                [until],
+            )?;
+            tx.commit()?;
+            Ok(u64::try_from(until - done).unwrap_or(0))
         })
     }
 
@@ -1279,6 +1456,7 @@ impl Store for SqliteStore {
                  VALUES (?1, 1, 'active', ?2, ?3)",
                 params![key.name, key.created_ms, material],
             )?;
+            insert_selectors(&tx, &key)?;
             put_kmip_object(&tx, &object)?;
             for a in &attributes {
                 insert_kmip_attribute(&tx, &key.name, a)?;
