@@ -13,21 +13,10 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use support::*;
 
 const MIB: usize = 1 << 20;
-
-fn rampart_env(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_rampart"));
-    command.args(args);
-    for (k, v) in env {
-        command.env(k, v);
-    }
-    output(command)
-}
 
 /// A volume with an attached LUKS2 header made by cryptsetup
 /// (`offset_mib` MiB of header, `sector`-byte sectors) whose data is
@@ -88,15 +77,6 @@ fn resume_args<'a>(vol: &'a Path, header: &'a Path, key: &'a Path) -> Vec<&'a st
 
 fn in_progress(header: &Path) -> bool {
     luks2_json(header, 0)["config"].get("requirements").is_some()
-}
-
-fn has_hotzone(header: &Path) -> bool {
-    let json = luks2_json(header, 0);
-    json["segments"]
-        .as_object()
-        .unwrap()
-        .values()
-        .any(|s| s["flags"].as_array().is_some_and(|f| f.iter().any(|f| f == "in-reencryption")))
 }
 
 /// Finishes with cryptsetup a run another process left (`repair` first for
@@ -271,47 +251,6 @@ fn decryptions_moving_the_data_cross_resume_after_stops_and_crashes() {
         cryptsetup_finishes(&what, &vol2, &header2, &key);
         assert_decrypted(&format!("{what}: cryptsetup"), &vol2, &header2, &plain, &before);
     }
-}
-
-/// The JSON area of a header being written by another process, if it
-/// parses at this instant.
-fn header_json_now(header: &Path) -> Option<serde_json::Value> {
-    let bytes = std::fs::read(header).ok()?;
-    let size = usize::try_from(u64::from_be_bytes(bytes.get(8..16)?.try_into().ok()?)).ok()?;
-    let area = bytes.get(4096..size)?;
-    let end = area.iter().position(|&b| b == 0).unwrap_or(area.len());
-    serde_json::from_slice(&area[..end]).ok()
-}
-
-/// Runs cryptsetup with `args` and kills it (SIGKILL) once `progressed`
-/// holds for the JSON of `header`.
-fn kill_cryptsetup_when(
-    what: &str,
-    args: &[&str],
-    header: &Path,
-    progressed: impl Fn(&serde_json::Value) -> bool,
-) {
-    let mut child = Command::new(tool("cryptsetup"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        if header_json_now(header).is_some_and(|j| progressed(&j)) {
-            break;
-        }
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "{what}: cryptsetup finished before it could be killed"
-        );
-        assert!(Instant::now() < deadline, "{what}: cryptsetup made no progress");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
 }
 
 /// Bytes of the regular (non-backup) `linear` segments of fixed size.

@@ -21,15 +21,6 @@ use support::*;
 
 const MIB: usize = 1 << 20;
 
-fn rampart_env(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_rampart"));
-    command.args(args);
-    for (k, v) in env {
-        command.env(k, v);
-    }
-    output(command)
-}
-
 /// A plain image of random bytes.
 fn image(dir: &TempDir, name: &str, seed: u64, len: usize) -> (PathBuf, Vec<u8>) {
     let data = random_bytes(seed, len);
@@ -91,15 +82,6 @@ fn resume_args<'a>(vol: &'a Path, header: Option<&'a Path>, key: &'a Path) -> Ve
     }
     args.extend(["--key-file", p(key), p(vol)]);
     args
-}
-
-fn has_hotzone(header: &Path) -> bool {
-    let json = luks2_json(header, 0);
-    json["segments"]
-        .as_object()
-        .unwrap()
-        .values()
-        .any(|s| s["flags"].as_array().is_some_and(|f| f.iter().any(|f| f == "in-reencryption")))
 }
 
 /// Finishes, with cryptsetup, a run another process left (recovering an
@@ -561,47 +543,6 @@ fn rampart_finishes_what_cryptsetup_initialised() {
     );
     assert_decrypted("decrypt", &header);
     assert_same("decrypt", &std::fs::read(&vol).unwrap(), &data);
-}
-
-/// The JSON area of a header being written by another process, if it
-/// parses at this instant.
-fn header_json_now(vol: &Path) -> Option<serde_json::Value> {
-    let bytes = std::fs::read(vol).ok()?;
-    let size = usize::try_from(u64::from_be_bytes(bytes.get(8..16)?.try_into().ok()?)).ok()?;
-    let area = bytes.get(4096..size)?;
-    let end = area.iter().position(|&b| b == 0).unwrap_or(area.len());
-    serde_json::from_slice(&area[..end]).ok()
-}
-
-/// Runs cryptsetup with `args` and kills it (SIGKILL) once `progressed`
-/// holds for the header JSON of `header`.
-fn kill_cryptsetup_when(
-    what: &str,
-    args: &[&str],
-    header: &Path,
-    progressed: impl Fn(&serde_json::Value) -> bool,
-) {
-    let mut child = Command::new(tool("cryptsetup"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        if header_json_now(header).is_some_and(|j| progressed(&j)) {
-            break;
-        }
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "{what}: cryptsetup finished before it could be killed"
-        );
-        assert!(Instant::now() < deadline, "{what}: cryptsetup made no progress");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
 }
 
 #[test]

@@ -73,15 +73,6 @@ fn assert_finished(vol: &Path) {
     }
 }
 
-fn rampart_env(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_rampart"));
-    command.args(args);
-    for (k, v) in env {
-        command.env(k, v);
-    }
-    output(command)
-}
-
 fn reencrypt_args<'a>(vol: &'a Path, key: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec!["reencrypt", p(vol), "--key-file", p(key)];
     args.extend_from_slice(PBKDF2);
@@ -242,16 +233,6 @@ fn rampart_finishes_what_cryptsetup_initialised() {
         assert_finished(&vol);
         assert_same(sector, &plaintext(&dir, &vol, &key, 0, data.len()), &data);
     }
-}
-
-/// The JSON area of a header being written by another process, if it
-/// parses at this instant.
-fn header_json_now(vol: &Path) -> Option<serde_json::Value> {
-    let bytes = std::fs::read(vol).ok()?;
-    let size = usize::try_from(u64::from_be_bytes(bytes.get(8..16)?.try_into().ok()?)).ok()?;
-    let area = bytes.get(4096..size)?;
-    let end = area.iter().position(|&b| b == 0).unwrap_or(area.len());
-    serde_json::from_slice(&area[..end]).ok()
 }
 
 #[test]

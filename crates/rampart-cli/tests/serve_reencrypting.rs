@@ -117,16 +117,6 @@ fn a_volume_stopped_mid_reencryption_is_served_and_finished() {
     }
 }
 
-/// The JSON area of a header being written by another process, if it
-/// parses at this instant.
-fn header_json_now(vol: &Path) -> Option<serde_json::Value> {
-    let bytes = std::fs::read(vol).ok()?;
-    let size = usize::try_from(u64::from_be_bytes(bytes.get(8..16)?.try_into().ok()?)).ok()?;
-    let area = bytes.get(4096..size)?;
-    let end = area.iter().position(|&b| b == 0).unwrap_or(area.len());
-    serde_json::from_slice(&area[..end]).ok()
-}
-
 #[test]
 fn a_volume_a_killed_cryptsetup_left_is_served_and_finished() {
     require(&["cryptsetup", "nbdsh", "nbdcopy"]);

@@ -74,14 +74,7 @@ impl SectorCipher {
         match &mut self.engine {
             Engine::Xts(xts) => xts.encrypt_sectors_to(src, dst, sector_size, first, step),
             Engine::Cbc(cbc) => {
-                if src.len() != dst.len() {
-                    return Err(CryptoError::InvalidLength {
-                        what: "output buffer",
-                        len: dst.len(),
-                        requirement: "the length of the input",
-                    });
-                }
-                dst.copy_from_slice(src);
+                copy_into(src, dst)?;
                 cbc.encrypt_sectors(dst, sector_size, first, step)
             }
         }
@@ -115,14 +108,7 @@ impl SectorCipher {
         match &mut self.engine {
             Engine::Xts(xts) => xts.decrypt_sectors_to(src, dst, sector_size, first, step),
             Engine::Cbc(cbc) => {
-                if src.len() != dst.len() {
-                    return Err(CryptoError::InvalidLength {
-                        what: "output buffer",
-                        len: dst.len(),
-                        requirement: "the length of the input",
-                    });
-                }
-                dst.copy_from_slice(src);
+                copy_into(src, dst)?;
                 cbc.decrypt_sectors(dst, sector_size, first, step)
             }
         }
@@ -135,4 +121,18 @@ impl SectorCipher {
             Engine::Cbc(cbc) => cbc.implementation(),
         }
     }
+}
+
+/// CBC has no out-of-place form: its out-of-place calls copy the input
+/// to the output first, then transform the output in place.
+fn copy_into(src: &[u8], dst: &mut [u8]) -> Result<(), CryptoError> {
+    if src.len() != dst.len() {
+        return Err(CryptoError::InvalidLength {
+            what: "output buffer",
+            len: dst.len(),
+            requirement: "the length of the input",
+        });
+    }
+    dst.copy_from_slice(src);
+    Ok(())
 }

@@ -1,5 +1,5 @@
 #![allow(dead_code)]
-//! Helpers every CLI test shares (included by the per-issue support files
+//! Helpers every CLI test shares (included by the support files of each kind of test
 //! with `#[path]`): scratch directories, tool lookup, running programs and
 //! comparing their output.
 
@@ -186,4 +186,14 @@ pub fn random_bytes(seed: u64, len: usize) -> Vec<u8> {
     }
     out.truncate(len);
     out
+}
+
+/// The JSON area of a LUKS2 header being written by another process, if
+/// it parses at this instant.
+pub fn header_json_now(header: &Path) -> Option<serde_json::Value> {
+    let bytes = std::fs::read(header).ok()?;
+    let size = usize::try_from(u64::from_be_bytes(bytes.get(8..16)?.try_into().ok()?)).ok()?;
+    let area = bytes.get(4096..size)?;
+    let end = area.iter().position(|&b| b == 0).unwrap_or(area.len());
+    serde_json::from_slice(&area[..end]).ok()
 }

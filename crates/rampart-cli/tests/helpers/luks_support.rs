@@ -426,3 +426,56 @@ impl Drop for Server {
         let _ = self.child.wait();
     }
 }
+
+/// Runs `rampart ARGS` with extra environment variables (the test hooks
+/// `RAMPART_REENCRYPT_STOP_AFTER` / `_CRASH_AFTER`).
+pub fn rampart_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_rampart"));
+    command.args(args);
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    output(command)
+}
+
+/// Runs cryptsetup with `args` and kills it (SIGKILL) once `progressed`
+/// holds for the JSON of `header`.
+pub fn kill_cryptsetup_when(
+    what: &str,
+    args: &[&str],
+    header: &Path,
+    progressed: impl Fn(&serde_json::Value) -> bool,
+) {
+    let mut child = Command::new(tool("cryptsetup"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if header_json_now(header).is_some_and(|j| progressed(&j)) {
+            break;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "{what}: cryptsetup finished before it could be killed"
+        );
+        assert!(Instant::now() < deadline, "{what}: cryptsetup made no progress");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// Whether a header in reencryption marks a hotzone as in progress (a run
+/// interrupted mid-hotzone).
+pub fn has_hotzone(header: &Path) -> bool {
+    let json = luks2_json(header, 0);
+    json["segments"]
+        .as_object()
+        .unwrap()
+        .values()
+        .any(|s| s["flags"].as_array().is_some_and(|f| f.iter().any(|f| f == "in-reencryption")))
+}

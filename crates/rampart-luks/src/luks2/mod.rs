@@ -1030,31 +1030,19 @@ impl Luks2 {
         let rks = keyslot::free_id(&meta)
             .ok_or_else(|| Error::NoSpace("all 32 LUKS2 keyslots are in use".into()))?;
         let area = keyslot::find_max_gap(&meta, &self.layout)?;
-        let raw = reencrypt::new_keyslot(
-            area.offset,
-            area.size,
-            &plan.resilience,
-            reencrypt::ReencryptMode::Reencrypt,
-            reencrypt::ReencryptDirection::Forward,
-        );
-        meta.keyslots.insert(rks, Keyslot::Other { kind: "reencrypt".into(), area, raw });
-        let reqs = meta.config.requirements.get_or_insert_with(|| json::Requirements {
-            mandatory: None,
-            extra: serde_json::Map::new(),
-        });
-        reqs.mandatory.get_or_insert_with(Vec::new).push(reencrypt::REQUIREMENT_V2.into());
-        let data = reencrypt::verification_data(&meta, Some(old_key), Some(plan.new_key))?;
-        let verify_digest = free_digest(&meta)?;
-        meta.digests.insert(
-            verify_digest,
-            digest::create(
-                data.expose(),
-                plan.pbkdf.hash,
-                digest_iterations,
-                vec![IdRef(rks)],
-                Vec::new(),
-            )?,
-        );
+        add_reencrypt_keyslot(
+            &mut meta,
+            (rks, area),
+            ReencryptStart {
+                resilience: &plan.resilience,
+                mode: reencrypt::ReencryptMode::Reencrypt,
+                direction: reencrypt::ReencryptDirection::Forward,
+                requirement: reencrypt::REQUIREMENT_V2,
+            },
+            (Some(old_key), Some(plan.new_key)),
+            plan.pbkdf.hash,
+            |_| Ok(digest_iterations),
+        )?;
         for token in plan.tokens {
             token::check_new_token(token, &meta)?;
             let named_new = token.get("keyslots").and_then(Value::as_array).is_some_and(|list| {
@@ -1322,33 +1310,19 @@ impl Luks2 {
                 reencrypt::Resilience::Datashift { .. } => area.size = area.size.min(4096),
                 _ => {}
             }
-            let raw = reencrypt::new_keyslot(
-                area.offset,
-                area.size,
-                &resilience,
-                reencrypt::ReencryptMode::Encrypt,
-                direction,
-            );
-            meta.keyslots.insert(rks, Keyslot::Other { kind: "reencrypt".into(), area, raw });
-            let reqs = meta.config.requirements.get_or_insert_with(|| json::Requirements {
-                mandatory: None,
-                extra: serde_json::Map::new(),
-            });
-            reqs.mandatory.get_or_insert_with(Vec::new).push(reencrypt::REQUIREMENT_V2.into());
-            let data = reencrypt::verification_data(meta, None, Some(volume_key))?;
-            let iterations = if forced {
-                crate::pbkdf::MIN_PBKDF2_ITERATIONS
-            } else {
-                pbkdf2_iterations_for(hash, data.len(), DIGEST_ITER_MS)?
-            };
-            let id = (0..=json::MAX_ID)
-                .find(|d| !meta.digests.contains_key(d))
-                .ok_or_else(|| Error::NoSpace("all LUKS2 digest ids are in use".into()))?;
-            meta.digests.insert(
-                id,
-                digest::create(data.expose(), hash, iterations, vec![IdRef(rks)], Vec::new())?,
-            );
-            Ok(())
+            add_reencrypt_keyslot(
+                meta,
+                (rks, area),
+                ReencryptStart {
+                    resilience: &resilience,
+                    mode: reencrypt::ReencryptMode::Encrypt,
+                    direction,
+                    requirement: reencrypt::REQUIREMENT_V2,
+                },
+                (None, Some(volume_key)),
+                hash,
+                |len| timed_digest_iterations(hash, len, forced),
+            )
         };
         Self::format_with(io, opts, volume_key, passphrase, &adjust)
     }
@@ -1388,32 +1362,19 @@ impl Luks2 {
         let rks = keyslot::free_id(&meta)
             .ok_or_else(|| Error::NoSpace("all 32 LUKS2 keyslots are in use".into()))?;
         let area = keyslot::find_max_gap(&meta, &self.layout)?;
-        let raw = reencrypt::new_keyslot(
-            area.offset,
-            area.size,
-            &resilience,
-            reencrypt::ReencryptMode::Decrypt,
-            reencrypt::ReencryptDirection::Backward,
-        );
-        meta.keyslots.insert(rks, Keyslot::Other { kind: "reencrypt".into(), area, raw });
-        let reqs = meta.config.requirements.get_or_insert_with(|| json::Requirements {
-            mandatory: None,
-            extra: serde_json::Map::new(),
-        });
-        reqs.mandatory.get_or_insert_with(Vec::new).push(reencrypt::REQUIREMENT_V2.into());
-        let data = reencrypt::verification_data(&meta, Some(old_key), None)?;
-        let iterations = if forced_iterations {
-            crate::pbkdf::MIN_PBKDF2_ITERATIONS
-        } else {
-            pbkdf2_iterations_for(hash, data.len(), DIGEST_ITER_MS)?
-        };
-        let id = (0..=json::MAX_ID)
-            .find(|d| !meta.digests.contains_key(d))
-            .ok_or_else(|| Error::NoSpace("all LUKS2 digest ids are in use".into()))?;
-        meta.digests.insert(
-            id,
-            digest::create(data.expose(), hash, iterations, vec![IdRef(rks)], Vec::new())?,
-        );
+        add_reencrypt_keyslot(
+            &mut meta,
+            (rks, area),
+            ReencryptStart {
+                resilience: &resilience,
+                mode: reencrypt::ReencryptMode::Decrypt,
+                direction: reencrypt::ReencryptDirection::Backward,
+                requirement: reencrypt::REQUIREMENT_V2,
+            },
+            (Some(old_key), None),
+            hash,
+            |len| timed_digest_iterations(hash, len, forced_iterations),
+        )?;
         encode_area(&meta, self.bin.hdr_size)?;
         self.update_reencrypt(io, |m| {
             *m = meta;
@@ -1507,32 +1468,19 @@ impl Luks2 {
                 area.size
             )));
         }
-        let raw = reencrypt::new_keyslot(
-            area.offset,
-            area.size,
-            &resilience,
-            reencrypt::ReencryptMode::Decrypt,
-            reencrypt::ReencryptDirection::Forward,
-        );
-        meta.keyslots.insert(rks, Keyslot::Other { kind: "reencrypt".into(), area, raw });
-        let reqs = meta.config.requirements.get_or_insert_with(|| json::Requirements {
-            mandatory: None,
-            extra: serde_json::Map::new(),
-        });
-        reqs.mandatory.get_or_insert_with(Vec::new).push(reencrypt::REQUIREMENT_V3.into());
-        let data = reencrypt::verification_data(&meta, Some(old_key), None)?;
-        let iterations = if forced_iterations {
-            crate::pbkdf::MIN_PBKDF2_ITERATIONS
-        } else {
-            pbkdf2_iterations_for(hash, data.len(), DIGEST_ITER_MS)?
-        };
-        let id = (0..=json::MAX_ID)
-            .find(|d| !meta.digests.contains_key(d))
-            .ok_or_else(|| Error::NoSpace("all LUKS2 digest ids are in use".into()))?;
-        meta.digests.insert(
-            id,
-            digest::create(data.expose(), hash, iterations, vec![IdRef(rks)], Vec::new())?,
-        );
+        add_reencrypt_keyslot(
+            &mut meta,
+            (rks, area),
+            ReencryptStart {
+                resilience: &resilience,
+                mode: reencrypt::ReencryptMode::Decrypt,
+                direction: reencrypt::ReencryptDirection::Forward,
+                requirement: reencrypt::REQUIREMENT_V3,
+            },
+            (Some(old_key), None),
+            hash,
+            |len| timed_digest_iterations(hash, len, forced_iterations),
+        )?;
         encode_area(&meta, self.bin.hdr_size)?;
         self.update_reencrypt(io, |m| {
             *m = meta;
@@ -1615,5 +1563,60 @@ impl Luks2 {
             *m = meta;
             Ok(())
         })
+    }
+}
+
+/// What a reencryption start records in its reencrypt keyslot.
+struct ReencryptStart<'a> {
+    resilience: &'a reencrypt::Resilience,
+    mode: reencrypt::ReencryptMode,
+    direction: reencrypt::ReencryptDirection,
+    /// `online-reencrypt-v2`, or `-v3` where cryptsetup 2.6 writes it.
+    requirement: &'static str,
+}
+
+/// Adds what every reencryption start writes beside its segments: the
+/// reencrypt keyslot `rks` over `area`, the requirement that keeps older
+/// tools out, and the digest binding the metadata to the (old, new) keys
+/// (cryptsetup's reencryption verification digest) with `iterations` for
+/// the length of what it covers.
+fn add_reencrypt_keyslot(
+    meta: &mut Metadata,
+    (rks, area): (usize, json::Area),
+    start: ReencryptStart<'_>,
+    (old_key, new_key): (Option<&SecretBytes>, Option<&SecretBytes>),
+    hash: rampart_crypto::HashAlg,
+    iterations: impl FnOnce(usize) -> Result<u32>,
+) -> Result<()> {
+    let raw = reencrypt::new_keyslot(
+        area.offset,
+        area.size,
+        start.resilience,
+        start.mode,
+        start.direction,
+    );
+    meta.keyslots.insert(rks, Keyslot::Other { kind: "reencrypt".into(), area, raw });
+    let reqs = meta.config.requirements.get_or_insert_with(|| json::Requirements {
+        mandatory: None,
+        extra: serde_json::Map::new(),
+    });
+    reqs.mandatory.get_or_insert_with(Vec::new).push(start.requirement.into());
+    let data = reencrypt::verification_data(meta, old_key, new_key)?;
+    let iterations = iterations(data.len())?;
+    let id = (0..=json::MAX_ID)
+        .find(|d| !meta.digests.contains_key(d))
+        .ok_or_else(|| Error::NoSpace("all LUKS2 digest ids are in use".into()))?;
+    meta.digests
+        .insert(id, digest::create(data.expose(), hash, iterations, vec![IdRef(rks)], Vec::new())?);
+    Ok(())
+}
+
+/// PBKDF2 iterations of a digest over `len` bytes: the minimum when the
+/// user forced the KDF cost (tests, scripts), else timed as cryptsetup does.
+fn timed_digest_iterations(hash: rampart_crypto::HashAlg, len: usize, forced: bool) -> Result<u32> {
+    if forced {
+        Ok(crate::pbkdf::MIN_PBKDF2_ITERATIONS)
+    } else {
+        pbkdf2_iterations_for(hash, len, DIGEST_ITER_MS)
     }
 }
