@@ -388,16 +388,7 @@ fn start_decrypt_attached(
     paths: &VolumePaths,
     new_header: &std::path::Path,
 ) -> anyhow::Result<SecretBytes> {
-    if args.cipher.is_some()
-        || args.key_size.is_some()
-        || args.sector_size.is_some()
-        || args.new_key_file.is_some()
-    {
-        return Err(UsageError(
-            "--decrypt takes no --cipher, --key-size, --sector-size or --new-key-file".into(),
-        )
-        .into());
-    }
+    refuse_new_key_options(args)?;
     let attached = VolumePaths::new(&paths.data, None);
     let (header, luks, report) = attached.load_released().with_context(|| {
         format!(
@@ -465,16 +456,7 @@ fn start_decrypt(
         ))
         .into());
     }
-    if args.cipher.is_some()
-        || args.key_size.is_some()
-        || args.sector_size.is_some()
-        || args.new_key_file.is_some()
-    {
-        return Err(UsageError(
-            "--decrypt takes no --cipher, --key-size, --sector-size or --new-key-file".into(),
-        )
-        .into());
-    }
+    refuse_new_key_options(args)?;
     let segment = luks.segment().map_err(luks_error)?;
     let device_len = std::fs::File::open(&paths.data)
         .with_context(|| format!("cannot open {}", paths.data.display()))
@@ -893,4 +875,20 @@ fn offline(
         .with_context(|| format!("reencryption of {} failed", paths.data.display())),
         Err(other) => Err(other.into()),
     }
+}
+
+/// Decryption leaves no key behind, so the options that shape a new one
+/// are mistakes, refused before anything is written.
+fn refuse_new_key_options(args: &ReencryptArgs) -> anyhow::Result<()> {
+    if args.cipher.is_some()
+        || args.key_size.is_some()
+        || args.sector_size.is_some()
+        || args.new_key_file.is_some()
+    {
+        return Err(UsageError(
+            "--decrypt takes no --cipher, --key-size, --sector-size or --new-key-file".into(),
+        )
+        .into());
+    }
+    Ok(())
 }

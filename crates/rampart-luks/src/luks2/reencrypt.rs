@@ -619,6 +619,25 @@ fn keyslots_of_digest(meta: &Metadata, digest: usize) -> Vec<usize> {
         .unwrap_or_default()
 }
 
+/// The hash and block size of a checksum resilience area (`checksum` or
+/// `datashift-checksum`), refused when unknown or out of range.
+fn checksum_parameters(area: &ReencryptArea) -> Result<(HashAlg, u32)> {
+    let hash_name = area.hash.clone().unwrap_or_default();
+    let hash = HashAlg::from_name(&hash_name).ok_or_else(|| {
+        Error::UnsupportedCipher(format!(
+            "reencrypt keyslot: checksum hash \"{}\"",
+            shorten(&hash_name)
+        ))
+    })?;
+    let block_size = area.sector_size.unwrap_or(0);
+    if block_size < 512 || !block_size.is_power_of_two() || block_size > (1 << 20) {
+        return Err(Error::corrupt(format!(
+            "reencrypt keyslot: checksum sector size {block_size}"
+        )));
+    }
+    Ok((hash, block_size))
+}
+
 /// The reencryption recorded in `meta`, if any.
 pub(crate) fn state(meta: &Metadata) -> Result<Option<ReencryptState>> {
     let reqs = meta.mandatory_requirements();
@@ -653,37 +672,12 @@ pub(crate) fn state(meta: &Metadata) -> Result<Option<ReencryptState>> {
         "none" => Resilience::None,
         "journal" => Resilience::Journal,
         "checksum" => {
-            let hash_name = ks.area.hash.clone().unwrap_or_default();
-            let hash = HashAlg::from_name(&hash_name).ok_or_else(|| {
-                Error::UnsupportedCipher(format!(
-                    "reencrypt keyslot: checksum hash \"{}\"",
-                    shorten(&hash_name)
-                ))
-            })?;
-            let block_size = ks.area.sector_size.unwrap_or(0);
-            if block_size < 512 || !block_size.is_power_of_two() || block_size > (1 << 20) {
-                return Err(Error::corrupt(format!(
-                    "reencrypt keyslot: checksum sector size {block_size}"
-                )));
-            }
+            let (hash, block_size) = checksum_parameters(&ks.area)?;
             Resilience::Checksum { hash, block_size }
         }
         kind @ ("datashift" | "datashift-journal" | "datashift-checksum") => {
             let checksum = if kind == "datashift-checksum" {
-                let hash_name = ks.area.hash.clone().unwrap_or_default();
-                let hash = HashAlg::from_name(&hash_name).ok_or_else(|| {
-                    Error::UnsupportedCipher(format!(
-                        "reencrypt keyslot: checksum hash \"{}\"",
-                        shorten(&hash_name)
-                    ))
-                })?;
-                let block_size = ks.area.sector_size.unwrap_or(0);
-                if block_size < 512 || !block_size.is_power_of_two() || block_size > (1 << 20) {
-                    return Err(Error::corrupt(format!(
-                        "reencrypt keyslot: checksum sector size {block_size}"
-                    )));
-                }
-                Some((hash, block_size))
+                Some(checksum_parameters(&ks.area)?)
             } else {
                 None
             };
