@@ -4,10 +4,12 @@
 //! encrypted ones, data shifts included, an interrupted hotzone repaired
 //! first), and `rampart reencrypt --resume-only` / `--decrypt` on a served
 //! volume hands the run to the server, whose clients keep reading and
-//! writing. fio writes and verifies through the server all along; at the
-//! end cryptsetup opens an encrypted volume with the passphrase and pyca
-//! decrypts its data with the key cryptsetup prints to what the clients
-//! see, and a decrypted one holds that plaintext on the device;
+//! writing; a decryption moving the data down over an attached header is
+//! started by the server too. fio writes and verifies through the server
+//! all along; at the end cryptsetup opens an encrypted volume with the
+//! passphrase and pyca decrypts its data with the key cryptsetup prints
+//! to what the clients see, and a decrypted one holds that plaintext on
+//! the device;
 //! `scripts/online-encrypt-decrypt-kill-trials` kills the server at random
 //! moments under load (10 trials here, 100 in BENCHMARKS.md).
 
@@ -205,6 +207,80 @@ fn a_served_volume_is_decrypted_under_its_clients() {
         &data[16 * MIB as usize..],
     );
     assert_decrypted_to(&vol, &header, 0, &served);
+}
+
+/// A volume of `data` behind Rampart's attached 16 MiB header.
+fn attached_volume(dir: &TempDir, key: &Path, name: &str, data: &[u8]) -> std::path::PathBuf {
+    let vol = make_volume(dir, name, data.len() as u64);
+    let input = dir.file("input", data);
+    ok("rampart import", rampart(&["import", p(&vol), p(&input), "--key-file", p(key)]));
+    vol
+}
+
+#[test]
+fn a_served_volume_with_an_attached_header_is_decrypted_moving_its_data_under_its_clients() {
+    require(&["cryptsetup", "fio", "nbdcopy", "nbdsh"]);
+    let dir = TempDir::new("online-decrypt-attached");
+    let key = key_file(&dir);
+
+    // Started and finished through the server, fio writing and verifying
+    // the first 16 MiB: the chunk copied over the header at the start.
+    let data = random_bytes(85, 48 * MIB as usize);
+    let vol = attached_volume(&dir, &key, "vol", &data);
+    let header = dir.join("vol.hdr");
+    let socket = dir.join("s.sock");
+    let mut server = Serve::start(
+        &[p(&vol), "--key-file", p(&key), "--socket", p(&socket)],
+        dir.join("serve.log"),
+        1,
+    );
+    let uri = server.uri().to_owned();
+    let served = under_fio(&uri, || {
+        let args = ["--decrypt", "--header", p(&header), p(&vol)];
+        finished(
+            "online rampart reencrypt --decrypt --header NEW (attached)",
+            reencrypt(&args, &key),
+        );
+    });
+    server.assert_alive("the online decryption of an attached header");
+    server.stop();
+    assert_eq!(served.len(), data.len());
+    assert_same(
+        "the untouched plaintext",
+        &served[16 * MIB as usize..],
+        &data[16 * MIB as usize..],
+    );
+    assert_decrypted_to(&vol, &header, 0, &served);
+
+    // Initialised through the server (`--init-only`), written to in the
+    // moved chunk and beyond, then finished online.
+    let mut data = random_bytes(86, 24 * MIB as usize);
+    let vol = attached_volume(&dir, &key, "vol2", &data);
+    let header = dir.join("vol2.hdr");
+    let socket = dir.join("s2.sock");
+    let mut server = Serve::start(
+        &[p(&vol), "--key-file", p(&key), "--socket", p(&socket)],
+        dir.join("serve2.log"),
+        1,
+    );
+    let uri = server.uri().to_owned();
+    let init = ["--decrypt", "--init-only", "--header", p(&header), p(&vol)];
+    ok("online rampart reencrypt --decrypt --init-only (attached)", reencrypt(&init, &key));
+    assert!(header.exists(), "the header was not exported");
+    let served = ok("nbdcopy", run("nbdcopy", &[uri.as_str(), "-"])).stdout;
+    assert_same("served after the online start", &served, &data);
+    nbdsh_writes(&uri, &mut data, 2 * MIB as usize, 19 * MIB as usize + 1000);
+    // A second start is refused: the header has moved.
+    let again = reencrypt(&["--decrypt", "--header", p(&dir.join("other.hdr")), p(&vol)], &key);
+    assert!(!again.status.success(), "{}", describe("a second start", &again));
+    assert!(!dir.join("other.hdr").exists());
+    let args = ["--resume-only", "--header", p(&header), p(&vol)];
+    finished("online --resume-only after the online start", reencrypt(&args, &key));
+    let served = ok("nbdcopy", run("nbdcopy", &[uri.as_str(), "-"])).stdout;
+    assert_same("served after the online decryption", &served, &data);
+    server.assert_alive("the online decryption after an online start");
+    server.stop();
+    assert_decrypted_to(&vol, &header, 0, &data);
 }
 
 /// Writes through `uri` with nbdsh: 1 MiB of 0x5a at `a`, 3000 bytes of

@@ -971,6 +971,24 @@ pub fn start_decrypt_shift(
     resilience: Resilience,
     pbkdf: &rampart_luks::PbkdfChoice,
 ) -> Result<(), VolumeError> {
+    let attached = VolumePaths::new(data, None);
+    let raw = FileDevice::open(data, false).map_err(|e| io_err(&attached, "cannot open", e))?;
+    start_decrypt_shift_on(&raw, data, new_header, key, resilience, pbkdf)
+}
+
+/// [`start_decrypt_shift`] through `raw`, the device at `data` that the
+/// caller opened (a server, which holds its data-writer lock and keeps
+/// every client request out while this runs: the first data-offset bytes
+/// of ciphertext must not change between their copy and the header write
+/// that moves them).
+pub fn start_decrypt_shift_on(
+    raw: &dyn BlockDevice,
+    data: &std::path::Path,
+    new_header: &std::path::Path,
+    key: &SecretBytes,
+    resilience: Resilience,
+    pbkdf: &rampart_luks::PbkdfChoice,
+) -> Result<(), VolumeError> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let attached = VolumePaths::new(data, None);
@@ -989,7 +1007,6 @@ pub fn start_decrypt_shift(
     let sector = u64::from(segment.sector_size);
     let _lock = ReencryptionLock::try_acquire(luks.uuid())
         .map_err(|e| io_err(&attached, "cannot lock the reencryption of", e))?;
-    let raw = FileDevice::open(data, false).map_err(|e| io_err(&attached, "cannot open", e))?;
     let device_len = raw.len();
     let data_size = device_len.saturating_sub(shift) / sector * sector;
     let unit = sector.max(4096);

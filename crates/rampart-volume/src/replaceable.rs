@@ -33,6 +33,19 @@ impl ReplaceableDevice {
         std::mem::replace(&mut *current, device)
     }
 
+    /// Runs `change` with no request in progress and none let in until it
+    /// returns, and puts the device it returns in place of the current
+    /// one; on an error the current device stays. For changes to the
+    /// stored bytes that no request may see half done.
+    pub fn replace_with<E>(
+        &self,
+        change: impl FnOnce(&Arc<dyn BlockDevice>) -> Result<Arc<dyn BlockDevice>, E>,
+    ) -> Result<(), E> {
+        let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
+        *current = change(&current)?;
+        Ok(())
+    }
+
     // A panic in a request leaves the pointer itself intact: keep serving.
     fn with<T>(&self, f: impl FnOnce(&dyn BlockDevice) -> T) -> T {
         let current = self.current.read().unwrap_or_else(PoisonError::into_inner);

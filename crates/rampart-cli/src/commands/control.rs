@@ -13,6 +13,16 @@
 //! lines of progress and a final event. When the connection closes early
 //! (the command was interrupted or killed) the run stops at the next
 //! hotzone boundary, as an interrupted offline run does.
+//!
+//! A decryption that moves the data down over an attached header
+//! (`reencrypt --decrypt --header NEWFILE`) cannot be started by the
+//! command itself while clients write: the first data-offset bytes of
+//! ciphertext are copied over the header and must not change before
+//! NEWFILE records the move. The command sends a `decrypt-attached`
+//! request instead, and the server does that step with every client
+//! request held back (about as long as copying the data offset and
+//! writing the header take), then serves the volume through NEWFILE; the
+//! run itself is an ordinary `reencrypt` request.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
@@ -23,8 +33,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use anyhow::Context;
+use rampart_crypto::HashAlg;
 use rampart_crypto::SecretBytes;
-use rampart_volume::reencrypt::SharedDevice;
+use rampart_luks::{PbkdfChoice, Resilience};
+use rampart_volume::reencrypt::{start_decrypt_shift_on, SharedDevice};
 use rampart_volume::{
     segment_device, BlockDevice, Outcome, ReencryptError, ReencryptOptions, ReencryptingDevice,
     Reencryption, ReplaceableDevice, VolumePaths,
@@ -51,21 +63,85 @@ struct Request {
     new_key_bytes: usize,
     hotzone_size: Option<u64>,
     stop_after: Option<u64>,
+    #[serde(default)]
+    decrypt_attached: Option<DecryptAttached>,
+}
+
+/// A `decrypt-attached` request: how to start moving the data of a volume
+/// with an attached header down over it (see
+/// [`rampart_volume::reencrypt::start_decrypt_shift`]).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct DecryptAttached {
+    /// The header file to create: absolute, since the server's working
+    /// directory is not the requester's.
+    pub header: PathBuf,
+    /// `checksum` (with its hash) or `journal`.
+    pub resilience: String,
+    pub resilience_hash: Option<String>,
+    /// The hash of the reencryption digest, and whether its PBKDF2 cost
+    /// is the minimum (the requester forced the KDF costs).
+    pub digest_hash: String,
+    pub quick_digest: bool,
+}
+
+impl DecryptAttached {
+    fn resilience(&self) -> anyhow::Result<Resilience> {
+        let hash =
+            |name: &str| HashAlg::from_name(name).with_context(|| format!("unknown hash '{name}'"));
+        Ok(match self.resilience.as_str() {
+            "checksum" => Resilience::Checksum {
+                hash: hash(self.resilience_hash.as_deref().unwrap_or("sha256"))?,
+                // The moved chunk's checksum blocks, whatever the sector
+                // size, as cryptsetup writes them.
+                block_size: 4096,
+            },
+            "journal" => Resilience::Journal,
+            other => anyhow::bail!(
+                "resilience {other} cannot protect a decryption that moves the data (checksum or journal), as in cryptsetup"
+            ),
+        })
+    }
+
+    fn pbkdf(&self) -> anyhow::Result<PbkdfChoice> {
+        let hash = HashAlg::from_name(&self.digest_hash)
+            .with_context(|| format!("unknown hash '{}'", self.digest_hash))?;
+        Ok(PbkdfChoice {
+            hash,
+            // Only whether the cost is forced matters to the digest.
+            forced_iterations: self.quick_digest.then_some(1000),
+            ..PbkdfChoice::default()
+        })
+    }
 }
 
 /// One line of a server's answer.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
-    Progress { done: u64, total: u64 },
-    Finished { total: u64 },
-    Stopped { done: u64, total: u64 },
-    Error { message: String },
+    Progress {
+        done: u64,
+        total: u64,
+    },
+    Finished {
+        total: u64,
+    },
+    Stopped {
+        done: u64,
+        total: u64,
+    },
+    /// A `decrypt-attached` request's step is done: the volume is served
+    /// through the new header, its decryption recorded there.
+    Initialised,
+    Error {
+        message: String,
+    },
 }
 
 /// A volume `serve` writes, with what an online reencryption needs.
 pub struct ServedVolume {
-    paths: VolumePaths,
+    /// Where the header is: a decryption moving the data over an attached
+    /// header takes it to a file of its own.
+    paths: Mutex<VolumePaths>,
     /// The data device, opened once (the data-writer lock is on it).
     raw: SharedDevice,
     /// What the export serves.
@@ -91,7 +167,7 @@ impl ServedVolume {
         read_only: bool,
     ) -> Self {
         Self {
-            paths,
+            paths: Mutex::new(paths),
             raw,
             device: Arc::new(ReplaceableDevice::new(device)),
             reencrypting: Mutex::new(reencrypting),
@@ -126,6 +202,10 @@ impl ServedVolume {
         }
     }
 
+    fn paths(&self) -> VolumePaths {
+        self.paths.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
     /// The device to export.
     #[must_use]
     pub fn device(&self) -> Arc<dyn BlockDevice> {
@@ -141,21 +221,17 @@ impl ServedVolume {
         stop: &AtomicBool,
         progress: &mut dyn FnMut(u64, u64),
     ) -> anyhow::Result<Outcome> {
-        if self.read_only {
-            anyhow::bail!(
-                "{} is served read-only: stop the server (or serve it writable) to re-encrypt it",
-                self.paths.data.display()
-            );
-        }
+        let paths = self.paths();
+        self.refuse_read_only(&paths)?;
         // Checks both keys against the header, and holds cryptsetup's
         // reencryption lock for the run.
-        let job = Reencryption::open_served(&self.paths, Arc::clone(&self.raw), old_key, new_key)?;
+        let job = Reencryption::open_served(&paths, Arc::clone(&self.raw), old_key, new_key)?;
         let device = {
             let mut slot = self.reencrypting.lock().unwrap_or_else(PoisonError::into_inner);
             match &*slot {
                 Some(device) => Arc::clone(device),
                 None => {
-                    let (_, luks, _) = self.paths.load_released()?;
+                    let (_, luks, _) = paths.load_released()?;
                     let device = Arc::new(ReencryptingDevice::on(
                         Arc::clone(&self.raw),
                         &luks,
@@ -180,7 +256,7 @@ impl ServedVolume {
         })?;
         if outcome == Outcome::Finished {
             // One key again: back to the plain layer.
-            let (_, luks, _) = self.paths.load_released()?;
+            let (_, luks, _) = paths.load_released()?;
             // The clients keep the size they know: a data shift leaves the
             // final segment larger than the data was (its last bytes
             // random), which a server started now would serve.
@@ -207,6 +283,73 @@ impl ServedVolume {
             *slot = None;
         }
         Ok(outcome)
+    }
+
+    fn refuse_read_only(&self, paths: &VolumePaths) -> anyhow::Result<()> {
+        if self.read_only {
+            anyhow::bail!(
+                "{} is served read-only: stop the server (or serve it writable) to re-encrypt it",
+                paths.data.display()
+            );
+        }
+        Ok(())
+    }
+
+    /// Starts the decryption of a volume with an attached header that
+    /// moves its data down over it, while no client request runs (see the
+    /// module documentation), and serves it from then on through the new
+    /// header with both pieces of the map.
+    fn start_decrypt_attached(
+        &self,
+        request: &DecryptAttached,
+        key: &SecretBytes,
+    ) -> anyhow::Result<()> {
+        let paths = self.paths();
+        self.refuse_read_only(&paths)?;
+        if let Some(header) = &paths.header {
+            anyhow::bail!(
+                "{} is served with its header in {}: decrypt it with --header {} (the data stays where it is)",
+                paths.data.display(),
+                header.display(),
+                header.display()
+            );
+        }
+        if !request.header.is_absolute() {
+            anyhow::bail!("the new header's path {} is not absolute", request.header.display());
+        }
+        let resilience = request.resilience()?;
+        let pbkdf = request.pbkdf()?;
+        let mut slot = self.reencrypting.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.is_some() {
+            anyhow::bail!("{} is already being re-encrypted", paths.data.display());
+        }
+        let detached = VolumePaths::new(&paths.data, Some(&request.header));
+        let started = self.device.replace_with(|_| {
+            start_decrypt_shift_on(
+                &*self.raw,
+                &paths.data,
+                &request.header,
+                key,
+                resilience,
+                &pbkdf,
+            )?;
+            let (_, luks, _) = detached.load_released()?;
+            let device = Arc::new(ReencryptingDevice::on(
+                Arc::clone(&self.raw),
+                &luks,
+                key,
+                &SecretBytes::new(Vec::new()),
+            )?);
+            *slot = Some(Arc::clone(&device));
+            Ok::<_, anyhow::Error>(device as Arc<dyn BlockDevice>)
+        });
+        // Past the copy over the attached header, the volume's header is
+        // the new file, even when a later step failed (it then still
+        // describes the volume as it was, which the current layer serves).
+        if started.is_ok() || (paths.load_released().is_err() && detached.load_released().is_ok()) {
+            *self.paths.lock().unwrap_or_else(PoisonError::into_inner) = detached;
+        }
+        started
     }
 }
 
@@ -295,11 +438,19 @@ fn serve_request(volume: &ServedVolume, stream: &mut UnixStream) -> anyhow::Resu
     let mut line = Vec::new();
     (&mut reader).take(MAX_LINE).read_until(b'\n', &mut line)?;
     let request: Request = serde_json::from_slice(&line).context("a malformed request")?;
-    if request.op != "reencrypt" {
-        anyhow::bail!("unknown request '{}'", request.op);
-    }
     let old_key = read_key(&mut reader, request.old_key_bytes)?;
     let new_key = read_key(&mut reader, request.new_key_bytes)?;
+    match (request.op.as_str(), &request.decrypt_attached) {
+        ("reencrypt", _) => {}
+        ("decrypt-attached", Some(start)) => {
+            if old_key.is_empty() || !new_key.is_empty() {
+                anyhow::bail!("a decryption takes the volume key and no new key");
+            }
+            volume.start_decrypt_attached(start, &old_key)?;
+            return Ok(Event::Initialised);
+        }
+        (op, _) => anyhow::bail!("unknown request '{op}'"),
+    }
     if old_key.is_empty() && new_key.is_empty() {
         anyhow::bail!("no volume key");
     }
@@ -353,6 +504,7 @@ pub fn reencrypt_remote(
         new_key_bytes: new_key.len(),
         hotzone_size,
         stop_after,
+        decrypt_attached: None,
     };
     let mut message = serde_json::to_vec(&request)?;
     message.push(b'\n');
@@ -386,6 +538,43 @@ pub fn reencrypt_remote(
             Event::Finished { .. } => return Ok(Outcome::Finished),
             Event::Stopped { done, .. } => return Ok(Outcome::Stopped { done }),
             Event::Error { message } => anyhow::bail!("the server: {message}"),
+            Event::Initialised => anyhow::bail!("the server answered out of turn"),
         }
+    }
+}
+
+/// Asks the server at the other end of `stream` to start decrypting its
+/// volume (whose header is attached) by moving the data down over the
+/// header, which goes to `start.header`; returns once the server serves
+/// it through that file.
+pub fn start_decrypt_attached_remote(
+    mut stream: UnixStream,
+    start: DecryptAttached,
+    key: &SecretBytes,
+) -> anyhow::Result<()> {
+    let request = Request {
+        op: "decrypt-attached".into(),
+        old_key_bytes: key.len(),
+        new_key_bytes: 0,
+        hotzone_size: None,
+        stop_after: None,
+        decrypt_attached: Some(start),
+    };
+    let mut message = serde_json::to_vec(&request)?;
+    message.push(b'\n');
+    stream.write_all(&message)?;
+    stream.write_all(key.expose())?;
+    let mut line = Vec::new();
+    BufReader::new(stream)
+        .take(MAX_LINE)
+        .read_until(b'\n', &mut line)
+        .context("lost the server")?;
+    if line.is_empty() {
+        anyhow::bail!("the server stopped answering (it may have been killed)");
+    }
+    match serde_json::from_slice(&line).context("the server sent a malformed answer")? {
+        Event::Initialised => Ok(()),
+        Event::Error { message } => anyhow::bail!("the server: {message}"),
+        other => anyhow::bail!("the server answered {other:?} to a decryption's start"),
     }
 }

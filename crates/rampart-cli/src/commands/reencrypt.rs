@@ -84,7 +84,7 @@ pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
         if let Some(new_header) = &paths.header {
             if matches!(std::fs::symlink_metadata(new_header), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
             {
-                let key = start_decrypt_attached(args, &paths, new_header)?;
+                let (key, uuid) = start_decrypt_attached(args, &paths, new_header)?;
                 if args.init_only {
                     if !args.quiet && !args.json {
                         eprintln!(
@@ -95,7 +95,10 @@ pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
                     }
                     return Ok(());
                 }
-                return resume(args, &paths, &key, &SecretBytes::new(Vec::new()), None);
+                // A server that started the decryption serves the volume
+                // through NEWFILE now, and takes the run as well.
+                let served = control::connect(&uuid);
+                return resume(args, &paths, &key, &SecretBytes::new(Vec::new()), served);
             }
         }
     }
@@ -382,12 +385,14 @@ fn start_encrypt(
 /// cryptsetup 2.6): the header goes to NEWFILE, the first data-offset
 /// bytes of ciphertext to the start of the device, and NEWFILE records a
 /// decryption that moves the data down (see
-/// [`rampart_volume::reencrypt::start_decrypt_shift`]). Returns the key.
+/// [`rampart_volume::reencrypt::start_decrypt_shift`]); the server of a
+/// served volume does it (see [`control`]). Returns the key and the
+/// volume's UUID.
 fn start_decrypt_attached(
     args: &ReencryptArgs,
     paths: &VolumePaths,
     new_header: &std::path::Path,
-) -> anyhow::Result<SecretBytes> {
+) -> anyhow::Result<(SecretBytes, String)> {
     refuse_new_key_options(args)?;
     let attached = VolumePaths::new(&paths.data, None);
     let (header, luks, report) = attached.load_released().with_context(|| {
@@ -412,13 +417,7 @@ fn start_decrypt_attached(
         ))
         .into());
     }
-    if control::connect(luks.uuid()).is_some() {
-        return Err(UsageError(format!(
-            "{} is being served: moving its data down over its header needs the volume offline; stop `rampart serve` first",
-            paths.data.display()
-        ))
-        .into());
-    }
+    let served = control::connect(luks.uuid());
     let mut source = KeySource::new(&args.key, &args.tokens, "Enter passphrase: ");
     let (_, key) = source.unlock(&luks, &header, attached.header_path())?;
     drop(header);
@@ -426,19 +425,38 @@ fn start_decrypt_attached(
     // whatever the sector size (the data offset is a multiple of 4096).
     let resilience = parse_resilience(args, 4096)?;
     let pbkdf = pbkdf_choice(&args.pbkdf, LuksVersion::Luks2)?;
-    rampart_volume::reencrypt::start_decrypt_shift(
-        &paths.data,
-        new_header,
-        &key,
-        resilience,
-        &pbkdf,
-    )
-    .map_err(|e| match e {
-        rampart_volume::VolumeError::Luks(inner) => luks_error(inner),
-        other => anyhow::Error::from(other),
-    })
-    .with_context(|| format!("cannot start the decryption of {}", paths.data.display()))?;
-    Ok(key)
+    let context = || format!("cannot start the decryption of {}", paths.data.display());
+    match served {
+        Some(stream) => {
+            let header = std::path::absolute(new_header)
+                .with_context(|| format!("cannot resolve {}", new_header.display()))?;
+            let (resilience, resilience_hash) = match &resilience {
+                Resilience::Checksum { hash, .. } => ("checksum", Some(hash.name().to_owned())),
+                other => (other.name(), None),
+            };
+            let start = control::DecryptAttached {
+                header,
+                resilience: resilience.to_owned(),
+                resilience_hash,
+                digest_hash: pbkdf.hash.name().to_owned(),
+                quick_digest: pbkdf.forced_iterations.is_some(),
+            };
+            control::start_decrypt_attached_remote(stream, start, &key).with_context(context)?;
+        }
+        None => rampart_volume::reencrypt::start_decrypt_shift(
+            &paths.data,
+            new_header,
+            &key,
+            resilience,
+            &pbkdf,
+        )
+        .map_err(|e| match e {
+            rampart_volume::VolumeError::Luks(inner) => luks_error(inner),
+            other => anyhow::Error::from(other),
+        })
+        .with_context(context)?,
+    }
+    Ok((key, luks.uuid().to_owned()))
 }
 
 /// `--decrypt`: writes the reencryption metadata of a decryption (mode
