@@ -3,9 +3,10 @@
 //! A small, typed API over AWS-LC and Rampart's own AES-XTS engine. This
 //! crate is the only one in the workspace that contains `unsafe`, and all
 //! of it lives in [`ffi`] (AWS-LC), `xts_simd` (the XTS engine on
-//! VAES/AES-NI intrinsics) and `mapped` (a volume's page cache lent in place
-//! to the cipher): every other module is safe Rust built on those or on
-//! `aws-lc-rs`.
+//! VAES/AES-NI intrinsics), `sha256_lanes` (SHA-256 of several blocks at
+//! once on the SHA extensions) and `mapped` (a volume's page cache lent in
+//! place to the cipher): every other module is safe Rust built on those or
+//! on `aws-lc-rs`.
 //!
 //! Secrets are held in [`SecretBytes`], which zeroizes on drop, never prints
 //! its contents and compares in constant time.
@@ -22,6 +23,7 @@ mod keywrap;
 mod mapped;
 mod rng;
 mod secret;
+mod sha256_lanes;
 mod xts;
 mod xts_simd;
 
@@ -33,7 +35,7 @@ pub use ffi::{
     try_lock_byte,
 };
 pub use gcm::{Gcm, GCM_NONCE_LEN, GCM_TAG_LEN};
-pub use hash::{digest, digest_into, hkdf, hmac, HashAlg};
+pub use hash::{digest, digest_blocks, digest_into, hkdf, hmac, HashAlg};
 pub use kdf::{argon2, argon2_with_secret, pbkdf2, Argon2Params, Argon2Variant};
 pub use keywrap::{kw_unwrap, kw_wrap, kwp_unwrap, kwp_wrap};
 pub use mapped::MappedFile;

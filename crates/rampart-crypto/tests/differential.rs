@@ -8,6 +8,10 @@
 //! its AES-128 for 32-byte keys; random lengths, tweaks near 0, 2^32 and
 //! 2^64, full 128-bit tweaks, unaligned buffers, in place and out of place,
 //! many sectors per call and one.
+//!
+//! Block checksums (`digest_blocks`, SHA-256 on the SHA extensions several
+//! blocks at a time) against AWS-LC's one digest per block, for every
+//! length that crosses a padding boundary and random block counts.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -376,4 +380,40 @@ fn out_of_place_rejects_mismatched_lengths() {
         let mut dst = vec![0u8; 1024];
         assert!(xts.encrypt_sectors_to(&src, &mut dst, 48 + 1, 0, 1).is_err());
     }
+}
+
+#[test]
+fn block_checksums_match_one_digest_per_block() {
+    use rampart_crypto::{digest_blocks, digest_into, HashAlg};
+    let mut cases: Vec<(usize, usize)> = Vec::new();
+    // Every block length around the one- and two-block paddings.
+    for block in 1..=200 {
+        cases.push((block, 1 + random_below(7) as usize));
+    }
+    for block in [512, 4096, 4096 + 55, 65536] {
+        cases.push((block, 1 + random_below(9) as usize));
+    }
+    for (block, count) in cases {
+        // A shorter last block as often as not.
+        let len = block * count - random_below(block as u64) as usize;
+        let data = random_bytes(len);
+        for hash in [HashAlg::Sha256, HashAlg::Sha1, HashAlg::Sha512] {
+            let hlen = hash.output_len();
+            let mut sums = vec![0u8; len.div_ceil(block) * hlen];
+            digest_blocks(hash, &data, block, &mut sums).unwrap();
+            for (i, (piece, sum)) in data.chunks(block).zip(sums.chunks(hlen)).enumerate() {
+                let mut expected = vec![0u8; hlen];
+                digest_into(hash, piece, &mut expected).unwrap();
+                assert_eq!(
+                    sum,
+                    &expected[..],
+                    "{hash:?}: block {i} of {block} bytes, {len} in all"
+                );
+            }
+        }
+    }
+    // Wrong sizes are errors, not panics.
+    let mut short = [0u8; 31];
+    assert!(digest_blocks(HashAlg::Sha256, &[1; 64], 64, &mut short).is_err());
+    assert!(digest_blocks(HashAlg::Sha256, &[1; 64], 0, &mut [0u8; 64]).is_err());
 }

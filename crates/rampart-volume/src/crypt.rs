@@ -205,9 +205,8 @@ impl<D: BlockDevice> CryptDevice<D> {
         let piece = (256 << 10).max(grain) / grain * grain;
         let run = |(i, chunk): (usize, &mut [u8]), sums: &mut [u8]| -> io::Result<()> {
             if let Some(hash) = hash {
-                for (data, sum) in chunk.chunks(block).zip(sums.chunks_mut(hlen)) {
-                    rampart_crypto::digest_into(hash, data, sum).map_err(io::Error::other)?;
-                }
+                rampart_crypto::digest_blocks(hash, chunk, block, sums)
+                    .map_err(io::Error::other)?;
             }
             let at = offset + (i * piece) as u64;
             self.transform_here(chunk, at, false)?;

@@ -39,7 +39,7 @@ use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 
-use rampart_crypto::{digest_into, HashAlg, SecretBytes};
+use rampart_crypto::{digest_blocks, HashAlg, SecretBytes};
 use rampart_luks::{Luks, MetadataIo, ReencryptState, Resilience};
 
 use crate::gate::ZoneGate;
@@ -459,10 +459,10 @@ impl Reencryption {
                 self.raw
                     .read_at(data.expose_mut(), offset)
                     .map_err(|e| self.data_io("cannot read the hotzone of", e))?;
-                let mut sum = [0u8; 64];
+                let mut now = vec![0u8; buf_len.div_ceil(bs) * 32];
+                digest_blocks(HashAlg::Sha256, data.expose(), bs, &mut now)?;
                 for (i, block) in data.expose_mut().chunks_mut(bs).enumerate() {
-                    let n = digest_into(HashAlg::Sha256, block, &mut sum)?;
-                    if sum[..n] == sums[i * 32..(i + 1) * 32] {
+                    if now[i * 32..(i + 1) * 32] == sums[i * 32..(i + 1) * 32] {
                         let at = start + (i * bs) as u64;
                         self.transform(block, at)
                             .and_then(|()| self.raw.write_at(block, offset + (i * bs) as u64))
@@ -529,10 +529,10 @@ impl Reencryption {
         self.raw
             .read_at(data.expose_mut(), offset)
             .map_err(|e| self.data_io("cannot read the hotzone of", e))?;
-        let mut sum = [0u8; 64];
+        let mut now = vec![0u8; count * hlen];
+        digest_blocks(hash, data.expose(), bs, &mut now)?;
         for (i, block) in data.expose_mut().chunks_mut(bs).enumerate() {
-            let n = digest_into(hash, block, &mut sum)?;
-            if sum[..n] == sums[i * hlen..(i + 1) * hlen] {
+            if now[i * hlen..(i + 1) * hlen] == sums[i * hlen..(i + 1) * hlen] {
                 let at = start + (i * bs) as u64;
                 self.transform(block, at)
                     .and_then(|()| self.raw.write_at(block, offset + (i * bs) as u64))
@@ -585,9 +585,7 @@ impl Reencryption {
         record[..8].copy_from_slice(SHIFT_RECORD_MAGIC);
         record[8..16].copy_from_slice(&off.to_be_bytes());
         record[16..24].copy_from_slice(&len.to_be_bytes());
-        for (block, sum) in chunk.chunks(bs as usize).zip(record[4096..].chunks_mut(32)) {
-            digest_into(HashAlg::Sha256, block, sum)?;
-        }
+        digest_blocks(HashAlg::Sha256, chunk, bs as usize, &mut record[4096..])?;
         Ok(Some(record))
     }
 
@@ -681,18 +679,27 @@ impl Reencryption {
         let size = self.data_len;
         let moved = self.state.moved;
         let old_offset = self.state.old.offset;
+        let new_offset = self.state.new.offset;
         let mut last: Option<(u64, u64)> = None;
-        // A reader thread fetches the next hotzone while this one is
-        // processed and written (two buffers in flight).
+        // Three stages, each on its own thread and buffer: a reader
+        // fetches the hotzone after next, this thread hashes and
+        // re-encrypts the next one, and a writer writes (and syncs) this
+        // one. The headers stay in order: a hotzone is opened (its
+        // resilience data committed) only after the one before was
+        // written, synced and recorded done; only the work that writes
+        // nothing runs ahead.
         let outcome = std::thread::scope(|scope| -> Result<Outcome, ReencryptError> {
             let (full_tx, full_rx) = mpsc::sync_channel::<io::Result<Vec<u8>>>(1);
-            let (empty_tx, empty_rx) = mpsc::sync_channel::<Vec<u8>>(2);
+            let (empty_tx, empty_rx) = mpsc::sync_channel::<Vec<u8>>(3);
+            let (write_tx, write_rx) = mpsc::sync_channel::<(Vec<u8>, u64, usize)>(1);
+            let (written_tx, written_rx) = mpsc::sync_channel::<io::Result<Vec<u8>>>(1);
             if zone.is_some() {
-                for _ in 0..2 {
+                for _ in 0..3 {
                     let _ = empty_tx.send(vec![0u8; buf_len]);
                 }
             }
             let first = zone;
+            let reader = Arc::clone(&raw);
             scope.spawn(move || {
                 let mut next = first;
                 while let Some((off, len)) = next {
@@ -703,7 +710,7 @@ impl Reencryption {
                     };
                     // len <= hot_max <= buf_len: fits.
                     let read = match buffer.get_mut(..len as usize) {
-                        Some(part) => raw.read_at(part, src),
+                        Some(part) => reader.read_at(part, src),
                         None => Err(io::Error::other("a hotzone larger than its buffer")),
                     };
                     let failed = read.is_err();
@@ -713,10 +720,49 @@ impl Reencryption {
                     next = rampart_luks::following_hotzone(&state, size, hot_max, (off, len));
                 }
             });
+            let writer = Arc::clone(&raw);
+            scope.spawn(move || {
+                for (buffer, at, len) in write_rx {
+                    // len <= buf_len, as read.
+                    let written = writer.write_at(&buffer[..len], at).and_then(|()| {
+                        if with_metadata {
+                            writer.flush()
+                        } else {
+                            Ok(())
+                        }
+                    });
+                    if written_tx.send(written.map(|()| buffer)).is_err() {
+                        return;
+                    }
+                }
+            });
+            // The hotzone being written: waits for it and records it done.
+            let mut writing: Option<(u64, u64)> = None;
+            let settle = |this: &mut Self,
+                          writing: &mut Option<(u64, u64)>,
+                          last: &mut Option<(u64, u64)>,
+                          progress: &mut dyn FnMut(u64, u64)|
+             -> Result<(), ReencryptError> {
+                let Some(z) = writing.take() else { return Ok(()) };
+                let buffer = written_rx
+                    .recv()
+                    .map_err(|_| io::Error::other("the writer thread stopped"))
+                    .and_then(|r| r)
+                    .map_err(|e| this.data_io("cannot write the data of", e))?;
+                if with_metadata {
+                    this.checkpoint(z, false, None)?;
+                }
+                *last = Some(z);
+                this.done += z.1;
+                progress(this.done.min(this.total), this.total);
+                let _ = empty_tx.send(buffer);
+                Ok(())
+            };
             let mut zones = 0u64;
             progress(self.done, self.total);
             while let Some((off, len)) = zone {
                 if stop.load(Ordering::Relaxed) || options.stop_after.is_some_and(|n| zones >= n) {
+                    settle(&mut self, &mut writing, &mut last, progress)?;
                     return self.stop_here(with_metadata, last);
                 }
                 let mut buffer = full_rx
@@ -724,13 +770,24 @@ impl Reencryption {
                     .map_err(|_| io::Error::other("the reader thread stopped"))
                     .and_then(|r| r)
                     .map_err(|e| self.data_io("cannot read the data of", e))?;
-                let crash = options.crash_after.is_some_and(|n| zones >= n);
-                self.zone(&mut buffer[..len as usize], off, crash, with_metadata)?;
-                last = Some((off, len));
+                let chunk = &mut buffer[..len as usize];
+                if options.crash_after.is_some_and(|n| zones >= n) {
+                    settle(&mut self, &mut writing, &mut last, progress)?;
+                    self.zone(chunk, off, true, with_metadata)?;
+                }
+                let record = self.prepare(chunk, off)?;
+                settle(&mut self, &mut writing, &mut last, progress)?;
+                if with_metadata {
+                    self.checkpoint((off, len), true, record.as_deref())?;
+                }
+                write_tx.send((buffer, new_offset + off, len as usize)).map_err(|_| {
+                    self.data_io(
+                        "cannot write the data of",
+                        io::Error::other("the writer thread stopped"),
+                    )
+                })?;
+                writing = Some((off, len));
                 zones += 1;
-                self.done += len;
-                progress(self.done.min(self.total), self.total);
-                let _ = empty_tx.send(buffer);
                 zone = rampart_luks::following_hotzone(
                     &self.state,
                     self.data_len,
@@ -738,6 +795,7 @@ impl Reencryption {
                     (off, len),
                 );
             }
+            settle(&mut self, &mut writing, &mut last, progress)?;
             if let (false, Some(z)) = (with_metadata, last) {
                 self.raw.flush().map_err(|e| self.data_io("cannot sync", e))?;
                 self.checkpoint(z, false, None)?;
@@ -882,57 +940,9 @@ impl Reencryption {
         let len = chunk.len() as u64;
         let zone = (off, len);
         let offset = self.state.new.offset + off;
-        match self.state.resilience.clone() {
-            Resilience::Checksum { hash, block_size } => {
-                // Hashes of the old data, committed before any write.
-                let bs = block_size as usize;
-                let mut sums = vec![0u8; chunk.len().div_ceil(bs) * hash.output_len()];
-                match (&self.old, &self.new) {
-                    (Some(old), Some(new)) => old
-                        .recrypt_sectors(new, chunk, off, Some((hash, bs, &mut sums)))
-                        .map_err(|e| self.data_io("cannot re-encrypt the data of", e))?,
-                    _ => {
-                        let hlen = hash.output_len();
-                        for (block, sum) in chunk.chunks(bs).zip(sums.chunks_mut(hlen)) {
-                            digest_into(hash, block, sum).map_err(VolumeError::from)?;
-                        }
-                        self.transform(chunk, off)
-                            .map_err(|e| self.data_io("cannot process the data of", e))?;
-                    }
-                }
-                self.checkpoint(zone, true, Some(&sums))?;
-            }
-            Resilience::Journal => {
-                self.checkpoint(zone, true, Some(chunk))?;
-                self.transform(chunk, off)
-                    .map_err(|e| self.data_io("cannot process the data of", e))?;
-            }
-            Resilience::Datashift { checksum, .. } => {
-                let record = if self.state.decrypt_shift() && off == 0 {
-                    // The moved chunk is decrypted in place: its
-                    // checksums, or the chunk itself (journal), first.
-                    Some(match checksum {
-                        Some((hash, block_size)) => {
-                            let hlen = hash.output_len();
-                            let bs = block_size as usize;
-                            let mut sums = vec![0u8; chunk.len().div_ceil(bs) * hlen];
-                            for (block, sum) in chunk.chunks(bs).zip(sums.chunks_mut(hlen)) {
-                                digest_into(hash, block, sum).map_err(VolumeError::from)?;
-                            }
-                            sums
-                        }
-                        None => chunk.to_vec(),
-                    })
-                } else {
-                    self.shift_record(chunk, off)?
-                };
-                self.checkpoint(zone, true, record.as_deref())?;
-                self.transform(chunk, off)
-                    .map_err(|e| self.data_io("cannot process the data of", e))?;
-            }
-            _ => self
-                .transform(chunk, off)
-                .map_err(|e| self.data_io("cannot process the data of", e))?,
+        let record = self.prepare(chunk, off)?;
+        if with_metadata {
+            self.checkpoint(zone, true, record.as_deref())?;
         }
         if crash {
             let half = (len / 2 / self.unit() * self.unit()) as usize;
@@ -950,6 +960,54 @@ impl Reencryption {
             self.checkpoint(zone, false, None)?;
         }
         Ok(())
+    }
+
+    /// Takes what the resilience keeps of the hotzone at `off` whose old
+    /// data is `chunk` (returned: the area's content for the checkpoint
+    /// that opens the hotzone), and processes `chunk` in place. Writes
+    /// nothing.
+    fn prepare(&self, chunk: &mut [u8], off: u64) -> Result<Option<Vec<u8>>, ReencryptError> {
+        let record = match self.state.resilience.clone() {
+            Resilience::Checksum { hash, block_size } => {
+                // Hashes of the old data, committed before any write.
+                let bs = block_size as usize;
+                let mut sums = vec![0u8; chunk.len().div_ceil(bs) * hash.output_len()];
+                match (&self.old, &self.new) {
+                    (Some(old), Some(new)) => old
+                        .recrypt_sectors(new, chunk, off, Some((hash, bs, &mut sums)))
+                        .map_err(|e| self.data_io("cannot re-encrypt the data of", e))?,
+                    _ => {
+                        digest_blocks(hash, chunk, bs, &mut sums).map_err(VolumeError::from)?;
+                        self.transform(chunk, off)
+                            .map_err(|e| self.data_io("cannot process the data of", e))?;
+                    }
+                }
+                return Ok(Some(sums));
+            }
+            // The old data itself.
+            Resilience::Journal => Some(chunk.to_vec()),
+            Resilience::Datashift { checksum, .. } => {
+                if self.state.decrypt_shift() && off == 0 {
+                    // The moved chunk is decrypted in place: its
+                    // checksums, or the chunk itself (journal), first.
+                    Some(match checksum {
+                        Some((hash, block_size)) => {
+                            let hlen = hash.output_len();
+                            let bs = block_size as usize;
+                            let mut sums = vec![0u8; chunk.len().div_ceil(bs) * hlen];
+                            digest_blocks(hash, chunk, bs, &mut sums).map_err(VolumeError::from)?;
+                            sums
+                        }
+                        None => chunk.to_vec(),
+                    })
+                } else {
+                    self.shift_record(chunk, off)?
+                }
+            }
+            _ => None,
+        };
+        self.transform(chunk, off).map_err(|e| self.data_io("cannot process the data of", e))?;
+        Ok(record)
     }
 }
 
