@@ -132,10 +132,7 @@ pub(crate) fn digest_lanes(messages: [&[u8]; LANES], out: [&mut [u8; 32]; LANES]
     let len = messages[0].len();
     debug_assert!(messages.iter().all(|m| m.len() == len));
     let whole = len / 64 * 64;
-    let mut state = [[0u32; 8]; LANES];
-    for lane in &mut state {
-        *lane = INITIAL;
-    }
+    let mut state = [INITIAL; LANES];
     let mut tails = [([0u8; 128], 0usize); LANES];
     for (tail, message) in tails.iter_mut().zip(messages) {
         *tail = final_blocks(&message[whole..], len);
