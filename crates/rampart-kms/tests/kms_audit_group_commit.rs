@@ -1,7 +1,10 @@
 //! Group commit of the audit chain on PostgreSQL: many concurrent unwraps
 //! share audit transactions, yet each request gets exactly one committed,
 //! hash-chained row before its answer, and a request whose batch could not
-//! be committed gets an error, never a success.
+//! be committed gets an error, never a success. Two servers appending at
+//! once (each batch sealed after the head its server last left, and
+//! sealed again after the locked head when the other server moved it)
+//! keep one unbroken chain.
 //!
 //! The cluster comes from `$RAMPART_TEST_PG_URL` (scripts/test starts one)
 //! or, outside CI, is a throwaway one from scripts/pg-test-cluster.
@@ -214,4 +217,67 @@ async fn a_batch_that_cannot_commit_fails_every_request_in_it() {
     assert!(d.rows("key.unwrap", "ok") > during, "the server did not recover");
     let report = d.admin().audit_verify().await.unwrap();
     assert!(report.ok, "{report:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_appending_at_once_keep_one_chain() {
+    use rampart_kms::audit::Verifier;
+    use rampart_kms::model::AuditDraft;
+    let cluster = PgCluster::get();
+    let db = cluster.database("two_writers");
+    let dir = std::env::temp_dir().join(format!("rampart-kms-gc-two-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let stores = [
+        rampart_kms::store::open(Some(&db), &dir).await.unwrap(),
+        rampart_kms::store::open(Some(&db), &dir).await.unwrap(),
+    ];
+    let (tasks, per_task) = (8usize, 40usize);
+    let mut handles = Vec::new();
+    for task in 0..tasks {
+        let store = std::sync::Arc::clone(&stores[task % 2]);
+        handles.push(tokio::spawn(async move {
+            let mut seqs = Vec::new();
+            for i in 0..per_task {
+                // Batches of one to three entries.
+                let drafts = (0..=(i % 3))
+                    .map(|j| AuditDraft {
+                        time_ms: 1,
+                        client: format!("server-{}", task % 2),
+                        operation: "test.append".into(),
+                        key: None,
+                        version: None,
+                        outcome: "ok".into(),
+                        detail: format!("{task}/{i}/{j}"),
+                    })
+                    .collect::<Vec<_>>();
+                let n = drafts.len();
+                let got = store.append_audit(drafts, None).await.unwrap();
+                assert_eq!(got.len(), n);
+                seqs.extend(got);
+            }
+            seqs
+        }));
+    }
+    let mut seqs = Vec::new();
+    for handle in handles {
+        seqs.extend(handle.await.unwrap());
+    }
+    // Every entry got its own place, with no gap.
+    seqs.sort_unstable();
+    let total = seqs.len() as u64;
+    assert_eq!(seqs, (1..=total).collect::<Vec<_>>());
+    assert_eq!(psql(&db, "SELECT seq FROM kms_audit_head").unwrap(), total.to_string());
+    // One chain: each entry links to the one before it.
+    let mut verifier = Verifier::new(None);
+    let mut budget = u64::MAX;
+    let mut after = 0;
+    while after < total {
+        let page = stores[1].audit_chain_page(after, 1000).await.unwrap();
+        assert!(verifier.check_page(&page, u64::MAX, &mut budget) || after + 1000 >= total);
+        after += 1000;
+    }
+    let report = verifier.finish();
+    assert!(report.ok, "{report:?}");
+    assert_eq!(report.entries, total);
+    let _ = std::fs::remove_dir_all(&dir);
 }
