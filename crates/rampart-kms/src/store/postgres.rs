@@ -1012,6 +1012,9 @@ impl Store for PostgresStore {
             // order instead, each candidate kept when that version is its
             // key's newest; the selector is checked on the rows either
             // range yields. One statement: one snapshot.
+            // Only keys with a version count toward the limit (the page is
+            // joined with the versions): a key caught between its rows'
+            // writes must not shorten a page, which would end the walk.
             let (low, high) = name_range(&after, filter.prefix.as_deref());
             let page = if filter.selector.is_some() {
                 // A selector walks its range of the (selector, name) side
@@ -1020,6 +1023,7 @@ impl Store for PostgresStore {
                 "SELECT k.name, k.exportable, k.allow, k.created_ms
                  FROM kms_key_selectors s JOIN kms_keys k ON k.name = s.name
                  WHERE s.selector = $3 AND s.name > $1 AND s.name < $2
+                   AND EXISTS (SELECT 1 FROM kms_key_versions e WHERE e.name = k.name)
                    AND ($4::TEXT IS NULL OR (SELECT v.state FROM kms_key_versions v
                                              WHERE v.name = k.name
                                              ORDER BY v.version DESC LIMIT 1) = $4)
@@ -1033,8 +1037,9 @@ impl Store for PostgresStore {
                    AND $3::TEXT IS NULL
                  ORDER BY s.name COLLATE \"C\" LIMIT $5"
             } else {
-                "SELECT name, exportable, allow, created_ms FROM kms_keys
+                "SELECT name, exportable, allow, created_ms FROM kms_keys k
                  WHERE name COLLATE \"C\" > $1 AND name COLLATE \"C\" < $2
+                   AND EXISTS (SELECT 1 FROM kms_key_versions e WHERE e.name = k.name)
                    AND $3::TEXT IS NULL AND $4::TEXT IS NULL
                  ORDER BY name COLLATE \"C\" LIMIT $5"
             };

@@ -732,6 +732,9 @@ impl Store for SqliteStore {
             // The selector is checked on the rows either range yields.
             // One statement: the page and its versions come from one
             // snapshot.
+            // Only keys with a version count toward the limit (the page is
+            // joined with the versions): a key caught between its rows'
+            // writes must not shorten a page, which would end the walk.
             let (low, high) = name_range(&after, filter.prefix.as_deref());
             let page = if filter.selector.is_some() {
                 // A selector walks its range of the (selector, name)
@@ -740,6 +743,7 @@ impl Store for SqliteStore {
                 "SELECT k.name, k.exportable, k.allow, k.created_ms
                  FROM kms_key_selectors s JOIN kms_keys k ON k.name = s.name
                  WHERE s.selector = ?3 AND s.name > ?1 AND s.name < ?2
+                   AND EXISTS (SELECT 1 FROM kms_key_versions e WHERE e.name = k.name)
                    AND (?4 IS NULL OR (SELECT v.state FROM kms_key_versions v WHERE v.name = k.name
                                        ORDER BY v.version DESC LIMIT 1) = ?4)
                  ORDER BY s.name LIMIT ?5"
@@ -753,8 +757,9 @@ impl Store for SqliteStore {
                    AND ?3 IS NULL
                  ORDER BY s.name LIMIT ?5"
             } else {
-                "SELECT name, exportable, allow, created_ms FROM kms_keys
+                "SELECT name, exportable, allow, created_ms FROM kms_keys k
                  WHERE name > ?1 AND name < ?2
+                   AND EXISTS (SELECT 1 FROM kms_key_versions e WHERE e.name = k.name)
                    AND ?3 IS NULL AND ?4 IS NULL
                  ORDER BY name LIMIT ?5"
             };
