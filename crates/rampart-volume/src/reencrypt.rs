@@ -773,9 +773,9 @@ impl Reencryption {
                 let chunk = &mut buffer[..len as usize];
                 if options.crash_after.is_some_and(|n| zones >= n) {
                     settle(&mut self, &mut writing, &mut last, progress)?;
-                    self.zone(chunk, off, true, with_metadata, false)?;
+                    self.zone(chunk, off, true, with_metadata)?;
                 }
-                let record = self.prepare(chunk, off, false)?;
+                let record = self.prepare(chunk, off)?;
                 settle(&mut self, &mut writing, &mut last, progress)?;
                 if with_metadata {
                     self.checkpoint((off, len), true, record.as_deref())?;
@@ -839,16 +839,22 @@ impl Reencryption {
             })?;
             let crash = options.crash_after.is_some_and(|n| zones >= n);
             device.gate.begin_zone(off, len);
-            let result = self.zone(chunk, off, crash, with_metadata, true).and_then(|()| {
-                // The clients of the hotzone, let in next, see it as
-                // the header now maps it (or will, without metadata).
-                let map = if with_metadata {
-                    self.luks.data_map()?
-                } else {
-                    self.luks.reencrypt_data_map_after(self.data_len, (off, len))?
-                };
-                device.remap(&map).map_err(ReencryptError::from)
-            });
+            let source = self.source(off);
+            let result = self
+                .raw
+                .read_at(chunk, source)
+                .map_err(|e| ReencryptError::from(self.data_io("cannot read the data of", e)))
+                .and_then(|()| self.zone(chunk, off, crash, with_metadata))
+                .and_then(|()| {
+                    // The clients of the hotzone, let in next, see it as
+                    // the header now maps it (or will, without metadata).
+                    let map = if with_metadata {
+                        self.luks.data_map()?
+                    } else {
+                        self.luks.reencrypt_data_map_after(self.data_len, (off, len))?
+                    };
+                    device.remap(&map).map_err(ReencryptError::from)
+                });
             match result {
                 Ok(()) => device.gate.end_zone(off + len),
                 Err(e) => {
@@ -924,20 +930,17 @@ impl Reencryption {
     /// Processes the hotzone `[off, off+len)` whose old data is `chunk`:
     /// resilience data and header first, then the data, then the header
     /// that records it done.
-    /// With `stored`, `chunk` is not read yet: the old data is read, or
-    /// lent in place by the device (see [`Self::prepare`]).
     fn zone(
         &mut self,
         chunk: &mut [u8],
         off: u64,
         crash: bool,
         with_metadata: bool,
-        stored: bool,
     ) -> Result<(), ReencryptError> {
         let len = chunk.len() as u64;
         let zone = (off, len);
         let offset = self.state.new.offset + off;
-        let record = self.prepare(chunk, off, stored)?;
+        let record = self.prepare(chunk, off)?;
         if with_metadata {
             self.checkpoint(zone, true, record.as_deref())?;
         }
@@ -962,37 +965,8 @@ impl Reencryption {
     /// Takes what the resilience keeps of the hotzone at `off` whose old
     /// data is `chunk` (returned: the area's content for the checkpoint
     /// that opens the hotzone), and processes `chunk` in place. Writes
-    /// nothing. With `stored`, `chunk` is not read yet: a re-encryption in
-    /// place (checksum or no resilience) hashes and decrypts the old
-    /// ciphertext straight from the device's mapped page cache when it
-    /// lends it, sparing a copy; anything else reads it first.
-    fn prepare(
-        &self,
-        chunk: &mut [u8],
-        off: u64,
-        stored: bool,
-    ) -> Result<Option<Vec<u8>>, ReencryptError> {
-        if stored {
-            let in_place = self.source(off) == self.state.old.offset + off;
-            match (&self.state.resilience, &self.old, &self.new) {
-                (Resilience::Checksum { hash, block_size }, Some(old), Some(new)) if in_place => {
-                    let bs = *block_size as usize;
-                    let mut sums = vec![0u8; chunk.len().div_ceil(bs) * hash.output_len()];
-                    old.read_recrypt_sectors(new, chunk, off, Some((*hash, bs, &mut sums)))
-                        .map_err(|e| self.data_io("cannot re-encrypt the data of", e))?;
-                    return Ok(Some(sums));
-                }
-                (Resilience::None, Some(old), Some(new)) if in_place => {
-                    old.read_recrypt_sectors(new, chunk, off, None)
-                        .map_err(|e| self.data_io("cannot re-encrypt the data of", e))?;
-                    return Ok(None);
-                }
-                _ => self
-                    .raw
-                    .read_at(chunk, self.source(off))
-                    .map_err(|e| self.data_io("cannot read the data of", e))?,
-            }
-        }
+    /// nothing.
+    fn prepare(&self, chunk: &mut [u8], off: u64) -> Result<Option<Vec<u8>>, ReencryptError> {
         let record = match self.state.resilience.clone() {
             Resilience::Checksum { hash, block_size } => {
                 // Hashes of the old data, committed before any write.
