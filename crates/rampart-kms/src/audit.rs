@@ -627,6 +627,24 @@ pub struct ExportedEntry {
 }
 
 impl ExportedEntry {
+    /// The entry a store just wrote: `draft` sealed into `row`.
+    #[must_use]
+    pub fn sealed(draft: &AuditDraft, row: &ChainedRow) -> Self {
+        Self {
+            seq: row.seq,
+            prev_hash: hex::encode(&row.prev_hash),
+            time_ms: draft.time_ms,
+            client: draft.client.clone(),
+            operation: draft.operation.clone(),
+            key: draft.key.clone(),
+            version: draft.version,
+            outcome: draft.outcome.clone(),
+            detail: draft.detail.clone(),
+            hash: hex::encode(&row.hash),
+            mac: row.mac.as_ref().map(hex::encode),
+        }
+    }
+
     #[must_use]
     pub fn new(entry: AuditEntry, prev_hash: String) -> Self {
         Self {

@@ -699,19 +699,7 @@ impl<'a> SealedBatch<'a> {
             batch.seqs.push(to_i64(seq));
             batch.times.push(draft.time_ms);
             batch.versions.push(draft.version.map(i64::from));
-            batch.entries.push(ExportedEntry {
-                seq,
-                prev_hash: hex::encode(&row.prev_hash),
-                time_ms: draft.time_ms,
-                client: draft.client.clone(),
-                operation: draft.operation.clone(),
-                key: draft.key.clone(),
-                version: draft.version,
-                outcome: draft.outcome.clone(),
-                detail: draft.detail.clone(),
-                hash: hex::encode(&row.hash),
-                mac: row.mac.as_ref().map(hex::encode),
-            });
+            batch.entries.push(ExportedEntry::sealed(draft, &row));
             batch.prevs.push(row.prev_hash);
             batch.hashes.push(row.hash.clone());
             batch.macs.push(row.mac);

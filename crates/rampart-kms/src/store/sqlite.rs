@@ -140,19 +140,7 @@ fn append(
                 row.hash,
                 row.mac
             ])?;
-            out.push(ExportedEntry {
-                seq,
-                prev_hash: hex::encode(&row.prev_hash),
-                time_ms: draft.time_ms,
-                client: draft.client.clone(),
-                operation: draft.operation.clone(),
-                key: draft.key.clone(),
-                version: draft.version,
-                outcome: draft.outcome.clone(),
-                detail: draft.detail.clone(),
-                hash: hex::encode(&row.hash),
-                mac: row.mac.as_ref().map(hex::encode),
-            });
+            out.push(ExportedEntry::sealed(draft, &row));
             prev = row.hash;
         }
     }
