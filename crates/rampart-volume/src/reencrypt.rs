@@ -42,7 +42,7 @@ use std::sync::{mpsc, Arc};
 use rampart_crypto::{digest_blocks, HashAlg, SecretBytes};
 use rampart_luks::{Luks, MetadataIo, ReencryptState, Resilience};
 
-use crate::gate::ZoneGate;
+use crate::gate::{Access, ZoneGate};
 use crate::lock::ReencryptionLock;
 use crate::{
     check_range, sector_cipher_kind, BlockDevice, CryptDevice, CryptLayout, FileDevice,
@@ -649,6 +649,7 @@ impl Reencryption {
                 match &options.serving {
                     Some(device) => {
                         device.gate.begin_zone(start, len);
+                        device.gate.close_zone();
                         let recovered = self
                             .recover(start, len)
                             .and_then(|()| device.remap(&self.luks.data_map()?));
@@ -773,7 +774,7 @@ impl Reencryption {
                 let chunk = &mut buffer[..len as usize];
                 if options.crash_after.is_some_and(|n| zones >= n) {
                     settle(&mut self, &mut writing, &mut last, progress)?;
-                    self.zone(chunk, off, true, with_metadata)?;
+                    self.zone(chunk, off, true, with_metadata, || ())?;
                 }
                 let record = self.prepare(chunk, off)?;
                 settle(&mut self, &mut writing, &mut last, progress)?;
@@ -844,7 +845,9 @@ impl Reencryption {
                 .raw
                 .read_at(chunk, source)
                 .map_err(|e| ReencryptError::from(self.data_io("cannot read the data of", e)))
-                .and_then(|()| self.zone(chunk, off, crash, with_metadata))
+                .and_then(|()| {
+                    self.zone(chunk, off, crash, with_metadata, || device.gate.close_zone())
+                })
                 .and_then(|()| {
                     // The clients of the hotzone, let in next, see it as
                     // the header now maps it (or will, without metadata).
@@ -928,14 +931,15 @@ impl Reencryption {
     }
 
     /// Processes the hotzone `[off, off+len)` whose old data is `chunk`:
-    /// resilience data and header first, then the data, then the header
-    /// that records it done.
+    /// resilience data and header first, then (after `before_write`) the
+    /// data, then the header that records it done.
     fn zone(
         &mut self,
         chunk: &mut [u8],
         off: u64,
         crash: bool,
         with_metadata: bool,
+        before_write: impl FnOnce(),
     ) -> Result<(), ReencryptError> {
         let len = chunk.len() as u64;
         let zone = (off, len);
@@ -944,6 +948,7 @@ impl Reencryption {
         if with_metadata {
             self.checkpoint(zone, true, record.as_deref())?;
         }
+        before_write();
         if crash {
             let half = (len / 2 / self.unit() * self.unit()) as usize;
             self.raw
@@ -1340,10 +1345,11 @@ impl ReencryptingDevice {
         &self,
         offset: u64,
         len: u64,
+        access: Access,
         mut op: impl FnMut(&Target, u64, usize, usize) -> io::Result<()>,
     ) -> io::Result<()> {
         check_range(offset, len, self.len)?;
-        let _passage = self.gate.enter(offset, len)?;
+        let _passage = self.gate.enter(offset, len, access)?;
         let map = self.current();
         let end = offset + len;
         let first = map.partition_point(|p| p.end <= offset);
@@ -1370,7 +1376,7 @@ impl BlockDevice for ReencryptingDevice {
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.each(offset, buf.len() as u64, |target, at, from, n| {
+        self.each(offset, buf.len() as u64, Access::Read, |target, at, from, n| {
             let part = &mut buf[from..from + n];
             match target {
                 Target::Plain(base) => self.raw.read_at(part, base + at),
@@ -1380,7 +1386,7 @@ impl BlockDevice for ReencryptingDevice {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.each(offset, buf.len() as u64, |target, at, from, n| {
+        self.each(offset, buf.len() as u64, Access::Write, |target, at, from, n| {
             let part = &buf[from..from + n];
             match target {
                 Target::Plain(base) => self.raw.write_at(part, base + at),
@@ -1395,14 +1401,14 @@ impl BlockDevice for ReencryptingDevice {
     }
 
     fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
-        self.each(offset, len, |target, at, _, n| match target {
+        self.each(offset, len, Access::Write, |target, at, _, n| match target {
             Target::Plain(base) => self.raw.discard(base + at, n as u64),
             Target::Crypt(dev) => dev.discard(at, n as u64),
         })
     }
 
     fn write_zeroes(&self, offset: u64, len: u64) -> io::Result<()> {
-        self.each(offset, len, |target, at, _, n| match target {
+        self.each(offset, len, Access::Write, |target, at, _, n| match target {
             Target::Plain(base) => self.raw.write_zeroes(base + at, n as u64),
             Target::Crypt(dev) => dev.write_zeroes(at, n as u64),
         })
