@@ -186,6 +186,33 @@ impl<D: BlockDevice> CryptDevice<D> {
         offset: u64,
         checksums: Option<(rampart_crypto::HashAlg, usize, &mut [u8])>,
     ) -> io::Result<()> {
+        self.recrypt(to, buf, offset, checksums, false)
+    }
+
+    /// [`Self::recrypt_sectors`] of the ciphertext stored under this
+    /// segment at plaintext offset `offset`, read into `buf` first. Where
+    /// the device underneath lends its stored bytes in place (a mapped
+    /// page cache), each piece is hashed and decrypted straight from them
+    /// into `buf`: the old ciphertext is never copied (an online
+    /// reencryption's hotzone costs its clients that much less CPU).
+    pub fn read_recrypt_sectors<E: BlockDevice>(
+        &self,
+        to: &CryptDevice<E>,
+        buf: &mut [u8],
+        offset: u64,
+        checksums: Option<(rampart_crypto::HashAlg, usize, &mut [u8])>,
+    ) -> io::Result<()> {
+        self.recrypt(to, buf, offset, checksums, true)
+    }
+
+    fn recrypt<E: BlockDevice>(
+        &self,
+        to: &CryptDevice<E>,
+        buf: &mut [u8],
+        offset: u64,
+        checksums: Option<(rampart_crypto::HashAlg, usize, &mut [u8])>,
+        stored: bool,
+    ) -> io::Result<()> {
         self.check_whole(buf.len(), offset)?;
         to.check_whole(buf.len(), offset)?;
         let unit = self.sector().max(to.sector());
@@ -204,11 +231,31 @@ impl<D: BlockDevice> CryptDevice<D> {
         let grain = block.max(unit);
         let piece = (256 << 10).max(grain) / grain * grain;
         let run = |(i, chunk): (usize, &mut [u8]), sums: &mut [u8]| -> io::Result<()> {
+            let at = offset + (i * piece) as u64;
+            if stored {
+                let (first, step) = self.tweaks(at);
+                let sector = self.sector();
+                let lent = self.with_cipher(|cipher| {
+                    let mut done = Ok(());
+                    let lent =
+                        self.inner.lend_stored(self.layout.offset + at, chunk.len(), &mut |old| {
+                            done = match hash {
+                                Some(hash) => rampart_crypto::digest_blocks(hash, old, block, sums),
+                                None => Ok(()),
+                            }
+                            .and_then(|()| cipher.decrypt_to(old, chunk, sector, first, step));
+                        });
+                    done.map(|()| lent)
+                })?;
+                if lent {
+                    return to.transform_here(chunk, at, true);
+                }
+                self.inner.read_at(chunk, self.layout.offset + at)?;
+            }
             if let Some(hash) = hash {
                 rampart_crypto::digest_blocks(hash, chunk, block, sums)
                     .map_err(io::Error::other)?;
             }
-            let at = offset + (i * piece) as u64;
             self.transform_here(chunk, at, false)?;
             to.transform_here(chunk, at, true)
         };

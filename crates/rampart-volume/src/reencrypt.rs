@@ -774,9 +774,9 @@ impl Reencryption {
                 let chunk = &mut buffer[..len as usize];
                 if options.crash_after.is_some_and(|n| zones >= n) {
                     settle(&mut self, &mut writing, &mut last, progress)?;
-                    self.zone(chunk, off, true, with_metadata, || ())?;
+                    self.zone(chunk, off, true, with_metadata, false, || ())?;
                 }
-                let record = self.prepare(chunk, off)?;
+                let record = self.prepare(chunk, off, false)?;
                 settle(&mut self, &mut writing, &mut last, progress)?;
                 if with_metadata {
                     self.checkpoint((off, len), true, record.as_deref())?;
@@ -840,14 +840,8 @@ impl Reencryption {
             })?;
             let crash = options.crash_after.is_some_and(|n| zones >= n);
             device.gate.begin_zone(off, len);
-            let source = self.source(off);
             let result = self
-                .raw
-                .read_at(chunk, source)
-                .map_err(|e| ReencryptError::from(self.data_io("cannot read the data of", e)))
-                .and_then(|()| {
-                    self.zone(chunk, off, crash, with_metadata, || device.gate.close_zone())
-                })
+                .zone(chunk, off, crash, with_metadata, true, || device.gate.close_zone())
                 .and_then(|()| {
                     // The clients of the hotzone, let in next, see it as
                     // the header now maps it (or will, without metadata).
@@ -932,19 +926,22 @@ impl Reencryption {
 
     /// Processes the hotzone `[off, off+len)` whose old data is `chunk`:
     /// resilience data and header first, then (after `before_write`) the
-    /// data, then the header that records it done.
+    /// data, then the header that records it done. With `stored`, `chunk`
+    /// is not read yet: the old data is read, or lent in place by the
+    /// device (see [`Self::prepare`]).
     fn zone(
         &mut self,
         chunk: &mut [u8],
         off: u64,
         crash: bool,
         with_metadata: bool,
+        stored: bool,
         before_write: impl FnOnce(),
     ) -> Result<(), ReencryptError> {
         let len = chunk.len() as u64;
         let zone = (off, len);
         let offset = self.state.new.offset + off;
-        let record = self.prepare(chunk, off)?;
+        let record = self.prepare(chunk, off, stored)?;
         if with_metadata {
             self.checkpoint(zone, true, record.as_deref())?;
         }
@@ -970,8 +967,37 @@ impl Reencryption {
     /// Takes what the resilience keeps of the hotzone at `off` whose old
     /// data is `chunk` (returned: the area's content for the checkpoint
     /// that opens the hotzone), and processes `chunk` in place. Writes
-    /// nothing.
-    fn prepare(&self, chunk: &mut [u8], off: u64) -> Result<Option<Vec<u8>>, ReencryptError> {
+    /// nothing. With `stored`, `chunk` is not read yet: a re-encryption in
+    /// place (checksum or no resilience) hashes and decrypts the old
+    /// ciphertext straight from the device's mapped page cache when it
+    /// lends it, sparing a copy; anything else reads it first.
+    fn prepare(
+        &self,
+        chunk: &mut [u8],
+        off: u64,
+        stored: bool,
+    ) -> Result<Option<Vec<u8>>, ReencryptError> {
+        if stored {
+            let in_place = self.source(off) == self.state.old.offset + off;
+            match (&self.state.resilience, &self.old, &self.new) {
+                (Resilience::Checksum { hash, block_size }, Some(old), Some(new)) if in_place => {
+                    let bs = *block_size as usize;
+                    let mut sums = vec![0u8; chunk.len().div_ceil(bs) * hash.output_len()];
+                    old.read_recrypt_sectors(new, chunk, off, Some((*hash, bs, &mut sums)))
+                        .map_err(|e| self.data_io("cannot re-encrypt the data of", e))?;
+                    return Ok(Some(sums));
+                }
+                (Resilience::None, Some(old), Some(new)) if in_place => {
+                    old.read_recrypt_sectors(new, chunk, off, None)
+                        .map_err(|e| self.data_io("cannot re-encrypt the data of", e))?;
+                    return Ok(None);
+                }
+                _ => self
+                    .raw
+                    .read_at(chunk, self.source(off))
+                    .map_err(|e| self.data_io("cannot read the data of", e))?,
+            }
+        }
         let record = match self.state.resilience.clone() {
             Resilience::Checksum { hash, block_size } => {
                 // Hashes of the old data, committed before any write.

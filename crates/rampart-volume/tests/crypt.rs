@@ -207,6 +207,66 @@ fn reads_from_the_mapped_page_cache_equal_reads_from_memory() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Re-encryption reading the old ciphertext from the mapped page cache
+/// (a file lends it) and reading it into the buffer (memory does not):
+/// the same new ciphertext and the same checksums of the old one as a
+/// read followed by `recrypt_sectors`.
+#[test]
+fn re_encryption_from_the_mapped_page_cache_equals_reading_first() {
+    use rampart_crypto::HashAlg;
+    let dir = std::env::temp_dir().join(format!("rampart-crypt-recrypt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("volume");
+    let file = std::fs::File::create_new(&path).unwrap();
+    file.set_len((4 << 20) + 8192).unwrap();
+    drop(file);
+    let (old_key, new_key) = (xts_key(), xts_key());
+    let layout = CryptLayout { offset: 8192, size: 4 << 20, sector_size: 4096, iv_tweak: 3 };
+    let cipher =
+        |key: &SecretBytes| SectorCipher::new(SectorCipherKind::AesXtsPlain64, key).unwrap();
+    let raw: Arc<dyn BlockDevice> = Arc::new(FileDevice::open(&path, false).unwrap());
+    let memory: Arc<dyn BlockDevice> = Arc::new(MemDevice::new((4 << 20) + 8192));
+    let plain = random(4 << 20);
+    let mut pairs = Vec::new();
+    for inner in [&raw, &memory] {
+        let old = CryptDevice::new(Arc::clone(inner), layout, cipher(&old_key)).unwrap();
+        let new = CryptDevice::new(Arc::clone(inner), layout, cipher(&new_key)).unwrap();
+        old.write_at(&plain, 0).unwrap();
+        pairs.push((old, new, Arc::clone(inner)));
+    }
+    for (offset, len) in [(0u64, 4usize << 20), (8192, 512 << 10), (1 << 20, 4096)] {
+        let mut expected = vec![0u8; len];
+        pairs[1].2.read_at(&mut expected, 8192 + offset).unwrap();
+        let mut expected_sums = vec![0u8; len / 4096 * 32];
+        pairs[1]
+            .0
+            .recrypt_sectors(
+                &pairs[1].1,
+                &mut expected,
+                offset,
+                Some((HashAlg::Sha256, 4096, &mut expected_sums)),
+            )
+            .unwrap();
+        for (old, new, _) in &pairs {
+            let mut got = vec![7u8; len];
+            let mut sums = vec![0u8; len / 4096 * 32];
+            old.read_recrypt_sectors(
+                new,
+                &mut got,
+                offset,
+                Some((HashAlg::Sha256, 4096, &mut sums)),
+            )
+            .unwrap();
+            assert!(got == expected, "{len} bytes at {offset}");
+            assert_eq!(sums, expected_sums, "{len} bytes at {offset}");
+            let mut none = vec![9u8; len];
+            old.read_recrypt_sectors(new, &mut none, offset, None).unwrap();
+            assert!(none == expected, "{len} bytes at {offset}, no checksums");
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Someone truncates the file under a served volume: reads of what is gone
 /// are errors (the mapped pages raise SIGBUS, which the read survives and
 /// reports through pread), reads of what is left still decrypt.
