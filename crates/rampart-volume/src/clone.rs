@@ -4,7 +4,7 @@
 //! source: the caller makes the new header and key.
 
 use std::io::{self, Write};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::ordered::read_in_order;
 use crate::{check_range, BlockDevice, CryptDevice, CryptLayout, SectorCipher};
@@ -33,17 +33,54 @@ pub fn write_clone(
     let total = layout.offset.checked_add(layout.size).ok_or_else(|| {
         io::Error::new(io::ErrorKind::InvalidInput, "the clone is larger than 2^64 bytes")
     })?;
-    let sink = SequentialSink { out: Mutex::new(Sink { out, position: 0 }), len: total };
+    let sink = Arc::new(SequentialSink { out: Mutex::new(Sink { out, position: 0 }), len: total });
     sink.write_at(header, 0)?;
-    let crypt = CryptDevice::new(sink, layout, cipher)?;
+    // Checks that the layout holds whole sectors, so every piece read
+    // (512 KiB from the start, or the end) does too.
+    let crypt = CryptDevice::new(Arc::clone(&sink), layout, cipher)?;
+    // The readers on every core decrypt and encrypt; the stream only writes.
+    let encrypting = Encrypting { source, crypt: &crypt };
     let mut position = 0u64;
-    read_in_order(source, 0, layout.size, workers, |plaintext| {
-        crypt.write_at(plaintext, position)?;
-        position += plaintext.len() as u64;
-        progress(plaintext.len() as u64);
+    read_in_order(&encrypting, 0, layout.size, workers, |ciphertext| {
+        sink.write_at(ciphertext, layout.offset + position)?;
+        position += ciphertext.len() as u64;
+        progress(ciphertext.len() as u64);
         Ok(())
     })?;
-    crypt.flush()
+    sink.flush()
+}
+
+/// The source's plaintext, read as the clone's ciphertext.
+struct Encrypting<'a, S: ?Sized, D> {
+    source: &'a S,
+    crypt: &'a CryptDevice<D>,
+}
+
+impl<S: BlockDevice + ?Sized, D: BlockDevice> BlockDevice for Encrypting<'_, S, D> {
+    fn len(&self) -> u64 {
+        self.source.len()
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.source.read_at(buf, offset)?;
+        self.crypt.transform_here(buf, offset, true)
+    }
+
+    fn write_at(&self, _buf: &[u8], _offset: u64) -> io::Result<()> {
+        Err(io::Error::new(io::ErrorKind::Unsupported, "a clone's source is not written"))
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn discard(&self, _offset: u64, _len: u64) -> io::Result<()> {
+        Err(io::Error::new(io::ErrorKind::Unsupported, "a clone's source is not written"))
+    }
+
+    fn write_zeroes(&self, _offset: u64, _len: u64) -> io::Result<()> {
+        Err(io::Error::new(io::ErrorKind::Unsupported, "a clone's source is not written"))
+    }
 }
 
 struct Sink<'a> {

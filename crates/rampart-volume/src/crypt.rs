@@ -133,7 +133,12 @@ impl<D: BlockDevice> CryptDevice<D> {
     }
 
     /// En- or decrypts whole sectors on the calling thread.
-    fn transform_here(&self, chunk: &mut [u8], offset: u64, encrypt: bool) -> io::Result<()> {
+    pub(crate) fn transform_here(
+        &self,
+        chunk: &mut [u8],
+        offset: u64,
+        encrypt: bool,
+    ) -> io::Result<()> {
         let sector = self.sector();
         let (first, step) = self.tweaks(offset);
         self.with_cipher(|cipher| {
