@@ -138,6 +138,13 @@ fn populate_then_bench_and_verify(store: Option<&str>) {
     assert_eq!(after["ok"], true, "{after}");
     assert!(after["entries"].as_u64() > report["entries"].as_u64(), "{after}");
     let by_host = json_lines(cli(&["kms", "audit", "--json", "--by", "host-0000001"]));
+    // Each host checks in about the secret it holds: the first check-in
+    // is chained, the unchanged ones after it are only counted.
+    for host in ["host-0000000", "host-0000001"] {
+        let entries = json_lines(cli(&["kms", "audit", "--json", "--by", host]));
+        let beats = entries.as_array().unwrap().iter().filter(|e| e["operation"] == "heartbeat");
+        assert_eq!(beats.count(), 1, "{host}: {entries}");
+    }
     assert!(
         by_host.as_array().unwrap().iter().any(|e| e["operation"] == "key.unwrap"
             && e["outcome"] == "ok"

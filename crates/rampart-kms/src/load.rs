@@ -112,7 +112,8 @@ impl Pick {
 
 /// Runs `plan` against `hosts` (each a client with its own identity and
 /// connections; task `t` speaks as hosts `t`, `t + concurrency`, ... in
-/// turn), each request on a random secret of `work`.
+/// turn): unwraps of a random secret of `work`, heartbeats about the
+/// host's own secret.
 pub async fn run(
     hosts: &[KmsClient],
     work: &Workload,
@@ -129,10 +130,23 @@ pub async fn run(
         random_secret(8).map_err(crate::KmsError::from)?.expose().try_into().unwrap_or([0x5eu8; 8]),
     ) | 1;
     for t in 0..plan.concurrency {
-        let mine: Vec<KmsClient> =
-            hosts.iter().skip(t % hosts.len()).step_by(plan.concurrency).cloned().collect();
+        // Each host holds one secret of its own (host `h` the secret
+        // `h % secrets`) and checks in about that one, as an agent reports
+        // the keys it holds: an unchanged check-in is then quiet on any
+        // store. Unwraps pick any secret.
+        let mine: Vec<(usize, KmsClient)> = hosts
+            .iter()
+            .cloned()
+            .enumerate()
+            .skip(t % hosts.len())
+            .step_by(plan.concurrency)
+            .collect();
         // More tasks than hosts: tasks share them round robin.
-        let mine = if mine.is_empty() { vec![hosts[t % hosts.len()].clone()] } else { mine };
+        let mine = if mine.is_empty() {
+            vec![(t % hosts.len(), hosts[t % hosts.len()].clone())]
+        } else {
+            mine
+        };
         let items = Arc::clone(&work.items);
         let (duration, heartbeat) = (plan.duration, plan.heartbeat_percent);
         let mut pick = Pick(seed.wrapping_add((t as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1);
@@ -141,15 +155,16 @@ pub async fn run(
             let (mut unwraps, mut heartbeats) = (0u64, 0u64);
             let mut turn = 0usize;
             while start.elapsed() < duration {
-                let host = &mine[turn % mine.len()];
+                let (index, host) = &mine[turn % mine.len()];
                 turn = turn.wrapping_add(1);
-                let (ciphertext, held) = &items[pick.below(items.len())];
                 let beat = heartbeat > 0 && pick.below(100) < heartbeat as usize;
                 let t = Instant::now();
                 if beat {
+                    let (_, held) = &items[index % items.len()];
                     host.heartbeat(std::slice::from_ref(held)).await?;
                     heartbeats += 1;
                 } else {
+                    let (ciphertext, _) = &items[pick.below(items.len())];
                     host.unwrap(ciphertext, CONTEXT).await?;
                     unwraps += 1;
                 }

@@ -590,6 +590,87 @@ async fn rotation_keeps_old_ciphertexts_and_revoke_and_destroy_stop_them(backend
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_change_holds_for_every_request_after_it_returns_on_sqlite() {
+    a_state_change_holds_for_every_request_after_it_returns(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_change_holds_for_every_request_after_it_returns_on_postgres() {
+    a_state_change_holds_for_every_request_after_it_returns(Backend::Postgres).await;
+}
+
+/// The data path's rows are kept between writes (SQLite's
+/// `MaterialCache`): hosts unwrapping as fast as they can while the admin
+/// rotates, revokes and destroys must see each change in every request
+/// they start after the change returned, never a row from before it.
+async fn a_state_change_holds_for_every_request_after_it_returns(backend: Backend) {
+    // No rate limit: the hosts ask as fast as the server answers.
+    let limits = Limits { rate: 0.0, ..Limits::default() };
+    let d = Deployment::with_limits(backend, "changes_under_load", None, limits).await;
+    let admin = d.admin();
+    admin.create_key("busy", &["label:role=host".into()], false).await.unwrap();
+    let host = d.issue("h", "role=host").await;
+    let first = host.wrap("busy", b"one", b"").await.unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Each worker records (started after change N, outcome).
+    let changes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..4 {
+        let (host, first, stop, changes) =
+            (host.clone(), first.clone(), Arc::clone(&stop), Arc::clone(&changes));
+        workers.spawn(async move {
+            let mut seen = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let before = changes.load(std::sync::atomic::Ordering::SeqCst);
+                let outcome = match host.unwrap(&first, b"").await {
+                    Ok(plain) => {
+                        assert_eq!(plain.expose(), b"one");
+                        "ok".to_owned()
+                    }
+                    Err(e) => api_code(Err::<(), _>(e)),
+                };
+                seen.push((before, outcome));
+            }
+            seen
+        });
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // 1: a rotation; version 1 still unwraps, and a wrap takes version 2
+    // at once (the newest version was read, and kept, before).
+    admin.rotate_key("busy").await.unwrap();
+    changes.store(1, std::sync::atomic::Ordering::SeqCst);
+    let second = host.wrap("busy", b"two", b"").await.unwrap();
+    assert!(second.starts_with("rampart:v1:busy:2:"), "{second}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // 2: version 1 revoked.
+    admin.revoke_key("busy", "rotated away", Some(1)).await.unwrap();
+    changes.store(2, std::sync::atomic::Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // 3: every version destroyed.
+    admin.destroy_key("busy", None).await.unwrap();
+    changes.store(3, std::sync::atomic::Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut counts = [0usize; 4];
+    while let Some(seen) = workers.join_next().await {
+        for (after, outcome) in seen.unwrap() {
+            counts[after] += 1;
+            // The latest change each outcome is possible after (a request
+            // may also see a change made while it was in flight).
+            let newest = match outcome.as_str() {
+                "ok" => 1,
+                "key_revoked" => 2,
+                "key_destroyed" => 3,
+                other => panic!("unexpected outcome {other}"),
+            };
+            assert!(newest >= after, "a request started after change {after} got {outcome}");
+        }
+    }
+    assert!(counts.iter().all(|&n| n > 0), "requests in every phase: {counts:?}");
+    assert_eq!(api_code(host.unwrap(&second, b"").await), "key_destroyed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn audit_verify_catches_edited_removed_and_reordered_rows_on_sqlite() {
     audit_verify_catches_edited_removed_and_reordered_rows(Backend::Sqlite).await;
 }

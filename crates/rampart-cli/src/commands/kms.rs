@@ -155,7 +155,8 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 10_000, value_name = "N")]
     pub sample: u64,
     /// Percent of requests that are heartbeats (POST /v1/heartbeat naming
-    /// the key of a random secret) instead of unwraps.
+    /// the key of the secret the host holds: host N holds secret N modulo
+    /// the sample) instead of unwraps.
     #[arg(long, default_value_t = 0, value_name = "P")]
     pub heartbeat_percent: u32,
     /// Play many hosts: every DIR/*.bundle is a client identity with its

@@ -6,6 +6,7 @@
 //! [`SqliteStore`] is the default (one file, `DIR/kms.db`);
 //! [`PostgresStore`] lets several servers share one database.
 
+mod material_cache;
 mod postgres;
 mod sqlite;
 

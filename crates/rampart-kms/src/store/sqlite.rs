@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
+use super::material_cache::MaterialCache;
 use super::{
     attach_versions, decode_labels, decode_policy, encode_labels, encode_policy, meta,
     migrations_after, name_range, to_u32, to_u64, version_info, AuditDriver, AuditFilter,
@@ -226,6 +227,7 @@ pub struct SqliteStore {
     writer: Arc<Mutex<Connection>>,
     readers: Arc<Vec<Mutex<Connection>>>,
     next_reader: Arc<AtomicUsize>,
+    material_cache: Arc<MaterialCache>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -282,6 +284,7 @@ impl SqliteStore {
             writer: Arc::new(Mutex::new(writer)),
             readers: Arc::new(readers),
             next_reader: Arc::new(AtomicUsize::new(0)),
+            material_cache: Arc::new(MaterialCache::default()),
         })
     }
 
@@ -319,7 +322,25 @@ impl SqliteStore {
         &self.path
     }
 
+    /// A write that may change keys: the rows the data path kept are
+    /// stale once it is done ([`MaterialCache`]). Writes to the audit log
+    /// alone go through [`Self::write_log`].
     fn write<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T> + Send + 'static,
+    ) -> StoreFuture<'_, T> {
+        let cache = Arc::clone(&self.material_cache);
+        self.write_log(move |conn| {
+            let result = f(conn);
+            cache.invalidate();
+            result
+        })
+    }
+
+    /// A write to the audit log, its checkpoints, exports and filter
+    /// references, or the server list: tables the data path's rows do not
+    /// come from.
+    fn write_log<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Connection) -> Result<T> + Send + 'static,
     ) -> StoreFuture<'_, T> {
@@ -340,11 +361,11 @@ impl SqliteStore {
         })
     }
 
-    /// A write that may take milliseconds (an audit group of hundreds of
-    /// entries, and the WAL checkpoint SQLite runs inside the commit that
-    /// fills the WAL): always on the blocking pool, so it never holds up
-    /// the requests queued on a runtime thread behind it.
-    fn write_blocking<T: Send + 'static>(
+    /// A write to the audit log that may take milliseconds (an audit group
+    /// of hundreds of entries, and the WAL checkpoint SQLite runs inside
+    /// the commit that fills the WAL): always on the blocking pool, so it
+    /// never holds up the requests queued on a runtime thread behind it.
+    fn write_log_blocking<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Connection) -> Result<T> + Send + 'static,
     ) -> StoreFuture<'_, T> {
@@ -404,6 +425,61 @@ impl SqliteStore {
         }
         self.read(f)
     }
+}
+
+/// A key's policy and one version (`None`: the newest) with its sealed
+/// material and KMIP dates, in one query.
+fn read_material(
+    conn: &Connection,
+    name: &str,
+    version: Option<u32>,
+) -> Result<Option<MaterialRow>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT k.allow, k.exportable, v.version, v.state, v.reason, v.created_ms,
+                        v.changed_ms, v.material, o.object_type, o.activation_ms,
+                        o.deactivation_ms
+                 FROM kms_keys k JOIN kms_key_versions v ON v.name = k.name
+                 LEFT JOIN kms_kmip_objects o ON o.key_name = v.name AND o.version = v.version
+                 WHERE k.name = ?1 AND (?2 IS NULL OR v.version = ?2)
+                 ORDER BY v.version DESC LIMIT 1",
+    )?;
+    let row = stmt
+        .query_row(params![name, version], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, bool>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, Option<String>>(4)?,
+                r.get::<_, i64>(5)?,
+                r.get::<_, Option<i64>>(6)?,
+                r.get::<_, Option<Vec<u8>>>(7)?,
+                (
+                    r.get::<_, Option<i64>>(8)?,
+                    r.get::<_, Option<i64>>(9)?,
+                    r.get::<_, Option<i64>>(10)?,
+                ),
+            ))
+        })
+        .optional()?;
+    row.map(|(allow, exportable, v, state, reason, created, changed, material, kmip)| {
+        let kmip = match kmip {
+            (Some(object_type), activation_ms, deactivation_ms) => Some(KmipUse {
+                object_type: to_u32(object_type, "KMIP object type")?,
+                activation_ms,
+                deactivation_ms,
+            }),
+            _ => None,
+        };
+        Ok(MaterialRow {
+            allow: decode_policy(&allow)?,
+            exportable,
+            version: version_info(v, &state, reason, created, changed)?,
+            material,
+            kmip,
+        })
+    })
+    .transpose()
 }
 
 const KMIP_OBJECT_COLUMNS: &str = "key_name, version, object_type, algorithm, length, \
@@ -794,53 +870,18 @@ impl Store for SqliteStore {
         name: String,
         version: Option<u32>,
     ) -> StoreFuture<'_, Option<MaterialRow>> {
+        let generation = self.material_cache.generation();
+        let key = (name, version);
+        if let Some(row) = self.material_cache.get(&key, generation) {
+            return Box::pin(std::future::ready(Ok(Some(row))));
+        }
+        let cache = Arc::clone(&self.material_cache);
         self.read_point(move |conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT k.allow, k.exportable, v.version, v.state, v.reason, v.created_ms,
-                        v.changed_ms, v.material, o.object_type, o.activation_ms,
-                        o.deactivation_ms
-                 FROM kms_keys k JOIN kms_key_versions v ON v.name = k.name
-                 LEFT JOIN kms_kmip_objects o ON o.key_name = v.name AND o.version = v.version
-                 WHERE k.name = ?1 AND (?2 IS NULL OR v.version = ?2)
-                 ORDER BY v.version DESC LIMIT 1",
-            )?;
-            let row = stmt
-                .query_row(params![name, version], |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, bool>(1)?,
-                        r.get::<_, i64>(2)?,
-                        r.get::<_, String>(3)?,
-                        r.get::<_, Option<String>>(4)?,
-                        r.get::<_, i64>(5)?,
-                        r.get::<_, Option<i64>>(6)?,
-                        r.get::<_, Option<Vec<u8>>>(7)?,
-                        (
-                            r.get::<_, Option<i64>>(8)?,
-                            r.get::<_, Option<i64>>(9)?,
-                            r.get::<_, Option<i64>>(10)?,
-                        ),
-                    ))
-                })
-                .optional()?;
-            row.map(|(allow, exportable, v, state, reason, created, changed, material, kmip)| {
-                let kmip = match kmip {
-                    (Some(object_type), activation_ms, deactivation_ms) => Some(KmipUse {
-                        object_type: to_u32(object_type, "KMIP object type")?,
-                        activation_ms,
-                        deactivation_ms,
-                    }),
-                    _ => None,
-                };
-                Ok(MaterialRow {
-                    allow: decode_policy(&allow)?,
-                    exportable,
-                    version: version_info(v, &state, reason, created, changed)?,
-                    material,
-                    kmip,
-                })
-            })
-            .transpose()
+            let row = read_material(conn, &key.0, key.1)?;
+            if let Some(row) = &row {
+                cache.put(key, generation, row);
+            }
+            Ok(row)
         })
     }
 
@@ -1026,7 +1067,7 @@ impl Store for SqliteStore {
         drafts: Vec<AuditDraft>,
         root: Option<Arc<RootKey>>,
     ) -> StoreFuture<'_, Vec<u64>> {
-        self.write(move |conn| {
+        self.write_log(move |conn| {
             Ok(append(conn, &drafts, root.as_deref())?.into_iter().map(|e| e.seq).collect())
         })
     }
@@ -1036,7 +1077,7 @@ impl Store for SqliteStore {
         drafts: Vec<AuditDraft>,
         root: Option<Arc<RootKey>>,
     ) -> StoreFuture<'_, Vec<ExportedEntry>> {
-        self.write_blocking(move |conn| append(conn, &drafts, root.as_deref()))
+        self.write_log_blocking(move |conn| append(conn, &drafts, root.as_deref()))
     }
 
     fn audit_anchor(&self) -> StoreFuture<'_, Option<Mark>> {
@@ -1053,7 +1094,7 @@ impl Store for SqliteStore {
     }
 
     fn server_checkin(&self, server: ServerPresence, forget_before_ms: i64) -> StoreFuture<'_, ()> {
-        self.write(move |conn| {
+        self.write_log(move |conn| {
             conn.execute(
                 "INSERT INTO kms_servers (id, host, address, version, started_ms, seen_ms)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)
@@ -1093,7 +1134,7 @@ impl Store for SqliteStore {
     }
 
     fn add_audit_checkpoint(&self, mark: Mark) -> StoreFuture<'_, ()> {
-        self.write(move |conn| {
+        self.write_log(move |conn| {
             conn.execute(
                 "INSERT INTO kms_audit_checkpoints (seq, hash, time_ms, mac) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (seq) DO NOTHING",
@@ -1131,7 +1172,7 @@ impl Store for SqliteStore {
         client: String,
         time_ms: i64,
     ) -> StoreFuture<'_, ()> {
-        self.write(move |conn| {
+        self.write_log(move |conn| {
             conn.execute(
                 "INSERT INTO kms_audit_exports (after_seq, until_seq, until_hash, time_ms, client)
                  VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -1153,7 +1194,7 @@ impl Store for SqliteStore {
     }
 
     fn prune_audit(&self, expected_anchor_seq: u64, anchor: Mark) -> StoreFuture<'_, u64> {
-        self.write(move |conn| {
+        self.write_log(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let current: i64 = tx
                 .query_row("SELECT seq FROM kms_audit_anchor WHERE id = 1", [], |r| r.get(0))
@@ -1283,7 +1324,7 @@ impl Store for SqliteStore {
     }
 
     fn index_audit(&self, max_entries: u32) -> StoreFuture<'_, u64> {
-        self.write(move |conn| {
+        self.write_log(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let done: i64 = tx
                 .query_row("SELECT seq FROM kms_audit_refs_done", [], |r| r.get(0))
