@@ -136,10 +136,10 @@ pub async fn run(
         // store. Unwraps pick any secret.
         let mine: Vec<(usize, KmsClient)> = hosts
             .iter()
-            .cloned()
             .enumerate()
             .skip(t % hosts.len())
             .step_by(plan.concurrency)
+            .map(|(index, host)| (index, host.clone()))
             .collect();
         // More tasks than hosts: tasks share them round robin.
         let mine = if mine.is_empty() {

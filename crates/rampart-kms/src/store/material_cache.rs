@@ -11,7 +11,7 @@
 //!
 //! Coherence: an entry is good only for the generation it was read in,
 //! and every write of the store that is not to the audit log alone moves
-//! the generation on after its commit. A read takes the generation
+//! the generation on after its commit and drops every entry. A read takes the generation
 //! before it queries, so a row read before a commit is tagged with a
 //! generation that the commit's move makes stale; a hit is a row no write
 //! has happened since. This holds for the one process that owns a SQLite
@@ -59,9 +59,14 @@ impl MaterialCache {
         }
     }
 
-    /// Keeps `row`, read for `key` in `generation`.
+    /// Keeps `row`, read for `key` in `generation`, unless a write has
+    /// happened since (checked under the lock [`Self::invalidate`] clears
+    /// with, so no row read before a write outlives it).
     pub(crate) fn put(&self, key: RowKey, generation: u64, row: &MaterialRow) {
         let mut rows = self.rows.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if generation != self.generation() {
+            return;
+        }
         if rows.len() >= MAX_ROWS && !rows.contains_key(&key) {
             rows.clear();
         }
@@ -69,9 +74,11 @@ impl MaterialCache {
     }
 
     /// Called after every committed (or failed) write that may change a
-    /// key: every row kept so far is stale.
+    /// key: every row kept so far is stale, and dropped, so that a
+    /// destroyed version's sealed material does not stay in memory.
     pub(crate) fn invalidate(&self) {
         self.generation.fetch_add(1, Ordering::AcqRel);
+        self.rows.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
     }
 }
 
@@ -123,6 +130,17 @@ mod tests {
         cache.invalidate();
         cache.put(key.clone(), g, &row(1));
         assert!(cache.get(&key, cache.generation()).is_none());
+        assert!(cache.get(&key, g).is_none(), "not kept at all");
+    }
+
+    #[test]
+    fn a_write_drops_every_row() {
+        let cache = MaterialCache::default();
+        let g = cache.generation();
+        cache.put(("k".to_owned(), None), g, &row(1));
+        cache.invalidate();
+        assert!(cache.get(&("k".to_owned(), None), g).is_none());
+        assert!(cache.rows.lock().unwrap().is_empty());
     }
 
     #[test]

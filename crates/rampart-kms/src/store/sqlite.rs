@@ -436,12 +436,11 @@ fn read_material(
 ) -> Result<Option<MaterialRow>> {
     let mut stmt = conn.prepare_cached(
         "SELECT k.allow, k.exportable, v.version, v.state, v.reason, v.created_ms,
-                        v.changed_ms, v.material, o.object_type, o.activation_ms,
-                        o.deactivation_ms
-                 FROM kms_keys k JOIN kms_key_versions v ON v.name = k.name
-                 LEFT JOIN kms_kmip_objects o ON o.key_name = v.name AND o.version = v.version
-                 WHERE k.name = ?1 AND (?2 IS NULL OR v.version = ?2)
-                 ORDER BY v.version DESC LIMIT 1",
+                v.changed_ms, v.material, o.object_type, o.activation_ms, o.deactivation_ms
+         FROM kms_keys k JOIN kms_key_versions v ON v.name = k.name
+         LEFT JOIN kms_kmip_objects o ON o.key_name = v.name AND o.version = v.version
+         WHERE k.name = ?1 AND (?2 IS NULL OR v.version = ?2)
+         ORDER BY v.version DESC LIMIT 1",
     )?;
     let row = stmt
         .query_row(params![name, version], |r| {
