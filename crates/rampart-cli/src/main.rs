@@ -1,6 +1,16 @@
 //! `rampart`: argument parsing and terminal UX over Rampart's library crates.
 #![forbid(unsafe_code)]
 
+/// `println!` that hands back the write's error instead of panicking, so a
+/// reader that went away (`rampart kms key list | head`) ends the command
+/// quietly (see `main`) rather than with a panic.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+
 mod cli;
 mod commands;
 mod duration;
@@ -55,6 +65,15 @@ fn main() -> ExitCode {
         Err(error) => {
             if let Some(QuietExit(status)) = error.downcast_ref::<QuietExit>() {
                 return ExitCode::from(*status);
+            }
+            let broken_pipe = |e: &(dyn std::error::Error + 'static)| {
+                e.downcast_ref::<std::io::Error>()
+                    .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+            };
+            if error.chain().any(broken_pipe) {
+                // The reader of our standard output is gone (`| head`): what
+                // it wanted it has; as ripgrep does, no error.
+                return ExitCode::SUCCESS;
             }
             // One line: the whole cause chain. An error is an answer, not a
             // bug, so RUST_BACKTRACE never adds a stack dump here; panics

@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used)]
 //! The verbs scripts use, compared with cryptsetup's: `is-luks` (`isLuks`),
 //! `uuid` (`luksUUID`), `token import` (with `token add` kept as an alias),
+//! output into a pipe whose reader is gone (`| head`),
 //! and errors that stay one line whatever `RUST_BACKTRACE` says.
 
 #[path = "helpers/luks_support.rs"]
@@ -123,5 +124,31 @@ fn errors_stay_one_line_with_rust_backtrace_set() {
         let said = text(&out.stderr);
         assert_eq!(said.lines().count(), 1, "RUST_BACKTRACE={setting} gave: {said}");
         assert!(said.starts_with("rampart: error: "), "{said}");
+    }
+}
+
+/// `rampart uuid | head -c0` and the like: the reader of standard output is
+/// gone before the command writes. It ends with status 0 and says nothing,
+/// as ripgrep does, instead of panicking on the closed pipe.
+#[test]
+fn a_closed_standard_output_ends_the_command_quietly() {
+    let dir = TempDir::new("closed-stdout");
+    let (vol, _) = make(&dir, "v2", "luks2");
+    for args in [vec!["uuid", p(&vol)], vec!["dump", p(&vol)]] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_rampart"))
+            .args(&args)
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let said = text(&out.stderr);
+        assert!(
+            out.status.success(),
+            "rampart {args:?} into a closed pipe: {:?} {said}",
+            out.status
+        );
+        assert!(said.is_empty(), "rampart {args:?} into a closed pipe said: {said}");
     }
 }

@@ -149,11 +149,14 @@ pub fn bind_volume(
     }
 }
 
-fn report_bound(token: &BoundToken) {
-    println!(
+fn report_bound(token: &BoundToken) -> std::io::Result<()> {
+    outln!(
         "token {}: keyslot {} bound to key {} version {}",
-        token.id, token.slot, token.key, token.key_version
-    );
+        token.id,
+        token.slot,
+        token.key,
+        token.key_version
+    )
 }
 
 pub fn bind(args: &BindArgs) -> anyhow::Result<()> {
@@ -191,7 +194,7 @@ pub fn bind(args: &BindArgs) -> anyhow::Result<()> {
         bundle: token_bundle,
     };
     let token = bind_volume(&kms, &header, &mut luks, &volume_key, &binding)?;
-    report_bound(&token);
+    report_bound(&token)?;
     Ok(())
 }
 
@@ -218,7 +221,7 @@ pub fn bind_new_volume(
                  {key_name} failed (retry with rampart bind)"
         )
     })?;
-    report_bound(&token);
+    report_bound(&token)?;
     Ok(())
 }
 
@@ -294,7 +297,7 @@ pub fn unbind(args: &UnbindArgs) -> anyhow::Result<()> {
         luks.remove_keyslot(&header, *slot).map_err(luks_error)?;
     }
     let slots: Vec<String> = slots.iter().map(ToString::to_string).collect();
-    println!("token {id} and keyslot {} removed", slots.join(", "));
+    outln!("token {id} and keyslot {} removed", slots.join(", "))?;
     Ok(())
 }
 
@@ -316,7 +319,7 @@ pub fn rewrap(args: &RewrapArgs) -> anyhow::Result<()> {
             .wrap(&token.key, &passphrase, &ctx)
             .with_context(|| format!("cannot wrap again with key {}", token.key))?;
         if version == token.key_version {
-            println!("token {id}: key {} version {version} is already the newest", token.key);
+            outln!("token {id}: key {} version {version} is already the newest", token.key)?;
             continue;
         }
         let fresh = BoundToken { wrapped, key_version: version, ..token.clone() };
@@ -325,7 +328,7 @@ pub fn rewrap(args: &RewrapArgs) -> anyhow::Result<()> {
             anyhow::bail!("the key manager's new wrap of token {id} does not give the passphrase back; token unchanged");
         }
         luks.replace_token(&header, id, fresh.to_json()).map_err(luks_error)?;
-        println!("token {id}: key {} version {} -> {version}", token.key, token.key_version);
+        outln!("token {id}: key {} version {} -> {version}", token.key, token.key_version)?;
     }
     Ok(())
 }

@@ -248,11 +248,12 @@ fn ticker(bar: Option<&ProgressBar>) -> impl Fn(u64) + Sync + '_ {
     }
 }
 
-fn print_summary(to_stdout: bool, value: &serde_json::Value) {
+fn print_summary(to_stdout: bool, value: &serde_json::Value) -> std::io::Result<()> {
     if to_stdout {
-        println!("{value}");
+        outln!("{value}")
     } else {
         eprintln!("{value}");
+        Ok(())
     }
 }
 
@@ -336,7 +337,7 @@ pub fn encrypt(args: &EncryptArgs) -> anyhow::Result<()> {
                 started,
                 json!({"segment_size": segment_size, "recipients": names}),
             ),
-        );
+        )?;
     }
     Ok(())
 }
@@ -411,7 +412,7 @@ pub fn decrypt(args: &DecryptArgs) -> anyhow::Result<()> {
         print_summary(
             to_file,
             &summary_json("decrypt", &summary, started, json!({"opened_by": opened_by})),
-        );
+        )?;
     }
     Ok(())
 }
@@ -463,7 +464,7 @@ fn decrypt_openssl(args: &DecryptArgs, cipher_name: &str, started: Instant) -> a
         print_summary(
             to_file,
             &summary_json("decrypt-openssl", &summary, started, json!({"cipher": cipher_name})),
-        );
+        )?;
     }
     Ok(())
 }

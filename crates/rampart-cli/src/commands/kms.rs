@@ -748,7 +748,7 @@ pub fn run(command: &KmsCommand) -> anyhow::Result<()> {
         KmsCommand::Status(args) => {
             let client = connect(args)?;
             let status = runtime()?.block_on(client.seal_status()).map_err(map_client)?;
-            println!("{}", serde_json::to_string_pretty(&status)?);
+            outln!("{}", serde_json::to_string_pretty(&status)?)?;
             Ok(())
         }
         KmsCommand::Client(command) => client_command(command),
@@ -772,7 +772,7 @@ fn console_login(args: &ClientArgs) -> anyhow::Result<()> {
             format!("{}{}", endpoint[0].url(), code.path)
         }
     };
-    println!("{url}");
+    outln!("{url}")?;
     eprintln!(
         "rampart: open this link in a browser before {} (it works once); the session is audited as {}",
         format_time(code.expires_ms),
@@ -815,7 +815,7 @@ fn console_sessions(command: &ConsoleSessionsCommand) -> anyhow::Result<()> {
         ConsoleSessionsCommand::End { id, client } => {
             let kms = connect(client)?;
             runtime()?.block_on(kms.end_console_session(id)).map_err(map_client)?;
-            println!("console session {id} ended");
+            outln!("console session {id} ended")?;
             Ok(())
         }
     }
@@ -1033,9 +1033,9 @@ fn unseal(args: &UnsealArgs) -> anyhow::Result<()> {
         }
     };
     if status["sealed"] == serde_json::Value::Bool(false) {
-        println!("unsealed");
+        outln!("unsealed")?;
     } else {
-        println!("sealed: {} of {} shares given", status["progress"], status["threshold"]);
+        outln!("sealed: {} of {} shares given", status["progress"], status["threshold"])?;
     }
     Ok(())
 }
@@ -1056,10 +1056,14 @@ fn client_command(command: &ClientCommand) -> anyhow::Result<()> {
         ClientCommand::List { prefix, label, admin, revoked, paging, json, client } => {
             let kms = connect(client)?;
             if !*json {
-                println!(
+                outln!(
                     "{:<24} {:<6} {:<32} {:<25} {:<8} FINGERPRINT",
-                    "NAME", "ADMIN", "LABELS", "EXPIRES", "STATE"
-                );
+                    "NAME",
+                    "ADMIN",
+                    "LABELS",
+                    "EXPIRES",
+                    "STATE"
+                )?;
             }
             let query = ClientQuery {
                 prefix: prefix.clone(),
@@ -1116,7 +1120,7 @@ fn client_command(command: &ClientCommand) -> anyhow::Result<()> {
             let revoked =
                 runtime()?.block_on(kms.revoke_client(name, reason)).map_err(map_client)?;
             let when = revoked.revoked.as_ref().map_or(0, |r| r.revoked_ms);
-            println!("client {} revoked ({})", revoked.name, format_time(when));
+            outln!("client {} revoked ({})", revoked.name, format_time(when))?;
             Ok(())
         }
         ClientCommand::Relabel { name, labels, client } => {
@@ -1126,7 +1130,7 @@ fn client_command(command: &ClientCommand) -> anyhow::Result<()> {
                 runtime()?.block_on(kms.relabel_client(name, &labels)).map_err(map_client)?;
             let labels: Vec<String> =
                 changed.labels.as_map().iter().map(|(k, v)| format!("{k}={v}")).collect();
-            println!("client {}: labels {}", changed.name, labels.join(","));
+            outln!("client {}: labels {}", changed.name, labels.join(","))?;
             Ok(())
         }
     }
@@ -1134,24 +1138,24 @@ fn client_command(command: &ClientCommand) -> anyhow::Result<()> {
 
 fn print_key(key: &KeyInfo, json: bool) -> anyhow::Result<()> {
     if json {
-        println!("{}", serde_json::to_string_pretty(key)?);
+        outln!("{}", serde_json::to_string_pretty(key)?)?;
         return Ok(());
     }
     let allow: Vec<String> = key.allow.iter().map(ToString::to_string).collect();
-    println!("key:        {}", key.name);
-    println!("created:    {}", format_time(key.created_ms));
-    println!("exportable: {}", if key.exportable { "yes" } else { "no" });
-    println!("allow:      {}", if allow.is_empty() { "(nobody)".into() } else { allow.join(" ") });
-    println!("versions:");
+    outln!("key:        {}", key.name)?;
+    outln!("created:    {}", format_time(key.created_ms))?;
+    outln!("exportable: {}", if key.exportable { "yes" } else { "no" })?;
+    outln!("allow:      {}", if allow.is_empty() { "(nobody)".into() } else { allow.join(" ") })?;
+    outln!("versions:")?;
     for v in &key.versions {
         let reason = v.state.reason().map(|r| format!(" ({r})")).unwrap_or_default();
-        println!(
+        outln!(
             "  {:>4}  {:<9}{}  created {}",
             v.version,
             v.state.name(),
             reason,
             format_time(v.created_ms)
-        );
+        )?;
     }
     Ok(())
 }
@@ -1204,10 +1208,13 @@ fn key_command(command: &KeyCommand) -> anyhow::Result<()> {
         KeyCommand::List { prefix, state, selector, paging, json, client } => {
             let kms = connect(client)?;
             if !*json {
-                println!(
+                outln!(
                     "{:<32} {:>7} {:<9} {:<10} ALLOW",
-                    "NAME", "VERSION", "STATE", "EXPORTABLE"
-                );
+                    "NAME",
+                    "VERSION",
+                    "STATE",
+                    "EXPORTABLE"
+                )?;
             }
             let query = KeyQuery {
                 prefix: prefix.clone(),
@@ -1262,7 +1269,7 @@ fn key_command(command: &KeyCommand) -> anyhow::Result<()> {
             let ciphertext = rt
                 .block_on(kms.wrap(name, plaintext.expose(), context.as_bytes()))
                 .map_err(map_client)?;
-            println!("{ciphertext}");
+            outln!("{ciphertext}")?;
             Ok(())
         }
         KeyCommand::Unwrap { ciphertext, input, context, out, client } => {
@@ -1294,9 +1301,9 @@ fn key_command(command: &KeyCommand) -> anyhow::Result<()> {
 
 fn print_report(report: &rampart_kms::audit::VerifyReport, json: bool) -> anyhow::Result<()> {
     if json {
-        println!("{}", serde_json::to_string_pretty(report)?);
+        outln!("{}", serde_json::to_string_pretty(report)?)?;
     } else if report.ok {
-        println!(
+        outln!(
             "audit log intact: {} entries after {} {} (entry {}), head #{} {} ({} without MAC{})",
             report.entries,
             report.start,
@@ -1306,7 +1313,7 @@ fn print_report(report: &rampart_kms::audit::VerifyReport, json: bool) -> anyhow
             report.head_hash,
             report.unauthenticated,
             if report.macs_checked { "" } else { "; MACs not checked" }
-        );
+        )?;
     }
     if !report.ok {
         let problem = report.problem.clone().unwrap_or_default();
@@ -1363,10 +1370,12 @@ fn audit(args: &AuditArgs) -> anyhow::Result<()> {
         Some(AuditCommand::Prune { until, client }) => {
             let kms = connect(client)?;
             let pruned = rt.block_on(kms.audit_prune(*until)).map_err(map_client)?;
-            println!(
+            outln!(
                 "removed {} entries; the log now starts after entry {} (anchor {})",
-                pruned.removed, pruned.anchor.seq, pruned.anchor.hash
-            );
+                pruned.removed,
+                pruned.anchor.seq,
+                pruned.anchor.hash
+            )?;
             return Ok(());
         }
         None => {}
@@ -1559,22 +1568,22 @@ fn bench(args: &BenchArgs) -> anyhow::Result<()> {
         }));
     }
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(
                 &serde_json::json!({ "operation": "unwrap", "runs": rows })
             )?
-        );
+        )?;
     } else {
-        println!("{:>11} {:>12} {:>10} {:>10}", "concurrency", "requests/s", "p50 ms", "p99 ms");
+        outln!("{:>11} {:>12} {:>10} {:>10}", "concurrency", "requests/s", "p50 ms", "p99 ms")?;
         for row in rows {
-            println!(
+            outln!(
                 "{:>11} {:>12.0} {:>10.3} {:>10.3}",
                 row["concurrency"],
                 row["ops_per_second"].as_f64().unwrap_or(0.0),
                 row["p50_ms"].as_f64().unwrap_or(0.0),
                 row["p99_ms"].as_f64().unwrap_or(0.0)
-            );
+            )?;
         }
     }
     Ok(())
@@ -1622,14 +1631,14 @@ fn populate(args: &PopulateArgs) -> anyhow::Result<()> {
     });
     eprintln!();
     let report = report.map_err(map_kms)?;
-    println!(
+    outln!(
         "{} keys, {} clients ({} bundles), {} audit entries in {:.1} s",
         report.keys,
         report.clients,
         report.bundles,
         report.audit,
         start.elapsed().as_secs_f64()
-    );
+    )?;
     Ok(())
 }
 
@@ -1700,15 +1709,20 @@ fn bench_kmip(args: &BenchArgs) -> anyhow::Result<()> {
             .iter()
             .map(|(op, runs)| serde_json::json!({ "operation": op.name(), "runs": runs }))
             .collect();
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "kmip": value }))?);
+        outln!("{}", serde_json::to_string_pretty(&serde_json::json!({ "kmip": value }))?)?;
     } else {
-        println!(
+        outln!(
             "{:>20} {:>11} {:>10} {:>10} {:>10} {:>8}",
-            "operation", "concurrency", "ops/s", "p50 ms", "p99 ms", "tls"
-        );
+            "operation",
+            "concurrency",
+            "ops/s",
+            "p50 ms",
+            "p99 ms",
+            "tls"
+        )?;
         for (op, runs) in &reports {
             for run in runs {
-                println!(
+                outln!(
                     "{:>20} {:>11} {:>10.0} {:>10.3} {:>10.3} {:>8}",
                     op.name(),
                     run.concurrency,
@@ -1716,7 +1730,7 @@ fn bench_kmip(args: &BenchArgs) -> anyhow::Result<()> {
                     run.p50_ms,
                     run.p99_ms,
                     run.tls.as_deref().unwrap_or("-")
-                );
+                )?;
             }
         }
     }

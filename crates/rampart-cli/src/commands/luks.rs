@@ -455,7 +455,7 @@ pub fn token(command: &TokenCommand) -> anyhow::Result<()> {
             let paths = paths(volume);
             let (header, mut luks) = load(&paths, true)?;
             let id = luks.add_token(&header, token, *token_id).map_err(luks_error)?;
-            println!("{id}");
+            outln!("{id}")?;
             Ok(())
         }
         TokenCommand::Export { volume, token_id } => {
@@ -465,7 +465,7 @@ pub fn token(command: &TokenCommand) -> anyhow::Result<()> {
                 .into_iter()
                 .find(|(id, _)| id == token_id)
                 .ok_or_else(|| UsageError(format!("token {token_id} does not exist")))?;
-            println!("{}", serde_json::to_string(&token.1)?);
+            outln!("{}", serde_json::to_string(&token.1)?)?;
             Ok(())
         }
         TokenCommand::Remove { volume, token_id } => {
@@ -576,11 +576,11 @@ pub fn repair(args: &RepairArgs) -> anyhow::Result<()> {
     let (header, mut luks, report) = paths.load(true)?;
     warn(&report);
     if !report.used_secondary && report.warnings.is_empty() {
-        println!("No damage found in {}.", paths.header_path().display());
+        outln!("No damage found in {}.", paths.header_path().display())?;
         return Ok(());
     }
     luks.write(&header)?;
-    println!("Rewrote both header copies of {}.", paths.header_path().display());
+    outln!("Rewrote both header copies of {}.", paths.header_path().display())?;
     Ok(())
 }
 
@@ -631,7 +631,7 @@ pub fn uuid(args: &UuidArgs) -> anyhow::Result<()> {
     match &args.uuid {
         None => {
             let (_, luks) = load(&paths, false)?;
-            println!("{}", luks.uuid());
+            outln!("{}", luks.uuid())?;
         }
         Some(new) => {
             let (header, mut luks) = load(&paths, true)?;

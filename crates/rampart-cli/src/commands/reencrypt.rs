@@ -837,7 +837,7 @@ fn resume(
     match outcome {
         Outcome::Finished => {
             if args.json {
-                println!("{}", json!({"event": "finished", "bytes": total, "seconds": secs}));
+                outln!("{}", json!({"event": "finished", "bytes": total, "seconds": secs}))?;
             } else if !args.quiet {
                 eprintln!(
                     "Re-encrypted {} bytes of {} in {secs:.1} s.",
@@ -848,7 +848,7 @@ fn resume(
         }
         Outcome::Stopped { done } if INTERRUPTED.load(Ordering::Relaxed) => {
             if args.json {
-                println!("{}", json!({"event": "interrupted", "done": done, "total": total}));
+                outln!("{}", json!({"event": "interrupted", "done": done, "total": total}))?;
             }
             anyhow::bail!(
                 "interrupted at {done} of {total} bytes; resume with `rampart reencrypt --resume-only`"
@@ -856,7 +856,7 @@ fn resume(
         }
         Outcome::Stopped { done } => {
             if args.json {
-                println!("{}", json!({"event": "stopped", "done": done, "total": total}));
+                outln!("{}", json!({"event": "stopped", "done": done, "total": total}))?;
             } else if !args.quiet {
                 eprintln!(
                     "Stopped at {done} of {total} bytes; resume with `rampart reencrypt --resume-only`."
