@@ -139,6 +139,42 @@ pub fn hmac(alg: HashAlg, key: &[u8], msg: &[u8]) -> SecretBytes {
     SecretBytes::from_slice(lc_hmac::sign(&key, msg).as_ref())
 }
 
+/// An HMAC key prepared once: its inner and outer hash states are
+/// computed from the padded key (RFC 2104) when it is made, so each MAC of
+/// a short message costs the message's compressions and one for the outer
+/// digest, not two more for the pads. AWS-LC wipes the states on drop.
+pub struct HmacKey {
+    alg: HashAlg,
+    key: lc_hmac::Key,
+}
+
+impl std::fmt::Debug for HmacKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HmacKey({}, ..)", self.alg.name())
+    }
+}
+
+impl HmacKey {
+    #[must_use]
+    pub fn new(alg: HashAlg, key: &[u8]) -> Self {
+        Self { alg, key: lc_hmac::Key::new(alg.hmac_alg(), key) }
+    }
+
+    /// The HMAC of `msg` written into `out` (at least the digest length).
+    /// Returns the digest length.
+    pub fn sign_into(&self, msg: &[u8], out: &mut [u8]) -> Result<usize> {
+        let len = self.alg.output_len();
+        match lc_hmac::sign_to_buffer(&self.key, msg, out) {
+            Ok(tag) => Ok(tag.len()),
+            Err(_) => Err(crate::CryptoError::InvalidLength {
+                what: "HMAC output buffer",
+                len: out.len().min(len),
+                requirement: "at least the digest length",
+            }),
+        }
+    }
+}
+
 /// HKDF (RFC 5869) extract-and-expand into `out` (at most 255 digests long).
 pub fn hkdf(alg: HashAlg, ikm: &[u8], salt: &[u8], info: &[u8], out: &mut [u8]) -> Result<()> {
     ffi::hkdf(alg, ikm, salt, info, out)

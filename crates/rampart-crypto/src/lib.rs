@@ -35,7 +35,7 @@ pub use ffi::{
     try_lock_byte,
 };
 pub use gcm::{Gcm, GCM_NONCE_LEN, GCM_TAG_LEN};
-pub use hash::{digest, digest_blocks, digest_into, hkdf, hmac, HashAlg};
+pub use hash::{digest, digest_blocks, digest_into, hkdf, hmac, HashAlg, HmacKey};
 pub use kdf::{argon2, argon2_with_secret, pbkdf2, Argon2Params, Argon2Variant};
 pub use keywrap::{kw_unwrap, kw_wrap, kwp_unwrap, kwp_wrap};
 pub use mapped::MappedFile;

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use rampart_crypto::{
     argon2_with_secret, digest, digest_blocks, hkdf, hmac, kw_unwrap, kw_wrap, kwp_unwrap,
-    kwp_wrap, pbkdf2, Argon2Params, Argon2Variant, Cbc, CbcIv, CryptoError, Ctr, Gcm, HashAlg, Xts,
-    XtsPath,
+    kwp_wrap, pbkdf2, Argon2Params, Argon2Variant, Cbc, CbcIv, CryptoError, Ctr, Gcm, HashAlg,
+    HmacKey, Xts, XtsPath,
 };
 
 /// One vector: field name → value, in file order.
@@ -271,6 +271,17 @@ fn hmac_rfc2202_rfc4231() {
     for v in load("hmac.txt") {
         let mac = hmac(v.hash(), &v.hex("Key"), &v.hex("Msg"));
         assert_eq!(hex::encode(mac.expose()), v.text("MAC"), "line {}", v.line);
+        // The prepared key gives the same MAC, twice (its states are
+        // copied for each message, not used up), and refuses a short output.
+        let key = HmacKey::new(v.hash(), &v.hex("Key"));
+        for _ in 0..2 {
+            let mut out = [0u8; 64];
+            let len = key.sign_into(&v.hex("Msg"), &mut out).unwrap();
+            assert_eq!(hex::encode(&out[..len]), v.text("MAC"), "line {}", v.line);
+        }
+        let mut short = vec![0u8; v.hash().output_len() - 1];
+        assert!(key.sign_into(&v.hex("Msg"), &mut short).is_err(), "line {}", v.line);
+        assert!(!format!("{key:?}").contains(&hex::encode(v.hex("Key"))), "Debug shows no key");
     }
 }
 

@@ -33,55 +33,69 @@ pub fn canonical(seq: u64, draft: &AuditDraft) -> Vec<u8> {
         &mut out,
         seq,
         draft.time_ms,
-        &draft.client,
-        &draft.operation,
-        draft.key.as_deref(),
+        draft.client.as_bytes(),
+        draft.operation.as_bytes(),
+        draft.key.as_deref().map(str::as_bytes),
         draft.version.map(i64::from),
-        &draft.outcome,
-        &draft.detail,
+        draft.outcome.as_bytes(),
+        draft.detail.as_bytes(),
     );
     out
 }
 
 /// Appends the canonical bytes of an entry to `out` (what [`canonical`]
 /// returns), allocating nothing else: the verification walk builds a
-/// page of them in one buffer.
+/// page of them in one buffer. The text fields are taken as the bytes
+/// stored (UTF-8 when written; a stored value that is not fails its hash,
+/// as any edit does), so a walk spends nothing on validating them.
 #[allow(clippy::too_many_arguments)]
 pub fn canonical_into(
     out: &mut Vec<u8>,
     seq: u64,
     time_ms: i64,
-    client: &str,
-    operation: &str,
-    key: Option<&str>,
+    client: &[u8],
+    operation: &[u8],
+    key: Option<&[u8]>,
     version: Option<i64>,
-    outcome: &str,
-    detail: &str,
+    outcome: &[u8],
+    detail: &[u8],
 ) {
     fn field(out: &mut Vec<u8>, bytes: &[u8]) {
         out.extend_from_slice(&u32::try_from(bytes.len()).unwrap_or(u32::MAX).to_be_bytes());
         out.extend_from_slice(bytes);
     }
-    fn number(out: &mut Vec<u8>, n: Option<i128>) {
-        use std::io::Write;
-        let mut text = [0u8; 48];
-        let mut cursor = std::io::Cursor::new(&mut text[..]);
-        if let Some(n) = n {
-            // 48 bytes hold any i128 in decimal: the write cannot fail.
-            let _ = write!(cursor, "{n}");
+    /// The decimal text of a number (`-` then the digits of its magnitude),
+    /// as `Display` writes it; `None` is the empty field.
+    fn number(out: &mut Vec<u8>, n: Option<(bool, u64)>) {
+        let mut text = [0u8; 21];
+        let mut start = text.len();
+        if let Some((negative, mut magnitude)) = n {
+            loop {
+                start -= 1;
+                // A digit: below 10.
+                text[start] = b'0' + (magnitude % 10) as u8;
+                magnitude /= 10;
+                if magnitude == 0 {
+                    break;
+                }
+            }
+            if negative {
+                start -= 1;
+                text[start] = b'-';
+            }
         }
-        let len = usize::try_from(cursor.position()).unwrap_or(0);
-        field(out, &text[..len]);
+        field(out, &text[start..]);
     }
+    let signed = |n: i64| (n < 0, n.unsigned_abs());
     out.extend_from_slice(b"rampart-kms-audit-v1");
-    number(out, Some(i128::from(seq)));
-    number(out, Some(i128::from(time_ms)));
-    field(out, client.as_bytes());
-    field(out, operation.as_bytes());
-    field(out, key.unwrap_or("").as_bytes());
-    number(out, version.map(i128::from));
-    field(out, outcome.as_bytes());
-    field(out, detail.as_bytes());
+    number(out, Some((false, seq)));
+    number(out, Some(signed(time_ms)));
+    field(out, client);
+    field(out, operation);
+    field(out, key.unwrap_or(b""));
+    number(out, version.map(signed));
+    field(out, outcome);
+    field(out, detail);
 }
 
 /// A page of stored entries in the form verification needs: each entry's
@@ -116,12 +130,12 @@ impl ChainPage {
         &mut self,
         seq: u64,
         time_ms: i64,
-        client: &str,
-        operation: &str,
-        key: Option<&str>,
+        client: &[u8],
+        operation: &[u8],
+        key: Option<&[u8]>,
         version: Option<i64>,
-        outcome: &str,
-        detail: &str,
+        outcome: &[u8],
+        detail: &[u8],
         hash: &[u8],
         mac: Option<&[u8]>,
     ) {
@@ -906,12 +920,12 @@ mod tests {
                 page.push(
                     e.seq,
                     e.time_ms,
-                    &e.client,
-                    &e.operation,
-                    e.key.as_deref(),
+                    e.client.as_bytes(),
+                    e.operation.as_bytes(),
+                    e.key.as_deref().map(str::as_bytes),
                     e.version.map(i64::from),
-                    &e.outcome,
-                    &e.detail,
+                    e.outcome.as_bytes(),
+                    e.detail.as_bytes(),
                     &hex::decode(&e.hash).unwrap(),
                     e.mac.as_ref().map(|m| hex::decode(m).unwrap()).as_deref(),
                 );
@@ -993,13 +1007,34 @@ mod tests {
             &mut buf,
             9,
             d.time_ms,
-            &d.client,
-            &d.operation,
+            d.client.as_bytes(),
+            d.operation.as_bytes(),
             None,
             None,
-            &d.outcome,
-            &d.detail,
+            d.outcome.as_bytes(),
+            d.detail.as_bytes(),
         );
         assert_eq!(buf, canonical(9, &d));
+    }
+
+    /// The numbers of the canonical form are their `Display` text, as
+    /// written by every earlier release: chains already stored verify.
+    #[test]
+    fn canonical_numbers_are_their_decimal_text() {
+        let numbers = [0, 1, -1, 9, 10, -10, 1_700_000_000_000, i64::MAX, i64::MIN];
+        for n in numbers {
+            let mut buf = Vec::new();
+            canonical_into(&mut buf, 7, n, b"c", b"o", Some(&b"k"[..]), Some(n), b"ok", b"");
+            let mut expected = b"rampart-kms-audit-v1".to_vec();
+            for field in ["7", &n.to_string(), "c", "o", "k", &n.to_string(), "ok", ""] {
+                expected.extend_from_slice(&(field.len() as u32).to_be_bytes());
+                expected.extend_from_slice(field.as_bytes());
+            }
+            assert_eq!(buf, expected, "{n}");
+        }
+        let mut buf = Vec::new();
+        canonical_into(&mut buf, u64::MAX, 0, b"", b"", None, None, b"", b"");
+        assert_eq!(&buf[20..24], &20u32.to_be_bytes());
+        assert_eq!(&buf[24..44], u64::MAX.to_string().as_bytes());
     }
 }

@@ -729,6 +729,58 @@ async fn audit_verify_catches_edited_removed_and_reordered_rows(backend: Backend
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_verify_over_many_pages_finds_the_first_bad_entry_on_sqlite() {
+    audit_verify_over_many_pages_finds_the_first_bad_entry(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_verify_over_many_pages_finds_the_first_bad_entry_on_postgres() {
+    audit_verify_over_many_pages_finds_the_first_bad_entry(Backend::Postgres).await;
+}
+
+/// The walk reads pages of 10,000 entries ahead of the one it checks,
+/// each asked for where the one before should end: a damaged entry in a
+/// later page, and a row removed at the end of a page (the next page then
+/// overlaps it), are still reported at the right entry.
+async fn audit_verify_over_many_pages_finds_the_first_bad_entry(backend: Backend) {
+    let d = Deployment::on(backend, "audit_pages", None).await;
+    let admin = d.admin();
+    let root =
+        RootKey::new(&read_unseal_key(&d.data_dir().join(files::UNSEAL_KEY)).unwrap()).unwrap();
+    let plan = rampart_kms::bulk::BulkPlan {
+        keys: 0,
+        key_prefix: "key-".into(),
+        clients: 0,
+        client_prefix: "host-".into(),
+        audit: 34_500,
+    };
+    rampart_kms::bulk::populate(Arc::clone(&d.store), Arc::new(root), &plan, None, &|_, _| {})
+        .await
+        .unwrap();
+    let report = admin.audit_verify().await.unwrap();
+    assert!(report.ok, "{report:?}");
+    assert!(report.entries >= 34_500, "{report:?}");
+    let head = report.head_seq;
+
+    d.drop_audit_guard();
+    let original = d.sql("SELECT detail FROM kms_audit WHERE seq = 31000").unwrap();
+    d.sql("UPDATE kms_audit SET detail = 'forged' WHERE seq = 31000").unwrap();
+    let report = admin.audit_verify().await.unwrap();
+    assert_eq!(report.first_bad_seq, Some(31_000), "{report:?}");
+    assert_eq!(report.entries, 30_999, "{report:?}");
+    let quoted = original.replace('\'', "''");
+    d.sql(&format!("UPDATE kms_audit SET detail = '{quoted}' WHERE seq = 31000")).unwrap();
+    let report = admin.audit_verify().await.unwrap();
+    assert!(report.ok && report.head_seq >= head, "{report:?}");
+
+    d.sql("DELETE FROM kms_audit WHERE seq = 20000").unwrap();
+    let report = admin.audit_verify().await.unwrap();
+    assert!(!report.ok);
+    assert_eq!(report.first_bad_seq, Some(20_001), "{report:?}");
+    assert_eq!(report.entries, 19_999, "{report:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sealed_server_refuses_key_operations_until_k_shares_on_sqlite() {
     sealed_server_refuses_key_operations_until_k_shares(Backend::Sqlite).await;
 }

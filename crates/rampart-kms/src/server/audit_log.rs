@@ -99,38 +99,59 @@ async fn start<'a>(state: &State, root: &'a RootKey, from: WalkFrom) -> Result<V
 }
 
 /// Checks the entries after the verifier's position, up to `until`
-/// (inclusive) and at most `max` of them. The next page is read while
-/// this one is checked (the store's read on one core, the hashing on
-/// the other).
+/// (inclusive) and at most `max` of them. Several pages are read at once
+/// while one is checked: the log's sequence numbers are consecutive, so
+/// the page after one that ends at `after + PAGE` starts after that, and
+/// is asked for before it arrives. A store reads each on its own
+/// connection (PostgreSQL's backends on every core, SQLite's readers),
+/// which a walk page after page left idle between pages. Where the
+/// numbers are not consecutive, the verifier stops at the first gap, so
+/// a page asked for too early never matters.
 async fn walk(state: &State, verifier: &mut Verifier<'_>, until: u64, max: u64) -> Result<()> {
     let fetch = |after: u64| {
         let store = Arc::clone(&state.store);
-        tokio::spawn(async move { store.audit_chain_page(after, PAGE).await })
+        (after, tokio::spawn(async move { store.audit_chain_page(after, PAGE).await }))
     };
     let joined =
         |e: tokio::task::JoinError| KmsError::Store(format!("an audit read task failed: {e}"));
     let mut budget = max;
-    let after = verifier.expected_seq().saturating_sub(1);
-    if after >= until || budget == 0 || !verifier.is_ok() {
+    let start = verifier.expected_seq().saturating_sub(1);
+    if start >= until || budget == 0 || !verifier.is_ok() {
         return Ok(());
     }
-    let mut next = Some(fetch(after));
-    while let Some(pending) = next.take() {
-        let page = pending.await.map_err(joined)??;
-        let full = page.len() >= PAGE as usize;
-        next = match page.last_seq() {
-            Some(last) if full && last < until => Some(fetch(last)),
-            _ => None,
-        };
-        if !verifier.check_page(&page, until, &mut budget) {
+    let page = u64::from(PAGE);
+    // The pages asked for: each one's `after`, and the read under way.
+    let mut pending = std::collections::VecDeque::new();
+    let mut next_after = start;
+    // Enough pages for `max` entries, not more.
+    let reach = max.saturating_add(page - 1) / page * page;
+    let mut ask = |pending: &mut std::collections::VecDeque<_>| {
+        while pending.len() < PAGES_IN_FLIGHT && next_after < until && next_after - start < reach {
+            pending.push_back(fetch(next_after));
+            next_after = next_after.saturating_add(page);
+        }
+    };
+    ask(&mut pending);
+    while let Some((after, read)) = pending.pop_front() {
+        let page_rows = read.await.map_err(joined)??;
+        let full = page_rows.len() >= PAGE as usize;
+        let checked = verifier.check_page(&page_rows, until, &mut budget);
+        if !checked || !full || page_rows.last_seq() != Some(after.saturating_add(page)) {
+            // The end of the log, of the walk, or a problem the verifier
+            // reported; a full page that is not consecutive already made
+            // the verifier stop at its gap.
             break;
         }
+        ask(&mut pending);
     }
-    if let Some(pending) = next {
-        pending.abort();
+    for (_, read) in pending {
+        read.abort();
     }
     Ok(())
 }
+
+/// Pages read ahead of the one being checked (see [`walk`]).
+const PAGES_IN_FLIGHT: usize = 3;
 
 /// `POST /v1/audit/verify`: the whole chain from the anchor (or the
 /// first entry), or, `from_checkpoint`, what follows the last checkpoint.

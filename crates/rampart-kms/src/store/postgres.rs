@@ -23,6 +23,7 @@ use std::sync::Arc;
 
 use tokio::sync::{oneshot, Mutex, MutexGuard};
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::{FromSql, Type};
 use tokio_postgres::{Client, NoTls, Row, Statement};
 
 use super::{
@@ -1360,12 +1361,12 @@ impl Store for PostgresStore {
                 page.push(
                     to_u64(r.try_get(0)?, "audit sequence number")?,
                     r.try_get(1)?,
-                    r.try_get::<_, &str>(2)?,
-                    r.try_get::<_, &str>(3)?,
-                    r.try_get::<_, Option<&str>>(4)?,
+                    r.try_get::<_, StoredText>(2)?.0,
+                    r.try_get::<_, StoredText>(3)?.0,
+                    r.try_get::<_, Option<StoredText>>(4)?.map(|t| t.0),
                     version,
-                    r.try_get::<_, &str>(6)?,
-                    r.try_get::<_, &str>(7)?,
+                    r.try_get::<_, StoredText>(6)?.0,
+                    r.try_get::<_, StoredText>(7)?.0,
                     r.try_get::<_, &[u8]>(8)?,
                     r.try_get::<_, Option<&[u8]>>(9)?,
                 );
@@ -1974,5 +1975,23 @@ impl Store for PostgresStore {
                 .await?;
             rows.iter().map(|r| Ok(r.try_get(0)?)).collect()
         })
+    }
+}
+
+/// A text column's bytes as PostgreSQL sent them, not checked for UTF-8:
+/// the audit walk only hashes them (see `canonical_into`), and checking
+/// every column of millions of rows cost a tenth of its time.
+struct StoredText<'a>(&'a [u8]);
+
+impl<'a> FromSql<'a> for StoredText<'a> {
+    fn from_sql(
+        _: &Type,
+        raw: &'a [u8],
+    ) -> std::result::Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(Self(raw))
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        matches!(*ty, Type::TEXT | Type::VARCHAR)
     }
 }

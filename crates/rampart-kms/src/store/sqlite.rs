@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
 use super::material_cache::MaterialCache;
@@ -1364,12 +1365,23 @@ impl Store for SqliteStore {
             )?;
             let mut rows = stmt.query(params![to_i64(after_seq), limit])?;
             let mut page = ChainPage::with_capacity(limit as usize);
-            // Borrowed column values: no allocation per entry.
+            // Borrowed column values: no allocation per entry, and text
+            // taken as the bytes stored (see `canonical_into`).
             while let Some(r) = rows.next()? {
-                let text = |i: usize| -> Result<&str> {
-                    r.get_ref(i)?
-                        .as_str()
-                        .map_err(|e| KmsError::Corrupt(format!("stored audit column {i}: {e}")))
+                let text = |i: usize| -> Result<Option<&[u8]>> {
+                    match r.get_ref(i)? {
+                        ValueRef::Text(bytes) => Ok(Some(bytes)),
+                        ValueRef::Null => Ok(None),
+                        other => Err(KmsError::Corrupt(format!(
+                            "stored audit column {i} is {}, not text",
+                            other.data_type()
+                        ))),
+                    }
+                };
+                let required = |i: usize| {
+                    text(i)?.ok_or_else(|| {
+                        KmsError::Corrupt(format!("stored audit column {i} is NULL"))
+                    })
                 };
                 let version: Option<i64> = r.get(5)?;
                 if let Some(v) = version {
@@ -1378,14 +1390,12 @@ impl Store for SqliteStore {
                 page.push(
                     to_u64(r.get(0)?, "audit sequence number")?,
                     r.get(1)?,
-                    text(2)?,
-                    text(3)?,
-                    r.get_ref(4)?
-                        .as_str_or_null()
-                        .map_err(|e| KmsError::Corrupt(format!("stored audit key name: {e}")))?,
+                    required(2)?,
+                    required(3)?,
+                    text(4)?,
                     version,
-                    text(6)?,
-                    text(7)?,
+                    required(6)?,
+                    required(7)?,
                     r.get_ref(8)?
                         .as_blob()
                         .map_err(|e| KmsError::Corrupt(format!("stored audit hash: {e}")))?,
