@@ -99,10 +99,11 @@ async fn start<'a>(state: &State, root: &'a RootKey, from: WalkFrom) -> Result<V
 }
 
 /// Checks the entries after the verifier's position, up to `until`
-/// (inclusive) and at most `max` of them. Several pages are read at once
-/// while one is checked: the log's sequence numbers are consecutive, so
-/// the page after one that ends at `after + PAGE` starts after that, and
-/// is asked for before it arrives. A store reads each on its own
+/// (inclusive) and at most `max` of them. After a first full page,
+/// several pages are read at once while one is checked: the log's
+/// sequence numbers are consecutive, so the page after one that ends at
+/// `after + PAGE` starts after that, and is asked for before it arrives.
+/// A store reads each on its own
 /// connection (PostgreSQL's backends on every core, SQLite's readers),
 /// which a walk page after page left idle between pages. Where the
 /// numbers are not consecutive, the verifier stops at the first gap, so
@@ -125,13 +126,16 @@ async fn walk(state: &State, verifier: &mut Verifier<'_>, until: u64, max: u64) 
     let mut next_after = start;
     // Enough pages for `max` entries, not more.
     let reach = max.saturating_add(page - 1) / page * page;
-    let mut ask = |pending: &mut std::collections::VecDeque<_>| {
-        while pending.len() < PAGES_IN_FLIGHT && next_after < until && next_after - start < reach {
+    // One page first: a checkpoint run usually finds less than a page
+    // after the last checkpoint, and reads ahead of it would find nothing.
+    // Once a page comes back full, the walk reads ahead.
+    let mut ask = |pending: &mut std::collections::VecDeque<_>, depth: usize| {
+        while pending.len() < depth && next_after < until && next_after - start < reach {
             pending.push_back(fetch(next_after));
             next_after = next_after.saturating_add(page);
         }
     };
-    ask(&mut pending);
+    ask(&mut pending, 1);
     while let Some((after, read)) = pending.pop_front() {
         let page_rows = read.await.map_err(joined)??;
         let full = page_rows.len() >= PAGE as usize;
@@ -142,7 +146,7 @@ async fn walk(state: &State, verifier: &mut Verifier<'_>, until: u64, max: u64) 
             // the verifier stop at its gap.
             break;
         }
-        ask(&mut pending);
+        ask(&mut pending, PAGES_IN_FLIGHT);
     }
     for (_, read) in pending {
         read.abort();
