@@ -133,8 +133,13 @@ fn errors_stay_one_line_with_rust_backtrace_set() {
 #[test]
 fn a_closed_standard_output_ends_the_command_quietly() {
     let dir = TempDir::new("closed-stdout");
-    let (vol, _) = make(&dir, "v2", "luks2");
-    for args in [vec!["uuid", p(&vol)], vec!["dump", p(&vol)]] {
+    let (vol, key) = make(&dir, "v2", "luks2");
+    for args in [
+        vec!["uuid", p(&vol)],
+        vec!["dump", p(&vol)],
+        vec!["rand", "1M"],
+        vec!["export", p(&vol), "-", "--key-file", p(&key)],
+    ] {
         let (reader, writer) = std::io::pipe().unwrap();
         drop(reader);
         let out = Command::new(env!("CARGO_BIN_EXE_rampart"))

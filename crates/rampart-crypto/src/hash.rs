@@ -163,15 +163,14 @@ impl HmacKey {
     /// The HMAC of `msg` written into `out` (at least the digest length).
     /// Returns the digest length.
     pub fn sign_into(&self, msg: &[u8], out: &mut [u8]) -> Result<usize> {
-        let len = self.alg.output_len();
-        match lc_hmac::sign_to_buffer(&self.key, msg, out) {
-            Ok(tag) => Ok(tag.len()),
-            Err(_) => Err(crate::CryptoError::InvalidLength {
+        let len = out.len();
+        lc_hmac::sign_to_buffer(&self.key, msg, out).map(|tag| tag.len()).map_err(|_| {
+            crate::CryptoError::InvalidLength {
                 what: "HMAC output buffer",
-                len: out.len().min(len),
+                len,
                 requirement: "at least the digest length",
-            }),
-        }
+            }
+        })
     }
 }
 

@@ -211,14 +211,10 @@ pub fn export(args: &ExportArgs) -> anyhow::Result<()> {
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    match result.and_then(|()| out.flush().map_err(Into::into)) {
-        Err(e) if is_broken_pipe(&e) => Ok(()),
-        other => other.with_context(|| format!("cannot write {}", args.out.display())),
-    }
-}
-
-fn is_broken_pipe(error: &anyhow::Error) -> bool {
-    error.downcast_ref::<io::Error>().is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+    // A reader that went away (`| head`) ends the command quietly in main.
+    result
+        .and_then(|()| out.flush().map_err(Into::into))
+        .with_context(|| format!("cannot write {}", args.out.display()))
 }
 
 pub fn import(args: &ImportArgs) -> anyhow::Result<()> {

@@ -659,12 +659,8 @@ where
             return Ok(());
         }
         let page = fetch(want, cursor.take()).await.map_err(map_client)?;
-        let written =
-            page.items.iter().try_for_each(|item| emit(&mut out, item)).and_then(|()| out.flush());
-        match written {
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
-            other => other?,
-        }
+        // A reader that went away (`| head`) ends the command quietly in main.
+        page.items.iter().try_for_each(|item| emit(&mut out, item)).and_then(|()| out.flush())?;
         printed += page.items.len() as u64;
         match page.next_cursor {
             Some(next) => cursor = Some(next),

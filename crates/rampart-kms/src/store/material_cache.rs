@@ -11,10 +11,10 @@
 //!
 //! Coherence: an entry is good only for the generation it was read in,
 //! and every write of the store that is not to the audit log alone moves
-//! the generation on after its commit and drops every entry. A read takes the generation
-//! before it queries, so a row read before a commit is tagged with a
-//! generation that the commit's move makes stale; a hit is a row no write
-//! has happened since. This holds for the one process that owns a SQLite
+//! the generation on after its commit and drops every entry. A read takes
+//! the generation before it queries, so a row read before a commit is
+//! tagged with a generation that the commit's move makes stale; a hit is
+//! a row no write has happened since. This holds for the one process that owns a SQLite
 //! store (`kms serve`); PostgreSQL stores, shared by several servers,
 //! are not cached.
 //!

@@ -717,6 +717,20 @@ fn load_keys(conn: &Connection, name: &str) -> Result<Vec<KeyInfo>> {
     Ok(keys)
 }
 
+/// The columns `audit_chain_page` reads, in its order, named in errors.
+const AUDIT_CHAIN_COLUMNS: [&str; 10] = [
+    "sequence number",
+    "time",
+    "client",
+    "operation",
+    "key name",
+    "key version",
+    "outcome",
+    "detail",
+    "hash",
+    "MAC",
+];
+
 impl Store for SqliteStore {
     fn kind(&self) -> &'static str {
         "sqlite"
@@ -1373,14 +1387,18 @@ impl Store for SqliteStore {
                         ValueRef::Text(bytes) => Ok(Some(bytes)),
                         ValueRef::Null => Ok(None),
                         other => Err(KmsError::Corrupt(format!(
-                            "stored audit column {i} is {}, not text",
+                            "the {} of a stored audit entry is {}, not text",
+                            AUDIT_CHAIN_COLUMNS[i],
                             other.data_type()
                         ))),
                     }
                 };
                 let required = |i: usize| {
                     text(i)?.ok_or_else(|| {
-                        KmsError::Corrupt(format!("stored audit column {i} is NULL"))
+                        KmsError::Corrupt(format!(
+                            "the {} of a stored audit entry is NULL",
+                            AUDIT_CHAIN_COLUMNS[i]
+                        ))
                     })
                 };
                 let version: Option<i64> = r.get(5)?;
