@@ -8,7 +8,7 @@
 //! never strings a client chose, so the number of series is bounded by
 //! the deployment's size; [`MAX_SERIES`] caps each map regardless.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -39,13 +39,25 @@ struct Heartbeats {
     last_allowed: bool,
 }
 
+/// Per-name series, looked up on every request (hashed: a fleet's
+/// thousands of names would cost a dozen string comparisons each in an
+/// ordered map) and sorted only when rendered.
+type ByName<T> = HashMap<String, T>;
+
+/// `map`'s entries in name order.
+fn sorted<T>(map: &ByName<T>) -> Vec<(&String, &T)> {
+    let mut entries: Vec<_> = map.iter().collect();
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    entries
+}
+
 #[derive(Debug, Default)]
 struct Inner {
-    by_client: BTreeMap<String, ByOperation>,
-    by_key: BTreeMap<String, ByOperation>,
-    heartbeats: BTreeMap<String, Heartbeats>,
+    by_client: ByName<ByOperation>,
+    by_key: ByName<ByOperation>,
+    heartbeats: ByName<Heartbeats>,
     /// Unix milliseconds of each known client's last request.
-    last_seen: BTreeMap<String, i64>,
+    last_seen: ByName<i64>,
     requests: BTreeMap<(&'static str, &'static str), u64>,
     latency: BTreeMap<&'static str, Histogram>,
     tls_refused: u64,
@@ -124,7 +136,7 @@ impl Metrics {
     ) {
         let outcome = outcome(status);
         let mut inner = self.lock();
-        let add = |map: &mut BTreeMap<String, ByOperation>, name: &str| {
+        let add = |map: &mut ByName<ByOperation>, name: &str| {
             // Looked up by `&str` first: no allocation once a name is known.
             if let Some(ops) = map.get_mut(name) {
                 *ops.entry((operation, outcome)).or_default() += 1;
@@ -370,7 +382,7 @@ impl Metrics {
             ),
         ] {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-            for (who, ops) in map {
+            for (who, ops) in sorted(map) {
                 for ((op, outcome), n) in ops {
                     let _ = writeln!(
                         out,
@@ -379,9 +391,10 @@ impl Metrics {
                 }
             }
         }
+        let heartbeats = sorted(&inner.heartbeats);
         out.push_str("# HELP rampart_kms_heartbeats_total Heartbeats of serving hosts by client and verdict (refused: some key may no longer be held).\n");
         out.push_str("# TYPE rampart_kms_heartbeats_total counter\n");
-        for (client, h) in &inner.heartbeats {
+        for (client, h) in &heartbeats {
             let _ = writeln!(
                 out,
                 "rampart_kms_heartbeats_total{{client=\"{client}\",verdict=\"allowed\"}} {}\nrampart_kms_heartbeats_total{{client=\"{client}\",verdict=\"refused\"}} {}",
@@ -390,7 +403,7 @@ impl Metrics {
         }
         out.push_str("# HELP rampart_kms_heartbeat_last_seconds Unix time of each client's last heartbeat.\n");
         out.push_str("# TYPE rampart_kms_heartbeat_last_seconds gauge\n");
-        for (client, h) in &inner.heartbeats {
+        for (client, h) in &heartbeats {
             let _ = writeln!(
                 out,
                 "rampart_kms_heartbeat_last_seconds{{client=\"{client}\"}} {}",
@@ -399,7 +412,7 @@ impl Metrics {
         }
         out.push_str("# HELP rampart_kms_heartbeat_allowed Whether each client's last heartbeat allowed every key it holds.\n");
         out.push_str("# TYPE rampart_kms_heartbeat_allowed gauge\n");
-        for (client, h) in &inner.heartbeats {
+        for (client, h) in &heartbeats {
             let _ = writeln!(
                 out,
                 "rampart_kms_heartbeat_allowed{{client=\"{client}\"}} {}",
@@ -434,5 +447,32 @@ mod tests {
         assert!(
             text.contains("rampart_kms_request_duration_seconds_count{operation=\"key.unwrap\"} 2")
         );
+    }
+
+    #[test]
+    fn per_name_series_are_rendered_in_name_order() {
+        let m = Metrics::default();
+        for name in ["host-c", "host-a", "host-b"] {
+            m.record_identity(name, Some(&name.replace("host", "key")), "key.unwrap", 200);
+            m.heartbeat(name, true);
+        }
+        let text = m.render(false);
+        for prefix in [
+            "rampart_kms_client_operations_total{client=\"host-",
+            "rampart_kms_key_operations_total{key=\"key-",
+            "rampart_kms_heartbeats_total{client=\"host-",
+            "rampart_kms_heartbeat_allowed{client=\"host-",
+        ] {
+            let order: Vec<&str> = text
+                .lines()
+                .filter_map(|l| l.strip_prefix(prefix))
+                .map(|rest| &rest[..1])
+                .collect();
+            assert!(
+                order.len() >= 3 && order.windows(2).all(|w| w[0] <= w[1]),
+                "{prefix}: {order:?}"
+            );
+        }
+        assert_eq!(m.client_activity("host-a").1.map(|(_, allowed)| allowed), Some(true));
     }
 }

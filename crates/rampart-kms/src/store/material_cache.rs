@@ -28,19 +28,51 @@ use std::sync::Mutex;
 use super::MaterialRow;
 
 /// Most rows kept: about 350 bytes each, so about 11 MiB at most. A key
-/// in use has two (its newest version for wraps, the version a ciphertext
-/// names for unwraps), so 16,384 keys in use fit. When full the cache
-/// starts empty again: a larger working set reads the keys it misses, as
-/// every read did before.
+/// in use has one or two (the version a ciphertext names for unwraps,
+/// and for wraps its newest version, the same row until a rotation).
 const MAX_ROWS: usize = 32_768;
 
 /// A key name and the version asked for (`None`: the newest).
 type RowKey = (String, Option<u32>);
 
+type Rows = HashMap<RowKey, (u64, MaterialRow)>;
+
+/// Two halves, each at most `MAX_ROWS / 2`: rows go into `recent`; when
+/// it is full it becomes `older` (the previous `older` is dropped), and a
+/// row found in `older` moves back to `recent`. A row in use every half
+/// a cache's worth of reads therefore stays, however many other keys are
+/// read once (a fleet's keys in use change over the day): an LRU's
+/// outcome at a hash map's cost, where emptying the whole cache when
+/// full would make every key in use miss at once.
+#[derive(Default)]
+struct Halves {
+    recent: Rows,
+    older: Rows,
+}
+
+impl Halves {
+    fn insert(&mut self, key: RowKey, entry: (u64, MaterialRow)) {
+        if self.recent.len() >= MAX_ROWS / 2 && !self.recent.contains_key(&key) {
+            self.older = std::mem::take(&mut self.recent);
+        }
+        self.recent.insert(key, entry);
+    }
+
+    fn clear(&mut self) {
+        self.recent.clear();
+        self.older.clear();
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.recent.len() + self.older.len()
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct MaterialCache {
     generation: AtomicU64,
-    rows: Mutex<HashMap<RowKey, (u64, MaterialRow)>>,
+    rows: Mutex<Halves>,
 }
 
 impl MaterialCache {
@@ -52,23 +84,30 @@ impl MaterialCache {
     /// The row read for `key` in `generation`, when no write has happened
     /// since.
     pub(crate) fn get(&self, key: &RowKey, generation: u64) -> Option<MaterialRow> {
-        let rows = self.rows.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        match rows.get(key) {
-            Some((read_in, row)) if *read_in == generation => Some(row.clone()),
-            _ => None,
+        let mut rows = self.rows.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((read_in, row)) = rows.recent.get(key) {
+            return (*read_in == generation).then(|| row.clone());
         }
+        let (read_in, row) = rows.older.remove(key)?;
+        if read_in != generation {
+            return None;
+        }
+        let found = row.clone();
+        rows.insert(key.clone(), (read_in, row));
+        Some(found)
     }
 
     /// Keeps `row`, read for `key` in `generation`, unless a write has
     /// happened since (checked under the lock [`Self::invalidate`] clears
-    /// with, so no row read before a write outlives it).
+    /// with, so no row read before a write outlives it). A row read as a
+    /// key's newest version is also the row of that version by number.
     pub(crate) fn put(&self, key: RowKey, generation: u64, row: &MaterialRow) {
         let mut rows = self.rows.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if generation != self.generation() {
             return;
         }
-        if rows.len() >= MAX_ROWS && !rows.contains_key(&key) {
-            rows.clear();
+        if key.1.is_none() {
+            rows.insert((key.0.clone(), Some(row.version.version)), (generation, row.clone()));
         }
         rows.insert(key, (generation, row.clone()));
     }
@@ -140,20 +179,38 @@ mod tests {
         cache.put(("k".to_owned(), None), g, &row(1));
         cache.invalidate();
         assert!(cache.get(&("k".to_owned(), None), g).is_none());
-        assert!(cache.rows.lock().unwrap().is_empty());
+        assert_eq!(cache.rows.lock().unwrap().len(), 0);
     }
 
     #[test]
-    fn a_full_cache_starts_again() {
+    fn the_newest_version_is_also_kept_by_its_number() {
         let cache = MaterialCache::default();
         let g = cache.generation();
-        for i in 0..MAX_ROWS {
-            cache.put((format!("k{i}"), None), g, &row(1));
+        cache.put(("k".to_owned(), None), g, &row(3));
+        assert_eq!(cache.get(&("k".to_owned(), Some(3)), g).map(|r| r.version.version), Some(3));
+        assert!(cache.get(&("k".to_owned(), Some(2)), g).is_none());
+    }
+
+    #[test]
+    fn rows_in_use_stay_while_rows_read_once_pass_through() {
+        let cache = MaterialCache::default();
+        let g = cache.generation();
+        let hot: Vec<RowKey> = (0..1000).map(|i| (format!("hot{i}"), Some(1))).collect();
+        for key in &hot {
+            cache.put(key.clone(), g, &row(1));
         }
-        assert!(cache.get(&("k0".to_owned(), None), g).is_some());
-        cache.put(("one more".to_owned(), None), g, &row(1));
-        assert!(cache.get(&("k0".to_owned(), None), g).is_none());
-        assert!(cache.get(&("one more".to_owned(), None), g).is_some());
+        // Ten cache's worth of keys read once, the keys in use read
+        // between them.
+        for i in 0..10 * MAX_ROWS {
+            cache.put((format!("once{i}"), Some(1)), g, &row(1));
+            if i % 1000 == 0 {
+                for key in &hot {
+                    assert!(cache.get(key, g).is_some(), "{key:?} dropped at {i}");
+                }
+            }
+            assert!(cache.rows.lock().unwrap().len() <= MAX_ROWS);
+        }
+        assert!(cache.get(&("once0".to_owned(), Some(1)), g).is_none());
         assert!(format!("{cache:?}").contains("generation"));
     }
 }

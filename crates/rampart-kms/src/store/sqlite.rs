@@ -259,10 +259,10 @@ impl SqliteStore {
         // WAL with synchronous=NORMAL: commits are atomic and survive a
         // crash of the process; only a power loss can lose the last ones.
         writer.pragma_update(None, "synchronous", "NORMAL")?;
-        // Each audit append updates the (key, seq) and (client, seq)
-        // indexes at the key's and the client's place: with a fleet's
-        // keys and hosts those are pages all over the indexes, which
-        // SQLite's default 2 MiB cache keeps rereading.
+        // The reference indexer inserts each batch's (client, key) rows
+        // at their names' places in the current segment of
+        // `kms_audit_refs`: with a fleet's keys and hosts those are pages
+        // all over it, which SQLite's default 2 MiB cache keeps rereading.
         writer.pragma_update(None, "cache_size", WRITER_CACHE_KIB)?;
         Self::migrate(&writer, path)?;
         #[cfg(unix)]
