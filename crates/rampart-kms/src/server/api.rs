@@ -10,6 +10,7 @@
 //! otherwise add millions of identical entries a day.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use base64::engine::general_purpose::STANDARD as B64;
@@ -990,7 +991,7 @@ async fn usable(
     root: &keys::RootKey,
     name: &str,
     version: Option<u32>,
-) -> Result<(MaterialRow, SecretBytes)> {
+) -> Result<(Arc<MaterialRow>, SecretBytes)> {
     let op = ctx.op;
     let client = ctx.client(state, fp).await?.clone();
     let row = state.store.key_material(name.to_owned(), version).await?.ok_or_else(|| {

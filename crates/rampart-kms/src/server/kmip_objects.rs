@@ -442,10 +442,10 @@ impl Session<'_> {
             .await
             .map_err(kms)?
             .ok_or_else(|| KmipError::ItemNotFound(format!("object {}", obj.uid())))?;
-        let blob = row.material.ok_or_else(|| {
+        let blob = row.material.as_deref().ok_or_else(|| {
             KmipError::IllegalOperation(format!("object {} is destroyed", obj.uid()))
         })?;
-        root.open_material(&obj.key.name, obj.version.version, &blob).map_err(kms)
+        root.open_material(&obj.key.name, obj.version.version, blob).map_err(kms)
     }
 
     /// Runs one batch item.

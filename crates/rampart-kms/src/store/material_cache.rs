@@ -23,19 +23,20 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::MaterialRow;
 
-/// Most rows kept: about 350 bytes each, so about 11 MiB at most. A key
-/// in use has one or two (the version a ciphertext names for unwraps,
-/// and for wraps its newest version, the same row until a rotation).
+/// Most entries kept: a few hundred bytes each, so about 11 MiB at most.
+/// A key in use has one or two (the version a ciphertext names for
+/// unwraps, and for wraps its newest version: one shared row until a
+/// rotation). Rows are handed out shared, not copied, per request.
 const MAX_ROWS: usize = 32_768;
 
 /// A key name and the version asked for (`None`: the newest).
 type RowKey = (String, Option<u32>);
 
-type Rows = HashMap<RowKey, (u64, MaterialRow)>;
+type Rows = HashMap<RowKey, (u64, Arc<MaterialRow>)>;
 
 /// Two halves, each at most `MAX_ROWS / 2`: rows go into `recent`; when
 /// it is full it becomes `older` (the previous `older` is dropped), and a
@@ -51,7 +52,7 @@ struct Halves {
 }
 
 impl Halves {
-    fn insert(&mut self, key: RowKey, entry: (u64, MaterialRow)) {
+    fn insert(&mut self, key: RowKey, entry: (u64, Arc<MaterialRow>)) {
         if self.recent.len() >= MAX_ROWS / 2 && !self.recent.contains_key(&key) {
             self.older = std::mem::take(&mut self.recent);
         }
@@ -83,16 +84,16 @@ impl MaterialCache {
 
     /// The row read for `key` in `generation`, when no write has happened
     /// since.
-    pub(crate) fn get(&self, key: &RowKey, generation: u64) -> Option<MaterialRow> {
+    pub(crate) fn get(&self, key: &RowKey, generation: u64) -> Option<Arc<MaterialRow>> {
         let mut rows = self.rows.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some((read_in, row)) = rows.recent.get(key) {
-            return (*read_in == generation).then(|| row.clone());
+            return (*read_in == generation).then(|| Arc::clone(row));
         }
         let (read_in, row) = rows.older.remove(key)?;
         if read_in != generation {
             return None;
         }
-        let found = row.clone();
+        let found = Arc::clone(&row);
         rows.insert(key.clone(), (read_in, row));
         Some(found)
     }
@@ -101,15 +102,15 @@ impl MaterialCache {
     /// happened since (checked under the lock [`Self::invalidate`] clears
     /// with, so no row read before a write outlives it). A row read as a
     /// key's newest version is also the row of that version by number.
-    pub(crate) fn put(&self, key: RowKey, generation: u64, row: &MaterialRow) {
+    pub(crate) fn put(&self, key: RowKey, generation: u64, row: &Arc<MaterialRow>) {
         let mut rows = self.rows.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if generation != self.generation() {
             return;
         }
         if key.1.is_none() {
-            rows.insert((key.0.clone(), Some(row.version.version)), (generation, row.clone()));
+            rows.insert((key.0.clone(), Some(row.version.version)), (generation, Arc::clone(row)));
         }
-        rows.insert(key, (generation, row.clone()));
+        rows.insert(key, (generation, Arc::clone(row)));
     }
 
     /// Called after every committed (or failed) write that may change a
@@ -133,8 +134,8 @@ mod tests {
     use super::*;
     use crate::model::{KeyState, KeyVersionInfo};
 
-    fn row(version: u32) -> MaterialRow {
-        MaterialRow {
+    fn row(version: u32) -> Arc<MaterialRow> {
+        Arc::new(MaterialRow {
             allow: Vec::new(),
             exportable: false,
             version: KeyVersionInfo {
@@ -145,7 +146,7 @@ mod tests {
             },
             material: Some(vec![7; 40]),
             kmip: None,
-        }
+        })
     }
 
     #[test]

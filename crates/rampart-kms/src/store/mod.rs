@@ -549,12 +549,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn get_key(&self, name: String) -> StoreFuture<'_, Option<KeyInfo>>;
 
     /// The key's policy and version `version` (the newest when `None`) with
-    /// its sealed material.
+    /// its sealed material (shared: the SQLite store keeps the rows the
+    /// data path reads, and hands out the kept row itself).
     fn key_material(
         &self,
         name: String,
         version: Option<u32>,
-    ) -> StoreFuture<'_, Option<MaterialRow>>;
+    ) -> StoreFuture<'_, Option<Arc<MaterialRow>>>;
 
     /// Adds version `version` (which must be the newest plus one:
     /// [`KmsError::Conflict`] otherwise, e.g. after a concurrent rotation).

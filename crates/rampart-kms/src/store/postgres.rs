@@ -1087,11 +1087,13 @@ impl Store for PostgresStore {
         &self,
         name: String,
         version: Option<u32>,
-    ) -> StoreFuture<'_, Option<MaterialRow>> {
+    ) -> StoreFuture<'_, Option<Arc<MaterialRow>>> {
         Box::pin(async move {
             let (tx, rx) = oneshot::channel();
             self.reads.submit(&self.url, (name, version.map(i64::from), tx));
-            rx.await.map_err(|_| KmsError::Store("postgresql: the key read stopped".into()))?
+            let row =
+                rx.await.map_err(|_| KmsError::Store("postgresql: the key read stopped".into()))?;
+            Ok(row?.map(Arc::new))
         })
     }
 

@@ -883,7 +883,7 @@ impl Store for SqliteStore {
         &self,
         name: String,
         version: Option<u32>,
-    ) -> StoreFuture<'_, Option<MaterialRow>> {
+    ) -> StoreFuture<'_, Option<Arc<MaterialRow>>> {
         let generation = self.material_cache.generation();
         let key = (name, version);
         if let Some(row) = self.material_cache.get(&key, generation) {
@@ -891,7 +891,7 @@ impl Store for SqliteStore {
         }
         let cache = Arc::clone(&self.material_cache);
         self.read_point(move |conn| {
-            let row = read_material(conn, &key.0, key.1)?;
+            let row = read_material(conn, &key.0, key.1)?.map(Arc::new);
             if let Some(row) = &row {
                 cache.put(key, generation, row);
             }
