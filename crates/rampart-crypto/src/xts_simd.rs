@@ -44,9 +44,9 @@ use core::arch::x86_64::{
     _mm512_storeu_si512, _mm512_sub_epi64, _mm512_ternarylogic_epi64, _mm512_xor_si512,
     _mm_aesdec_si128, _mm_aesdeclast_si128, _mm_aesenc_si128, _mm_aesenclast_si128,
     _mm_aesimc_si128, _mm_aeskeygenassist_si128, _mm_clmulepi64_si128, _mm_cvtsi128_si64x,
-    _mm_cvtsi32_si128, _mm_cvtsi64_si128, _mm_loadu_si128, _mm_set_epi64x, _mm_setzero_si128,
-    _mm_shuffle_epi32, _mm_sll_epi64, _mm_slli_epi64, _mm_slli_si128, _mm_srl_epi64,
-    _mm_srli_epi64, _mm_storeu_si128, _mm_xor_si128,
+    _mm_cvtsi32_si128, _mm_cvtsi64_si128, _mm_loadu_si128, _mm_prefetch, _mm_set_epi64x,
+    _mm_setzero_si128, _mm_shuffle_epi32, _mm_sll_epi64, _mm_slli_epi64, _mm_slli_si128,
+    _mm_srl_epi64, _mm_srli_epi64, _mm_storeu_si128, _mm_xor_si128, _MM_HINT_T0,
 };
 
 use zeroize::Zeroize;
@@ -807,6 +807,18 @@ impl Lanes for Z4 {
 /// are read from memory by each instruction).
 const WIDTH: usize = 8;
 
+/// How far ahead of the group being transformed its source is asked into
+/// the cache. A volume's data read straight from the page cache (`rampart
+/// serve`'s reads) is usually not in the CPU's caches; left to the hardware
+/// prefetchers, decrypting 1 GiB of it ran at 7.8 GB/s on one core here
+/// against 13.5 for the same data in cache. Asking 4 KiB ahead (one
+/// prefetch per cache line, a few load µops beside 112 AES instructions
+/// per group) brought it to 9.9–10.9 GB/s; 1, 2, 8 and 16 KiB ahead
+/// measured 9.1, 9.7, 9.5 and 8.5, and data already in cache was not
+/// slowed. The addresses depend only on the position in the job, never on
+/// the data or the key.
+const PREFETCH_AHEAD: usize = 4096;
+
 /// Round keys of one direction and of the tweak, read from the
 /// [`Schedule`] (which wipes them) as vectors of `L` or single blocks.
 struct Keys<'a, L: Lanes, const R: usize> {
@@ -938,7 +950,9 @@ unsafe fn block<L: Lanes, const R: usize, const ENC: bool>(
 }
 
 /// XTS of `blocks` whole blocks at `src`→`dst`, the first with tweak `t0`;
-/// returns the tweak of the block after them.
+/// returns the tweak of the block after them. `readable` is how many bytes
+/// the job still holds from `src` on (at least `blocks * 16`): the reach
+/// of the prefetches.
 ///
 /// # Safety
 /// The features of `L`; `src`/`dst` valid for `blocks * 16` bytes, equal or
@@ -949,6 +963,7 @@ unsafe fn blocks<L: Lanes, const R: usize, const ENC: bool>(
     src: *const u8,
     dst: *mut u8,
     blocks: usize,
+    readable: usize,
     t0: __m128i,
     need_next: bool,
 ) -> __m128i {
@@ -962,6 +977,14 @@ unsafe fn blocks<L: Lanes, const R: usize, const ENC: bool>(
         let mut done = 0;
         while blocks - done >= WIDTH * w {
             let at = done * 16;
+            if at + PREFETCH_AHEAD < readable {
+                // A prefetch never faults; the bound only keeps it from
+                // fetching lines nobody will read.
+                let ahead = src.wrapping_add(at + PREFETCH_AHEAD);
+                for line in (0..WIDTH * w * 16).step_by(64) {
+                    _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(line).cast());
+                }
+            }
             let mut x = t;
             for j in 0..WIDTH {
                 x[j] = L::load(src.add(at + j * w * 16)).xor3(t[j], keys.data(0));
@@ -1040,7 +1063,15 @@ unsafe fn sectors_generic<L: Lanes, const R: usize, const ENC: bool>(
             encrypt_tweaks::<L, R>(&keys, number, job.step, n, &mut tweaks);
             for t in tweaks.iter().take(n) {
                 let at = sector * job.sector;
-                blocks::<L, R, ENC>(&keys, job.src.add(at), job.dst.add(at), per_sector, *t, false);
+                blocks::<L, R, ENC>(
+                    &keys,
+                    job.src.add(at),
+                    job.dst.add(at),
+                    per_sector,
+                    job.len - at,
+                    *t,
+                    false,
+                );
                 sector += 1;
             }
             number = number.wrapping_add((WIDTH as u64).wrapping_mul(job.step));
@@ -1062,7 +1093,7 @@ unsafe fn unit_generic<L: Lanes, const R: usize, const ENC: bool>(
         let partial = job.len % 16;
         let whole = job.len / 16;
         let bulk = if partial == 0 { whole } else { whole - 1 };
-        let tn = blocks::<L, R, ENC>(&keys, job.src, job.dst, bulk, t0, true);
+        let tn = blocks::<L, R, ENC>(&keys, job.src, job.dst, bulk, job.len, t0, true);
         if partial == 0 {
             return;
         }
