@@ -3,7 +3,9 @@
 //! The userspace counterpart of `cryptsetup benchmark` (KDF costs and cipher
 //! throughput) and `openssl speed` (a fixed buffer size per call, several
 //! threads). Everything runs in memory on a buffer reused call after call,
-//! exactly as `openssl speed` does, so the figures compare directly.
+//! exactly as `openssl speed` does, so the figures compare directly; with a
+//! span (`--span`) the calls walk through more data than the CPU's caches
+//! hold instead, as a server reading a large volume does.
 #![forbid(unsafe_code)]
 
 use std::time::{Duration, Instant};
@@ -16,6 +18,8 @@ use serde::Serialize;
 
 /// The largest buffer one call may take (the NBD maximum request size).
 pub const MAX_BLOCK_BYTES: usize = 32 << 20;
+/// Most data one worker thread walks through (`--span`).
+pub const MAX_SPAN_BYTES: usize = 8 << 30;
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -67,6 +71,10 @@ pub struct Settings {
     pub ciphers: Vec<CipherFamily>,
     /// Bytes handed to the cipher per call.
     pub block_bytes: usize,
+    /// Bytes of data each worker's calls walk through, a call's worth at a
+    /// time, in place: `block_bytes` keeps the data in the CPU's caches, a
+    /// span larger than them makes every call read from memory.
+    pub span_bytes: usize,
     /// Sector size within a call for the sector modes (XTS, CBC).
     pub sector_bytes: usize,
     /// Worker threads, each with its own key context and buffer.
@@ -126,6 +134,7 @@ impl Settings {
         Ok(Self {
             ciphers,
             block_bytes,
+            span_bytes: block_bytes,
             sector_bytes,
             threads,
             duration: Duration::from_secs_f64(seconds),
@@ -136,6 +145,24 @@ impl Settings {
             ceiling: false,
             cpu_time: false,
         })
+    }
+}
+
+impl Settings {
+    /// Sets the data each worker walks through (see `span_bytes`): a
+    /// multiple of the call size, from one call to [`MAX_SPAN_BYTES`].
+    pub fn set_span(&mut self, span_bytes: usize) -> Result<(), BenchError> {
+        if span_bytes < self.block_bytes
+            || span_bytes % self.block_bytes != 0
+            || span_bytes > MAX_SPAN_BYTES
+        {
+            return Err(BenchError::Settings(format!(
+                "--span {span_bytes}: must be a multiple of --size {} up to {MAX_SPAN_BYTES}",
+                self.block_bytes
+            )));
+        }
+        self.span_bytes = span_bytes;
+        Ok(())
     }
 }
 
@@ -193,6 +220,8 @@ pub struct CipherRow {
     pub mode: &'static str,
     pub key_bits: usize,
     pub block_bytes: usize,
+    /// Bytes of data each thread's calls walked through (`--span`).
+    pub span_bytes: usize,
     /// Sector size inside each call for XTS/CBC; absent for GCM.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sector_bytes: Option<usize>,
@@ -491,6 +520,7 @@ fn measure_cipher(
         mode: if family == CipherFamily::AesGcm { "aead" } else { "plain64" },
         key_bits,
         block_bytes: settings.block_bytes,
+        span_bytes: settings.span_bytes,
         sector_bytes: (family != CipherFamily::AesGcm).then_some(settings.sector_bytes),
         threads: settings.threads,
         encrypt_mib_s,
@@ -525,8 +555,9 @@ fn throughput(
             .map(|_| {
                 scope.spawn(move || -> Result<Work, BenchError> {
                     let mut worker = Worker::new(family, key_bits, settings.xts_path)?;
-                    let mut buffer = vec![0u8; settings.block_bytes];
-                    fill_random(&mut buffer)?;
+                    let mut data = vec![0u8; settings.span_bytes];
+                    fill_random(&mut data)?;
+                    let calls_per_span = (settings.span_bytes / settings.block_bytes) as u64;
                     let mut tag = [0u8; 16];
                     let mut call: u64 = 0;
                     // GCM decryption verifies, so each call opens a buffer
@@ -541,14 +572,18 @@ fn throughput(
                     let mut bytes: u64 = 0;
                     loop {
                         for _ in 0..16 {
+                            // In range: `span_bytes` is a multiple of
+                            // `block_bytes` (`set_span`).
+                            let at = (call % calls_per_span) as usize * settings.block_bytes;
+                            let buffer = &mut data[at..at + settings.block_bytes];
                             if reseal {
                                 let sealing = Instant::now();
                                 let cpu_sealing = cpu_clock()?;
-                                worker.process(&mut buffer, sector, call, true, &mut tag)?;
+                                worker.process(buffer, sector, call, true, &mut tag)?;
                                 excluded += sealing.elapsed();
                                 cpu_excluded += cpu_clock()?.saturating_sub(cpu_sealing);
                             }
-                            worker.process(&mut buffer, sector, call, encrypt, &mut tag)?;
+                            worker.process(buffer, sector, call, encrypt, &mut tag)?;
                             call += 1;
                             bytes += settings.block_bytes as u64;
                         }

@@ -832,6 +832,12 @@ pub struct BenchArgs {
     /// the call size, at most 4096).
     #[arg(long, value_parser = parse_usize_size, value_name = "BYTES")]
     pub sector: Option<usize>,
+    /// Bytes of data each thread's calls walk through, one call's worth at
+    /// a time, in place (default: the call size, so the data stays in the
+    /// CPU's caches). A span larger than the caches, such as 1G, measures
+    /// data read from memory, as a server reading a large volume does.
+    #[arg(long, value_parser = parse_usize_size, value_name = "BYTES")]
+    pub span: Option<usize>,
     /// Worker threads; 0 means one per core, throughput summed.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub threads: usize,

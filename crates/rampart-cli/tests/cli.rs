@@ -73,6 +73,7 @@ fn bench_json_reports_every_row_with_documented_fields() {
             "mode",
             "key_bits",
             "block_bytes",
+            "span_bytes",
             "threads",
             "encrypt_mib_s",
             "decrypt_mib_s",
@@ -81,6 +82,7 @@ fn bench_json_reports_every_row_with_documented_fields() {
             assert!(!row[field].is_null(), "field {field} missing in {row}");
         }
         assert_eq!(row["block_bytes"], 4096);
+        assert_eq!(row["span_bytes"], 4096);
         assert_eq!(row["threads"], 2);
         assert!(row["encrypt_mib_s"].as_f64().unwrap() > 0.0);
         assert!(row["decrypt_mib_s"].as_f64().unwrap() > 0.0);
@@ -123,6 +125,30 @@ fn bench_cpu_time_adds_per_cpu_second_figures() {
 }
 
 #[test]
+fn bench_span_walks_through_more_data_than_one_call() {
+    let run = |extra: &[&str]| {
+        let mut args = vec!["bench", "--cipher", "aes-xts,aes-gcm", "--size", "64K"];
+        args.extend_from_slice(&["--span", "48M", "--seconds", "0.05"]);
+        args.extend_from_slice(extra);
+        let output = rampart(&args);
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let report: serde_json::Value = serde_json::from_str(&run(&["--json"])).unwrap();
+    let rows = report["ciphers"].as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    for row in rows {
+        assert_eq!(row["span_bytes"], 48 << 20, "{row}");
+        assert_eq!(row["block_bytes"], 64 << 10, "{row}");
+        // GCM's decryption verifies each tag: data sealed in place at
+        // another offset of the span would fail it.
+        assert!(row["decrypt_mib_s"].as_f64().unwrap() > 0.0, "{row}");
+    }
+    let table = run(&[]);
+    assert!(table.contains("walking 50331648 bytes of data per thread"), "{table}");
+}
+
+#[test]
 fn bench_table_with_cipher_filter_and_sector_size() {
     let output = rampart(&[
         "bench",
@@ -154,6 +180,9 @@ fn bench_rejects_bad_settings_with_one_line_and_exit_2() {
         &["bench", "--size", "4096", "--sector", "8192"],
         &["bench", "--seconds", "0"],
         &["bench", "--iter-time", "5"],
+        &["bench", "--size", "4096", "--span", "1000"],
+        &["bench", "--size", "4096", "--span", "6000"],
+        &["bench", "--span", "9G"],
     ] {
         let output = rampart(args);
         assert_eq!(output.status.code(), Some(2), "{args:?}");

@@ -54,6 +54,9 @@ fn settings_from(args: &BenchArgs) -> anyhow::Result<Settings> {
         ))
         .into());
     }
+    if let Some(span) = args.span {
+        settings.set_span(span).map_err(|e| UsageError(e.to_string()))?;
+    }
     settings.iter_time = Duration::from_millis(args.iter_time);
     settings.kdf = !only_ciphers;
     settings.rng = !only_ciphers;
@@ -122,9 +125,14 @@ fn print_table(out: &mut impl Write, report: &Report, settings: &Settings) -> st
         } else {
             String::new()
         };
+        let span = if settings.span_bytes > settings.block_bytes {
+            format!(", walking {} bytes of data per thread", settings.span_bytes)
+        } else {
+            String::new()
+        };
         writeln!(
             out,
-            "# {}-byte buffers per call{sectors}, {} thread{}",
+            "# {}-byte buffers per call{sectors}{span}, {} thread{}",
             settings.block_bytes,
             settings.threads,
             if settings.threads == 1 { "" } else { "s" }
