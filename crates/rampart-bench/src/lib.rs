@@ -146,9 +146,7 @@ impl Settings {
             cpu_time: false,
         })
     }
-}
 
-impl Settings {
     /// Sets the data each worker walks through (see `span_bytes`): a
     /// multiple of the call size, from one call to [`MAX_SPAN_BYTES`].
     pub fn set_span(&mut self, span_bytes: usize) -> Result<(), BenchError> {
@@ -555,7 +553,14 @@ fn throughput(
             .map(|_| {
                 scope.spawn(move || -> Result<Work, BenchError> {
                     let mut worker = Worker::new(family, key_bits, settings.xts_path)?;
-                    let mut data = vec![0u8; settings.span_bytes];
+                    let mut data = Vec::new();
+                    data.try_reserve_exact(settings.span_bytes).map_err(|_| {
+                        BenchError::Settings(format!(
+                            "--span {}: cannot allocate that much for each of {} threads",
+                            settings.span_bytes, settings.threads
+                        ))
+                    })?;
+                    data.resize(settings.span_bytes, 0);
                     fill_random(&mut data)?;
                     let calls_per_span = (settings.span_bytes / settings.block_bytes) as u64;
                     let mut tag = [0u8; 16];
