@@ -155,8 +155,9 @@ impl Settings {
             || span_bytes > MAX_SPAN_BYTES
         {
             return Err(BenchError::Settings(format!(
-                "--span {span_bytes}: must be a multiple of --size {} up to {MAX_SPAN_BYTES}",
-                self.block_bytes
+                "--span {span_bytes}: must be a multiple of --size {} (at least one call) and at most {} GiB",
+                self.block_bytes,
+                MAX_SPAN_BYTES >> 30
             )));
         }
         self.span_bytes = span_bytes;

@@ -569,12 +569,11 @@ fn refused(shared: &Shared, peer: &str) {
 /// Send buffer asked for on each Unix-socket connection (the kernel doubles
 /// it, within `net.core.wmem_max`). With the default 208 KiB a 256 KiB read
 /// reply (nbdcopy's size) never fits: the reply is written in pieces, the
-/// task parking between them. At 2 MiB, 1 GiB `nbdcopy` reads measured
-/// 0.97-1.09x nbdkit by median against 0.75-1.04x for the default, ahead
-/// in four of five interleaved A/B runs of 7-9 rounds (BENCHMARKS.md);
-/// capped at 416 KiB (`wmem_max` at its usual 212992) they measured the
-/// same as the default.
-/// TCP sockets keep the kernel's autotuning, which a fixed size would turn
+/// task parking between them. With 2 MiB or more, 1 GiB `nbdcopy` reads
+/// were ahead of the default in five of six interleaved A/B runs
+/// (BENCHMARKS.md, "Unix sockets: a send buffer for whole replies"); with
+/// 1 MiB, or 416 KiB (the cap at the usual `wmem_max` of 212992), they
+/// measured like the default. TCP sockets keep the kernel's autotuning, which a fixed size would turn
 /// off.
 const UNIX_SEND_BUFFER: usize = 1 << 20;
 
