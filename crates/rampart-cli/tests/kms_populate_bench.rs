@@ -4,6 +4,7 @@
 //! checks the appended chain and its MACs), refuses an unseal key that is
 //! not the store's, and `rampart kms bench` plays many hosts with unwraps
 //! of random keys mixed with heartbeats. On SQLite and on PostgreSQL.
+//! A populated PostgreSQL store is left vacuumed and analysed.
 
 #[path = "helpers/kms_support.rs"]
 mod support;
@@ -80,6 +81,9 @@ fn populate_then_bench_and_verify(store: Option<&str>) {
     populate.extend(with_store(vec![]));
     let said = ok(&populate.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(said.contains("40 keys, 4 clients (2 bundles), 3000 audit entries"), "{said}");
+    if let Some(url) = store {
+        assert_settled(url);
+    }
 
     let _server = ServerProcess::start(&dir, port, store);
     let admin = dir.join("admin.bundle").display().to_string();
@@ -155,4 +159,26 @@ fn populate_then_bench_and_verify(store: Option<&str>) {
     // Bad bench flags are a usage error.
     let out = rampart(&["kms", "bench", "--key", "k", "--heartbeat-percent", "101"]);
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// What `populate` leaves on PostgreSQL: every table it filled vacuumed
+/// and analysed, by the statistics views.
+fn assert_settled(url: &str) {
+    let tables = "'kms_keys', 'kms_key_versions', 'kms_key_selectors', 'kms_clients', \
+                  'kms_client_labels', 'kms_audit', 'kms_audit_refs'";
+    let query = format!(
+        "SELECT relname FROM pg_stat_user_tables WHERE relname IN ({tables}) \
+         AND last_vacuum IS NOT NULL AND last_analyze IS NOT NULL ORDER BY relname"
+    );
+    // The statistics of the populating backend reach the views within a
+    // second of its end.
+    let mut settled = String::new();
+    let all = support::wait_until(std::time::Duration::from_secs(10), || {
+        let out =
+            std::process::Command::new("psql").args([url, "-XAtqc", &query]).output().unwrap();
+        assert!(out.status.success(), "psql: {}", String::from_utf8_lossy(&out.stderr));
+        settled = String::from_utf8(out.stdout).unwrap();
+        settled.lines().count() == 7
+    });
+    assert!(all, "tables vacuumed and analysed after populate: {settled}");
 }

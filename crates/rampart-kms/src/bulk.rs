@@ -110,6 +110,7 @@ pub async fn populate(
     let keys = populate_keys(&store, &root, plan, progress).await?;
     let (clients, bundles) = populate_clients(&store, &root, plan, bundles, progress).await?;
     let audit = populate_audit(&store, &root, plan, progress).await?;
+    store.settle_after_bulk_load().await?;
     Ok(BulkReport { keys, clients, audit, bundles })
 }
 

@@ -716,6 +716,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// The anchor left by the last prune, if any.
     fn audit_anchor(&self) -> StoreFuture<'_, Option<Mark>>;
 
+    /// Leaves the store after a bulk load (`kms populate`) as a server
+    /// that has run for a while finds it. On PostgreSQL: the tables the
+    /// load filled vacuumed and analysed (hint bits and visibility map
+    /// set, planner statistics current), which autovacuum would otherwise
+    /// do over minutes of the first requests. SQLite needs nothing.
+    fn settle_after_bulk_load(&self) -> StoreFuture<'_, ()>;
+
     /// Records that `server` is up at `server.seen_ms`, and forgets
     /// servers not seen since `forget_before_ms`.
     fn server_checkin(&self, server: ServerPresence, forget_before_ms: i64) -> StoreFuture<'_, ()>;

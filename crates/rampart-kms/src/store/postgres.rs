@@ -1674,6 +1674,21 @@ impl Store for PostgresStore {
         })
     }
 
+    fn settle_after_bulk_load(&self) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let mut lease = self.lease().await?;
+            // The tables a bulk load fills (the database may hold others).
+            lease
+                .client()?
+                .batch_execute(
+                    "VACUUM (ANALYZE) kms_keys, kms_key_versions, kms_key_selectors, kms_clients,
+                         kms_client_labels, kms_audit, kms_audit_refs",
+                )
+                .await?;
+            Ok(())
+        })
+    }
+
     fn prune_audit(&self, expected_anchor_seq: u64, anchor: Mark) -> StoreFuture<'_, u64> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
