@@ -1,8 +1,8 @@
 #![allow(clippy::unwrap_used)]
 //! `rampart serve`'s limits against hostile clients, each with an abusive
 //! raw-socket client cut off (within a bound) while a real client (nbdinfo,
-//! nbdcopy) keeps being served: a client that never reads its replies, a
-//! silent one in the handshake, an idle one, a flood of connections past
+//! nbdcopy) keeps being served: a client that never reads its replies (to
+//! reads, and to writes), a silent one in the handshake, an idle one, a flood of connections past
 //! --max-connections, and a flood of requests past --max-requests.
 
 #[path = "helpers/serve_support.rs"]
@@ -130,6 +130,38 @@ fn clients_that_never_read_their_replies_are_cut_off_and_release_the_budget() {
     s.well_behaved_copy(Duration::from_secs(20), "after the abusers were cut off");
     let log = s.server.stop();
     assert!(log.contains("4 timed out"), "counters line: {log}");
+}
+
+#[test]
+fn clients_that_never_read_their_write_replies_are_cut_off() {
+    // Writes of 16 KiB and more are answered by a task of their own, not
+    // by the connection's reader: a reply that cannot be sent must still
+    // end the connection. The replies pile up unread until the socket's
+    // send buffer is full, then the stall timeout runs out.
+    let mut s = serve("stall-writes", &["--stall-timeout", "2"]);
+    let (mut client, _) = RawClient::open(s.socket(), "", false);
+    let mut writer = client.stream.try_clone().unwrap();
+    const WRITES: u64 = 200_000;
+    const LEN: u32 = 16 << 10;
+    let sender = std::thread::spawn(move || {
+        let payload = vec![0x5a_u8; LEN as usize];
+        for handle in 0..WRITES {
+            let offset = (handle * u64::from(LEN)) % SIZE;
+            let mut request = request_bytes(0, CMD_WRITE, handle, offset, LEN);
+            request.extend_from_slice(&payload);
+            if writer.write_all(&request).is_err() {
+                return handle;
+            }
+        }
+        WRITES
+    });
+    s.wait_log("read no reply byte", 1, Duration::from_secs(60));
+    closed_within(&mut client.stream, Instant::now(), Duration::from_secs(10), "the writer");
+    let sent = sender.join().unwrap();
+    assert!(sent < WRITES, "all {WRITES} writes were taken from a client reading no reply");
+    s.well_behaved_info("after the writer was cut off");
+    let log = s.server.stop();
+    assert!(log.contains("1 timed out"), "counters line: {log}");
 }
 
 #[test]

@@ -1,5 +1,7 @@
-//! The transmission phase: requests are validated here, run on the blocking
-//! pool against the device, and answered out of order by one writer task.
+//! The transmission phase: requests are validated here and run against the
+//! device (page-cache reads and writes on the runtime, syncs and requests
+//! over 256 KiB on the blocking pool), and answered out of order: large
+//! ones by the task that ran them, the rest by one writer task.
 
 use std::future::Future;
 use std::io;
@@ -97,6 +99,8 @@ pub(crate) async fn serve(
     let (mut reader, writer) = stream.into_halves();
     // Unbounded, yet bounded by the request slots every reply holds.
     let (replies, queue) = mpsc::unbounded_channel::<Reply>();
+    // Why a write answered from a task of its own could not be answered.
+    let (reply_failed, mut reply_failures) = mpsc::unbounded_channel::<io::Error>();
     let out = Arc::new(Mutex::new(ReplyWriter {
         inner: Box::new(StallGuard::new(writer, shared.limits.stall_timeout)),
         pending: Vec::with_capacity(PENDING_MAX),
@@ -117,6 +121,7 @@ pub(crate) async fn serve(
         shared,
         base_allocation,
         replies,
+        reply_failed,
         own,
         slots,
         max_slots,
@@ -140,6 +145,8 @@ pub(crate) async fn serve(
             written = Some(result);
             Ok(())
         }
+        // As when the reader's own direct answer fails.
+        Some(error) = reply_failures.recv() => Err(error),
         result = read_requests(&mut reader, &context) => result,
     };
     // In-flight requests hold clones of the sender; the writer ends once
@@ -170,6 +177,9 @@ struct Context {
     shared: Arc<Shared>,
     base_allocation: bool,
     replies: mpsc::UnboundedSender<Reply>,
+    /// Where a write's own task reports that its reply could not be sent:
+    /// the connection ends, as when the reader's direct answer fails.
+    reply_failed: mpsc::UnboundedSender<io::Error>,
     own: Arc<Semaphore>,
     /// The connection's request slots (`Limits::max_requests`).
     slots: Arc<Semaphore>,
@@ -284,8 +294,7 @@ async fn read_requests(reader: &mut ReadBox, cx: &Arc<Context>) -> io::Result<()
             cx.shared.stats.bytes_written.fetch_add(u64::from(request.len), Ordering::Relaxed);
             let held = Held { _slot: slot, _budget: Some(permit) };
             if answers_directly(&request) {
-                let body = execute_write(cx, &request, buffer);
-                answer_directly(cx, Reply { request, body, _held: held }).await?;
+                write_in_own_task(cx, request, buffer, held);
             } else {
                 start_write(cx, request, buffer, held);
             }
@@ -430,12 +439,34 @@ fn execute_write(cx: &Context, request: &Request, mut buffer: Vec<u8>) -> Body {
     }
 }
 
-/// Large inline requests are answered by the connection's own task while
-/// their data is still in this core's cache, as a thread-per-request server
-/// would: a reply queued behind others is read back from memory instead,
-/// and waking the writer task costs more than the write.
+/// Large inline requests are answered by the task that ran them (a read
+/// by the connection's own task, a write by its own) while their data is
+/// still in this core's cache, as a thread-per-request server would: a
+/// reply queued behind others is read back from memory instead, and
+/// waking the writer task costs more than the write.
 fn answers_directly(request: &Request) -> bool {
     request.len as usize >= DIRECT_MIN && inline(request)
+}
+
+/// Runs a large inline write and answers it in a task of its own, so that
+/// the connection's task reads on meanwhile. A client cannot queue its
+/// next request while nobody reads: a Unix socket's send buffer (208 KiB
+/// by default) is smaller than one 256 KiB write, and a TCP window fills
+/// likewise. Answered inline, every write held up the client for the time
+/// of its encryption and write (nbdcopy writes over a Unix socket, median
+/// of nine rounds against nbdkit: 0.80-0.90x inline, 0.87-0.95x in a task
+/// of its own; BENCHMARKS.md). The task usually runs next on the same
+/// runtime thread, with the payload still in its cache, once the reader
+/// has read all the client has sent.
+fn write_in_own_task(cx: &Arc<Context>, request: Request, buffer: Vec<u8>, held: Held) {
+    let cx = Arc::clone(cx);
+    tokio::spawn(async move {
+        let body = execute_write(&cx, &request, buffer);
+        if let Err(error) = answer_directly(&cx, Reply { request, body, _held: held }).await {
+            // Nobody listens once the connection is ending anyway.
+            let _ = cx.reply_failed.send(error);
+        }
+    });
 }
 
 async fn answer_directly(cx: &Context, reply: Reply) -> io::Result<()> {
