@@ -378,7 +378,8 @@ impl Server {
         // Held for the call: a dropped sender would read as "stopping".
         let (_running, stop) = watch::channel(false);
         self.shared.stats.connections.fetch_add(1, Ordering::Relaxed);
-        connection(Box::new(AnyStream(stream)), peer, Arc::clone(&self.shared), stop).await
+        let stream = Box::new(AnyStream(stream));
+        connection(stream, false, peer, Arc::clone(&self.shared), stop).await
     }
 
     /// Serves every listener until `shutdown` completes; then stops
@@ -503,12 +504,12 @@ impl ServerHandle {
 async fn accept_loop(listener: Bound, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
     let mut connections = JoinSet::new();
     loop {
-        let accepted: io::Result<(BoxStream, String)> = tokio::select! {
+        let accepted: io::Result<(BoxStream, bool, String)> = tokio::select! {
             _ = stop.changed() => break,
             accepted = accept(&listener) => accepted,
         };
         match accepted {
-            Ok((stream, peer)) => {
+            Ok((stream, unix_socket, peer)) => {
                 let permit = match &shared.connections {
                     None => None,
                     Some(slots) => match Arc::clone(slots).try_acquire_owned() {
@@ -526,7 +527,8 @@ async fn accept_loop(listener: Bound, shared: Arc<Shared>, mut stop: watch::Rece
                 let shared = Arc::clone(&shared);
                 let stop = stop.clone();
                 connections.spawn(async move {
-                    if let Err(error) = connection(stream, &peer, shared.clone(), stop).await {
+                    let served = connection(stream, unix_socket, &peer, shared.clone(), stop).await;
+                    if let Err(error) = served {
                         if error.kind() == io::ErrorKind::TimedOut {
                             shared.stats.timed_out_connections.fetch_add(1, Ordering::Relaxed);
                         } else {
@@ -584,23 +586,25 @@ fn enlarge_send_buffer(stream: &tokio::net::UnixStream) {
     }
 }
 
-async fn accept(listener: &Bound) -> io::Result<(BoxStream, String)> {
+/// The next connection, whether it is on a Unix socket, and its peer.
+async fn accept(listener: &Bound) -> io::Result<(BoxStream, bool, String)> {
     match listener {
         Bound::Tcp(listener) => {
             let (stream, peer) = listener.accept().await?;
             stream.set_nodelay(true)?;
-            Ok((Box::new(stream), peer.to_string()))
+            Ok((Box::new(stream), false, peer.to_string()))
         }
         Bound::Unix(listener, path) => {
             let (stream, _) = listener.accept().await?;
             enlarge_send_buffer(&stream);
-            Ok((Box::new(stream), path.display().to_string()))
+            Ok((Box::new(stream), true, path.display().to_string()))
         }
     }
 }
 
 async fn connection(
     stream: BoxStream,
+    unix_socket: bool,
     peer: &str,
     shared: Arc<Shared>,
     stop: watch::Receiver<bool>,
@@ -623,7 +627,7 @@ async fn connection(
         return Ok(());
     };
     tracing::debug!(%peer, export = %negotiated.export.name, "transmission");
-    transmission::serve(negotiated, shared, stop).await
+    transmission::serve(negotiated, unix_socket, shared, stop).await
 }
 
 #[cfg(test)]

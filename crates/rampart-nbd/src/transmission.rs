@@ -87,8 +87,11 @@ struct Held {
     _budget: Option<Permit>,
 }
 
+/// `unix_socket`: the connection is on a Unix socket (see
+/// [`write_in_own_task`]).
 pub(crate) async fn serve(
     negotiated: Negotiated,
+    unix_socket: bool,
     shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
 ) -> io::Result<()> {
@@ -122,6 +125,7 @@ pub(crate) async fn serve(
         base_allocation,
         replies,
         reply_failed,
+        unix_socket,
         own,
         slots,
         max_slots,
@@ -180,6 +184,7 @@ struct Context {
     /// Where a write's own task reports that its reply could not be sent:
     /// the connection ends, as when the reader's direct answer fails.
     reply_failed: mpsc::UnboundedSender<io::Error>,
+    unix_socket: bool,
     own: Arc<Semaphore>,
     /// The connection's request slots (`Limits::max_requests`).
     slots: Arc<Semaphore>,
@@ -293,8 +298,11 @@ async fn read_requests(reader: &mut ReadBox, cx: &Arc<Context>) -> io::Result<()
             }
             cx.shared.stats.bytes_written.fetch_add(u64::from(request.len), Ordering::Relaxed);
             let held = Held { _slot: slot, _budget: Some(permit) };
-            if answers_directly(&request) {
+            if answers_directly(&request) && cx.unix_socket {
                 write_in_own_task(cx, request, buffer, held);
+            } else if answers_directly(&request) {
+                let body = execute_write(cx, &request, buffer);
+                answer_directly(cx, Reply { request, body, _held: held }).await?;
             } else {
                 start_write(cx, request, buffer, held);
             }
@@ -448,16 +456,18 @@ fn answers_directly(request: &Request) -> bool {
     request.len as usize >= DIRECT_MIN && inline(request)
 }
 
-/// Runs a large inline write and answers it in a task of its own, so that
-/// the connection's task reads on meanwhile. A client cannot queue its
-/// next request while nobody reads: a Unix socket's send buffer (208 KiB
-/// by default) is smaller than one 256 KiB write, and a TCP window fills
-/// likewise. Answered inline, every write held up the client for the time
-/// of its encryption and write (nbdcopy writes over a Unix socket, median
-/// of nine rounds against nbdkit: 0.80-0.90x inline, 0.87-0.95x in a task
-/// of its own; BENCHMARKS.md). The task usually runs next on the same
-/// runtime thread, with the payload still in its cache, once the reader
-/// has read all the client has sent.
+/// On a Unix socket, runs a large inline write and answers it in a task
+/// of its own, so that the connection's task reads on meanwhile. There a
+/// client cannot queue its next request while nobody reads: the socket's
+/// send buffer (208 KiB by default) is smaller than one 256 KiB write.
+/// Answered inline, every write held up the client for the time of its
+/// encryption and write (nbdcopy writes against nbdkit, median of 7-9
+/// rounds: 0.78-0.90x inline, 0.87-0.95x in a task of its own, in 7 of 8
+/// A/B runs; BENCHMARKS.md). TCP's receive window holds many requests,
+/// and there the task only cost CPU (0.1 CPU-second per GiB more), so TCP
+/// writes stay inline. The task usually runs next on the same runtime
+/// thread, with the payload still in its cache, once the reader has read
+/// all the client has sent.
 fn write_in_own_task(cx: &Arc<Context>, request: Request, buffer: Vec<u8>, held: Held) {
     let cx = Arc::clone(cx);
     tokio::spawn(async move {
