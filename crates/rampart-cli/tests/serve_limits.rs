@@ -2,8 +2,9 @@
 //! `rampart serve`'s limits against hostile clients, each with an abusive
 //! raw-socket client cut off (within a bound) while a real client (nbdinfo,
 //! nbdcopy) keeps being served: a client that never reads its replies (to
-//! reads, and to writes), a silent one in the handshake, an idle one, a flood of connections past
-//! --max-connections, and a flood of requests past --max-requests.
+//! reads, and to writes), a silent one in the handshake, an idle one, a
+//! flood of connections past --max-connections, and a flood of requests
+//! past --max-requests.
 
 #[path = "helpers/serve_support.rs"]
 mod support;

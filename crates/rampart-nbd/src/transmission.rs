@@ -298,11 +298,13 @@ async fn read_requests(reader: &mut ReadBox, cx: &Arc<Context>) -> io::Result<()
             }
             cx.shared.stats.bytes_written.fetch_add(u64::from(request.len), Ordering::Relaxed);
             let held = Held { _slot: slot, _budget: Some(permit) };
-            if answers_directly(&request) && cx.unix_socket {
-                write_in_own_task(cx, request, buffer, held);
-            } else if answers_directly(&request) {
-                let body = execute_write(cx, &request, buffer);
-                answer_directly(cx, Reply { request, body, _held: held }).await?;
+            if answers_directly(&request) {
+                if cx.unix_socket {
+                    write_in_own_task(cx, request, buffer, held);
+                } else {
+                    let body = execute_write(cx, &request, buffer);
+                    answer_directly(cx, Reply { request, body, _held: held }).await?;
+                }
             } else {
                 start_write(cx, request, buffer, held);
             }
@@ -462,8 +464,8 @@ fn answers_directly(request: &Request) -> bool {
 /// send buffer (208 KiB by default) is smaller than one 256 KiB write.
 /// Answered inline, every write held up the client for the time of its
 /// encryption and write (nbdcopy writes against nbdkit, median of 7-9
-/// rounds: 0.78-0.90x inline, 0.87-0.95x in a task of its own, in 7 of 8
-/// A/B runs; BENCHMARKS.md). TCP's receive window holds many requests,
+/// rounds: 0.78-0.99x inline, 0.87-1.06x in a task of its own, ahead in
+/// 8 of 9 A/B runs; BENCHMARKS.md). TCP's receive window holds many requests,
 /// and there the task only cost CPU (0.1 CPU-second per GiB more), so TCP
 /// writes stay inline. The task usually runs next on the same runtime
 /// thread, with the payload still in its cache, once the reader has read
