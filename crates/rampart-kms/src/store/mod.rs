@@ -6,6 +6,7 @@
 //! [`SqliteStore`] is the default (one file, `DIR/kms.db`);
 //! [`PostgresStore`] lets several servers share one database.
 
+mod copy_binary;
 mod material_cache;
 mod postgres;
 mod sqlite;
@@ -24,6 +25,20 @@ use crate::model::{
     parse_policy, AuditDraft, AuditEntry, ClientInfo, KeyInfo, KeyState, KeyVersionInfo, Labels,
     Selector,
 };
+
+/// The columns `audit_chain_page` reads, in its order, named in errors.
+const AUDIT_CHAIN_COLUMNS: [&str; 10] = [
+    "sequence number",
+    "time",
+    "client",
+    "operation",
+    "key name",
+    "key version",
+    "outcome",
+    "detail",
+    "hash",
+    "MAC",
+];
 
 /// One step of the schema's history: the SQL that takes a database from
 /// version `to - 1` to `to`. The same text runs on SQLite and PostgreSQL.

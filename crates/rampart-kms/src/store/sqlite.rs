@@ -17,7 +17,8 @@ use super::{
     attach_versions, decode_labels, decode_policy, encode_labels, encode_policy, meta,
     migrations_after, name_range, to_u32, to_u64, version_info, AuditDriver, AuditFilter,
     ClientFilter, KeyFilter, KmipAttributeRow, KmipObject, KmipUse, MaterialRow, ServerPresence,
-    StateChange, Store, StoreFuture, AUDIT_REFS_SEGMENT, BASE_SCHEMA_VERSION, SCHEMA_VERSION,
+    StateChange, Store, StoreFuture, AUDIT_CHAIN_COLUMNS, AUDIT_REFS_SEGMENT, BASE_SCHEMA_VERSION,
+    SCHEMA_VERSION,
 };
 use crate::audit::{seal_entry, ChainPage, ExportedEntry, Mark, GENESIS};
 use crate::error::{KmsError, Result};
@@ -716,20 +717,6 @@ fn load_keys(conn: &Connection, name: &str) -> Result<Vec<KeyInfo>> {
     attach_versions(&mut keys, versions);
     Ok(keys)
 }
-
-/// The columns `audit_chain_page` reads, in its order, named in errors.
-const AUDIT_CHAIN_COLUMNS: [&str; 10] = [
-    "sequence number",
-    "time",
-    "client",
-    "operation",
-    "key name",
-    "key version",
-    "outcome",
-    "detail",
-    "hash",
-    "MAC",
-];
 
 impl Store for SqliteStore {
     fn kind(&self) -> &'static str {
