@@ -263,4 +263,32 @@ mod tests {
         huge[first_len..first_len + 4].copy_from_slice(&i32::MAX.to_be_bytes());
         assert!(why(&huge, 2).contains("ends before its trailer"));
     }
+
+    #[test]
+    fn mutated_streams_never_panic_and_agree_across_chunkings() {
+        let good = stream(&[
+            &[Some(b"first"), None, Some(&[7u8; 40][..])],
+            &[None, Some(b""), Some(b"last")],
+        ]);
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..5000 {
+            let mut data = good.clone();
+            for _ in 0..=next() % 4 {
+                let at = (next() % data.len() as u64) as usize;
+                data[at] = next() as u8;
+            }
+            if next() % 4 == 0 {
+                data.truncate((next() % data.len() as u64) as usize);
+            }
+            let whole = read(&data, data.len(), 3).map_err(|e| e.to_string());
+            let chunked = read(&data, 1 + (next() % 16) as usize, 3).map_err(|e| e.to_string());
+            assert_eq!(whole, chunked, "{data:?}");
+        }
+    }
 }
