@@ -723,9 +723,10 @@ async fn a_page_of_one_state_walks_the_state_index_on_postgres() {
     assert_eq!(page.len(), 100);
     assert_eq!(page[0].name, "bulk-000001");
     // A backend reports its counters when idle, at most once a second
-    // (PostgreSQL 15), so wait for the index scan to show.
+    // and otherwise after an idle timeout of 10 s (PostgreSQL 15), so
+    // wait (up to 30 s) for the index scan to show.
     let mut now = counters().await;
-    for _ in 0..150 {
+    for _ in 0..300 {
         if now.1 > index_before {
             break;
         }
