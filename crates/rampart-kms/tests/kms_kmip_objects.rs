@@ -105,6 +105,11 @@ fn text(s: &str) -> Value {
     Value::TextString(s.into())
 }
 
+/// A Name attribute's value (Uninterpreted Text String).
+fn name_value(s: &str) -> Value {
+    Value::Structure(vec![Item::text(Tag::NAME_VALUE, s), Item::enumeration(Tag::NAME_TYPE, 1)])
+}
+
 /// The values of attribute `name` in a 1.x Get Attributes answer.
 fn values(items: &[Item], name: &str) -> Vec<Value> {
     items
@@ -682,9 +687,6 @@ async fn each_key_version_has_its_own_attributes_and_old_stores_migrate() {
     let v2 = uid_of(&ok(&items[2]));
     assert_eq!((v1.as_str(), v2.as_str()), ("per-version/1", "per-version/2"));
     let get = |uid: &str| vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid)];
-    let name_value = |s: &str| {
-        Value::Structure(vec![Item::text(Tag::NAME_VALUE, s), Item::enumeration(Tag::NAME_TYPE, 1)])
-    };
     let check = |attrs: &[Item], name: bool, tier: &str| {
         assert_eq!(values(attrs, "x-tier"), [text(tier)]);
         assert_eq!(values(attrs, "Object Group"), [text("disks")]);
@@ -786,4 +788,155 @@ async fn each_key_version_has_its_own_attributes_and_old_stores_migrate() {
     assert_eq!(rows(3).await, ["Name", "Object Group", "x-tier"]);
     let a1 = ok(&one(&mut tls, Operation::GET_ATTRIBUTES, get(&v1)).await);
     check(&a1, false, "bronze");
+}
+
+/// A Locate item with the answer window.
+fn locate_window(criteria: Vec<Item>, offset: Option<i32>, max: Option<i32>) -> Vec<Item> {
+    let mut fields = Vec::new();
+    if let Some(max) = max {
+        fields.push(Item::int(Tag::MAXIMUM_ITEMS, max));
+    }
+    if let Some(offset) = offset {
+        fields.push(Item::int(Tag::OFFSET_ITEMS, offset));
+    }
+    fields.extend(criteria);
+    fields
+}
+
+/// Locate by an Object Group most keys share walks the keys holding it a
+/// store page (1,000) at a time in key order, so the answer, and every
+/// window of it across page boundaries, is the same as one sorted list;
+/// on SQLite that walk is one range of the (name, value, key) index, with
+/// no sort of every key holding the value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locate_by_a_shared_object_group_walks_its_keys_page_by_page() {
+    let d = Deployment::new("locate_group").await;
+    let mut tls = connect(&d.admin, &d.kmip, &rustls::version::TLS12).await;
+    let group = |g: &str| attr("Object Group", text(g));
+    let mut fleet = Vec::new();
+    let mut other = Vec::new();
+    for round in 0..9 {
+        let (count, g) = if round < 7 { (300, "fleet") } else { (25, "other") };
+        let ops = (0..count).map(|_| (Operation::CREATE, aes(256, vec![group(g)]))).collect();
+        for item in batch(&mut tls, ProtocolVersion::V1_4, ops).await {
+            let uid = uid_of(&ok(&item));
+            if g == "fleet" {
+                fleet.push(uid)
+            } else {
+                other.push(uid)
+            }
+        }
+    }
+    let named = uid_of(&ok(&one(
+        &mut tls,
+        Operation::CREATE,
+        aes(256, vec![attr("Name", text("special")), group("fleet")]),
+    )
+    .await));
+    fleet.push(named.clone());
+    // Key order: the key name before the version.
+    fleet.sort_by(|a, b| a.split('/').next().cmp(&b.split('/').next()));
+    other.sort_by(|a, b| a.split('/').next().cmp(&b.split('/').next()));
+
+    let all =
+        ok(&one(&mut tls, Operation::LOCATE, locate_window(vec![group("fleet")], None, None))
+            .await);
+    assert_eq!(field(&all, Tag::LOCATED_ITEMS).as_int().unwrap(), 2101);
+    assert_eq!(uids(&all), fleet);
+    // A window crossing the store pages at the 1,000th and 2,000th key.
+    let window = ok(&one(
+        &mut tls,
+        Operation::LOCATE,
+        locate_window(vec![group("fleet")], Some(999), Some(1002)),
+    )
+    .await);
+    assert_eq!(field(&window, Tag::LOCATED_ITEMS).as_int().unwrap(), 2101);
+    assert_eq!(uids(&window), fleet[999..2001]);
+    let tail = ok(&one(
+        &mut tls,
+        Operation::LOCATE,
+        locate_window(vec![group("fleet")], Some(2100), None),
+    )
+    .await);
+    assert_eq!(uids(&tail), fleet[2100..]);
+    let both = ok(&one(
+        &mut tls,
+        Operation::LOCATE,
+        locate_window(vec![group("fleet"), attr("Name", name_value("special"))], None, None),
+    )
+    .await);
+    assert_eq!(uids(&both), std::slice::from_ref(&named));
+    let elsewhere = ok(&one(
+        &mut tls,
+        Operation::LOCATE,
+        locate_window(vec![group("other"), attr("Name", name_value("special"))], None, None),
+    )
+    .await);
+    assert_eq!(uids(&elsewhere), Vec::<String>::new());
+    let others =
+        ok(&one(&mut tls, Operation::LOCATE, locate_window(vec![group("other")], None, None))
+            .await);
+    assert_eq!(uids(&others), other);
+    // A Name taken in the group is still refused to a new object.
+    let taken =
+        one(&mut tls, Operation::CREATE, aes(256, vec![attr("Name", name_value("special"))])).await;
+    assert_eq!(reason(&taken), Some(ResultReason::OBJECT_ALREADY_EXISTS));
+
+    let db = rusqlite::Connection::open(d.dir.join("data").join("kms.db")).unwrap();
+    let plan: Vec<String> = db
+        .prepare(
+            "EXPLAIN QUERY PLAN SELECT DISTINCT key_name FROM kms_kmip_version_attributes
+             WHERE name = 'Object Group' AND value = 'x' AND key_name > '' ORDER BY key_name LIMIT 1000",
+        )
+        .unwrap()
+        .query_map([], |r| r.get::<_, String>(3))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(plan.iter().any(|step| step.contains("kms_kmip_version_attributes_find")), "{plan:?}");
+    assert!(plan.iter().all(|step| !step.contains("TEMP B-TREE")), "{plan:?}");
+}
+
+/// However many keys match, one Locate answers at most 10,000 identifiers
+/// (a page of the REST lists); Located Items counts every match and
+/// Offset Items walks on to the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_locate_answers_at_most_ten_thousand_identifiers_and_counts_every_match() {
+    let d = Deployment::new("locate_max").await;
+    let unseal = rampart_kms::deployment::read_unseal_key(
+        &d.dir.join("data").join(rampart_kms::deployment::files::UNSEAL_KEY),
+    )
+    .unwrap();
+    let root = rampart_kms::keys::RootKey::new(&unseal).unwrap();
+    let plan = rampart_kms::bulk::BulkPlan {
+        keys: 10_050,
+        key_prefix: "bulk-".into(),
+        clients: 0,
+        client_prefix: "host-".into(),
+        audit: 0,
+    };
+    rampart_kms::bulk::populate(
+        std::sync::Arc::clone(&d.store),
+        std::sync::Arc::new(root),
+        &plan,
+        None,
+        &|_, _| {},
+    )
+    .await
+    .unwrap();
+    let mut tls = connect(&d.admin, &d.kmip, &rustls::version::TLS12).await;
+    let first = ok(&one(&mut tls, Operation::LOCATE, locate_window(Vec::new(), None, None)).await);
+    assert_eq!(field(&first, Tag::LOCATED_ITEMS).as_int().unwrap(), 10_050);
+    let first = uids(&first);
+    assert_eq!(first.len(), 10_000);
+    let rest =
+        ok(&one(&mut tls, Operation::LOCATE, locate_window(Vec::new(), Some(10_000), None)).await);
+    let mut all = first;
+    all.extend(uids(&rest));
+    let expected: Vec<String> = (0..10_050).map(|i| format!("{}/1", plan.key_name(i))).collect();
+    assert_eq!(all, expected);
+    // Maximum Items below the cap is kept.
+    let few =
+        ok(&one(&mut tls, Operation::LOCATE, locate_window(Vec::new(), Some(5), Some(3))).await);
+    assert_eq!(uids(&few), expected[5..8]);
 }

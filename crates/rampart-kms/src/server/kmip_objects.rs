@@ -26,7 +26,7 @@
 //! matches it; and changes a key's life cycle or attributes when it is an
 //! admin or the client that created the key over KMIP.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use rampart_crypto::{
     fill_random, hmac, kw_wrap, kwp_wrap, random_secret, Cbc, CbcIv, Ctr, Gcm, HashAlg,
@@ -53,7 +53,7 @@ use crate::error::KmsError;
 use crate::model::{
     check_name, now_ms, ClientInfo, KeyInfo, KeyState, KeyVersionInfo, Selector, MAX_REASON,
 };
-use crate::store::{KeyFilter, KmipAttributeRow, KmipObject, StateChange};
+use crate::store::{KeyFilter, KmipAttributeRow, KmipObject, StateChange, MAX_PAGE};
 
 type R<T> = Result<T, KmipError>;
 
@@ -549,17 +549,7 @@ impl Session<'_> {
     /// client's scope).
     async fn key_name_for(&self, names: &[Name]) -> R<String> {
         for name in names {
-            let value = encode_value("Name", &name.to_value(Tag::ATTRIBUTE_VALUE))?;
-            for key in self.state.store.kmip_find("Name".into(), value).await.map_err(kms)? {
-                if let Some(info) = self.state.store.get_key(key).await.map_err(kms)? {
-                    if self.client.admin || info.allows(self.client) {
-                        return Err(KmipError::ObjectAlreadyExists(format!(
-                            "an object named {} exists",
-                            name.value
-                        )));
-                    }
-                }
-            }
+            self.refuse_stored_name(name, None).await?;
         }
         if let Some(first) = names.first() {
             if check_name("key name", &first.value).is_ok() {
@@ -1128,22 +1118,41 @@ impl Session<'_> {
         Ok(out)
     }
 
-    /// Refuses a Name another object the client sees already has.
-    async fn check_name_free(&self, obj: &Obj, name: &Name) -> R<()> {
+    /// Refuses a Name stored on a key other than `except` that the client
+    /// sees (names are unique in the client's scope). The keys holding it
+    /// are read a page at a time: another client's objects may share it.
+    async fn refuse_stored_name(&self, name: &Name, except: Option<&str>) -> R<()> {
         let value = encode_value("Name", &name.to_value(Tag::ATTRIBUTE_VALUE))?;
-        for key in self.state.store.kmip_find("Name".into(), value).await.map_err(kms)? {
-            if key == obj.key.name {
-                continue;
-            }
-            if let Some(info) = self.state.store.get_key(key).await.map_err(kms)? {
-                if self.client.admin || info.allows(self.client) {
-                    return Err(KmipError::ObjectAlreadyExists(format!(
-                        "an object named {} exists",
-                        name.value
-                    )));
+        let store = &self.state.store;
+        let mut after = String::new();
+        loop {
+            let page = store
+                .kmip_find_page("Name".into(), value.clone(), after, LOCATE_PAGE)
+                .await
+                .map_err(kms)?;
+            for key in &page {
+                if Some(key.as_str()) == except {
+                    continue;
+                }
+                if let Some(info) = store.get_key(key.clone()).await.map_err(kms)? {
+                    if self.client.admin || info.allows(self.client) {
+                        return Err(KmipError::ObjectAlreadyExists(format!(
+                            "an object named {} exists",
+                            name.value
+                        )));
+                    }
                 }
             }
+            match page.last() {
+                Some(last) if page.len() >= LOCATE_PAGE as usize => after = last.clone(),
+                _ => return Ok(()),
+            }
         }
+    }
+
+    /// Refuses a Name another object the client sees already has.
+    async fn check_name_free(&self, obj: &Obj, name: &Name) -> R<()> {
+        self.refuse_stored_name(name, Some(&obj.key.name)).await?;
         // A REST key the client sees is named by its own name.
         if name.value != obj.key.name && check_name("key name", &name.value).is_ok() {
             let store = &self.state.store;
@@ -1166,10 +1175,7 @@ impl Session<'_> {
     async fn locate(&mut self, request: &LocateRequest) -> R<Vec<Item>> {
         let now = now_ms();
         let store = &self.state.store;
-        // Indexed lookups first: every stored-attribute criterion narrows
-        // the candidate keys.
-        let mut candidates: Option<BTreeSet<String>> = None;
-        let mut by_name = false;
+        let mut stored = Vec::new();
         for a in &request.attributes.0 {
             if !is_stored(&a.name) {
                 continue;
@@ -1178,42 +1184,65 @@ impl Session<'_> {
                 .value
                 .as_ref()
                 .ok_or_else(|| KmipError::MissingData(format!("the value of {}", a.name)))?;
-            let enc = encode_value(&a.name, value)?;
-            let mut keys: BTreeSet<String> =
-                store.kmip_find(a.name.clone(), enc).await.map_err(kms)?.into_iter().collect();
-            if a.name == "Name" {
-                by_name = true;
-                // A key without stored Names is named by its own name.
-                let n = Name::parse(value)?;
-                if check_name("key name", &n.value).is_ok()
-                    && store.get_key(n.value.clone()).await.map_err(kms)?.is_some()
-                    && store.kmip_object(n.value.clone(), u32::MAX).await.map_err(kms)?.is_none()
-                {
-                    keys.insert(n.value);
-                }
-            }
-            candidates = Some(match candidates {
-                None => keys,
-                Some(c) => c.intersection(&keys).cloned().collect(),
-            });
+            stored.push((a.name.as_str(), value));
         }
+        let by_name = stored.iter().any(|(name, _)| *name == "Name");
         let offset = usize::try_from(request.offset_items.unwrap_or(0).max(0)).unwrap_or(0);
         let max = request
             .maximum_items
             .filter(|m| *m > 0)
             .and_then(|m| usize::try_from(m).ok())
-            .unwrap_or(usize::MAX);
-        // Keys are visited one store page at a time and only the answer's
-        // window (Offset Items, Maximum Items) is kept, so memory stays
-        // bounded whatever the store holds; the matches before and after
-        // the window are only counted (Located Items).
+            .unwrap_or(usize::MAX)
+            .min(LOCATE_MAX);
+        // Keys are visited one store page at a time, in key order, and
+        // only the answer's window (Offset Items, Maximum Items) is kept,
+        // so memory stays bounded whatever the store holds; the matches
+        // before and after the window are only counted (Located Items).
         let mut hits = Hits { offset, max, total: 0, page: Vec::new() };
-        match candidates {
-            Some(names) => {
-                for name in names {
-                    if let Some(key) = store.get_key(name).await.map_err(kms)? {
-                        self.locate_in(&key, request, by_name, now, &mut hits).await?;
+        // A stored criterion narrows the walk to the keys its index
+        // holds: a Name when one is given (few keys share a Name), else
+        // the first. Every criterion is still tested on each object.
+        let driver = stored.iter().find(|(name, _)| *name == "Name").or(stored.first());
+        match driver {
+            Some(&(attribute, value)) => {
+                let encoded = encode_value(attribute, value)?;
+                // A key without stored Names is named by its own name; it
+                // holds no stored attribute, so the index does not list it:
+                // it is visited in its place in key order.
+                let mut own = None;
+                if attribute == "Name" {
+                    let n = Name::parse(value)?;
+                    if check_name("key name", &n.value).is_ok()
+                        && store
+                            .kmip_object(n.value.clone(), u32::MAX)
+                            .await
+                            .map_err(kms)?
+                            .is_none()
+                    {
+                        own = Some(n.value);
                     }
+                }
+                let mut after = String::new();
+                loop {
+                    let page = store
+                        .kmip_find_page(attribute.into(), encoded.clone(), after, LOCATE_PAGE)
+                        .await
+                        .map_err(kms)?;
+                    for name in &page {
+                        if let Some(o) = own.take_if(|o| o.as_str() <= name.as_str()) {
+                            if o != *name {
+                                self.locate_key(o, request, by_name, now, &mut hits).await?;
+                            }
+                        }
+                        self.locate_key(name.clone(), request, by_name, now, &mut hits).await?;
+                    }
+                    match page.last() {
+                        Some(last) if page.len() >= LOCATE_PAGE as usize => after = last.clone(),
+                        _ => break,
+                    }
+                }
+                if let Some(o) = own {
+                    self.locate_key(o, request, by_name, now, &mut hits).await?;
                 }
             }
             None => {
@@ -1245,6 +1274,21 @@ impl Session<'_> {
         }
         out.extend(hits.page.into_iter().map(|uid| Item::text(Tag::UNIQUE_IDENTIFIER, uid)));
         Ok(out)
+    }
+
+    /// [`Self::locate_in`] of the key named `name`, if it exists.
+    async fn locate_key(
+        &self,
+        name: String,
+        request: &LocateRequest,
+        by_name: bool,
+        now: i64,
+        hits: &mut Hits,
+    ) -> R<()> {
+        match self.state.store.get_key(name).await.map_err(kms)? {
+            Some(key) => self.locate_in(&key, request, by_name, now, hits).await,
+            None => Ok(()),
+        }
     }
 
     /// Locate's test of every version of `key` the client may see.
@@ -1750,8 +1794,14 @@ fn inherit_object(object: &mut KmipObject, version: &KeyVersionInfo) {
     }
 }
 
-/// Keys read per store query while Locate walks every key.
+/// Keys read per store query while Locate (or a Name check) walks keys.
 const LOCATE_PAGE: u32 = 1000;
+
+/// Most identifiers one Locate answers (fewer when Maximum Items asks), as
+/// a page of the REST lists: a store of a million keys does not become one
+/// response of tens of megabytes. Located Items (KMIP 1.3 and later) still
+/// counts every match, and Offset Items walks on.
+const LOCATE_MAX: usize = MAX_PAGE as usize;
 
 /// Locate's answer window and its count of every match.
 struct Hits {

@@ -298,6 +298,20 @@ INSERT INTO kms_client_labels (label, value, name)
     SELECT j.key, j.value, c.name FROM kms_clients c, jsonb_each_text(c.labels::jsonb) j
     ON CONFLICT DO NOTHING;",
     },
+    // KMIP's Locate (and the check that a Name is free) walks the keys
+    // holding one attribute value a page at a time, in key order: the
+    // (name, value) index of step 8 made each page read and sort every
+    // key with that value (all of them, for an Object Group most keys
+    // share). Byte order on PostgreSQL, as the lists. Written to run again
+    // harmlessly.
+    Migration {
+        to: 11,
+        sql: "DROP INDEX IF EXISTS kms_kmip_version_attributes_value;",
+        sqlite_only: "CREATE INDEX IF NOT EXISTS kms_kmip_version_attributes_find
+    ON kms_kmip_version_attributes (name, value, key_name);",
+        postgres_only: "CREATE INDEX IF NOT EXISTS kms_kmip_version_attributes_find
+    ON kms_kmip_version_attributes (name, value, key_name COLLATE \"C\");",
+    },
 ];
 
 /// The data-path operations: most of a busy log, so an `operation`
@@ -709,9 +723,17 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         inherit: Option<u32>,
     ) -> StoreFuture<'_, ()>;
 
-    /// The keys with a version whose attribute `name` has the value
-    /// `value` (indexed).
-    fn kmip_find(&self, name: String, value: String) -> StoreFuture<'_, Vec<String>>;
+    /// Up to `limit` keys after `after` (in byte order) with a version
+    /// whose attribute `name` has the value `value`: one range of the
+    /// (name, value, key) index of schema step 11, so a value most keys
+    /// share (an Object Group) is walked a page at a time.
+    fn kmip_find_page(
+        &self,
+        name: String,
+        value: String,
+        after: String,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<String>>;
 
     /// As [`Store::append_audit`], returning the entries as stored (with
     /// their links, hashes and MACs), for the audit sinks.

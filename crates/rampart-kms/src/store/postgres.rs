@@ -1964,15 +1964,22 @@ impl Store for PostgresStore {
         })
     }
 
-    fn kmip_find(&self, name: String, value: String) -> StoreFuture<'_, Vec<String>> {
+    fn kmip_find_page(
+        &self,
+        name: String,
+        value: String,
+        after: String,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<String>> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
             let rows = lease
                 .client()?
                 .query(
-                    "SELECT DISTINCT key_name FROM kms_kmip_version_attributes
-                     WHERE name = $1 AND value = $2 ORDER BY key_name",
-                    &[&name, &value],
+                    "SELECT DISTINCT key_name COLLATE \"C\" FROM kms_kmip_version_attributes
+                     WHERE name = $1 AND value = $2 AND key_name COLLATE \"C\" > $3
+                     ORDER BY 1 LIMIT $4",
+                    &[&name, &value, &after, &i64::from(limit)],
                 )
                 .await?;
             rows.iter().map(|r| Ok(r.try_get(0)?)).collect()

@@ -1641,13 +1641,19 @@ impl Store for SqliteStore {
         })
     }
 
-    fn kmip_find(&self, name: String, value: String) -> StoreFuture<'_, Vec<String>> {
+    fn kmip_find_page(
+        &self,
+        name: String,
+        value: String,
+        after: String,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<String>> {
         self.read(move |conn| {
             let mut stmt = conn.prepare_cached(
                 "SELECT DISTINCT key_name FROM kms_kmip_version_attributes
-                 WHERE name = ?1 AND value = ?2 ORDER BY key_name",
+                 WHERE name = ?1 AND value = ?2 AND key_name > ?3 ORDER BY key_name LIMIT ?4",
             )?;
-            let rows = stmt.query_map(params![name, value], |r| r.get(0))?;
+            let rows = stmt.query_map(params![name, value, after, limit], |r| r.get(0))?;
             Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
         })
     }
