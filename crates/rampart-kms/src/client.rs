@@ -418,10 +418,24 @@ impl KmsClient {
         self.call_json(Method::POST, "/v1/console/login-codes", Some(json!({}))).await
     }
 
-    /// The web console's open sessions on the server that answers (admin).
-    pub async fn console_sessions(&self) -> Result<Vec<Value>, ClientError> {
-        let list: Value = self.call_json(Method::GET, "/v1/console/sessions", None).await?;
-        Ok(list["sessions"].as_array().cloned().unwrap_or_default())
+    /// One page of the web console's open sessions on the server that
+    /// answers (admin), newest first: `cursor` is the previous page's
+    /// `next_cursor` (`None` for the first page); `limit` as the other lists.
+    pub async fn console_session_page(
+        &self,
+        limit: Option<u32>,
+        cursor: Option<&str>,
+    ) -> Result<Page<Value>, ClientError> {
+        #[derive(Deserialize)]
+        struct List {
+            sessions: Vec<Value>,
+            next_cursor: Option<String>,
+        }
+        let mut q = Query::default();
+        q.add("limit", limit.map(|n| n.to_string()));
+        q.add("cursor", cursor);
+        let list: List = self.call_json(Method::GET, &q.path("/v1/console/sessions"), None).await?;
+        Ok(Page { items: list.sessions, next_cursor: list.next_cursor })
     }
 
     /// Ends web console session `id` (admin).

@@ -52,8 +52,11 @@ pub enum KmsCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum ConsoleSessionsCommand {
-    /// The open sessions, newest first.
+    /// The open sessions, newest first, page by page as the server sends
+    /// them.
     List {
+        #[command(flatten)]
+        paging: ListArgs,
         /// Print one JSON object per line instead of text.
         #[arg(long)]
         json: bool,
@@ -779,21 +782,25 @@ fn console_login(args: &ClientArgs) -> anyhow::Result<()> {
 
 fn console_sessions(command: &ConsoleSessionsCommand) -> anyhow::Result<()> {
     match command {
-        ConsoleSessionsCommand::List { json, client } => {
+        ConsoleSessionsCommand::List { paging, json, client } => {
             let kms = connect(client)?;
-            let sessions = runtime()?.block_on(kms.console_sessions()).map_err(map_client)?;
-            let mut out = std::io::stdout().lock();
             if !*json {
-                writeln!(
-                    out,
+                outln!(
                     "{:<16} {:<24} {:<22} {:<25} {:<25}",
-                    "ID", "ADMIN", "FROM", "SIGNED IN", "LAST REQUEST"
+                    "ID",
+                    "ADMIN",
+                    "FROM",
+                    "SIGNED IN",
+                    "LAST REQUEST"
                 )?;
             }
-            for s in &sessions {
+            let fetch = |limit: u32, cursor: Option<String>| {
+                let kms = &kms;
+                async move { kms.console_session_page(Some(limit), cursor.as_deref()).await }
+            };
+            runtime()?.block_on(walk(paging, fetch, |out, s: &serde_json::Value| {
                 if *json {
-                    json_line(&mut out, s)?;
-                    continue;
+                    return json_line(out, s);
                 }
                 let time = |field: &str| format_time(s[field].as_i64().unwrap_or_default());
                 writeln!(
@@ -804,9 +811,8 @@ fn console_sessions(command: &ConsoleSessionsCommand) -> anyhow::Result<()> {
                     s["peer"].as_str().unwrap_or_default(),
                     time("created_ms"),
                     time("last_ms")
-                )?;
-            }
-            Ok(())
+                )
+            }))
         }
         ConsoleSessionsCommand::End { id, client } => {
             let kms = connect(client)?;

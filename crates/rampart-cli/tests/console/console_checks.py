@@ -379,6 +379,43 @@ def security():
     refused = rampart("kms", "console-sessions", "list", "--kms", host, check=False)
     assert refused.returncode != 0 and b"admin" in refused.stderr, refused
 
+    step("the session list pages as the other lists")
+    for _ in range(4):
+        sign_in(login_url())
+    whole = rampart("kms", "console-sessions", "list", "--json", "--kms", ADMIN).stdout.splitlines()
+    assert len(whole) == 5, whole
+    paged = rampart("kms", "console-sessions", "list", "--json", "--page-size", "2", "--kms", ADMIN).stdout.splitlines()
+    assert paged == whole, (paged, whole)
+    first = rampart("kms", "console-sessions", "list", "--json", "--limit", "3", "--page-size", "2", "--kms", ADMIN).stdout.splitlines()
+    assert first == whole[:3], (first, whole)
+    status, page = admin_api("/v1/console/sessions?limit=2")
+    assert status == 200 and page["sessions"] == [json.loads(l) for l in whole[:2]], page
+    status, rest = admin_api("/v1/console/sessions?limit=3&cursor=" + page["next_cursor"])
+    assert status == 200 and rest["next_cursor"] is None and [s["id"] for s in rest["sessions"]] == [json.loads(l)["id"] for l in whole[2:]], rest
+    for bad in ["limit=0", "limit=10001", "cursor=AQ", "cursor=" + page["next_cursor"][:-2] + "AA", "state=active"]:
+        status, body = admin_api("/v1/console/sessions?" + bad)
+        assert status == 400 and body["error"]["message"], (bad, status, body)
+    status, body = admin_api("/v1/clients?cursor=" + page["next_cursor"])
+    assert status == 400 and "console session list" in body["error"]["message"], body
+
+
+def admin_api(path):
+    """GET `path` of the REST API with the admin bundle's certificate: (status, JSON)."""
+    bundle = json.load(open(ADMIN))
+    ctx, port = https()
+    cert, key = os.path.join(WORK, "admin-cert.pem"), os.path.join(WORK, "admin-key.pem")
+    with open(cert, "w") as f:
+        f.write(bundle["cert"])
+    with open(os.open(key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+        f.write(bundle["key"])
+    ctx.load_cert_chain(cert, key)
+    conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=10)
+    conn.request("GET", path)
+    response = conn.getresponse()
+    body = json.loads(response.read() or b"null")
+    conn.close()
+    return response.status, body
+
 
 if MODE == "browser":
     browser()

@@ -26,6 +26,7 @@ use serde_json::{json, Value};
 use zeroize::Zeroizing;
 
 use super::audit_log::{self, WalkFrom};
+use super::console;
 use super::limits::Admission;
 use super::metrics::outcome;
 use super::paging::{self, ListKind};
@@ -616,9 +617,9 @@ async fn route_unsealed(
             ctx.op = "console.sessions";
             expect(method, &Method::GET, path)?;
             ctx.admin(state, fp).await?;
-            let sessions: Vec<Value> =
-                state.console.sessions().iter().map(|s| s.summary()).collect();
-            Reply::json(200, &json!({ "sessions": sessions }))
+            let (sessions, next) = console_session_page(state, query)?;
+            let sessions: Vec<Value> = sessions.iter().map(|s| s.summary()).collect();
+            Reply::json(200, &json!({ "sessions": sessions, "next_cursor": next }))
         }
         ["v1", "console", "sessions", id, "end"] => {
             ctx.op = "console.session_end";
@@ -1074,6 +1075,32 @@ pub(super) async fn client_page(
             c.name.as_bytes().to_vec()
         });
     Ok((clients, next))
+}
+
+/// One page of this server's console sessions, and the cursor of the
+/// next page.
+fn console_session_page(
+    state: &State,
+    query: &str,
+) -> Result<(Vec<console::Session>, Option<String>)> {
+    let root = state.require_root()?;
+    let request = paging::console_session_request(&paging::query_params(query)?)?;
+    let kind = ListKind::ConsoleSessions;
+    let after = match &request.cursor {
+        Some(text) => {
+            let position = paging::decode_cursor(&root, kind, &request.binding, text)?;
+            Some(
+                console::SessionPosition::from_bytes(&position)
+                    .ok_or_else(|| KmsError::invalid("cursor does not hold a session"))?,
+            )
+        }
+        None => None,
+    };
+    let mut sessions = state.console.sessions(after.as_ref(), request.limit as usize + 1);
+    let next = next_cursor(&root, kind, &request.binding, &mut sessions, request.limit, |s| {
+        s.position().to_bytes()
+    });
+    Ok((sessions, next))
 }
 
 /// The audit list: `next_after_seq` (the last entry's number) is kept for

@@ -206,8 +206,9 @@ pub fn openapi_document() -> Value {
         "/v1/console/login-codes": { "post": { "operationId": "createConsoleLoginCode", "summary": "A one-time code that signs the calling admin in to the web console at /ui/: 256 random bits, valid for 2 minutes and once; the server keeps only its hash (admin)",
             "requestBody": body("Empty", false),
             "responses": created("The code and the URL to open", "ConsoleLoginCode", &[400, 401, 403, 405, 409, 413, 503]) } },
-        "/v1/console/sessions": { "get": { "operationId": "listConsoleSessions", "summary": "The web console's open sessions on this server, newest first (admin)",
-            "responses": ok("The sessions", "ConsoleSessions", &[401, 403, 405, 503]) } },
+        "/v1/console/sessions": { "get": { "operationId": "listConsoleSessions", "summary": "A page of the web console's open sessions on this server, newest first (admin)",
+            "parameters": list_params(json!([])),
+            "responses": list_ok("A page of sessions", "ConsoleSessions") } },
         "/v1/console/sessions/{id}/end": {
           "parameters": [ { "name": "id", "in": "path", "required": true, "schema": { "type": "string", "pattern": "^[0-9a-f]{16}$" }, "description": "The session's id, as listed" } ],
           "post": { "operationId": "endConsoleSession", "summary": "End a web console session on this server: its cookie is refused from now on (admin)",
@@ -337,7 +338,8 @@ pub fn openapi_document() -> Value {
             "url": { "type": "string", "description": "https://HOST/ui/login?code=CODE, HOST from the request's Host header" },
             "path": { "type": "string", "description": "/ui/login?code=CODE" },
             "expires_ms": { "type": "integer", "description": "Unix milliseconds after which the code is refused" } } },
-        "ConsoleSessions": { "type": "object", "required": ["sessions"], "properties": {
+        "ConsoleSessions": { "type": "object", "required": ["sessions", "next_cursor"], "properties": {
+            "next_cursor": { "$ref": "#/components/schemas/NextCursor" },
             "sessions": { "type": "array", "items": { "type": "object", "required": ["id", "admin", "peer", "created_ms", "last_ms", "ends_ms"], "properties": {
               "id": { "type": "string" }, "admin": { "type": "string" }, "peer": { "type": "string", "description": "The browser's address and port at sign-in" },
               "created_ms": { "type": "integer" }, "last_ms": { "type": "integer", "description": "The last request" },

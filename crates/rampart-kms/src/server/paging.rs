@@ -37,6 +37,7 @@ pub(crate) enum ListKind {
     Keys = 1,
     Clients = 2,
     Audit = 3,
+    ConsoleSessions = 4,
 }
 
 impl ListKind {
@@ -45,6 +46,7 @@ impl ListKind {
             Self::Keys => "key list",
             Self::Clients => "client list",
             Self::Audit => "audit list",
+            Self::ConsoleSessions => "console session list",
         }
     }
 
@@ -53,6 +55,7 @@ impl ListKind {
             1 => Some(Self::Keys),
             2 => Some(Self::Clients),
             3 => Some(Self::Audit),
+            4 => Some(Self::ConsoleSessions),
             _ => None,
         }
     }
@@ -279,6 +282,19 @@ pub(crate) fn client_request(
         flag(filter.revoked)
     );
     Ok(ListRequest { filter, binding, limit: limit(params)?, cursor: cursor(params) })
+}
+
+/// The console session list takes no filter.
+pub(crate) fn console_session_request(
+    params: &BTreeMap<String, String>,
+) -> Result<ListRequest<()>> {
+    only(params, &["limit", "cursor"], "console session list")?;
+    Ok(ListRequest {
+        filter: (),
+        binding: String::new(),
+        limit: limit(params)?,
+        cursor: cursor(params),
+    })
 }
 
 /// Audit operations and client fields are bounded short text without

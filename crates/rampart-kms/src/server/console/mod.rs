@@ -252,18 +252,58 @@ impl Console {
         inner.sessions.len() != before
     }
 
-    /// The live sessions, newest first.
-    pub(crate) fn sessions(&self) -> Vec<Session> {
+    /// Up to `limit` live sessions after `after` in the list's order
+    /// (newest first, then by id): a walk page by page sees every session
+    /// that lives throughout once, whatever opens or ends meanwhile.
+    pub(crate) fn sessions(&self, after: Option<&SessionPosition>, limit: usize) -> Vec<Session> {
         let now = now_ms();
         let mut inner = self.lock();
         inner.sessions.retain(|_, s| live(s, now));
-        let mut out: Vec<Session> = inner.sessions.values().cloned().collect();
-        out.sort_by_key(|s| std::cmp::Reverse(s.created_ms));
+        let mut out: Vec<Session> = inner
+            .sessions
+            .values()
+            .filter(|s| after.is_none_or(|a| s.position() > *a))
+            .cloned()
+            .collect();
+        out.sort_by_key(Session::position);
+        out.truncate(limit);
         out
     }
 }
 
+/// Where a session stands in the session list (newest first, then by
+/// id), as a cursor of `GET /v1/console/sessions` holds it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct SessionPosition {
+    newer_first: std::cmp::Reverse<i64>,
+    id: String,
+}
+
+impl SessionPosition {
+    /// Sign-in time (big-endian milliseconds) and the 16 hex digits of
+    /// the id.
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
+        let mut out = self.newer_first.0.to_be_bytes().to_vec();
+        out.extend_from_slice(self.id.as_bytes());
+        out
+    }
+
+    pub(crate) fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        let (time, id) = bytes.split_at_checked(8)?;
+        let time = i64::from_be_bytes(time.try_into().ok()?);
+        let id_ok = id.len() == 16 && id.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        id_ok.then(|| Self {
+            newer_first: std::cmp::Reverse(time),
+            id: String::from_utf8_lossy(id).into_owned(),
+        })
+    }
+}
+
 impl Session {
+    pub(crate) fn position(&self) -> SessionPosition {
+        SessionPosition { newer_first: std::cmp::Reverse(self.created_ms), id: self.id.clone() }
+    }
+
     /// What `GET /v1/console/sessions` shows of a session.
     pub(crate) fn summary(&self) -> serde_json::Value {
         serde_json::json!({
@@ -781,10 +821,47 @@ mod tests {
         assert!(console.touch(&token).is_none());
         let (token, session2) =
             console.open("admin".into(), "ab".repeat(32), "peer".into()).unwrap();
-        assert_eq!(console.sessions().len(), 1);
+        assert_eq!(console.sessions(None, MAX_SESSIONS).len(), 1);
         assert!(!console.end(&session.id));
         assert!(console.end(&session2.id));
         assert!(console.touch(&token).is_none());
+    }
+
+    #[test]
+    fn sessions_page_newest_first_and_walk_past_openings_and_endings() {
+        let console = Console::default();
+        let open = || console.open("admin".into(), "ab".repeat(32), "peer".into()).unwrap().1;
+        let mut opened: Vec<Session> = (0..7).map(|_| open()).collect();
+        // Two share a sign-in time: the id orders them.
+        let base = now_ms() - 60_000;
+        for (i, s) in console.lock().sessions.values_mut().enumerate() {
+            s.created_ms = base + (i as i64).min(5);
+        }
+        let mut all = console.sessions(None, MAX_SESSIONS);
+        let times: Vec<i64> = all.iter().map(|s| s.created_ms - base).collect();
+        assert_eq!(times, [5, 5, 4, 3, 2, 1, 0]);
+        assert!(all[0].id < all[1].id);
+        // A walk of pages of two while sessions open and end: each that
+        // lives throughout comes once, in order.
+        let ended = all.remove(3);
+        let mut seen = Vec::new();
+        let mut after: Option<SessionPosition> = None;
+        loop {
+            let page = console.sessions(after.as_ref(), 2);
+            if seen.len() == 2 {
+                assert!(console.end(&ended.id));
+                opened.push(open());
+            }
+            let Some(last) = page.last() else { break };
+            after = Some(SessionPosition::from_bytes(&last.position().to_bytes()).unwrap());
+            seen.extend(page.iter().map(|s| s.id.clone()));
+        }
+        let throughout: Vec<String> = all.iter().map(|s| s.id.clone()).collect();
+        seen.retain(|id| *id != ended.id);
+        assert_eq!(seen, throughout);
+        assert!(SessionPosition::from_bytes(b"12345678ABCDEF0123456789").is_none());
+        assert!(SessionPosition::from_bytes(b"1234567").is_none());
+        assert!(SessionPosition::from_bytes(&[0u8; 25]).is_none());
     }
 
     #[test]

@@ -1039,7 +1039,7 @@ async fn health_page(state: &State, auth: &Auth) -> Result<Out> {
 }
 
 fn sessions_page(state: &State, auth: &Auth) -> Out {
-    let sessions = state.console.sessions();
+    let sessions = state.console.sessions(None, super::MAX_SESSIONS);
     let now = now_ms();
     page(auth, "Sessions", "Console sessions", |h| {
         h.raw("<p>")
