@@ -9,8 +9,9 @@
 //! KMIP 2.1 Vendor Attributes (the OASIS SASED-M-2-21 and SASED-M-3-21
 //! cases, then Add, Modify, Delete and Locate); attributes per key version
 //! (Re-key copies them and moves the Names; a REST rotation's version
-//! inherits until changed; a per-key store migrates); and refusals with
-//! Result Reasons.
+//! inherits until changed; a per-key store migrates); Locate over
+//! thousands of keys (walked a store page at a time, at most 10,000
+//! identifiers an answer); and refusals with Result Reasons.
 #![allow(clippy::unwrap_used)] // test helpers: a failed set-up step should panic
 
 use rampart_kmip::enums::{
