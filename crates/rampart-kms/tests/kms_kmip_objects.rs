@@ -900,7 +900,8 @@ async fn locate_by_a_shared_object_group_walks_its_keys_page_by_page() {
 
 /// However many keys match, one Locate answers at most 10,000 identifiers
 /// (a page of the REST lists); Located Items counts every match and
-/// Offset Items walks on to the rest.
+/// Offset Items walks on to the rest. Without Located Items (KMIP 1.2),
+/// the walk ends with the window.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_locate_answers_at_most_ten_thousand_identifiers_and_counts_every_match() {
     let d = Deployment::new("locate_max").await;
@@ -940,4 +941,14 @@ async fn a_locate_answers_at_most_ten_thousand_identifiers_and_counts_every_matc
     let few =
         ok(&one(&mut tls, Operation::LOCATE, locate_window(Vec::new(), Some(5), Some(3))).await);
     assert_eq!(uids(&few), expected[5..8]);
+    // A KMIP 1.2 client gets no Located Items, and its walk ends with the
+    // window: the same identifiers.
+    for (offset, max, want) in
+        [(Some(5), Some(3), &expected[5..8]), (None, None, &expected[..10_000])]
+    {
+        let locate = (Operation::LOCATE, locate_window(Vec::new(), offset, max));
+        let found = ok(&batch(&mut tls, ProtocolVersion::V1_2, vec![locate]).await[0]);
+        assert!(found.iter().all(|i| i.tag != Tag::LOCATED_ITEMS), "{:?}", &found[..1]);
+        assert_eq!(uids(&found), want);
+    }
 }

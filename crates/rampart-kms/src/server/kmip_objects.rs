@@ -1198,7 +1198,10 @@ impl Session<'_> {
         // only the answer's window (Offset Items, Maximum Items) is kept,
         // so memory stays bounded whatever the store holds; the matches
         // before and after the window are only counted (Located Items).
-        let mut hits = Hits { offset, max, total: 0, page: Vec::new() };
+        // Located Items (KMIP 1.3 on) counts every match; an older client
+        // gets none, so its walk ends once the window is full.
+        let count_all = self.version >= ProtocolVersion::V1_3;
+        let mut hits = Hits { offset, max, count_all, total: 0, page: Vec::new() };
         // A stored criterion narrows the walk to the keys its index
         // holds: a Name when one is given (few keys share a Name), else
         // the first. Every criterion is still tested on each object.
@@ -1237,7 +1240,9 @@ impl Session<'_> {
                         self.locate_key(name.clone(), request, by_name, now, &mut hits).await?;
                     }
                     match page.last() {
-                        Some(last) if page.len() >= LOCATE_PAGE as usize => after = last.clone(),
+                        Some(last) if page.len() >= LOCATE_PAGE as usize && !hits.complete() => {
+                            after = last.clone();
+                        }
                         _ => break,
                     }
                 }
@@ -1259,7 +1264,7 @@ impl Session<'_> {
                     for key in &page {
                         self.locate_in(key, request, by_name, now, &mut hits).await?;
                     }
-                    if !full {
+                    if !full || hits.complete() {
                         break;
                     }
                 }
@@ -1285,6 +1290,9 @@ impl Session<'_> {
         now: i64,
         hits: &mut Hits,
     ) -> R<()> {
+        if hits.complete() {
+            return Ok(());
+        }
         match self.state.store.get_key(name).await.map_err(kms)? {
             Some(key) => self.locate_in(&key, request, by_name, now, hits).await,
             None => Ok(()),
@@ -1300,7 +1308,7 @@ impl Session<'_> {
         now: i64,
         hits: &mut Hits,
     ) -> R<()> {
-        if !(self.client.admin || key.allows(self.client)) {
+        if hits.complete() || !(self.client.admin || key.allows(self.client)) {
             return Ok(());
         }
         let store = &self.state.store;
@@ -1807,8 +1815,18 @@ const LOCATE_MAX: usize = MAX_PAGE as usize;
 struct Hits {
     offset: usize,
     max: usize,
+    /// Whether every match is counted (for Located Items), or the walk
+    /// may end once the window is full.
+    count_all: bool,
     total: usize,
     page: Vec<String>,
+}
+
+impl Hits {
+    /// Whether no further match can change the answer.
+    fn complete(&self) -> bool {
+        !self.count_all && self.page.len() >= self.max
+    }
 }
 
 /// Whether an object has every attribute value a Locate asks for.
