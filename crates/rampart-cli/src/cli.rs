@@ -251,6 +251,14 @@ pub struct ServeArgs {
     /// TLS policy: required (default with a certificate), on (offered), off.
     #[arg(long, value_name = "MODE")]
     pub tls: Option<String>,
+    /// After each TLS handshake over TCP, hand the session's record
+    /// encryption to the Linux kernel (kTLS): replies go from the server's
+    /// buffers into the socket with no user-space TLS copy. Needs the
+    /// kernel's `tls` module (else TLS stays in user space, logged once);
+    /// the kernel cannot change keys, so a client's TLS 1.3 key update, or
+    /// 2^23 records of AES-256-GCM (128 GiB of replies), ends the connection.
+    #[arg(long, requires = "tls_cert")]
+    pub ktls: bool,
     /// Cap on request data held in memory at once (K/M/G suffixes).
     #[arg(long, value_parser = parse_size, default_value = "256M", value_name = "SIZE")]
     pub max_inflight: u64,

@@ -293,3 +293,131 @@ fn tls_with_libnbd_and_qemu_and_client_certificates() {
     nbdinfo_tls(&nbds(port, &pki.client));
     server.stop();
 }
+
+/// `--ktls` where the kernel has no `tls` module (this machine's): the
+/// first TLS connection logs once that TLS stays in user space, and every
+/// connection is served as without the option.
+#[test]
+fn kernel_tls_falls_back_to_user_space_without_the_tls_module() {
+    require(&["openssl", "nbdinfo"]);
+    let dir = TempDir::new("ktls-fallback");
+    let pki = make_pki(&dir);
+    let key = key_file(&dir);
+    let vol = make_volume(&dir, "vol", SIZE);
+    let mut args = vec![p(&vol), "--key-file", p(&key), "--listen", "127.0.0.1:0", "--ktls"];
+    args.extend(["--tls-cert", p(&pki.server_cert), "--tls-key", p(&pki.server_key)]);
+    let mut server = Serve::start(&args, dir.join("serve.log"), 1);
+    let port = tcp_port(server.uri(), "nbds");
+    for _ in 0..3 {
+        nbdinfo_tls(&nbds(port, &pki.client));
+    }
+    let ulps = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_ulp").unwrap();
+    let log = server.stop();
+    assert!(
+        !ulps.split_whitespace().any(|ulp| ulp == "tls"),
+        "this kernel has kTLS ({ulps}); the VM test covers it, this one needs a kernel without"
+    );
+    assert_eq!(log.matches("kernel TLS unavailable").count(), 1, "{log}");
+    assert!(log.contains("TLS stays in user space"), "{log}");
+    assert!(log.contains("0 ended by errors"), "{log}");
+}
+
+/// `--ktls` under a kernel that has the `tls` module: Debian's own kernel
+/// in a QEMU VM (`scripts/kernel-vm`, software emulation) running this
+/// machine's programs. nbdcopy (GnuTLS) writes the volume over TLS 1.3
+/// and reads it back over TLS 1.3 with AES-128-GCM and with
+/// ChaCha20-Poly1305 and over TLS 1.2; the kernel's own counters show the
+/// sessions in its software TLS, the server's log each session's version
+/// and cipher and no connection ended by an error (a client's close_notify
+/// is the end of its stream), and what was written reads back on this
+/// machine through `rampart export`.
+#[test]
+fn kernel_tls_carries_the_sessions_under_a_kernel_with_the_tls_module() {
+    require(&["openssl", "nbdcopy", "nbdinfo", "qemu-system-x86_64", "busybox", "cpio"]);
+    let dir = TempDir::new("ktls-vm");
+    let pki = make_pki(&dir);
+    let key = key_file(&dir);
+    let vol = make_volume(&dir, "vol", SIZE);
+    let data = random_bytes(11, SIZE as usize);
+    let data_file = dir.file("data.bin", &data);
+    let priorities = [
+        ("tls12", "[overrides]\ndisabled-version = tls1.3\n"),
+        (
+            "aes128",
+            "[overrides]\ntls-disabled-cipher = aes-256-gcm\n\
+             tls-disabled-cipher = chacha20-poly1305\n",
+        ),
+        (
+            "chacha",
+            "[overrides]\ntls-disabled-cipher = aes-256-gcm\ntls-disabled-cipher = aes-128-gcm\n",
+        ),
+    ];
+    for (name, priority) in priorities {
+        dir.file(&format!("{name}.priority"), priority.as_bytes());
+    }
+    let uri = nbds(10809, &pki.client);
+    let script = format!(
+        r#"set -e
+cd {dir}
+RAMPART_LOG=debug {rampart} serve {vol} --key-file {key} --listen 127.0.0.1:10809 \
+  --tls-cert {cert} --tls-key {server_key} --ktls >serve.out 2>serve.log &
+pid=$!
+up=
+for i in $(seq 120); do
+  kill -0 $pid
+  if nbdinfo --size '{uri}' >/dev/null 2>&1; then up=1; break; fi
+  sleep 0.5
+done
+test -n "$up"
+nbdcopy {data} '{uri}'
+for p in tls12 aes128 chacha; do
+  GNUTLS_SYSTEM_PRIORITY_FILE={dir}/$p.priority nbdcopy '{uri}' back-$p.raw
+  cmp back-$p.raw {data}
+done
+cat /proc/net/tls_stat >tls_stat
+kill -TERM $pid
+wait $pid
+"#,
+        dir = dir.path().display(),
+        rampart = env!("CARGO_BIN_EXE_rampart"),
+        vol = vol.display(),
+        key = key.display(),
+        cert = pki.server_cert.display(),
+        server_key = pki.server_key.display(),
+        data = data_file.display(),
+    );
+    let script_file = dir.file("guest.sh", script.as_bytes());
+    let kernel_vm = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/kernel-vm");
+    let out = run_limited(
+        "bash",
+        &[p(&kernel_vm), "run", p(dir.path()), p(&script_file), "tls"],
+        std::time::Duration::from_secs(600),
+    );
+    let log = std::fs::read_to_string(dir.join("serve.log")).unwrap_or_default();
+    let console = std::fs::read_to_string(dir.join("console.log")).unwrap_or_default();
+    assert!(out.status.success(), "{}\n{console}\n{log}", describe("the VM's script", &out));
+
+    let stat = std::fs::read_to_string(dir.join("tls_stat")).unwrap();
+    let counter = |name: &str| -> u64 {
+        stat.lines()
+            .find_map(|line| line.strip_prefix(name).map(|v| v.trim().parse().unwrap()))
+            .unwrap_or_else(|| panic!("no {name} in {stat}"))
+    };
+    let handed = log.matches("TLS session handed to the kernel").count() as u64;
+    // nbdinfo's probes, the write and the three reads.
+    assert!(handed >= 5, "{log}");
+    assert_eq!(counter("TlsTxSw"), handed, "{stat}");
+    assert_eq!(counter("TlsRxSw"), handed, "{stat}");
+    assert_eq!(counter("TlsDecryptError"), 0, "{stat}");
+    for session in [
+        "version=Tls13 cipher=Aes256Gcm",
+        "version=Tls12 cipher=Aes256Gcm",
+        "version=Tls13 cipher=Aes128Gcm",
+        "version=Tls13 cipher=Chacha20Poly1305",
+    ] {
+        assert!(log.contains(session), "no session with {session}: {log}");
+    }
+    assert!(!log.contains("kernel TLS unavailable"), "{log}");
+    assert!(log.contains("0 ended by errors"), "{log}");
+    assert_same("written over kernel TLS", &export_range(&vol, &key, 0, SIZE), &data);
+}

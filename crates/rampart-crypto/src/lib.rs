@@ -4,8 +4,9 @@
 //! crate is the only one in the workspace that contains `unsafe`, and all
 //! of it lives in [`ffi`] (AWS-LC), `xts_simd` (the XTS engine on
 //! VAES/AES-NI intrinsics), `sha256_lanes` (SHA-256 of several blocks at
-//! once on the SHA extensions) and `mapped` (a volume's page cache lent in
-//! place to the cipher): every other module is safe Rust built on those or
+//! once on the SHA extensions), `mapped` (a volume's page cache lent in
+//! place to the cipher) and [`ktls`] (a TLS session's record keys handed
+//! to the Linux kernel): every other module is safe Rust built on those or
 //! on `aws-lc-rs`.
 //!
 //! Secrets are held in [`SecretBytes`], which zeroizes on drop, never prints
@@ -20,6 +21,7 @@ mod gcm;
 mod hash;
 mod kdf;
 mod keywrap;
+pub mod ktls;
 mod mapped;
 mod rng;
 mod secret;

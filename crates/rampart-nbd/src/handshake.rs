@@ -18,12 +18,19 @@ pub(crate) trait Stream: AsyncRead + AsyncWrite + Unpin + Send {
     /// Separate halves for the request reader and the reply writer. Plain
     /// sockets split without a lock; TLS shares one session behind one.
     fn into_halves(self: Box<Self>) -> (ReadBox, WriteBox);
+
+    /// The TCP socket itself, for kernel TLS; any other stream comes back.
+    fn into_tcp(self: Box<Self>) -> Result<tokio::net::TcpStream, BoxStream>;
 }
 
 impl Stream for tokio::net::TcpStream {
     fn into_halves(self: Box<Self>) -> (ReadBox, WriteBox) {
         let (read, write) = (*self).into_split();
         (Box::new(read), Box::new(write))
+    }
+
+    fn into_tcp(self: Box<Self>) -> Result<tokio::net::TcpStream, BoxStream> {
+        Ok(*self)
     }
 }
 
@@ -32,12 +39,20 @@ impl Stream for tokio::net::UnixStream {
         let (read, write) = (*self).into_split();
         (Box::new(read), Box::new(write))
     }
+
+    fn into_tcp(self: Box<Self>) -> Result<tokio::net::TcpStream, BoxStream> {
+        Err(self)
+    }
 }
 
 impl Stream for tokio_rustls::server::TlsStream<BoxStream> {
     fn into_halves(self: Box<Self>) -> (ReadBox, WriteBox) {
         let (read, write) = tokio::io::split(*self);
         (Box::new(read), Box::new(write))
+    }
+
+    fn into_tcp(self: Box<Self>) -> Result<tokio::net::TcpStream, BoxStream> {
+        Err(self)
     }
 }
 
@@ -83,6 +98,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> Stream for AnyStream<S>
     fn into_halves(self: Box<Self>) -> (ReadBox, WriteBox) {
         let (read, write) = tokio::io::split(*self);
         (Box::new(read), Box::new(write))
+    }
+
+    fn into_tcp(self: Box<Self>) -> Result<tokio::net::TcpStream, BoxStream> {
+        Err(self)
     }
 }
 
@@ -282,7 +301,7 @@ pub(crate) async fn negotiate(
                     (&shared.tls, shared.tls_mode == TlsMode::Off)
                 {
                     reply(&mut stream, option, REP_ACK, &[]).await?;
-                    let tls = match acceptor.accept(stream).await {
+                    let tls = match start_tls(shared, acceptor, stream).await {
                         Ok(tls) => {
                             shared.metrics.tls_ok.fetch_add(1, Ordering::Relaxed);
                             tls
@@ -292,7 +311,7 @@ pub(crate) async fn negotiate(
                             return Err(error);
                         }
                     };
-                    stream = Box::new(tls);
+                    stream = tls;
                     // Nothing negotiated in plain text carries over.
                     state = State {
                         structured: false,
@@ -415,6 +434,29 @@ async fn meta_context(
         state.meta = Some((name.to_owned(), selected));
     }
     reply(stream, option, REP_ACK, &[]).await
+}
+
+/// The TLS handshake after STARTTLS; on TCP with `kernel_tls` set, the
+/// session then goes to the kernel where it has the `tls` module.
+async fn start_tls(
+    shared: &Shared,
+    acceptor: &tokio_rustls::TlsAcceptor,
+    stream: BoxStream,
+) -> io::Result<BoxStream> {
+    let stream = match (shared.kernel_tls, stream.into_tcp()) {
+        (true, Ok(tcp)) => match crate::ktls::accept(acceptor, tcp).await? {
+            Ok(offloaded) => return Ok(offloaded),
+            Err((tcp, reason)) => {
+                if !shared.kernel_tls_refused.swap(true, Ordering::Relaxed) {
+                    tracing::warn!("kernel TLS unavailable ({reason}); TLS stays in user space");
+                }
+                Box::new(tcp) as BoxStream
+            }
+        },
+        (_, Ok(tcp)) => Box::new(tcp),
+        (_, Err(other)) => other,
+    };
+    Ok(Box::new(acceptor.accept(stream).await?))
 }
 
 fn enter(stream: BoxStream, opened: Opened, state: &State) -> Negotiated {

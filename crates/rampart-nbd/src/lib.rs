@@ -9,6 +9,7 @@
 
 mod buffers;
 mod handshake;
+mod ktls;
 mod metrics;
 mod metrics_http;
 mod proto;

@@ -32,6 +32,10 @@ pub struct ServerConfig {
     pub exports: Vec<Export>,
     pub tls: Option<Arc<rustls::ServerConfig>>,
     pub tls_mode: TlsMode,
+    /// Hand each TLS session over TCP to the kernel after its handshake
+    /// (Linux kTLS), where the kernel has the `tls` module; user-space TLS
+    /// elsewhere. See the `ktls` module for what the kernel cannot do.
+    pub kernel_tls: bool,
     /// Cap on request payload bytes held in memory at once, across all
     /// connections; requests beyond it wait.
     pub max_inflight_bytes: usize,
@@ -46,6 +50,7 @@ impl ServerConfig {
             exports,
             tls: None,
             tls_mode: TlsMode::Off,
+            kernel_tls: false,
             max_inflight_bytes: DEFAULT_MAX_INFLIGHT,
             limits: Limits::default(),
         }
@@ -98,6 +103,7 @@ impl std::fmt::Debug for ServerConfig {
         f.debug_struct("ServerConfig")
             .field("exports", &self.exports)
             .field("tls_mode", &self.tls_mode)
+            .field("kernel_tls", &self.kernel_tls)
             .field("max_inflight_bytes", &self.max_inflight_bytes)
             .field("limits", &self.limits)
             .finish_non_exhaustive()
@@ -169,6 +175,9 @@ pub(crate) struct Shared {
     pub(crate) metrics: ServerMetrics,
     pub(crate) tls: Option<TlsAcceptor>,
     pub(crate) tls_mode: TlsMode,
+    pub(crate) kernel_tls: bool,
+    /// Set once the kernel has refused kernel TLS (logged once).
+    pub(crate) kernel_tls_refused: std::sync::atomic::AtomicBool,
     pub(crate) inflight: Arc<Semaphore>,
     pub(crate) inflight_permits: u32,
     pub(crate) pool: BufferPool,
@@ -335,8 +344,19 @@ impl Server {
                     })
                     .collect(),
                 metrics: ServerMetrics::default(),
-                tls: config.tls.map(TlsAcceptor::from),
+                tls: config.tls.map(|tls| {
+                    if config.kernel_tls {
+                        // The kernel needs the session's traffic keys.
+                        let mut tls = (*tls).clone();
+                        tls.enable_secret_extraction = true;
+                        TlsAcceptor::from(Arc::new(tls))
+                    } else {
+                        TlsAcceptor::from(tls)
+                    }
+                }),
                 tls_mode: config.tls_mode,
+                kernel_tls: config.kernel_tls,
+                kernel_tls_refused: std::sync::atomic::AtomicBool::new(false),
                 inflight: Arc::new(Semaphore::new(permits as usize)),
                 inflight_permits: permits,
                 // Idle buffers beyond half the in-flight budget are returned

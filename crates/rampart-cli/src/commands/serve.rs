@@ -97,6 +97,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         exports,
         tls,
         tls_mode,
+        kernel_tls: args.ktls,
         max_inflight_bytes: usize::try_from(args.max_inflight).unwrap_or(usize::MAX),
         limits: Limits {
             handshake_timeout: args.handshake_timeout,
