@@ -315,16 +315,17 @@ fn kernel_tls_falls_back_to_user_space_without_the_tls_module() {
     let log = server.stop();
     assert!(
         !ulps.split_whitespace().any(|ulp| ulp == "tls"),
-        "this kernel has kTLS ({ulps}); the VM test covers it, this one needs a kernel without"
+        "this kernel has kTLS ({ulps}); the User-Mode Linux test covers that, this one needs a \
+         kernel without"
     );
     assert_eq!(log.matches("kernel TLS unavailable").count(), 1, "{log}");
     assert!(log.contains("TLS stays in user space"), "{log}");
     assert!(log.contains("0 ended by errors"), "{log}");
 }
 
-/// `--ktls` under a kernel that has the `tls` module: Debian's own kernel
-/// in a QEMU VM (`scripts/kernel-vm`, software emulation) running this
-/// machine's programs. nbdcopy (GnuTLS) writes the volume over TLS 1.3
+/// `--ktls` under a kernel that has the `tls` module: Debian's User-Mode
+/// Linux (`scripts/kernel-vm`), booted on this machine's tree, running
+/// this machine's programs. nbdcopy (GnuTLS) writes the volume over TLS 1.3
 /// and reads it back over TLS 1.3 with AES-128-GCM and with
 /// ChaCha20-Poly1305 and over TLS 1.2; the kernel's own counters show the
 /// sessions in its software TLS, the server's log each session's version
@@ -333,8 +334,8 @@ fn kernel_tls_falls_back_to_user_space_without_the_tls_module() {
 /// machine through `rampart export`.
 #[test]
 fn kernel_tls_carries_the_sessions_under_a_kernel_with_the_tls_module() {
-    require(&["openssl", "nbdcopy", "nbdinfo", "qemu-system-x86_64", "busybox", "cpio"]);
-    let dir = TempDir::new("ktls-vm");
+    require(&["openssl", "nbdcopy", "nbdinfo", "linux.uml", "busybox"]);
+    let dir = TempDir::new("ktls-uml");
     let pki = make_pki(&dir);
     let key = key_file(&dir);
     let vol = make_volume(&dir, "vol", SIZE);
@@ -390,12 +391,12 @@ wait $pid
     let kernel_vm = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/kernel-vm");
     let out = run_limited(
         "bash",
-        &[p(&kernel_vm), "run", p(dir.path()), p(&script_file), "tls"],
+        &[p(&kernel_vm), p(dir.path()), p(&script_file), "tls"],
         std::time::Duration::from_secs(600),
     );
     let log = std::fs::read_to_string(dir.join("serve.log")).unwrap_or_default();
     let console = std::fs::read_to_string(dir.join("console.log")).unwrap_or_default();
-    assert!(out.status.success(), "{}\n{console}\n{log}", describe("the VM's script", &out));
+    assert!(out.status.success(), "{}\n{console}\n{log}", describe("the script", &out));
 
     let stat = std::fs::read_to_string(dir.join("tls_stat")).unwrap();
     let counter = |name: &str| -> u64 {

@@ -132,41 +132,30 @@ pub fn ktls_enable(
         KtlsDirection::Send => libc::TLS_TX,
         KtlsDirection::Receive => libc::TLS_RX,
     };
+    // The two AES-GCM structures differ only in their key's length: the
+    // 12-byte IV is split into the 4-byte salt and the 8 counted bytes.
+    macro_rules! install_gcm {
+        ($info:ident, $key_len:literal) => {{
+            let mut crypto = libc::$info {
+                info,
+                iv: [0; 8],
+                key: [0; $key_len],
+                salt: [0; 4],
+                rec_seq: sequence,
+            };
+            crypto.salt.copy_from_slice(&iv[..4]);
+            crypto.iv.copy_from_slice(&iv[4..]);
+            crypto.key.copy_from_slice(key);
+            let result = set_tls_option(socket, option, &crypto);
+            crypto.key.zeroize();
+            crypto.iv.zeroize();
+            crypto.salt.zeroize();
+            result
+        }};
+    }
     match keys.cipher {
-        KtlsCipher::Aes128Gcm => {
-            let mut crypto = libc::tls12_crypto_info_aes_gcm_128 {
-                info,
-                iv: [0; 8],
-                key: [0; 16],
-                salt: [0; 4],
-                rec_seq: sequence,
-            };
-            crypto.salt.copy_from_slice(&iv[..4]);
-            crypto.iv.copy_from_slice(&iv[4..]);
-            crypto.key.copy_from_slice(key);
-            let result = set_tls_option(socket, option, &crypto);
-            crypto.key.zeroize();
-            crypto.iv.zeroize();
-            crypto.salt.zeroize();
-            result
-        }
-        KtlsCipher::Aes256Gcm => {
-            let mut crypto = libc::tls12_crypto_info_aes_gcm_256 {
-                info,
-                iv: [0; 8],
-                key: [0; 32],
-                salt: [0; 4],
-                rec_seq: sequence,
-            };
-            crypto.salt.copy_from_slice(&iv[..4]);
-            crypto.iv.copy_from_slice(&iv[4..]);
-            crypto.key.copy_from_slice(key);
-            let result = set_tls_option(socket, option, &crypto);
-            crypto.key.zeroize();
-            crypto.iv.zeroize();
-            crypto.salt.zeroize();
-            result
-        }
+        KtlsCipher::Aes128Gcm => install_gcm!(tls12_crypto_info_aes_gcm_128, 16),
+        KtlsCipher::Aes256Gcm => install_gcm!(tls12_crypto_info_aes_gcm_256, 32),
         KtlsCipher::Chacha20Poly1305 => {
             let mut crypto = libc::tls12_crypto_info_chacha20_poly1305 {
                 info,

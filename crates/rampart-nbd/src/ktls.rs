@@ -94,7 +94,11 @@ pub(crate) async fn accept(
         })?;
     }
     tracing::debug!(?version, ?cipher, "TLS session handed to the kernel");
-    Ok(Ok(Box::new(KernelTls { tcp, early, records: 0, record_limit })))
+    let tcp = Arc::new(tcp);
+    Ok(Ok(Box::new(KernelTls {
+        reader: KernelTlsReader { tcp: Arc::clone(&tcp), early, at: 0, ended: false },
+        writer: KernelTlsWriter { tcp, records: 0, record_limit, closed: false },
+    })))
 }
 
 fn kernel_keys((sequence, secrets): (u64, ConnectionTrafficSecrets)) -> io::Result<KtlsKeys> {
@@ -191,27 +195,17 @@ impl AsyncWrite for RecordPacer {
     }
 }
 
-/// A TCP connection whose TLS records the kernel seals and opens.
+/// A TCP connection whose TLS records the kernel seals and opens. The
+/// option haggling after STARTTLS reads and writes through it whole; the
+/// transmission phase takes its two halves.
 struct KernelTls {
-    tcp: TcpStream,
-    early: Vec<u8>,
-    /// Records sealed while the options after STARTTLS were answered.
-    records: u64,
-    record_limit: u64,
+    reader: KernelTlsReader,
+    writer: KernelTlsWriter,
 }
 
 impl Stream for KernelTls {
     fn into_halves(self: Box<Self>) -> (ReadBox, WriteBox) {
-        let tcp = Arc::new(self.tcp);
-        let reader =
-            KernelTlsReader { tcp: Arc::clone(&tcp), early: self.early, at: 0, ended: false };
-        let writer = KernelTlsWriter {
-            tcp,
-            records: self.records,
-            record_limit: self.record_limit,
-            closed: false,
-        };
-        (Box::new(reader), Box::new(writer))
+        (Box::new(self.reader), Box::new(self.writer))
     }
 
     fn into_tcp(self: Box<Self>) -> Result<TcpStream, BoxStream> {
@@ -219,23 +213,13 @@ impl Stream for KernelTls {
     }
 }
 
-// The handshake reads and writes through the whole stream before it is
-// split (the options after STARTTLS), so it is a stream of its own too.
 impl AsyncRead for KernelTls {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        if !this.early.is_empty() {
-            let n = this.early.len().min(buf.remaining());
-            buf.put_slice(&this.early[..n]);
-            this.early.drain(..n);
-            return Poll::Ready(Ok(()));
-        }
-        let mut ended = false;
-        poll_read_records(&this.tcp, &mut ended, cx, buf)
+        Pin::new(&mut self.get_mut().reader).poll_read(cx, buf)
     }
 }
 
@@ -245,25 +229,33 @@ impl AsyncWrite for KernelTls {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let n = ready!(Pin::new(&mut this.tcp).poll_write(cx, buf))?;
-        this.records += (n.div_ceil(RECORD_PLAINTEXT) as u64).max(1);
-        Poll::Ready(Ok(n))
+        Pin::new(&mut self.get_mut().writer).poll_write(cx, buf)
     }
 
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().writer).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().writer).poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        ready!(poll_close_notify(&this.tcp, cx))?;
-        Pin::new(&mut this.tcp).poll_shutdown(cx)
+        Pin::new(&mut self.get_mut().writer).poll_shutdown(cx)
     }
 }
 
 struct KernelTlsReader {
     tcp: Arc<TcpStream>,
+    /// Plaintext rustls had already opened when the session moved.
     early: Vec<u8>,
     at: usize,
     ended: bool,
