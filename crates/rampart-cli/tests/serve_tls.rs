@@ -294,12 +294,35 @@ fn tls_with_libnbd_and_qemu_and_client_certificates() {
     server.stop();
 }
 
+/// Shell commands that open a TLS 1.3 session to the server on 127.0.0.1
+/// port `port` with `openssl s_client` (through a relay that does the NBD
+/// STARTTLS, `helpers/nbd_starttls_relay.py`), send a TLS KeyUpdate, then
+/// a line that is not an NBD option. s_client's output lands in
+/// `sclient.out`.
+fn key_update_commands(port: u16, ca: &Path) -> String {
+    let relay = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/helpers/nbd_starttls_relay.py");
+    format!(
+        r#"python3 {relay} {port} >relay.out 2>&1 &
+relay=$!
+for i in $(seq 100); do grep -q ready relay.out && break; sleep 0.1; done
+relay_port=$(sed -n 's/^ready //p' relay.out)
+(sleep 1; echo k; sleep 1; echo 'after the key update: not an NBD option'; sleep 1) |
+  openssl s_client -connect "127.0.0.1:$relay_port" -tls1_3 -CAfile {ca} -servername localhost \
+  >sclient.out 2>&1 || true
+wait $relay || true
+"#,
+        relay = relay.display(),
+        ca = ca.display(),
+    )
+}
+
 /// `--ktls` where the kernel has no `tls` module (this machine's): the
 /// first TLS connection logs once that TLS stays in user space, and every
-/// connection is served as without the option.
+/// connection is served as without the option: rustls follows a client's
+/// KeyUpdate (that connection then ends at the bad option after it).
 #[test]
 fn kernel_tls_falls_back_to_user_space_without_the_tls_module() {
-    require(&["openssl", "nbdinfo"]);
+    require(&["openssl", "nbdinfo", "python3"]);
     let dir = TempDir::new("ktls-fallback");
     let pki = make_pki(&dir);
     let key = key_file(&dir);
@@ -311,6 +334,11 @@ fn kernel_tls_falls_back_to_user_space_without_the_tls_module() {
     for _ in 0..3 {
         nbdinfo_tls(&nbds(port, &pki.client));
     }
+    let mut command = std::process::Command::new(tool("sh"));
+    command.current_dir(dir.path()).args(["-c", &key_update_commands(port, &pki.ca)]);
+    ok("a KeyUpdate in user-space TLS", output(command));
+    let sclient = std::fs::read_to_string(dir.join("sclient.out")).unwrap();
+    assert!(sclient.contains("KEYUPDATE"), "{sclient}");
     let ulps = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_ulp").unwrap();
     let log = server.stop();
     assert!(
@@ -320,7 +348,9 @@ fn kernel_tls_falls_back_to_user_space_without_the_tls_module() {
     );
     assert_eq!(log.matches("kernel TLS unavailable").count(), 1, "{log}");
     assert!(log.contains("TLS stays in user space"), "{log}");
-    assert!(log.contains("0 ended by errors"), "{log}");
+    assert!(log.contains("connection ended: bad option magic"), "{log}");
+    assert!(!log.contains("key update"), "{log}");
+    assert!(log.contains("(1 ended by errors"), "{log}");
 }
 
 /// `--ktls` under a kernel that has the `tls` module: Debian's User-Mode
@@ -331,10 +361,12 @@ fn kernel_tls_falls_back_to_user_space_without_the_tls_module() {
 /// sessions in its software TLS, the server's log each session's version
 /// and cipher and no connection ended by an error (a client's close_notify
 /// is the end of its stream), and what was written reads back on this
-/// machine through `rampart export`.
+/// machine through `rampart export`. A client's TLS 1.3 KeyUpdate, which
+/// this kernel cannot follow, ends that one connection with the reason
+/// logged.
 #[test]
 fn kernel_tls_carries_the_sessions_under_a_kernel_with_the_tls_module() {
-    require(&["openssl", "nbdcopy", "nbdinfo", "linux.uml", "busybox"]);
+    require(&["openssl", "nbdcopy", "nbdinfo", "linux.uml", "busybox", "python3"]);
     let dir = TempDir::new("ktls-uml");
     let pki = make_pki(&dir);
     let key = key_file(&dir);
@@ -375,7 +407,7 @@ for p in tls12 aes128 chacha; do
   GNUTLS_SYSTEM_PRIORITY_FILE={dir}/$p.priority nbdcopy '{uri}' back-$p.raw
   cmp back-$p.raw {data}
 done
-cat /proc/net/tls_stat >tls_stat
+{key_update}cat /proc/net/tls_stat >tls_stat
 kill -TERM $pid
 wait $pid
 "#,
@@ -386,6 +418,7 @@ wait $pid
         cert = pki.server_cert.display(),
         server_key = pki.server_key.display(),
         data = data_file.display(),
+        key_update = key_update_commands(10809, &pki.ca),
     );
     let script_file = dir.file("guest.sh", script.as_bytes());
     let kernel_vm = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/kernel-vm");
@@ -405,8 +438,8 @@ wait $pid
             .unwrap_or_else(|| panic!("no {name} in {stat}"))
     };
     let handed = log.matches("TLS session handed to the kernel").count() as u64;
-    // nbdinfo's probes, the write and the three reads.
-    assert!(handed >= 5, "{log}");
+    // nbdinfo's probes, the write, the three reads and the KeyUpdate's.
+    assert!(handed >= 6, "{log}");
     assert_eq!(counter("TlsTxSw"), handed, "{stat}");
     assert_eq!(counter("TlsRxSw"), handed, "{stat}");
     assert_eq!(counter("TlsDecryptError"), 0, "{stat}");
@@ -419,6 +452,10 @@ wait $pid
         assert!(log.contains(session), "no session with {session}: {log}");
     }
     assert!(!log.contains("kernel TLS unavailable"), "{log}");
-    assert!(log.contains("0 ended by errors"), "{log}");
+    let sclient = std::fs::read_to_string(dir.join("sclient.out")).unwrap();
+    assert!(sclient.contains("KEYUPDATE"), "{sclient}");
+    assert_eq!(log.matches("connection ended:").count(), 1, "{log}");
+    assert!(log.contains("after the handshake (a key update?), which kernel TLS"), "{log}");
+    assert!(log.contains("(1 ended by errors"), "{log}");
     assert_same("written over kernel TLS", &export_range(&vol, &key, 0, SIZE), &data);
 }

@@ -457,6 +457,22 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_writer_stops_before_the_ciphers_record_limit() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        let mut writer =
+            KernelTlsWriter { tcp: Arc::new(server), records: 0, record_limit: 4, closed: false };
+        // One record, then two (16 KiB + 1 byte): three of the four.
+        writer.write_all(&[1; RECORD_PLAINTEXT]).await.unwrap();
+        writer.write_all(&[2; RECORD_PLAINTEXT + 1]).await.unwrap();
+        assert_eq!(writer.records, 3);
+        let error = writer.write_all(&[3; 10]).await.unwrap_err();
+        assert!(error.to_string().contains("limit of 4 records"), "{error}");
+        drop(client);
+    }
+
+    #[tokio::test]
     async fn a_handshake_that_stops_inside_a_record_is_refused() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let mut client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
