@@ -254,8 +254,8 @@ pub struct ServeArgs {
     /// After each TLS handshake over TCP, hand the session's record
     /// encryption to the Linux kernel (kTLS): replies go from the server's
     /// buffers into the socket with no user-space TLS copy. Needs the
-    /// kernel's `tls` module (else TLS stays in user space, logged once);
-    /// the kernel cannot change keys, so a client's TLS 1.3 key update, or
+    /// kernel's `tls` module (else TLS stays in user space, logged once).
+    /// The keys are installed once, so a client's TLS 1.3 key update, or
     /// 2^23 records of AES-256-GCM (128 GiB of replies), ends the connection.
     #[arg(long, requires = "tls_cert")]
     pub ktls: bool,

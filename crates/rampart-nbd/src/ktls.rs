@@ -7,11 +7,12 @@
 //! buffer. Where the kernel has no `tls` module the connection stays in
 //! rustls, as without the option.
 //!
-//! What the kernel cannot do, the connection cannot either: Linux (before
-//! 6.14) cannot change keys, so a client's TLS 1.3 key update ends the
-//! connection, and so does reaching the cipher's record limit (AES-GCM:
-//! 2^23 or 2^24 records, at least 128 GiB of replies), where rustls would
-//! have changed keys on its own. Both are logged with their reason.
+//! Keys are installed once: a kernel TLS session here never changes keys
+//! (Linux 6.1, the kernel this was tested under, cannot take new ones), so
+//! a client's TLS 1.3 key update ends the connection, and so does reaching
+//! the cipher's record limit (AES-GCM: 2^23 or 2^24 records, at least 128
+//! GiB of replies), where rustls would have changed keys on its own. Both
+//! are logged with their reason.
 
 use std::io;
 use std::os::fd::AsFd;
