@@ -1124,12 +1124,8 @@ impl Session<'_> {
     async fn refuse_stored_name(&self, name: &Name, except: Option<&str>) -> R<()> {
         let value = encode_value("Name", &name.to_value(Tag::ATTRIBUTE_VALUE))?;
         let store = &self.state.store;
-        let mut after = String::new();
-        loop {
-            let page = store
-                .kmip_find_page("Name".into(), value.clone(), after, LOCATE_PAGE)
-                .await
-                .map_err(kms)?;
+        let mut holders = Holders::new("Name", value);
+        while let Some(page) = holders.next_page(store.as_ref()).await? {
             for key in &page {
                 if Some(key.as_str()) == except {
                     continue;
@@ -1143,11 +1139,8 @@ impl Session<'_> {
                     }
                 }
             }
-            match page.last() {
-                Some(last) if page.len() >= LOCATE_PAGE as usize => after = last.clone(),
-                _ => return Ok(()),
-            }
         }
+        Ok(())
     }
 
     /// Refuses a Name another object the client sees already has.
@@ -1225,12 +1218,9 @@ impl Session<'_> {
                         own = Some(n.value);
                     }
                 }
-                let mut after = String::new();
-                loop {
-                    let page = store
-                        .kmip_find_page(attribute.into(), encoded.clone(), after, LOCATE_PAGE)
-                        .await
-                        .map_err(kms)?;
+                let mut holders = Holders::new(attribute, encoded);
+                while !hits.complete() {
+                    let Some(page) = holders.next_page(store.as_ref()).await? else { break };
                     for name in &page {
                         if let Some(o) = own.take_if(|o| o.as_str() <= name.as_str()) {
                             if o != *name {
@@ -1238,12 +1228,6 @@ impl Session<'_> {
                             }
                         }
                         self.locate_key(name.clone(), request, by_name, now, &mut hits).await?;
-                    }
-                    match page.last() {
-                        Some(last) if page.len() >= LOCATE_PAGE as usize && !hits.complete() => {
-                            after = last.clone();
-                        }
-                        _ => break,
                     }
                 }
                 if let Some(o) = own {
@@ -1804,6 +1788,43 @@ fn inherit_object(object: &mut KmipObject, version: &KeyVersionInfo) {
 
 /// Keys read per store query while Locate (or a Name check) walks keys.
 const LOCATE_PAGE: u32 = 1000;
+
+/// The names of the keys holding one stored attribute value, walked a
+/// store page ([`LOCATE_PAGE`]) at a time in key order: another client's
+/// objects, or most of a fleet's, may share the value.
+struct Holders {
+    attribute: String,
+    value: String,
+    after: String,
+    done: bool,
+}
+
+impl Holders {
+    fn new(attribute: &str, value: String) -> Self {
+        Self { attribute: attribute.to_owned(), value, after: String::new(), done: false }
+    }
+
+    /// The next page, or `None` past the last.
+    async fn next_page(&mut self, store: &dyn crate::store::Store) -> R<Option<Vec<String>>> {
+        if self.done {
+            return Ok(None);
+        }
+        let page = store
+            .kmip_find_page(
+                self.attribute.clone(),
+                self.value.clone(),
+                std::mem::take(&mut self.after),
+                LOCATE_PAGE,
+            )
+            .await
+            .map_err(kms)?;
+        match page.last() {
+            Some(last) if page.len() >= LOCATE_PAGE as usize => self.after = last.clone(),
+            _ => self.done = true,
+        }
+        Ok((!page.is_empty()).then_some(page))
+    }
+}
 
 /// Most identifiers one Locate answers (fewer when Maximum Items asks), as
 /// a page of the REST lists: a store of a million keys does not become one

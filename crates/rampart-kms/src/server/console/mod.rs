@@ -831,7 +831,9 @@ mod tests {
     fn sessions_page_newest_first_and_walk_past_openings_and_endings() {
         let console = Console::default();
         let open = || console.open("admin".into(), "ab".repeat(32), "peer".into()).unwrap().1;
-        let mut opened: Vec<Session> = (0..7).map(|_| open()).collect();
+        for _ in 0..7 {
+            open();
+        }
         // Two share a sign-in time: the id orders them.
         let base = now_ms() - 60_000;
         for (i, s) in console.lock().sessions.values_mut().enumerate() {
@@ -846,11 +848,12 @@ mod tests {
         let ended = all.remove(3);
         let mut seen = Vec::new();
         let mut after: Option<SessionPosition> = None;
+        let mut late = None;
         loop {
             let page = console.sessions(after.as_ref(), 2);
             if seen.len() == 2 {
                 assert!(console.end(&ended.id));
-                opened.push(open());
+                late = Some(open());
             }
             let Some(last) = page.last() else { break };
             after = Some(SessionPosition::from_bytes(&last.position().to_bytes()).unwrap());
@@ -859,6 +862,9 @@ mod tests {
         let throughout: Vec<String> = all.iter().map(|s| s.id.clone()).collect();
         seen.retain(|id| *id != ended.id);
         assert_eq!(seen, throughout);
+        // Opened during the walk, it is the newest: before the cursor.
+        let late = late.unwrap();
+        assert_eq!(console.sessions(None, 1)[0].id, late.id);
         assert!(SessionPosition::from_bytes(b"12345678ABCDEF0123456789").is_none());
         assert!(SessionPosition::from_bytes(b"1234567").is_none());
         assert!(SessionPosition::from_bytes(&[0u8; 25]).is_none());
