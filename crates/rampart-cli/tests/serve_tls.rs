@@ -393,7 +393,8 @@ fn kernel_tls_carries_the_sessions_under_a_kernel_with_the_tls_module() {
         r#"set -e
 cd {dir}
 RAMPART_LOG=debug {rampart} serve {vol} --key-file {key} --listen 127.0.0.1:10809 \
-  --tls-cert {cert} --tls-key {server_key} --ktls >serve.out 2>serve.log &
+  --tls-cert {cert} --tls-key {server_key} --ktls --metrics-listen 127.0.0.1:10810 \
+  >serve.out 2>serve.log &
 pid=$!
 up=
 for i in $(seq 120); do
@@ -408,6 +409,7 @@ for p in tls12 aes128 chacha; do
   cmp back-$p.raw {data}
 done
 {key_update}cat /proc/net/tls_stat >tls_stat
+python3 -c 'import urllib.request as u; print(u.urlopen("http://127.0.0.1:10810/metrics").read().decode())' >metrics
 kill -TERM $pid
 wait $pid
 "#,
@@ -443,6 +445,14 @@ wait $pid
     assert_eq!(counter("TlsTxSw"), handed, "{stat}");
     assert_eq!(counter("TlsRxSw"), handed, "{stat}");
     assert_eq!(counter("TlsDecryptError"), 0, "{stat}");
+    let metrics = std::fs::read_to_string(dir.join("metrics")).unwrap();
+    let offloaded =
+        format!("rampart_nbd_kernel_tls_sessions_total{{result=\"offloaded\"}} {handed}\n");
+    assert!(metrics.contains(&offloaded), "{offloaded} in {metrics}");
+    assert!(
+        metrics.contains("rampart_nbd_kernel_tls_sessions_total{result=\"user_space\"} 0\n"),
+        "{metrics}"
+    );
     for session in [
         "version=Tls13 cipher=Aes256Gcm",
         "version=Tls12 cipher=Aes256Gcm",

@@ -445,8 +445,12 @@ async fn start_tls(
 ) -> io::Result<BoxStream> {
     let stream = match (shared.kernel_tls, stream.into_tcp()) {
         (true, Ok(tcp)) => match crate::ktls::accept(acceptor, tcp).await? {
-            Ok(offloaded) => return Ok(offloaded),
+            Ok(offloaded) => {
+                shared.metrics.kernel_tls_offloaded.fetch_add(1, Ordering::Relaxed);
+                return Ok(offloaded);
+            }
             Err((tcp, reason)) => {
+                shared.metrics.kernel_tls_refused.fetch_add(1, Ordering::Relaxed);
                 if !shared.kernel_tls_refused.swap(true, Ordering::Relaxed) {
                     tracing::warn!("kernel TLS unavailable ({reason}); TLS stays in user space");
                 }

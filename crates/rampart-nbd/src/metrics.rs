@@ -131,6 +131,10 @@ impl ExportMetrics {
 pub(crate) struct ServerMetrics {
     pub(crate) tls_ok: AtomicU64,
     pub(crate) tls_failed: AtomicU64,
+    /// With kernel TLS asked for: sessions handed to the kernel, and
+    /// connections kept in user space because the kernel refused.
+    pub(crate) kernel_tls_offloaded: AtomicU64,
+    pub(crate) kernel_tls_refused: AtomicU64,
 }
 
 /// Holds bytes in the in-flight gauge of an export until dropped.
@@ -265,6 +269,15 @@ pub(crate) fn render(
     header(&mut out, name, "counter", "STARTTLS handshakes, by result.");
     let _ = writeln!(out, "{name}{{result=\"ok\"}} {}", load(&server.tls_ok));
     let _ = writeln!(out, "{name}{{result=\"failed\"}} {}", load(&server.tls_failed));
+    let name = "rampart_nbd_kernel_tls_sessions_total";
+    header(
+        &mut out,
+        name,
+        "counter",
+        "With --ktls: TLS sessions handed to the kernel, or kept in user space.",
+    );
+    let _ = writeln!(out, "{name}{{result=\"offloaded\"}} {}", load(&server.kernel_tls_offloaded));
+    let _ = writeln!(out, "{name}{{result=\"user_space\"}} {}", load(&server.kernel_tls_refused));
     let server_counters = [
         (
             "rampart_nbd_accepted_connections_total",
