@@ -57,13 +57,12 @@ pub(crate) async fn accept(
         }
         tcp.write_all(&pending).await?;
     }
-    // Application data that arrived with the last handshake record: none,
-    // as the pacer never reads past a record, but kept if there were.
-    let mut early = Vec::new();
-    match std::io::Read::read_to_end(&mut connection.reader(), &mut early) {
-        Ok(_) => {}
+    // The pacer never reads past the handshake's last record, so rustls
+    // holds no application data the kernel would not see.
+    let mut probe = [0u8; 1];
+    match std::io::Read::read(&mut connection.reader(), &mut probe) {
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-        Err(e) => return Err(e),
+        _ => return Err(io::Error::other("kernel TLS: data arrived inside the handshake")),
     }
     let version = match connection.protocol_version() {
         Some(ProtocolVersion::TLSv1_3) => KtlsVersion::Tls13,
@@ -97,7 +96,7 @@ pub(crate) async fn accept(
     tracing::debug!(?version, ?cipher, "TLS session handed to the kernel");
     let tcp = Arc::new(tcp);
     Ok(Ok(Box::new(KernelTls {
-        reader: KernelTlsReader { tcp: Arc::clone(&tcp), early, at: 0, ended: false },
+        reader: KernelTlsReader { tcp: Arc::clone(&tcp), ended: false },
         writer: KernelTlsWriter { tcp, records: 0, record_limit, closed: false },
     })))
 }
@@ -256,9 +255,6 @@ impl AsyncWrite for KernelTls {
 
 struct KernelTlsReader {
     tcp: Arc<TcpStream>,
-    /// Plaintext rustls had already opened when the session moved.
-    early: Vec<u8>,
-    at: usize,
     ended: bool,
 }
 
@@ -269,12 +265,6 @@ impl AsyncRead for KernelTlsReader {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        if this.at < this.early.len() {
-            let n = (this.early.len() - this.at).min(buf.remaining());
-            buf.put_slice(&this.early[this.at..this.at + n]);
-            this.at += n;
-            return Poll::Ready(Ok(()));
-        }
         poll_read_records(&this.tcp, &mut this.ended, cx, buf)
     }
 }
