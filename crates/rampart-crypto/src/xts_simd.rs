@@ -20,6 +20,10 @@
 //! tenth of the AES throughput; replacing the multiply by shifts, or the
 //! 64-bit shifts by byte shifts, or doubling tweaks in general-purpose
 //! registers (which the compiler vectorizes back), all measured slower.
+//! Intel's cores put 512-bit AES and 512-bit bit shifts on one port, so
+//! there the step between groups (· α^32, four whole bytes) is done by byte
+//! shifts and the multiply alone ([`Path::Vaes512ByteShift`], 7–10% faster
+//! on Emerald Rapids); the vendor decides which path is the default.
 //!
 //! Constant time: no branch and no memory address depends on a key, a tweak
 //! or the data; only on lengths and the sector count.
@@ -54,7 +58,14 @@ use zeroize::Zeroize;
 /// The instruction sets the engine can run on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Path {
+    /// 512-bit vectors; tweaks advanced by 64-bit bit shifts.
     Vaes512,
+    /// 512-bit vectors; tweaks advanced by byte shifts of whole lanes. Intel's
+    /// cores issue 512-bit VAESENC and 512-bit bit shifts on the same port
+    /// (0), byte shifts and carry-less multiplies on another (5); there the
+    /// byte shifts leave the AES port to the AES rounds. On Zen 5 the bit
+    /// shifts measured faster (BENCHMARKS.md, "AES-XTS engine").
+    Vaes512ByteShift,
     Vaes256,
     AesNi,
 }
@@ -67,9 +78,23 @@ impl Path {
         match self {
             Self::AesNi => aes_ni,
             Self::Vaes256 => aes_ni && has!("avx2") && has!("vaes") && has!("vpclmulqdq"),
-            Self::Vaes512 => {
+            Self::Vaes512 | Self::Vaes512ByteShift => {
                 aes_ni && has!("avx512f") && has!("avx512bw") && has!("vaes") && has!("vpclmulqdq")
             }
+        }
+    }
+
+    /// The 512-bit path whose tweak arithmetic suits this CPU's vendor: byte
+    /// shifts on Intel (see [`Path::Vaes512ByteShift`]), bit shifts elsewhere.
+    pub(crate) fn vaes512_for_this_cpu() -> Self {
+        // CPUID leaf 0 is present on every x86-64 CPU; the vendor string is
+        // EBX, EDX, ECX.
+        let leaf = core::arch::x86_64::__cpuid(0);
+        let intel = (leaf.ebx, leaf.edx, leaf.ecx) == (0x756e_6547, 0x4965_6e69, 0x6c65_746e);
+        if intel {
+            Self::Vaes512ByteShift
+        } else {
+            Self::Vaes512
         }
     }
 }
@@ -241,6 +266,7 @@ unsafe fn sectors(path: Path, keys: &Schedule, job: Job, encrypt: bool) {
     unsafe {
         match path {
             Path::Vaes512 => sectors_vaes512(keys, job, encrypt),
+            Path::Vaes512ByteShift => sectors_vaes512_byte_shift(keys, job, encrypt),
             Path::Vaes256 => sectors_vaes256(keys, job, encrypt),
             Path::AesNi => sectors_aesni(keys, job, encrypt),
         }
@@ -258,6 +284,7 @@ unsafe fn unit(path: Path, keys: &Schedule, job: Job, tweak: &[u8; 16], encrypt:
     unsafe {
         match path {
             Path::Vaes512 => unit_vaes512(keys, job, tweak, encrypt),
+            Path::Vaes512ByteShift => unit_vaes512_byte_shift(keys, job, tweak, encrypt),
             Path::Vaes256 => unit_vaes256(keys, job, tweak, encrypt),
             Path::AesNi => unit_aesni(keys, job, tweak, encrypt),
         }
@@ -426,14 +453,14 @@ fn number(first: u64, step: u64, l: u64) -> i64 {
 
 /// The low 64 bits of the XTS reduction polynomial x^128 + x^7 + x^2 + x + 1.
 const POLY: i64 = 0x87;
-const NOCLMUL: bool = false;
 
 #[derive(Clone, Copy)]
 struct X1(__m128i);
 #[derive(Clone, Copy)]
 struct Y2(__m256i);
+/// Four blocks; `BYTE_SHIFT` picks the tweak advance (see [`Path`]).
 #[derive(Clone, Copy)]
-struct Z4(__m512i);
+struct Z4<const BYTE_SHIFT: bool>(__m512i);
 
 /// `t` · α^n for n ≤ 56 (as a shift count in an XMM register), one block.
 #[inline(always)]
@@ -565,19 +592,23 @@ unsafe fn z_mul<const S: u32, const C: u32>(t: __m512i) -> __m512i {
     unsafe {
         let low = _mm512_slli_epi64::<S>(t);
         let carry = _mm512_srli_epi64::<C>(t);
-        if NOCLMUL {
-            let m = _mm512_bsrli_epi128::<8>(carry);
-            let a = _mm512_ternarylogic_epi64::<0x96>(low, _mm512_bslli_epi128::<8>(carry), m);
-            let b = _mm512_ternarylogic_epi64::<0x96>(
-                _mm512_slli_epi64::<1>(m),
-                _mm512_slli_epi64::<2>(m),
-                _mm512_slli_epi64::<7>(m),
-            );
-            return _mm512_xor_si512(a, b);
-        }
         let poly = _mm512_set_epi64(0, POLY, 0, POLY, 0, POLY, 0, POLY);
         let folded = _mm512_clmulepi64_epi128::<0x01>(carry, poly);
         _mm512_ternarylogic_epi64::<0x96>(low, folded, _mm512_bslli_epi128::<8>(carry))
+    }
+}
+
+/// As [`z_mul`] for a whole number of bytes, 0 < `B` < 8 and `C` = 16 −
+/// `B`: each lane shifted left by `B` bytes, its top `B` bytes folded back
+/// in times 0x87 by one carry-less multiply (no bit shift at all).
+#[inline(always)]
+unsafe fn z_mul_bytes<const B: i32, const C: i32>(t: __m512i) -> __m512i {
+    // SAFETY: AVX-512F/BW and VPCLMULQDQ (caller's features).
+    unsafe {
+        let poly = _mm512_set_epi64(0, POLY, 0, POLY, 0, POLY, 0, POLY);
+        let low = _mm512_bslli_epi128::<B>(t);
+        let top = _mm512_bsrli_epi128::<C>(t);
+        _mm512_xor_si512(low, _mm512_clmulepi64_epi128::<0x00>(top, poly))
     }
 }
 
@@ -683,7 +714,7 @@ impl Lanes for Y2 {
     }
 }
 
-impl Lanes for Z4 {
+impl<const BYTE_SHIFT: bool> Lanes for Z4<BYTE_SHIFT> {
     const BLOCKS: usize = 4;
     #[inline(always)]
     unsafe fn load(p: *const u8) -> Self {
@@ -761,7 +792,13 @@ impl Lanes for Z4 {
     #[inline(always)]
     unsafe fn advance(self) -> Self {
         // SAFETY: AVX-512F/BW and VPCLMULQDQ (trait contract).
-        Self(unsafe { z_mul::<32, 32>(self.0) })
+        Self(unsafe {
+            if BYTE_SHIFT {
+                z_mul_bytes::<4, 12>(self.0)
+            } else {
+                z_mul::<32, 32>(self.0)
+            }
+        })
     }
     #[inline(always)]
     unsafe fn first(self) -> __m128i {
@@ -1153,10 +1190,16 @@ macro_rules! entry_points {
 }
 
 entry_points!(
-    Z4,
+    Z4<false>,
     "aes,pclmulqdq,sse2,avx2,avx512f,avx512bw,vaes,vpclmulqdq",
     sectors_vaes512,
     unit_vaes512
+);
+entry_points!(
+    Z4<true>,
+    "aes,pclmulqdq,sse2,avx2,avx512f,avx512bw,vaes,vpclmulqdq",
+    sectors_vaes512_byte_shift,
+    unit_vaes512_byte_shift
 );
 entry_points!(Y2, "aes,pclmulqdq,sse2,avx2,vaes,vpclmulqdq", sectors_vaes256, unit_vaes256);
 entry_points!(X1, "aes,pclmulqdq,sse2", sectors_aesni, unit_aesni);
@@ -1190,7 +1233,7 @@ pub(crate) fn register_ceiling(rounds: usize, seconds: f64) -> Option<crate::Cei
 }
 
 /// Independent VAESENC chains of the ceiling loop. Zen 5 (this project's
-/// build machine) retires one 512-bit VAESENC per cycle with a latency of
+/// first build machine) retires one 512-bit VAESENC per cycle with a latency of
 /// four, so four chains already saturate it; 4, 8, 12, 16 and 24 chains
 /// measured the same (within 1%), and 256-bit VAESENC (two per cycle) the
 /// same bytes per cycle. Twelve covers cores with longer latency or more

@@ -239,10 +239,11 @@ fn multi_sector_calls_equal_single_sector_calls() {
 /// The engine's paths this CPU runs; AES-NI must be among them on x86-64
 /// machines that have it, and the VAES paths wherever the features are.
 fn engine_paths() -> Vec<XtsPath> {
-    let paths: Vec<XtsPath> = [XtsPath::Vaes512, XtsPath::Vaes256, XtsPath::AesNi]
-        .into_iter()
-        .filter(|p| p.available())
-        .collect();
+    let paths: Vec<XtsPath> =
+        [XtsPath::Vaes512, XtsPath::Vaes512ByteShift, XtsPath::Vaes256, XtsPath::AesNi]
+            .into_iter()
+            .filter(|p| p.available())
+            .collect();
     let f = cpu::features();
     assert_eq!(paths.contains(&XtsPath::AesNi), f.aes_ni && f.pclmulqdq);
     assert_eq!(
@@ -250,6 +251,17 @@ fn engine_paths() -> Vec<XtsPath> {
         f.aes_ni && f.pclmulqdq && f.avx2 && f.vaes && f.vpclmulqdq
     );
     assert!(!paths.is_empty() || !f.aes_ni, "AES-NI present but no engine path");
+    assert_eq!(paths.contains(&XtsPath::Vaes512), paths.contains(&XtsPath::Vaes512ByteShift));
+    if paths.contains(&XtsPath::Vaes512) {
+        // The default's tweak arithmetic follows the vendor in /proc/cpuinfo.
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap();
+        let expected = if cpuinfo.contains("GenuineIntel") {
+            XtsPath::Vaes512ByteShift
+        } else {
+            XtsPath::Vaes512
+        };
+        assert_eq!(XtsPath::best(), expected);
+    }
     paths
 }
 

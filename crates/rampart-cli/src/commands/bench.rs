@@ -64,9 +64,8 @@ fn settings_from(args: &BenchArgs) -> anyhow::Result<Settings> {
     settings.cpu_time = args.cpu_time;
     if let Some(name) = &args.xts_path {
         let path = XtsPath::from_name(name).ok_or_else(|| {
-            UsageError(format!(
-                "unknown XTS path '{name}' (expected vaes512, vaes256, aes-ni or aws-lc)"
-            ))
+            let known: Vec<&str> = XtsPath::ALL.iter().map(|p| p.name()).collect();
+            UsageError(format!("unknown XTS path '{name}' (expected one of {})", known.join(", ")))
         })?;
         if !path.available() {
             return Err(UsageError(format!(
