@@ -87,10 +87,15 @@ impl Path {
     /// The 512-bit path whose tweak arithmetic suits this CPU's vendor: byte
     /// shifts on Intel (see [`Path::Vaes512ByteShift`]), bit shifts elsewhere.
     pub(crate) fn vaes512_for_this_cpu() -> Self {
-        // CPUID leaf 0 is present on every x86-64 CPU; the vendor string is
-        // EBX, EDX, ECX.
-        let leaf = core::arch::x86_64::__cpuid(0);
-        let intel = (leaf.ebx, leaf.edx, leaf.ecx) == (0x756e_6547, 0x4965_6e69, 0x6c65_746e);
+        // Asked once: under a hypervisor every CPUID is a trip out of the
+        // guest.
+        static INTEL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let intel = *INTEL.get_or_init(|| {
+            // CPUID leaf 0 is present on every x86-64 CPU; the vendor
+            // string is EBX, EDX, ECX ("Genu", "ineI", "ntel").
+            let leaf = core::arch::x86_64::__cpuid(0);
+            (leaf.ebx, leaf.edx, leaf.ecx) == (0x756e_6547, 0x4965_6e69, 0x6c65_746e)
+        });
         if intel {
             Self::Vaes512ByteShift
         } else {
