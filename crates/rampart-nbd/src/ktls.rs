@@ -57,12 +57,23 @@ pub(crate) async fn accept(
         }
         tcp.write_all(&pending).await?;
     }
-    // The pacer never reads past the handshake's last record, so rustls
-    // holds no application data the kernel would not see.
-    let mut probe = [0u8; 1];
-    match std::io::Read::read(&mut connection.reader(), &mut probe) {
-        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-        _ => return Err(io::Error::other("kernel TLS: data arrived inside the handshake")),
+    // tokio-rustls reads on while rustls wants to read, so when the
+    // client's first application record has already arrived with its
+    // Finished, rustls opens it (and stops there: it wants no more while
+    // it holds plaintext). The pacer keeps the socket on a record boundary
+    // behind it; its plaintext is served first, then the kernel's.
+    let mut early = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match std::io::Read::read(&mut connection.reader(), &mut chunk) {
+            Ok(0) => break,
+            Ok(n) if early.len() + n > 2 * RECORD_PLAINTEXT => {
+                return Err(io::Error::other("kernel TLS: too much data inside the handshake"))
+            }
+            Ok(n) => early.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) => return Err(e),
+        }
     }
     let version = match connection.protocol_version() {
         Some(ProtocolVersion::TLSv1_3) => KtlsVersion::Tls13,
@@ -96,7 +107,7 @@ pub(crate) async fn accept(
     tracing::debug!(?version, ?cipher, "TLS session handed to the kernel");
     let tcp = Arc::new(tcp);
     Ok(Ok(Box::new(KernelTls {
-        reader: KernelTlsReader { tcp: Arc::clone(&tcp), ended: false },
+        reader: KernelTlsReader { tcp: Arc::clone(&tcp), early, at: 0, ended: false },
         writer: KernelTlsWriter { tcp, records: 0, record_limit, closed: false },
     })))
 }
@@ -119,8 +130,9 @@ fn kernel_keys((sequence, secrets): (u64, ConnectionTrafficSecrets)) -> io::Resu
 }
 
 /// A reader for the handshake that never reads past the end of a TLS
-/// record, so that when rustls is done nothing of the client's first
-/// application record sits in its buffers: the kernel must see it whole.
+/// record, so that when rustls is done it holds whole records only (whose
+/// plaintext is taken out) and the kernel starts at the next record's
+/// header.
 /// Only the five header bytes of each record are looked at; the length
 /// bounds nothing but how far the next read may go.
 struct RecordPacer {
@@ -255,6 +267,9 @@ impl AsyncWrite for KernelTls {
 
 struct KernelTlsReader {
     tcp: Arc<TcpStream>,
+    /// Plaintext rustls had already opened when the session moved.
+    early: Vec<u8>,
+    at: usize,
     ended: bool,
 }
 
@@ -265,6 +280,12 @@ impl AsyncRead for KernelTlsReader {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        if this.at < this.early.len() {
+            let n = (this.early.len() - this.at).min(buf.remaining());
+            buf.put_slice(&this.early[this.at..this.at + n]);
+            this.at += n;
+            return Poll::Ready(Ok(()));
+        }
         poll_read_records(&this.tcp, &mut this.ended, cx, buf)
     }
 }
