@@ -863,8 +863,9 @@ pub struct BenchArgs {
     /// (Intel's pick), vaes256, aes-ni or aws-lc.
     #[arg(long, value_name = "PATH")]
     pub xts_path: Option<String>,
-    /// Also measure the AES instruction ceiling: VAESENC on registers only,
-    /// no memory traffic (needs VAES and AVX-512).
+    /// Also measure the AES instruction ceiling: the AES instructions on
+    /// the CPU's widest vectors (VAES 512 or 256-bit, else AES-NI),
+    /// registers only, no memory traffic.
     #[arg(long)]
     pub ceiling: bool,
     /// Also report MiB per CPU-second of the measuring threads

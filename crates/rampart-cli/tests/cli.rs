@@ -125,6 +125,43 @@ fn bench_cpu_time_adds_per_cpu_second_figures() {
 }
 
 #[test]
+fn bench_ceiling_runs_on_the_widest_aes_vectors_and_bounds_the_engine() {
+    let flags = std::fs::read_to_string("/proc/cpuinfo").unwrap();
+    let flags: Vec<&str> =
+        flags.lines().find(|l| l.starts_with("flags")).unwrap().split_whitespace().collect();
+    let has = |f: &str| flags.contains(&f);
+    let expected = if ["avx512f", "avx512bw", "vaes", "vpclmulqdq"].iter().all(|f| has(f)) {
+        "vaes-512"
+    } else if ["avx2", "vaes", "vpclmulqdq"].iter().all(|f| has(f)) {
+        "vaes-256"
+    } else {
+        assert!(has("aes"), "the build machines all have AES-NI");
+        "aes-ni"
+    };
+    let args = ["bench", "--cipher", "aes-xts", "--seconds", "0.2", "--ceiling", "--cpu-time"];
+    let output = rampart(&[&args[..], &["--json"]].concat());
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let ceiling = &report["ceiling"];
+    assert_eq!(ceiling["instructions"], expected, "{report}");
+    let per_cpu = |bits: u32| ceiling[format!("aes{bits}_mib_per_cpu_s")].as_f64().unwrap();
+    // No mode goes faster than its rounds alone (5% for timing noise).
+    for row in report["ciphers"].as_array().unwrap() {
+        let bits = row["key_bits"].as_u64().unwrap() / 2;
+        let engine = row["encrypt_mib_per_cpu_s"].as_f64().unwrap();
+        assert!(engine < per_cpu(bits as u32) * 1.05, "{row} against {ceiling}");
+    }
+
+    let output = rampart(&args);
+    let table = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        table
+            .contains(&format!("# AES instruction ceiling ({expected}, registers only, 1 thread)")),
+        "{table}"
+    );
+}
+
+#[test]
 fn bench_span_walks_through_more_data_than_one_call() {
     let run = |extra: &[&str]| {
         let mut args = vec!["bench", "--cipher", "aes-xts,aes-gcm", "--size", "64K"];

@@ -409,10 +409,11 @@ enum Buffers<'a> {
     Apart(&'a [u8], &'a mut [u8]),
 }
 
-/// Bytes per second of AES-256 (`key_bits` 256) or AES-128 rounds on
-/// 512-bit VAES registers with no memory traffic, measured for about
-/// `seconds`: the instruction ceiling that `rampart bench --ceiling`
-/// reports. `None` on CPUs without VAES/AVX-512.
+/// Bytes per second of AES-256 (`key_bits` 256) or AES-128 rounds on the
+/// CPU's widest AES vectors (VAES on 512 or 256-bit registers, else AES-NI)
+/// with no memory traffic, measured for about `seconds`: the instruction
+/// ceiling that `rampart bench --ceiling` reports. `None` on CPUs without
+/// AES-NI.
 #[must_use]
 pub fn xts_instruction_ceiling(key_bits: usize, seconds: f64) -> Option<CeilingRate> {
     simd::register_ceiling(if key_bits == 128 { 10 } else { 14 }, seconds)
@@ -426,6 +427,8 @@ pub struct CeilingRate {
     /// Per CPU-second of the measuring thread; `None` if the kernel
     /// refused `CLOCK_THREAD_CPUTIME_ID`.
     pub cpu: Option<f64>,
+    /// Width of the registers the AES instructions ran on: 512, 256 or 128.
+    pub vector_bits: u32,
 }
 
 fn check_unit(len: usize) -> Result<()> {

@@ -48,9 +48,9 @@ use core::arch::x86_64::{
     _mm512_storeu_si512, _mm512_sub_epi64, _mm512_ternarylogic_epi64, _mm512_xor_si512,
     _mm_aesdec_si128, _mm_aesdeclast_si128, _mm_aesenc_si128, _mm_aesenclast_si128,
     _mm_aesimc_si128, _mm_aeskeygenassist_si128, _mm_clmulepi64_si128, _mm_cvtsi128_si64x,
-    _mm_cvtsi32_si128, _mm_cvtsi64_si128, _mm_loadu_si128, _mm_prefetch, _mm_set_epi64x,
-    _mm_setzero_si128, _mm_shuffle_epi32, _mm_sll_epi64, _mm_slli_epi64, _mm_slli_si128,
-    _mm_srl_epi64, _mm_srli_epi64, _mm_storeu_si128, _mm_xor_si128, _MM_HINT_T0,
+    _mm_cvtsi32_si128, _mm_cvtsi64_si128, _mm_loadu_si128, _mm_prefetch, _mm_set1_epi64x,
+    _mm_set_epi64x, _mm_setzero_si128, _mm_shuffle_epi32, _mm_sll_epi64, _mm_slli_epi64,
+    _mm_slli_si128, _mm_srl_epi64, _mm_srli_epi64, _mm_storeu_si128, _mm_xor_si128, _MM_HINT_T0,
 };
 
 use zeroize::Zeroize;
@@ -1212,60 +1212,88 @@ entry_points!(X1, "aes,pclmulqdq,sse2", sectors_aesni, unit_aesni);
 // ---------------------------------------------------------------------------
 // The instruction ceiling, for `rampart bench`.
 
-/// Bytes per second that VAESENC on 512-bit registers can push through
-/// AES with `rounds` rounds on one core, with no memory traffic at all:
-/// [`CEILING_CHAINS`] independent blocks-of-four cycle through the rounds
-/// for about `seconds`. `None` without VAES/AVX-512.
+/// Bytes per second that the AES instructions on this CPU's widest vectors
+/// (VAES on 512 or 256-bit registers, else AES-NI on 128-bit ones) can push
+/// through AES with `rounds` rounds on one core, with no memory traffic at
+/// all: [`CEILING_CHAINS`] independent vectors cycle through the rounds for
+/// about `seconds`. `None` without AES-NI.
 pub(crate) fn register_ceiling(rounds: usize, seconds: f64) -> Option<crate::CeilingRate> {
-    if !Path::Vaes512.available() {
+    let (vector_bits, run): (u32, unsafe fn(usize, u64) -> u64) = if Path::Vaes512.available() {
+        (512, ceiling_loop_512)
+    } else if Path::Vaes256.available() {
+        (256, ceiling_loop_256)
+    } else if Path::AesNi.available() {
+        (128, ceiling_loop_128)
+    } else {
         return None;
-    }
+    };
+    let bytes_per_loop = 100_000 * CEILING_CHAINS as u64 * u64::from(vector_bits / 8);
     let start = std::time::Instant::now();
     let cpu_start = crate::thread_cpu_time();
     let mut bytes = 0u64;
     let mut sink = 0u64;
     while start.elapsed().as_secs_f64() < seconds {
-        // SAFETY: VAES/AVX-512 were detected just above.
-        sink ^= unsafe { ceiling_loop(rounds, 100_000) };
-        bytes += 100_000 * CEILING_CHAINS as u64 * 64;
+        // SAFETY: `run` is the loop whose features were detected just above.
+        sink ^= unsafe { run(rounds, 100_000) };
+        bytes += bytes_per_loop;
     }
     std::hint::black_box(sink);
     let cpu = match (cpu_start, crate::thread_cpu_time()) {
         (Some(from), Some(to)) => Some(bytes as f64 / (to - from).as_secs_f64().max(1e-9)),
         _ => None,
     };
-    Some(crate::CeilingRate { wall: bytes as f64 / start.elapsed().as_secs_f64(), cpu })
+    Some(crate::CeilingRate {
+        wall: bytes as f64 / start.elapsed().as_secs_f64(),
+        cpu,
+        vector_bits,
+    })
 }
 
-/// Independent VAESENC chains of the ceiling loop. Zen 5 (this project's
+/// Independent AES chains of the ceiling loops. Zen 5 (this project's
 /// first build machine) retires one 512-bit VAESENC per cycle with a latency of
 /// four, so four chains already saturate it; 4, 8, 12, 16 and 24 chains
 /// measured the same (within 1%), and 256-bit VAESENC (two per cycle) the
 /// same bytes per cycle. Twelve covers cores with longer latency or more
-/// AES units while staying within the 32 vector registers (no spills).
+/// AES units while staying within the 16 registers of AVX2 and SSE with the
+/// key beside them (no spills).
 const CEILING_CHAINS: usize = 12;
 
-/// `iterations` × ([`CEILING_CHAINS`] vectors × `rounds` VAESENC).
-///
-/// # Safety
-/// The CPU has AVX-512F and VAES.
-#[target_feature(enable = "avx512f,vaes")]
-unsafe fn ceiling_loop(rounds: usize, iterations: u64) -> u64 {
-    let key = std::hint::black_box(_mm512_set1_epi64(0x0123_4567_89ab_cdef));
-    let mut x = [key; CEILING_CHAINS];
-    for (i, v) in x.iter_mut().enumerate() {
-        *v = _mm512_set1_epi64(i as i64);
-    }
-    for _ in 0..iterations {
-        for _ in 0..rounds {
-            for v in &mut x {
-                *v = _mm512_aesenc_epi128(*v, key);
+/// One ceiling loop per vector width: `iterations` × ([`CEILING_CHAINS`]
+/// vectors × `rounds` AES rounds), the key in a register, nothing loaded or
+/// stored inside the loop.
+macro_rules! ceiling_loop {
+    ($name:ident, $features:literal, $set1:ident, $aesenc:ident, |$v:ident| $low64:expr) => {
+        /// # Safety
+        #[doc = concat!("The CPU has ", $features, ".")]
+        #[target_feature(enable = $features)]
+        unsafe fn $name(rounds: usize, iterations: u64) -> u64 {
+            let key = std::hint::black_box($set1(0x0123_4567_89ab_cdef));
+            let mut x = [key; CEILING_CHAINS];
+            for (i, v) in x.iter_mut().enumerate() {
+                *v = $set1(i as i64);
             }
+            for _ in 0..iterations {
+                for _ in 0..rounds {
+                    for v in &mut x {
+                        *v = $aesenc(*v, key);
+                    }
+                }
+            }
+            let mut out = 0u64;
+            for $v in x {
+                out ^= $low64 as u64;
+            }
+            out
         }
-    }
-    let mut out = 0u64;
-    for v in x {
-        out ^= _mm_cvtsi128_si64x(_mm512_castsi512_si128(v)) as u64;
-    }
-    out
+    };
 }
+
+ceiling_loop!(ceiling_loop_512, "avx512f,vaes", _mm512_set1_epi64, _mm512_aesenc_epi128, |v| {
+    _mm_cvtsi128_si64x(_mm512_castsi512_si128(v))
+});
+ceiling_loop!(ceiling_loop_256, "avx2,vaes", _mm256_set1_epi64x, _mm256_aesenc_epi128, |v| {
+    _mm_cvtsi128_si64x(_mm256_castsi256_si128(v))
+});
+ceiling_loop!(ceiling_loop_128, "aes,sse2", _mm_set1_epi64x, _mm_aesenc_si128, |v| {
+    _mm_cvtsi128_si64x(v)
+});

@@ -57,24 +57,7 @@ pub(crate) async fn accept(
         }
         tcp.write_all(&pending).await?;
     }
-    // tokio-rustls reads on while rustls wants to read, so when the
-    // client's first application record has already arrived with its
-    // Finished, rustls opens it (and stops there: it wants no more while
-    // it holds plaintext). The pacer keeps the socket on a record boundary
-    // behind it; its plaintext is served first, then the kernel's.
-    let mut early = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        match std::io::Read::read(&mut connection.reader(), &mut chunk) {
-            Ok(0) => break,
-            Ok(n) if early.len() + n > 2 * RECORD_PLAINTEXT => {
-                return Err(io::Error::other("kernel TLS: too much data inside the handshake"))
-            }
-            Ok(n) => early.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-            Err(e) => return Err(e),
-        }
-    }
+    let early = take_early_plaintext(&mut connection)?;
     let version = match connection.protocol_version() {
         Some(ProtocolVersion::TLSv1_3) => KtlsVersion::Tls13,
         Some(ProtocolVersion::TLSv1_2) => KtlsVersion::Tls12,
@@ -110,6 +93,29 @@ pub(crate) async fn accept(
         reader: KernelTlsReader { tcp: Arc::clone(&tcp), early, at: 0, ended: false },
         writer: KernelTlsWriter { tcp, records: 0, record_limit, closed: false },
     })))
+}
+
+/// The plaintext rustls opened beyond the handshake. tokio-rustls reads on
+/// while rustls wants to read, so when the client's first application
+/// record has already arrived with its Finished, rustls opens it (and stops
+/// there: it wants no more while it holds plaintext). The pacer keeps the
+/// socket on a record boundary behind it; this plaintext is served first,
+/// then the kernel's. More than two records of it is not a client waiting
+/// for the handshake to end.
+fn take_early_plaintext(connection: &mut rustls::ServerConnection) -> io::Result<Vec<u8>> {
+    let mut early = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match std::io::Read::read(&mut connection.reader(), &mut chunk) {
+            Ok(0) => return Ok(early),
+            Ok(n) if early.len() + n > 2 * RECORD_PLAINTEXT => {
+                return Err(io::Error::other("kernel TLS: too much data inside the handshake"))
+            }
+            Ok(n) => early.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(early),
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 fn kernel_keys((sequence, secrets): (u64, ConnectionTrafficSecrets)) -> io::Result<KtlsKeys> {
@@ -434,6 +440,92 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A TLS 1.3 server and client over memory, handshaken up to the point
+    /// where the client has sent its Finished (held in the returned bytes,
+    /// not yet given to the server), with `early` written by the client
+    /// right after it.
+    fn finished_with_early_data(early: &[u8]) -> (rustls::ServerConnection, Vec<u8>) {
+        use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let server_config = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![cert.der().clone()],
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+            )
+            .unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(cert.der().clone()).unwrap();
+        let client_config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let mut server = rustls::ServerConnection::new(Arc::new(server_config)).unwrap();
+        let mut client =
+            rustls::ClientConnection::new(Arc::new(client_config), "localhost".try_into().unwrap())
+                .unwrap();
+        let mut wire = Vec::new();
+        // ClientHello to the server, its whole flight back.
+        while client.wants_write() {
+            client.write_tls(&mut wire).unwrap();
+        }
+        feed(&mut server, &wire);
+        wire.clear();
+        while server.wants_write() {
+            server.write_tls(&mut wire).unwrap();
+        }
+        let mut flight = &wire[..];
+        while !flight.is_empty() {
+            client.read_tls(&mut flight).unwrap();
+            client.process_new_packets().unwrap();
+        }
+        assert!(!client.is_handshaking());
+        // The client's Finished and, in the same flight, its first records.
+        std::io::Write::write_all(&mut client.writer(), early).unwrap();
+        let mut wire = Vec::new();
+        while client.wants_write() {
+            client.write_tls(&mut wire).unwrap();
+        }
+        (server, wire)
+    }
+
+    /// What a reader of the socket gives rustls: everything it will take.
+    fn feed(server: &mut rustls::ServerConnection, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            if server.read_tls(&mut bytes).is_err() {
+                break; // its plaintext buffer is full, as tokio-rustls would stop
+            }
+            server.process_new_packets().unwrap();
+        }
+    }
+
+    #[test]
+    fn a_request_that_came_with_the_clients_finished_is_served_first() {
+        for early in [&b""[..], b"\x25\x60\x95\x13 an NBD request", &[9u8; 2 * RECORD_PLAINTEXT]] {
+            let (mut server, wire) = finished_with_early_data(early);
+            feed(&mut server, &wire);
+            assert!(!server.is_handshaking());
+            let taken = take_early_plaintext(&mut server).unwrap();
+            // rustls stops opening records once it holds a record's worth;
+            // what it opened is handed on whole and in order.
+            assert!(!taken.is_empty() || early.is_empty());
+            assert_eq!(taken[..], early[..taken.len()]);
+            if early.len() < RECORD_PLAINTEXT {
+                assert_eq!(taken, early);
+            }
+            // Nothing is left behind in rustls.
+            assert!(take_early_plaintext(&mut server).unwrap().is_empty());
+        }
+    }
 
     #[tokio::test]
     async fn the_handshake_reader_never_reads_past_a_record() {

@@ -157,8 +157,8 @@ fn print_table(out: &mut impl Write, report: &Report, settings: &Settings) -> st
     if let Some(ceiling) = &report.ceiling {
         writeln!(
             out,
-            "# AES instruction ceiling (VAESENC on 512-bit registers, no memory, 1 thread): aes-128 {:.1} MiB/s, aes-256 {:.1} MiB/s",
-            ceiling.aes128_mib_s, ceiling.aes256_mib_s
+            "# AES instruction ceiling ({}, registers only, 1 thread): aes-128 {:.1} MiB/s, aes-256 {:.1} MiB/s",
+            ceiling.instructions, ceiling.aes128_mib_s, ceiling.aes256_mib_s
         )?;
         if let (Some(aes128), Some(aes256)) =
             (ceiling.aes128_mib_per_cpu_s, ceiling.aes256_mib_per_cpu_s)
