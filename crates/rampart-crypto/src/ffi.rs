@@ -1,6 +1,7 @@
 //! The only `unsafe` code in Rampart: thin, owned wrappers over the AWS-LC
 //! functions that `aws-lc-rs` does not expose (raw EVP cipher contexts for
-//! XTS, CBC, ECB and CTR, the single-block AES function, HKDF) and the two
+//! XTS, CBC, ECB and CTR, the single-block AES function, HKDF, SHA-256's
+//! compression function) and the two
 //! libc calls that keep secrets out of swap and core dumps.
 #![allow(unsafe_code)]
 
@@ -367,6 +368,24 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     }
     // SAFETY: both buffers are valid for len bytes.
     unsafe { sys::CRYPTO_memcmp(a.as_ptr().cast(), b.as_ptr().cast(), a.len()) == 0 }
+}
+
+/// SHA-256's initial hash value (FIPS 180-4, 5.3.3), as AWS-LC sets it.
+pub(crate) fn sha256_initial_state() -> [u32; 8] {
+    let mut ctx = std::mem::MaybeUninit::<sys::SHA256_CTX>::zeroed();
+    // SAFETY: SHA256_Init writes the whole context, which is a plain C
+    // struct for which all-zero bytes are already a valid value.
+    unsafe {
+        sys::SHA256_Init(ctx.as_mut_ptr());
+        ctx.assume_init().h
+    }
+}
+
+/// SHA-256's compression function over `block`, one 64-byte block, from
+/// and into `state` (AWS-LC's, with the SHA extensions where present).
+pub(crate) fn sha256_compress(state: &mut [u32; 8], block: &[u8; 64]) {
+    // SAFETY: `state` is eight words and `block` one whole block.
+    unsafe { sys::SHA256_TransformBlocks(state.as_mut_ptr(), block.as_ptr(), 1) }
 }
 
 /// HKDF (RFC 5869) with the given digest.

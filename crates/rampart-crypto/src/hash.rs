@@ -1,4 +1,5 @@
 use aws_lc_rs::{digest as lc_digest, hmac as lc_hmac};
+use zeroize::Zeroize;
 
 use crate::{ffi, Result, SecretBytes};
 
@@ -142,10 +143,12 @@ pub fn hmac(alg: HashAlg, key: &[u8], msg: &[u8]) -> SecretBytes {
 /// An HMAC key prepared once: its inner and outer hash states are
 /// computed from the padded key (RFC 2104) when it is made, so each MAC of
 /// a short message costs the message's compressions and one for the outer
-/// digest, not two more for the pads. AWS-LC wipes the states on drop.
+/// digest, not two more for the pads. AWS-LC wipes its states on drop;
+/// the SHA-256 states kept here are wiped by [`Sha256Pads`]' drop.
 pub struct HmacKey {
     alg: HashAlg,
     key: lc_hmac::Key,
+    sha256: Option<Sha256Pads>,
 }
 
 impl std::fmt::Debug for HmacKey {
@@ -154,16 +157,96 @@ impl std::fmt::Debug for HmacKey {
     }
 }
 
+/// HMAC-SHA256's states after the key's inner and outer pad blocks.
+///
+/// A message of up to [`Sha256Pads::ONE_BLOCK`] bytes fits with its padding
+/// in one block, so its MAC is exactly two compressions with the block
+/// laid out here: AWS-LC's HMAC context, set up, copied, finished and
+/// wiped around the same two compressions, cost as much again (the audit
+/// walk MACs every entry's 32-byte hash: BENCHMARKS.md, "Key manager at
+/// fleet scale").
+struct Sha256Pads {
+    inner: [u32; 8],
+    outer: [u32; 8],
+}
+
+impl Drop for Sha256Pads {
+    fn drop(&mut self) {
+        self.inner.zeroize();
+        self.outer.zeroize();
+    }
+}
+
+impl Sha256Pads {
+    /// The longest message that one block holds with SHA-256's padding
+    /// (a 0x80 byte and the 64-bit length).
+    const ONE_BLOCK: usize = 64 - 1 - 8;
+
+    fn new(key: &[u8]) -> Self {
+        // RFC 2104: a key longer than the block is hashed first.
+        let mut padded = [0u8; 64];
+        if key.len() > 64 {
+            padded[..32].copy_from_slice(lc_digest::digest(&lc_digest::SHA256, key).as_ref());
+        } else {
+            padded[..key.len()].copy_from_slice(key);
+        }
+        let state_after = |pad: u8| {
+            let mut block = padded.map(|b| b ^ pad);
+            let mut state = ffi::sha256_initial_state();
+            ffi::sha256_compress(&mut state, &block);
+            block.zeroize();
+            state
+        };
+        let pads = Self { inner: state_after(0x36), outer: state_after(0x5c) };
+        padded.zeroize();
+        pads
+    }
+
+    /// The state after one final block: `message`, 0x80, zeros, and the
+    /// bit length of the pad block and `message` together.
+    fn finish(mut state: [u32; 8], message: &[u8]) -> [u32; 8] {
+        let mut block = [0u8; 64];
+        block[..message.len()].copy_from_slice(message);
+        block[message.len()] = 0x80;
+        block[56..].copy_from_slice(&((64 + message.len() as u64) * 8).to_be_bytes());
+        ffi::sha256_compress(&mut state, &block);
+        block.zeroize();
+        state
+    }
+
+    /// The MAC of a message of at most [`Self::ONE_BLOCK`] bytes.
+    fn sign(&self, message: &[u8], out: &mut [u8; 32]) {
+        let mut inner = Self::finish(self.inner, message);
+        let mut inner_digest = [0u8; 32];
+        for (bytes, word) in inner_digest.chunks_exact_mut(4).zip(&inner) {
+            bytes.copy_from_slice(&word.to_be_bytes());
+        }
+        let outer = Self::finish(self.outer, &inner_digest);
+        for (bytes, word) in out.chunks_exact_mut(4).zip(&outer) {
+            bytes.copy_from_slice(&word.to_be_bytes());
+        }
+        inner.zeroize();
+        inner_digest.zeroize();
+    }
+}
+
 impl HmacKey {
     #[must_use]
     pub fn new(alg: HashAlg, key: &[u8]) -> Self {
-        Self { alg, key: lc_hmac::Key::new(alg.hmac_alg(), key) }
+        let sha256 = (alg == HashAlg::Sha256).then(|| Sha256Pads::new(key));
+        Self { alg, key: lc_hmac::Key::new(alg.hmac_alg(), key), sha256 }
     }
 
     /// The HMAC of `msg` written into `out` (at least the digest length).
     /// Returns the digest length.
     pub fn sign_into(&self, msg: &[u8], out: &mut [u8]) -> Result<usize> {
         let len = out.len();
+        if let (Some(pads), Some(target)) = (&self.sha256, out.first_chunk_mut::<32>()) {
+            if msg.len() <= Sha256Pads::ONE_BLOCK {
+                pads.sign(msg, target);
+                return Ok(32);
+            }
+        }
         lc_hmac::sign_to_buffer(&self.key, msg, out).map(|tag| tag.len()).map_err(|_| {
             crate::CryptoError::InvalidLength {
                 what: "HMAC output buffer",
@@ -177,4 +260,31 @@ impl HmacKey {
 /// HKDF (RFC 5869) extract-and-expand into `out` (at most 255 digests long).
 pub fn hkdf(alg: HashAlg, ikm: &[u8], salt: &[u8], info: &[u8], out: &mut [u8]) -> Result<()> {
     ffi::hkdf(alg, ikm, salt, info, out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prepared_sha256_macs_equal_aws_lc_for_every_short_and_long_message() {
+        let bytes: Vec<u8> = (0..300u32).map(|i| (i * 131 % 251) as u8).collect();
+        for key_len in [0, 1, 31, 32, 63, 64, 65, 131] {
+            let key = HmacKey::new(HashAlg::Sha256, &bytes[..key_len]);
+            for msg_len in 0..=130 {
+                let msg = &bytes[7..7 + msg_len];
+                let mut out = [0u8; 40];
+                assert_eq!(key.sign_into(msg, &mut out).unwrap(), 32);
+                let want = hmac(HashAlg::Sha256, &bytes[..key_len], msg);
+                assert_eq!(&out[..32], want.expose(), "key {key_len} bytes, message {msg_len}");
+                assert_eq!(out[32..], [0; 8], "nothing written past the MAC");
+            }
+        }
+    }
+
+    #[test]
+    fn a_short_output_buffer_is_refused_on_the_prepared_path_too() {
+        let key = HmacKey::new(HashAlg::Sha256, b"key");
+        assert!(key.sign_into(b"message", &mut [0u8; 31]).is_err());
+    }
 }
