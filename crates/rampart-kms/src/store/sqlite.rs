@@ -292,6 +292,27 @@ impl Checkpointer {
     }
 }
 
+/// Pushes every committed change out of the WAL and truncates it, so that
+/// destroyed material survives in no page of either file. A checkpoint
+/// that finds another one running (the [`Checkpointer`]'s) or a reader
+/// still on old frames reports itself busy in its row instead of failing:
+/// it is tried again until it completes.
+fn truncate_wal(conn: &Connection) -> Result<()> {
+    const ATTEMPTS: u32 = 100;
+    for _ in 0..ATTEMPTS {
+        let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
+        if busy == 0 {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Err(KmsError::Store(
+        "the change is committed, but the WAL could not be truncated (readers kept it busy \
+         for 2 s): old key material may remain in it until the next checkpoint"
+            .to_owned(),
+    ))
+}
+
 impl Drop for Checkpointer {
     fn drop(&mut self) {
         drop(self.stop.take());
@@ -1032,8 +1053,7 @@ impl Store for SqliteStore {
             };
             tx.commit()?;
             if change == StateChange::Destroy {
-                // Push the change out of the WAL and truncate it.
-                conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+                truncate_wal(conn)?;
             }
             Ok(u32::try_from(changed).unwrap_or(u32::MAX))
         })
@@ -1796,5 +1816,64 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         drop(store);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn destroyed_material_is_in_neither_the_database_nor_the_wal() {
+        let dir = Scratch(std::env::temp_dir().join(format!(
+            "rampart-shred-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("clock after 1970")
+                .as_nanos()
+        )));
+        std::fs::create_dir_all(&dir.0).expect("scratch directory");
+        let path = dir.0.join("kms.db");
+        let store = SqliteStore::open(&path).expect("open");
+        // Destroys racing passive checkpoints, as the Checkpointer's (every
+        // 200 ms) do: here another connection's, back to back, so that a
+        // TRUNCATE often finds the checkpoint lock taken and reports busy.
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let hammer = {
+            let stop = Arc::clone(&stop);
+            let conn = Connection::open(&path).expect("second connection");
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+                        .expect("passive checkpoint");
+                }
+            })
+        };
+        for i in 0..20u8 {
+            let material: Vec<u8> = (0..64u8).map(|b| b.wrapping_mul(7) ^ i ^ 0xa5).collect();
+            let key = KeyInfo {
+                name: format!("k{i}"),
+                exportable: false,
+                allow: Vec::new(),
+                created_ms: 0,
+                versions: Vec::new(),
+            };
+            store.create_key(key, material.clone()).await.expect("create");
+            // Some WAL traffic of the kind a server writes meanwhile.
+            store
+                .write_log(|conn| Ok(conn.execute_batch("CREATE TABLE IF NOT EXISTS t (b BLOB); INSERT INTO t VALUES (randomblob(65536))")?))
+                .await
+                .expect("filler");
+            store
+                .change_state(format!("k{i}"), None, StateChange::Destroy, 1)
+                .await
+                .expect("destroy");
+            for file in [path.clone(), dir.0.join("kms.db-wal")] {
+                let bytes = std::fs::read(&file).unwrap_or_default();
+                assert!(
+                    !bytes.windows(material.len()).any(|w| w == material.as_slice()),
+                    "key k{i}'s material is still in {}",
+                    file.display()
+                );
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        hammer.join().expect("checkpoint thread");
     }
 }
