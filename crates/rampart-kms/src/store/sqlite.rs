@@ -94,6 +94,8 @@ const READER_CACHE_KIB: i64 = -8 * 1024;
 /// database file: at a fleet's write rate about as many pages as SQLite's
 /// own automatic checkpoint would take (1,000), so the WAL stays a few MiB.
 const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(200);
+/// How long a destroy keeps trying to truncate the WAL ([`truncate_wal`]).
+const TRUNCATE_PATIENCE: Duration = Duration::from_secs(10);
 
 fn to_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
@@ -292,27 +294,6 @@ impl Checkpointer {
     }
 }
 
-/// Pushes every committed change out of the WAL and truncates it, so that
-/// destroyed material survives in no page of either file. A checkpoint
-/// that finds another one running (the [`Checkpointer`]'s) or a reader
-/// still on old frames reports itself busy in its row instead of failing:
-/// it is tried again until it completes.
-fn truncate_wal(conn: &Connection) -> Result<()> {
-    const ATTEMPTS: u32 = 100;
-    for _ in 0..ATTEMPTS {
-        let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
-        if busy == 0 {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Err(KmsError::Store(
-        "the change is committed, but the WAL could not be truncated (readers kept it busy \
-         for 2 s): old key material may remain in it until the next checkpoint"
-            .to_owned(),
-    ))
-}
-
 impl Drop for Checkpointer {
     fn drop(&mut self) {
         drop(self.stop.take());
@@ -320,6 +301,30 @@ impl Drop for Checkpointer {
             // The thread only ever finishes its last checkpoint.
             let _ = thread.join();
         }
+    }
+}
+
+/// Pushes every committed change out of the WAL and truncates it, so that
+/// destroyed material survives in no page of either file. A TRUNCATE
+/// checkpoint waits for readers (the busy timeout) but not for another
+/// checkpoint (the [`Checkpointer`]'s): then it reports itself busy in its
+/// row instead of failing, and is tried again, for at most
+/// [`TRUNCATE_PATIENCE`] in all.
+fn truncate_wal(conn: &Connection) -> Result<()> {
+    let deadline = std::time::Instant::now() + TRUNCATE_PATIENCE;
+    loop {
+        let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
+        if busy == 0 {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(KmsError::Store(format!(
+                "the change is committed, but the WAL stayed busy for {} s and was not \
+                 truncated: old key material may remain in it until a later checkpoint",
+                TRUNCATE_PATIENCE.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -1756,8 +1761,20 @@ impl Store for SqliteStore {
 mod tests {
     use super::*;
 
-    /// A directory removed on drop.
+    /// A new directory, removed on drop.
     struct Scratch(PathBuf);
+    impl Scratch {
+        fn new(what: &str) -> Self {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("clock after 1970")
+                .as_nanos();
+            let dir =
+                std::env::temp_dir().join(format!("rampart-{what}-{}-{nanos}", std::process::id()));
+            std::fs::create_dir_all(&dir).expect("scratch directory");
+            Self(dir)
+        }
+    }
     impl Drop for Scratch {
         fn drop(&mut self) {
             let _ = std::fs::remove_dir_all(&self.0);
@@ -1766,14 +1783,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn commits_leave_the_wal_checkpoint_to_the_checkpointer_thread() {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("clock after 1970")
-            .as_nanos();
-        let dir = Scratch(
-            std::env::temp_dir().join(format!("rampart-wal-{}-{nanos}", std::process::id())),
-        );
-        std::fs::create_dir_all(&dir.0).expect("scratch directory");
+        let dir = Scratch::new("wal");
         let path = dir.0.join("kms.db");
         let store = SqliteStore::open(&path).expect("open");
         let auto: i64 = store
@@ -1820,15 +1830,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn destroyed_material_is_in_neither_the_database_nor_the_wal() {
-        let dir = Scratch(std::env::temp_dir().join(format!(
-            "rampart-shred-{}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .expect("clock after 1970")
-                .as_nanos()
-        )));
-        std::fs::create_dir_all(&dir.0).expect("scratch directory");
+        let dir = Scratch::new("shred");
         let path = dir.0.join("kms.db");
         let store = SqliteStore::open(&path).expect("open");
         // Destroys racing passive checkpoints, as the Checkpointer's (every
@@ -1857,7 +1859,12 @@ mod tests {
             store.create_key(key, material.clone()).await.expect("create");
             // Some WAL traffic of the kind a server writes meanwhile.
             store
-                .write_log(|conn| Ok(conn.execute_batch("CREATE TABLE IF NOT EXISTS t (b BLOB); INSERT INTO t VALUES (randomblob(65536))")?))
+                .write_log(|conn| {
+                    Ok(conn.execute_batch(
+                        "CREATE TABLE IF NOT EXISTS filler (b BLOB);
+                         INSERT INTO filler VALUES (randomblob(65536))",
+                    )?)
+                })
                 .await
                 .expect("filler");
             store
