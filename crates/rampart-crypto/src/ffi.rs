@@ -370,17 +370,6 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     unsafe { sys::CRYPTO_memcmp(a.as_ptr().cast(), b.as_ptr().cast(), a.len()) == 0 }
 }
 
-/// SHA-256's initial hash value (FIPS 180-4, 5.3.3), as AWS-LC sets it.
-pub(crate) fn sha256_initial_state() -> [u32; 8] {
-    let mut ctx = std::mem::MaybeUninit::<sys::SHA256_CTX>::zeroed();
-    // SAFETY: SHA256_Init writes the whole context, which is a plain C
-    // struct for which all-zero bytes are already a valid value.
-    unsafe {
-        sys::SHA256_Init(ctx.as_mut_ptr());
-        ctx.assume_init().h
-    }
-}
-
 /// SHA-256's compression function over `block`, one 64-byte block, from
 /// and into `state` (AWS-LC's, with the SHA extensions where present).
 pub(crate) fn sha256_compress(state: &mut [u32; 8], block: &[u8; 64]) {

@@ -192,7 +192,7 @@ impl Sha256Pads {
         }
         let state_after = |pad: u8| {
             let mut block = padded.map(|b| b ^ pad);
-            let mut state = ffi::sha256_initial_state();
+            let mut state = crate::sha256_lanes::INITIAL;
             ffi::sha256_compress(&mut state, &block);
             block.zeroize();
             state
@@ -202,15 +202,16 @@ impl Sha256Pads {
         pads
     }
 
-    /// The state after one final block: `message`, 0x80, zeros, and the
-    /// bit length of the pad block and `message` together.
+    /// The state after the final block of a message whose first block
+    /// was the pad block: `message` (at most [`Self::ONE_BLOCK`] bytes)
+    /// with FIPS 180-4's padding.
     fn finish(mut state: [u32; 8], message: &[u8]) -> [u32; 8] {
-        let mut block = [0u8; 64];
-        block[..message.len()].copy_from_slice(message);
-        block[message.len()] = 0x80;
-        block[56..].copy_from_slice(&((64 + message.len() as u64) * 8).to_be_bytes());
-        ffi::sha256_compress(&mut state, &block);
-        block.zeroize();
+        let (mut blocks, used) = crate::sha256_lanes::final_blocks(message, 64 + message.len());
+        debug_assert_eq!(used, 64, "a message of at most ONE_BLOCK bytes pads to one block");
+        if let Some(block) = blocks.first_chunk::<64>() {
+            ffi::sha256_compress(&mut state, block);
+        }
+        blocks.zeroize();
         state
     }
 

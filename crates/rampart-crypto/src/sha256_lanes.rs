@@ -19,7 +19,7 @@
 pub(crate) const LANES: usize = 4;
 
 /// FIPS 180-4, 5.3.3.
-const INITIAL: [u32; 8] = [
+pub(crate) const INITIAL: [u32; 8] = [
     0x6a09_e667,
     0xbb67_ae85,
     0x3c6e_f372,
@@ -114,7 +114,7 @@ pub(crate) fn available() -> bool {
 /// The message padding of FIPS 180-4 5.1.1 for a message of `len` bytes
 /// whose whole 64-byte blocks were hashed already: the last one or two
 /// blocks, with the rest of the message (`tail`, shorter than 64 bytes).
-fn final_blocks(tail: &[u8], len: usize) -> ([u8; 128], usize) {
+pub(crate) fn final_blocks(tail: &[u8], len: usize) -> ([u8; 128], usize) {
     let mut blocks = [0u8; 128];
     blocks[..tail.len()].copy_from_slice(tail);
     blocks[tail.len()] = 0x80;
