@@ -7,8 +7,7 @@
 //! output, and real `openssl enc` files for each supported cipher and key
 //! derivation.
 
-#[path = "helpers/common.rs"]
-mod common;
+use crate::helpers::common;
 
 use std::path::Path;
 

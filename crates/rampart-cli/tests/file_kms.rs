@@ -5,8 +5,7 @@
 //! wrong-region client and a revoked key refused (exit 2, no output), and
 //! a stanza moved to another file refused.
 
-#[path = "helpers/kms_support.rs"]
-mod kms_support;
+use crate::helpers::kms_support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

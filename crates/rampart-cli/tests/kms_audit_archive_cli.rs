@@ -3,8 +3,7 @@
 //! and `kms serve --audit-file` as an administrator runs them, against a
 //! real server process, on SQLite and on PostgreSQL.
 
-#[path = "helpers/kms_support.rs"]
-mod support;
+use crate::helpers::kms_support as support;
 
 use std::path::Path;
 use std::time::Duration;

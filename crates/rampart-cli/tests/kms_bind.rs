@@ -1,6 +1,4 @@
 #![allow(clippy::unwrap_used)]
-// Both support modules include helpers/common.rs; each keeps its own copy.
-#![allow(clippy::duplicate_mod)]
 //! Volumes bound to the key manager, against a real
 //! `rampart kms serve` process, the real cryptsetup and libnbd's nbdinfo
 //! and nbdcopy: `format --key`, `bind`, token-first unlocking in every
@@ -9,11 +7,9 @@
 //! still working, `unbind`, tokens copied to another volume, and geo-fenced
 //! keys. A missing tool fails the test (scripts/test installs them).
 
-#[path = "helpers/kms_support.rs"]
-mod kms_support;
+use crate::helpers::kms_support;
 
-#[path = "helpers/serve_support.rs"]
-mod nbd;
+use crate::helpers::serve_support as nbd;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -3,8 +3,7 @@
 //! serve (a real server process), client bundles, the key lifecycle,
 //! wrap/unwrap, the audit log and Shamir unsealing.
 
-#[path = "helpers/kms_support.rs"]
-mod support;
+use crate::helpers::kms_support as support;
 
 use std::os::unix::fs::PermissionsExt;
 

@@ -17,8 +17,7 @@
 //! A missing browser, Python or Playwright fails the tests (they never
 //! skip); `scripts/test` installs them.
 
-#[path = "helpers/kms_support.rs"]
-mod support;
+use crate::helpers::kms_support as support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -6,8 +6,7 @@
 //! (wrong PIN, unknown token, missing module), and the key object's
 //! PKCS#11 attributes read back from the token.
 
-#[path = "helpers/kms_support.rs"]
-mod support;
+use crate::helpers::kms_support as support;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -384,8 +383,9 @@ fn hsm_root_key_is_sensitive_and_never_extractable() {
 
     // Read the object back through PKCS#11 in this process (the only
     // user of the module here), as any auditor of the token would.
-    // SAFETY of the environment: no other test of this binary loads the
-    // module or reads SOFTHSM2_CONF.
+    // SAFETY of the environment: no other test in this process loads the
+    // module; the others hand SOFTHSM2_CONF to their child processes
+    // explicitly, so setting it here changes nothing they do.
     std::env::set_var("SOFTHSM2_CONF", &hsm.conf);
     let ctx = Pkcs11::new(MODULE).unwrap();
     ctx.initialize(CInitializeArgs::OsThreads).unwrap();

@@ -9,8 +9,7 @@
 //! The cluster comes from `$RAMPART_TEST_PG_URL` (scripts/test starts one
 //! with scripts/pg-test-cluster) or is started here.
 
-#[path = "helpers/kms_support.rs"]
-mod support;
+use crate::helpers::kms_support as support;
 
 use rampart_kms::kmip_client::{KmipClient, TlsVersions};
 use rampart_kms::Bundle;

@@ -16,8 +16,7 @@
 //! The cluster for the PostgreSQL run comes from `$RAMPART_TEST_PG_URL`
 //! (scripts/test starts one) or is started here.
 
-#[path = "helpers/kms_support.rs"]
-mod support;
+use crate::helpers::kms_support as support;
 
 use std::path::Path;
 use std::process::Command;

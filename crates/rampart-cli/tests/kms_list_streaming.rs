@@ -6,8 +6,7 @@
 //! SQLite and on PostgreSQL (`$RAMPART_TEST_PG_URL`, which scripts/test
 //! starts, or a throwaway cluster).
 
-#[path = "helpers/kms_support.rs"]
-mod support;
+use crate::helpers::kms_support as support;
 
 use rampart_kms::client::{AuditQuery, ClientQuery, KeyQuery, KmsClient};
 use rampart_kms::Bundle;

@@ -6,8 +6,7 @@
 //! of random keys mixed with heartbeats. On SQLite and on PostgreSQL.
 //! A populated PostgreSQL store is left vacuumed and analysed.
 
-#[path = "helpers/kms_support.rs"]
-mod support;
+use crate::helpers::kms_support as support;
 
 use support::{free_port, json_lines, ok, rampart, PgCluster, ServerProcess, TempDir};
 

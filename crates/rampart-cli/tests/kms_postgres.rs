@@ -7,8 +7,7 @@
 //! The cluster comes from `$RAMPART_TEST_PG_URL` (scripts/test starts one
 //! with scripts/pg-test-cluster) or is started here.
 
-#[path = "helpers/kms_support.rs"]
-mod support;
+use crate::helpers::kms_support as support;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

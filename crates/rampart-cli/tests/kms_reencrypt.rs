@@ -1,6 +1,4 @@
 #![allow(clippy::unwrap_used)]
-// Both support modules include helpers/common.rs; each keeps its own copy.
-#![allow(clippy::duplicate_mod)]
 //! Re-encryption of volumes bound to the key manager (`rampart reencrypt
 //! --kms`), against a real `rampart kms serve` process and the real
 //! cryptsetup: after `rampart kms key rotate`, the volume moves to a new
@@ -12,11 +10,9 @@
 //! manager audited the unwraps and wraps, and a revoked client cannot
 //! rebind. A missing tool fails the test (scripts/test installs them).
 
-#[path = "helpers/kms_support.rs"]
-mod kms_support;
+use crate::helpers::kms_support;
 
-#[path = "helpers/serve_support.rs"]
-mod nbd;
+use crate::helpers::serve_support as nbd;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -27,8 +27,7 @@
 //!
 //! A missing python3 or schemathesis fails the test (it never skips).
 
-#[path = "helpers/kms_support.rs"]
-mod support;
+use crate::helpers::kms_support as support;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -14,8 +14,7 @@
 //! (`scripts/test-package`, after installing the Debian package) it uses
 //! the plugin already installed there instead.
 
-#[path = "helpers/kms_support.rs"]
-mod kms_support;
+use crate::helpers::kms_support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -14,8 +14,7 @@
 //! nbdkit always listens on a Unix socket in the test's temp dir, runs in
 //! the foreground with `--exit-with-parent`, and is killed on drop.
 
-#[path = "helpers/luks_support.rs"]
-mod support;
+use crate::helpers::luks_support as support;
 
 use std::path::Path;
 

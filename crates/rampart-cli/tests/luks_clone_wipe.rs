@@ -7,8 +7,7 @@
 //! ciphertext stays random-looking; a header wipe leaves no LUKS magic and
 //! none of the old keyslot material; a volume being served is refused.
 
-#[path = "helpers/luks_support.rs"]
-mod support;
+use crate::helpers::luks_support as support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

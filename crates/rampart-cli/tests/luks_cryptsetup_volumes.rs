@@ -7,8 +7,7 @@
 //! independently (pyca/cryptography, with the key cryptsetup dumps) to that
 //! data; data encrypted by pyca/cryptography reads back through Rampart.
 
-#[path = "helpers/luks_support.rs"]
-mod support;
+use crate::helpers::luks_support as support;
 
 use support::*;
 

@@ -9,8 +9,7 @@
 //! result is the plaintext pyca finds with the volume key cryptsetup
 //! prints, for 4096- and 512-byte sectors.
 
-#[path = "helpers/luks_support.rs"]
-mod support;
+use crate::helpers::luks_support as support;
 
 use std::path::{Path, PathBuf};
 

@@ -10,8 +10,7 @@
 //! cryptsetup, and one cryptsetup initialised or was killed in is finished
 //! by Rampart.
 
-#[path = "helpers/luks_support.rs"]
-mod support;
+use crate::helpers::luks_support as support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -6,8 +6,7 @@
 //! it touches; ranges past the end are refused (exit 2, one line) without
 //! touching the volume.
 
-#[path = "helpers/luks_support.rs"]
-mod support;
+use crate::helpers::luks_support as support;
 
 use support::*;
 

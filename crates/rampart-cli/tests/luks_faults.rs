@@ -14,8 +14,7 @@
 //!   (rewritten with valid checksums): a one-line error, a non-zero exit,
 //!   never a panic or a crash, and write verbs leave the file unchanged.
 
-#[path = "helpers/luks_support.rs"]
-mod support;
+use crate::helpers::luks_support as support;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

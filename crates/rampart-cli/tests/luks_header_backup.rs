@@ -6,8 +6,7 @@
 //! Rampart accepts `cryptsetup luksHeaderBackup`'s; a backup of another
 //! volume is refused without `--batch-mode`.
 
-#[path = "helpers/luks_support.rs"]
-mod support;
+use crate::helpers::luks_support as support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

@@ -4,8 +4,7 @@
 //! cryptsetup-made volume leaves JSON metadata areas with identical bytes
 //! (key order, number and string formatting, untouched objects).
 
-#[path = "helpers/luks_support.rs"]
-mod support;
+use crate::helpers::luks_support as support;
 
 use std::path::Path;
 

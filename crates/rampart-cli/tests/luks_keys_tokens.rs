@@ -13,8 +13,7 @@
 //! (`cryptsetup token export` returns the same JSON object); `rampart token
 //! add/export/remove` round-trips and is visible to cryptsetup.
 
-#[path = "helpers/luks_support.rs"]
-mod support;
+use crate::helpers::luks_support as support;
 
 use std::path::Path;
 

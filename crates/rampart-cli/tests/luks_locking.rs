@@ -7,8 +7,7 @@
 //! import`, while a second data writer is refused by a lock cryptsetup
 //! never sees.
 
-#[path = "helpers/serve_support.rs"]
-mod support;
+use crate::helpers::serve_support as support;
 
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};

@@ -7,8 +7,7 @@
 //! offsets agree; and data Rampart imports decrypts independently
 //! (pyca/cryptography) with cryptsetup's key.
 
-#[path = "helpers/luks_support.rs"]
-mod support;
+use crate::helpers::luks_support as support;
 
 use support::*;
 

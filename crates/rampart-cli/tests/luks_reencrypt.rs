@@ -7,8 +7,7 @@
 //! crashes in the middle of a hotzone is finished by cryptsetup, and one
 //! cryptsetup initialises or is killed in is finished by Rampart.
 
-#[path = "helpers/luks_support.rs"]
-mod support;
+use crate::helpers::luks_support as support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -4,8 +4,7 @@
 //! output into a pipe whose reader is gone (`| head`),
 //! and errors that stay one line whatever `RUST_BACKTRACE` says.
 
-#[path = "helpers/luks_support.rs"]
-mod support;
+use crate::helpers::luks_support as support;
 
 use std::process::Command;
 

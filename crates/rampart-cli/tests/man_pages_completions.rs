@@ -3,8 +3,7 @@
 //! warnings, one per subcommand (nested ones included), and shell
 //! completions that bash loads and that complete subcommands and flags.
 
-#[path = "helpers/kms_support.rs"]
-mod kms_support;
+use crate::helpers::kms_support;
 
 use std::path::Path;
 use std::process::Command;

@@ -1,6 +1,4 @@
 #![allow(clippy::unwrap_used)]
-// Both support modules include helpers/common.rs; each keeps its own copy.
-#![allow(clippy::duplicate_mod)]
 //! Prometheus metrics, scraped over HTTP and parsed by the official
 //! Python client library's parser (`prometheus_client`, which
 //! `scripts/test` installs) as Prometheus reads them:
@@ -12,13 +10,11 @@
 //!   per client and per key after real wraps and unwraps, refusals
 //!   included, and no series for a key name the store does not hold.
 
-#[path = "helpers/serve_support.rs"]
-mod support;
+use crate::helpers::serve_support as support;
 
 // Its TempDir is the same as support's, which is the one used here.
 #[allow(unused_imports)]
-#[path = "helpers/kms_support.rs"]
-mod kms_support;
+use crate::helpers::kms_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

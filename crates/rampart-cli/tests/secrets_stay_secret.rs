@@ -1,6 +1,4 @@
 #![allow(clippy::unwrap_used)]
-// Both support modules include helpers/common.rs; each keeps its own copy.
-#![allow(clippy::duplicate_mod)]
 //! No secret leaves a process except where a command exists to print it.
 //!
 //! One deployment and one volume with known secrets — the passphrases, the
@@ -13,11 +11,9 @@
 //! returns it and the SQLite store are searched for each secret, raw, in
 //! hex and in base64 at every alignment.
 
-#[path = "helpers/kms_support.rs"]
-mod kms_support;
+use crate::helpers::kms_support;
 
-#[path = "helpers/serve_support.rs"]
-mod nbd;
+use crate::helpers::serve_support as nbd;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};

@@ -4,8 +4,7 @@
 //! stopped, and the on-disk ciphertext decrypting (pyca/cryptography) under
 //! the volume key cryptsetup prints.
 
-#[path = "helpers/serve_support.rs"]
-mod support;
+use crate::helpers::serve_support as support;
 
 use std::fs::File;
 use std::io::Read;

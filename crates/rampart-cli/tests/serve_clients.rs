@@ -5,8 +5,7 @@
 //! I/O), crash safety of acknowledged FUA/flushed writes (nbdsh, then
 //! `kill -9`), and shutdown on SIGTERM/SIGINT with clients connected.
 
-#[path = "helpers/serve_support.rs"]
-mod support;
+use crate::helpers::serve_support as support;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

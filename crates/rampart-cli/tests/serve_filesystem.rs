@@ -7,8 +7,7 @@
 //! clean. Every mount, loop device and FUSE mount is undone by guards, even
 //! when the test fails.
 
-#[path = "helpers/serve_support.rs"]
-mod support;
+use crate::helpers::serve_support as support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -4,8 +4,7 @@
 //! wrote and saw flushed before the kill verified with its crc32c. The
 //! 100-trial run and its figures are in BENCHMARKS.md.
 
-#[path = "helpers/serve_support.rs"]
-mod support;
+use crate::helpers::serve_support as support;
 
 use std::process::Command;
 use std::time::Duration;

@@ -6,8 +6,7 @@
 //! flood of connections past --max-connections, and a flood of requests
 //! past --max-requests.
 
-#[path = "helpers/serve_support.rs"]
-mod support;
+use crate::helpers::serve_support as support;
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;

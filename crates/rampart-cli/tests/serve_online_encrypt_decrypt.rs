@@ -13,8 +13,7 @@
 //! `scripts/online-encrypt-decrypt-kill-trials` kills the server at random
 //! moments under load (10 trials here, 100 in BENCHMARKS.md).
 
-#[path = "helpers/serve_support.rs"]
-mod support;
+use crate::helpers::serve_support as support;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -10,8 +10,7 @@
 //! server at random moments under load (10 trials here, 100 in
 //! BENCHMARKS.md).
 
-#[path = "helpers/serve_support.rs"]
-mod support;
+use crate::helpers::serve_support as support;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

@@ -7,8 +7,7 @@
 //! expected bytes, the server is alive, and its stderr never says
 //! "panicked".
 
-#[path = "helpers/serve_support.rs"]
-mod support;
+use crate::helpers::serve_support as support;
 
 use std::path::Path;
 use std::time::Duration;

@@ -6,8 +6,7 @@
 //! decrypts with cryptsetup's key to the data with those writes. A hotzone
 //! a crash interrupted is repaired before serving.
 
-#[path = "helpers/serve_support.rs"]
-mod support;
+use crate::helpers::serve_support as support;
 
 use std::path::Path;
 use std::process::Command;

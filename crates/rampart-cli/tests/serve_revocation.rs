@@ -1,6 +1,4 @@
 #![allow(clippy::unwrap_used)]
-// Both support modules include helpers/common.rs; each keeps its own copy.
-#![allow(clippy::duplicate_mod)]
 //! Keys pulled back from a serving host: `rampart serve` of volumes bound
 //! to a real `rampart kms serve`, checking in every second
 //! (`--heartbeat 1s`), with libnbd's nbdsh as the client.
@@ -13,13 +11,11 @@
 //! - a key server that stops answering: serving goes on for `--grace`,
 //!   then stops; back within the grace period, serving goes on silently.
 
-#[path = "helpers/serve_support.rs"]
-mod support;
+use crate::helpers::serve_support as support;
 
 // Its TempDir is the same as support's, which is the one used here.
 #[allow(unused_imports)]
-#[path = "helpers/kms_support.rs"]
-mod kms_support;
+use crate::helpers::kms_support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};

@@ -6,8 +6,7 @@
 //! `--tls-client-ca` only clients with a certificate from that CA get in;
 //! `--tls on` serves both.
 
-#[path = "helpers/serve_support.rs"]
-mod support;
+use crate::helpers::serve_support as support;
 
 use std::path::{Path, PathBuf};
 

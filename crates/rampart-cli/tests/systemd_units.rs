@@ -7,8 +7,7 @@
 //! `rampart kms serve` and `rampart serve` send READY=1 over the
 //! `$NOTIFY_SOCKET` datagram protocol that `Type=notify` waits for.
 
-#[path = "helpers/kms_support.rs"]
-mod kms_support;
+use crate::helpers::kms_support;
 
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};

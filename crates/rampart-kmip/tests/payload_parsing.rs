@@ -4,7 +4,7 @@
 //! Key Block and version negotiation rules.
 #![allow(clippy::unwrap_used)] // test helpers: a failure is the test failing
 
-mod vectors;
+use crate::vectors;
 
 use rampart_kmip::enums::{
     BlockCipherMode, CryptographicAlgorithm, KeyFormatType, LinkType, NameType, ObjectType,

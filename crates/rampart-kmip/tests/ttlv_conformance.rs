@@ -27,7 +27,7 @@ use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::{self, Fields, Item, ItemType, Value};
 use rampart_kmip::{KmipError, Limits};
 
-mod vectors;
+use crate::vectors;
 use vectors::{spec, TC_1_1_3_1_1_CREATE, TC_1_1_3_1_1_GET, TC_1_1_3_1_3_LOCATE, TC_1_2_MAC};
 
 fn roundtrip(bytes: &[u8], expected: &Item) {

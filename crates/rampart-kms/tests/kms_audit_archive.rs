@@ -7,7 +7,7 @@
 //! and which requests are chained.
 #![allow(clippy::unwrap_used)] // test helpers: a failed set-up step should panic
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -9,7 +9,7 @@
 //! tables of schema step 10 are checked against their migration here too.
 #![allow(clippy::unwrap_used)] // test helpers: a failed set-up step should panic
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

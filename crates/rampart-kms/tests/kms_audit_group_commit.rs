@@ -10,7 +10,7 @@
 //! or, outside CI, is a throwaway one from scripts/pg-test-cluster.
 #![allow(clippy::unwrap_used)] // test helpers: a failed set-up step should panic
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};

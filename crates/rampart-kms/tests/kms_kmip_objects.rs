@@ -26,8 +26,7 @@ use rampart_kmip::ttlv::{self, Fields, Item, Value};
 use rampart_kmip::Limits;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-#[path = "kmip/support.rs"]
-mod support;
+use crate::kmip_support as support;
 use support::{connect, Deployment, Tls};
 
 async fn exchange(tls: &mut Tls, request: &RequestMessage) -> ResponseMessage {

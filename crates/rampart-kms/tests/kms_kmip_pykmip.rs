@@ -12,8 +12,7 @@
 use std::path::Path;
 use std::process::Command;
 
-#[path = "kmip/support.rs"]
-mod support;
+use crate::kmip_support as support;
 use support::Deployment;
 
 fn python() -> String {

@@ -23,8 +23,7 @@ use rampart_kmip::Limits;
 use rampart_kms::client::KmsClient;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-#[path = "kmip/support.rs"]
-mod support;
+use crate::kmip_support as support;
 use support::{connect, Deployment, Tls};
 
 async fn exchange_bytes(tls: &mut Tls, bytes: &[u8]) -> ResponseMessage {

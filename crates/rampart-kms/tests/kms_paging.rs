@@ -14,7 +14,7 @@
 //!   no table from end to end.
 #![allow(clippy::unwrap_used)] // test helpers: a failed set-up step should panic
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

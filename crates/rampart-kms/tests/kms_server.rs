@@ -6,7 +6,7 @@
 //! Under CI a missing `$RAMPART_TEST_PG_URL` fails the PostgreSQL tests.
 #![allow(clippy::unwrap_used)] // test helpers: a failed set-up step should panic
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::sync::Arc;

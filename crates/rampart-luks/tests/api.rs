@@ -2,7 +2,7 @@
 //! token management, reports and refusals.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use common::{fast_argon2, fast_pbkdf2};
 use rampart_luks::{

@@ -10,7 +10,7 @@
 //! cryptsetup that changes shows up here.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

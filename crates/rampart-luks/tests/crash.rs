@@ -4,7 +4,7 @@
 //! content.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use std::cell::Cell;
 use std::io;

@@ -2,7 +2,7 @@
 //! volumes made by each tool are read, unlocked and modified by the other.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use common::*;
 use rampart_luks::{DataCipher, Error, FormatOptions, HashAlg, Luks, LuksVersion, PbkdfKind};

@@ -1,6 +1,5 @@
-#![allow(dead_code)]
-//! Helpers every CLI test shares (included by the support files of each kind of test
-//! with `#[path]`): scratch directories, tool lookup, running programs and
+//! Helpers every CLI test shares (re-exported by the support module of
+//! each kind of test): scratch directories, tool lookup, running programs and
 //! comparing their output.
 
 use std::ffi::OsStr;

@@ -1,12 +1,10 @@
 #![allow(clippy::unwrap_used)]
-#![allow(dead_code)]
-//! Shared helpers of the key manager's CLI tests (included by each
-//! `kms_*.rs` test with `#[path]`; built alone it holds no tests):
+//! Shared helpers of the key manager's CLI tests (used by the
+//! `kms_*.rs` modules):
 //! temporary directories, free ports, `rampart` runs, server processes,
 //! and throwaway PostgreSQL clusters from `scripts/pg-test-cluster`.
 
-#[path = "common.rs"]
-pub mod common;
+pub use super::common;
 pub use common::TempDir;
 
 use std::io::{BufRead, BufReader};

@@ -1,15 +1,13 @@
 #![allow(clippy::unwrap_used)]
-#![allow(dead_code)]
-//! Shared helpers of the LUKS interoperability tests (included by each
-//! `luks_*.rs` test with `#[path]`; built alone it holds no tests).
+//! Shared helpers of the LUKS interoperability tests (used by the
+//! `luks_*.rs` modules).
 //!
 //! The peers are the real tools: cryptsetup, qemu-img, nbdkit with its luks
 //! filter, nbdcopy/nbdinfo and Python's pyca/cryptography (through
 //! `tests/helpers/luks_reference.py`). A missing tool fails the test with a
 //! message naming `scripts/test`, which installs them.
 
-#[path = "common.rs"]
-mod common;
+use super::common;
 pub use common::*;
 
 use std::ffi::OsStr;

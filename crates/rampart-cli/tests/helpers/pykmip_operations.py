@@ -170,8 +170,12 @@ def main():
         out["ctr_matches_cryptography"] = enc.update(data) + enc.finalize() == ct
         out["ctr_round_trip"] = client.decrypt(ct, uid=uid, cryptographic_parameters=ctr,
                                                iv_counter_nonce=counter) == data
+        # A ciphertext whose last block decrypts to a pad byte of 0, never
+        # valid PKCS#7 (random bytes pass about one time in 256).
+        enc = Cipher(algorithms.AES(key_bytes), modes.CBC(iv)).encryptor()
+        bad_pad = enc.update(os.urandom(31) + b"\x00") + enc.finalize()
         out["bad_padding"] = failure(lambda: client.decrypt(
-            os.urandom(32), uid=uid, cryptographic_parameters=cbc, iv_counter_nonce=iv))
+            bad_pad, uid=uid, cryptographic_parameters=cbc, iv_counter_nonce=iv))
 
         # MAC (HMAC-SHA256), checked with Python's hmac.
         _, mac = client.mac(data, uid=uid,

@@ -1,15 +1,13 @@
 #![allow(clippy::unwrap_used)]
-#![allow(dead_code)]
-//! Shared helpers of the NBD serve tests (included by each `serve_*.rs`
-//! test with `#[path]`).
+//! Shared helpers of the NBD serve tests (used by the `serve_*.rs`
+//! modules).
 //!
 //! The tests drive the real `rampart serve` binary with real NBD clients
 //! (libnbd's nbdinfo/nbdcopy/nbdfuse/nbdsh, qemu-img/qemu-io, fio's nbd
 //! engine) and, for protocol abuse, a small raw-socket client below. A
 //! missing tool fails the test with a message naming `scripts/test`.
 
-#[path = "common.rs"]
-mod common;
+use super::common;
 pub use common::*;
 
 use std::ffi::OsStr;
@@ -19,10 +17,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-
-/// The Debian packages the serve tests drive (scripts/test installs them).
-pub const PACKAGES: &str = "cryptsetup-bin qemu-utils nbdkit libnbd-bin python3-libnbd fio fuse3 \
-                            e2fsprogs util-linux mount openssl procps coreutils";
 
 pub const XTS_CHECK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/helpers/xts_check.py");
 

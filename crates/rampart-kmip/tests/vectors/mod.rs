@@ -1,6 +1,5 @@
 //! Byte strings from the OASIS KMIP test cases, shared by the test files
 //! (case ids as in ttlv_conformance.rs).
-#![allow(dead_code)]
 
 /// The spec's notation: hex digits with `|` and spaces between fields.
 pub fn spec(s: &str) -> Vec<u8> {

@@ -1,6 +1,5 @@
 //! Test harness shared by the key manager's integration tests: temporary
 //! directories, the PostgreSQL cluster, psql.
-#![allow(dead_code)] // each test binary uses its own part of the harness
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -1,7 +1,6 @@
 //! Shared by the KMIP test files: an in-process deployment (SQLite, REST
 //! and KMIP listeners on 127.0.0.1) and TLS client connections with a
 //! bundle's certificate.
-#![allow(dead_code)] // each test file uses part of it
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -1,0 +1,60 @@
+//! The `rampart` binary's integration tests (real peers: cryptsetup,
+//! qemu, nbdkit, libnbd, fio, PostgreSQL, PyKMIP, Chromium), one module
+//! per file beside this one, built as a single test binary: 45 binaries
+//! of their own, each linked with thin LTO, took over a quarter of an
+//! hour of the 2-core build machine's test build.
+// A failed set-up step in a test or a helper should panic.
+#![allow(clippy::unwrap_used)]
+
+mod helpers {
+    pub mod common;
+    pub mod kms_support;
+    pub mod luks_support;
+    pub mod serve_support;
+}
+
+mod cli;
+mod file_encryption;
+mod file_kms;
+mod kms_audit_archive_cli;
+mod kms_bind;
+mod kms_cli;
+mod kms_console;
+mod kms_hsm;
+mod kms_kmip_failover;
+mod kms_kmip_interop;
+mod kms_list_streaming;
+mod kms_populate_bench;
+mod kms_postgres;
+mod kms_reencrypt;
+mod kms_schemathesis;
+mod kms_token_plugin;
+mod luks1_qemu_nbdkit;
+mod luks_clone_wipe;
+mod luks_cryptsetup_volumes;
+mod luks_decrypt_attached;
+mod luks_encrypt_decrypt;
+mod luks_export_import;
+mod luks_faults;
+mod luks_header_backup;
+mod luks_json_preservation;
+mod luks_keys_tokens;
+mod luks_locking;
+mod luks_rampart_volumes;
+mod luks_reencrypt;
+mod luks_scripting;
+mod man_pages_completions;
+mod prometheus_metrics;
+mod secrets_stay_secret;
+mod serve_bulk;
+mod serve_clients;
+mod serve_filesystem;
+mod serve_kill_trials;
+mod serve_limits;
+mod serve_online_encrypt_decrypt;
+mod serve_online_reencrypt;
+mod serve_protocol;
+mod serve_reencrypting;
+mod serve_revocation;
+mod serve_tls;
+mod systemd_units;
