@@ -265,9 +265,9 @@ async fn populate_audit(
         done += n as u64;
         progress("audit", done);
     }
-    // The filter references of what was appended (a server's indexer
-    // would catch up at its start; done here, it does not compete with
-    // the first requests).
-    while store.index_audit(crate::store::AUDIT_INDEX_BATCH * 16).await? > 0 {}
+    // The filter references of what was appended, every complete segment
+    // (a server's indexer would catch up at its start; done here, it does
+    // not compete with the first requests).
+    while store.index_audit().await? > 0 {}
     Ok(done)
 }

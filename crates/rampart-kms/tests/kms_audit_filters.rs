@@ -3,9 +3,10 @@
 //! 9) where it is filled and by a scan after its mark, the rare operation
 //! and outcome filters from their partial indexes, the common ones by a
 //! walk of the log; every walk compared entry for entry with the same
-//! filter applied to what was appended, across a segment border of the
-//! reference table, after a prune, and after the step's migration ran
-//! again over a filled log. The key selector and client label side
+//! filter applied to what was appended, across two segment borders of the
+//! reference table (indexed a complete segment at a time, from a mark at
+//! a border or inside a segment, with rows already there), after a
+//! prune, and after the step's migration ran again over a filled log. The key selector and client label side
 //! tables of schema step 10 are checked against their migration here too.
 #![allow(clippy::unwrap_used)] // test helpers: a failed set-up step should panic
 
@@ -18,9 +19,13 @@ use rampart_kms::audit::Mark;
 use rampart_kms::model::AuditDraft;
 use rampart_kms::store::{AuditFilter, PostgresStore, SqliteStore, Store};
 
-/// Crosses the first segment border of the reference table (65,536).
-const ENTRIES: u64 = 70_000;
-const RARE_KEY_AT: &[u64] = &[3, 40_000, 65_535, 65_536, 65_537, 66_100, 69_999];
+/// Crosses two segment borders of the reference table (65,536 and
+/// 131,072).
+const ENTRIES: u64 = 140_000;
+/// Appended first, to look at the first segment alone.
+const FIRST_PART: u64 = 70_000;
+const RARE_KEY_AT: &[u64] =
+    &[3, 40_000, 65_535, 65_536, 65_537, 66_100, 69_999, 100_000, 131_071, 131_072, 139_999];
 
 fn draft(seq: u64) -> AuditDraft {
     let key = if RARE_KEY_AT.contains(&seq) {
@@ -80,8 +85,8 @@ fn filters() -> Vec<AuditFilter> {
 }
 
 /// Walks every filter to its end in pages of `limit`, comparing with the
-/// entries after `first` that pass it.
-async fn check_filters(store: &dyn Store, first: u64, limit: u32, stage: &str) {
+/// entries from `first` to `last` that pass it.
+async fn check_filters(store: &dyn Store, (first, last): (u64, u64), limit: u32, stage: &str) {
     for filter in filters() {
         let mut got = Vec::new();
         let mut after = 0u64;
@@ -103,7 +108,7 @@ async fn check_filters(store: &dyn Store, first: u64, limit: u32, stage: &str) {
                 _ => break,
             }
         }
-        let want: Vec<u64> = (first..=ENTRIES).filter(|&s| passes(s, &filter)).collect();
+        let want: Vec<u64> = (first..=last).filter(|&s| passes(s, &filter)).collect();
         assert_eq!(got.len(), want.len(), "{stage}: {filter:?}");
         assert_eq!(got, want, "{stage}: {filter:?}");
     }
@@ -121,30 +126,23 @@ async fn filters_follow_the_log(backend: Backend) {
         store
     };
     let store = open().await;
-    for start in (1..=ENTRIES).step_by(10_000) {
-        let drafts = (start..(start + 10_000).min(ENTRIES + 1)).map(draft).collect();
-        store.append_audit(drafts, None).await.unwrap();
-    }
-    // Nothing indexed: every filter is answered by scans.
-    check_filters(store.as_ref(), 1, 1000, "unindexed").await;
-    // Indexed past the segment border, the rest not yet.
-    assert_eq!(store.index_audit(66_000).await.unwrap(), 66_000);
-    check_filters(store.as_ref(), 1, 3, "indexed up to 66,000").await;
-    check_filters(store.as_ref(), 1, 10_000, "indexed up to 66,000, large pages").await;
-    // Caught up.
-    assert_eq!(store.index_audit(1_000_000).await.unwrap(), ENTRIES - 66_000);
-    assert_eq!(store.index_audit(1_000_000).await.unwrap(), 0);
-    check_filters(store.as_ref(), 1, 2, "indexed").await;
-
-    // A prune past the border takes the references with the entries.
-    let hash = store.audit_hash(65_600).await.unwrap().unwrap();
-    let anchor = Mark { seq: 65_600, hash, time_ms: 0, mac: String::new() };
-    assert_eq!(store.prune_audit(0, anchor).await.unwrap(), 65_600);
-    check_filters(store.as_ref(), 65_601, 4, "pruned").await;
-    let left = "SELECT count(*) FROM kms_audit_refs WHERE seq <= 65600";
-    let all = "SELECT count(*) FROM kms_audit_refs";
-    let expected_refs =
-        (65_601..=ENTRIES).map(|s| 1 + u64::from(draft(s).key.is_some())).sum::<u64>();
+    let append = |from: u64, to: u64| {
+        let store = Arc::clone(&store);
+        async move {
+            for start in (from..=to).step_by(10_000) {
+                let drafts = (start..(start + 10_000).min(to + 1)).map(draft).collect();
+                store.append_audit(drafts, None).await.unwrap();
+            }
+        }
+    };
+    let exec = |sql: &str| match &url {
+        None => {
+            rusqlite::Connection::open(dir.0.join("kms.db")).unwrap().execute_batch(sql).unwrap()
+        }
+        Some(url) => {
+            psql(url, sql).unwrap();
+        }
+    };
     let count = |sql: &str| -> u64 {
         match &url {
             None => rusqlite::Connection::open(dir.0.join("kms.db"))
@@ -156,26 +154,58 @@ async fn filters_follow_the_log(backend: Backend) {
             Some(url) => psql(url, sql).unwrap().parse().unwrap(),
         }
     };
-    assert_eq!(count(left), 0);
-    assert_eq!(count(all), expected_refs);
+    let refs_of = |seqs: std::ops::RangeInclusive<u64>| {
+        seqs.map(|s| 1 + u64::from(draft(s).key.is_some())).sum::<u64>()
+    };
+    let all = "SELECT count(*) FROM kms_audit_refs";
+
+    append(1, FIRST_PART).await;
+    // Nothing indexed: every filter is answered by scans.
+    check_filters(store.as_ref(), (1, FIRST_PART), 1000, "unindexed").await;
+    // The first segment (entries 1 to 65,535) is complete, the second not.
+    assert_eq!(store.index_audit().await.unwrap(), 65_535);
+    assert_eq!(store.index_audit().await.unwrap(), 0);
+    assert_eq!(count(all), refs_of(1..=65_535));
+    check_filters(store.as_ref(), (1, FIRST_PART), 3, "first segment indexed").await;
+    // The second segment complete too, not indexed yet.
+    append(FIRST_PART + 1, ENTRIES).await;
+    check_filters(store.as_ref(), (1, ENTRIES), 10_000, "second segment not indexed").await;
+    assert_eq!(store.index_audit().await.unwrap(), 65_536);
+    assert_eq!(store.index_audit().await.unwrap(), 0);
+    assert_eq!(count(all), refs_of(1..=131_071));
+    check_filters(store.as_ref(), (1, ENTRIES), 3, "two segments indexed").await;
+
+    // A mark inside a segment (left by a build that indexed in batches)
+    // and rows after it already there (a run cut short): the rest of the
+    // segment is indexed, nothing twice.
+    exec(
+        "DELETE FROM kms_audit_refs WHERE seq > 110000; \
+         UPDATE kms_audit_refs_done SET seq = 90000",
+    );
+    assert_eq!(store.index_audit().await.unwrap(), 131_071 - 90_000);
+    assert_eq!(store.index_audit().await.unwrap(), 0);
+    assert_eq!(count(all), refs_of(1..=131_071));
+    check_filters(store.as_ref(), (1, ENTRIES), 7, "indexed from inside a segment").await;
+
+    // A prune past the border takes the references with the entries.
+    let hash = store.audit_hash(65_600).await.unwrap().unwrap();
+    let anchor = Mark { seq: 65_600, hash, time_ms: 0, mac: String::new() };
+    assert_eq!(store.prune_audit(0, anchor).await.unwrap(), 65_600);
+    check_filters(store.as_ref(), (65_601, ENTRIES), 4, "pruned").await;
+    assert_eq!(count("SELECT count(*) FROM kms_audit_refs WHERE seq <= 65600"), 0);
+    assert_eq!(count(all), refs_of(65_601..=131_071));
 
     // The migration run again over a filled log (its recorded version set
-    // back, the references gone) rebuilds them all.
+    // back, the references gone) rebuilds them all, up to the head.
     drop(store);
-    let reset = "DELETE FROM kms_audit_refs; DELETE FROM kms_audit_refs_done; \
-                 DELETE FROM kms_schema WHERE version >= 9";
-    match &url {
-        None => {
-            rusqlite::Connection::open(dir.0.join("kms.db")).unwrap().execute_batch(reset).unwrap()
-        }
-        Some(url) => {
-            psql(url, reset).unwrap();
-        }
-    }
+    exec(
+        "DELETE FROM kms_audit_refs; DELETE FROM kms_audit_refs_done; \
+         DELETE FROM kms_schema WHERE version >= 9",
+    );
     let store = open().await;
-    assert_eq!(count(all), expected_refs);
-    assert_eq!(store.index_audit(1_000_000).await.unwrap(), 0);
-    check_filters(store.as_ref(), 65_601, 5, "migrated again").await;
+    assert_eq!(count(all), refs_of(65_601..=ENTRIES));
+    assert_eq!(store.index_audit().await.unwrap(), 0);
+    check_filters(store.as_ref(), (65_601, ENTRIES), 5, "migrated again").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

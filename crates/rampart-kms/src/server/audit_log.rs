@@ -20,7 +20,6 @@ use crate::audit::{Mark, MarkKind, Verifier, VerifyReport, GENESIS};
 use crate::error::{KmsError, Result};
 use crate::keys::RootKey;
 use crate::model::now_ms;
-use crate::store::AUDIT_INDEX_BATCH;
 
 /// Entries read per store query while verifying.
 const PAGE: u32 = 10_000;
@@ -238,16 +237,17 @@ pub(crate) async fn checkpointer(state: Weak<State>, interval: Duration) {
     }
 }
 
-/// How long the indexer lets appended entries gather before indexing
-/// them: a few batches' worth, each one transaction of sorted inserts.
+/// How long the indexer lets appended entries gather before it looks
+/// for a segment to index: the look costs two point queries.
 const INDEX_DELAY: Duration = Duration::from_millis(200);
 
-/// Keeps the audit reference table (schema step 9) just behind the log:
-/// woken by the audit writer, it waits [`INDEX_DELAY`] and then indexes
-/// everything appended so far, [`AUDIT_INDEX_BATCH`] entries per
-/// transaction; at start it catches up with what is not indexed yet.
-/// What it has not reached, a filtered list scans instead, so the lag
-/// costs time on those lists, never results.
+/// Keeps the audit reference table (schema step 9) less than a segment
+/// behind the log: woken by the audit writer, it waits [`INDEX_DELAY`]
+/// and then indexes each segment completed since
+/// ([`Store::index_audit`](crate::store::Store::index_audit)); at start
+/// it catches up with the complete segments not indexed yet. What it has
+/// not reached, a filtered list scans instead, so the lag costs time on
+/// those lists, never results.
 pub(crate) async fn indexer(state: Weak<State>, wake: Arc<Notify>) {
     let mut first = true;
     loop {
@@ -264,8 +264,8 @@ pub(crate) async fn indexer(state: Weak<State>, wake: Arc<Notify>) {
         first = false;
         let Some(store) = state.upgrade().map(|s| Arc::clone(&s.store)) else { break };
         loop {
-            match store.index_audit(AUDIT_INDEX_BATCH).await {
-                Ok(n) if n >= u64::from(AUDIT_INDEX_BATCH) => tokio::task::yield_now().await,
+            match store.index_audit().await {
+                Ok(n) if n > 0 => {}
                 Ok(_) => break,
                 Err(error) => {
                     tracing::warn!("cannot index the audit log: {error}");

@@ -200,9 +200,9 @@ DELETE FROM kms_kmip_attributes;",
     // and hosts fill the log. Now operations and outcomes are indexed
     // only where they are rare (partial indexes: not the data-path
     // operations, not `ok`), and the key and client of each entry go to
-    // the reference table `kms_audit_refs` in the background, a few
-    // thousand entries per transaction, ordered by segment (2^16
-    // entries) first so those inserts land at the table's end; a filter
+    // the reference table `kms_audit_refs` in the background, ordered by
+    // segment (2^16 entries) first so that a segment's rows, written
+    // sorted once it is complete, land at the table's end; a filter
     // probes each segment's (key or client, seq) range, then scans the
     // few entries not indexed yet (after `kms_audit_refs_done`). Written
     // to run again harmlessly.
@@ -333,13 +333,30 @@ pub(crate) const RARE_OUTCOME: &str = "outcome <> 'ok'";
 /// `seq / AUDIT_REFS_SEGMENT`).
 pub(crate) const AUDIT_REFS_SEGMENT: u64 = 65_536;
 
+/// The last sequence number of the segment holding the first entry after
+/// the indexed mark `done`, when the log's head has reached it: the range
+/// [`Store::index_audit`] indexes next.
+///
+/// Whole segments only, because the references are sorted by segment,
+/// then by name: a segment's rows written in one sorted run go in at the
+/// end of the table, a few pages, whereas rows added a batch at a time
+/// land at their names' places among the segment's earlier rows, nearly
+/// a page each (measured at full size: 4–7 µs and up to 700 bytes of WAL
+/// per entry, and SQLite's single writer held 10–60 ms a batch, every
+/// audited request waiting behind it; BENCHMARKS.md, "Key manager at
+/// fleet scale"). What is not indexed yet, less than a segment, a
+/// filtered list scans.
+pub(crate) fn segment_to_index(done: u64, head: u64) -> Option<u64> {
+    let end = (done.checked_add(1)? / AUDIT_REFS_SEGMENT)
+        .checked_add(1)?
+        .checked_mul(AUDIT_REFS_SEGMENT)?
+        .checked_sub(1)?;
+    (end <= head).then_some(end)
+}
+
 /// The kinds of `kms_audit_refs` rows.
 pub(crate) const REF_CLIENT: i64 = 1;
 pub(crate) const REF_KEY: i64 = 2;
-
-/// Most entries one [`Store::index_audit`] transaction takes: the SQLite
-/// writer is held that long (a few milliseconds).
-pub const AUDIT_INDEX_BATCH: u32 = 4096;
 
 /// The version of the `SCHEMA` text each store creates a new database with.
 pub(crate) const BASE_SCHEMA_VERSION: i64 = 2;
@@ -743,12 +760,14 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         root: Option<Arc<RootKey>>,
     ) -> StoreFuture<'_, Vec<ExportedEntry>>;
 
-    /// Adds the key and client of up to `max_entries` entries after the
-    /// indexed mark to `kms_audit_refs`, in one transaction, and moves
-    /// the mark; returns how many entries it indexed (0: caught up).
-    /// Several servers may run it at once: each batch is taken under a
-    /// lock of the mark.
-    fn index_audit(&self, max_entries: u32) -> StoreFuture<'_, u64>;
+    /// Adds the key and client of the entries after the indexed mark to
+    /// `kms_audit_refs` up to the end of their segment, once that segment
+    /// is complete ([`segment_to_index`]), sorted, and moves the mark
+    /// there; returns how many sequence numbers the mark moved over (0:
+    /// no segment after the mark is complete yet). Rows already present
+    /// (a run cut short) are kept, so it may run again, and several
+    /// servers may run it at once.
+    fn index_audit(&self) -> StoreFuture<'_, u64>;
 
     /// The anchor left by the last prune, if any.
     fn audit_anchor(&self) -> StoreFuture<'_, Option<Mark>>;
@@ -879,5 +898,27 @@ pub(crate) fn attach_versions(keys: &mut [KeyInfo], versions: Vec<(String, KeyVe
     }
     for key in keys {
         key.versions.sort_by_key(|v| v.version);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::segment_to_index;
+
+    #[test]
+    fn the_next_segment_to_index_is_the_first_unindexed_one_once_complete() {
+        // Sequence numbers start at 1: the first segment holds 1..=65,535.
+        assert_eq!(segment_to_index(0, 65_534), None);
+        assert_eq!(segment_to_index(0, 65_535), Some(65_535));
+        assert_eq!(segment_to_index(0, 1_000_000), Some(65_535));
+        // A mark at a segment's end: the next whole segment.
+        assert_eq!(segment_to_index(65_535, 131_070), None);
+        assert_eq!(segment_to_index(65_535, 131_071), Some(131_071));
+        // A mark inside a segment: the rest of it.
+        assert_eq!(segment_to_index(90_000, 131_071), Some(131_071));
+        assert_eq!(segment_to_index(131_071, 140_000), None);
+        // No overflow at the top of the range.
+        assert_eq!(segment_to_index(u64::MAX, u64::MAX), None);
+        assert_eq!(segment_to_index(u64::MAX - 1, u64::MAX), None);
     }
 }

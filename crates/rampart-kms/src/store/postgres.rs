@@ -28,10 +28,10 @@ use tokio_postgres::{Client, NoTls, Row, Statement};
 use super::copy_binary::CopyReader;
 use super::{
     attach_versions, decode_labels, decode_policy, encode_labels, encode_policy, meta,
-    migrations_after, name_range, to_u32, to_u64, version_info, AuditDriver, AuditFilter,
-    ClientFilter, KeyFilter, KmipAttributeRow, KmipObject, KmipUse, MaterialRow, ServerPresence,
-    StateChange, Store, StoreFuture, AUDIT_CHAIN_COLUMNS, AUDIT_REFS_SEGMENT, BASE_SCHEMA_VERSION,
-    SCHEMA_VERSION,
+    migrations_after, name_range, segment_to_index, to_u32, to_u64, version_info, AuditDriver,
+    AuditFilter, ClientFilter, KeyFilter, KmipAttributeRow, KmipObject, KmipUse, MaterialRow,
+    ServerPresence, StateChange, Store, StoreFuture, AUDIT_CHAIN_COLUMNS, AUDIT_REFS_SEGMENT,
+    BASE_SCHEMA_VERSION, SCHEMA_VERSION,
 };
 use crate::audit::{seal_entry, ChainPage, ExportedEntry, Mark, GENESIS};
 use crate::error::{KmsError, Result};
@@ -1465,7 +1465,7 @@ impl Store for PostgresStore {
         })
     }
 
-    fn index_audit(&self, max_entries: u32) -> StoreFuture<'_, u64> {
+    fn index_audit(&self) -> StoreFuture<'_, u64> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
             let tx = lease.client()?.transaction().await?;
@@ -1480,10 +1480,12 @@ impl Store for PostgresStore {
                 .query_one("SELECT coalesce(max(seq), 0) FROM kms_audit", &[])
                 .await?
                 .try_get(0)?;
-            let until = head.min(done.saturating_add(i64::from(max_entries)));
-            if until <= done {
+            let done_u = to_u64(done, "audit reference mark")?;
+            let Some(end) = segment_to_index(done_u, to_u64(head, "audit sequence number")?) else {
                 return Ok(0);
-            }
+            };
+            // One transaction: PostgreSQL's writers do not wait for each
+            // other's unrelated rows, so the audit appends go on meanwhile.
             tx.execute(
                 "INSERT INTO kms_audit_refs (segment, kind, value, seq)
                  SELECT seq / $3, 1, client, seq FROM kms_audit WHERE seq > $1 AND seq <= $2
@@ -1492,17 +1494,17 @@ impl Store for PostgresStore {
                      WHERE seq > $1 AND seq <= $2 AND key_name IS NOT NULL
                  ORDER BY 1, 2, 3, 4
                  ON CONFLICT DO NOTHING",
-                &[&done, &until, &to_i64(AUDIT_REFS_SEGMENT)],
+                &[&done, &to_i64(end), &to_i64(AUDIT_REFS_SEGMENT)],
             )
             .await?;
             tx.execute(
                 "INSERT INTO kms_audit_refs_done (id, seq) VALUES (1, $1)
                  ON CONFLICT (id) DO UPDATE SET seq = excluded.seq",
-                &[&until],
+                &[&to_i64(end)],
             )
             .await?;
             tx.commit().await?;
-            Ok(u64::try_from(until - done).unwrap_or(0))
+            Ok(end - done_u)
         })
     }
 
