@@ -95,6 +95,10 @@ const INDEX_CHUNK_ROWS: usize = 2048;
 /// grow with the store (56 MiB at most in all).
 const WRITER_CACHE_KIB: i64 = -32 * 1024;
 const READER_CACHE_KIB: i64 = -8 * 1024;
+/// Page cache of the audit indexer's reader, which reads a segment of
+/// the log once, in order: a cache the size of the readers' would only
+/// fill with pages never read again.
+const INDEX_READER_CACHE_KIB: i64 = -1024;
 /// How often the [`Checkpointer`] copies committed WAL frames into the
 /// database file: at a fleet's write rate about as many pages as SQLite's
 /// own automatic checkpoint would take (1,000), so the WAL stays a few MiB.
@@ -240,6 +244,11 @@ fn audit_scan(
 /// The reference rows of the entries after the indexed mark up to the end
 /// of their segment ([`segment_to_index`]), sorted as the table's key
 /// is, their names in one buffer (two rows an entry, a segment at most).
+/// The store keeps one and refills it segment after segment: a few MiB
+/// allocated afresh for each segment left the server's RSS tens of MiB
+/// higher after a few segments (the allocator keeps freed blocks of that
+/// size among the page caches' allocations).
+#[derive(Default)]
 struct SegmentRefs {
     done: u64,
     end: u64,
@@ -255,8 +264,9 @@ struct SegmentRef {
 }
 
 impl SegmentRefs {
-    /// `None` when no segment after the mark is complete yet.
-    fn read(conn: &Connection) -> Result<Option<Self>> {
+    /// Refills the rows; false when no segment after the mark is
+    /// complete yet.
+    fn read(&mut self, conn: &Connection) -> Result<bool> {
         // One snapshot for the mark, the head and the entries.
         let tx = conn.unchecked_transaction()?;
         let done: i64 = tx
@@ -267,15 +277,14 @@ impl SegmentRefs {
             tx.query_row("SELECT coalesce(max(seq), 0) FROM kms_audit", [], |r| r.get(0))?;
         let done = to_u64(done, "audit reference mark")?;
         let Some(end) = segment_to_index(done, to_u64(head, "audit sequence number")?) else {
-            return Ok(None);
+            return Ok(false);
         };
-        let mut refs = Self {
-            done,
-            end,
-            segment: to_i64(end / AUDIT_REFS_SEGMENT),
-            names: Vec::new(),
-            rows: Vec::new(),
-        };
+        let refs = self;
+        refs.done = done;
+        refs.end = end;
+        refs.segment = to_i64(end / AUDIT_REFS_SEGMENT);
+        refs.names.clear();
+        refs.rows.clear();
         let mut stmt = tx.prepare_cached(
             "SELECT seq, client, key_name FROM kms_audit WHERE seq > ?1 AND seq <= ?2 ORDER BY seq",
         )?;
@@ -309,7 +318,7 @@ impl SegmentRefs {
         refs.rows.sort_unstable_by(|a, b| {
             (a.kind, &names[a.name.clone()], a.seq).cmp(&(b.kind, &names[b.name.clone()], b.seq))
         });
-        Ok(Some(refs))
+        Ok(true)
     }
 
     /// Inserts up to `count` rows from `first`; rows already there (a run
@@ -337,6 +346,10 @@ pub struct SqliteStore {
     next_reader: Arc<AtomicUsize>,
     material_cache: Arc<MaterialCache>,
     _checkpointer: Arc<Checkpointer>,
+    /// The audit indexer's reader and rows ([`Store::index_audit`]), and
+    /// its turn: one run at a time refills and writes the rows.
+    index: Arc<Mutex<(Connection, SegmentRefs)>>,
+    index_turn: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// Copies committed WAL frames into the database file every
@@ -475,6 +488,12 @@ impl SqliteStore {
             reader.pragma_update(None, "cache_size", READER_CACHE_KIB)?;
             readers.push(Mutex::new(reader));
         }
+        let index_reader = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        configure(&index_reader)?;
+        index_reader.pragma_update(None, "cache_size", INDEX_READER_CACHE_KIB)?;
         let checkpointer = Checkpointer::start(path)?;
         Ok(Self {
             path: path.to_owned(),
@@ -483,6 +502,8 @@ impl SqliteStore {
             next_reader: Arc::new(AtomicUsize::new(0)),
             material_cache: Arc::new(MaterialCache::default()),
             _checkpointer: Arc::new(checkpointer),
+            index: Arc::new(Mutex::new((index_reader, SegmentRefs::default()))),
+            index_turn: Arc::default(),
         })
     }
 
@@ -1526,27 +1547,31 @@ impl Store for SqliteStore {
 
     fn index_audit(&self) -> StoreFuture<'_, u64> {
         Box::pin(async move {
-            // Read and sorted on a reader, off the runtime threads: tens of
-            // milliseconds for a whole segment, with the writer free.
-            let readers = Arc::clone(&self.readers);
-            let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
-            let pending = tokio::task::spawn_blocking(move || {
-                let conn = readers[start % readers.len()]
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                SegmentRefs::read(&conn)
+            let _turn = self.index_turn.lock().await;
+            // Read and sorted on the indexer's own reader, off the runtime
+            // threads: tens of milliseconds for a whole segment, with the
+            // writer free and the requests' readers' caches left alone.
+            let index = Arc::clone(&self.index);
+            let found = tokio::task::spawn_blocking(move || {
+                let mut index = index.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let (conn, rows) = &mut *index;
+                Ok::<_, KmsError>(rows.read(conn)?.then_some((
+                    rows.done,
+                    rows.end,
+                    rows.rows.len(),
+                )))
             })
             .await
             .map_err(|e| KmsError::Store(format!("store task failed: {e}")))??;
-            let Some(refs) = pending else { return Ok(0) };
-            let (done, end) = (refs.done, refs.end);
-            let refs = Arc::new(refs);
-            let chunks = refs.rows.len().div_ceil(INDEX_CHUNK_ROWS).max(1);
+            let Some((done, end, count)) = found else { return Ok(0) };
+            let chunks = count.div_ceil(INDEX_CHUNK_ROWS).max(1);
             for chunk in 0..chunks {
-                let refs = Arc::clone(&refs);
+                let index = Arc::clone(&self.index);
                 self.write_log_blocking(move |conn| {
+                    let index = index.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    let rows = &index.1;
                     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-                    refs.insert(&tx, chunk * INDEX_CHUNK_ROWS, INDEX_CHUNK_ROWS)?;
+                    rows.insert(&tx, chunk * INDEX_CHUNK_ROWS, INDEX_CHUNK_ROWS)?;
                     if chunk + 1 == chunks {
                         // Never moved back: another run may have gone on.
                         tx.execute(
