@@ -244,10 +244,9 @@ fn audit_scan(
 /// The reference rows of the entries after the indexed mark up to the end
 /// of their segment ([`segment_to_index`]), sorted as the table's key
 /// is, their names in one buffer (two rows an entry, a segment at most).
-/// The store keeps one and refills it segment after segment: a few MiB
-/// allocated afresh for each segment left the server's RSS tens of MiB
-/// higher after a few segments (the allocator keeps freed blocks of that
-/// size among the page caches' allocations).
+/// The store keeps one and refills it segment after segment (a few MiB)
+/// rather than leaving the allocator a fresh block of that size to keep
+/// each time.
 #[derive(Default)]
 struct SegmentRefs {
     done: u64,
