@@ -211,7 +211,11 @@ impl Sha256Pads {
         if let Some(block) = blocks.first_chunk::<64>() {
             ffi::sha256_compress(&mut state, block);
         }
-        blocks.zeroize();
+        // Only the message's bytes (the outer hash's is the inner digest);
+        // the rest is padding. Byte by byte, the whole 128 bytes of both
+        // calls took a quarter of a MAC's time (55 of 240 ns on Zen 3), and
+        // the audit walk makes one MAC per entry.
+        blocks[..message.len()].zeroize();
         state
     }
 
