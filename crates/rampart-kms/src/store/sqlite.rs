@@ -442,6 +442,18 @@ impl std::fmt::Debug for SqliteStore {
     }
 }
 
+/// A read-only connection with a page cache of `cache_kib` (as the
+/// negative `cache_size` SQLite takes).
+fn open_reader(path: &Path, cache_kib: i64) -> Result<Connection> {
+    let reader = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    configure(&reader)?;
+    reader.pragma_update(None, "cache_size", cache_kib)?;
+    Ok(reader)
+}
+
 fn configure(conn: &Connection) -> Result<()> {
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
@@ -477,22 +489,10 @@ impl SqliteStore {
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
         }
-        let mut readers = Vec::with_capacity(READERS);
-        for _ in 0..READERS {
-            let reader = Connection::open_with_flags(
-                path,
-                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-            )?;
-            configure(&reader)?;
-            reader.pragma_update(None, "cache_size", READER_CACHE_KIB)?;
-            readers.push(Mutex::new(reader));
-        }
-        let index_reader = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )?;
-        configure(&index_reader)?;
-        index_reader.pragma_update(None, "cache_size", INDEX_READER_CACHE_KIB)?;
+        let readers = (0..READERS)
+            .map(|_| open_reader(path, READER_CACHE_KIB).map(Mutex::new))
+            .collect::<Result<Vec<_>>>()?;
+        let index_reader = open_reader(path, INDEX_READER_CACHE_KIB)?;
         let checkpointer = Checkpointer::start(path)?;
         Ok(Self {
             path: path.to_owned(),
