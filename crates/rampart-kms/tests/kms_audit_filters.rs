@@ -6,8 +6,9 @@
 //! filter applied to what was appended, across two segment borders of the
 //! reference table (indexed a complete segment at a time, from a mark at
 //! a border or inside a segment, with rows already there), after a
-//! prune, and after the step's migration ran again over a filled log. The key selector and client label side
-//! tables of schema step 10 are checked against their migration here too.
+//! prune, and after the step's migration ran again over a filled log.
+//! The key selector and client label side tables of schema step 10 are
+//! checked against their migration here too.
 #![allow(clippy::unwrap_used)] // test helpers: a failed set-up step should panic
 
 use crate::common;

@@ -1476,12 +1476,12 @@ impl Store for PostgresStore {
                 .map(|r| r.try_get(0))
                 .transpose()?
                 .unwrap_or(0);
+            let done = to_u64(done, "audit reference mark")?;
             let head: i64 = tx
                 .query_one("SELECT coalesce(max(seq), 0) FROM kms_audit", &[])
                 .await?
                 .try_get(0)?;
-            let done_u = to_u64(done, "audit reference mark")?;
-            let Some(end) = segment_to_index(done_u, to_u64(head, "audit sequence number")?) else {
+            let Some(end) = segment_to_index(done, to_u64(head, "audit sequence number")?) else {
                 return Ok(0);
             };
             // One transaction: PostgreSQL's writers do not wait for each
@@ -1494,7 +1494,7 @@ impl Store for PostgresStore {
                      WHERE seq > $1 AND seq <= $2 AND key_name IS NOT NULL
                  ORDER BY 1, 2, 3, 4
                  ON CONFLICT DO NOTHING",
-                &[&done, &to_i64(end), &to_i64(AUDIT_REFS_SEGMENT)],
+                &[&to_i64(done), &to_i64(end), &to_i64(AUDIT_REFS_SEGMENT)],
             )
             .await?;
             tx.execute(
@@ -1504,7 +1504,7 @@ impl Store for PostgresStore {
             )
             .await?;
             tx.commit().await?;
-            Ok(end - done_u)
+            Ok(end - done)
         })
     }
 

@@ -326,7 +326,8 @@ impl SegmentRefs {
         let mut stmt = conn.prepare_cached(
             "INSERT OR IGNORE INTO kms_audit_refs (segment, kind, value, seq) VALUES (?1, ?2, ?3, ?4)",
         )?;
-        for row in self.rows.iter().skip(first).take(count) {
+        let last = first.saturating_add(count).min(self.rows.len());
+        for row in self.rows.get(first..last).unwrap_or_default() {
             let name = rusqlite::types::ToSqlOutput::Borrowed(ValueRef::Text(
                 &self.names[row.name.clone()],
             ));
