@@ -553,6 +553,14 @@ const KEY_MATERIAL_GROUP: &str = "SELECT q.i, m.*
          WHERE k.name = q.name AND (q.version IS NULL OR v.version = q.version)
          ORDER BY v.version DESC LIMIT 1
      ) m";
+/// The references of the entries numbered $1 (exclusive) to $2, in the
+/// table's order, $3 entries to a segment (see [`Store::index_audit`]).
+const SEGMENT_REFS: &str = "(segment, kind, value, seq)
+     SELECT seq / $3, 1, client, seq FROM kms_audit WHERE seq > $1 AND seq <= $2
+     UNION ALL
+     SELECT seq / $3, 2, key_name, seq FROM kms_audit
+         WHERE seq > $1 AND seq <= $2 AND key_name IS NOT NULL
+     ORDER BY 1, 2, 3, 4";
 const AUDIT_HEAD: &str = "SELECT seq, hash FROM kms_audit_head WHERE id = 1 FOR UPDATE";
 const AUDIT_INSERT: &str = "INSERT INTO kms_audit (seq, time_ms, client, operation, key_name,
          key_version, outcome, detail, prev_hash, hash, mac)
@@ -1468,7 +1476,7 @@ impl Store for PostgresStore {
     fn index_audit(&self) -> StoreFuture<'_, u64> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
-            let tx = lease.client()?.transaction().await?;
+            let mut tx = lease.client()?.transaction().await?;
             // The mark's row lock makes servers take turns.
             let done: i64 = tx
                 .query_opt("SELECT seq FROM kms_audit_refs_done WHERE id = 1 FOR UPDATE", &[])
@@ -1486,17 +1494,36 @@ impl Store for PostgresStore {
             };
             // One transaction: PostgreSQL's writers do not wait for each
             // other's unrelated rows, so the audit appends go on meanwhile.
-            tx.execute(
-                "INSERT INTO kms_audit_refs (segment, kind, value, seq)
-                 SELECT seq / $3, 1, client, seq FROM kms_audit WHERE seq > $1 AND seq <= $2
-                 UNION ALL
-                 SELECT seq / $3, 2, key_name, seq FROM kms_audit
-                     WHERE seq > $1 AND seq <= $2 AND key_name IS NOT NULL
-                 ORDER BY 1, 2, 3, 4
-                 ON CONFLICT DO NOTHING",
-                &[&to_i64(done), &to_i64(end), &to_i64(AUDIT_REFS_SEGMENT)],
-            )
-            .await?;
+            // The segment's rows sorted in memory (about 16 MB for
+            // 131,072 short names; the default 4 MB spills to disk).
+            tx.batch_execute("SET LOCAL work_mem = '32MB'").await?;
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
+                [&to_i64(done), &to_i64(end), &to_i64(AUDIT_REFS_SEGMENT)];
+            // A plain insert: the mark moves in the same transaction as
+            // the rows, so none after it exists, and `ON CONFLICT` would
+            // double the run's cost (speculative insertion: a second
+            // B-tree descent and WAL record per row; 1.4 s against 0.77 s
+            // for a segment at full size). Should rows after the mark be
+            // there all the same (a store restored by hand), the insert
+            // is tried again skipping them.
+            let plain = tx.savepoint("plain_refs").await?;
+            match plain
+                .execute(&format!("INSERT INTO kms_audit_refs {SEGMENT_REFS}"), &params)
+                .await
+            {
+                Ok(_) => plain.commit().await?,
+                Err(error) if error.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
+                    plain.rollback().await?;
+                    tx.execute(
+                        &format!(
+                            "INSERT INTO kms_audit_refs {SEGMENT_REFS} ON CONFLICT DO NOTHING"
+                        ),
+                        &params,
+                    )
+                    .await?;
+                }
+                Err(error) => return Err(error.into()),
+            }
             tx.execute(
                 "INSERT INTO kms_audit_refs_done (id, seq) VALUES (1, $1)
                  ON CONFLICT (id) DO UPDATE SET seq = excluded.seq",
