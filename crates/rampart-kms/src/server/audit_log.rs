@@ -38,7 +38,7 @@ pub(crate) enum WalkFrom {
 /// A verifier positioned at the start `from` asks for: the anchor or the
 /// last checkpoint, each checked against its MAC first. A mark with a
 /// wrong MAC yields a verifier that already failed, naming it.
-async fn start<'a>(state: &State, root: &'a RootKey, from: WalkFrom) -> Result<Verifier<'a>> {
+async fn start(state: &State, root: &RootKey, from: WalkFrom) -> Result<Verifier> {
     let anchor = state.store.audit_anchor().await?;
     if from == WalkFrom::Checkpoint {
         if let Some(cp) = state.store.last_audit_checkpoint().await? {
@@ -98,7 +98,10 @@ async fn start<'a>(state: &State, root: &'a RootKey, from: WalkFrom) -> Result<V
 }
 
 /// Checks the entries after the verifier's position, up to `until`
-/// (inclusive) and at most `max` of them. After a first full page,
+/// (inclusive) and at most `max` of them, and hands the verifier back.
+/// Pages are checked on the blocking pool (a page of 10,000 entries is
+/// milliseconds of hashing, which on a runtime thread would hold up the
+/// requests queued behind it). After a first full page,
 /// several pages are read at once while one is checked: the log's
 /// sequence numbers are consecutive, so the page after one that ends at
 /// `after + PAGE` starts after that, and is asked for before it arrives.
@@ -107,7 +110,7 @@ async fn start<'a>(state: &State, root: &'a RootKey, from: WalkFrom) -> Result<V
 /// which a walk page after page left idle between pages. Where the
 /// numbers are not consecutive, the verifier stops at the first gap, so
 /// a page asked for too early never matters.
-async fn walk(state: &State, verifier: &mut Verifier<'_>, until: u64, max: u64) -> Result<()> {
+async fn walk(state: &State, mut verifier: Verifier, until: u64, max: u64) -> Result<Verifier> {
     let fetch = |after: u64| {
         let store = Arc::clone(&state.store);
         (after, tokio::spawn(async move { store.audit_chain_page(after, PAGE).await }))
@@ -117,7 +120,7 @@ async fn walk(state: &State, verifier: &mut Verifier<'_>, until: u64, max: u64) 
     let mut budget = max;
     let start = verifier.expected_seq().saturating_sub(1);
     if start >= until || budget == 0 || !verifier.is_ok() {
-        return Ok(());
+        return Ok(verifier);
     }
     let page = u64::from(PAGE);
     // The pages asked for: each one's `after`, and the read under way.
@@ -138,8 +141,15 @@ async fn walk(state: &State, verifier: &mut Verifier<'_>, until: u64, max: u64) 
     while let Some((after, read)) = pending.pop_front() {
         let page_rows = read.await.map_err(joined)??;
         let full = page_rows.len() >= PAGE as usize;
-        let checked = verifier.check_page(&page_rows, until, &mut budget);
-        if !checked || !full || page_rows.last_seq() != Some(after.saturating_add(page)) {
+        let last_seq = page_rows.last_seq();
+        let checked;
+        (verifier, budget, checked) = tokio::task::spawn_blocking(move || {
+            let checked = verifier.check_page(&page_rows, until, &mut budget);
+            (verifier, budget, checked)
+        })
+        .await
+        .map_err(|e| KmsError::Store(format!("an audit check task failed: {e}")))?;
+        if !checked || !full || last_seq != Some(after.saturating_add(page)) {
             // The end of the log, of the walk, or a problem the verifier
             // reported; a full page that is not consecutive already made
             // the verifier stop at its gap.
@@ -150,7 +160,7 @@ async fn walk(state: &State, verifier: &mut Verifier<'_>, until: u64, max: u64) 
     for (_, read) in pending {
         read.abort();
     }
-    Ok(())
+    Ok(verifier)
 }
 
 /// Pages read ahead of the one being checked (see [`walk`]).
@@ -159,9 +169,8 @@ const PAGES_IN_FLIGHT: usize = 3;
 /// `POST /v1/audit/verify`: the whole chain from the anchor (or the
 /// first entry), or, `from_checkpoint`, what follows the last checkpoint.
 pub(crate) async fn verify(state: &State, root: &RootKey, from: WalkFrom) -> Result<VerifyReport> {
-    let mut verifier = start(state, root, from).await?;
-    walk(state, &mut verifier, u64::MAX, u64::MAX).await?;
-    let mut report = verifier.finish();
+    let verifier = start(state, root, from).await?;
+    let mut report = walk(state, verifier, u64::MAX, u64::MAX).await?.finish();
     if report.ok {
         // The last checkpoint must still describe the log: its entry there
         // with its hash (else the tail was cut off, and perhaps written
@@ -198,9 +207,8 @@ pub(crate) async fn verify(state: &State, root: &RootKey, from: WalkFrom) -> Res
 /// it holds and the chain grew, checkpoints its head.
 pub(crate) async fn checkpoint_once(state: &State) -> Result<Option<Mark>> {
     let Some(root) = state.root() else { return Ok(None) };
-    let mut verifier = start(state, &root, WalkFrom::Checkpoint).await?;
-    walk(state, &mut verifier, u64::MAX, MAX_CHECKPOINT_RUN).await?;
-    let report = verifier.finish();
+    let verifier = start(state, &root, WalkFrom::Checkpoint).await?;
+    let report = walk(state, verifier, u64::MAX, MAX_CHECKPOINT_RUN).await?.finish();
     if !report.ok {
         state.metrics.checkpoint(false);
         tracing::error!(
@@ -306,9 +314,8 @@ pub(crate) async fn prune(state: &State, root: &RootKey, until: u64) -> Result<(
             anchor_seq + 1
         )));
     }
-    let mut verifier = start(state, root, WalkFrom::Anchor).await?;
-    walk(state, &mut verifier, until, u64::MAX).await?;
-    let report = verifier.finish();
+    let verifier = start(state, root, WalkFrom::Anchor).await?;
+    let report = walk(state, verifier, until, u64::MAX).await?.finish();
     if !report.ok {
         return Err(KmsError::Conflict(format!(
             "the entries to prune do not verify (entry {}: {}); nothing was removed",
