@@ -598,10 +598,6 @@ impl SqliteStore {
         })
     }
 
-    /// A query that may read many rows (a page of a list, of the audit
-    /// log): always on the blocking pool, on a free reader if there is
-    /// one. Run on a runtime thread, a page of 10,000 audit entries held
-    /// it for milliseconds, and the requests queued on it waited.
     fn read<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
@@ -609,15 +605,18 @@ impl SqliteStore {
         let readers = Arc::clone(&self.readers);
         let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
         Box::pin(async move {
+            // A point query on a free reader takes microseconds: run it here
+            // rather than pay two thread hand-offs to the blocking pool.
+            // Only when every reader is busy does the wait move there.
+            for i in 0..readers.len() {
+                if let Ok(conn) = readers[(start + i) % readers.len()].try_lock() {
+                    return f(&conn);
+                }
+            }
             tokio::task::spawn_blocking(move || {
-                let free = (0..readers.len())
-                    .find_map(|i| readers[(start + i) % readers.len()].try_lock().ok());
-                let conn = match free {
-                    Some(conn) => conn,
-                    None => readers[start % readers.len()]
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner),
-                };
+                let conn = readers[start % readers.len()]
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 f(&conn)
             })
             .await
@@ -627,11 +626,10 @@ impl SqliteStore {
 }
 
 impl SqliteStore {
-    /// A lookup of a row or a few by key (the per-request reads of the
-    /// data path, a key, the audit marks): run in place on a free reader,
-    /// as it takes microseconds and, in WAL mode, never waits for the
-    /// writer, rather than pay two thread hand-offs; on the blocking pool
-    /// only when every reader is busy.
+    /// A primary-key lookup (the per-request reads of the data path): run
+    /// in place on a free reader, as it takes microseconds and, in WAL
+    /// mode, never waits for the writer; on the blocking pool only when
+    /// every reader is busy.
     fn read_point<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
@@ -942,7 +940,7 @@ impl Store for SqliteStore {
     }
 
     fn get_meta(&self, name: &'static str) -> StoreFuture<'_, Option<Vec<u8>>> {
-        self.read_point(move |conn| {
+        self.read(move |conn| {
             Ok(conn
                 .query_row("SELECT value FROM kms_meta WHERE name = ?1", [name], |r| r.get(0))
                 .optional()?)
@@ -1081,7 +1079,7 @@ impl Store for SqliteStore {
     }
 
     fn get_key(&self, name: String) -> StoreFuture<'_, Option<KeyInfo>> {
-        self.read_point(move |conn| Ok(load_keys(conn, &name)?.pop()))
+        self.read(move |conn| Ok(load_keys(conn, &name)?.pop()))
     }
 
     fn key_material(
@@ -1299,13 +1297,11 @@ impl Store for SqliteStore {
     }
 
     fn audit_anchor(&self) -> StoreFuture<'_, Option<Mark>> {
-        self.read_point(|conn| {
-            read_mark(conn, "SELECT seq, hash, time_ms, mac FROM kms_audit_anchor")
-        })
+        self.read(|conn| read_mark(conn, "SELECT seq, hash, time_ms, mac FROM kms_audit_anchor"))
     }
 
     fn last_audit_checkpoint(&self) -> StoreFuture<'_, Option<Mark>> {
-        self.read_point(|conn| {
+        self.read(|conn| {
             read_mark(
                 conn,
                 "SELECT seq, hash, time_ms, mac FROM kms_audit_checkpoints ORDER BY seq DESC LIMIT 1",
@@ -1376,7 +1372,7 @@ impl Store for SqliteStore {
     }
 
     fn audit_hash(&self, seq: u64) -> StoreFuture<'_, Option<String>> {
-        self.read_point(move |conn| {
+        self.read(move |conn| {
             let hash: Option<Vec<u8>> = conn
                 .query_row("SELECT hash FROM kms_audit WHERE seq = ?1", [to_i64(seq)], |r| r.get(0))
                 .optional()?;
