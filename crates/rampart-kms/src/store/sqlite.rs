@@ -598,6 +598,11 @@ impl SqliteStore {
         })
     }
 
+    /// A read on a free reader, in place. Scans too (pages of lists and of
+    /// the audit log): sent to the blocking pool, whose threads each keep
+    /// a malloc arena of the pages they freed, they took the fleet run's
+    /// peak RSS from 178 to 227 MiB (BENCHMARKS.md, "Audit pages checked
+    /// on the blocking pool").
     fn read<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
