@@ -5,7 +5,6 @@
 //! and verification from them, export / prune / verify of archives,
 //! tampering inside archives and checkpoints, the file and syslog sinks,
 //! and which requests are chained.
-#![allow(clippy::unwrap_used)] // test helpers: a failed set-up step should panic
 
 use crate::common;
 

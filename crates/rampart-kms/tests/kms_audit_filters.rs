@@ -9,7 +9,6 @@
 //! prune, and after the step's migration ran again over a filled log.
 //! The key selector and client label side tables of schema step 10 are
 //! checked against their migration here too.
-#![allow(clippy::unwrap_used)] // test helpers: a failed set-up step should panic
 
 use crate::common;
 

@@ -8,7 +8,6 @@
 //!
 //! The cluster comes from `$RAMPART_TEST_PG_URL` (scripts/test starts one)
 //! or, outside CI, is a throwaway one from scripts/pg-test-cluster.
-#![allow(clippy::unwrap_used)] // test helpers: a failed set-up step should panic
 
 use crate::common;
 

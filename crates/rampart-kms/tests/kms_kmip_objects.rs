@@ -12,7 +12,6 @@
 //! inherits until changed; a per-key store migrates); Locate over
 //! thousands of keys (walked a store page at a time, at most 10,000
 //! identifiers an answer); and refusals with Result Reasons.
-#![allow(clippy::unwrap_used)] // test helpers: a failed set-up step should panic
 
 use rampart_kmip::enums::{
     BlockCipherMode, CryptographicAlgorithm, LinkType, ObjectType, Operation, ResultReason,

@@ -7,7 +7,6 @@
 //! front end does not serve (and an unknown object), which PyKMIP must
 //! receive as well-formed failures with a Result Reason. The results are checked, not just the
 //! status. A missing PyKMIP fails the test.
-#![allow(clippy::unwrap_used)] // test helpers: a failed set-up step should panic
 
 use std::path::Path;
 use std::process::Command;

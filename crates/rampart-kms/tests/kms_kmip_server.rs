@@ -8,7 +8,6 @@
 //! answered and closed), missing and unregistered certificates refused,
 //! and every batch item in the hash-chained audit log, which still
 //! verifies.
-#![allow(clippy::unwrap_used)] // test helpers: a failed set-up step should panic
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -12,7 +12,6 @@
 //!   audit's time, client, key, operation and outcome);
 //! - on PostgreSQL, a page of one state walks the state index and reads
 //!   no table from end to end.
-#![allow(clippy::unwrap_used)] // test helpers: a failed set-up step should panic
 
 use crate::common;
 

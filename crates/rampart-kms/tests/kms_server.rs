@@ -4,7 +4,6 @@
 //! the cluster at `$RAMPART_TEST_PG_URL` (scripts/test starts one), or,
 //! outside CI, in a throwaway cluster started by scripts/pg-test-cluster.
 //! Under CI a missing `$RAMPART_TEST_PG_URL` fails the PostgreSQL tests.
-#![allow(clippy::unwrap_used)] // test helpers: a failed set-up step should panic
 
 use crate::common;
 
