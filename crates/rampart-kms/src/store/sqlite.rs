@@ -598,11 +598,11 @@ impl SqliteStore {
         })
     }
 
-    /// A read on a free reader, in place. Scans too (pages of lists and of
-    /// the audit log): sent to the blocking pool, whose threads each keep
-    /// a malloc arena of the pages they freed, they took the fleet run's
-    /// peak RSS from 178 to 227 MiB (BENCHMARKS.md, "Audit pages checked
-    /// on the blocking pool").
+    /// A read on a free reader, in place; scans (pages of lists and of the
+    /// audit log) too. Sent to the blocking pool, they raised the fleet
+    /// run's peak RSS from 178 to 227 MiB: each of its threads keeps a
+    /// malloc arena of the pages it freed (BENCHMARKS.md, "Audit pages
+    /// checked on the blocking pool").
     fn read<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
