@@ -16,7 +16,7 @@
 /// machine, 4096-byte blocks: 2 lanes 2.1–2.5 GB/s, 4 lanes 3.0–3.1 GB/s
 /// (the SHA unit's throughput: more lanes only spill registers, 8 gave
 /// 2.9), one at a time 1.77 GB/s. On Zen 3 the gain is smaller (4 KiB
-/// blocks 1.1–1.3x, 128-byte messages none: BENCHMARKS.md, "What bounds
+/// blocks 1.1–1.35x, 128-byte messages none: BENCHMARKS.md, "What bounds
 /// the PostgreSQL audit walk on Zen 3").
 pub(crate) const LANES: usize = 4;
 
