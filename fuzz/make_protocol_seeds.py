@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Writes the seed corpora of the nbd_server, kms_request, kms_bundle and
-kmip_ttlv fuzz targets (corpus/<target>/). Run it again after changing
+"""Writes the seed corpora of the nbd_server, kms_request, kms_bundle,
+kmip_ttlv and kms_audit_archive fuzz targets (corpus/<target>/). Run it again after changing
 it and commit the result (the kms_bundle seeds get a new throwaway key pair
 each time). The kms_bundle seeds need `openssl` (a throwaway
 CA, certificate and key made for the corpus, used nowhere else)."""
+import hashlib
+import hmac
 import json
 import os
 import struct
@@ -223,8 +225,78 @@ def kmip_ttlv_seeds():
         write("kmip_ttlv", name, data)
 
 
+# --- Audit archives: the chain written here, independently of the Rust ----
+
+AUDIT_ROOT = b"\x5a" * 32  # the root key of fuzz/src/audit.rs
+MAX_SEQ = (1 << 63) - 1
+
+
+def audit_mac_key(root):
+    # HKDF-SHA256 (RFC 5869), empty salt, one block of output.
+    prk = hmac.new(b"", root, hashlib.sha256).digest()
+    return hmac.new(prk, b"rampart-kms audit mac v1" + b"\x01", hashlib.sha256).digest()
+
+
+def canonical(seq, e):
+    def field(b):
+        return struct.pack(">I", len(b)) + b
+    version = b"" if e.get("version") is None else str(e["version"]).encode()
+    return (b"rampart-kms-audit-v1" + field(str(seq).encode()) + field(str(e["time_ms"]).encode())
+            + field(e["client"].encode()) + field(e["operation"].encode())
+            + field((e.get("key") or "").encode()) + field(version)
+            + field(e["outcome"].encode()) + field(e["detail"].encode()))
+
+
+def archive(anchor_seq, anchor_hash, drafts, last_seq=None, macs=True):
+    """An exported segment of `drafts` after the anchor, chained and MACed."""
+    mac_key = audit_mac_key(AUDIT_ROOT)
+    header = dict(format="rampart-kms-audit-export", version=1, anchor_seq=anchor_seq,
+                  anchor_hash=anchor_hash.hex(), first_seq=anchor_seq + 1,
+                  last_seq=anchor_seq + len(drafts) if last_seq is None else last_seq,
+                  exported_ms=1764300000000)
+    lines = [json.dumps(header)]
+    prev = anchor_hash
+    for i, d in enumerate(drafts):
+        seq = anchor_seq + 1 + i
+        h = hashlib.sha256(prev + canonical(seq, d)).digest()
+        entry = dict(seq=seq, prev_hash=prev.hex(), **d, hash=h.hex())
+        if macs and not d.get("sealed"):
+            entry["mac"] = hmac.new(mac_key, h, hashlib.sha256).hexdigest()
+        entry.pop("sealed", None)
+        lines.append(json.dumps(entry, ensure_ascii=False))
+        prev = h
+    return ("\n".join(lines) + "\n").encode()
+
+
+def kms_audit_archive_seeds():
+    def draft(n, **kw):
+        d = dict(time_ms=1764300000000 + n, client="host-0000042", operation="key.unwrap",
+                 key="disk-key", version=1, outcome="ok", detail="200")
+        d.update(kw)
+        return {k: v for k, v in d.items() if v is not None}
+    drafts = [draft(1, operation="key.create", client="admin", version=None),
+              draft(2),
+              draft(3, outcome="denied", detail="403 policy: label role=db required"),
+              draft(4, operation="audit.export", key=None, version=None, detail="until 3"),
+              draft(5, client="-", operation="unseal", key=None, version=None, sealed=True),
+              draft(6, detail="200 \u00e9t\u00e9 \u2603 \"quoted\" \\ tab\t", version=4294967295,
+                    time_ms=-1)]
+    seeds = {
+        "from-genesis": archive(0, bytes(32), drafts),
+        "after-prune": archive(1000, hashlib.sha256(b"entry 1000").digest(), drafts[1:4]),
+        "empty-range": archive(7, hashlib.sha256(b"entry 7").digest(), []),
+        "near-max-seq": archive(MAX_SEQ - 3, hashlib.sha256(b"late").digest(), drafts[:3]),
+        "beyond-max-seq": archive(MAX_SEQ - 1, hashlib.sha256(b"late").digest(), drafts[:3]),
+        "no-macs": archive(0, bytes(32), drafts[:3], macs=False),
+        "header-says-more": archive(0, bytes(32), drafts[:2], last_seq=5),
+    }
+    for name, data in seeds.items():
+        write("kms_audit_archive", name, data)
+
+
 if __name__ == "__main__":
     nbd_seeds()
     kms_request_seeds()
     kms_bundle_seeds()
     kmip_ttlv_seeds()
+    kms_audit_archive_seeds()

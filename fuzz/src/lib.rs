@@ -1,15 +1,19 @@
-//! The bodies of Rampart's fuzz targets, one function per target, shared
-//! by the libFuzzer binaries in `fuzz_targets/` and by `tests/replay.rs`,
-//! which runs every seed-corpus file through them on a stable toolchain.
+//! The bodies of Rampart's fuzz targets, one function per target, called
+//! by the libFuzzer binaries in `fuzz_targets/` (`xts_engine` keeps its
+//! body there).
 //!
 //! Each function takes the raw input and must never panic, hang or
 //! allocate by an untrusted length: libFuzzer reports any of these.
 
+mod audit;
+mod file;
 mod kmip;
 mod kms;
 mod luks;
 mod nbd;
 
+pub use audit::kms_audit_archive;
+pub use file::{file_format, openssl_enc};
 pub use kmip::kmip_ttlv;
 pub use kms::{kms_binding_token, kms_bundle, kms_request};
 pub use nbd::nbd_server;

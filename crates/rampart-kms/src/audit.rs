@@ -25,6 +25,11 @@ use crate::model::{AuditDraft, AuditEntry};
 /// The hash before the first entry.
 pub const GENESIS: [u8; 32] = [0u8; 32];
 
+/// The largest sequence number an entry can have: both stores keep them
+/// as signed 64-bit integers (PostgreSQL `BIGINT`, SQLite `INTEGER`). An
+/// entry numbered above it can only come from an edited file.
+pub const MAX_SEQ: u64 = i64::MAX as u64;
+
 /// The canonical bytes of an entry with sequence number `seq`.
 #[must_use]
 pub fn canonical(seq: u64, draft: &AuditDraft) -> Vec<u8> {
@@ -393,7 +398,8 @@ impl Verifier {
         }
         self.report.entries += 1;
         self.report.head_seq = entry.seq;
-        self.report.head_hash.clone_from(&entry.hash);
+        self.report.head_hash = entry.hash.to_ascii_lowercase();
+        // At most MAX_SEQ (checked above): one more fits.
         self.expected_seq = entry.seq + 1;
         true
     }
@@ -405,6 +411,9 @@ impl Verifier {
                 self.expected_seq, entry.seq
             ));
         }
+        if entry.seq > MAX_SEQ {
+            return Some(beyond_max_seq(entry.seq));
+        }
         let draft = AuditDraft {
             time_ms: entry.time_ms,
             client: entry.client.clone(),
@@ -415,12 +424,13 @@ impl Verifier {
             detail: entry.detail.clone(),
         };
         let hash = chain_hash(&self.prev, entry.seq, &draft);
-        if hex::encode(hash) != entry.hash {
+        // Hex is compared as a value: an archive's tools may upper-case it.
+        if !entry.hash.eq_ignore_ascii_case(&hex::encode(hash)) {
             return Some(format!("entry {} does not match its hash: it was edited, or an entry before it was removed", entry.seq));
         }
         match (&entry.mac, &self.macer) {
             (Some(mac), Some(macer)) => {
-                if hex::encode(macer.mac(&hash)) != *mac {
+                if !mac.eq_ignore_ascii_case(&hex::encode(macer.mac(&hash))) {
                     return Some(format!(
                         "entry {} has a wrong MAC: the chain was rewritten without the root key",
                         entry.seq
@@ -454,18 +464,22 @@ impl Verifier {
         let stopped = n < page.rows.len();
         let rows = &page.rows[..n];
         // Sequence numbers first: the run to hash ends at the first gap.
-        let gap =
-            rows.iter().zip(self.expected_seq..).position(|(row, expected)| row.seq != expected);
+        let expected = |i: usize| self.expected_seq.checked_add(i as u64);
+        let gap = rows
+            .iter()
+            .enumerate()
+            .position(|(i, row)| Some(row.seq) != expected(i) || row.seq > MAX_SEQ);
         let run = &rows[..gap.unwrap_or(n)];
         let (good, unauthenticated, problem) =
             check_rows(page, run, &self.prev, self.macer.as_ref());
         let problem = problem.or_else(|| {
-            gap.map(|i| {
-                format!(
+            gap.map(|i| match expected(i) {
+                Some(seq) if seq == rows[i].seq => beyond_max_seq(seq),
+                _ => format!(
                     "expected entry {} but found {}: entries were removed or reordered",
-                    self.expected_seq + i as u64,
+                    self.expected_seq.saturating_add(i as u64),
                     rows[i].seq
-                )
+                ),
             })
         });
         self.report.unauthenticated += unauthenticated;
@@ -476,6 +490,7 @@ impl Verifier {
             let hash = last.hash.unwrap_or_default();
             self.prev.clear();
             self.prev.extend_from_slice(&hash);
+            // At most MAX_SEQ (a gap otherwise): one more fits.
             self.expected_seq = last.seq + 1;
             self.report.head_seq = last.seq;
             self.report.head_hash = hex::encode(hash);
@@ -496,6 +511,10 @@ impl Verifier {
     pub fn finish(self) -> VerifyReport {
         self.report
     }
+}
+
+fn beyond_max_seq(seq: u64) -> String {
+    format!("entry {seq} is numbered beyond the largest sequence number a store holds ({MAX_SEQ})")
 }
 
 /// Rows a thread of [`Verifier::check_page`] takes at least: below
@@ -848,11 +867,16 @@ mod tests {
     }
 
     fn chain(root: &RootKey, n: u32) -> Vec<AuditEntry> {
-        let mut prev = GENESIS.to_vec();
+        chain_after(root, 0, &GENESIS, n)
+    }
+
+    /// `n` entries after entry `anchor`, whose hash is `prev`.
+    fn chain_after(root: &RootKey, anchor: u64, prev: &[u8], n: u32) -> Vec<AuditEntry> {
+        let mut prev = prev.to_vec();
         let mut out = Vec::new();
         for i in 1..=n {
             let d = draft(i);
-            let row = seal_entry(&prev, u64::from(i), &d, Some(root));
+            let row = seal_entry(&prev, anchor + u64::from(i), &d, Some(root));
             prev.clone_from(&row.hash);
             out.push(AuditEntry {
                 seq: row.seq,
@@ -1015,6 +1039,71 @@ mod tests {
             d.detail.as_bytes(),
         );
         assert_eq!(buf, canonical(9, &d));
+    }
+
+    /// An entry numbered past what a store can hold (only an edited
+    /// archive has one) fails both walks, naming it, instead of
+    /// overflowing the next expected number; up to it, chains verify.
+    #[test]
+    fn entries_numbered_past_a_stores_range_fail_both_walks() {
+        let (root, _) = RootKey::generate().unwrap();
+        let anchor = [9u8; 32];
+        let walks = |start: u64, entries: &[AuditEntry]| {
+            let mut one = Verifier::starting_at(Some(&root), start, &anchor, "anchor");
+            for e in entries {
+                one.check(e);
+            }
+            let mut page = ChainPage::with_capacity(entries.len());
+            for e in entries {
+                page.push(
+                    e.seq,
+                    e.time_ms,
+                    e.client.as_bytes(),
+                    e.operation.as_bytes(),
+                    e.key.as_deref().map(str::as_bytes),
+                    e.version.map(i64::from),
+                    e.outcome.as_bytes(),
+                    e.detail.as_bytes(),
+                    &hex::decode(&e.hash).unwrap(),
+                    e.mac.as_ref().map(|m| hex::decode(m).unwrap()).as_deref(),
+                );
+            }
+            let mut paged = Verifier::starting_at(Some(&root), start, &anchor, "anchor");
+            let mut budget = u64::MAX;
+            paged.check_page(&page, u64::MAX, &mut budget);
+            (one.finish(), paged.finish())
+        };
+        let up_to_max = chain_after(&root, MAX_SEQ - 3, &anchor, 3);
+        let (one, paged) = walks(MAX_SEQ - 3, &up_to_max);
+        assert!(one.ok && paged.ok, "{one:?} {paged:?}");
+        assert_eq!((one.head_seq, paged.head_seq), (MAX_SEQ, MAX_SEQ));
+
+        let past = chain_after(&root, MAX_SEQ - 1, &anchor, 3);
+        let (one, paged) = walks(MAX_SEQ - 1, &past);
+        for report in [&one, &paged] {
+            assert!(!report.ok);
+            assert_eq!((report.entries, report.first_bad_seq), (1, Some(MAX_SEQ + 1)));
+            assert!(
+                report.problem.as_deref().unwrap().contains("beyond the largest"),
+                "{report:?}"
+            );
+        }
+        let (one, paged) = walks(u64::MAX, &chain_after(&root, u64::MAX - 1, &anchor, 1));
+        assert!(!one.ok && !paged.ok);
+    }
+
+    /// Hashes and MACs are hex values: upper-case hex verifies too.
+    #[test]
+    fn upper_case_hex_verifies() {
+        let (root, _) = RootKey::generate().unwrap();
+        let mut entries = chain(&root, 3);
+        for e in &mut entries {
+            e.hash = e.hash.to_ascii_uppercase();
+            e.mac = e.mac.as_ref().map(|m| m.to_ascii_uppercase());
+        }
+        let report = verify(&root, &entries);
+        assert!(report.ok, "{report:?}");
+        assert_eq!(report, verify_pages(&root, &entries));
     }
 
     /// The numbers of the canonical form are their `Display` text, as
