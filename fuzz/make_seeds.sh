@@ -57,6 +57,32 @@ fmt luks1-pbkdf2-cbc128 --type luks1 --pbkdf-force-iterations 1000 \
 # which makes the eight keyslot areas 1 MiB).
 fmt luks1-cbcplain-sha1 --type luks1 --pbkdf-force-iterations 1000 --hash sha1 \
     --cipher aes-cbc-plain64 --key-size 128
+# LUKS2 reencryption metadata (luks2/reencrypt.rs): a reencryption, an
+# encryption and a decryption initialized (--init-only; the reencrypt
+# keyslot needs a 512 KiB keyslots area), and a reencryption killed
+# half-way, its data segments split around the hotzone.
+offline="--force-offline-reencrypt -q --key-file pass"
+fmt luks2-reencrypt-init --type luks2 $pbkdf2 --cipher aes-xts-plain64 --key-size 256 \
+    --luks2-keyslots-size 512k
+cryptsetup reencrypt --init-only $offline --header luks2-reencrypt-init.img $pbkdf2 \
+    --resilience journal data.img
+cryptsetup reencrypt --encrypt --init-only $offline --header luks2-encrypt-init.img $pbkdf2 \
+    --cipher aes-xts-plain64 --key-size 256 --luks2-keyslots-size 512k data.img
+fmt luks2-decrypt-init --type luks2 $pbkdf2 --cipher aes-xts-plain64 --key-size 256 \
+    --luks2-keyslots-size 512k
+cryptsetup reencrypt --decrypt --init-only $offline --header luks2-decrypt-init.img data.img
+truncate -s 1G big.data
+cryptsetup luksFormat -q --type luks2 --header luks2-reencrypt-interrupted.img --key-file pass \
+    $pbkdf2 --cipher aes-xts-plain64 --key-size 256 --luks2-keyslots-size 512k big.data
+cryptsetup reencrypt $offline --header luks2-reencrypt-interrupted.img $pbkdf2 \
+    --resilience checksum --hotzone-size 4M big.data &
+sleep 1
+kill -9 $!
+wait $! || true
+cryptsetup luksDump luks2-reencrypt-interrupted.img | grep -q in-reencryption || {
+    echo "the reencryption was not caught half-way" >&2
+    exit 1
+}
 
 mkdir -p "$out"
 for f in *.img; do

@@ -527,6 +527,17 @@ fn rampart_finishes_what_cryptsetup_initialised() {
     let mut init = vec!["reencrypt", "--decrypt", "--init-only", "--header", p(&header)];
     init.extend(["--force-offline-reencrypt", "-q", "--key-file", p(&key), p(&vol)]);
     ok("cryptsetup reencrypt --decrypt --init-only", cryptsetup(&init));
+    // The passphrase is tested as cryptsetup tests it during a decryption:
+    // against the old key (the final side, plaintext, has none).
+    let wrong = dir.file("wrong", b"not the passphrase");
+    for (passphrase, code) in [(&key, 0), (&wrong, 2)] {
+        let mut test = vec!["open", "--test-passphrase", "--header", p(&header)];
+        test.extend(["--key-file", p(passphrase), p(&vol)]);
+        assert_eq!(cryptsetup(&test).status.code(), Some(code), "cryptsetup --test-passphrase");
+        let out =
+            rampart(&["test-key", "--header", p(&header), p(&vol), "--key-file", p(passphrase)]);
+        assert_eq!(out.status.code(), Some(code), "rampart test-key: {}", text(&out.stderr));
+    }
     ok(
         "rampart reencrypt --resume-only (decrypt)",
         rampart(&[

@@ -355,9 +355,17 @@ impl Luks2 {
 
     /// The digest of the volume key: that of the default segment
     /// (cryptsetup's: the `backup-final` segment during a reencryption,
-    /// else segment 0), whatever its type.
+    /// else segment 0). A decryption's final side is plaintext (a `linear`
+    /// segment, no digest): then it is the old key's (`backup-previous`),
+    /// the only key cryptsetup's activation and `--test-passphrase` open
+    /// during a decryption.
     fn segment_digest(&self) -> Result<(usize, &DigestJson)> {
-        let seg_id = segment::default_segment(&self.meta);
+        let mut seg_id = segment::default_segment(&self.meta);
+        if !matches!(self.meta.segments.get(&seg_id), Some(json::SegmentJson::Crypt(_))) {
+            if let Some(previous) = reencrypt::segment_by_flag(&self.meta, "backup-previous") {
+                seg_id = previous;
+            }
+        }
         let (id, digest) = self
             .meta
             .digest_of_segment(seg_id)
