@@ -398,7 +398,8 @@ impl Verifier {
         }
         self.report.entries += 1;
         self.report.head_seq = entry.seq;
-        self.report.head_hash = entry.hash.to_ascii_lowercase();
+        self.report.head_hash.clone_from(&entry.hash);
+        self.report.head_hash.make_ascii_lowercase();
         // At most MAX_SEQ (checked above): one more fits.
         self.expected_seq = entry.seq + 1;
         true

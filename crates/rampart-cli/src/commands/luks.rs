@@ -28,9 +28,16 @@ pub fn paths(args: &VolumeArgs) -> VolumePaths {
     VolumePaths::new(&args.volume, args.header.as_deref())
 }
 
+/// Prints a load's warnings, each once per process: a command that loads
+/// the header twice (to unlock, then to write under the lock) says it once.
 pub fn warn(report: &LoadReport) {
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     for warning in &report.warnings {
-        eprintln!("rampart: warning: {warning}");
+        if !said.contains(warning) {
+            eprintln!("rampart: warning: {warning}");
+            said.push(warning.clone());
+        }
     }
 }
 
