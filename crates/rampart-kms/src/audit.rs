@@ -940,26 +940,30 @@ mod tests {
     ) -> VerifyReport {
         let mut v = Verifier::new(Some(root));
         for chunk in entries.chunks(size) {
-            let mut page = ChainPage::with_capacity(chunk.len());
-            for e in chunk {
-                page.push(
-                    e.seq,
-                    e.time_ms,
-                    e.client.as_bytes(),
-                    e.operation.as_bytes(),
-                    e.key.as_deref().map(str::as_bytes),
-                    e.version.map(i64::from),
-                    e.outcome.as_bytes(),
-                    e.detail.as_bytes(),
-                    &hex::decode(&e.hash).unwrap(),
-                    e.mac.as_ref().map(|m| hex::decode(m).unwrap()).as_deref(),
-                );
-            }
-            if !v.check_page(&page, u64::MAX, &mut budget) {
+            if !v.check_page(&page_of(chunk), u64::MAX, &mut budget) {
                 break;
             }
         }
         v.finish()
+    }
+
+    fn page_of(entries: &[AuditEntry]) -> ChainPage {
+        let mut page = ChainPage::with_capacity(entries.len());
+        for e in entries {
+            page.push(
+                e.seq,
+                e.time_ms,
+                e.client.as_bytes(),
+                e.operation.as_bytes(),
+                e.key.as_deref().map(str::as_bytes),
+                e.version.map(i64::from),
+                e.outcome.as_bytes(),
+                e.detail.as_bytes(),
+                &hex::decode(&e.hash).unwrap(),
+                e.mac.as_ref().map(|m| hex::decode(m).unwrap()).as_deref(),
+            );
+        }
+        page
     }
 
     /// Pages large enough to be checked on several threads reach the
@@ -1054,24 +1058,9 @@ mod tests {
             for e in entries {
                 one.check(e);
             }
-            let mut page = ChainPage::with_capacity(entries.len());
-            for e in entries {
-                page.push(
-                    e.seq,
-                    e.time_ms,
-                    e.client.as_bytes(),
-                    e.operation.as_bytes(),
-                    e.key.as_deref().map(str::as_bytes),
-                    e.version.map(i64::from),
-                    e.outcome.as_bytes(),
-                    e.detail.as_bytes(),
-                    &hex::decode(&e.hash).unwrap(),
-                    e.mac.as_ref().map(|m| hex::decode(m).unwrap()).as_deref(),
-                );
-            }
             let mut paged = Verifier::starting_at(Some(&root), start, &anchor, "anchor");
             let mut budget = u64::MAX;
-            paged.check_page(&page, u64::MAX, &mut budget);
+            paged.check_page(&page_of(entries), u64::MAX, &mut budget);
             (one.finish(), paged.finish())
         };
         let up_to_max = chain_after(&root, MAX_SEQ - 3, &anchor, 3);
