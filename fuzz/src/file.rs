@@ -208,8 +208,7 @@ fn round_trip(input: &[u8]) {
     assert!(verdict.is_err(), "a changed file (change {what} at {at}) still decrypted");
 }
 
-/// The file in a scratch file of this process (`decrypt_range` reads a
-/// `File`).
+/// The bytes in an unnamed scratch file (`decrypt_range` reads a `File`).
 fn scratch_file(bytes: &[u8]) -> std::fs::File {
     let path = std::env::temp_dir().join(format!("rampart-fuzz-file-{}", std::process::id()));
     let mut file = std::fs::OpenOptions::new()
@@ -219,6 +218,9 @@ fn scratch_file(bytes: &[u8]) -> std::fs::File {
         .truncate(true)
         .open(&path)
         .expect("a scratch file in the temporary directory");
+    // Unlinked at once: the open file is all the target needs, and no
+    // fuzzing run leaves one behind.
+    let _ = std::fs::remove_file(&path);
     file.write_all(bytes).expect("writing the scratch file");
     file.seek(SeekFrom::Start(0)).expect("seeking the scratch file");
     file
