@@ -918,6 +918,21 @@ mod tests {
         }
     }
 
+    /// Argument ids used twice in one command (such as a `--version N`
+    /// beside the program's propagated `--version`): clap's own check of
+    /// this runs only in debug builds, and CI tests release builds.
+    fn duplicate_ids(command: &clap::Command, path: &str, found: &mut Vec<String>) {
+        let mut seen = std::collections::HashSet::new();
+        for arg in command.get_arguments() {
+            if !seen.insert(arg.get_id().as_str()) {
+                found.push(format!("{path} <{}>", arg.get_id()));
+            }
+        }
+        for sub in command.get_subcommands() {
+            duplicate_ids(sub, &format!("{path} {}", sub.get_name()), found);
+        }
+    }
+
     #[test]
     fn every_command_and_flag_has_help_text() {
         let command = Args::command();
@@ -925,5 +940,10 @@ mod tests {
         let mut missing = Vec::new();
         missing_help(&command, "rampart", &mut missing);
         assert!(missing.is_empty(), "without help text: {missing:#?}");
+        let mut built = command;
+        built.build();
+        let mut duplicates = Vec::new();
+        duplicate_ids(&built, "rampart", &mut duplicates);
+        assert!(duplicates.is_empty(), "argument ids used twice: {duplicates:#?}");
     }
 }

@@ -463,6 +463,8 @@ pub enum KeyCommand {
         client: ClientArgs,
     },
     /// Revoke a key (or one version): no more wrap or unwrap.
+    // Its `--version N` names a key version: no `--version` of the program here.
+    #[command(disable_version_flag = true)]
     Revoke {
         /// The key name.
         #[arg(value_name = "NAME")]
@@ -477,6 +479,8 @@ pub enum KeyCommand {
         client: ClientArgs,
     },
     /// Erase a key's material (or one version's), irreversibly.
+    // Its `--version N` names a key version: no `--version` of the program here.
+    #[command(disable_version_flag = true)]
     Destroy {
         /// The key name.
         #[arg(value_name = "NAME")]
@@ -519,6 +523,8 @@ pub enum KeyCommand {
         client: ClientArgs,
     },
     /// Write the raw material of an exportable key (hex) to standard output or --out.
+    // Its `--version N` names a key version: no `--version` of the program here.
+    #[command(disable_version_flag = true)]
     Export {
         /// The key name.
         #[arg(value_name = "NAME")]
