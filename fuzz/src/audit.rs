@@ -136,23 +136,7 @@ impl Parsed {
             }
         }
         let mut page = ChainPage::with_capacity(entries.len());
-        for e in &entries {
-            let hash = hex::decode(&e.hash).unwrap_or_else(|_| e.hash.clone().into_bytes());
-            let mac =
-                e.mac.as_ref().map(|m| hex::decode(m).unwrap_or_else(|_| m.clone().into_bytes()));
-            page.push(
-                e.seq,
-                e.time_ms,
-                e.client.as_bytes(),
-                e.operation.as_bytes(),
-                e.key.as_deref().map(str::as_bytes),
-                e.version.map(i64::from),
-                e.outcome.as_bytes(),
-                e.detail.as_bytes(),
-                &hash,
-                mac.as_deref(),
-            );
-        }
+        entries.iter().for_each(|e| page.push_entry(e));
         let mut paged = Verifier::starting_at(Some(root), start, &self.anchor, "anchor");
         let mut budget = u64::MAX;
         paged.check_page(&page, u64::MAX, &mut budget);

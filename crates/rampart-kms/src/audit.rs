@@ -164,6 +164,24 @@ impl ChainPage {
         });
     }
 
+    /// Adds an entry as the API and archives show it (hash and MAC in hex;
+    /// malformed hex is kept as no hash, which cannot match).
+    pub fn push_entry(&mut self, e: &AuditEntry) {
+        let mac = e.mac.as_ref().map(|m| hex::decode(m).unwrap_or_default());
+        self.push(
+            e.seq,
+            e.time_ms,
+            e.client.as_bytes(),
+            e.operation.as_bytes(),
+            e.key.as_deref().map(str::as_bytes),
+            e.version.map(i64::from),
+            e.outcome.as_bytes(),
+            e.detail.as_bytes(),
+            &hex::decode(&e.hash).unwrap_or_default(),
+            mac.as_deref(),
+        );
+    }
+
     #[must_use]
     pub fn len(&self) -> usize {
         self.rows.len()
@@ -949,20 +967,7 @@ mod tests {
 
     fn page_of(entries: &[AuditEntry]) -> ChainPage {
         let mut page = ChainPage::with_capacity(entries.len());
-        for e in entries {
-            page.push(
-                e.seq,
-                e.time_ms,
-                e.client.as_bytes(),
-                e.operation.as_bytes(),
-                e.key.as_deref().map(str::as_bytes),
-                e.version.map(i64::from),
-                e.outcome.as_bytes(),
-                e.detail.as_bytes(),
-                &hex::decode(&e.hash).unwrap(),
-                e.mac.as_ref().map(|m| hex::decode(m).unwrap()).as_deref(),
-            );
-        }
+        entries.iter().for_each(|e| page.push_entry(e));
         page
     }
 
