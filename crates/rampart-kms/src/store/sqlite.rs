@@ -103,6 +103,19 @@ const INDEX_READER_CACHE_KIB: i64 = -1024;
 /// database file: at a fleet's write rate about as many pages as SQLite's
 /// own automatic checkpoint would take (1,000), so the WAL stays a few MiB.
 const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(200);
+/// WAL pages past which the writer checkpoints at its commit after all.
+/// A passive checkpoint on another connection can copy the WAL, but only
+/// the writer restarts it from its beginning, and only when a checkpoint
+/// has copied every frame before it starts its next transaction: a writer
+/// that never pauses (`kms populate`, a fleet's sustained audit traffic)
+/// appends frames during each of the [`Checkpointer`]'s runs, and its WAL
+/// grew without bound (31 GB in three minutes of populating). At this
+/// size the writer's own checkpoint, which no write can overtake, lets
+/// the next transaction restart the WAL: one pause per 64 MiB written,
+/// none at all where the writes leave gaps.
+const WAL_RESTART_PAGES: i64 = 16 * 1024;
+/// The WAL file is truncated to this size whenever it restarts.
+const WAL_SIZE_LIMIT_BYTES: i64 = 64 * 1024 * 1024;
 /// How long a destroy keeps trying to truncate the WAL ([`truncate_wal`]).
 const TRUNCATE_PATIENCE: Duration = Duration::from_secs(10);
 
@@ -477,8 +490,10 @@ impl SqliteStore {
         // WAL with synchronous=NORMAL: commits are atomic and survive a
         // crash of the process; only a power loss can lose the last ones.
         writer.pragma_update(None, "synchronous", "NORMAL")?;
-        // Checkpoints are the Checkpointer's, off the write path.
-        writer.pragma_update(None, "wal_autocheckpoint", 0)?;
+        // Checkpoints are the Checkpointer's, off the write path, unless
+        // the WAL grows past WAL_RESTART_PAGES.
+        writer.pragma_update(None, "wal_autocheckpoint", WAL_RESTART_PAGES)?;
+        writer.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT_BYTES)?;
         // The reference indexer inserts each batch's (client, key) rows
         // at their names' places in the current segment of
         // `kms_audit_refs`: with a fleet's keys and hosts those are pages
@@ -1923,7 +1938,10 @@ mod tests {
             .write_log(|conn| Ok(conn.query_row("PRAGMA wal_autocheckpoint", [], |r| r.get(0))?))
             .await
             .expect("pragma");
-        assert_eq!(auto, 0, "a commit that fills the WAL must not checkpoint it");
+        assert_eq!(
+            auto, WAL_RESTART_PAGES,
+            "a commit that fills the WAL to SQLite's 1,000 pages must not checkpoint it"
+        );
 
         // 16 MiB in 4 KiB rows, well past SQLite's own 1,000-page trigger.
         const ROWS: usize = 4096;
@@ -1958,6 +1976,41 @@ mod tests {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        drop(store);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_writer_that_never_pauses_keeps_its_wal_bounded() {
+        let dir = Scratch::new("wal-bound");
+        let path = dir.0.join("kms.db");
+        let wal = dir.0.join("kms.db-wal");
+        let store = SqliteStore::open(&path).expect("open");
+        // 320 MiB in back-to-back commits of 1 MiB on the writer, with no
+        // gap in which the Checkpointer's passive checkpoints could catch
+        // up (as `kms populate` writes): only the writer restarts its WAL.
+        let largest = store
+            .write_log(move |conn| {
+                conn.execute_batch("CREATE TABLE filler (b BLOB)")?;
+                let mut largest = 0;
+                for _ in 0..320 {
+                    let tx = conn.transaction()?;
+                    for _ in 0..256 {
+                        tx.execute("INSERT INTO filler VALUES (randomblob(4096))", [])?;
+                    }
+                    tx.commit()?;
+                    largest = largest.max(std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0));
+                }
+                Ok(largest)
+            })
+            .await
+            .expect("insert");
+        // The writer's checkpoint finds the Checkpointer's running now and
+        // then and is tried again at the next commit: some slack.
+        let bound = 2 * WAL_SIZE_LIMIT_BYTES as u64;
+        assert!(
+            largest <= bound,
+            "the WAL grew to {largest} bytes under a writer that never paused (bound {bound})"
+        );
         drop(store);
     }
 
