@@ -33,8 +33,8 @@ pub use cbc::{Cbc, CbcIv};
 pub use ctr::Ctr;
 pub use error::CryptoError;
 pub use ffi::{
-    constant_time_eq, disable_core_dumps, is_dumpable, lock_all_memory, thread_cpu_time,
-    try_lock_byte,
+    constant_time_eq, disable_core_dumps, is_dumpable, limit_malloc_arenas, lock_all_memory,
+    thread_cpu_time, try_lock_byte,
 };
 pub use gcm::{Gcm, GCM_NONCE_LEN, GCM_TAG_LEN};
 pub use hash::{digest, digest_blocks, digest_into, hkdf, hmac, HashAlg, HmacKey};

@@ -900,6 +900,11 @@ fn init(args: &InitArgs) -> anyhow::Result<()> {
 }
 
 fn serve(args: &ServeArgs) -> anyhow::Result<()> {
+    // Two arenas hold the allocations of every thread: the blocking pool's
+    // threads come and go, and each new arena kept what its threads freed.
+    if !rampart_crypto::limit_malloc_arenas(2) {
+        tracing::debug!("this C library does not limit its malloc arenas");
+    }
     // Every request handles keys and plaintexts: lock the whole process
     // once rather than each secret (two system calls apiece).
     if !rampart_crypto::lock_all_memory() {
