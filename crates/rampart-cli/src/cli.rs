@@ -859,8 +859,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub json: bool,
     /// Run AES-XTS on this path instead of the fastest this CPU has:
-    /// vaes512 (tweaks by bit shifts, AMD's pick), vaes512-byte-shift
-    /// (Intel's pick), vaes256, aes-ni or aws-lc.
+    /// vaes512-byte-shift (the default with AVX-512), vaes512 (tweaks by
+    /// bit shifts), vaes256, aes-ni or aws-lc.
     #[arg(long, value_name = "PATH")]
     pub xts_path: Option<String>,
     /// Also measure the AES instruction ceiling: the AES instructions on

@@ -15,11 +15,14 @@ const TWEAK_BATCH: usize = 256;
 #[non_exhaustive]
 pub enum XtsPath {
     /// Rampart's engine on VAES with 512-bit vectors (AVX-512F/BW,
-    /// VPCLMULQDQ), tweaks advanced by bit shifts: the faster on AMD's cores.
+    /// VPCLMULQDQ), tweaks advanced by bit shifts: measured faster on a
+    /// Zen 5 whose 512-bit AES instructions ran at half the rate of a later
+    /// one (BENCHMARKS.md, "AES-XTS engine"); forced only.
     Vaes512,
     /// The same with tweaks advanced by byte shifts, which leave the port
     /// that Intel's cores give 512-bit AES instructions to them: the faster
-    /// on Intel's cores.
+    /// on Intel's cores and on a Zen 5 that issues two 512-bit AES
+    /// instructions per cycle, and the default wherever AVX-512 is.
     Vaes512ByteShift,
     /// Rampart's engine on VAES with 256-bit vectors (AVX2, VPCLMULQDQ).
     Vaes256,
@@ -31,17 +34,13 @@ pub enum XtsPath {
 }
 
 impl XtsPath {
-    /// Every path, fastest first (of the two 512-bit ones, the faster
-    /// depends on the CPU's vendor).
+    /// Every path, fastest first.
     pub const ALL: [Self; 5] =
-        [Self::Vaes512, Self::Vaes512ByteShift, Self::Vaes256, Self::AesNi, Self::AwsLc];
+        [Self::Vaes512ByteShift, Self::Vaes512, Self::Vaes256, Self::AesNi, Self::AwsLc];
 
     /// The fastest path this CPU runs.
     #[must_use]
     pub fn best() -> Self {
-        if Self::Vaes512.available() {
-            return Self::from_native(simd::Path::vaes512_for_this_cpu());
-        }
         Self::ALL.into_iter().find(|path| path.available()).unwrap_or(Self::AwsLc)
     }
 
