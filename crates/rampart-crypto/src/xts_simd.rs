@@ -880,41 +880,18 @@ impl<const BYTE_SHIFT: bool> Lanes for Z4<BYTE_SHIFT> {
 
 /// One AES round (`$op`: vaesenc, vaesdec) with the key in `zmm$k` on the
 /// eight data vectors `zmm0`–`zmm7`.
+#[rustfmt::skip]
 macro_rules! round_on_data {
     ($op:literal, $k:literal) => {
         concat!(
-            $op,
-            " zmm0, zmm0, zmm",
-            $k,
-            "\n",
-            $op,
-            " zmm1, zmm1, zmm",
-            $k,
-            "\n",
-            $op,
-            " zmm2, zmm2, zmm",
-            $k,
-            "\n",
-            $op,
-            " zmm3, zmm3, zmm",
-            $k,
-            "\n",
-            $op,
-            " zmm4, zmm4, zmm",
-            $k,
-            "\n",
-            $op,
-            " zmm5, zmm5, zmm",
-            $k,
-            "\n",
-            $op,
-            " zmm6, zmm6, zmm",
-            $k,
-            "\n",
-            $op,
-            " zmm7, zmm7, zmm",
-            $k,
-            "\n",
+            $op, " zmm0, zmm0, zmm", $k, "\n",
+            $op, " zmm1, zmm1, zmm", $k, "\n",
+            $op, " zmm2, zmm2, zmm", $k, "\n",
+            $op, " zmm3, zmm3, zmm", $k, "\n",
+            $op, " zmm4, zmm4, zmm", $k, "\n",
+            $op, " zmm5, zmm5, zmm", $k, "\n",
+            $op, " zmm6, zmm6, zmm", $k, "\n",
+            $op, " zmm7, zmm7, zmm", $k, "\n",
         )
     };
 }
@@ -922,40 +899,23 @@ macro_rules! round_on_data {
 /// The tweak vector `zmm$t` times α^32 in each lane (as [`z_mul`] or, with
 /// `bytes`, [`z_mul_bytes`]), the reduction constant in `zmm29`, scratch in
 /// `zmm30` and `zmm31`.
+#[rustfmt::skip]
 macro_rules! advance_tweak {
     (bits, $t:literal) => {
         concat!(
-            "vpsrlq zmm30, zmm",
-            $t,
-            ", 32\n",
+            "vpsrlq zmm30, zmm", $t, ", 32\n",
             "vpclmulqdq zmm31, zmm30, zmm29, 0x01\n",
             "vpslldq zmm30, zmm30, 8\n",
-            "vpsllq zmm",
-            $t,
-            ", zmm",
-            $t,
-            ", 32\n",
-            "vpternlogq zmm",
-            $t,
-            ", zmm31, zmm30, 0x96\n",
+            "vpsllq zmm", $t, ", zmm", $t, ", 32\n",
+            "vpternlogq zmm", $t, ", zmm31, zmm30, 0x96\n",
         )
     };
     (bytes, $t:literal) => {
         concat!(
-            "vpsrldq zmm30, zmm",
-            $t,
-            ", 12\n",
-            "vpslldq zmm",
-            $t,
-            ", zmm",
-            $t,
-            ", 4\n",
+            "vpsrldq zmm30, zmm", $t, ", 12\n",
+            "vpslldq zmm", $t, ", zmm", $t, ", 4\n",
             "vpclmulqdq zmm30, zmm30, zmm29, 0x00\n",
-            "vpxorq zmm",
-            $t,
-            ", zmm",
-            $t,
-            ", zmm30\n",
+            "vpxorq zmm", $t, ", zmm", $t, ", zmm30\n",
         )
     };
 }
@@ -978,46 +938,25 @@ macro_rules! advance_tweaks {
 
 /// Data vector `$i` (`zmm$i`, tweak `zmm$t`) loaded and whitened with the
 /// first round key.
+#[rustfmt::skip]
 macro_rules! whiten {
     ($i:literal, $t:literal) => {
         concat!(
-            "vmovdqu64 zmm",
-            $i,
-            ", zmmword ptr [{src} + 64*",
-            $i,
-            "]\n",
-            "vpternlogq zmm",
-            $i,
-            ", zmm",
-            $t,
-            ", zmmword ptr [{keys}], 0x96\n",
+            "vmovdqu64 zmm", $i, ", zmmword ptr [{src} + 64*", $i, "]\n",
+            "vpternlogq zmm", $i, ", zmm", $t, ", zmmword ptr [{keys}], 0x96\n",
         )
     };
 }
 
 /// Data vector `$i`'s last round (key `R` xor its tweak `zmm$t`, through
 /// scratch `zmm$s`) and its store.
+#[rustfmt::skip]
 macro_rules! finish {
     ($last:literal, $i:literal, $t:literal, $s:literal) => {
         concat!(
-            "vpxorq zmm",
-            $s,
-            ", zmm",
-            $t,
-            ", zmmword ptr [{keys} + {last}]\n",
-            $last,
-            " zmm",
-            $i,
-            ", zmm",
-            $i,
-            ", zmm",
-            $s,
-            "\n",
-            "vmovdqu64 zmmword ptr [{dst} + 64*",
-            $i,
-            "], zmm",
-            $i,
-            "\n",
+            "vpxorq zmm", $s, ", zmm", $t, ", zmmword ptr [{keys} + {last}]\n",
+            $last, " zmm", $i, ", zmm", $i, ", zmm", $s, "\n",
+            "vmovdqu64 zmmword ptr [{dst} + 64*", $i, "], zmm", $i, "\n",
         )
     };
 }
