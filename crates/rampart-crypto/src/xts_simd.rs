@@ -10,7 +10,9 @@
 //! its encrypted tweak, each next vector from the one before (· α^BLOCKS),
 //! each next group of eight from the group before (· α^(8·BLOCKS)). The
 //! encrypted tweaks of up to eight sectors come from one or two vector AES
-//! chains (one block chain when the call has a single sector). Round keys
+//! chains (one vector chain when the call has a single sector, which also
+//! encrypts the tweak of the sector after it for the next call:
+//! [`NextTweak`]). Round keys
 //! are kept in the [`Schedule`] already repeated to 512 bits, so a call
 //! neither broadcasts nor copies them. On 512-bit vectors the loop over
 //! whole groups is assembly ([`groups_vaes512`]) that holds the round keys
@@ -56,6 +58,8 @@ use core::arch::x86_64::{
     _mm_set_epi64x, _mm_setzero_si128, _mm_shuffle_epi32, _mm_sll_epi64, _mm_slli_epi64,
     _mm_slli_si128, _mm_srl_epi64, _mm_srli_epi64, _mm_storeu_si128, _mm_xor_si128, _MM_HINT_T0,
 };
+
+use std::cell::Cell;
 
 use zeroize::Zeroize;
 
@@ -108,6 +112,25 @@ pub(crate) struct Schedule {
     wide_enc: [Wide; 15],
     wide_dec: [Wide; 15],
     wide_tweak: [Wide; 15],
+    /// The encrypted tweak of the sector that follows the last one-sector
+    /// call ([`NextTweak`]).
+    next: Cell<NextTweak>,
+}
+
+/// A one-sector call cannot start on its blocks before its tweak has gone
+/// through the 10 or 14 dependent rounds of the tweak key (about 60 cycles
+/// on Zen 5: 11% of a 4 KiB sector of AES-256 there, BENCHMARKS.md
+/// "AES-XTS engine"). Each one-sector call therefore encrypts, in the same
+/// AES chain as its own tweak (another lane of the vector), the tweak of
+/// the sector after it, and keeps it here: a stream of one-sector calls
+/// in order (sequential 4 KiB I/O) finds its tweak ready. The value is a
+/// pure function of the key and `number`, so it is never stale; a call
+/// for any other sector simply computes its own.
+#[derive(Clone, Copy, Default)]
+struct NextTweak {
+    number: u64,
+    encrypted: [u8; 16],
+    valid: bool,
 }
 
 /// One round key in each of the four 128-bit lanes of a 512-bit vector.
@@ -117,6 +140,7 @@ struct Wide([u128; 4]);
 
 impl Drop for Schedule {
     fn drop(&mut self) {
+        self.next.get_mut().encrypted.zeroize();
         self.enc.zeroize();
         self.dec.zeroize();
         self.tweak.zeroize();
@@ -155,6 +179,7 @@ impl Schedule {
             wide_enc: [Wide::default(); 15],
             wide_dec: [Wide::default(); 15],
             wide_tweak: [Wide::default(); 15],
+            next: Cell::new(NextTweak::default()),
         });
         // SAFETY: AES-NI and SSE2 were detected just above; `expand` reads
         // exactly `half` (16 or 32) bytes from each slice it is given.
@@ -1387,6 +1412,67 @@ unsafe fn blocks<L: Lanes, const R: usize, const ENC: bool>(
     }
 }
 
+/// The encrypted tweak of sector `number`, taken from
+/// [`Schedule::next`] when the last call left it there, and the one of
+/// `number + step` left there for the next call.
+#[inline(always)]
+unsafe fn one_sector_tweak<L: Lanes, const R: usize>(
+    schedule: &Schedule,
+    keys: &Keys<'_, L, R>,
+    number: u64,
+    step: u64,
+) -> __m128i {
+    let after = number.wrapping_add(step);
+    let ready = schedule.next.get();
+    let mut next = NextTweak { number: after, encrypted: [0; 16], valid: true };
+    // SAFETY: the features of `L` (caller's); the stores write the 16
+    // bytes of `next.encrypted`.
+    let t = unsafe {
+        let (t, following) = if ready.valid && ready.number == number {
+            // The next call's tweak is computed before this call's blocks
+            // are issued, so that its rounds (older in the instruction
+            // stream) get AES slots as soon as they are ready instead of
+            // queueing behind the blocks and holding up the next call.
+            let t = _mm_loadu_si128(ready.encrypted.as_ptr().cast());
+            (t, encrypt_tweak(keys, _mm_set_epi64x(0, after as i64)))
+        } else if L::BLOCKS > 1 {
+            let mut x = L::numbers(number, step).xor(keys.tweak(0));
+            for i in 1..R {
+                x = x.enc(keys.tweak(i));
+            }
+            x = x.enc_last(keys.tweak(R));
+            (x.first(), x.lane(1))
+        } else {
+            encrypt_tweak_pair(keys, number, after)
+        };
+        _mm_storeu_si128(next.encrypted.as_mut_ptr().cast(), following);
+        t
+    };
+    schedule.next.set(next);
+    next.encrypted.zeroize();
+    t
+}
+
+/// The encrypted plain64 tweaks of sectors `a` and `b` in two interleaved
+/// one-block chains (for 128-bit vectors).
+#[inline(always)]
+unsafe fn encrypt_tweak_pair<L: Lanes, const R: usize>(
+    keys: &Keys<'_, L, R>,
+    a: u64,
+    b: u64,
+) -> (__m128i, __m128i) {
+    // SAFETY: AES-NI (caller's features).
+    unsafe {
+        let mut x = _mm_xor_si128(_mm_set_epi64x(0, a as i64), keys.tweak1(0));
+        let mut y = _mm_xor_si128(_mm_set_epi64x(0, b as i64), keys.tweak1(0));
+        for i in 1..R {
+            x = _mm_aesenc_si128(x, keys.tweak1(i));
+            y = _mm_aesenc_si128(y, keys.tweak1(i));
+        }
+        (_mm_aesenclast_si128(x, keys.tweak1(R)), _mm_aesenclast_si128(y, keys.tweak1(R)))
+    }
+}
+
 #[inline(always)]
 unsafe fn sectors_generic<L: Lanes, const R: usize, const ENC: bool>(
     schedule: &Schedule,
@@ -1398,6 +1484,11 @@ unsafe fn sectors_generic<L: Lanes, const R: usize, const ENC: bool>(
         let keys = Keys::<L, R>::new(schedule, ENC);
         let count = job.len / job.sector;
         let per_sector = job.sector / 16;
+        if count == 1 {
+            let t = one_sector_tweak(schedule, &keys, job.first, job.step);
+            blocks::<L, R, ENC>(&keys, job.src, job.dst, per_sector, job.len, t, false);
+            return;
+        }
         let mut sector = 0;
         let mut number = job.first;
         while sector < count {
