@@ -105,6 +105,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             stall_timeout: args.stall_timeout,
             max_connections: args.max_connections,
             max_requests: args.max_requests as usize,
+            ..Limits::default()
         },
     };
     let names: Vec<String> = config.exports.iter().map(|e| e.name.clone()).collect();
