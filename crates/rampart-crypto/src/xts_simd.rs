@@ -9,7 +9,7 @@
 //! constant 0x87 per vector: a sector's first vector of tweaks comes from
 //! its encrypted tweak, each next vector from the one before (· α^BLOCKS),
 //! each next group of eight from the group before (· α^(8·BLOCKS)). The
-//! encrypted tweaks of up to eight sectors come from one or two vector AES
+//! encrypted tweaks of up to 32 sectors come from up to eight vector AES
 //! chains (one vector chain when the call has a single sector, which also
 //! encrypts the tweak of the sector after it for the next call:
 //! [`NextTweak`]). Round keys
@@ -55,8 +55,8 @@ use core::arch::x86_64::{
     _mm_aesdec_si128, _mm_aesdeclast_si128, _mm_aesenc_si128, _mm_aesenclast_si128,
     _mm_aesimc_si128, _mm_aeskeygenassist_si128, _mm_clmulepi64_si128, _mm_cvtsi128_si64x,
     _mm_cvtsi32_si128, _mm_cvtsi64_si128, _mm_loadu_si128, _mm_prefetch, _mm_set1_epi64x,
-    _mm_set_epi64x, _mm_setzero_si128, _mm_shuffle_epi32, _mm_sll_epi64, _mm_slli_epi64,
-    _mm_slli_si128, _mm_srl_epi64, _mm_srli_epi64, _mm_storeu_si128, _mm_xor_si128, _MM_HINT_T0,
+    _mm_set_epi64x, _mm_shuffle_epi32, _mm_sll_epi64, _mm_slli_epi64, _mm_slli_si128,
+    _mm_srl_epi64, _mm_srli_epi64, _mm_storeu_si128, _mm_xor_si128, _MM_HINT_T0,
 };
 
 use std::cell::Cell;
@@ -129,7 +129,7 @@ pub(crate) struct Schedule {
 #[derive(Clone, Copy, Default)]
 struct NextTweak {
     number: u64,
-    encrypted: [u8; 16],
+    encrypted: u128,
     valid: bool,
 }
 
@@ -1210,36 +1210,28 @@ unsafe fn encrypt_tweak<L: Lanes, const R: usize>(keys: &Keys<'_, L, R>, t: __m1
     }
 }
 
+/// Sectors whose tweaks are encrypted together: [`WIDTH`] independent
+/// AES chains of the widest vectors (32 tweaks on 512-bit ones). Fewer
+/// chains (eight tweaks at a time) left the tweak rounds' latency exposed
+/// before every eighth sector.
+const TWEAK_BATCH: usize = WIDTH * 4;
+
 /// The encrypted plain64 tweaks of sectors `first + i * step` for `i` <
-/// `n` (≤ [`WIDTH`]) into `out[i]`, `BLOCKS` per vector: one vector (one
-/// AES chain) when `n` fits in it, else [`WIDTH`] tweaks in independent
-/// chains.
+/// `n` (≤ `WIDTH * L::BLOCKS`) into `out` (16 bytes each), in up to
+/// [`WIDTH`] independent chains of `L::BLOCKS` tweaks.
 #[inline(always)]
 unsafe fn encrypt_tweaks<L: Lanes, const R: usize>(
     keys: &Keys<'_, L, R>,
     first: u64,
     step: u64,
     n: usize,
-    out: &mut [__m128i; WIDTH],
+    out: &mut [u128; TWEAK_BATCH],
 ) {
-    // SAFETY: the features of `L` (caller's).
+    // SAFETY: the features of `L` (caller's); the stores write
+    // `vectors * L::BLOCKS` ≤ `TWEAK_BATCH` blocks of `out`.
     unsafe {
-        if n == 1 {
-            out[0] = encrypt_tweak(keys, _mm_set_epi64x(0, first as i64));
-            return;
-        }
-        if n <= L::BLOCKS {
-            let mut x = L::numbers(first, step).xor(keys.tweak(0));
-            for i in 1..R {
-                x = x.enc(keys.tweak(i));
-            }
-            x = x.enc_last(keys.tweak(R));
-            for (i, t) in out.iter_mut().take(L::BLOCKS).enumerate() {
-                *t = x.lane(i);
-            }
-            return;
-        }
-        let vectors = WIDTH / L::BLOCKS;
+        let vectors = n.div_ceil(L::BLOCKS);
+        debug_assert!(vectors <= WIDTH);
         let mut x = [keys.tweak(0); WIDTH];
         for (v, xv) in x.iter_mut().take(vectors).enumerate() {
             let at = first.wrapping_add(step.wrapping_mul((v * L::BLOCKS) as u64));
@@ -1251,11 +1243,8 @@ unsafe fn encrypt_tweaks<L: Lanes, const R: usize>(
                 *xv = xv.enc(key);
             }
         }
-        for xv in x.iter_mut().take(vectors) {
-            *xv = xv.enc_last(keys.tweak(R));
-        }
-        for (i, t) in out.iter_mut().enumerate() {
-            *t = x[i / L::BLOCKS].lane(i % L::BLOCKS);
+        for (v, xv) in x.iter_mut().take(vectors).enumerate() {
+            xv.enc_last(keys.tweak(R)).store(out.as_mut_ptr().add(v * L::BLOCKS).cast());
         }
     }
 }
@@ -1423,8 +1412,8 @@ unsafe fn one_sector_tweak<L: Lanes, const R: usize>(
     step: u64,
 ) -> __m128i {
     let after = number.wrapping_add(step);
-    let ready = schedule.next.get();
-    let mut next = NextTweak { number: after, encrypted: [0; 16], valid: true };
+    let mut ready = schedule.next.get();
+    let mut next = NextTweak { number: after, encrypted: 0, valid: true };
     // SAFETY: the features of `L` (caller's); the stores write the 16
     // bytes of `next.encrypted`.
     let t = unsafe {
@@ -1433,7 +1422,7 @@ unsafe fn one_sector_tweak<L: Lanes, const R: usize>(
             // are issued, so that its rounds (older in the instruction
             // stream) get AES slots as soon as they are ready instead of
             // queueing behind the blocks and holding up the next call.
-            let t = _mm_loadu_si128(ready.encrypted.as_ptr().cast());
+            let t = _mm_loadu_si128(std::ptr::from_ref(&ready.encrypted).cast());
             (t, encrypt_tweak(keys, _mm_set_epi64x(0, after as i64)))
         } else if L::BLOCKS > 1 {
             let mut x = L::numbers(number, step).xor(keys.tweak(0));
@@ -1445,11 +1434,12 @@ unsafe fn one_sector_tweak<L: Lanes, const R: usize>(
         } else {
             encrypt_tweak_pair(keys, number, after)
         };
-        _mm_storeu_si128(next.encrypted.as_mut_ptr().cast(), following);
+        _mm_storeu_si128(std::ptr::from_mut(&mut next.encrypted).cast(), following);
         t
     };
     schedule.next.set(next);
     next.encrypted.zeroize();
+    ready.encrypted.zeroize();
     t
 }
 
@@ -1491,11 +1481,14 @@ unsafe fn sectors_generic<L: Lanes, const R: usize, const ENC: bool>(
         }
         let mut sector = 0;
         let mut number = job.first;
+        let batch = WIDTH * L::BLOCKS;
+        // Wiped as 16-byte words, not 512 single bytes.
+        let mut tweaks = [0u128; TWEAK_BATCH];
         while sector < count {
-            let mut tweaks = [_mm_setzero_si128(); WIDTH];
-            let n = (count - sector).min(WIDTH);
+            let n = (count - sector).min(batch);
             encrypt_tweaks::<L, R>(&keys, number, job.step, n, &mut tweaks);
-            for t in tweaks.iter().take(n) {
+            for i in 0..n {
+                let t = _mm_loadu_si128(tweaks.as_ptr().add(i).cast());
                 let at = sector * job.sector;
                 blocks::<L, R, ENC>(
                     &keys,
@@ -1503,13 +1496,14 @@ unsafe fn sectors_generic<L: Lanes, const R: usize, const ENC: bool>(
                     job.dst.add(at),
                     per_sector,
                     job.len - at,
-                    *t,
+                    t,
                     false,
                 );
                 sector += 1;
             }
-            number = number.wrapping_add((WIDTH as u64).wrapping_mul(job.step));
+            number = number.wrapping_add((batch as u64).wrapping_mul(job.step));
         }
+        tweaks.zeroize();
     }
 }
 
