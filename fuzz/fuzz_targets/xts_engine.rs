@@ -1,8 +1,9 @@
 //! Differential fuzzing of Rampart's AES-XTS engine: every CPU path this
 //! machine has (VAES-512, VAES-256, AES-NI) against the AWS-LC path, on
 //! keys, tweaks, sector sizes, sector counts, data unit lengths (with
-//! ciphertext stealing) and buffer offsets taken from the input; plus a
-//! round trip. Any difference or failed round trip aborts.
+//! ciphertext stealing) and buffer offsets taken from the input, sectors
+//! also one per call in order on the same instance; plus a round trip.
+//! Any difference or failed round trip aborts.
 //!
 //! Input layout: byte 0 selects key size and operation, bytes 1..3 the
 //! sector size / unit length, byte 3 the buffer offset, then 64 key bytes,
@@ -70,6 +71,14 @@ fuzz_target!(|input: &[u8]| {
             let mut out = vec![0u8; len];
             xts.decrypt_sectors_to(buf, &mut out, sector, first, step).expect("sectors");
             buf.copy_from_slice(&out);
+            // One sector per call on the same instance: after the first,
+            // each finds its tweak left ready by the call before.
+            let mut single = plain.to_vec();
+            for (i, one) in single.chunks_mut(sector).enumerate() {
+                let number = first.wrapping_add(step.wrapping_mul(i as u64));
+                xts.encrypt_sectors(one, sector, number, step).expect("one sector");
+            }
+            assert_eq!(single, expected, "{path:?} one sector per call");
         }
         assert_eq!(buf, plain, "{path:?} round trip");
     }

@@ -31,8 +31,11 @@
 //! on Emerald Rapids, 2–6% on a Zen 5 that issues two 512-bit AES
 //! instructions per cycle): the default; bit shifts stay a forced path.
 //!
-//! Constant time: no branch and no memory address depends on a key, a tweak
-//! or the data; only on lengths and the sector count.
+//! Constant time: no branch and no memory address depends on a key, an
+//! encrypted tweak or the data; only on lengths, the sector count and
+//! whether a sector's number is the one the previous call predicted
+//! ([`NextTweak`]): sector numbers are where the I/O goes, which anyone
+//! who sees the I/O sees anyway.
 //!
 //! The code is written once, generic over [`Lanes`] (a vector of 1, 2 or 4
 //! AES blocks). Every function of it is `#[inline(always)]` and is compiled
@@ -120,7 +123,7 @@ pub(crate) struct Schedule {
 /// A one-sector call cannot start on its blocks before its tweak has gone
 /// through the 10 or 14 dependent rounds of the tweak key (about 60 cycles
 /// on Zen 5: 11% of a 4 KiB sector of AES-256 there, BENCHMARKS.md
-/// "AES-XTS engine"). Each one-sector call therefore encrypts, in the same
+/// "One-sector calls find their tweak ready"). Each one-sector call therefore encrypts, in the same
 /// AES chain as its own tweak (another lane of the vector), the tweak of
 /// the sector after it, and keeps it here: a stream of one-sector calls
 /// in order (sequential 4 KiB I/O) finds its tweak ready. The value is a

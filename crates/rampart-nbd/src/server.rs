@@ -574,11 +574,11 @@ async fn accept_loop(listener: Bound, shared: Arc<Shared>, signals: Signals) {
                 };
                 shared.stats.connections.fetch_add(1, Ordering::Relaxed);
                 let (done, finished) = tokio::sync::oneshot::channel::<()>();
-                let shared = Arc::clone(&shared);
+                let serving = Arc::clone(&shared);
                 let signals = signals.clone();
                 let thread = std::thread::Builder::new().name(CONNECTION_THREAD.to_owned()).spawn(
                     move || {
-                        connection_thread(stream, &peer, shared, signals);
+                        connection_thread(stream, &peer, serving, signals);
                         drop(permit);
                         drop(done);
                     },
@@ -590,7 +590,10 @@ async fn accept_loop(listener: Bound, shared: Arc<Shared>, signals: Signals) {
                             let _ = finished.await;
                         });
                     }
-                    Err(error) => tracing::warn!("cannot start a connection's thread: {error}"),
+                    Err(error) => {
+                        shared.stats.failed_connections.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!("cannot start a connection's thread: {error}");
+                    }
                 }
             }
             Err(error) => {
@@ -688,7 +691,7 @@ const CONNECTION_THREAD: &str = "rampart-conn";
 /// workers ran each connection on either core, and the client's copy into
 /// the Unix socket took 1.8x as long as into nbdkit's; with a thread per
 /// connection, Unix-socket writes went from 0.86–0.93x of nbdkit's rate to
-/// 1.01–1.03x and reads from 0.99–1.19x to 1.32–1.43x (BENCHMARKS.md,
+/// 0.99–1.04x and reads from 0.99–1.19x to 1.32–1.64x (BENCHMARKS.md,
 /// "A thread per connection").
 fn connection_thread(stream: Accepted, peer: &str, shared: Arc<Shared>, signals: Signals) {
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
