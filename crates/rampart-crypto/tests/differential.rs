@@ -354,7 +354,7 @@ fn one_sector_calls_in_any_order_match_aws_lc_on_every_path() {
             calls.extend((0..6).map(|i| (start.wrapping_add(i * 8), 8)));
             calls.extend([(start, 8), (start, 8), (start, 1), (start.wrapping_add(1), 1)]);
             calls.extend((0..4).map(|i| (start.wrapping_sub(i), 1)));
-            calls.extend((0..4).map(|i| (u64::MAX - 1 + i, 1)));
+            calls.extend((0..4).map(|i| ((u64::MAX - 1).wrapping_add(i), 1)));
             calls.extend((0..8).map(|_| (random_below(1 << 40), 1 + random_below(16))));
             let mut clone = None;
             for (n, &(number, step)) in calls.iter().enumerate() {
