@@ -276,8 +276,9 @@ pub struct ServeArgs {
     /// the memory its requests hold.
     #[arg(long, value_parser = parse_duration, default_value = "60s", value_name = "TIME")]
     pub stall_timeout: Duration,
-    /// Connections served at once across all listeners; further ones are
-    /// closed at once and logged. 0: no limit. As QEMU's NBD server.
+    /// Connections served at once across all listeners, each on a thread
+    /// of its own; further ones are closed at once and logged. 0: no
+    /// limit. As QEMU's NBD server.
     #[arg(long, default_value_t = 100, value_name = "N")]
     pub max_connections: usize,
     /// Requests one connection may have in flight; further requests wait
