@@ -46,14 +46,13 @@
 use core::arch::x86_64::{
     __m128i, __m256i, __m512i, _mm256_aesdec_epi128, _mm256_aesdeclast_epi128,
     _mm256_aesenc_epi128, _mm256_aesenclast_epi128, _mm256_broadcastsi128_si256,
-    _mm256_bslli_epi128, _mm256_castsi256_si128, _mm256_clmulepi64_epi128,
-    _mm256_extracti128_si256, _mm256_loadu_si256, _mm256_set1_epi64x, _mm256_set_epi64x,
-    _mm256_slli_epi64, _mm256_sllv_epi64, _mm256_srli_epi64, _mm256_srlv_epi64,
-    _mm256_storeu_si256, _mm256_sub_epi64, _mm256_xor_si256, _mm512_aesdec_epi128,
-    _mm512_aesdeclast_epi128, _mm512_aesenc_epi128, _mm512_aesenclast_epi128,
+    _mm256_bslli_epi128, _mm256_castsi256_si128, _mm256_clmulepi64_epi128, _mm256_loadu_si256,
+    _mm256_set1_epi64x, _mm256_set_epi64x, _mm256_slli_epi64, _mm256_sllv_epi64, _mm256_srli_epi64,
+    _mm256_srlv_epi64, _mm256_storeu_si256, _mm256_sub_epi64, _mm256_xor_si256,
+    _mm512_aesdec_epi128, _mm512_aesdeclast_epi128, _mm512_aesenc_epi128, _mm512_aesenclast_epi128,
     _mm512_broadcast_i32x4, _mm512_bslli_epi128, _mm512_bsrli_epi128, _mm512_castsi512_si128,
-    _mm512_clmulepi64_epi128, _mm512_extracti32x4_epi32, _mm512_loadu_si512, _mm512_set1_epi64,
-    _mm512_set_epi64, _mm512_slli_epi64, _mm512_sllv_epi64, _mm512_srli_epi64, _mm512_srlv_epi64,
+    _mm512_clmulepi64_epi128, _mm512_loadu_si512, _mm512_set1_epi64, _mm512_set_epi64,
+    _mm512_slli_epi64, _mm512_sllv_epi64, _mm512_srli_epi64, _mm512_srlv_epi64,
     _mm512_storeu_si512, _mm512_sub_epi64, _mm512_ternarylogic_epi64, _mm512_xor_si512,
     _mm_aesdec_si128, _mm_aesdeclast_si128, _mm_aesenc_si128, _mm_aesenclast_si128,
     _mm_aesimc_si128, _mm_aeskeygenassist_si128, _mm_clmulepi64_si128, _mm_cvtsi128_si64x,
@@ -458,8 +457,6 @@ trait Lanes: Copy {
     unsafe fn advance(self) -> Self;
     /// Block 0 of the vector.
     unsafe fn first(self) -> __m128i;
-    /// Block `i` (< `BLOCKS`) of the vector.
-    unsafe fn lane(self, i: usize) -> __m128i;
     /// Lane `l` = the plain64 block of `first + l * step` (wrapping).
     unsafe fn numbers(first: u64, step: u64) -> Self;
 
@@ -590,10 +587,6 @@ impl Lanes for X1 {
     }
     #[inline(always)]
     unsafe fn first(self) -> __m128i {
-        self.0
-    }
-    #[inline(always)]
-    unsafe fn lane(self, _i: usize) -> __m128i {
         self.0
     }
     #[inline(always)]
@@ -741,17 +734,6 @@ impl Lanes for Y2 {
         unsafe { _mm256_castsi256_si128(self.0) }
     }
     #[inline(always)]
-    unsafe fn lane(self, i: usize) -> __m128i {
-        // SAFETY: AVX2 (trait contract).
-        unsafe {
-            if i == 0 {
-                _mm256_castsi256_si128(self.0)
-            } else {
-                _mm256_extracti128_si256::<1>(self.0)
-            }
-        }
-    }
-    #[inline(always)]
     unsafe fn numbers(first: u64, step: u64) -> Self {
         // SAFETY: AVX (trait contract).
         Self(unsafe { _mm256_set_epi64x(0, number(first, step, 1), 0, number(first, step, 0)) })
@@ -848,18 +830,6 @@ impl<const BYTE_SHIFT: bool> Lanes for Z4<BYTE_SHIFT> {
     unsafe fn first(self) -> __m128i {
         // SAFETY: AVX-512F (trait contract).
         unsafe { _mm512_castsi512_si128(self.0) }
-    }
-    #[inline(always)]
-    unsafe fn lane(self, i: usize) -> __m128i {
-        // SAFETY: AVX-512F (trait contract).
-        unsafe {
-            match i {
-                0 => _mm512_castsi512_si128(self.0),
-                1 => _mm512_extracti32x4_epi32::<1>(self.0),
-                2 => _mm512_extracti32x4_epi32::<2>(self.0),
-                _ => _mm512_extracti32x4_epi32::<3>(self.0),
-            }
-        }
     }
     #[inline(always)]
     unsafe fn numbers(first: u64, step: u64) -> Self {
@@ -1221,20 +1191,22 @@ const TWEAK_BATCH: usize = WIDTH * 4;
 
 /// The encrypted plain64 tweaks of sectors `first + i * step` for `i` <
 /// `n` (≤ `WIDTH * L::BLOCKS`) into `out` (16 bytes each), in up to
-/// [`WIDTH`] independent chains of `L::BLOCKS` tweaks.
+/// [`WIDTH`] independent chains of `L::BLOCKS` tweaks; `out` holds whole
+/// vectors (up to `L::BLOCKS - 1` tweaks past `n` are written too).
 #[inline(always)]
-unsafe fn encrypt_tweaks<L: Lanes, const R: usize>(
+unsafe fn encrypt_tweaks<L: Lanes, const R: usize, const N: usize>(
     keys: &Keys<'_, L, R>,
     first: u64,
     step: u64,
     n: usize,
-    out: &mut [u128; TWEAK_BATCH],
+    out: &mut [u128; N],
 ) {
+    let vectors = n.div_ceil(L::BLOCKS);
+    // Constant-folded where `n` is; the stores below rely on it.
+    assert!(vectors <= WIDTH && vectors * L::BLOCKS <= N);
     // SAFETY: the features of `L` (caller's); the stores write
-    // `vectors * L::BLOCKS` ≤ `TWEAK_BATCH` blocks of `out`.
+    // `vectors * L::BLOCKS` ≤ `N` blocks of `out` (asserted).
     unsafe {
-        let vectors = n.div_ceil(L::BLOCKS);
-        debug_assert!(vectors <= WIDTH);
         let mut x = [keys.tweak(0); WIDTH];
         for (v, xv) in x.iter_mut().take(vectors).enumerate() {
             let at = first.wrapping_add(step.wrapping_mul((v * L::BLOCKS) as u64));
@@ -1417,6 +1389,7 @@ unsafe fn one_sector_tweak<L: Lanes, const R: usize>(
     let after = number.wrapping_add(step);
     let mut ready = schedule.next.get();
     let mut next = NextTweak { number: after, encrypted: 0, valid: true };
+    let mut pair = [0u128; 4];
     // SAFETY: the features of `L` (caller's); the stores write the 16
     // bytes of `next.encrypted`.
     let t = unsafe {
@@ -1427,15 +1400,11 @@ unsafe fn one_sector_tweak<L: Lanes, const R: usize>(
             // queueing behind the blocks and holding up the next call.
             let t = _mm_loadu_si128(std::ptr::from_ref(&ready.encrypted).cast());
             (t, encrypt_tweak(keys, _mm_set_epi64x(0, after as i64)))
-        } else if L::BLOCKS > 1 {
-            let mut x = L::numbers(number, step).xor(keys.tweak(0));
-            for i in 1..R {
-                x = x.enc(keys.tweak(i));
-            }
-            x = x.enc_last(keys.tweak(R));
-            (x.first(), x.lane(1))
         } else {
-            encrypt_tweak_pair(keys, number, after)
+            // Both in one vector chain (two chains on 128-bit vectors).
+            encrypt_tweaks::<L, R, 4>(keys, number, step, 2, &mut pair);
+            let pair = pair.as_ptr().cast::<__m128i>();
+            (_mm_loadu_si128(pair), _mm_loadu_si128(pair.add(1)))
         };
         _mm_storeu_si128(std::ptr::from_mut(&mut next.encrypted).cast(), following);
         t
@@ -1443,27 +1412,8 @@ unsafe fn one_sector_tweak<L: Lanes, const R: usize>(
     schedule.next.set(next);
     next.encrypted.zeroize();
     ready.encrypted.zeroize();
+    pair.zeroize();
     t
-}
-
-/// The encrypted plain64 tweaks of sectors `a` and `b` in two interleaved
-/// one-block chains (for 128-bit vectors).
-#[inline(always)]
-unsafe fn encrypt_tweak_pair<L: Lanes, const R: usize>(
-    keys: &Keys<'_, L, R>,
-    a: u64,
-    b: u64,
-) -> (__m128i, __m128i) {
-    // SAFETY: AES-NI (caller's features).
-    unsafe {
-        let mut x = _mm_xor_si128(_mm_set_epi64x(0, a as i64), keys.tweak1(0));
-        let mut y = _mm_xor_si128(_mm_set_epi64x(0, b as i64), keys.tweak1(0));
-        for i in 1..R {
-            x = _mm_aesenc_si128(x, keys.tweak1(i));
-            y = _mm_aesenc_si128(y, keys.tweak1(i));
-        }
-        (_mm_aesenclast_si128(x, keys.tweak1(R)), _mm_aesenclast_si128(y, keys.tweak1(R)))
-    }
 }
 
 #[inline(always)]
@@ -1489,7 +1439,7 @@ unsafe fn sectors_generic<L: Lanes, const R: usize, const ENC: bool>(
         let mut tweaks = [0u128; TWEAK_BATCH];
         while sector < count {
             let n = (count - sector).min(batch);
-            encrypt_tweaks::<L, R>(&keys, number, job.step, n, &mut tweaks);
+            encrypt_tweaks::<L, R, TWEAK_BATCH>(&keys, number, job.step, n, &mut tweaks);
             for i in 0..n {
                 let t = _mm_loadu_si128(tweaks.as_ptr().add(i).cast());
                 let at = sector * job.sector;
