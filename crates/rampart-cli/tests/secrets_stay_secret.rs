@@ -144,7 +144,6 @@ fn encodings(secret: &[u8]) -> Vec<(String, Vec<u8>)> {
 fn start_server(data_dir: &Path, port: u16, log: &Path) -> Child {
     let mut child = Command::new(kms_support::rampart_bin())
         .args(["kms", "serve", "--data-dir", s(data_dir), "--listen", &format!("127.0.0.1:{port}")])
-        .args(["--kmip-listen", "none"])
         .env("RAMPART_LOG", "debug")
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(log).unwrap())

@@ -342,8 +342,8 @@ fn kernel_tls_falls_back_to_user_space_without_the_tls_module() {
     let log = server.stop();
     assert!(
         !ulps.split_whitespace().any(|ulp| ulp == "tls"),
-        "this kernel has kTLS ({ulps}); the User-Mode Linux test covers that, this one needs a \
-         kernel without"
+        "this kernel has kTLS ({ulps}); the virtual machine's test covers that, this one needs \
+         a kernel without"
     );
     assert_eq!(log.matches("kernel TLS unavailable").count(), 1, "{log}");
     assert!(log.contains("TLS stays in user space"), "{log}");
@@ -352,9 +352,9 @@ fn kernel_tls_falls_back_to_user_space_without_the_tls_module() {
     assert!(log.contains("(1 ended by errors"), "{log}");
 }
 
-/// `--ktls` under a kernel that has the `tls` module: Debian's User-Mode
-/// Linux (`scripts/kernel-vm`), booted on this machine's tree, running
-/// this machine's programs. nbdcopy (GnuTLS) writes the volume over TLS 1.3
+/// `--ktls` under a kernel that has the `tls` module: Debian's stock
+/// kernel in a virtual machine (`scripts/kernel-vm`), booted on this
+/// machine's tree, running this machine's programs. nbdcopy (GnuTLS) writes the volume over TLS 1.3
 /// and reads it back over TLS 1.3 with AES-128-GCM and with
 /// ChaCha20-Poly1305 and over TLS 1.2; the kernel's own counters show the
 /// sessions in its software TLS, the server's log each session's version
@@ -365,8 +365,8 @@ fn kernel_tls_falls_back_to_user_space_without_the_tls_module() {
 /// logged.
 #[test]
 fn kernel_tls_carries_the_sessions_under_a_kernel_with_the_tls_module() {
-    require(&["openssl", "nbdcopy", "nbdinfo", "linux.uml", "busybox", "python3"]);
-    let dir = TempDir::new("ktls-uml");
+    require(&["openssl", "nbdcopy", "nbdinfo", "qemu-system-x86_64", "python3"]);
+    let dir = TempDir::new("ktls-vm");
     let pki = make_pki(&dir);
     let key = key_file(&dir);
     let vol = make_volume(&dir, "vol", SIZE);

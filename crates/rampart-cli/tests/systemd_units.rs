@@ -137,7 +137,6 @@ fn kms_serve_notifies_readiness() {
     let (socket, path) = notify_socket(&tmp);
     let mut child = Command::new(kms_support::rampart_bin())
         .args(["kms", "serve", "--data-dir", p(&dir), "--listen", &format!("127.0.0.1:{port}")])
-        .args(["--kmip-listen", "none"])
         .env("NOTIFY_SOCKET", &path)
         .env("RAMPART_LOG", "warn")
         .stdout(Stdio::null())

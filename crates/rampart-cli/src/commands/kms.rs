@@ -227,11 +227,12 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8443", value_name = "HOST:PORT")]
     pub listen: String,
-    /// Address of the KMIP front end (binary TTLV over TLS 1.2/1.3 with
-    /// the same client certificates, policies and audit log as the REST
-    /// API); 5696 is the standard KMIP port. `none` turns KMIP off.
-    #[arg(long, default_value = "127.0.0.1:5696", value_name = "HOST:PORT|none")]
-    pub kmip_listen: String,
+    /// Also serve KMIP (binary TTLV over TLS 1.2/1.3 with the same client
+    /// certificates, policies and audit log as the REST API) on this
+    /// address; 5696 is the standard KMIP port (`127.0.0.1:5696`). Off
+    /// unless given.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub kmip_listen: Option<String>,
     /// `sqlite` (default: DIR/kms.db) or a postgres:// URL.
     #[arg(long, value_name = "STORE")]
     pub store: Option<String>,
@@ -713,6 +714,14 @@ fn map_kms(error: KmsError) -> anyhow::Error {
     }
 }
 
+/// A listener's error, naming the flag that sets its address.
+fn naming_flag(error: KmsError, flag: &str) -> KmsError {
+    match error {
+        KmsError::Config(message) => KmsError::Config(format!("{message} (change it with {flag})")),
+        other => other,
+    }
+}
+
 /// The client bundle's path: `--kms BUNDLE`, else `$RAMPART_KMS`, else none.
 pub(crate) fn bundle_path(args: &ClientArgs) -> Option<PathBuf> {
     args.bundle.clone().or_else(|| std::env::var_os("RAMPART_KMS").map(PathBuf::from))
@@ -945,11 +954,18 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         }
         opts.limits.validate().map_err(|e| UsageError(format!("kms serve: {e}")))?;
         let server = Server::new(&opts, store).await.map_err(map_kms)?;
-        let listener = rampart_kms::server::bind(&args.listen).await.map_err(map_kms)?;
+        // A busy address names the flag that moves it.
+        let listener = rampart_kms::server::bind(&args.listen)
+            .await
+            .map_err(|e| map_kms(naming_flag(e, "--listen")))?;
         let address = listener.local_addr().context("cannot read the listening address")?;
-        let kmip = match args.kmip_listen.as_str() {
-            "none" => None,
-            spec => Some(rampart_kms::server::bind(spec).await.map_err(map_kms)?),
+        let kmip = match &args.kmip_listen {
+            None => None,
+            Some(spec) => Some(
+                rampart_kms::server::bind(spec)
+                    .await
+                    .map_err(|e| map_kms(naming_flag(e, "--kmip-listen")))?,
+            ),
         };
         let kmip_address = kmip
             .as_ref()

@@ -109,8 +109,10 @@ impl ServerProcess {
             args.push("--store".into());
             args.push(store.into());
         }
-        args.push("--kmip-listen".into());
-        args.push(kmip.map_or_else(|| "none".into(), |p| format!("127.0.0.1:{p}")));
+        if let Some(port) = kmip {
+            args.push("--kmip-listen".into());
+            args.push(format!("127.0.0.1:{port}"));
+        }
         args.extend(extra.iter().map(|a| (*a).to_owned()));
         let mut child = Command::new(rampart_bin())
             .args(&args)
