@@ -8,6 +8,7 @@
 
 mod helpers {
     pub mod common;
+    pub mod kernel_support;
     pub mod kms_support;
     pub mod luks_support;
     pub mod serve_support;
@@ -16,6 +17,10 @@ mod helpers {
 mod cli;
 mod file_encryption;
 mod file_kms;
+mod kernel_dm_crypt;
+mod kernel_nbd_client;
+mod kernel_online_reencrypt;
+mod kernel_token_unlock;
 mod kms_audit_archive_cli;
 mod kms_bind;
 mod kms_cli;

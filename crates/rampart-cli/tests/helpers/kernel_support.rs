@@ -1,0 +1,64 @@
+//! Tests under a real Linux kernel: `scripts/kernel-vm` boots Debian's
+//! stock kernel in QEMU on this machine's tree (read-only) and runs a
+//! shell script there as root, where device-mapper (kernel dm-crypt),
+//! loop devices and the kernel's NBD client exist. `scripts/test`
+//! installs the kernel and checks that it boots before any test runs.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+pub use super::common::{
+    assert_same, describe, ok, p, random_bytes, rampart, rampart_in, tool, TempDir,
+};
+
+/// The rampart binary under test (the guest runs the same file).
+pub fn rampart_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_rampart")
+}
+
+/// `scripts/kernel-vm`.
+pub fn kernel_vm() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/kernel-vm")
+}
+
+/// What a script run under the kernel left: its exit status, and the
+/// console, its own output and QEMU's messages for failure reports.
+#[derive(Debug)]
+pub struct GuestRun {
+    pub out: Output,
+    pub console: String,
+    pub transcript: String,
+}
+
+impl GuestRun {
+    /// Panics, with the script's transcript and the console, unless the
+    /// script exited 0.
+    pub fn assert_ok(&self, what: &str) {
+        assert!(
+            self.out.status.success(),
+            "{what} under the kernel: {}\n--- script output ---\n{}\n--- console ---\n{}",
+            describe("kernel-vm", &self.out),
+            self.transcript,
+            self.console,
+        );
+    }
+}
+
+/// Runs `script` (shell text, `set -e` added) under the test kernel with
+/// `dir` shared read-write at its own path, and with `modules` loaded
+/// besides loop, dm-crypt, dm-integrity and nbd. The script's standard
+/// output and error go to `dir/guest.out` (returned as the transcript).
+/// `limit` bounds the whole boot.
+pub fn run_in_kernel(dir: &TempDir, script: &str, modules: &[&str], limit: Duration) -> GuestRun {
+    let body = format!("set -e\nexec >{out} 2>&1\nset -x\n{script}\n", out = p(&dir.join("guest.out")));
+    let script_file = dir.file("guest.sh", body.as_bytes());
+    let mut args = vec![p(&kernel_vm()).to_owned(), p(dir.path()).to_owned(), p(&script_file).to_owned()];
+    args.extend(modules.iter().map(|m| (*m).to_owned()));
+    let mut command = std::process::Command::new(tool("bash"));
+    command.args(&args).env("RAMPART_VM_TIMEOUT", limit.as_secs().to_string());
+    let out = super::common::output(command);
+    let console = std::fs::read_to_string(dir.join("console.log")).unwrap_or_default();
+    let transcript = std::fs::read_to_string(dir.join("guest.out")).unwrap_or_default();
+    GuestRun { out, console, transcript }
+}
