@@ -148,8 +148,7 @@ impl SoftHsm {
     ) -> Server {
         let dir = dir.display().to_string();
         let listen = format!("127.0.0.1:{port}");
-        let mut args =
-            vec!["kms", "serve", "--data-dir", &dir, "--listen", &listen];
+        let mut args = vec!["kms", "serve", "--data-dir", &dir, "--listen", &listen];
         if let Some(pin_file) = pin_file {
             args.extend(["--hsm-pin-file", pin_file]);
         }

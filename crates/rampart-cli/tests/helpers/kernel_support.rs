@@ -9,7 +9,7 @@ use std::process::Output;
 use std::time::Duration;
 
 pub use super::common::{
-    assert_same, describe, ok, p, random_bytes, rampart, rampart_in, tool, TempDir,
+    assert_same, describe, ok, p, rampart, rampart_in, random_bytes, tool, TempDir,
 };
 
 /// The rampart binary under test (the guest runs the same file).
@@ -51,9 +51,11 @@ impl GuestRun {
 /// output and error go to `dir/guest.out` (returned as the transcript).
 /// `limit` bounds the whole boot.
 pub fn run_in_kernel(dir: &TempDir, script: &str, modules: &[&str], limit: Duration) -> GuestRun {
-    let body = format!("set -e\nexec >{out} 2>&1\nset -x\n{script}\n", out = p(&dir.join("guest.out")));
+    let body =
+        format!("set -e\nexec >{out} 2>&1\nset -x\n{script}\n", out = p(&dir.join("guest.out")));
     let script_file = dir.file("guest.sh", body.as_bytes());
-    let mut args = vec![p(&kernel_vm()).to_owned(), p(dir.path()).to_owned(), p(&script_file).to_owned()];
+    let mut args =
+        vec![p(&kernel_vm()).to_owned(), p(dir.path()).to_owned(), p(&script_file).to_owned()];
     args.extend(modules.iter().map(|m| (*m).to_owned()));
     let mut command = std::process::Command::new(tool("bash"));
     command.args(&args).env("RAMPART_VM_TIMEOUT", limit.as_secs().to_string());
