@@ -1,415 +1,74 @@
-//! The client library: mutual TLS to the servers of a [`Bundle`], with
-//! kept-alive connections, and failover: a connection error or a 5xx
-//! answer moves on to the next endpoint, for a bounded number of rounds
-//! with exponential backoff between them. TLS refusals (a certificate the
-//! server rejects, or a server the CA did not certify) are not retried.
-
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+//! The admin client library: every request of the API (keys, clients,
+//! audit, unseal, console), made over the client crate's transport
+//! ([`rampart_kms_client::Transport`]: mutual TLS to the servers of a
+//! [`Bundle`], kept-alive connections, failover across endpoints with
+//! backoff, TLS refusals not retried). [`ClientError`] and
+//! [`RetryPolicy`] are that crate's.
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http1::SendRequest;
-use hyper::{Method, Request};
-use hyper_util::rt::TokioIo;
 use rampart_crypto::SecretBytes;
-use rustls::RootCertStore;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use serde::de::DeserializeOwned;
+pub use rampart_kms_client::transport::Body;
+use rampart_kms_client::transport::{decode_secret_field, Method, Transport};
+pub use rampart_kms_client::{ClientError, ConfigError, RetryPolicy};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use tokio::net::TcpStream;
-use tokio_rustls::TlsConnector;
 
 use crate::audit::VerifyReport;
-use crate::bundle::{Bundle, Endpoint};
+use crate::bundle::Bundle;
 use crate::error::KmsError;
 use crate::model::{AuditEntry, ClientInfo, KeyInfo};
-use crate::server::crypto_provider;
 
-const MAX_RESPONSE: usize = 64 << 20;
-const MAX_IDLE: usize = 64;
-
-/// Errors of the client library.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ClientError {
-    /// The bundle or its certificates are unusable.
-    #[error("{0}")]
-    Config(#[from] KmsError),
-    /// The server answered with an error.
-    #[error("{message} (HTTP {status}, {code})")]
-    Api { status: u16, code: String, message: String },
-    /// The TLS handshake was refused (by either side).
-    #[error("TLS refused by {endpoint}: {message}")]
-    Tls { endpoint: String, message: String },
-    /// No endpoint could be reached (or all answered 5xx) in every round.
-    #[error("no key server answered: {0}")]
-    Unavailable(String),
-    /// The server sent something this client does not understand.
-    #[error("bad response from {endpoint}: {message}")]
-    Protocol { endpoint: String, message: String },
-}
-
-impl ClientError {
-    /// The HTTP status for API errors.
-    #[must_use]
-    pub fn status(&self) -> Option<u16> {
-        match self {
-            Self::Api { status, .. } => Some(*status),
-            _ => None,
-        }
-    }
-
-    /// The API error code (`forbidden`, `key_revoked`...).
-    #[must_use]
-    pub fn code(&self) -> Option<&str> {
-        match self {
-            Self::Api { code, .. } => Some(code),
-            _ => None,
-        }
-    }
-}
-
-/// How hard the client tries.
-#[derive(Debug, Clone)]
-pub struct RetryPolicy {
-    /// Rounds over all endpoints.
-    pub rounds: u32,
-    /// Wait before the second round; doubles each round.
-    pub backoff: Duration,
-    pub connect_timeout: Duration,
-    /// Per request, per attempt.
-    pub request_timeout: Duration,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        Self {
-            rounds: 4,
-            backoff: Duration::from_millis(100),
-            connect_timeout: Duration::from_secs(5),
-            request_timeout: Duration::from_secs(30),
-        }
-    }
-}
-
-/// One kept-alive connection, and how its I/O task ended: in TLS 1.3 a
-/// server's refusal of our certificate arrives after the handshake, so
-/// the TLS alert is only seen by that task.
-struct Conn {
-    sender: SendRequest<Full<Bytes>>,
-    ended: tokio::sync::watch::Receiver<Option<Option<String>>>,
-}
-
-impl Conn {
-    /// The TLS error that ended the connection, if that is what happened.
-    async fn tls_failure(&mut self) -> Option<String> {
-        let ended =
-            tokio::time::timeout(Duration::from_millis(500), self.ended.wait_for(Option::is_some))
-                .await;
-        match ended {
-            Ok(Ok(value)) => value.clone().flatten(),
-            _ => None,
-        }
-    }
-}
-
-struct Target {
-    endpoint: Endpoint,
-    name: ServerName<'static>,
-    idle: Mutex<Vec<Conn>>,
-}
-
-/// A client of the key servers named in a bundle. Cheap to clone; clones
-/// share connections.
+/// A client of the key servers named in a bundle, for every API call:
+/// the transport of [`rampart_kms_client::Transport`] (which it derefs to,
+/// for [`Transport::unwrap`], [`Transport::get_json`] and the raw calls)
+/// and the admin requests. Cheap to clone; clones share connections.
 #[derive(Clone)]
 pub struct KmsClient {
-    targets: Arc<Vec<Target>>,
-    connector: TlsConnector,
-    preferred: Arc<AtomicUsize>,
-    policy: RetryPolicy,
+    transport: Transport,
 }
 
 impl std::fmt::Debug for KmsClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let endpoints: Vec<String> = self.targets.iter().map(|t| t.endpoint.url()).collect();
+        let endpoints = self.transport.endpoints();
         f.debug_struct("KmsClient").field("endpoints", &endpoints).finish_non_exhaustive()
     }
 }
 
-enum Attempt {
-    /// Try the next endpoint.
-    Retry(String),
-    Fatal(ClientError),
-}
+impl std::ops::Deref for KmsClient {
+    type Target = Transport;
 
-/// A rustls error somewhere in an error's chain.
-fn tls_cause(error: &(dyn std::error::Error + 'static)) -> Option<String> {
-    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(e) = current {
-        if let Some(tls) = e.downcast_ref::<rustls::Error>() {
-            return Some(tls.to_string());
-        }
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            if let Some(tls) = io.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>())
-            {
-                return Some(tls.to_string());
-            }
-        }
-        current = e.source();
+    fn deref(&self) -> &Transport {
+        &self.transport
     }
-    None
 }
 
-/// A request body.
-#[derive(Debug, Clone)]
-enum Body {
-    None,
-    Json(Bytes),
+impl AsRef<Transport> for KmsClient {
+    fn as_ref(&self) -> &Transport {
+        &self.transport
+    }
+}
+
+impl From<Transport> for KmsClient {
+    fn from(transport: Transport) -> Self {
+        Self { transport }
+    }
 }
 
 impl KmsClient {
     /// A client for `bundle`'s endpoints, with its certificate.
     pub fn new(bundle: &Bundle) -> Result<Self, ClientError> {
-        Self::with_policy(bundle, RetryPolicy::default())
+        Transport::new(bundle).map(Self::from)
     }
 
     /// A client that talks only to `endpoint` (for unsealing one server).
     pub fn for_endpoint(bundle: &Bundle, endpoint: &str) -> Result<Self, ClientError> {
-        let mut one = bundle.clone();
-        one.endpoints = vec![Endpoint::parse(endpoint)?.url()];
-        Self::new(&one)
+        Transport::for_endpoint(bundle, endpoint).map(Self::from)
     }
 
     pub fn with_policy(bundle: &Bundle, policy: RetryPolicy) -> Result<Self, ClientError> {
-        let cert_err = |e: &dyn std::fmt::Display| KmsError::Certificate(format!("bundle: {e}"));
-        let mut roots = RootCertStore::empty();
-        let ca =
-            CertificateDer::from_pem_slice(bundle.ca_cert.as_bytes()).map_err(|e| cert_err(&e))?;
-        roots.add(ca).map_err(|e| cert_err(&e))?;
-        let chain = CertificateDer::pem_slice_iter(bundle.cert.as_bytes())
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| cert_err(&e))?;
-        let key = PrivateKeyDer::from_pem_slice(bundle.key.expose()).map_err(|e| cert_err(&e))?;
-        let mut config = rustls::ClientConfig::builder_with_provider(crypto_provider())
-            .with_protocol_versions(&[&rustls::version::TLS13])
-            .map_err(|e| cert_err(&e))?
-            .with_root_certificates(roots)
-            .with_client_auth_cert(chain, key)
-            .map_err(|e| cert_err(&e))?;
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        let mut targets = Vec::new();
-        for endpoint in bundle.endpoints()? {
-            let name = ServerName::try_from(endpoint.host.clone())
-                .map_err(|e| KmsError::Config(format!("endpoint host '{}': {e}", endpoint.host)))?;
-            targets.push(Target { endpoint, name, idle: Mutex::new(Vec::new()) });
-        }
-        Ok(Self {
-            targets: Arc::new(targets),
-            connector: TlsConnector::from(Arc::new(config)),
-            preferred: Arc::new(AtomicUsize::new(0)),
-            policy,
-        })
-    }
-
-    async fn connect(&self, target: &Target) -> Result<Conn, Attempt> {
-        let url = target.endpoint.url();
-        let timeout = self.policy.connect_timeout;
-        let address = (target.endpoint.host.as_str(), target.endpoint.port);
-        let tcp = match tokio::time::timeout(timeout, TcpStream::connect(address)).await {
-            Ok(Ok(tcp)) => tcp,
-            Ok(Err(e)) => return Err(Attempt::Retry(format!("{url}: {e}"))),
-            Err(_) => return Err(Attempt::Retry(format!("{url}: connection timed out"))),
-        };
-        let _ = tcp.set_nodelay(true);
-        let tls =
-            match tokio::time::timeout(timeout, self.connector.connect(target.name.clone(), tcp))
-                .await
-            {
-                Ok(Ok(tls)) => tls,
-                Ok(Err(e)) => {
-                    return Err(match tls_cause(&e) {
-                        Some(message) => {
-                            Attempt::Fatal(ClientError::Tls { endpoint: url, message })
-                        }
-                        None => Attempt::Retry(format!("{url}: {e}")),
-                    })
-                }
-                Err(_) => return Err(Attempt::Retry(format!("{url}: TLS handshake timed out"))),
-            };
-        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-            .await
-            .map_err(|e| Attempt::Retry(format!("{url}: {e}")))?;
-        let (report, ended) = tokio::sync::watch::channel(None);
-        tokio::spawn(async move {
-            let failure = connection.await.err().and_then(|e| tls_cause(&e));
-            let _ = report.send(Some(failure));
-        });
-        Ok(Conn { sender, ended })
-    }
-
-    async fn attempt(
-        &self,
-        target: &Target,
-        method: &Method,
-        path: &str,
-        body: &Body,
-    ) -> Result<(u16, Bytes), Attempt> {
-        let url = target.endpoint.url();
-        let idle = {
-            let mut idle = target.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let mut found = None;
-            while let Some(conn) = idle.pop() {
-                if !conn.sender.is_closed() {
-                    found = Some(conn);
-                    break;
-                }
-            }
-            found
-        };
-        // A pooled connection the server closed meanwhile gets one quiet
-        // retry on a fresh connection.
-        let reused = idle.is_some();
-        let mut conn = match idle {
-            Some(conn) => conn,
-            None => self.connect(target).await?,
-        };
-        let mut result = self.exchange(&mut conn, &url, target, method, path, body).await;
-        if let Err(Attempt::Retry(_)) = &result {
-            if reused {
-                conn = self.connect(target).await?;
-                result = self.exchange(&mut conn, &url, target, method, path, body).await;
-            }
-        }
-        if let Err(Attempt::Retry(_)) = &result {
-            if let Some(message) = conn.tls_failure().await {
-                return Err(Attempt::Fatal(ClientError::Tls { endpoint: url, message }));
-            }
-        }
-        if result.is_ok() && !conn.sender.is_closed() {
-            let mut idle = target.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            if idle.len() < MAX_IDLE {
-                idle.push(conn);
-            }
-        }
-        result
-    }
-
-    async fn exchange(
-        &self,
-        conn: &mut Conn,
-        url: &str,
-        target: &Target,
-        method: &Method,
-        path: &str,
-        body: &Body,
-    ) -> Result<(u16, Bytes), Attempt> {
-        let sender = &mut conn.sender;
-        let work = async {
-            sender.ready().await.map_err(|e| Attempt::Retry(format!("{url}: {e}")))?;
-            let host = if target.endpoint.host.contains(':') {
-                format!("[{}]:{}", target.endpoint.host, target.endpoint.port)
-            } else {
-                format!("{}:{}", target.endpoint.host, target.endpoint.port)
-            };
-            let builder = Request::builder()
-                .method(method.clone())
-                .uri(path)
-                .header(hyper::header::HOST, host);
-            let request = match body {
-                Body::None => builder.body(Full::new(Bytes::new())),
-                Body::Json(bytes) => builder
-                    .header(hyper::header::CONTENT_TYPE, "application/json")
-                    .body(Full::new(bytes.clone())),
-            }
-            .map_err(|e| {
-                Attempt::Fatal(ClientError::Protocol {
-                    endpoint: url.to_owned(),
-                    message: e.to_string(),
-                })
-            })?;
-            let response = sender.send_request(request).await.map_err(|e| match tls_cause(&e) {
-                Some(message) => {
-                    Attempt::Fatal(ClientError::Tls { endpoint: url.to_owned(), message })
-                }
-                None => Attempt::Retry(format!("{url}: {e}")),
-            })?;
-            let status = response.status().as_u16();
-            let bytes = http_body_util::Limited::new(response.into_body(), MAX_RESPONSE)
-                .collect()
-                .await
-                .map_err(|e| Attempt::Retry(format!("{url}: {e}")))?
-                .to_bytes();
-            Ok((status, bytes))
-        };
-        match tokio::time::timeout(self.policy.request_timeout, work).await {
-            Ok(result) => result,
-            Err(_) => Err(Attempt::Retry(format!("{url}: request timed out"))),
-        }
-    }
-
-    async fn call(&self, method: Method, path: &str, body: Body) -> Result<Bytes, ClientError> {
-        let n = self.targets.len();
-        let mut failures: Vec<String> = Vec::new();
-        let mut last_api: Option<ClientError> = None;
-        for round in 0..self.policy.rounds.max(1) {
-            if round > 0 {
-                let factor = 1u32 << (round - 1).min(10);
-                tokio::time::sleep(self.policy.backoff * factor).await;
-            }
-            let start = self.preferred.load(Ordering::Relaxed);
-            for offset in 0..n {
-                let index = (start + offset) % n;
-                let target = &self.targets[index];
-                match self.attempt(target, &method, path, &body).await {
-                    Ok((status, bytes)) if status < 500 => {
-                        self.preferred.store(index, Ordering::Relaxed);
-                        return if status < 400 {
-                            Ok(bytes)
-                        } else {
-                            Err(api_error(status, &bytes))
-                        };
-                    }
-                    Ok((status, bytes)) => {
-                        let error = api_error(status, &bytes);
-                        failures.push(format!("{}: {error}", target.endpoint.url()));
-                        last_api = Some(error);
-                    }
-                    Err(Attempt::Fatal(error)) => return Err(error),
-                    Err(Attempt::Retry(message)) => failures.push(message),
-                }
-            }
-        }
-        // Every endpoint answered 5xx (or was down): report the server's
-        // own error when there is one (a sealed server says so).
-        if let Some(error) = last_api {
-            return Err(error);
-        }
-        failures.dedup();
-        let tail = failures.len().saturating_sub(3);
-        Err(ClientError::Unavailable(failures[tail..].join("; ")))
-    }
-
-    async fn call_json<T: DeserializeOwned>(
-        &self,
-        method: Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> Result<T, ClientError> {
-        let body = match body {
-            Some(value) => Body::Json(Bytes::from(value.to_string())),
-            None => Body::None,
-        };
-        let bytes = self.call(method, path, body).await?;
-        serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol {
-            endpoint: path.to_owned(),
-            message: format!("unexpected JSON: {e}"),
-        })
+        Transport::with_policy(bundle, policy).map(Self::from)
     }
 
     /// A one-time sign-in code for the web console (admin): the server
@@ -461,7 +120,7 @@ impl KmsClient {
     /// Gives one share; returns the seal status after it.
     pub async fn unseal(&self, share: &SecretBytes) -> Result<Value, ClientError> {
         let text = std::str::from_utf8(share.expose())
-            .map_err(|_| ClientError::Config(KmsError::invalid("the share is not text")))?;
+            .map_err(|_| ClientError::from(KmsError::invalid("the share is not text")))?;
         let body = SecretBytes::new(json!({ "share": text.trim() }).to_string().into_bytes());
         let bytes = self
             .call(Method::POST, "/v1/sys/unseal", Body::Json(Bytes::copy_from_slice(body.expose())))
@@ -476,7 +135,7 @@ impl KmsClient {
     /// an HSM); returns the seal status after it.
     pub async fn unseal_pin(&self, pin: &SecretBytes) -> Result<Value, ClientError> {
         let text = std::str::from_utf8(pin.expose())
-            .map_err(|_| ClientError::Config(KmsError::invalid("the PIN is not text")))?;
+            .map_err(|_| ClientError::from(KmsError::invalid("the PIN is not text")))?;
         let body = SecretBytes::new(json!({ "pin": text }).to_string().into_bytes());
         let bytes = self
             .call(Method::POST, "/v1/sys/unseal", Body::Json(Bytes::copy_from_slice(body.expose())))
@@ -611,20 +270,6 @@ impl KmsClient {
         let wrapped: Wrapped = serde_json::from_slice(&bytes)
             .map_err(|e| ClientError::Protocol { endpoint: path, message: e.to_string() })?;
         Ok(wrapped.ciphertext)
-    }
-
-    /// Unwraps a ciphertext of `wrap` (the key name is read from it).
-    pub async fn unwrap(
-        &self,
-        ciphertext: &str,
-        context: &[u8],
-    ) -> Result<SecretBytes, ClientError> {
-        let header = crate::keys::WrappedHeader::parse(ciphertext)?;
-        let path = format!("/v1/keys/{}/unwrap", header.name);
-        let body = json!({ "ciphertext": ciphertext.trim(), "context": B64.encode(context) });
-        let bytes =
-            self.call(Method::POST, &path, Body::Json(Bytes::from(body.to_string()))).await?;
-        decode_secret_field(&bytes, "plaintext", &path)
     }
 
     /// The raw material of an exportable key version (the newest when
@@ -788,11 +433,6 @@ impl KmsClient {
         Ok(Page { items: list.entries, next_cursor: list.next_cursor })
     }
 
-    /// A GET of any API path (with its query), as JSON.
-    pub async fn get_json(&self, path_and_query: &str) -> Result<Value, ClientError> {
-        self.call_json(Method::GET, path_and_query, None).await
-    }
-
     /// Every audit entry after `after_seq` (and at or after `since_ms`).
     pub async fn audit(&self, since_ms: Option<i64>) -> Result<Vec<AuditEntry>, ClientError> {
         #[derive(Deserialize)]
@@ -874,7 +514,7 @@ impl KmsClient {
     ) -> Result<AuditExportSummary, ClientError> {
         const PAGE: u32 = 5000;
         let io = |e: std::io::Error| {
-            ClientError::Config(KmsError::Store(format!("cannot write the export: {e}")))
+            ClientError::from(KmsError::Store(format!("cannot write the export: {e}")))
         };
         let first = self.audit_export_page(until, None, PAGE).await?;
         let header = crate::audit::ExportHeader {
@@ -1059,36 +699,6 @@ impl Query {
 fn path_name(name: &str) -> Result<&str, ClientError> {
     crate::model::check_name("key name", name)?;
     Ok(name)
-}
-
-fn api_error(status: u16, bytes: &[u8]) -> ClientError {
-    let value: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
-    let code = value["error"]["code"].as_str().unwrap_or("http_error").to_owned();
-    let message =
-        value["error"]["message"].as_str().map_or_else(|| format!("HTTP {status}"), str::to_owned);
-    ClientError::Api { status, code, message }
-}
-
-fn decode_secret_field(bytes: &[u8], field: &str, path: &str) -> Result<SecretBytes, ClientError> {
-    // The base64 text itself is secret: it is read straight into a
-    // zeroizing buffer rather than a `String`.
-    #[derive(Deserialize)]
-    struct Plaintext {
-        #[serde(with = "crate::bundle::secret_text")]
-        plaintext: SecretBytes,
-    }
-    #[derive(Deserialize)]
-    struct Material {
-        #[serde(with = "crate::bundle::secret_text")]
-        material: SecretBytes,
-    }
-    let bad = |m: &str| ClientError::Protocol { endpoint: path.to_owned(), message: m.to_owned() };
-    let text = match field {
-        "plaintext" => serde_json::from_slice::<Plaintext>(bytes).map(|p| p.plaintext),
-        _ => serde_json::from_slice::<Material>(bytes).map(|m| m.material),
-    }
-    .map_err(|e| bad(&e.to_string()))?;
-    Ok(SecretBytes::new(B64.decode(text.expose()).map_err(|_| bad("field is not base64"))?))
 }
 
 /// A one-time sign-in code for the web console.

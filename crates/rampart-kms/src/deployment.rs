@@ -289,7 +289,7 @@ pub fn write_unseal_key(path: &Path, key: &SecretBytes) -> Result<()> {
     line.expose_mut()[..text.len()].copy_from_slice(text.expose());
     line.expose_mut()[text.len()] = b'\n';
     text.expose_mut().fill(0);
-    write_private_file(path, line.expose())
+    Ok(write_private_file(path, line.expose())?)
 }
 
 /// Reads an unseal key file (hex text of the 32-byte root key).

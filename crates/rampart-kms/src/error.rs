@@ -152,6 +152,37 @@ impl From<rcgen::Error> for KmsError {
     }
 }
 
+impl From<rampart_kms_client::ConfigError> for KmsError {
+    /// The client crate's errors are the key manager's own, found on the
+    /// client side: each becomes the variant of the same text.
+    fn from(error: rampart_kms_client::ConfigError) -> Self {
+        use rampart_kms_client::ConfigError;
+        match error {
+            ConfigError::Invalid(message) => Self::InvalidRequest(message),
+            ConfigError::Certificate(message) => Self::Certificate(message),
+            ConfigError::Config(message) => Self::Config(message),
+            ConfigError::Crypto(message) => Self::Crypto(message),
+            // Already formatted (a KmsError of the admin client's).
+            other => Self::Config(other.to_string()),
+        }
+    }
+}
+
+impl From<KmsError> for rampart_kms_client::ClientError {
+    /// A check of the admin client (a name, an argument, a key pair),
+    /// failing before the request: its text and status are kept.
+    fn from(error: KmsError) -> Self {
+        use rampart_kms_client::ConfigError;
+        Self::Config(match error {
+            KmsError::InvalidRequest(message) => ConfigError::Invalid(message),
+            KmsError::Certificate(message) => ConfigError::Certificate(message),
+            KmsError::Config(message) => ConfigError::Config(message),
+            KmsError::Crypto(message) => ConfigError::Crypto(message),
+            other => ConfigError::Other { status: other.status(), message: other.to_string() },
+        })
+    }
+}
+
 /// The result type of the key manager.
 pub type Result<T, E = KmsError> = std::result::Result<T, E>;
 
@@ -172,6 +203,26 @@ mod tests {
         ];
         for (error, status) in cases {
             assert_eq!(error.status(), status, "{error}");
+        }
+    }
+
+    #[test]
+    fn client_errors_keep_their_text_and_status_both_ways() {
+        use rampart_kms_client::{ClientError, ConfigError};
+        for error in [
+            KmsError::invalid("x"),
+            KmsError::Certificate("bundle: y".into()),
+            KmsError::Config("z".into()),
+            KmsError::Crypto("w".into()),
+            KmsError::Store("cannot write the export: v".into()),
+        ] {
+            let client = ClientError::from(error.clone());
+            assert_eq!(client.to_string(), error.to_string());
+            let ClientError::Config(config) = client else { panic!("{error}") };
+            assert_eq!(config.status(), error.status(), "{error}");
+            if !matches!(config, ConfigError::Other { .. }) {
+                assert_eq!(KmsError::from(config), error);
+            }
         }
     }
 }

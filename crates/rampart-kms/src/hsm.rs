@@ -84,7 +84,7 @@ impl HsmConfig {
         let mut text = serde_json::to_vec_pretty(self)
             .map_err(|e| KmsError::Config(format!("cannot encode {HSM_CONFIG_FILE}: {e}")))?;
         text.push(b'\n');
-        write_private_file(&data_dir.join(HSM_CONFIG_FILE), &text)
+        Ok(write_private_file(&data_dir.join(HSM_CONFIG_FILE), &text)?)
     }
 }
 

@@ -20,12 +20,10 @@ use rampart_crypto::{
 };
 
 use crate::error::{KmsError, Result};
-use crate::model::check_name;
+pub use rampart_kms_client::wrapped::{WrappedHeader, MAX_WRAP_PLAINTEXT};
 
 /// Bytes of the root key and of every key version's material.
 pub const KEY_BYTES: usize = 32;
-/// Largest plaintext `wrap` accepts.
-pub const MAX_WRAP_PLAINTEXT: usize = 64 * 1024;
 /// Largest caller context bound into a wrap.
 pub const MAX_CONTEXT: usize = 4096;
 
@@ -310,48 +308,6 @@ fn open(gcm: &Gcm, aad: &[u8], blob: &[u8]) -> Result<SecretBytes> {
     Ok(data)
 }
 
-/// A parsed wrapped-data ciphertext (its header fields; the sealed bytes
-/// stay inside).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WrappedHeader {
-    pub name: String,
-    pub version: u32,
-    sealed: Vec<u8>,
-}
-
-impl WrappedHeader {
-    /// Parses `rampart:v1:NAME:VERSION:BASE64URL`.
-    pub fn parse(text: &str) -> Result<Self> {
-        let limit = 64 + MAX_NAME_TEXT + (MAX_WRAP_PLAINTEXT + 64) * 4 / 3;
-        if text.len() > limit {
-            return Err(KmsError::invalid("ciphertext is too long"));
-        }
-        let mut parts = text.trim().splitn(5, ':');
-        let (Some("rampart"), Some(format), Some(name), Some(version), Some(body)) =
-            (parts.next(), parts.next(), parts.next(), parts.next(), parts.next())
-        else {
-            return Err(KmsError::invalid("ciphertext is not rampart:v1:NAME:VERSION:DATA"));
-        };
-        if format != "v1" {
-            return Err(KmsError::invalid(format!("unsupported ciphertext format '{format}'")));
-        }
-        check_name("key name in the ciphertext", name)?;
-        let version: u32 =
-            version.parse().ok().filter(|v| *v > 0).ok_or_else(|| {
-                KmsError::invalid("ciphertext key version is not a positive number")
-            })?;
-        let sealed = URL_SAFE_NO_PAD
-            .decode(body)
-            .map_err(|_| KmsError::invalid("ciphertext data is not base64url"))?;
-        if sealed.len() < GCM_NONCE_LEN + GCM_TAG_LEN {
-            return Err(KmsError::invalid("ciphertext is too short"));
-        }
-        Ok(Self { name: name.to_owned(), version, sealed })
-    }
-}
-
-const MAX_NAME_TEXT: usize = crate::model::MAX_NAME;
-
 /// Wraps `plaintext` under a key version's material.
 pub fn wrap(
     name: &str,
@@ -372,7 +328,7 @@ pub fn unwrap(
     context: &[u8],
 ) -> Result<SecretBytes> {
     let gcm = Gcm::new(material.expose())?;
-    open(&gcm, &wrap_aad(&header.name, header.version, context), &header.sealed)
+    open(&gcm, &wrap_aad(&header.name, header.version, context), header.sealed())
 }
 
 #[cfg(test)]

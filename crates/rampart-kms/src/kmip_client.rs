@@ -138,7 +138,7 @@ impl KmipClient {
                 .map_err(|e| cert_err(&e))?;
         let mut targets = Vec::new();
         for address in addresses {
-            let endpoint = Endpoint::parse(address)?;
+            let endpoint = Endpoint::parse(address).map_err(KmsError::from)?;
             let name = ServerName::try_from(endpoint.host.clone())
                 .map_err(|e| KmsError::Config(format!("KMIP address '{address}': {e}")))?;
             targets.push(Target { address: address.clone(), endpoint, name });

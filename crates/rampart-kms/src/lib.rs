@@ -1,7 +1,11 @@
 //! Rampart's key manager: a key management server with a sealed root of
 //! trust, mutual-TLS REST API, per-key access policies, a hash-chained
 //! audit log, and SQLite (default) or PostgreSQL (active-active) storage;
-//! plus the client library with failover across servers.
+//! plus the admin client library with failover across servers.
+//!
+//! What unlocking needs (bundles, the `rampart-kms` token, the unwrap,
+//! the client transport) is the `rampart-kms-client` crate, re-exported
+//! here as [`bundle`] and [`binding`].
 //!
 //! * [`init`] creates a deployment: root key (unseal key file, Shamir
 //!   shares, or a non-extractable key generated in a PKCS#11 token:
@@ -15,9 +19,7 @@
 #![recursion_limit = "512"]
 
 pub mod audit;
-pub mod binding;
 pub mod bulk;
-pub mod bundle;
 pub mod error;
 pub mod hsm;
 pub mod keys;
@@ -29,6 +31,7 @@ pub mod store;
 
 pub use bundle::{Bundle, Endpoint};
 pub use error::{KmsError, Result};
+pub use rampart_kms_client::{binding, bundle};
 pub mod bench;
 pub mod client;
 pub mod deployment;

@@ -51,7 +51,7 @@ impl Workload {
                 });
             }
             while let Some(done) = tasks.join_next().await {
-                items.push(done.map_err(|e| ClientError::Config(task_failed(&e)))??);
+                items.push(done.map_err(|e| ClientError::from(task_failed(&e)))??);
             }
         }
         Ok(Self { items: Arc::new(items) })
@@ -128,7 +128,7 @@ async fn connect_all(hosts: &[KmsClient], concurrency: usize) -> Result<(), Clie
         });
     }
     while let Some(done) = tasks.join_next().await {
-        done.map_err(|e| ClientError::Config(task_failed(&e)))??;
+        done.map_err(|e| ClientError::from(task_failed(&e)))??;
     }
     Ok(())
 }
@@ -144,7 +144,7 @@ pub async fn run(
     plan: &LoadPlan,
 ) -> Result<LoadReport, ClientError> {
     if hosts.is_empty() || work.is_empty() || plan.concurrency == 0 {
-        return Err(ClientError::Config(crate::KmsError::invalid(
+        return Err(ClientError::from(crate::KmsError::invalid(
             "a benchmark needs a client, a secret and a concurrency of at least 1",
         )));
     }
@@ -201,7 +201,7 @@ pub async fn run(
     let mut all = Vec::new();
     let (mut unwraps, mut heartbeats) = (0u64, 0u64);
     while let Some(done) = tasks.join_next().await {
-        let (latencies, u, h) = done.map_err(|e| ClientError::Config(task_failed(&e)))??;
+        let (latencies, u, h) = done.map_err(|e| ClientError::from(task_failed(&e)))??;
         all.extend(latencies);
         unwraps += u;
         heartbeats += h;

@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{KmsError, Result};
 
-/// Longest key or client name.
-pub const MAX_NAME: usize = 128;
+use rampart_kms_client::names::name_chars_ok;
+pub use rampart_kms_client::names::MAX_NAME;
 /// Most selectors in a key's policy.
 pub const MAX_SELECTORS: usize = 64;
 /// Most labels on a client.
@@ -19,22 +19,11 @@ pub const MAX_LABELS: usize = 32;
 /// Longest revocation reason.
 pub const MAX_REASON: usize = 1024;
 
-fn name_chars_ok(text: &str) -> bool {
-    text.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-}
-
 /// Checks a key or client name: 1 to 128 characters of `A-Z a-z 0-9 . _ -`,
-/// starting with a letter or digit.
+/// starting with a letter or digit (the rule of
+/// [`rampart_kms_client::names::check_name`], which clients apply too).
 pub fn check_name(what: &str, text: &str) -> Result<()> {
-    if text.is_empty() || text.len() > MAX_NAME {
-        return Err(KmsError::invalid(format!("{what} must be 1 to {MAX_NAME} characters")));
-    }
-    if !name_chars_ok(text) || !text.as_bytes()[0].is_ascii_alphanumeric() {
-        return Err(KmsError::invalid(format!(
-            "{what} may hold only letters, digits, '.', '_' and '-', and must start with a letter or digit"
-        )));
-    }
-    Ok(())
+    rampart_kms_client::names::check_name(what, text).map_err(KmsError::from)
 }
 
 /// A client's labels (`region=eu`, `role=host`): keys 1 to 64 characters

@@ -704,7 +704,9 @@ pub(crate) fn map_client(error: ClientError) -> anyhow::Error {
     }
 }
 
-fn map_kms(error: KmsError) -> anyhow::Error {
+/// (Also for the client crate's errors: bundles, names.)
+fn map_kms(error: impl Into<KmsError>) -> anyhow::Error {
+    let error = error.into();
     match error {
         KmsError::Config(_)
         | KmsError::InvalidRequest(_)

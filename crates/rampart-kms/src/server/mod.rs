@@ -182,17 +182,9 @@ impl Default for AuditOptions {
     }
 }
 
-/// The TLS configuration the server and its clients share: TLS 1.3 only,
-/// AES-GCM cipher suites only, from AWS-LC.
-#[must_use]
-pub fn crypto_provider() -> Arc<rustls::crypto::CryptoProvider> {
-    let mut provider = rustls::crypto::aws_lc_rs::default_provider();
-    provider.cipher_suites = vec![
-        rustls::crypto::aws_lc_rs::cipher_suite::TLS13_AES_256_GCM_SHA384,
-        rustls::crypto::aws_lc_rs::cipher_suite::TLS13_AES_128_GCM_SHA256,
-    ];
-    Arc::new(provider)
-}
+/// The TLS configuration the server and its clients share (TLS 1.3
+/// only, AES-GCM cipher suites only, from AWS-LC): the client crate's.
+pub use rampart_kms_client::crypto_provider;
 
 fn tls_error(e: impl std::fmt::Display) -> KmsError {
     KmsError::Certificate(e.to_string())
