@@ -3,16 +3,18 @@
 //! cryptsetup 2.4+ (and systemd-cryptsetup through it) loads from its
 //! token directory for LUKS2 tokens of type `rampart-kms`.
 //!
-//! The token model and the unwrap are `rampart_kms::binding`'s, the code
-//! `rampart unlock` runs, so the passphrase handed to cryptsetup is the
-//! one Rampart derives. The client bundle is the token's `bundle` field,
+//! The token model and the unwrap are `rampart_kms_client::binding`'s,
+//! the code `rampart unlock` runs, so the passphrase handed to cryptsetup
+//! is the one Rampart derives. The plugin depends on that client crate
+//! only (no key server, database or HSM code), and links nothing but the
+//! C runtime: libcryptsetup's functions are found at run time. The client bundle is the token's `bundle` field,
 //! or `/etc/rampart/client.bundle`.
 //!
 //! This file is safe Rust; the C ABI (the only `unsafe` of the crate) is
 //! in `ffi.rs`.
 
 use rampart_crypto::SecretBytes;
-use rampart_kms::binding::{self, BoundToken, UnlockError};
+use rampart_kms_client::binding::{self, BoundToken, UnlockError};
 
 mod ffi;
 
