@@ -190,3 +190,73 @@ fn kms_cli_shamir_unseal() {
     assert_eq!(String::from_utf8(second.stdout).unwrap().trim(), "unsealed");
     ok(&["kms", "key", "list", "--kms", &admin]);
 }
+
+/// The inodes of the TCP sockets process `pid` holds in the listening
+/// state (from its file descriptors and the kernel's socket tables).
+fn listening_sockets(pid: u32) -> Vec<String> {
+    let held: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter_map(|target| {
+            let target = target.display().to_string();
+            Some(target.strip_prefix("socket:[")?.strip_suffix(']')?.to_owned())
+        })
+        .collect();
+    let mut listening = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(table).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // State 0A is LISTEN; field 9 is the socket's inode.
+            if fields.get(3) == Some(&"0A")
+                && held.iter().any(|i| Some(&i.as_str()) == fields.get(9))
+            {
+                listening.push(fields[9].to_owned());
+            }
+        }
+    }
+    listening
+}
+
+/// `kms serve` opens only the listeners it is asked for: without
+/// `--kmip-listen` the process listens on one TCP socket (the REST API),
+/// with it on two; an address already taken stops it at start with one
+/// line naming the flag that moves it.
+#[test]
+fn kms_serve_listens_only_where_asked() {
+    let tmp = TempDir::new("kms-listen");
+    let dir = tmp.join("data");
+    let dir_s = dir.display().to_string();
+    let port = free_port();
+    ok(&["kms", "init", "--data-dir", &dir_s, "--endpoint", &format!("127.0.0.1:{port}")]);
+    {
+        let server = ServerProcess::start(&dir, port, None);
+        let sockets = listening_sockets(server.child.id());
+        assert_eq!(sockets.len(), 1, "REST only, without --kmip-listen: {sockets:?}");
+        assert!(server.kmip.is_none());
+    }
+    {
+        let server = ServerProcess::start_kmip(&dir, port, free_port(), None);
+        let sockets = listening_sockets(server.child.id());
+        assert_eq!(sockets.len(), 2, "REST and KMIP: {sockets:?}");
+    }
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = taken.local_addr().unwrap().to_string();
+    for (flag, args) in [
+        ("--listen", vec!["--listen", taken.as_str()]),
+        ("--kmip-listen", vec!["--listen", "127.0.0.1:0", "--kmip-listen", taken.as_str()]),
+    ] {
+        let mut all = vec!["kms", "serve", "--data-dir", &dir_s];
+        all.extend(args);
+        let out = rampart(&all);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {out:?}");
+        // The server logs that it unsealed before it binds; the error is
+        // the one line after.
+        let err = String::from_utf8(out.stderr).unwrap();
+        let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("rampart: error")).collect();
+        assert_eq!(errors.len(), 1, "{err}");
+        assert_eq!(err.lines().last(), errors.first().copied(), "{err}");
+        assert!(err.contains(&format!("cannot listen on {taken}")), "{err}");
+        assert!(err.contains(&format!("(change it with {flag})")), "{err}");
+    }
+}

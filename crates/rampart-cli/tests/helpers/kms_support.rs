@@ -69,8 +69,7 @@ pub struct ServerProcess {
 }
 
 impl ServerProcess {
-    /// A server without KMIP (tests run several servers at once, and
-    /// KMIP's default port is fixed).
+    /// A server without KMIP (`kms serve` opens it only when asked).
     pub fn start(data_dir: &Path, port: u16, store: Option<&str>) -> Self {
         Self::start_full(data_dir, port, store, None, &[])
     }
