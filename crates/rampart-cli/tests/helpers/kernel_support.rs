@@ -3,14 +3,17 @@
 //! shell script there as root, where device-mapper (kernel dm-crypt),
 //! loop devices and the kernel's NBD client exist. `scripts/test`
 //! installs the kernel and checks that it boots before any test runs.
+//!
+//! Files in the shared directory report the 9p mount's block size
+//! (258048 bytes, not a power of two), on which cryptsetup's header
+//! reads fail: guest scripts put volume and header files on a loop
+//! device (`losetup -f --show FILE`) and hand cryptsetup that.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
-pub use super::common::{
-    assert_same, describe, ok, p, rampart, rampart_in, random_bytes, tool, TempDir,
-};
+pub use super::common::{assert_same, describe, ok, p, rampart, random_bytes, tool, TempDir};
 
 /// The rampart binary under test (the guest runs the same file).
 pub fn rampart_bin() -> &'static str {
