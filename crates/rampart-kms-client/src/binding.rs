@@ -275,8 +275,11 @@ pub fn unwrap_with_bundle(
 ) -> Result<SecretBytes, UnlockError> {
     let bundle = Bundle::read(bundle).map_err(|e| UnlockError::Config(e.to_string()))?;
     let client = Transport::new(&bundle)?;
+    // Sockets and timers; no signal handling (the plugin runs inside
+    // cryptsetup or systemd-cryptsetup, whose signals are theirs).
     let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
+        .enable_io()
+        .enable_time()
         .build()
         .map_err(|e| UnlockError::Config(format!("cannot start the I/O runtime: {e}")))?;
     let passphrase = runtime.block_on(unwrap_passphrase(&client, uuid, token))?;
