@@ -216,7 +216,7 @@ metrics() {{
 round() {{
   name=$1 dev=$2 mport=$3 size=$4
   shift
-  RAMPART_LOG=debug $R serve $name.vol=$name --key-file {key} --metrics-listen 127.0.0.1:$mport $4 \
+  RAMPART_LOG=debug $R serve $name.vol=$name --key-file {key} --handshake-timeout 120s --metrics-listen 127.0.0.1:$mport $4 \
     >$name-serve.out 2>$name-serve.log &
   pid=$!
   wait_up $pid $name-serve.out

@@ -315,6 +315,24 @@ wait $relay || true
     )
 }
 
+/// Runs a guest script under the test kernel (`scripts/kernel-vm`) with
+/// `module` loaded (`tls`) or refused (`!tls`); returns the server's log
+/// (`serve.log`), failing with it and the console unless the script
+/// exited 0.
+fn serve_under_kernel(dir: &TempDir, script: &str, module: &str) -> String {
+    let script_file = dir.file("guest.sh", script.as_bytes());
+    let kernel_vm = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/kernel-vm");
+    let out = run_limited(
+        "bash",
+        &[p(&kernel_vm), p(dir.path()), p(&script_file), module],
+        std::time::Duration::from_secs(600),
+    );
+    let log = std::fs::read_to_string(dir.join("serve.log")).unwrap_or_default();
+    let console = std::fs::read_to_string(dir.join("console.log")).unwrap_or_default();
+    assert!(out.status.success(), "{}\n{console}\n{log}", describe("the script", &out));
+    log
+}
+
 /// `--ktls` under a kernel without the `tls` module (the test kernel with
 /// `tls` refused, so this holds whatever the host's kernel has): the
 /// first TLS connection logs once that TLS stays in user space, and every
@@ -333,7 +351,7 @@ fn kernel_tls_falls_back_to_user_space_without_the_tls_module() {
 cd {dir}
 cat /proc/sys/net/ipv4/tcp_available_ulp >ulps
 RAMPART_LOG=debug {rampart} serve {vol} --key-file {key} --listen 127.0.0.1:10809 \
-  --tls-cert {cert} --tls-key {server_key} --ktls >serve.out 2>serve.log &
+  --tls-cert {cert} --tls-key {server_key} --ktls --handshake-timeout 120s >serve.out 2>serve.log &
 pid=$!
 up=
 for i in $(seq 120); do
@@ -354,16 +372,7 @@ wait $pid
         server_key = pki.server_key.display(),
         key_update = key_update_commands(10809, &pki.ca),
     );
-    let script_file = dir.file("guest.sh", script.as_bytes());
-    let kernel_vm = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/kernel-vm");
-    let out = run_limited(
-        "bash",
-        &[p(&kernel_vm), p(dir.path()), p(&script_file), "!tls"],
-        std::time::Duration::from_secs(600),
-    );
-    let log = std::fs::read_to_string(dir.join("serve.log")).unwrap_or_default();
-    let console = std::fs::read_to_string(dir.join("console.log")).unwrap_or_default();
-    assert!(out.status.success(), "{}\n{console}\n{log}", describe("the script", &out));
+    let log = serve_under_kernel(&dir, &script, "!tls");
     let ulps = std::fs::read_to_string(dir.join("ulps")).unwrap();
     assert!(!ulps.split_whitespace().any(|ulp| ulp == "tls"), "the kernel has kTLS: {ulps}");
     for i in 1..=3 {
@@ -421,7 +430,8 @@ fn kernel_tls_carries_the_sessions_under_a_kernel_with_the_tls_module() {
         r#"set -e
 cd {dir}
 RAMPART_LOG=debug {rampart} serve {vol} --key-file {key} --listen 127.0.0.1:10809 \
-  --tls-cert {cert} --tls-key {server_key} --ktls --metrics-listen 127.0.0.1:10810 \
+  --tls-cert {cert} --tls-key {server_key} --ktls --handshake-timeout 120s \
+  --metrics-listen 127.0.0.1:10810 \
   >serve.out 2>serve.log &
 pid=$!
 up=
@@ -450,16 +460,7 @@ wait $pid
         data = data_file.display(),
         key_update = key_update_commands(10809, &pki.ca),
     );
-    let script_file = dir.file("guest.sh", script.as_bytes());
-    let kernel_vm = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/kernel-vm");
-    let out = run_limited(
-        "bash",
-        &[p(&kernel_vm), p(dir.path()), p(&script_file), "tls"],
-        std::time::Duration::from_secs(600),
-    );
-    let log = std::fs::read_to_string(dir.join("serve.log")).unwrap_or_default();
-    let console = std::fs::read_to_string(dir.join("console.log")).unwrap_or_default();
-    assert!(out.status.success(), "{}\n{console}\n{log}", describe("the script", &out));
+    let log = serve_under_kernel(&dir, &script, "tls");
 
     let stat = std::fs::read_to_string(dir.join("tls_stat")).unwrap();
     let counter = |name: &str| -> u64 {
