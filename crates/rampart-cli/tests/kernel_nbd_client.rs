@@ -8,7 +8,10 @@
 
 use crate::helpers::common::{output, run};
 use crate::helpers::kernel_support::*;
-use crate::helpers::serve_support::{key_file, make_volume, require, MIB};
+use crate::helpers::serve_support::{
+    issue_certificate, key_file, make_volume, require, CA_EXTENSIONS, CLIENT_EXTENSIONS, MIB,
+    SERVER_EXTENSIONS,
+};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -37,71 +40,12 @@ struct Pki {
     client_key: PathBuf,
 }
 
-fn openssl(dir: &Path, args: &[&str]) {
-    let mut command = Command::new(tool("openssl"));
-    command.current_dir(dir).args(args);
-    ok(&format!("openssl {}", args[0]), output(command));
-}
-
 fn make_pki(dir: &TempDir) -> Pki {
     let d = dir.join("pki");
     std::fs::create_dir_all(&d).unwrap();
-    let curve = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-    std::fs::write(
-        d.join("ca.ext"),
-        "[req]\ndistinguished_name=dn\n[dn]\n[v3]\nbasicConstraints=critical,CA:TRUE\n\
-         keyUsage=critical,keyCertSign,cRLSign\nsubjectKeyIdentifier=hash\n",
-    )
-    .unwrap();
-    let mut args = vec!["req", "-x509"];
-    args.extend(curve);
-    args.extend(["-keyout", "ca-key.pem", "-out", "ca-cert.pem", "-days", "2"]);
-    args.extend(["-subj", "/CN=kernel NBD test CA", "-extensions", "v3", "-config", "ca.ext"]);
-    openssl(&d, &args);
-    let leaf = |name: &str, serial: &str, extensions: &str| {
-        let ext = format!("{name}.ext");
-        std::fs::write(d.join(&ext), extensions).unwrap();
-        let (key, csr, cert) =
-            (format!("{name}-key.pem"), format!("{name}.csr"), format!("{name}-cert.pem"));
-        let subject = format!("/CN={name}");
-        let mut args = vec!["req"];
-        args.extend(curve);
-        args.extend(["-keyout", &key, "-out", &csr, "-subj", &subject]);
-        openssl(&d, &args);
-        openssl(
-            &d,
-            &[
-                "x509",
-                "-req",
-                "-in",
-                &csr,
-                "-CA",
-                "ca-cert.pem",
-                "-CAkey",
-                "ca-key.pem",
-                "-set_serial",
-                serial,
-                "-out",
-                &cert,
-                "-days",
-                "2",
-                "-extfile",
-                &ext,
-                "-extensions",
-                "v3",
-            ],
-        );
-    };
-    let usage = "basicConstraints=critical,CA:FALSE\n\
-                 keyUsage=critical,digitalSignature,keyEncipherment\n";
-    leaf(
-        "server",
-        "0x5e41",
-        &format!(
-            "[v3]\n{usage}extendedKeyUsage=serverAuth\nsubjectAltName=DNS:localhost,IP:127.0.0.1\n"
-        ),
-    );
-    leaf("client", "0xc1e7", &format!("[v3]\n{usage}extendedKeyUsage=clientAuth\n"));
+    issue_certificate(&d, "ca", "/CN=kernel NBD test CA", None, CA_EXTENSIONS);
+    issue_certificate(&d, "server", "/CN=localhost", Some("ca"), SERVER_EXTENSIONS);
+    issue_certificate(&d, "client", "/CN=kernel NBD client", Some("ca"), CLIENT_EXTENSIONS);
     Pki {
         ca: d.join("ca-cert.pem"),
         server_cert: d.join("server-cert.pem"),

@@ -116,30 +116,6 @@ fn export(dir: &TempDir, vol: &Path, key: &Path, name: &str) -> PathBuf {
     out
 }
 
-/// What a guest step (`step NAME COMMAND...` in the script) left: its exit
-/// status and its output.
-fn step(dir: &TempDir, name: &str) -> (i32, String) {
-    let rc = std::fs::read_to_string(dir.join(&format!("{name}.rc")))
-        .unwrap_or_else(|e| panic!("the guest recorded no status for step {name}: {e}"));
-    let out = std::fs::read_to_string(dir.join(&format!("{name}.out"))).unwrap_or_default();
-    (rc.trim().parse().unwrap(), out)
-}
-
-#[track_caller]
-fn step_ok(dir: &TempDir, name: &str) -> String {
-    let (rc, out) = step(dir, name);
-    assert_eq!(rc, 0, "guest step {name} failed:\n{out}");
-    out
-}
-
-/// The guest's shell function behind [`step`].
-const STEP: &str = r#"step() {
-  name=$1; shift
-  rc=0; "$@" >$name.out 2>&1 || rc=$?
-  echo $rc >$name.rc
-  cat $name.out
-}"#;
-
 /// The last `device_bytes` and `device_size` of cryptsetup's
 /// `--progress-json` lines in `text`.
 fn progress(text: &str) -> (u64, u64) {

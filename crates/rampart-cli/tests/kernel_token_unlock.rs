@@ -12,70 +12,19 @@
 //! the package installed there is used instead.
 
 use crate::helpers::kernel_support::*;
-use crate::helpers::kms_support::{self, free_port, issue_client, json_lines, ServerProcess};
+use crate::helpers::kms_support::{
+    self, built_token_plugin, free_port, issue_client, json_lines, token_plugin_dir, ServerProcess,
+    TOKEN_PLUGIN,
+};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-const PLUGIN: &str = "libcryptsetup-token-rampart-kms.so";
 const PASSPHRASE: &[u8] = b"kernel token unlock passphrase";
 const PBKDF2: &[&str] = &["--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000"];
 /// The plaintext of the volume: 32 MiB, 16 of them header.
 const DATA: usize = 16 << 20;
-
-/// cryptsetup's compiled-in token plugin directory, as `--help` reports.
-fn plugin_dir() -> PathBuf {
-    let mut command = Command::new(tool("cryptsetup"));
-    command.arg("--help");
-    let help = crate::helpers::common::output(command);
-    let text = String::from_utf8_lossy(&help.stdout).into_owned();
-    let line = text
-        .lines()
-        .find_map(|l| l.strip_prefix("LUKS2 external token plugin path: "))
-        .unwrap_or_else(|| panic!("this cryptsetup has no external token support:\n{text}"));
-    PathBuf::from(line.trim().trim_end_matches('.'))
-}
-
-/// The plugin of this build (the newest of target/release and its deps),
-/// or `None` with `RAMPART_TOKEN_PLUGIN=installed`: then the installed one.
-fn built_plugin() -> Option<PathBuf> {
-    if std::env::var("RAMPART_TOKEN_PLUGIN").as_deref() == Ok("installed") {
-        let installed = plugin_dir().join(PLUGIN);
-        assert!(installed.is_file(), "RAMPART_TOKEN_PLUGIN=installed but {installed:?} is missing");
-        return None;
-    }
-    let bin_dir = Path::new(rampart_bin()).parent().unwrap().to_owned();
-    let built = ["", "deps"]
-        .iter()
-        .map(|sub| bin_dir.join(sub).join("libcryptsetup_token_rampart_kms.so"))
-        .filter(|path| path.is_file())
-        .max_by_key(|path| std::fs::metadata(path).unwrap().modified().unwrap())
-        .unwrap_or_else(|| {
-            panic!(
-                "the token plugin is not built in {bin_dir:?}: `cargo build --release \
-                 --workspace` (scripts/test) builds it"
-            )
-        });
-    Some(built)
-}
-
-/// What a guest step (`step NAME COMMAND...` in the script) left: its exit
-/// status and its output.
-fn step(dir: &TempDir, name: &str) -> (i32, String) {
-    let rc = std::fs::read_to_string(dir.join(&format!("{name}.rc")))
-        .unwrap_or_else(|e| panic!("the guest recorded no status for step {name}: {e}"));
-    let out = std::fs::read_to_string(dir.join(&format!("{name}.out"))).unwrap_or_default();
-    (rc.trim().parse().unwrap(), out)
-}
-
-/// The guest's shell function behind [`step`].
-const STEP: &str = r#"step() {
-  name=$1; shift
-  rc=0; "$@" >$name.out 2>&1 || rc=$?
-  echo $rc >$name.rc
-  cat $name.out
-}"#;
 
 /// Stock cryptsetup, with Rampart's token plugin and a key server running
 /// in the guest, activates a bound volume in kernel dm-crypt without a
@@ -135,13 +84,13 @@ fn cryptsetup_maps_a_bound_volume_through_the_token_plugin_until_the_client_is_r
     }
     let last_host_seq = before_guest.as_array().unwrap().last().unwrap()["seq"].as_u64().unwrap();
 
-    let install = match built_plugin() {
+    let install = match built_token_plugin() {
         Some(built) => format!(
-            "mount -t tmpfs -o mode=0755 tmpfs {plugins}\ncp {built} {plugins}/{PLUGIN}",
-            plugins = p(&plugin_dir()),
+            "mount -t tmpfs -o mode=0755 tmpfs {plugins}\ncp {built} {plugins}/{TOKEN_PLUGIN}",
+            plugins = p(&token_plugin_dir()),
             built = p(&built),
         ),
-        None => format!("test -f {}/{PLUGIN}", p(&plugin_dir())),
+        None => format!("test -f {}/{TOKEN_PLUGIN}", p(&token_plugin_dir())),
     };
     let script = format!(
         r#"{STEP}

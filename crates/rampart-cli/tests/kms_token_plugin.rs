@@ -21,9 +21,11 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 use kms_support::common::{describe, output_with, p, tool};
-use kms_support::{free_port, issue_client, ok, ServerProcess, TempDir};
+use kms_support::{
+    built_token_plugin, free_port, issue_client, ok, token_plugin_dir, ServerProcess, TempDir,
+    TOKEN_PLUGIN,
+};
 
-const PLUGIN: &str = "libcryptsetup-token-rampart-kms.so";
 const PASSPHRASE: &[u8] = b"token plugin test passphrase";
 const CHEAP_KDF: &[&str] = &["--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000"];
 /// The symbols cryptsetup looks up, and all the plugin may export.
@@ -48,40 +50,14 @@ fn cryptsetup_in(args: &[&str], stdin: &[u8]) -> Output {
     output_with(command, Some(stdin))
 }
 
-/// cryptsetup's compiled-in token plugin directory, as `--help` reports.
-fn plugin_dir() -> PathBuf {
-    let help = cryptsetup(&["--help"]);
-    let text = String::from_utf8_lossy(&help.stdout).into_owned();
-    let line = text
-        .lines()
-        .find_map(|l| l.strip_prefix("LUKS2 external token plugin path: "))
-        .unwrap_or_else(|| panic!("this cryptsetup has no external token support:\n{text}"));
-    PathBuf::from(line.trim().trim_end_matches('.'))
-}
-
 /// The plugin cryptsetup will load: this build's, installed once per test
 /// process (atomically: other tests' cryptsetup may be loading it), or
 /// the installed package's.
 fn plugin() -> &'static Path {
     static INSTALLED: OnceLock<PathBuf> = OnceLock::new();
     INSTALLED.get_or_init(|| {
-        let target = plugin_dir().join(PLUGIN);
-        if std::env::var("RAMPART_TOKEN_PLUGIN").as_deref() == Ok("installed") {
-            assert!(target.is_file(), "RAMPART_TOKEN_PLUGIN=installed but {target:?} is missing");
-            return target;
-        }
-        let bin_dir = Path::new(kms_support::rampart_bin()).parent().unwrap().to_owned();
-        let built = ["", "deps"]
-            .iter()
-            .map(|sub| bin_dir.join(sub).join("libcryptsetup_token_rampart_kms.so"))
-            .filter(|path| path.is_file())
-            .max_by_key(|path| std::fs::metadata(path).unwrap().modified().unwrap())
-            .unwrap_or_else(|| {
-                panic!(
-                    "the token plugin is not built in {bin_dir:?}: `cargo build --release \
-                     --workspace` (scripts/test) builds it"
-                )
-            });
+        let target = token_plugin_dir().join(TOKEN_PLUGIN);
+        let Some(built) = built_token_plugin() else { return target };
         std::fs::create_dir_all(target.parent().unwrap()).unwrap();
         let staging = target.with_extension(format!("so.{}.tmp", std::process::id()));
         std::fs::copy(&built, &staging).unwrap();

@@ -210,12 +210,6 @@ except nbd.Error:
     serve.stop();
 }
 
-fn openssl(dir: &Path, args: &[&str]) {
-    let mut command = Command::new(tool("openssl"));
-    command.current_dir(dir).args(args);
-    ok(&format!("openssl {}", args[0]), output(command));
-}
-
 #[test]
 fn serve_metrics_count_tls_handshakes() {
     require(&["nbdinfo", "openssl", "python3"]);
@@ -226,51 +220,8 @@ fn serve_metrics_count_tls_handshakes() {
     // in libnbd's layout trusts the CA.
     let pki = dir.join("pki");
     std::fs::create_dir_all(&pki).unwrap();
-    let curve = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-    std::fs::write(
-        pki.join("ca.ext"),
-        "[req]\ndistinguished_name=dn\n[dn]\n[v3]\nbasicConstraints=critical,CA:TRUE\n\
-         keyUsage=critical,keyCertSign\nsubjectKeyIdentifier=hash\n",
-    )
-    .unwrap();
-    let mut ca = vec!["req", "-x509"];
-    ca.extend(curve);
-    ca.extend(["-keyout", "ca-key.pem", "-out", "ca-cert.pem", "-days", "2"]);
-    ca.extend(["-subj", "/CN=metrics test CA", "-extensions", "v3", "-config", "ca.ext"]);
-    openssl(&pki, &ca);
-    let mut csr = vec!["req"];
-    csr.extend(curve);
-    csr.extend(["-keyout", "server-key.pem", "-out", "server.csr", "-subj", "/CN=localhost"]);
-    openssl(&pki, &csr);
-    std::fs::write(
-        pki.join("server.ext"),
-        "[v3]\nbasicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\n\
-         extendedKeyUsage=serverAuth\nsubjectAltName=DNS:localhost,IP:127.0.0.1\n",
-    )
-    .unwrap();
-    openssl(
-        &pki,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca-cert.pem",
-            "-CAkey",
-            "ca-key.pem",
-            "-set_serial",
-            "7",
-            "-out",
-            "server-cert.pem",
-            "-days",
-            "2",
-            "-extfile",
-            "server.ext",
-            "-extensions",
-            "v3",
-        ],
-    );
+    issue_certificate(&pki, "ca", "/CN=metrics test CA", None, CA_EXTENSIONS);
+    issue_certificate(&pki, "server", "/CN=localhost", Some("ca"), SERVER_EXTENSIONS);
     let trusted = dir.join("trusted");
     std::fs::create_dir_all(&trusted).unwrap();
     std::fs::copy(pki.join("ca-cert.pem"), trusted.join("ca-cert.pem")).unwrap();
@@ -307,11 +258,7 @@ fn serve_metrics_count_tls_handshakes() {
         ok("nbdinfo over TLS", run_limited("nbdinfo", &["--size", &good], Duration::from_secs(30)));
     }
     // A client that trusts another CA only aborts the handshake.
-    let mut other = vec!["req", "-x509"];
-    other.extend(curve);
-    other.extend(["-keyout", "other-key.pem", "-out", "other-cert.pem", "-days", "2"]);
-    other.extend(["-subj", "/CN=another CA", "-extensions", "v3", "-config", "ca.ext"]);
-    openssl(&pki, &other);
+    issue_certificate(&pki, "other", "/CN=another CA", None, CA_EXTENSIONS);
     let untrusted = dir.join("untrusted");
     std::fs::create_dir_all(&untrusted).unwrap();
     std::fs::copy(pki.join("other-cert.pem"), untrusted.join("ca-cert.pem")).unwrap();

@@ -26,84 +26,14 @@ struct Pki {
     rogue: PathBuf,
 }
 
-fn openssl(dir: &Path, args: &[&str]) {
-    let mut command = std::process::Command::new(tool("openssl"));
-    command.current_dir(dir).args(args);
-    ok(&format!("openssl {}", args[0]), output(command));
-}
-
-/// A P-256 key and a certificate signed by `ca` (self-signed when None).
-fn issue(dir: &Path, name: &str, subject: &str, ca: Option<&str>, extensions: &str) {
-    let key = format!("{name}-key.pem");
-    let cert = format!("{name}-cert.pem");
-    let ext = format!("{name}.ext");
-    std::fs::write(dir.join(&ext), extensions).unwrap();
-    let curve = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-    match ca {
-        None => {
-            let mut args = vec!["req", "-x509"];
-            args.extend(curve);
-            args.extend(["-keyout", &key, "-out", &cert, "-days", "2", "-subj", subject]);
-            args.extend(["-extensions", "v3", "-config", &ext]);
-            openssl(dir, &args);
-        }
-        Some(ca) => {
-            let csr = format!("{name}.csr");
-            let mut args = vec!["req"];
-            args.extend(curve);
-            args.extend(["-keyout", &key, "-out", &csr, "-subj", subject]);
-            openssl(dir, &args);
-            let (ca_cert, ca_key) = (format!("{ca}-cert.pem"), format!("{ca}-key.pem"));
-            let serial = format!("0x{:016x}", std::process::id() as u64 * 1000 + name.len() as u64);
-            openssl(
-                dir,
-                &[
-                    "x509",
-                    "-req",
-                    "-in",
-                    &csr,
-                    "-CA",
-                    &ca_cert,
-                    "-CAkey",
-                    &ca_key,
-                    "-set_serial",
-                    &serial,
-                    "-out",
-                    &cert,
-                    "-days",
-                    "2",
-                    "-extfile",
-                    &ext,
-                    "-extensions",
-                    "v3",
-                ],
-            );
-        }
-    }
-}
-
 fn make_pki(dir: &TempDir) -> Pki {
     let d = dir.join("pki");
     std::fs::create_dir_all(&d).unwrap();
-    let ca_ext = "[req]\ndistinguished_name=dn\n[dn]\n[v3]\nbasicConstraints=critical,CA:TRUE\n\
-                  keyUsage=critical,keyCertSign,cRLSign\nsubjectKeyIdentifier=hash\n";
-    issue(&d, "ca", "/CN=Rampart serve test CA", None, ca_ext);
-    issue(&d, "rogueca", "/CN=Some other CA", None, ca_ext);
-    issue(
-        &d,
-        "server",
-        "/CN=localhost",
-        Some("ca"),
-        "[v3]\nbasicConstraints=critical,CA:FALSE\n\
-         keyUsage=critical,digitalSignature,keyEncipherment\n\
-         extendedKeyUsage=serverAuth\nsubjectAltName=DNS:localhost,IP:127.0.0.1\n",
-    );
-    // qemu insists on keyEncipherment, even for ECDSA certificates.
-    let client_ext = "[v3]\nbasicConstraints=critical,CA:FALSE\n\
-                      keyUsage=critical,digitalSignature,keyEncipherment\n\
-                      extendedKeyUsage=clientAuth\n";
-    issue(&d, "client", "/CN=serve client", Some("ca"), client_ext);
-    issue(&d, "rogue", "/CN=serve rogue client", Some("rogueca"), client_ext);
+    issue_certificate(&d, "ca", "/CN=Rampart serve test CA", None, CA_EXTENSIONS);
+    issue_certificate(&d, "rogueca", "/CN=Some other CA", None, CA_EXTENSIONS);
+    issue_certificate(&d, "server", "/CN=localhost", Some("ca"), SERVER_EXTENSIONS);
+    issue_certificate(&d, "client", "/CN=serve client", Some("ca"), CLIENT_EXTENSIONS);
+    issue_certificate(&d, "rogue", "/CN=serve rogue client", Some("rogueca"), CLIENT_EXTENSIONS);
 
     let layout = |name: &str, client: Option<&str>| {
         let out = dir.join(name);

@@ -65,5 +65,35 @@ pub fn run_in_kernel(dir: &TempDir, script: &str, modules: &[&str], limit: Durat
     let out = super::common::output(command);
     let console = std::fs::read_to_string(dir.join("console.log")).unwrap_or_default();
     let transcript = std::fs::read_to_string(dir.join("guest.out")).unwrap_or_default();
+    // The test harness shows captured output only when the test fails:
+    // then whichever assertion failed comes with what the guest did.
+    println!("--- guest script output ---\n{transcript}\n--- guest console ---\n{console}");
     GuestRun { out, console, transcript }
+}
+
+/// The guest's shell function `step NAME COMMAND...`: runs COMMAND with
+/// its output in `NAME.out` and its exit status in `NAME.rc`, and goes on
+/// whatever the status (the host asserts on it with [`step`]).
+pub const STEP: &str = r#"step() {
+  name=$1; shift
+  rc=0; "$@" >$name.out 2>&1 || rc=$?
+  echo $rc >$name.rc
+  cat $name.out
+}"#;
+
+/// What a guest [`STEP`] named `name` left in `dir`: its exit status and
+/// its output.
+pub fn step(dir: &TempDir, name: &str) -> (i32, String) {
+    let rc = std::fs::read_to_string(dir.join(&format!("{name}.rc")))
+        .unwrap_or_else(|e| panic!("the guest recorded no status for step {name}: {e}"));
+    let out = std::fs::read_to_string(dir.join(&format!("{name}.out"))).unwrap_or_default();
+    (rc.trim().parse().unwrap(), out)
+}
+
+/// Asserts that the guest step succeeded; returns its output.
+#[track_caller]
+pub fn step_ok(dir: &TempDir, name: &str) -> String {
+    let (rc, out) = step(dir, name);
+    assert_eq!(rc, 0, "guest step {name} failed:\n{out}");
+    out
 }

@@ -230,3 +230,43 @@ pub fn json_lines(text: impl AsRef<[u8]>) -> serde_json::Value {
             .collect(),
     )
 }
+
+/// The token plugin's file name where cryptsetup looks for it.
+pub const TOKEN_PLUGIN: &str = "libcryptsetup-token-rampart-kms.so";
+
+/// cryptsetup's compiled-in token plugin directory, as `--help` reports.
+pub fn token_plugin_dir() -> PathBuf {
+    let mut command = Command::new(common::tool("cryptsetup"));
+    command.arg("--help");
+    let help = common::output(command);
+    let text = String::from_utf8_lossy(&help.stdout).into_owned();
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("LUKS2 external token plugin path: "))
+        .unwrap_or_else(|| panic!("this cryptsetup has no external token support:\n{text}"));
+    PathBuf::from(line.trim().trim_end_matches('.'))
+}
+
+/// The token plugin of this build (the newest of target/release and its
+/// deps), or `None` with `RAMPART_TOKEN_PLUGIN=installed`, after checking
+/// that the installed package's plugin is in [`token_plugin_dir`].
+pub fn built_token_plugin() -> Option<PathBuf> {
+    if std::env::var("RAMPART_TOKEN_PLUGIN").as_deref() == Ok("installed") {
+        let installed = token_plugin_dir().join(TOKEN_PLUGIN);
+        assert!(installed.is_file(), "RAMPART_TOKEN_PLUGIN=installed but {installed:?} is missing");
+        return None;
+    }
+    let bin_dir = Path::new(rampart_bin()).parent().unwrap().to_owned();
+    let built = ["", "deps"]
+        .iter()
+        .map(|sub| bin_dir.join(sub).join("libcryptsetup_token_rampart_kms.so"))
+        .filter(|path| path.is_file())
+        .max_by_key(|path| std::fs::metadata(path).unwrap().modified().unwrap())
+        .unwrap_or_else(|| {
+            panic!(
+                "the token plugin is not built in {bin_dir:?}: `cargo build --release \
+                 --workspace` (scripts/test) builds it"
+            )
+        });
+    Some(built)
+}

@@ -588,3 +588,81 @@ pub fn request_bytes(flags: u16, kind: u16, handle: u64, offset: u64, len: u32) 
     bytes.extend_from_slice(&len.to_be_bytes());
     bytes
 }
+
+/// Extensions of a test CA certificate (with [`issue_certificate`]).
+pub const CA_EXTENSIONS: &str = "[req]\ndistinguished_name=dn\n[dn]\n[v3]\n\
+    basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\n\
+    subjectKeyIdentifier=hash\n";
+/// Extensions of a test server certificate for localhost and 127.0.0.1
+/// (qemu insists on keyEncipherment, even for ECDSA certificates).
+pub const SERVER_EXTENSIONS: &str = "[v3]\nbasicConstraints=critical,CA:FALSE\n\
+    keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n\
+    subjectAltName=DNS:localhost,IP:127.0.0.1\n";
+/// Extensions of a test client certificate.
+pub const CLIENT_EXTENSIONS: &str = "[v3]\nbasicConstraints=critical,CA:FALSE\n\
+    keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n";
+
+/// Runs the openssl CLI in `dir`; panics with its output on failure.
+pub fn openssl(dir: &Path, args: &[&str]) {
+    let mut command = Command::new(tool("openssl"));
+    command.current_dir(dir).args(args);
+    ok(&format!("openssl {}", args[0]), output(command));
+}
+
+/// A P-256 key `DIR/NAME-key.pem` and a certificate `DIR/NAME-cert.pem`
+/// for `subject`, signed by the certificate and key `DIR/CA-*.pem` (self-signed
+/// when `ca` is None), with the `[v3]` section of `extensions`.
+pub fn issue_certificate(
+    dir: &Path,
+    name: &str,
+    subject: &str,
+    ca: Option<&str>,
+    extensions: &str,
+) {
+    let key = format!("{name}-key.pem");
+    let cert = format!("{name}-cert.pem");
+    let ext = format!("{name}.ext");
+    std::fs::write(dir.join(&ext), extensions).unwrap();
+    let curve = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    match ca {
+        None => {
+            let mut args = vec!["req", "-x509"];
+            args.extend(curve);
+            args.extend(["-keyout", &key, "-out", &cert, "-days", "2", "-subj", subject]);
+            args.extend(["-extensions", "v3", "-config", &ext]);
+            openssl(dir, &args);
+        }
+        Some(ca) => {
+            let csr = format!("{name}.csr");
+            let mut args = vec!["req"];
+            args.extend(curve);
+            args.extend(["-keyout", &key, "-out", &csr, "-subj", subject]);
+            openssl(dir, &args);
+            let (ca_cert, ca_key) = (format!("{ca}-cert.pem"), format!("{ca}-key.pem"));
+            let serial = format!("0x{:016x}", std::process::id() as u64 * 1000 + name.len() as u64);
+            openssl(
+                dir,
+                &[
+                    "x509",
+                    "-req",
+                    "-in",
+                    &csr,
+                    "-CA",
+                    &ca_cert,
+                    "-CAkey",
+                    &ca_key,
+                    "-set_serial",
+                    &serial,
+                    "-out",
+                    &cert,
+                    "-days",
+                    "2",
+                    "-extfile",
+                    &ext,
+                    "-extensions",
+                    "v3",
+                ],
+            );
+        }
+    }
+}
