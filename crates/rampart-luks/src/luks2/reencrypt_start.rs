@@ -55,6 +55,41 @@ pub struct EncryptPlan {
 }
 
 impl Luks2 {
+    /// What every start on an existing header checks first: no
+    /// requirement, no change on disk since loading, and the old key.
+    fn check_start(&self, io: &dyn MetadataIo, old_key: &SecretBytes) -> Result<()> {
+        self.check_requirements()?;
+        self.check_unchanged(io)?;
+        if !self.verify_volume_key(old_key)? {
+            return Err(Error::invalid("the volume key does not match this volume's digest"));
+        }
+        Ok(())
+    }
+
+    /// Completes a decryption's start in `meta` (its segments laid out):
+    /// the reencrypt keyslot `rks` over `area` bound to the old key, then
+    /// the one header write.
+    #[allow(clippy::too_many_arguments)]
+    fn write_decrypt_start(
+        &mut self,
+        io: &dyn MetadataIo,
+        mut meta: Metadata,
+        (rks, area): (usize, json::Area),
+        start: ReencryptStart<'_>,
+        old_key: &SecretBytes,
+        hash: rampart_crypto::HashAlg,
+        forced_iterations: bool,
+    ) -> Result<()> {
+        add_reencrypt_keyslot(&mut meta, (rks, area), start, (Some(old_key), None), hash, |len| {
+            timed_digest_iterations(hash, len, forced_iterations)
+        })?;
+        encode_area(&meta, self.bin.hdr_size)?;
+        self.update_reencrypt(io, |m| {
+            *m = meta;
+            Ok(())
+        })
+    }
+
     /// Starts re-encryption under `plan.new_key`: new keyslots for each
     /// passphrase (their material written and synced first), then one
     /// header write adding the new digest, the backup segments, the
@@ -65,11 +100,7 @@ impl Luks2 {
         old_key: &SecretBytes,
         plan: &ReencryptPlan<'_>,
     ) -> Result<Vec<usize>> {
-        self.check_requirements()?;
-        self.check_unchanged(io)?;
-        if !self.verify_volume_key(old_key)? {
-            return Err(Error::invalid("the volume key does not match this volume's digest"));
-        }
+        self.check_start(io, old_key)?;
         let (seg_id, seg) = segment::data_segment(&self.meta)?;
         if seg_id != 0 {
             return Err(Error::corrupt("the data segment is not segment 0"));
@@ -352,11 +383,7 @@ impl Luks2 {
         hash: rampart_crypto::HashAlg,
         forced_iterations: bool,
     ) -> Result<()> {
-        self.check_requirements()?;
-        self.check_unchanged(io)?;
-        if !self.verify_volume_key(old_key)? {
-            return Err(Error::invalid("the volume key does not match this volume's digest"));
-        }
+        self.check_start(io, old_key)?;
         let (seg_id, seg) = segment::data_segment(&self.meta)?;
         if seg_id != 0 {
             return Err(Error::corrupt("the data segment is not segment 0"));
@@ -375,24 +402,13 @@ impl Luks2 {
         let rks = keyslot::free_id(&meta)
             .ok_or_else(|| Error::NoSpace("all 32 LUKS2 keyslots are in use".into()))?;
         let area = keyslot::find_max_gap(&meta, &self.layout)?;
-        add_reencrypt_keyslot(
-            &mut meta,
-            (rks, area),
-            ReencryptStart {
-                resilience: &resilience,
-                mode: reencrypt::ReencryptMode::Decrypt,
-                direction: reencrypt::ReencryptDirection::Backward,
-                requirement: reencrypt::REQUIREMENT_V2,
-            },
-            (Some(old_key), None),
-            hash,
-            |len| timed_digest_iterations(hash, len, forced_iterations),
-        )?;
-        encode_area(&meta, self.bin.hdr_size)?;
-        self.update_reencrypt(io, |m| {
-            *m = meta;
-            Ok(())
-        })
+        let start = ReencryptStart {
+            resilience: &resilience,
+            mode: reencrypt::ReencryptMode::Decrypt,
+            direction: reencrypt::ReencryptDirection::Backward,
+            requirement: reencrypt::REQUIREMENT_V2,
+        };
+        self.write_decrypt_start(io, meta, (rks, area), start, old_key, hash, forced_iterations)
     }
 
     /// Starts a decryption that moves the data down over the header (mode
@@ -413,11 +429,7 @@ impl Luks2 {
         hash: rampart_crypto::HashAlg,
         forced_iterations: bool,
     ) -> Result<()> {
-        self.check_requirements()?;
-        self.check_unchanged(io)?;
-        if !self.verify_volume_key(old_key)? {
-            return Err(Error::invalid("the volume key does not match this volume's digest"));
-        }
+        self.check_start(io, old_key)?;
         let (seg_id, seg) = segment::data_segment(&self.meta)?;
         if seg_id != 0 || !matches!(seg.size, json::SizeField::Dynamic) {
             return Err(Error::invalid(
@@ -479,24 +491,13 @@ impl Luks2 {
                 area.size
             )));
         }
-        add_reencrypt_keyslot(
-            &mut meta,
-            (rks, area),
-            ReencryptStart {
-                resilience: &resilience,
-                mode: reencrypt::ReencryptMode::Decrypt,
-                direction: reencrypt::ReencryptDirection::Forward,
-                requirement: reencrypt::REQUIREMENT_V3,
-            },
-            (Some(old_key), None),
-            hash,
-            |len| timed_digest_iterations(hash, len, forced_iterations),
-        )?;
-        encode_area(&meta, self.bin.hdr_size)?;
-        self.update_reencrypt(io, |m| {
-            *m = meta;
-            Ok(())
-        })
+        let start = ReencryptStart {
+            resilience: &resilience,
+            mode: reencrypt::ReencryptMode::Decrypt,
+            direction: reencrypt::ReencryptDirection::Forward,
+            requirement: reencrypt::REQUIREMENT_V3,
+        };
+        self.write_decrypt_start(io, meta, (rks, area), start, old_key, hash, forced_iterations)
     }
 }
 
