@@ -2,7 +2,7 @@
 
 use rampart_kmip::message::{ProtocolVersion, RequestMessage, ResponseMessage};
 use rampart_kmip::ttlv::{self, HEADER_LEN};
-use rampart_kmip::Limits;
+use rampart_kmip::{KmipError, Limits};
 
 /// Small limits, so that the fuzzer reaches the caps often.
 const LIMITS: Limits = Limits {
@@ -28,7 +28,7 @@ pub fn kmip_ttlv(data: &[u8]) {
     let item = match ttlv::decode(data, &LIMITS) {
         Ok(item) => item,
         Err(err) => {
-            let _ = err.result_reason();
+            let _ = KmipError::from(err).result_reason();
             return;
         }
     };
@@ -57,7 +57,9 @@ pub fn kmip_ttlv(data: &[u8]) {
     }
     if let Ok(response) = ResponseMessage::parse(&item) {
         let bytes = response.clone().encode_bounded(None).expect("a response encodes");
-        let back = ttlv::decode(&bytes, &LIMITS).and_then(|i| ResponseMessage::parse(&i));
+        let back = ttlv::decode(&bytes, &LIMITS)
+            .map_err(KmipError::from)
+            .and_then(|i| ResponseMessage::parse(&i));
         assert_eq!(back.as_ref().ok(), Some(&response));
     }
 }

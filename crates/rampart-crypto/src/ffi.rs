@@ -1,8 +1,13 @@
-//! The only `unsafe` code in Rampart: thin, owned wrappers over the AWS-LC
-//! functions that `aws-lc-rs` does not expose (raw EVP cipher contexts for
-//! XTS, CBC, ECB and CTR, the single-block AES function, HKDF, SHA-256's
-//! compression function) and the two
-//! libc calls that keep secrets out of swap and core dumps.
+//! Thin, owned wrappers over the AWS-LC functions that `aws-lc-rs` does
+//! not expose (raw EVP cipher contexts for XTS, CBC, ECB and CTR, the
+//! single-block AES function, AES key wrap, HKDF, SHA-256's compression
+//! function) and over the libc calls Rampart needs: locking memory and
+//! keeping secrets out of swap and core dumps, limiting malloc arenas,
+//! file byte-range locks, a thread's CPU time.
+//!
+//! One of the crate's five modules with `unsafe` code (the crate
+//! documentation lists them and why); each block's `// SAFETY:` comment
+//! says what makes the call sound.
 #![allow(unsafe_code)]
 
 use std::collections::BTreeMap;

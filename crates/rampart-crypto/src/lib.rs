@@ -1,13 +1,21 @@
 //! Rampart's crypto engine.
 //!
-//! A small, typed API over AWS-LC and Rampart's own AES-XTS engine. This
-//! crate is the only one in the workspace that contains `unsafe`, and all
-//! of it lives in [`ffi`] (AWS-LC), `xts_simd` (the XTS engine on
-//! VAES/AES-NI intrinsics), `sha256_lanes` (SHA-256 of several blocks at
-//! once on the SHA extensions), `mapped` (a volume's page cache lent in
-//! place to the cipher) and [`ktls`] (a TLS session's record keys handed
-//! to the Linux kernel): every other module is safe Rust built on those or
-//! on `aws-lc-rs`.
+//! A small, typed API over AWS-LC and Rampart's own AES-XTS engine.
+//!
+//! Rampart's `unsafe` code lives in two crates: this one and
+//! `rampart-token-plugin` (its `ffi` module is the C ABI libcryptsetup
+//! loads); every other crate forbids it. Here it is in five modules, each
+//! for something safe Rust cannot say: [`ffi`] (the AWS-LC functions
+//! `aws-lc-rs` does not expose, and the libc calls that lock memory, keep
+//! secrets out of core dumps, take file locks and read clocks),
+//! `xts_simd` (the XTS engine on VAES/AES-NI intrinsics), `sha256_lanes`
+//! (SHA-256 of several blocks at once on the SHA extensions), `mapped` (a
+//! volume's page cache lent in place to the cipher, and the SIGBUS handler
+//! that makes that safe) and [`ktls`] (a TLS session's record keys handed
+//! to the Linux kernel). Every other module is safe Rust built on those or
+//! on `aws-lc-rs`. Every `unsafe` block says why it is sound in a
+//! `// SAFETY:` comment (clippy's `undocumented_unsafe_blocks`, denied for
+//! the whole workspace).
 //!
 //! Secrets are held in [`SecretBytes`], which zeroizes on drop, never prints
 //! its contents and compares in constant time.

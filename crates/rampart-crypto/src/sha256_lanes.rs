@@ -3,21 +3,17 @@
 //! data: one digest per 4096-byte block of every hotzone.
 //!
 //! One message at a time, `sha256rnds2` waits for the previous round's
-//! result (four cycles of latency on the cores measured here) while the
-//! unit could start another every other cycle, so AWS-LC and OpenSSL hash
-//! about 1.7 GB/s per core. Messages of equal length go through the
-//! rounds side by side, in [`LANES`] independent dependency chains that
-//! keep the unit busy. The arithmetic is FIPS 180-4's; the state layout
+//! result while the unit could already start another, so a one-message
+//! hash (AWS-LC's, OpenSSL's) leaves it idle most cycles. Messages of
+//! equal length go through the rounds side by side, in [`LANES`]
+//! independent dependency chains that keep the unit busy. The arithmetic is FIPS 180-4's; the state layout
 //! (ABEF/CDGH) is what the instructions take.
 
 #![allow(unsafe_code)]
 
-/// Messages hashed side by side. Measured on this project's Zen 5 build
-/// machine, 4096-byte blocks: 2 lanes 2.1–2.5 GB/s, 4 lanes 3.0–3.1 GB/s
-/// (the SHA unit's throughput: more lanes only spill registers, 8 gave
-/// 2.9), one at a time 1.77 GB/s. On Zen 3 the gain is smaller (4 KiB
-/// blocks 1.1–1.35x, 128-byte messages none: BENCHMARKS.md, "What bounds
-/// the PostgreSQL audit walk on Zen 3").
+/// Messages hashed side by side: enough independent chains to keep the
+/// SHA unit busy; more only spill registers (BENCHMARKS.md has the
+/// measurements).
 pub(crate) const LANES: usize = 4;
 
 /// FIPS 180-4, 5.3.3.
@@ -173,8 +169,10 @@ unsafe fn compress(state: &mut [[u32; 8]; LANES], blocks: [&[u8]; LANES]) {
     let mut abef = [_mm_set_epi64x(0, 0); LANES];
     let mut cdgh = [_mm_set_epi64x(0, 0); LANES];
     for lane in 0..LANES {
-        // SAFETY: [u32; 8] holds two 16-byte vectors; unaligned loads.
+        // SAFETY: [u32; 8] holds two 16-byte vectors; unaligned loads of
+        // words 0..4 and 4..8.
         let dcba = unsafe { _mm_loadu_si128(state[lane].as_ptr().cast()) };
+        // SAFETY: as above, the second vector (words 4..8).
         let hgfe = unsafe { _mm_loadu_si128(state[lane].as_ptr().add(4).cast()) };
         let cdab = _mm_shuffle_epi32(dcba, 0xb1);
         let efgh = _mm_shuffle_epi32(hgfe, 0x1b);
@@ -193,7 +191,9 @@ unsafe fn compress(state: &mut [[u32; 8]; LANES], blocks: [&[u8]; LANES]) {
                     // SAFETY: block < count, so the 16 bytes at
                     // block * 64 + group * 16 are inside the slice.
                     let at = unsafe { blocks[lane].as_ptr().add(block * 64 + group * 16) };
-                    _mm_shuffle_epi8(unsafe { _mm_loadu_si128(at.cast()) }, swap)
+                    // SAFETY: `at` points at those 16 bytes; an unaligned load.
+                    let message = unsafe { _mm_loadu_si128(at.cast()) };
+                    _mm_shuffle_epi8(message, swap)
                 } else {
                     // Groups g-4 .. g-1 sit at g % 4 .. (g + 3) % 4.
                     let w = &w[lane];

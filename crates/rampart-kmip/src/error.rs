@@ -6,44 +6,19 @@
 
 use crate::enums::{Operation, ResultReason};
 use crate::tag::Tag;
-use crate::ttlv::ItemType;
+use crate::ttlv::TtlvError;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum KmipError {
-    // Decoding (the bounded reader).
-    #[error("truncated TTLV: {needed} bytes needed, {left} left")]
-    Truncated { needed: usize, left: usize },
-    #[error("TTLV message of {len} bytes is longer than the {max} accepted")]
-    TooLong { len: usize, max: usize },
-    #[error("TTLV structures nested deeper than {max}")]
-    TooDeep { max: usize },
-    #[error("more than {max} TTLV items in one message")]
-    TooManyItems { max: usize },
-    #[error("{tag}: unknown item type 0x{item_type:02X}")]
-    UnknownType { tag: Tag, item_type: u8 },
-    #[error("{tag}: length {len} is not valid for a {item_type:?}")]
-    BadLength { tag: Tag, item_type: ItemType, len: usize },
-    #[error("{tag}: non-zero padding")]
-    BadPadding { tag: Tag },
-    #[error("{tag}: boolean value {value} is neither 0 nor 1")]
-    BadBoolean { tag: Tag, value: u64 },
-    #[error("{tag}: text string is not UTF-8")]
-    BadUtf8 { tag: Tag },
-    #[error("{len} bytes after the end of the TTLV item")]
-    TrailingBytes { len: usize },
-    #[error("a KMIP message must be a structure, {tag} is not")]
-    NotAStructure { tag: Tag },
+    /// The bytes are not valid TTLV, or a field has the wrong type, is
+    /// missing or repeated.
+    #[error(transparent)]
+    Ttlv(#[from] TtlvError),
 
     // Message structure.
-    #[error("{tag}: expected a {expected:?}, found a {found:?}")]
-    WrongType { tag: Tag, expected: ItemType, found: ItemType },
     #[error("expected {expected}, found {found}")]
     UnexpectedTag { expected: Tag, found: Tag },
-    #[error("{within}: {tag} is missing")]
-    Missing { tag: Tag, within: Tag },
-    #[error("{within}: {tag} appears more than once")]
-    Duplicate { tag: Tag, within: Tag },
     #[error("Batch Count says {declared}, the message has {found} batch items")]
     BatchCountMismatch { declared: i32, found: usize },
     #[error("protocol version {major}.{minor} is not supported")]
@@ -91,23 +66,16 @@ impl KmipError {
     #[must_use]
     pub fn result_reason(&self) -> ResultReason {
         match self {
-            Self::Truncated { .. }
-            | Self::TooLong { .. }
-            | Self::TooDeep { .. }
-            | Self::TooManyItems { .. }
-            | Self::UnknownType { .. }
-            | Self::BadLength { .. }
-            | Self::BadPadding { .. }
-            | Self::BadBoolean { .. }
-            | Self::BadUtf8 { .. }
-            | Self::TrailingBytes { .. }
-            | Self::NotAStructure { .. }
+            Self::Ttlv(TtlvError::WrongType { .. }) | Self::InvalidField(_) => {
+                ResultReason::INVALID_FIELD
+            }
+            Self::Ttlv(TtlvError::Missing { .. }) | Self::MissingData(_) => {
+                ResultReason::MISSING_DATA
+            }
+            Self::Ttlv(_)
             | Self::UnexpectedTag { .. }
-            | Self::Duplicate { .. }
             | Self::BatchCountMismatch { .. }
             | Self::UnsupportedVersion { .. } => ResultReason::INVALID_MESSAGE,
-            Self::WrongType { .. } | Self::InvalidField(_) => ResultReason::INVALID_FIELD,
-            Self::Missing { .. } | Self::MissingData(_) => ResultReason::MISSING_DATA,
             Self::OperationNotSupported(_) => ResultReason::OPERATION_NOT_SUPPORTED,
             Self::FeatureNotSupported(_) => ResultReason::FEATURE_NOT_SUPPORTED,
             Self::ItemNotFound(_) => ResultReason::ITEM_NOT_FOUND,
@@ -133,6 +101,6 @@ impl KmipError {
     /// message starts.
     #[must_use]
     pub fn is_framing(&self) -> bool {
-        matches!(self, Self::TooLong { .. } | Self::NotAStructure { .. })
+        matches!(self, Self::Ttlv(TtlvError::TooLong { .. } | TtlvError::NotAStructure { .. }))
     }
 }

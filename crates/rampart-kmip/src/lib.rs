@@ -4,15 +4,17 @@
 //! * [`ttlv`] — the binary Tag-Type-Length-Value encoding: one bounded
 //!   [`ttlv::Reader`] for untrusted bytes (total length, nesting depth and
 //!   item count capped before anything is allocated) into typed
-//!   [`ttlv::Item`]s, and the writer.
+//!   [`ttlv::Item`]s, and the writer. A leaf: it fails with its own
+//!   [`ttlv::TtlvError`].
 //! * [`tag`] and [`enums`] — the tags and enumerations of KMIP 1.0–1.4 and
 //!   2.0/2.1 that Rampart reads or writes; unknown values are kept, not
 //!   refused, so a newer client's message still parses.
 //! * [`message`] — request and response messages: header, batch items,
 //!   Batch Error Continuation Option, Maximum Response Size, Asynchronous
 //!   Indicator.
-//! * [`error::KmipError`] — every failure, mapped to a KMIP Result Reason
-//!   in one place ([`error::KmipError::result_reason`]).
+//! * [`error::KmipError`] — every failure (a codec failure wrapped as
+//!   [`error::KmipError::Ttlv`]), mapped to a KMIP Result Reason in one
+//!   place ([`error::KmipError::result_reason`]).
 //!
 //! Byte strings (which carry key material) are zeroized on drop and never
 //! shown by `Debug`.
@@ -26,4 +28,4 @@ pub mod tag;
 pub mod ttlv;
 
 pub use error::KmipError;
-pub use ttlv::{Item, Limits, Value};
+pub use ttlv::{Item, Limits, TtlvError, Value};

@@ -6,7 +6,7 @@
 use crate::enums::{BatchErrorContinuationOption, Operation, ResultReason, ResultStatus};
 use crate::error::KmipError;
 use crate::tag::Tag;
-use crate::ttlv::{Fields, Item, Value};
+use crate::ttlv::{Fields, Item, TtlvError, Value};
 
 /// Protocol Version: major.minor, ordered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -145,7 +145,9 @@ impl RequestMessage {
             });
         }
         if batch_items.is_empty() {
-            return Err(KmipError::Missing { tag: Tag::BATCH_ITEM, within: Tag::REQUEST_MESSAGE });
+            return Err(
+                TtlvError::Missing { tag: Tag::BATCH_ITEM, within: Tag::REQUEST_MESSAGE }.into()
+            );
         }
         if usize::try_from(header.batch_count).ok() != Some(batch_items.len()) {
             return Err(KmipError::BatchCountMismatch {
@@ -384,7 +386,7 @@ impl ResponseMessage {
                 );
             }
         }
-        self.to_item().encode()
+        Ok(self.to_item().encode()?)
     }
 
     /// Parses a decoded Response Message (for clients).

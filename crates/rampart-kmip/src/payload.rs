@@ -15,7 +15,7 @@ use crate::enums::{
 use crate::error::KmipError;
 use crate::message::{Attribute, ProtocolVersion};
 use crate::tag::Tag;
-use crate::ttlv::{Bytes, Fields, Item, Value};
+use crate::ttlv::{Bytes, Fields, Item, TtlvError, Value};
 
 /// The attributes of a request, in order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -223,15 +223,15 @@ impl AttributeSet {
     }
 
     pub fn enum_value(&self, name: &str) -> Result<Option<u32>, KmipError> {
-        self.single(name)?.map(Item::as_enum).transpose()
+        Ok(self.single(name)?.map(Item::as_enum).transpose()?)
     }
 
     pub fn int_value(&self, name: &str) -> Result<Option<i32>, KmipError> {
-        self.single(name)?.map(Item::as_int).transpose()
+        Ok(self.single(name)?.map(Item::as_int).transpose()?)
     }
 
     pub fn date_value(&self, name: &str) -> Result<Option<i64>, KmipError> {
-        self.single(name)?.map(Item::as_date_time).transpose()
+        Ok(self.single(name)?.map(Item::as_date_time).transpose()?)
     }
 
     /// Every Name attribute.
@@ -490,7 +490,7 @@ impl KeyWrappingSpecification {
         let (key, parameters) = encryption_key_information(&f)?;
         Ok(Self {
             method,
-            encryption_key: key.ok_or(KmipError::Missing {
+            encryption_key: key.ok_or(TtlvError::Missing {
                 tag: Tag::ENCRYPTION_KEY_INFORMATION,
                 within: Tag::KEY_WRAPPING_SPECIFICATION,
             })?,
@@ -553,7 +553,7 @@ impl ManagedObject {
 }
 
 fn uid(f: &Fields<'_>) -> Result<Option<String>, KmipError> {
-    f.optional(Tag::UNIQUE_IDENTIFIER)?.map(|i| i.as_text().map(str::to_owned)).transpose()
+    Ok(f.optional(Tag::UNIQUE_IDENTIFIER)?.map(|i| i.as_text().map(str::to_owned)).transpose()?)
 }
 
 fn template(f: &Fields<'_>) -> Result<AttributeSet, KmipError> {
@@ -567,7 +567,7 @@ fn template(f: &Fields<'_>) -> Result<AttributeSet, KmipError> {
 }
 
 fn bytes_field(f: &Fields<'_>, tag: Tag) -> Result<Option<Bytes>, KmipError> {
-    f.optional(tag)?.map(|i| i.as_bytes().map(Bytes::from)).transpose()
+    Ok(f.optional(tag)?.map(|i| i.as_bytes().map(Bytes::from)).transpose()?)
 }
 
 /// Create.
@@ -712,7 +712,7 @@ impl AttributeChangeRequest {
                 current: None,
             });
         }
-        Err(KmipError::Missing { tag: Tag::ATTRIBUTE, within: payload.tag })
+        Err(TtlvError::Missing { tag: Tag::ATTRIBUTE, within: payload.tag }.into())
     }
 }
 
@@ -813,7 +813,7 @@ impl CryptoRequest {
             }
         }
         let vec = |tag| -> Result<Option<Vec<u8>>, KmipError> {
-            f.optional(tag)?.map(|i| i.as_bytes().map(<[u8]>::to_vec)).transpose()
+            Ok(f.optional(tag)?.map(|i| i.as_bytes().map(<[u8]>::to_vec)).transpose()?)
         };
         Ok(Self {
             unique_identifier: uid(&f)?,
@@ -822,7 +822,7 @@ impl CryptoRequest {
                 .map(CryptographicParameters::parse)
                 .transpose()?,
             data: bytes_field(&f, Tag::DATA)?
-                .ok_or(KmipError::Missing { tag: Tag::DATA, within: payload.tag })?,
+                .ok_or(TtlvError::Missing { tag: Tag::DATA, within: payload.tag })?,
             iv_counter_nonce: vec(Tag::IV_COUNTER_NONCE)?,
             aad: vec(Tag::AUTHENTICATED_ENCRYPTION_ADDITIONAL_DATA)?,
             tag: vec(Tag::AUTHENTICATED_ENCRYPTION_TAG)?,
@@ -832,7 +832,10 @@ impl CryptoRequest {
 
 /// Query.
 pub fn parse_query(payload: &Item) -> Result<Vec<QueryFunction>, KmipError> {
-    Fields::of(payload)?.all(Tag::QUERY_FUNCTION).map(|i| i.as_enum().map(QueryFunction)).collect()
+    Ok(Fields::of(payload)?
+        .all(Tag::QUERY_FUNCTION)
+        .map(|i| i.as_enum().map(QueryFunction))
+        .collect::<Result<_, _>>()?)
 }
 
 /// Discover Versions: the client's versions, in its order of preference.

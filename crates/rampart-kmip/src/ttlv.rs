@@ -8,10 +8,54 @@
 //! its buffer is allocated ([`message_len`]), and nesting depth and the
 //! number of items against [`Limits`] as they are read. Nothing is ever
 //! allocated from a length field alone.
+//!
+//! The codec is a leaf: it knows tags and nothing of KMIP operations, and
+//! fails with its own [`TtlvError`], which [`crate::error::TtlvError`]
+//! wraps (and maps to a Result Reason) in one place.
 
-use crate::error::KmipError;
 use crate::tag::Tag;
 use zeroize::Zeroizing;
+
+/// A failure of the codec: bytes that are not valid TTLV (the bounded
+/// reader), a value that cannot be encoded, or a structure whose fields
+/// are not what typed access ([`Item::as_int`], [`Fields`]) expects.
+///
+/// No variant carries a value: errors name tags, types and lengths only.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TtlvError {
+    // Decoding (the bounded reader).
+    #[error("truncated TTLV: {needed} bytes needed, {left} left")]
+    Truncated { needed: usize, left: usize },
+    #[error("TTLV message of {len} bytes is longer than the {max} accepted")]
+    TooLong { len: usize, max: usize },
+    #[error("TTLV structures nested deeper than {max}")]
+    TooDeep { max: usize },
+    #[error("more than {max} TTLV items in one message")]
+    TooManyItems { max: usize },
+    #[error("{tag}: unknown item type 0x{item_type:02X}")]
+    UnknownType { tag: Tag, item_type: u8 },
+    #[error("{tag}: length {len} is not valid for a {item_type:?}")]
+    BadLength { tag: Tag, item_type: ItemType, len: usize },
+    #[error("{tag}: non-zero padding")]
+    BadPadding { tag: Tag },
+    #[error("{tag}: boolean value {value} is neither 0 nor 1")]
+    BadBoolean { tag: Tag, value: u64 },
+    #[error("{tag}: text string is not UTF-8")]
+    BadUtf8 { tag: Tag },
+    #[error("{len} bytes after the end of the TTLV item")]
+    TrailingBytes { len: usize },
+    #[error("a KMIP message must be a structure, {tag} is not")]
+    NotAStructure { tag: Tag },
+
+    // Typed access to decoded items.
+    #[error("{tag}: expected a {expected:?}, found a {found:?}")]
+    WrongType { tag: Tag, expected: ItemType, found: ItemType },
+    #[error("{within}: {tag} is missing")]
+    Missing { tag: Tag, within: Tag },
+    #[error("{within}: {tag} appears more than once")]
+    Duplicate { tag: Tag, within: Tag },
+}
 
 /// The bytes of a tag, type and length.
 pub const HEADER_LEN: usize = 8;
@@ -189,9 +233,9 @@ impl<'a> Reader<'a> {
     }
 
     /// The next `len` bytes, or `Truncated` if fewer are left.
-    pub fn take(&mut self, len: usize) -> Result<&'a [u8], KmipError> {
+    pub fn take(&mut self, len: usize) -> Result<&'a [u8], TtlvError> {
         if len > self.left() {
-            return Err(KmipError::Truncated { needed: len, left: self.left() });
+            return Err(TtlvError::Truncated { needed: len, left: self.left() });
         }
         let start = self.cursor;
         self.cursor += len;
@@ -199,11 +243,11 @@ impl<'a> Reader<'a> {
     }
 
     /// A reader over the next `len` bytes (a structure's value).
-    pub fn sub(&mut self, len: usize) -> Result<Reader<'a>, KmipError> {
+    pub fn sub(&mut self, len: usize) -> Result<Reader<'a>, TtlvError> {
         self.take(len).map(Reader::new)
     }
 
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], KmipError> {
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], TtlvError> {
         let bytes = self.take(N)?;
         let mut out = [0u8; N];
         out.copy_from_slice(bytes);
@@ -214,29 +258,29 @@ impl<'a> Reader<'a> {
 /// The length of the whole message that starts with `header` (its first
 /// eight bytes), checked before the rest is read or a buffer allocated:
 /// the outer item must be a Structure and fit in `limits.max_message_len`.
-pub fn message_len(header: &[u8; HEADER_LEN], limits: &Limits) -> Result<usize, KmipError> {
+pub fn message_len(header: &[u8; HEADER_LEN], limits: &Limits) -> Result<usize, TtlvError> {
     let tag = Tag(u32::from_be_bytes([0, header[0], header[1], header[2]]));
     if header[3] != ItemType::Structure as u8 {
-        return Err(KmipError::NotAStructure { tag });
+        return Err(TtlvError::NotAStructure { tag });
     }
     let len = u32::from_be_bytes([header[4], header[5], header[6], header[7]]) as usize;
     let total = len.saturating_add(HEADER_LEN);
     if total > limits.max_message_len {
-        return Err(KmipError::TooLong { len: total, max: limits.max_message_len });
+        return Err(TtlvError::TooLong { len: total, max: limits.max_message_len });
     }
     Ok(total)
 }
 
 /// Decodes exactly one item that spans all of `bytes`.
-pub fn decode(bytes: &[u8], limits: &Limits) -> Result<Item, KmipError> {
+pub fn decode(bytes: &[u8], limits: &Limits) -> Result<Item, TtlvError> {
     if bytes.len() > limits.max_message_len {
-        return Err(KmipError::TooLong { len: bytes.len(), max: limits.max_message_len });
+        return Err(TtlvError::TooLong { len: bytes.len(), max: limits.max_message_len });
     }
     let mut reader = Reader::new(bytes);
     let mut items = 0usize;
     let item = read_item(&mut reader, limits, 1, &mut items)?;
     if reader.any_left() {
-        return Err(KmipError::TrailingBytes { len: reader.left() });
+        return Err(TtlvError::TrailingBytes { len: reader.left() });
     }
     Ok(item)
 }
@@ -252,17 +296,17 @@ fn read_item(
     limits: &Limits,
     depth: usize,
     items: &mut usize,
-) -> Result<Item, KmipError> {
+) -> Result<Item, TtlvError> {
     *items += 1;
     if *items > limits.max_items {
-        return Err(KmipError::TooManyItems { max: limits.max_items });
+        return Err(TtlvError::TooManyItems { max: limits.max_items });
     }
     let header: [u8; HEADER_LEN] = r.array()?;
     let tag = Tag(u32::from_be_bytes([0, header[0], header[1], header[2]]));
     let item_type = ItemType::from_byte(header[3])
-        .ok_or(KmipError::UnknownType { tag, item_type: header[3] })?;
+        .ok_or(TtlvError::UnknownType { tag, item_type: header[3] })?;
     let len = u32::from_be_bytes([header[4], header[5], header[6], header[7]]) as usize;
-    let bad_len = || KmipError::BadLength { tag, item_type, len };
+    let bad_len = || TtlvError::BadLength { tag, item_type, len };
     if let Some(fixed) = item_type.fixed_len() {
         if len != fixed {
             return Err(bad_len());
@@ -271,7 +315,7 @@ fn read_item(
     let value = match item_type {
         ItemType::Structure => {
             if depth >= limits.max_depth {
-                return Err(KmipError::TooDeep { max: limits.max_depth });
+                return Err(TtlvError::TooDeep { max: limits.max_depth });
             }
             if len % 8 != 0 {
                 return Err(bad_len());
@@ -288,7 +332,7 @@ fn read_item(
             let raw = r.take(padded(len))?;
             let (data, pad) = raw.split_at(len);
             if pad.iter().any(|&b| b != 0) {
-                return Err(KmipError::BadPadding { tag });
+                return Err(TtlvError::BadPadding { tag });
             }
             decode_primitive(tag, item_type, data)?
         }
@@ -296,7 +340,7 @@ fn read_item(
     Ok(Item { tag, value })
 }
 
-fn decode_primitive(tag: Tag, item_type: ItemType, data: &[u8]) -> Result<Value, KmipError> {
+fn decode_primitive(tag: Tag, item_type: ItemType, data: &[u8]) -> Result<Value, TtlvError> {
     let be4 = || u32::from_be_bytes([data[0], data[1], data[2], data[3]]);
     let be8 = || {
         let mut a = [0u8; 8];
@@ -315,15 +359,15 @@ fn decode_primitive(tag: Tag, item_type: ItemType, data: &[u8]) -> Result<Value,
         ItemType::Boolean => match be8() {
             0 => Value::Boolean(false),
             1 => Value::Boolean(true),
-            value => return Err(KmipError::BadBoolean { tag, value }),
+            value => return Err(TtlvError::BadBoolean { tag, value }),
         },
         ItemType::BigInteger => Value::BigInteger(data.to_vec()),
         ItemType::TextString => Value::TextString(
-            std::str::from_utf8(data).map_err(|_| KmipError::BadUtf8 { tag })?.to_owned(),
+            std::str::from_utf8(data).map_err(|_| TtlvError::BadUtf8 { tag })?.to_owned(),
         ),
         ItemType::ByteString => Value::ByteString(Bytes::from(data)),
         // Structures never get here (read_item reads them); refuse rather than panic.
-        ItemType::Structure => return Err(KmipError::NotAStructure { tag }),
+        ItemType::Structure => return Err(TtlvError::NotAStructure { tag }),
     })
 }
 
@@ -391,16 +435,16 @@ impl Item {
 
     /// Encodes the item. Fails only for a value longer than a TTLV length
     /// can say (4 GiB) or a Big Integer that is not a multiple of 8 bytes.
-    pub fn encode(&self) -> Result<Vec<u8>, KmipError> {
+    pub fn encode(&self) -> Result<Vec<u8>, TtlvError> {
         let mut out = Vec::with_capacity(self.encoded_len());
         self.encode_into(&mut out)?;
         Ok(out)
     }
 
-    pub fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), KmipError> {
+    pub fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), TtlvError> {
         let len = self.value_len();
         let wire_len =
-            u32::try_from(len).map_err(|_| KmipError::TooLong { len, max: u32::MAX as usize })?;
+            u32::try_from(len).map_err(|_| TtlvError::TooLong { len, max: u32::MAX as usize })?;
         out.extend_from_slice(&self.tag.0.to_be_bytes()[1..]);
         out.push(self.value.item_type() as u8);
         out.extend_from_slice(&wire_len.to_be_bytes());
@@ -419,7 +463,7 @@ impl Item {
             Value::Boolean(v) => out.extend_from_slice(&u64::from(*v).to_be_bytes()),
             Value::BigInteger(b) => {
                 if b.is_empty() || b.len() % 8 != 0 {
-                    return Err(KmipError::BadLength {
+                    return Err(TtlvError::BadLength {
                         tag: self.tag,
                         item_type: ItemType::BigInteger,
                         len,
@@ -437,47 +481,47 @@ impl Item {
     // Typed access, for parsing messages: a wrong type is an error that
     // names the tag.
 
-    fn wrong_type(&self, expected: ItemType) -> KmipError {
-        KmipError::WrongType { tag: self.tag, expected, found: self.value.item_type() }
+    fn wrong_type(&self, expected: ItemType) -> TtlvError {
+        TtlvError::WrongType { tag: self.tag, expected, found: self.value.item_type() }
     }
 
-    pub fn children(&self) -> Result<&[Item], KmipError> {
+    pub fn children(&self) -> Result<&[Item], TtlvError> {
         match &self.value {
             Value::Structure(items) => Ok(items),
             _ => Err(self.wrong_type(ItemType::Structure)),
         }
     }
-    pub fn as_int(&self) -> Result<i32, KmipError> {
+    pub fn as_int(&self) -> Result<i32, TtlvError> {
         match self.value {
             Value::Integer(v) => Ok(v),
             _ => Err(self.wrong_type(ItemType::Integer)),
         }
     }
-    pub fn as_long(&self) -> Result<i64, KmipError> {
+    pub fn as_long(&self) -> Result<i64, TtlvError> {
         match self.value {
             Value::LongInteger(v) => Ok(v),
             _ => Err(self.wrong_type(ItemType::LongInteger)),
         }
     }
-    pub fn as_enum(&self) -> Result<u32, KmipError> {
+    pub fn as_enum(&self) -> Result<u32, TtlvError> {
         match self.value {
             Value::Enumeration(v) => Ok(v),
             _ => Err(self.wrong_type(ItemType::Enumeration)),
         }
     }
-    pub fn as_bool(&self) -> Result<bool, KmipError> {
+    pub fn as_bool(&self) -> Result<bool, TtlvError> {
         match self.value {
             Value::Boolean(v) => Ok(v),
             _ => Err(self.wrong_type(ItemType::Boolean)),
         }
     }
-    pub fn as_text(&self) -> Result<&str, KmipError> {
+    pub fn as_text(&self) -> Result<&str, TtlvError> {
         match &self.value {
             Value::TextString(v) => Ok(v),
             _ => Err(self.wrong_type(ItemType::TextString)),
         }
     }
-    pub fn as_bytes(&self) -> Result<&[u8], KmipError> {
+    pub fn as_bytes(&self) -> Result<&[u8], TtlvError> {
         match &self.value {
             Value::ByteString(v) => Ok(v.as_slice()),
             _ => Err(self.wrong_type(ItemType::ByteString)),
@@ -485,14 +529,14 @@ impl Item {
     }
     /// A Date-Time (seconds); a KMIP 2.0 Date-Time Extended is truncated
     /// to seconds.
-    pub fn as_date_time(&self) -> Result<i64, KmipError> {
+    pub fn as_date_time(&self) -> Result<i64, TtlvError> {
         match self.value {
             Value::DateTime(v) => Ok(v),
             Value::DateTimeExtended(v) => Ok(v.div_euclid(1_000_000)),
             _ => Err(self.wrong_type(ItemType::DateTime)),
         }
     }
-    pub fn as_interval(&self) -> Result<u32, KmipError> {
+    pub fn as_interval(&self) -> Result<u32, TtlvError> {
         match self.value {
             Value::Interval(v) => Ok(v),
             _ => Err(self.wrong_type(ItemType::Interval)),
@@ -508,23 +552,23 @@ pub struct Fields<'a> {
 }
 
 impl<'a> Fields<'a> {
-    pub fn of(item: &'a Item) -> Result<Self, KmipError> {
+    pub fn of(item: &'a Item) -> Result<Self, TtlvError> {
         Ok(Self { tag: item.tag, items: item.children()? })
     }
 
     /// The item with `tag`, if there is exactly zero or one.
-    pub fn optional(&self, tag: Tag) -> Result<Option<&'a Item>, KmipError> {
+    pub fn optional(&self, tag: Tag) -> Result<Option<&'a Item>, TtlvError> {
         let mut found = self.items.iter().filter(|i| i.tag == tag);
         let first = found.next();
         if first.is_some() && found.next().is_some() {
-            return Err(KmipError::Duplicate { tag, within: self.tag });
+            return Err(TtlvError::Duplicate { tag, within: self.tag });
         }
         Ok(first)
     }
 
     /// The one item with `tag`.
-    pub fn required(&self, tag: Tag) -> Result<&'a Item, KmipError> {
-        self.optional(tag)?.ok_or(KmipError::Missing { tag, within: self.tag })
+    pub fn required(&self, tag: Tag) -> Result<&'a Item, TtlvError> {
+        self.optional(tag)?.ok_or(TtlvError::Missing { tag, within: self.tag })
     }
 
     /// Every item with `tag`, in order.

@@ -18,7 +18,7 @@ use rampart_kmip::payload::{
     RevokeRequest,
 };
 use rampart_kmip::tag::Tag;
-use rampart_kmip::ttlv::{self, Bytes, Fields, Item, Value};
+use rampart_kmip::ttlv::{self, Bytes, Fields, Item, TtlvError, Value};
 use rampart_kmip::{KmipError, Limits};
 use vectors::{spec, TC_1_1_3_1_1_CREATE, TC_1_1_3_1_3_LOCATE, TC_1_2_MAC};
 
@@ -164,7 +164,10 @@ fn register_symmetric_key_and_secret_data() {
         Tag::OBJECT_TYPE,
         ObjectType::SYMMETRIC_KEY.0,
     )]));
-    assert!(matches!(none, Err(KmipError::Missing { tag: Tag::SYMMETRIC_KEY, .. })));
+    assert!(matches!(
+        none,
+        Err(KmipError::Ttlv(TtlvError::Missing { tag: Tag::SYMMETRIC_KEY, .. }))
+    ));
 }
 
 #[test]
@@ -250,7 +253,7 @@ fn attribute_changes_in_both_versions() {
     assert_eq!(modify_2x.current.unwrap().as_int().unwrap(), 12);
     assert!(matches!(
         AttributeChangeRequest::parse(&payload(vec![])),
-        Err(KmipError::Missing { .. })
+        Err(KmipError::Ttlv(TtlvError::Missing { .. }))
     ));
     let get_attrs = ObjectRequest::parse(&payload(vec![
         Item::text(Tag::UNIQUE_IDENTIFIER, "1"),
@@ -297,7 +300,7 @@ fn revoke_links_and_crypto_requests() {
         (64, 12, b"aad".to_vec())
     );
     let no_data = CryptoRequest::parse(&payload(vec![Item::text(Tag::UNIQUE_IDENTIFIER, "1")]));
-    assert!(matches!(no_data, Err(KmipError::Missing { tag: Tag::DATA, .. })));
+    assert!(matches!(no_data, Err(KmipError::Ttlv(TtlvError::Missing { tag: Tag::DATA, .. }))));
     // Streaming (Correlation Value / Init / Final Indicator) is refused.
     let streaming = CryptoRequest::parse(&payload(vec![
         Item::bytes(Tag::DATA, &[0; 16]),

@@ -24,7 +24,7 @@ use rampart_kmip::message::{
     Attribute, ProtocolVersion, RequestMessage, ResponseBatchItem, ResponseHeader, ResponseMessage,
 };
 use rampart_kmip::tag::Tag;
-use rampart_kmip::ttlv::{self, Fields, Item, ItemType, Value};
+use rampart_kmip::ttlv::{self, Fields, Item, ItemType, TtlvError, Value};
 use rampart_kmip::{KmipError, Limits};
 
 use crate::vectors;
@@ -307,7 +307,7 @@ fn byte_strings_never_show_in_debug() {
 
 // Malformed input: each refused with its reason, never a panic.
 
-fn refuse(bytes: &[u8]) -> KmipError {
+fn refuse(bytes: &[u8]) -> TtlvError {
     ttlv::decode(bytes, &Limits::default()).expect_err("malformed TTLV must be refused")
 }
 
@@ -319,17 +319,17 @@ fn wrong_fixed_lengths_are_refused() {
         b.extend_from_slice(&len.to_be_bytes());
         b.extend_from_slice(&[0; 16]);
         b.truncate(8 + ((len as usize + 7) & !7));
-        assert!(matches!(refuse(&b), KmipError::BadLength { .. }), "type {ty} length {len}");
+        assert!(matches!(refuse(&b), TtlvError::BadLength { .. }), "type {ty} length {len}");
     }
     // A Big Integer must be a non-empty multiple of 8 bytes.
     assert!(matches!(
         refuse(&spec("42 00 20 | 04 | 00 00 00 04 | 00 00 00 01 00 00 00 00")),
-        KmipError::BadLength { .. }
+        TtlvError::BadLength { .. }
     ));
     // A structure's length is a multiple of 8.
     assert!(matches!(
         refuse(&spec("42 00 20 | 01 | 00 00 00 04 | 00 00 00 00")),
-        KmipError::BadLength { .. }
+        TtlvError::BadLength { .. }
     ));
 }
 
@@ -338,69 +338,69 @@ fn lengths_past_the_end_are_refused_without_allocating() {
     // A byte string claiming 4 GiB, a structure claiming 4 GiB.
     assert!(matches!(
         refuse(&spec("42 00 20 | 08 | FF FF FF FF | 01 02 03 04")),
-        KmipError::Truncated { .. }
+        TtlvError::Truncated { .. }
     ));
     assert!(matches!(
         refuse(&spec("42 00 20 | 01 | FF FF FF F8 | 42 00 20 02 00 00 00 04")),
-        KmipError::Truncated { .. }
+        TtlvError::Truncated { .. }
     ));
     // message_len refuses the 4 GiB header before a buffer exists.
     let header: [u8; 8] = spec("42 00 78 | 01 | FF FF FF F8").try_into().unwrap();
     assert!(matches!(
         ttlv::message_len(&header, &Limits::default()),
-        Err(KmipError::TooLong { .. })
+        Err(TtlvError::TooLong { .. })
     ));
     let header: [u8; 8] = spec("42 00 78 | 07 | 00 00 00 08").try_into().unwrap();
     assert!(matches!(
         ttlv::message_len(&header, &Limits::default()),
-        Err(KmipError::NotAStructure { .. })
+        Err(TtlvError::NotAStructure { .. })
     ));
     // A child that runs past its structure's end.
     assert!(matches!(
         refuse(&spec(
             "42 00 20 | 01 | 00 00 00 08 | 42 00 04 | 02 | 00 00 00 04 | 00 00 00 01 00 00 00 00"
         )),
-        KmipError::Truncated { .. }
+        TtlvError::Truncated { .. }
     ));
     // Trailing garbage and a bare header.
     assert!(matches!(
         refuse(&spec("42 00 20 | 01 | 00 00 00 00 | 00")),
-        KmipError::TrailingBytes { len: 1 }
+        TtlvError::TrailingBytes { len: 1 }
     ));
-    assert!(matches!(refuse(&spec("42 00 20 | 02 | 00 00")), KmipError::Truncated { .. }));
+    assert!(matches!(refuse(&spec("42 00 20 | 02 | 00 00")), TtlvError::Truncated { .. }));
 }
 
 #[test]
 fn bad_padding_booleans_utf8_and_types_are_refused() {
     assert!(matches!(
         refuse(&spec("42 00 20 | 02 | 00 00 00 04 | 00 00 00 08 00 00 00 01")),
-        KmipError::BadPadding { .. }
+        TtlvError::BadPadding { .. }
     ));
     assert!(matches!(
         refuse(&spec(
             "42 00 20 | 07 | 00 00 00 0B | 48 65 6C 6C 6F 20 57 6F 72 6C 64 00 00 00 00 FF"
         )),
-        KmipError::BadPadding { .. }
+        TtlvError::BadPadding { .. }
     ));
     assert!(matches!(
         refuse(&spec("42 00 20 | 08 | 00 00 00 03 | 01 02 03 00 00 00 00")),
-        KmipError::Truncated { .. }
+        TtlvError::Truncated { .. }
     ));
     assert!(matches!(
         refuse(&spec("42 00 20 | 06 | 00 00 00 08 | 00 00 00 00 00 00 00 02")),
-        KmipError::BadBoolean { value: 2, .. }
+        TtlvError::BadBoolean { value: 2, .. }
     ));
     assert!(matches!(
         refuse(&spec("42 00 20 | 07 | 00 00 00 02 | C3 28 00 00 00 00 00 00")),
-        KmipError::BadUtf8 { .. }
+        TtlvError::BadUtf8 { .. }
     ));
     assert!(matches!(
         refuse(&spec("42 00 20 | 0C | 00 00 00 04 | 00 00 00 01 00 00 00 00")),
-        KmipError::UnknownType { item_type: 0x0C, .. }
+        TtlvError::UnknownType { item_type: 0x0C, .. }
     ));
     assert!(matches!(
         refuse(&spec("42 00 20 | 00 | 00 00 00 00")),
-        KmipError::UnknownType { item_type: 0, .. }
+        TtlvError::UnknownType { item_type: 0, .. }
     ));
 }
 
@@ -420,7 +420,7 @@ fn depth_bombs_are_refused() {
     assert!(ttlv::decode(&nested(limits.max_depth - 1), &limits).is_ok());
     assert_eq!(
         ttlv::decode(&nested(limits.max_depth), &limits),
-        Err(KmipError::TooDeep { max: 16 })
+        Err(TtlvError::TooDeep { max: 16 })
     );
     // A bomb of 100,000 nested empty-ended structures: refused at depth 16
     // after reading 16 headers, no recursion beyond it.
@@ -432,7 +432,7 @@ fn depth_bombs_are_refused() {
     }
     assert!(matches!(
         ttlv::decode(&bomb, &Limits { max_message_len: 1 << 24, ..limits }),
-        Err(KmipError::TooDeep { .. })
+        Err(TtlvError::TooDeep { .. })
     ));
 }
 
@@ -441,9 +441,25 @@ fn item_counts_are_capped() {
     let limits = Limits { max_items: 100, ..Limits::default() };
     let flat = |n| Item::structure(T, (0..n).map(|i| Item::int(T, i)).collect()).encode().unwrap();
     assert!(ttlv::decode(&flat(99), &limits).is_ok());
-    assert_eq!(ttlv::decode(&flat(100), &limits), Err(KmipError::TooManyItems { max: 100 }));
+    assert_eq!(ttlv::decode(&flat(100), &limits), Err(TtlvError::TooManyItems { max: 100 }));
     let too_long = Limits { max_message_len: 64, ..Limits::default() };
-    assert!(matches!(ttlv::decode(&flat(20), &too_long), Err(KmipError::TooLong { .. })));
+    assert!(matches!(ttlv::decode(&flat(20), &too_long), Err(TtlvError::TooLong { .. })));
+}
+
+#[test]
+fn codec_errors_become_kmip_errors_with_their_result_reasons() {
+    let framing = KmipError::from(TtlvError::TooLong { len: 1 << 21, max: 1 << 20 });
+    assert_eq!(framing.result_reason(), ResultReason::INVALID_MESSAGE);
+    assert!(framing.is_framing());
+    assert!(KmipError::from(TtlvError::NotAStructure { tag: T }).is_framing());
+    let truncated = KmipError::from(TtlvError::Truncated { needed: 8, left: 2 });
+    assert_eq!(truncated.result_reason(), ResultReason::INVALID_MESSAGE);
+    assert!(!truncated.is_framing());
+    assert_eq!(truncated.to_string(), "truncated TTLV: 8 bytes needed, 2 left");
+    let missing = KmipError::from(TtlvError::Missing { tag: T, within: Tag::REQUEST_HEADER });
+    assert_eq!(missing.result_reason(), ResultReason::MISSING_DATA);
+    let duplicate = KmipError::from(TtlvError::Duplicate { tag: T, within: Tag::REQUEST_HEADER });
+    assert_eq!(duplicate.result_reason(), ResultReason::INVALID_MESSAGE);
 }
 
 #[test]
@@ -474,7 +490,7 @@ fn truncated_batches_and_bad_messages_are_refused() {
     let no_header = Item::structure(Tag::REQUEST_MESSAGE, vec![]);
     assert!(matches!(
         RequestMessage::parse(&no_header),
-        Err(KmipError::Missing { tag: Tag::REQUEST_HEADER, .. })
+        Err(KmipError::Ttlv(TtlvError::Missing { tag: Tag::REQUEST_HEADER, .. }))
     ));
     let f = Fields::of(&item).unwrap();
     let mut header = f.required(Tag::REQUEST_HEADER).unwrap().clone();
@@ -487,7 +503,7 @@ fn truncated_batches_and_bad_messages_are_refused() {
     );
     assert!(matches!(
         RequestMessage::parse(&dup),
-        Err(KmipError::Duplicate { tag: Tag::BATCH_COUNT, .. })
+        Err(KmipError::Ttlv(TtlvError::Duplicate { tag: Tag::BATCH_COUNT, .. }))
     ));
     let wrong = Item::structure(
         Tag::REQUEST_MESSAGE,
@@ -500,7 +516,10 @@ fn truncated_batches_and_bad_messages_are_refused() {
         ],
     );
     let err = RequestMessage::parse(&wrong).unwrap_err();
-    assert!(matches!(err, KmipError::WrongType { expected: ItemType::Enumeration, .. }));
+    assert!(matches!(
+        err,
+        KmipError::Ttlv(TtlvError::WrongType { expected: ItemType::Enumeration, .. })
+    ));
     assert_eq!(err.result_reason(), ResultReason::INVALID_FIELD);
 }
 

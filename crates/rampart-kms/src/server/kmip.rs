@@ -162,7 +162,8 @@ async fn serve_messages<S: AsyncRead + AsyncWrite + Unpin>(
     loop {
         let mut header = [0u8; HEADER_LEN];
         read_exact_within(stream, &mut header, idle).await?;
-        let (response, end) = match ttlv::message_len(&header, &TTLV_LIMITS) {
+        let len = ttlv::message_len(&header, &TTLV_LIMITS).map_err(KmipError::from);
+        let (response, end) = match len {
             Ok(len) => {
                 let mut message = vec![0u8; len];
                 message[..HEADER_LEN].copy_from_slice(&header);
@@ -258,14 +259,14 @@ fn operation_name(op: Operation) -> String {
 
 /// Answers one framed message (any bytes: it is decoded here).
 pub(crate) async fn handle_message(state: &State, client: &ClientInfo, bytes: &[u8]) -> Vec<u8> {
-    let request =
-        match ttlv::decode(bytes, &TTLV_LIMITS).and_then(|item| RequestMessage::parse(&item)) {
-            Ok(request) => request,
-            Err(err) => {
-                audit(state, &client.name, "kmip.message", "invalid", err.to_string()).await;
-                return error_response(&err);
-            }
-        };
+    let decoded = ttlv::decode(bytes, &TTLV_LIMITS).map_err(KmipError::from);
+    let request = match decoded.and_then(|item| RequestMessage::parse(&item)) {
+        Ok(request) => request,
+        Err(err) => {
+            audit(state, &client.name, "kmip.message", "invalid", err.to_string()).await;
+            return error_response(&err);
+        }
+    };
     let version = request.header.protocol_version;
     let now = now_ms() / 1000;
     if !VERSIONS.contains(&version) {

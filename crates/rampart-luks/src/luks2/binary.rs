@@ -46,6 +46,22 @@ impl Copy {
         }
     }
 
+    /// The copy's index in a (primary, secondary) pair.
+    pub(crate) fn index(self) -> usize {
+        match self {
+            Self::Primary => 0,
+            Self::Secondary => 1,
+        }
+    }
+
+    /// Where the copy starts in a header of `hdr_size` bytes per copy.
+    pub(crate) fn offset(self, hdr_size: u64) -> u64 {
+        match self {
+            Self::Primary => 0,
+            Self::Secondary => hdr_size,
+        }
+    }
+
     fn magic(self) -> [u8; 6] {
         match self {
             Self::Primary => MAGIC_1ST,

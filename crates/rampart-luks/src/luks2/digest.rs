@@ -1,9 +1,15 @@
-//! LUKS2 `pbkdf2` digests: how a candidate volume key is recognised.
+//! LUKS2 `pbkdf2` digests: how a candidate volume key is recognised, which
+//! digest a header checks its volume key against, and how many iterations
+//! a new digest gets.
 
 use rampart_crypto::{fill_random, pbkdf2, HashAlg, SecretBytes};
 
-use super::json::{b64_decode, b64_encode, DigestJson, IdRef, Pbkdf2Digest};
+use super::json::{self, b64_decode, b64_encode, DigestJson, IdRef, Pbkdf2Digest};
+use super::reencrypt;
+use super::segment;
 use super::validate::{hash_alg, SALT_LEN};
+use super::Luks2;
+use crate::pbkdf::{pbkdf2_iterations_for, MIN_PBKDF2_ITERATIONS};
 use crate::{Error, Result};
 
 /// Whether `key` matches `digest`.
@@ -58,6 +64,53 @@ pub(crate) fn create(
         digest: b64_encode(&value),
         extra: serde_json::Map::new(),
     })))
+}
+
+/// Time target of the volume key digest (cryptsetup's `LUKS_MKD_ITERATIONS_MS`).
+const DIGEST_ITER_MS: u32 = 125;
+
+/// PBKDF2 iterations of a digest over `len` bytes: the minimum when the
+/// user forced the KDF cost (tests, scripts), else timed as cryptsetup does.
+pub(super) fn timed_digest_iterations(hash: HashAlg, len: usize, forced: bool) -> Result<u32> {
+    if forced {
+        Ok(MIN_PBKDF2_ITERATIONS)
+    } else {
+        pbkdf2_iterations_for(hash, len, DIGEST_ITER_MS)
+    }
+}
+
+impl Luks2 {
+    /// The digest of the volume key: that of the default segment
+    /// (cryptsetup's: the `backup-final` segment during a reencryption,
+    /// else segment 0). A decryption's final side is plaintext (a `linear`
+    /// segment, no digest): then it is the old key's (`backup-previous`),
+    /// the only key cryptsetup's activation and `--test-passphrase` open
+    /// during a decryption.
+    pub(super) fn segment_digest(&self) -> Result<(usize, &DigestJson)> {
+        let mut seg_id = segment::default_segment(&self.meta);
+        if !matches!(self.meta.segments.get(&seg_id), Some(json::SegmentJson::Crypt(_))) {
+            if let Some(previous) = reencrypt::segment_by_flag(&self.meta, "backup-previous") {
+                seg_id = previous;
+            }
+        }
+        let (id, digest) = self
+            .meta
+            .digest_of_segment(seg_id)
+            .ok_or_else(|| Error::corrupt(format!("segment {seg_id} has no digest")))?;
+        if !self.meta.reachable(json::Section::Digests, id) {
+            // cryptsetup finds the digest by iteration, then fails to look
+            // it up by id: the volume loads but opens in neither tool.
+            return Err(Error::corrupt(format!(
+                "digest {id} is not named by its id (\"{id}\"), so it cannot be used"
+            )));
+        }
+        Ok((id, digest))
+    }
+
+    pub(crate) fn verify_volume_key(&self, key: &SecretBytes) -> Result<bool> {
+        let (id, digest) = self.segment_digest()?;
+        verify(digest, id, key.expose())
+    }
 }
 
 #[cfg(test)]

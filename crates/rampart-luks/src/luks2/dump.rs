@@ -33,7 +33,7 @@ fn priority_name(p: Option<i64>) -> &'static str {
     }
 }
 
-pub(super) fn dump_text(h: &Luks2) -> String {
+fn dump_text(h: &Luks2) -> String {
     let meta = &h.meta;
     let mut out = String::new();
     let _ = writeln!(out, "LUKS header information");
@@ -214,7 +214,7 @@ pub(super) fn dump_text(h: &Luks2) -> String {
     out
 }
 
-pub(super) fn to_json(h: &Luks2) -> Value {
+fn to_json(h: &Luks2) -> Value {
     let meta = &h.meta;
     let first = meta.segments.values().next();
     let (cipher, sector_size) = match first {
@@ -315,5 +315,15 @@ fn reencryption_json(meta: &super::json::Metadata) -> Value {
         }),
         Ok(None) => Value::Null,
         Err(e) => json!({"error": e.to_string()}),
+    }
+}
+
+impl Luks2 {
+    pub(crate) fn to_json(&self) -> Value {
+        to_json(self)
+    }
+
+    pub(crate) fn dump_text(&self) -> String {
+        dump_text(self)
     }
 }

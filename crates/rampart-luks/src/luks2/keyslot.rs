@@ -1,12 +1,22 @@
 //! LUKS2 `luks2` keyslots: opening one with a passphrase, storing a key in
-//! a new one, and allocating its binary area.
+//! a new one, and allocating its binary area; and the header operations on
+//! keyslots (unlocking the volume key in cryptsetup's keyslot order,
+//! adding and removing a keyslot).
 
 use rampart_crypto::{fill_random, HashAlg, SecretBytes};
 
+use super::digest;
+use super::disk_metadata::encode_area;
+use super::json::{self, DigestJson, IdRef};
 use super::json::{b64_decode, Af, Area, Kdf, Keyslot, Luks2Keyslot, Metadata, RawArea, U64Str};
-use super::validate::{hash_alg, kdf_params, Layout, SALT_LEN};
+use super::layout::Layout;
+use super::segment;
+use super::token;
+use super::validate::{hash_alg, kdf_params, SALT_LEN};
+use super::Luks2;
 use crate::cipher::{crypt_material, DataCipher};
 use crate::io::{read_exact, MetadataIo};
+use crate::pbkdf::{pbkdf_for_time, PbkdfChoice};
 use crate::pbkdf::{KdfParams, PbkdfKind};
 use crate::{af, Error, Result};
 
@@ -230,4 +240,149 @@ pub(crate) fn find_max_gap(meta: &Metadata, layout: &Layout) -> Result<Area> {
         ));
     }
     Ok(best)
+}
+
+impl Luks2 {
+    pub(crate) fn active_keyslots(&self) -> Vec<usize> {
+        self.meta.keyslots.keys().copied().collect()
+    }
+
+    pub(crate) fn unlock(
+        &self,
+        io: &dyn MetadataIo,
+        passphrase: &[u8],
+        slot: Option<usize>,
+    ) -> Result<(usize, SecretBytes)> {
+        // Testing a passphrase needs no requirement: mapping and writing
+        // refuse headers with requirements Rampart does not implement.
+        let (digest_id, digest) = self.segment_digest()?;
+        let bound: Vec<usize> = digest.keyslots().iter().map(|k| k.0).collect();
+        let candidates: Vec<usize> = match slot {
+            Some(s) => {
+                if !self.meta.keyslots.contains_key(&s) {
+                    return Err(Error::invalid(format!("keyslot {s} is not active")));
+                }
+                if bound.contains(&s) {
+                    vec![s]
+                } else {
+                    Vec::new()
+                }
+            }
+            None => {
+                // cryptsetup: 2 preferred, 1 normal, 0 ignored unless asked
+                // for; any other value makes the keyslot unusable.
+                let priority = |s: &usize| match &self.meta.keyslots.get(s) {
+                    Some(Keyslot::Luks2(ks)) => match ks.priority.unwrap_or(1) {
+                        p @ 0..=2 => p,
+                        _ => 0,
+                    },
+                    _ => 0,
+                };
+                let mut list: Vec<usize> =
+                    bound.iter().copied().filter(|s| priority(s) > 0).collect();
+                list.sort_by_key(|s| (std::cmp::Reverse(priority(s)), *s));
+                list
+            }
+        };
+        // As cryptsetup: a wrong passphrase moves on to the next keyslot,
+        // and so does a keyslot whose algorithms Rampart lacks (cryptsetup
+        // might run them); a keyslot no implementation can use ends the
+        // search with its error, as it ends cryptsetup's.
+        let mut first_error = None;
+        for id in candidates {
+            let Some(Keyslot::Luks2(ks)) = self.meta.keyslots.get(&id) else {
+                continue;
+            };
+            if let Some(e) = unusable_anywhere(id, ks) {
+                return Err(first_error.unwrap_or(e));
+            }
+            let candidate = match open(io, id, ks, passphrase) {
+                Ok(key) => key,
+                Err(e @ Error::Io(_)) => return Err(e),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                    continue;
+                }
+            };
+            if digest::verify(digest, digest_id, candidate.expose())? {
+                return Ok((id, candidate));
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Err(Error::NoKey),
+        }
+    }
+
+    pub(crate) fn add_keyslot(
+        &mut self,
+        io: &dyn MetadataIo,
+        volume_key: &SecretBytes,
+        passphrase: &[u8],
+        pbkdf: &PbkdfChoice,
+        slot: Option<usize>,
+    ) -> Result<usize> {
+        self.check_requirements()?;
+        self.check_unchanged(io)?;
+        if !self.verify_volume_key(volume_key)? {
+            return Err(Error::invalid("the volume key does not match this volume's digest"));
+        }
+        let (digest_id, _) = self.segment_digest()?;
+        let (_, seg) = segment::data_segment(&self.meta)?;
+        let cipher = crate::DataCipher::from_spec(&seg.encryption)?;
+        cipher.check_key_bytes(volume_key.len())?;
+        let id = match slot {
+            Some(s) if s > json::MAX_ID => {
+                return Err(Error::invalid(format!(
+                    "keyslot {s} is out of range (0..={})",
+                    json::MAX_ID
+                )))
+            }
+            Some(s) if self.meta.keyslots.contains_key(&s) => {
+                return Err(Error::invalid(format!("keyslot {s} is already in use")))
+            }
+            Some(s) => s,
+            None => free_id(&self.meta)
+                .ok_or_else(|| Error::NoSpace("all 32 LUKS2 keyslots are in use".into()))?,
+        };
+        let area = find_area(&self.meta, &self.layout, volume_key.len())?;
+        let params = pbkdf_for_time(pbkdf, volume_key.len())?;
+        let ks = new_keyslot(volume_key.len(), cipher, area, &params, pbkdf.hash)?;
+        let mut meta = self.meta.clone();
+        meta.keyslots.insert(id, Keyslot::Luks2(Box::new(ks.clone())));
+        if let Some(DigestJson::Pbkdf2(d)) = meta.digests.get_mut(&digest_id) {
+            // Appended, as cryptsetup does.
+            d.keyslots.push(IdRef(id));
+        }
+        // Check the new header before touching the device.
+        encode_area(&meta, self.bin.hdr_size)?;
+        store(io, &ks, volume_key, passphrase)?;
+        self.update(io, |m| {
+            *m = meta;
+            Ok(())
+        })?;
+        Ok(id)
+    }
+
+    pub(crate) fn remove_keyslot(&mut self, io: &dyn MetadataIo, slot: usize) -> Result<()> {
+        self.check_requirements()?;
+        self.check_unchanged(io)?;
+        let Some(ks) = self.meta.keyslots.get(&slot) else {
+            return Err(Error::invalid(format!("keyslot {slot} is not active")));
+        };
+        let area = ks.area();
+        let mut meta = self.meta.clone();
+        meta.keyslots.remove(&slot);
+        for digest in meta.digests.values_mut() {
+            digest.remove_keyslot(slot);
+        }
+        meta.digests.retain(|_, d| !d.keyslots().is_empty() || !d.segments().is_empty());
+        token::unassign_keyslot(&mut meta, slot);
+        encode_area(&meta, self.bin.hdr_size)?;
+        wipe_area(io, area)?;
+        self.update(io, |m| {
+            *m = meta;
+            Ok(())
+        })
+    }
 }

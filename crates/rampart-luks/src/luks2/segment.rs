@@ -1,6 +1,8 @@
-//! LUKS2 data segments: the one `crypt` segment Rampart maps.
+//! LUKS2 data segments: the one `crypt` segment Rampart maps, and the
+//! header's description of it.
 
 use super::json::{shorten, CryptSegment, IdRef, Metadata, SegmentJson, SizeField, U64Str};
+use super::Luks2;
 use crate::cipher::DataCipher;
 use crate::{Error, Result, Segment};
 
@@ -107,4 +109,11 @@ pub(crate) fn new_crypt(offset: u64, cipher: DataCipher, sector_size: u32) -> Se
 /// The segment reference list for segment `id`.
 pub(crate) fn refs(id: usize) -> Vec<IdRef> {
     vec![IdRef(id)]
+}
+
+impl Luks2 {
+    pub(crate) fn segment(&self) -> Result<Segment> {
+        self.check_requirements()?;
+        describe(&self.meta)
+    }
 }

@@ -1,9 +1,12 @@
 //! LUKS2 tokens: opaque JSON objects bound to keyslots, kept exactly as
-//! they are except for the keyslot references Rampart must update.
+//! they are except for the keyslot references Rampart must update; and
+//! the header operations that add, replace and remove them.
 
 use serde_json::Value;
 
-use super::json::{parse_id, shorten, Metadata};
+use super::json::{self, parse_id, shorten, Metadata};
+use super::Luks2;
+use crate::io::MetadataIo;
 use crate::{Error, Result};
 
 /// The reserved prefix of cryptsetup's built-in token types.
@@ -91,4 +94,68 @@ pub(crate) fn drop_orphaned_bindings(meta: &mut Metadata, before: &[usize]) {
 /// The lowest unused token id.
 pub(crate) fn free_id(meta: &Metadata) -> Option<usize> {
     (0..=super::json::MAX_ID).find(|id| !meta.tokens.contains_key(id))
+}
+
+impl Luks2 {
+    pub(crate) fn tokens(&self) -> Vec<(usize, Value)> {
+        self.meta.tokens.iter().map(|(id, t)| (*id, t.clone())).collect()
+    }
+
+    pub(crate) fn add_token(
+        &mut self,
+        io: &dyn MetadataIo,
+        token: Value,
+        id: Option<usize>,
+    ) -> Result<usize> {
+        self.check_requirements()?;
+        check_new_token(&token, &self.meta)?;
+        let id = match id {
+            Some(i) if i > json::MAX_ID => {
+                return Err(Error::invalid(format!(
+                    "token {i} is out of range (0..={})",
+                    json::MAX_ID
+                )))
+            }
+            Some(i) if self.meta.tokens.contains_key(&i) => {
+                return Err(Error::invalid(format!("token {i} is already in use")))
+            }
+            Some(i) => i,
+            None => free_id(&self.meta)
+                .ok_or_else(|| Error::NoSpace("all 32 LUKS2 tokens are in use".into()))?,
+        };
+        self.update(io, |m| {
+            m.tokens.insert(id, token);
+            Ok(())
+        })?;
+        Ok(id)
+    }
+
+    /// Replaces token `id` with `token` in one header update, so a crash
+    /// leaves either the old token or the new one, never neither.
+    pub(crate) fn replace_token(
+        &mut self,
+        io: &dyn MetadataIo,
+        id: usize,
+        token: Value,
+    ) -> Result<()> {
+        self.check_requirements()?;
+        if !self.meta.tokens.contains_key(&id) {
+            return Err(Error::invalid(format!("token {id} does not exist")));
+        }
+        check_new_token(&token, &self.meta)?;
+        self.update(io, |m| {
+            m.tokens.insert(id, token);
+            Ok(())
+        })
+    }
+
+    pub(crate) fn remove_token(&mut self, io: &dyn MetadataIo, id: usize) -> Result<()> {
+        if !self.meta.tokens.contains_key(&id) {
+            return Err(Error::invalid(format!("token {id} does not exist")));
+        }
+        self.update(io, |m| {
+            m.tokens.remove(&id);
+            Ok(())
+        })
+    }
 }
