@@ -222,15 +222,7 @@ fn check_walk(what: &str, seen: &[String], throughout: &BTreeSet<String>) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_list_walks_to_its_end_under_concurrent_inserts_and_deletes_on_sqlite() {
-    every_list_walks_to_its_end_under_concurrent_inserts_and_deletes(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_list_walks_to_its_end_under_concurrent_inserts_and_deletes_on_postgres() {
-    every_list_walks_to_its_end_under_concurrent_inserts_and_deletes(Backend::Postgres).await;
-}
+on_each_store!(every_list_walks_to_its_end_under_concurrent_inserts_and_deletes);
 
 /// Seeded items are split by index: `% 4 == 1` are deleted while the
 /// walks run, `% 4 == 2` revoked (keys), the rest left alone; new items
@@ -416,15 +408,7 @@ async fn refusal(admin: &KmsClient, path: &str) -> (u16, String) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_cursors_and_limits_are_refused_with_400_on_sqlite() {
-    bad_cursors_and_limits_are_refused_with_400(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_cursors_and_limits_are_refused_with_400_on_postgres() {
-    bad_cursors_and_limits_are_refused_with_400(Backend::Postgres).await;
-}
+on_each_store!(bad_cursors_and_limits_are_refused_with_400);
 
 async fn bad_cursors_and_limits_are_refused_with_400(backend: Backend) {
     let d = Deployment::on(backend, "refuse").await;
@@ -504,15 +488,7 @@ async fn bad_cursors_and_limits_are_refused_with_400(backend: Backend) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn filters_select_by_prefix_state_selector_label_and_admin_on_sqlite() {
-    filters_select_by_prefix_state_selector_label_and_admin(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn filters_select_by_prefix_state_selector_label_and_admin_on_postgres() {
-    filters_select_by_prefix_state_selector_label_and_admin(Backend::Postgres).await;
-}
+on_each_store!(filters_select_by_prefix_state_selector_label_and_admin);
 
 async fn filters_select_by_prefix_state_selector_label_and_admin(backend: Backend) {
     let d = Deployment::on(backend, "filter").await;
