@@ -182,15 +182,7 @@ fn api_code<T: std::fmt::Debug>(result: Result<T, rampart_kms::client::ClientErr
     result.unwrap_err().code().unwrap_or("none").to_owned()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn export_prune_and_verify_round_trip_on_sqlite() {
-    export_prune_and_verify_round_trip(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn export_prune_and_verify_round_trip_on_postgres() {
-    export_prune_and_verify_round_trip(Backend::Postgres).await;
-}
+on_each_store!(export_prune_and_verify_round_trip);
 
 async fn export_prune_and_verify_round_trip(backend: Backend) {
     let d = Deployment::on(backend, "roundtrip", manual_checkpoints()).await;
@@ -298,15 +290,7 @@ async fn export_prune_and_verify_round_trip(backend: Backend) {
     assert!(report.problem.as_deref().unwrap().contains("anchor"), "{report:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tampering_inside_an_archive_is_caught_with_the_entry_number_on_sqlite() {
-    tampering_inside_an_archive_is_caught_with_the_entry_number(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tampering_inside_an_archive_is_caught_with_the_entry_number_on_postgres() {
-    tampering_inside_an_archive_is_caught_with_the_entry_number(Backend::Postgres).await;
-}
+on_each_store!(tampering_inside_an_archive_is_caught_with_the_entry_number);
 
 async fn tampering_inside_an_archive_is_caught_with_the_entry_number(backend: Backend) {
     let d = Deployment::on(backend, "tamper", manual_checkpoints()).await;
@@ -407,15 +391,7 @@ fn find(haystack: &[u8], needle: &[u8]) -> usize {
     haystack.windows(needle.len()).position(|w| w == needle).unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_tampered_checkpoint_is_refused_on_sqlite() {
-    a_tampered_checkpoint_is_refused(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_tampered_checkpoint_is_refused_on_postgres() {
-    a_tampered_checkpoint_is_refused(Backend::Postgres).await;
-}
+on_each_store!(a_tampered_checkpoint_is_refused);
 
 async fn a_tampered_checkpoint_is_refused(backend: Backend) {
     let d = Deployment::on(backend, "checkpoint", manual_checkpoints()).await;
@@ -465,10 +441,11 @@ async fn a_tampered_checkpoint_is_refused(backend: Backend) {
     assert!(!report.ok, "{report:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_server_checkpoints_on_its_own_every_n_entries_on_sqlite() {
+on_each_store!(the_server_checkpoints_on_its_own_every_n_entries);
+
+async fn the_server_checkpoints_on_its_own_every_n_entries(backend: Backend) {
     let options = AuditOptions { checkpoint_entries: 10, ..manual_checkpoints() };
-    let d = Deployment::on(Backend::Sqlite, "auto", options).await;
+    let d = Deployment::on(backend, "auto", options).await;
     d.admin().create_key("k", &["client:h".into()], false).await.unwrap();
     let host = d.issue("h", "").await;
     traffic(&host, 15).await;
@@ -516,15 +493,7 @@ fn file_entries(dir: &Path) -> Vec<ExportedEntry> {
     out
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_sinks_receive_exactly_the_chained_entries_on_sqlite() {
-    the_sinks_receive_exactly_the_chained_entries(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_sinks_receive_exactly_the_chained_entries_on_postgres() {
-    the_sinks_receive_exactly_the_chained_entries(Backend::Postgres).await;
-}
+on_each_store!(the_sinks_receive_exactly_the_chained_entries);
 
 async fn the_sinks_receive_exactly_the_chained_entries(backend: Backend) {
     let sinks_dir = TempDir::new("sinks");
@@ -597,15 +566,7 @@ async fn the_sinks_receive_exactly_the_chained_entries(backend: Backend) {
     assert!(!in_syslog.iter().any(|e| e.operation == "health"));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_check_in_that_changes_nothing_adds_no_chained_row_on_sqlite() {
-    a_check_in_that_changes_nothing_adds_no_chained_row(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_check_in_that_changes_nothing_adds_no_chained_row_on_postgres() {
-    a_check_in_that_changes_nothing_adds_no_chained_row(Backend::Postgres).await;
-}
+on_each_store!(a_check_in_that_changes_nothing_adds_no_chained_row);
 
 async fn a_check_in_that_changes_nothing_adds_no_chained_row(backend: Backend) {
     let d = Deployment::on(backend, "nochain", manual_checkpoints()).await;

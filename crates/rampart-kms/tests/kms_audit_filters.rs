@@ -208,15 +208,7 @@ async fn filters_follow_the_log(backend: Backend) {
     check_filters(store.as_ref(), (65_601, ENTRIES), 5, "migrated again").await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn filters_follow_the_log_on_sqlite() {
-    filters_follow_the_log(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn filters_follow_the_log_on_postgres() {
-    filters_follow_the_log(Backend::Postgres).await;
-}
+on_each_store!(filters_follow_the_log);
 
 /// Schema step 10 run again over keys and clients written before it (its
 /// recorded version set back, its side tables emptied) fills the side
@@ -293,12 +285,4 @@ async fn the_selector_and_label_tables_are_rebuilt_by_their_migration(backend: B
     check(open().await).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_selector_and_label_tables_are_rebuilt_by_their_migration_on_sqlite() {
-    the_selector_and_label_tables_are_rebuilt_by_their_migration(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_selector_and_label_tables_are_rebuilt_by_their_migration_on_postgres() {
-    the_selector_and_label_tables_are_rebuilt_by_their_migration(Backend::Postgres).await;
-}
+on_each_store!(the_selector_and_label_tables_are_rebuilt_by_their_migration);

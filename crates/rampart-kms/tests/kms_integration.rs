@@ -5,6 +5,7 @@
 // A failed set-up step in a test or a helper should panic.
 #![allow(clippy::unwrap_used)]
 
+#[macro_use]
 mod common;
 #[path = "kmip/support.rs"]
 mod kmip_support;

@@ -188,7 +188,35 @@ fn client_name(i: usize) -> String {
 }
 
 /// Walks a list to its end; the items' identities in the order received.
-async fn walk<T, F, Fut>(mut fetch: F, id: impl Fn(&T) -> String) -> Vec<String>
+/// Walks a list to its end, page by page.
+async fn walk<T, F, Fut>(fetch: F, id: impl Fn(&T) -> String) -> Vec<String>
+where
+    F: FnMut(Option<String>) -> Fut,
+    Fut: std::future::Future<Output = Result<rampart_kms::client::Page<T>, ClientError>>,
+{
+    walk_pages(None, fetch, id).await
+}
+
+/// Walks a list to its end while a writer counts its rounds in
+/// `changes`: between any two pages the store changed at least once, on
+/// a machine of any speed.
+async fn walk_between_changes<T, F, Fut>(
+    changes: &AtomicUsize,
+    fetch: F,
+    id: impl Fn(&T) -> String,
+) -> Vec<String>
+where
+    F: FnMut(Option<String>) -> Fut,
+    Fut: std::future::Future<Output = Result<rampart_kms::client::Page<T>, ClientError>>,
+{
+    walk_pages(Some(changes), fetch, id).await
+}
+
+async fn walk_pages<T, F, Fut>(
+    changes: Option<&AtomicUsize>,
+    mut fetch: F,
+    id: impl Fn(&T) -> String,
+) -> Vec<String>
 where
     F: FnMut(Option<String>) -> Fut,
     Fut: std::future::Future<Output = Result<rampart_kms::client::Page<T>, ClientError>>,
@@ -196,6 +224,7 @@ where
     let mut seen = Vec::new();
     let mut cursor = None;
     loop {
+        let round = changes.map(|c| c.load(Ordering::Relaxed));
         let page = fetch(cursor.take()).await.unwrap();
         seen.extend(page.items.iter().map(&id));
         match page.next_cursor {
@@ -204,6 +233,12 @@ where
         }
         // Let the writer in between pages.
         tokio::time::sleep(Duration::from_millis(2)).await;
+        while let (Some(changes), Some(round)) = (changes, round) {
+            if changes.load(Ordering::Relaxed) != round {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
     }
 }
 
@@ -222,15 +257,7 @@ fn check_walk(what: &str, seen: &[String], throughout: &BTreeSet<String>) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_list_walks_to_its_end_under_concurrent_inserts_and_deletes_on_sqlite() {
-    every_list_walks_to_its_end_under_concurrent_inserts_and_deletes(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_list_walks_to_its_end_under_concurrent_inserts_and_deletes_on_postgres() {
-    every_list_walks_to_its_end_under_concurrent_inserts_and_deletes(Backend::Postgres).await;
-}
+on_each_store!(every_list_walks_to_its_end_under_concurrent_inserts_and_deletes);
 
 /// Seeded items are split by index: `% 4 == 1` are deleted while the
 /// walks run, `% 4 == 2` revoked (keys), the rest left alone; new items
@@ -305,7 +332,8 @@ async fn every_list_walks_to_its_end_under_concurrent_inserts_and_deletes(backen
     };
 
     let admin = d.admin();
-    let all_keys = walk(
+    let all_keys = walk_between_changes(
+        &changes,
         |cursor| {
             let admin = admin.clone();
             async move {
@@ -315,7 +343,8 @@ async fn every_list_walks_to_its_end_under_concurrent_inserts_and_deletes(backen
         },
         |k: &KeyInfo| k.name.clone(),
     );
-    let active = walk(
+    let active = walk_between_changes(
+        &changes,
         |cursor| {
             let admin = admin.clone();
             async move {
@@ -332,7 +361,8 @@ async fn every_list_walks_to_its_end_under_concurrent_inserts_and_deletes(backen
             k.name.clone()
         },
     );
-    let clients = walk(
+    let clients = walk_between_changes(
+        &changes,
         |cursor| {
             let admin = admin.clone();
             async move {
@@ -342,7 +372,8 @@ async fn every_list_walks_to_its_end_under_concurrent_inserts_and_deletes(backen
         },
         |c: &ClientInfo| c.name.clone(),
     );
-    let entries = walk(
+    let entries = walk_between_changes(
+        &changes,
         |cursor| {
             let admin = admin.clone();
             async move {
@@ -352,7 +383,8 @@ async fn every_list_walks_to_its_end_under_concurrent_inserts_and_deletes(backen
         },
         |e: &rampart_kms::model::AuditEntry| e.seq.to_string(),
     );
-    let special = walk(
+    let special = walk_between_changes(
+        &changes,
         |cursor| {
             let admin = admin.clone();
             async move {
@@ -369,7 +401,8 @@ async fn every_list_walks_to_its_end_under_concurrent_inserts_and_deletes(backen
             k.name.clone()
         },
     );
-    let gold = walk(
+    let gold = walk_between_changes(
+        &changes,
         |cursor| {
             let admin = admin.clone();
             async move {
@@ -416,15 +449,7 @@ async fn refusal(admin: &KmsClient, path: &str) -> (u16, String) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_cursors_and_limits_are_refused_with_400_on_sqlite() {
-    bad_cursors_and_limits_are_refused_with_400(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_cursors_and_limits_are_refused_with_400_on_postgres() {
-    bad_cursors_and_limits_are_refused_with_400(Backend::Postgres).await;
-}
+on_each_store!(bad_cursors_and_limits_are_refused_with_400);
 
 async fn bad_cursors_and_limits_are_refused_with_400(backend: Backend) {
     let d = Deployment::on(backend, "refuse").await;
@@ -504,15 +529,7 @@ async fn bad_cursors_and_limits_are_refused_with_400(backend: Backend) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn filters_select_by_prefix_state_selector_label_and_admin_on_sqlite() {
-    filters_select_by_prefix_state_selector_label_and_admin(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn filters_select_by_prefix_state_selector_label_and_admin_on_postgres() {
-    filters_select_by_prefix_state_selector_label_and_admin(Backend::Postgres).await;
-}
+on_each_store!(filters_select_by_prefix_state_selector_label_and_admin);
 
 async fn filters_select_by_prefix_state_selector_label_and_admin(backend: Backend) {
     let d = Deployment::on(backend, "filter").await;

@@ -364,15 +364,7 @@ fn api_code(result: Result<impl std::fmt::Debug, ClientError>) -> String {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn refuses_missing_foreign_expired_and_unregistered_certificates_on_sqlite() {
-    refuses_missing_foreign_expired_and_unregistered_certificates(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn refuses_missing_foreign_expired_and_unregistered_certificates_on_postgres() {
-    refuses_missing_foreign_expired_and_unregistered_certificates(Backend::Postgres).await;
-}
+on_each_store!(refuses_missing_foreign_expired_and_unregistered_certificates);
 
 async fn refuses_missing_foreign_expired_and_unregistered_certificates(backend: Backend) {
     let d = Deployment::on(backend, "refuse", None).await;
@@ -476,15 +468,7 @@ async fn refuses_missing_foreign_expired_and_unregistered_certificates(backend: 
     assert!(!d.server.is_sealed());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn geo_fenced_key_unwraps_only_for_its_region_on_sqlite() {
-    geo_fenced_key_unwraps_only_for_its_region(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn geo_fenced_key_unwraps_only_for_its_region_on_postgres() {
-    geo_fenced_key_unwraps_only_for_its_region(Backend::Postgres).await;
-}
+on_each_store!(geo_fenced_key_unwraps_only_for_its_region);
 
 async fn geo_fenced_key_unwraps_only_for_its_region(backend: Backend) {
     let d = Deployment::on(backend, "geo", None).await;
@@ -514,15 +498,7 @@ async fn geo_fenced_key_unwraps_only_for_its_region(backend: Backend) {
     assert!(ops.iter().any(|(c, o, r)| c == "host-eu" && o == "key.unwrap" && r == "ok"));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rotation_keeps_old_ciphertexts_and_revoke_and_destroy_stop_them_on_sqlite() {
-    rotation_keeps_old_ciphertexts_and_revoke_and_destroy_stop_them(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rotation_keeps_old_ciphertexts_and_revoke_and_destroy_stop_them_on_postgres() {
-    rotation_keeps_old_ciphertexts_and_revoke_and_destroy_stop_them(Backend::Postgres).await;
-}
+on_each_store!(rotation_keeps_old_ciphertexts_and_revoke_and_destroy_stop_them);
 
 async fn rotation_keeps_old_ciphertexts_and_revoke_and_destroy_stop_them(backend: Backend) {
     let d = Deployment::on(backend, "lifecycle", None).await;
@@ -588,15 +564,7 @@ async fn rotation_keeps_old_ciphertexts_and_revoke_and_destroy_stop_them(backend
     assert_eq!(api_code(admin.create_key("bad name", &[], false).await), "invalid_request");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_state_change_holds_for_every_request_after_it_returns_on_sqlite() {
-    a_state_change_holds_for_every_request_after_it_returns(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_state_change_holds_for_every_request_after_it_returns_on_postgres() {
-    a_state_change_holds_for_every_request_after_it_returns(Backend::Postgres).await;
-}
+on_each_store!(a_state_change_holds_for_every_request_after_it_returns);
 
 /// The data path's rows are kept between writes (SQLite's
 /// `MaterialCache`): hosts unwrapping as fast as they can while the admin
@@ -669,15 +637,7 @@ async fn a_state_change_holds_for_every_request_after_it_returns(backend: Backen
     assert_eq!(api_code(host.unwrap(&second, b"").await), "key_destroyed");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn audit_verify_catches_edited_removed_and_reordered_rows_on_sqlite() {
-    audit_verify_catches_edited_removed_and_reordered_rows(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn audit_verify_catches_edited_removed_and_reordered_rows_on_postgres() {
-    audit_verify_catches_edited_removed_and_reordered_rows(Backend::Postgres).await;
-}
+on_each_store!(audit_verify_catches_edited_removed_and_reordered_rows);
 
 async fn audit_verify_catches_edited_removed_and_reordered_rows(backend: Backend) {
     let d = Deployment::on(backend, "audit", None).await;
@@ -727,15 +687,7 @@ async fn audit_verify_catches_edited_removed_and_reordered_rows(backend: Backend
     assert_eq!(report.first_bad_seq, Some(2), "{report:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn audit_verify_over_many_pages_finds_the_first_bad_entry_on_sqlite() {
-    audit_verify_over_many_pages_finds_the_first_bad_entry(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn audit_verify_over_many_pages_finds_the_first_bad_entry_on_postgres() {
-    audit_verify_over_many_pages_finds_the_first_bad_entry(Backend::Postgres).await;
-}
+on_each_store!(audit_verify_over_many_pages_finds_the_first_bad_entry);
 
 /// The walk reads pages of 10,000 entries ahead of the one it checks,
 /// each asked for where the one before should end: a damaged entry in a
@@ -779,15 +731,7 @@ async fn audit_verify_over_many_pages_finds_the_first_bad_entry(backend: Backend
     assert_eq!(report.entries, 19_999, "{report:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sealed_server_refuses_key_operations_until_k_shares_on_sqlite() {
-    sealed_server_refuses_key_operations_until_k_shares(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sealed_server_refuses_key_operations_until_k_shares_on_postgres() {
-    sealed_server_refuses_key_operations_until_k_shares(Backend::Postgres).await;
-}
+on_each_store!(sealed_server_refuses_key_operations_until_k_shares);
 
 async fn sealed_server_refuses_key_operations_until_k_shares(backend: Backend) {
     let d = Deployment::on(backend, "sealed", Some((5, 3))).await;
@@ -997,15 +941,7 @@ async fn issue_bundle(d: &Deployment, name: &str, labels: &str) -> Bundle {
         .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn heartbeats_follow_relabelling_and_client_revocation_on_sqlite() {
-    heartbeats_follow_relabelling_and_client_revocation(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn heartbeats_follow_relabelling_and_client_revocation_on_postgres() {
-    heartbeats_follow_relabelling_and_client_revocation(Backend::Postgres).await;
-}
+on_each_store!(heartbeats_follow_relabelling_and_client_revocation);
 
 async fn heartbeats_follow_relabelling_and_client_revocation(backend: Backend) {
     use rampart_kms::model::HeldKey;
@@ -1098,15 +1034,7 @@ async fn heartbeats_follow_relabelling_and_client_revocation(backend: Backend) {
     assert!(metrics.contains("rampart_kms_heartbeat_allowed{client=\"host\"} 1"), "{metrics}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_version_1_store_is_migrated_on_sqlite() {
-    a_version_1_store_is_migrated(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_version_1_store_is_migrated_on_postgres() {
-    a_version_1_store_is_migrated(Backend::Postgres).await;
-}
+on_each_store!(a_version_1_store_is_migrated);
 
 /// A store written before clients could be revoked (and before KMIP)
 /// opens and gains the revocation columns and the KMIP tables.

@@ -23,71 +23,27 @@ use std::sync::Arc;
 
 use tokio::sync::{oneshot, Mutex, MutexGuard};
 use tokio_postgres::error::SqlState;
-use tokio_postgres::{Client, NoTls, Row, Statement};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, GenericClient, NoTls, Row, Statement};
 
 use super::copy_binary::CopyReader;
+use super::rows::{self, Columns};
+use super::rules;
+use super::schema::{base_schema, check_version, migrations_after, BASE_SCHEMA_VERSION};
+use super::sql::Dialect;
+use super::sql::{
+    self, audit_columns, key_material, Sql, AUDIT_LIST_COLUMNS, AUDIT_LIST_FILTERS,
+    CLIENT_COLUMNS_C,
+};
 use super::{
-    attach_versions, decode_labels, decode_policy, encode_labels, encode_policy, meta,
-    migrations_after, name_range, segment_to_index, to_u32, to_u64, version_info, AuditDriver,
-    AuditFilter, ClientFilter, KeyFilter, KmipAttributeRow, KmipObject, KmipUse, MaterialRow,
+    encode_labels, encode_policy, meta, name_range, segment_to_index, to_u32, to_u64, AuditDriver,
+    AuditFilter, ClientFilter, KeyFilter, KmipAttributeRow, KmipObject, MaterialRow,
     ServerPresence, StateChange, Store, StoreFuture, AUDIT_CHAIN_COLUMNS, AUDIT_REFS_SEGMENT,
-    BASE_SCHEMA_VERSION, SCHEMA_VERSION,
 };
 use crate::audit::{seal_entry, ChainPage, ExportedEntry, Mark, GENESIS};
 use crate::error::{KmsError, Result};
 use crate::keys::RootKey;
-use crate::model::{AuditDraft, AuditEntry, ClientInfo, KeyInfo, KeyVersionInfo, Labels};
-
-const SCHEMA: &str = "
-CREATE TABLE kms_schema (version BIGINT NOT NULL);
-CREATE TABLE kms_meta (name TEXT PRIMARY KEY, value BYTEA NOT NULL);
-CREATE TABLE kms_keys (
-    name TEXT PRIMARY KEY,
-    exportable BOOLEAN NOT NULL,
-    allow TEXT NOT NULL,
-    created_ms BIGINT NOT NULL
-);
-CREATE TABLE kms_key_versions (
-    name TEXT NOT NULL REFERENCES kms_keys(name),
-    version BIGINT NOT NULL,
-    state TEXT NOT NULL CHECK (state IN ('active', 'revoked', 'destroyed')),
-    reason TEXT,
-    created_ms BIGINT NOT NULL,
-    changed_ms BIGINT,
-    material BYTEA,
-    PRIMARY KEY (name, version)
-);
-CREATE TABLE kms_clients (
-    name TEXT PRIMARY KEY,
-    labels TEXT NOT NULL,
-    admin BOOLEAN NOT NULL,
-    serial TEXT NOT NULL,
-    fingerprint TEXT NOT NULL UNIQUE,
-    created_ms BIGINT NOT NULL,
-    not_after_ms BIGINT NOT NULL,
-    revoked_ms BIGINT,
-    revoked_reason TEXT
-);
-CREATE TABLE kms_audit (
-    seq BIGINT PRIMARY KEY,
-    time_ms BIGINT NOT NULL,
-    client TEXT NOT NULL,
-    operation TEXT NOT NULL,
-    key_name TEXT,
-    key_version BIGINT,
-    outcome TEXT NOT NULL,
-    detail TEXT NOT NULL,
-    prev_hash BYTEA NOT NULL,
-    hash BYTEA NOT NULL,
-    mac BYTEA
-);
-CREATE INDEX kms_audit_time ON kms_audit (time_ms);
-CREATE TABLE kms_audit_head (id INT PRIMARY KEY, seq BIGINT NOT NULL, hash BYTEA NOT NULL);
-CREATE FUNCTION kms_audit_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN RAISE EXCEPTION 'the audit log is append-only'; END $$;
-CREATE TRIGGER kms_audit_no_change BEFORE UPDATE OR DELETE ON kms_audit
-    FOR EACH ROW EXECUTE FUNCTION kms_audit_append_only();
-";
+use crate::model::{AuditDraft, AuditEntry, ClientInfo, KeyInfo, Labels};
 
 const POOL: usize = 4;
 
@@ -95,14 +51,43 @@ fn to_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
-fn mark_from_row(row: &Row) -> Result<Mark> {
-    Ok(Mark {
-        seq: to_u64(row.try_get(0)?, "audit mark sequence number")?,
-        hash: row.try_get(1)?,
-        time_ms: row.try_get(2)?,
-        mac: row.try_get(3)?,
-    })
+/// Parameters of a statement.
+type Params<'a> = [&'a (dyn ToSql + Sync)];
+
+/// The row of shared statement `sql`, decoded; `None` when it has none.
+async fn one<T>(
+    client: &impl GenericClient,
+    sql: &'static Sql,
+    params: &Params<'_>,
+    decode: impl FnOnce(&Row) -> Result<T>,
+) -> Result<Option<T>> {
+    client.query_opt(sql.postgres(), params).await?.as_ref().map(decode).transpose()
 }
+
+/// Every row of shared statement `sql`, decoded.
+async fn all<T>(
+    client: &impl GenericClient,
+    sql: &'static Sql,
+    params: &Params<'_>,
+    decode: impl Fn(&Row) -> Result<T>,
+) -> Result<Vec<T>> {
+    client.query(sql.postgres(), params).await?.iter().map(decode).collect()
+}
+
+/// Column 0 of the row of shared statement `sql`.
+async fn scalar<T: rows::Value>(
+    client: &impl GenericClient,
+    sql: &'static Sql,
+    params: &Params<'_>,
+) -> Result<Option<T>> {
+    one(client, sql, params, |r| Columns::get(r, 0)).await
+}
+
+/// Runs shared statement `sql`; how many rows it changed.
+async fn run(client: &impl GenericClient, sql: &'static Sql, params: &Params<'_>) -> Result<u64> {
+    Ok(client.execute(sql.postgres(), params).await?)
+}
+
 /// Serialises schema creation between servers starting at once.
 const MIGRATION_LOCK: i64 = 0x0072_616d_706b_6d73; // "rampkms"
 
@@ -233,7 +218,7 @@ impl PostgresStore {
         let version: i64 = if exists {
             tx.query_one("SELECT max(version) FROM kms_schema", &[]).await?.try_get(0)?
         } else {
-            tx.batch_execute(SCHEMA).await?;
+            tx.batch_execute(&base_schema(Dialect::Postgres)).await?;
             tx.execute("INSERT INTO kms_schema VALUES ($1)", &[&BASE_SCHEMA_VERSION]).await?;
             tx.execute(
                 "INSERT INTO kms_audit_head (id, seq, hash) VALUES (1, 0, $1)",
@@ -242,14 +227,11 @@ impl PostgresStore {
             .await?;
             BASE_SCHEMA_VERSION
         };
-        if version > SCHEMA_VERSION {
-            return Err(KmsError::Store(format!(
-                "the database has schema version {version}; this build uses {SCHEMA_VERSION}"
-            )));
-        }
+        check_version(version, "the database")?;
         for step in migrations_after(version) {
-            tx.batch_execute(step.sql).await?;
-            tx.batch_execute(step.postgres_only).await?;
+            for sql in step.statements(Dialect::Postgres) {
+                tx.batch_execute(sql).await?;
+            }
             tx.execute("INSERT INTO kms_schema VALUES ($1)", &[&step.to]).await?;
         }
         tx.commit().await?;
@@ -395,164 +377,72 @@ async fn read_group(
             .ok()
             .and_then(|i| out.get_mut(i))
             .ok_or_else(|| KmsError::Store("postgresql: a key read out of range".into()))?;
-        *slot = Some(material_row(row, 1)?);
+        *slot = Some(rows::material_row(row, 1)?);
     }
     Ok(out)
 }
 
-/// A [`MaterialRow`] from the KEY_MATERIAL columns starting at `at`.
-fn material_row(r: &Row, at: usize) -> Result<MaterialRow> {
-    Ok(MaterialRow {
-        allow: decode_policy(r.try_get(at)?)?,
-        exportable: r.try_get(at + 1)?,
-        version: version_info(
-            r.try_get(at + 2)?,
-            r.try_get(at + 3)?,
-            r.try_get(at + 4)?,
-            r.try_get(at + 5)?,
-            r.try_get(at + 6)?,
-        )?,
-        material: r.try_get(at + 7)?,
-        kmip: match r.try_get::<_, Option<i64>>(at + 8)? {
-            Some(object_type) => Some(KmipUse {
-                object_type: to_u32(object_type, "KMIP object type")?,
-                activation_ms: r.try_get(at + 9)?,
-                deactivation_ms: r.try_get(at + 10)?,
-            }),
-            None => None,
-        },
-    })
-}
-
-const KMIP_OBJECT_COLUMNS: &str = "key_name, version, object_type, algorithm, length, \
-     usage_mask, secret_type, owner, activation_ms, deactivation_ms, compromise_occurrence_ms, \
-     compromised";
-
-async fn put_kmip_object(
-    client: &impl tokio_postgres::GenericClient,
-    o: &KmipObject,
-) -> Result<()> {
-    client
-        .execute(
-            &format!(
-                "INSERT INTO kms_kmip_objects ({KMIP_OBJECT_COLUMNS})
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-                 ON CONFLICT (key_name, version) DO UPDATE SET
-                     object_type = excluded.object_type, algorithm = excluded.algorithm,
-                     length = excluded.length, usage_mask = excluded.usage_mask,
-                     secret_type = excluded.secret_type, owner = excluded.owner,
-                     activation_ms = excluded.activation_ms,
-                     deactivation_ms = excluded.deactivation_ms,
-                     compromise_occurrence_ms = excluded.compromise_occurrence_ms,
-                     compromised = excluded.compromised"
-            ),
-            &[
-                &o.key,
-                &i64::from(o.version),
-                &i64::from(o.object_type),
-                &o.algorithm.map(i64::from),
-                &o.length.map(i64::from),
-                &o.usage_mask.map(i64::from),
-                &o.secret_type.map(i64::from),
-                &o.owner,
-                &o.activation_ms,
-                &o.deactivation_ms,
-                &o.compromise_occurrence_ms,
-                &i64::from(o.compromised),
-            ],
-        )
-        .await?;
+async fn put_kmip_object(client: &impl GenericClient, o: &KmipObject) -> Result<()> {
+    let params: [&(dyn ToSql + Sync); 12] = [
+        &o.key,
+        &i64::from(o.version),
+        &i64::from(o.object_type),
+        &o.algorithm.map(i64::from),
+        &o.length.map(i64::from),
+        &o.usage_mask.map(i64::from),
+        &o.secret_type.map(i64::from),
+        &o.owner,
+        &o.activation_ms,
+        &o.deactivation_ms,
+        &o.compromise_occurrence_ms,
+        &i64::from(o.compromised),
+    ];
+    run(client, &sql::KMIP_OBJECT_PUT, &params).await?;
     Ok(())
 }
 
-fn kmip_object_from_row(r: &Row) -> Result<KmipObject> {
-    let u = |i: usize| -> Result<Option<u32>> {
-        Ok(r.try_get::<_, Option<i64>>(i)?.and_then(|v| u32::try_from(v).ok()))
-    };
-    let int = |i: usize| -> Result<Option<i32>> {
-        Ok(r.try_get::<_, Option<i64>>(i)?.and_then(|v| i32::try_from(v).ok()))
-    };
-    Ok(KmipObject {
-        key: r.try_get(0)?,
-        version: u(1)?.unwrap_or(0),
-        object_type: u(2)?.unwrap_or(0),
-        algorithm: u(3)?,
-        length: int(4)?,
-        usage_mask: int(5)?,
-        secret_type: u(6)?,
-        owner: r.try_get(7)?,
-        activation_ms: r.try_get(8)?,
-        deactivation_ms: r.try_get(9)?,
-        compromise_occurrence_ms: r.try_get(10)?,
-        compromised: r.try_get::<_, i64>(11)? != 0,
-    })
-}
-
 async fn insert_kmip_attribute(
-    client: &impl tokio_postgres::GenericClient,
+    client: &impl GenericClient,
     key: &str,
     a: &KmipAttributeRow,
 ) -> Result<()> {
-    client
-        .execute(
-            "INSERT INTO kms_kmip_version_attributes (key_name, version, name, position, value)
-             VALUES ($1, $2, $3, $4, $5)",
-            &[&key, &i64::from(a.version), &a.name, &i64::from(a.position), &a.value],
-        )
-        .await?;
+    let params: [&(dyn ToSql + Sync); 5] =
+        [&key, &i64::from(a.version), &a.name, &i64::from(a.position), &a.value];
+    run(client, &sql::KMIP_ATTRIBUTE_INSERT, &params).await?;
     Ok(())
 }
 
 /// Gives version `to` of `key` a copy of version `from`'s KMIP attributes
 /// (those it has not already), the Names moving.
 async fn inherit_kmip_attributes(
-    client: &impl tokio_postgres::GenericClient,
+    client: &impl GenericClient,
     key: &str,
     to: u32,
     from: u32,
 ) -> Result<()> {
-    client
-        .execute(
-            "INSERT INTO kms_kmip_version_attributes (key_name, version, name, position, value)
-             SELECT key_name, $2, name, position, value FROM kms_kmip_version_attributes
-             WHERE key_name = $1 AND version = $3
-             ON CONFLICT DO NOTHING",
-            &[&key, &i64::from(to), &i64::from(from)],
-        )
-        .await?;
+    run(client, &sql::KMIP_ATTRIBUTES_INHERIT, &[&key, &i64::from(to), &i64::from(from)]).await?;
     keep_names_on(client, key, to).await
 }
 
 /// Moves a key's Names to version `to` (KMIP Re-key): the others lose theirs.
-async fn keep_names_on(
-    client: &impl tokio_postgres::GenericClient,
-    key: &str,
-    to: u32,
-) -> Result<()> {
-    client
-        .execute(
-            "DELETE FROM kms_kmip_version_attributes
-             WHERE key_name = $1 AND name = 'Name' AND version <> $2",
-            &[&key, &i64::from(to)],
-        )
-        .await?;
+async fn keep_names_on(client: &impl GenericClient, key: &str, to: u32) -> Result<()> {
+    run(client, &sql::KMIP_NAMES_KEEP, &[&key, &i64::from(to)]).await?;
     Ok(())
 }
 
 /// The key material of many (name, version) pairs ($1, $2: arrays of the
 /// same length; a NULL version is the newest), each answer tagged with the
 /// pair's place (from 1); a pair without a key has no row.
-const KEY_MATERIAL_GROUP: &str = "SELECT q.i, m.*
+const KEY_MATERIAL_GROUP: &str = concat!(
+    "SELECT q.i, m.*
      FROM unnest($1::TEXT[], $2::BIGINT[]) WITH ORDINALITY AS q(name, version, i)
      CROSS JOIN LATERAL (
-         SELECT k.allow, k.exportable, v.version, v.state, v.reason,
-             v.created_ms, v.changed_ms, v.material, o.object_type, o.activation_ms,
-             o.deactivation_ms
-         FROM kms_keys k JOIN kms_key_versions v ON v.name = k.name
-         LEFT JOIN kms_kmip_objects o ON o.key_name = v.name AND o.version = v.version
-         WHERE k.name = q.name AND (q.version IS NULL OR v.version = q.version)
+         SELECT ",
+    key_material!(),
+    " WHERE k.name = q.name AND (q.version IS NULL OR v.version = q.version)
          ORDER BY v.version DESC LIMIT 1
-     ) m";
+     ) m"
+);
 /// The references of the entries numbered $1 (exclusive) to $2, in the
 /// table's order, $3 entries to a segment (see [`Store::index_audit`]).
 const SEGMENT_REFS: &str = "(segment, kind, value, seq)
@@ -738,34 +628,10 @@ impl<'a> SealedBatch<'a> {
     }
 }
 
-const AUDIT_LIST_COLUMNS: &str = "a.seq, a.time_ms, a.client, a.operation, a.key_name, \
-     a.key_version, a.outcome, a.detail, a.hash, a.mac";
-/// The filters every way of walking applies ($2 to $7: since, until,
-/// client, key, operation, outcome).
-const AUDIT_LIST_FILTERS: &str = "($2::BIGINT IS NULL OR a.time_ms >= $2)
-     AND ($3::BIGINT IS NULL OR a.time_ms < $3)
-     AND ($4::TEXT IS NULL OR a.client = $4) AND ($5::TEXT IS NULL OR a.key_name = $5)
-     AND ($6::TEXT IS NULL OR a.operation = $6) AND ($7::TEXT IS NULL OR a.outcome = $7)";
-
-fn audit_entry_from_row(r: &Row) -> Result<AuditEntry> {
-    Ok(AuditEntry {
-        seq: to_u64(r.try_get(0)?, "audit sequence number")?,
-        time_ms: r.try_get(1)?,
-        client: r.try_get(2)?,
-        operation: r.try_get(3)?,
-        key: r.try_get(4)?,
-        version: r.try_get::<_, Option<i64>>(5)?.map(|v| to_u32(v, "key version")).transpose()?,
-        outcome: r.try_get(6)?,
-        detail: r.try_get(7)?,
-        hash: hex::encode(r.try_get::<_, Vec<u8>>(8)?),
-        mac: r.try_get::<_, Option<Vec<u8>>>(9)?.map(hex::encode),
-    })
-}
-
 /// Up to `want` entries after `from` that pass `filter`, in order, found
 /// by `driver` (a condition ending in AND, or nothing: the sequence).
 async fn audit_rows(
-    client: &impl tokio_postgres::GenericClient,
+    client: &impl GenericClient,
     driver: &str,
     from: i64,
     filter: &AuditFilter,
@@ -790,35 +656,10 @@ async fn audit_rows(
             ],
         )
         .await?;
-    rows.iter().map(audit_entry_from_row).collect()
+    rows.iter().map(rows::audit_entry).collect()
 }
 
-fn client_from_row(row: &Row) -> Result<ClientInfo> {
-    Ok(ClientInfo {
-        name: row.try_get(0)?,
-        labels: decode_labels(row.try_get(1)?)?,
-        admin: row.try_get(2)?,
-        serial: row.try_get(3)?,
-        fingerprint: row.try_get(4)?,
-        created_ms: row.try_get(5)?,
-        not_after_ms: row.try_get(6)?,
-        revoked: match row.try_get::<_, Option<i64>>(7)? {
-            Some(revoked_ms) => Some(crate::model::ClientRevocation {
-                revoked_ms,
-                reason: row.try_get::<_, Option<String>>(8)?.unwrap_or_default(),
-            }),
-            None => None,
-        },
-    })
-}
-
-/// [`CLIENT_COLUMNS`] of the table named `c`.
-const CLIENT_COLUMNS_C: &str = "c.name, c.labels, c.admin, c.serial, c.fingerprint, \
-     c.created_ms, c.not_after_ms, c.revoked_ms, c.revoked_reason";
-
-const CLIENT_COLUMNS: &str = "name, labels, admin, serial, fingerprint, created_ms, not_after_ms, revoked_ms, revoked_reason";
-
-async fn insert_client(client: &impl tokio_postgres::GenericClient, c: &ClientInfo) -> Result<()> {
+async fn insert_client(client: &impl GenericClient, c: &ClientInfo) -> Result<()> {
     // One statement writes the client and its labels (schema step 10).
     let (keys, values): (Vec<&str>, Vec<&str>) =
         c.labels.as_map().iter().map(|(k, v)| (k.as_str(), v.as_str())).unzip();
@@ -843,16 +684,13 @@ async fn insert_client(client: &impl tokio_postgres::GenericClient, c: &ClientIn
             ],
         )
         .await
-        .map_err(|e| map_unique(e, || format!("client {} (or its certificate)", c.name)))?;
+        .map_err(|e| map_unique(e, || rules::client_taken(&c.name)))?;
     Ok(())
 }
 
 /// The selectors of a new key's policy, for the selector filter (schema
 /// step 9); in the key's transaction.
-async fn insert_selectors(
-    client: &impl tokio_postgres::GenericClient,
-    key: &KeyInfo,
-) -> Result<()> {
+async fn insert_selectors(client: &impl GenericClient, key: &KeyInfo) -> Result<()> {
     let selectors: Vec<String> = key.allow.iter().map(ToString::to_string).collect();
     client
         .execute(
@@ -866,11 +704,7 @@ async fn insert_selectors(
 
 /// Client `name`'s labels for the label filter (schema step 10), in place
 /// of those it had; in the transaction that writes them.
-async fn put_labels(
-    client: &impl tokio_postgres::GenericClient,
-    name: &str,
-    labels: &Labels,
-) -> Result<()> {
+async fn put_labels(client: &impl GenericClient, name: &str, labels: &Labels) -> Result<()> {
     let (keys, values): (Vec<&str>, Vec<&str>) =
         labels.as_map().iter().map(|(k, v)| (k.as_str(), v.as_str())).unzip();
     client.execute("DELETE FROM kms_client_labels WHERE name = $1", &[&name]).await?;
@@ -884,51 +718,46 @@ async fn put_labels(
     Ok(())
 }
 
-/// Key `name` (as a list of at most one) with its versions.
-async fn load_keys(client: &Client, name: &str) -> Result<Vec<KeyInfo>> {
-    let rows = client
-        .query(
-            "SELECT name, exportable, allow, created_ms FROM kms_keys
-             WHERE name = $1",
-            &[&name],
-        )
-        .await?;
-    let mut keys = rows
-        .iter()
-        .map(|r| {
-            Ok(KeyInfo {
-                name: r.try_get(0)?,
-                exportable: r.try_get(1)?,
-                allow: decode_policy(r.try_get(2)?)?,
-                created_ms: r.try_get(3)?,
-                versions: Vec::new(),
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let rows = client
-        .query(
-            "SELECT name, version, state, reason, created_ms, changed_ms FROM kms_key_versions
-             WHERE name = $1",
-            &[&name],
-        )
-        .await?;
-    let versions = rows
-        .iter()
-        .map(|r| {
-            Ok((
-                r.try_get::<_, String>(0)?,
-                version_info(
-                    r.try_get(1)?,
-                    r.try_get(2)?,
-                    r.try_get(3)?,
-                    r.try_get(4)?,
-                    r.try_get(5)?,
-                )?,
-            ))
-        })
-        .collect::<Result<Vec<(String, KeyVersionInfo)>>>()?;
-    attach_versions(&mut keys, versions);
-    Ok(keys)
+/// Inserts key `key` and its version 1, in the caller's transaction.
+async fn insert_key(tx: &impl GenericClient, key: &KeyInfo, material: &[u8]) -> Result<()> {
+    let params: [&(dyn ToSql + Sync); 4] =
+        [&key.name, &key.exportable, &encode_policy(&key.allow), &key.created_ms];
+    tx.execute(sql::KEY_INSERT.postgres(), &params)
+        .await
+        .map_err(|e| map_unique(e, || rules::key_taken(&key.name)))?;
+    run(tx, &sql::FIRST_VERSION_INSERT, &[&key.name, &key.created_ms, &material]).await?;
+    insert_selectors(tx, key).await
+}
+
+/// Inserts version `version` of key `name`, the newest plus one, the
+/// key's row locked against a concurrent rotation.
+async fn insert_version(
+    tx: &impl GenericClient,
+    name: &str,
+    version: u32,
+    created_ms: i64,
+    material: &[u8],
+) -> Result<()> {
+    let locked =
+        tx.query_opt("SELECT 1 FROM kms_keys WHERE name = $1 FOR UPDATE", &[&name]).await?;
+    if locked.is_none() {
+        return Err(rules::key_not_found(name));
+    }
+    let newest: Option<i64> = scalar(tx, &sql::NEWEST_VERSION, &[&name]).await?.flatten();
+    rules::check_next_version(name, newest.unwrap_or(0), version)?;
+    let params: [&(dyn ToSql + Sync); 4] = [&name, &i64::from(version), &created_ms, &material];
+    run(tx, &sql::VERSION_INSERT, &params).await?;
+    Ok(())
+}
+
+/// Key `name` with its versions.
+async fn load_key(client: &Client, name: &str) -> Result<Option<KeyInfo>> {
+    let Some(mut key) = one(client, &sql::KEY_ROW, &[&name], rows::key).await? else {
+        return Ok(None);
+    };
+    key.versions = all(client, &sql::KEY_VERSIONS, &[&name], |r| rows::version(r, 1)).await?;
+    key.versions.sort_by_key(|v| v.version);
+    Ok(Some(key))
 }
 
 impl Store for PostgresStore {
@@ -939,11 +768,7 @@ impl Store for PostgresStore {
     fn get_meta(&self, name: &'static str) -> StoreFuture<'_, Option<Vec<u8>>> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
-            let row = lease
-                .client()?
-                .query_opt("SELECT value FROM kms_meta WHERE name = $1", &[&name])
-                .await?;
-            Ok(row.map(|r| r.try_get(0)).transpose()?)
+            scalar(lease.client()?, &sql::META_GET, &[&name]).await
         })
     }
 
@@ -956,16 +781,11 @@ impl Store for PostgresStore {
             let mut lease = self.lease().await?;
             let tx = lease.client()?.transaction().await?;
             tx.execute("LOCK TABLE kms_meta IN EXCLUSIVE MODE", &[]).await?;
-            let exists = tx
-                .query_opt("SELECT 1 FROM kms_meta WHERE name = $1", &[&meta::ROOT_CHECK])
-                .await?
-                .is_some();
-            if exists {
-                return Err(KmsError::Conflict("this store is already initialised".into()));
-            }
+            let exists =
+                scalar::<i32>(&tx, &sql::META_EXISTS, &[&meta::ROOT_CHECK]).await?.is_some();
+            rules::check_not_initialised(exists)?;
             for (name, value) in &entries {
-                tx.execute("INSERT INTO kms_meta (name, value) VALUES ($1, $2)", &[name, value])
-                    .await?;
+                run(&tx, &sql::META_INSERT, &[name, value]).await?;
             }
             insert_client(&tx, &admin).await?;
             tx.commit().await?;
@@ -977,19 +797,7 @@ impl Store for PostgresStore {
         Box::pin(async move {
             let mut lease = self.lease().await?;
             let tx = lease.client()?.transaction().await?;
-            tx.execute(
-                "INSERT INTO kms_keys (name, exportable, allow, created_ms) VALUES ($1, $2, $3, $4)",
-                &[&key.name, &key.exportable, &encode_policy(&key.allow), &key.created_ms],
-            )
-            .await
-            .map_err(|e| map_unique(e, || format!("key {}", key.name)))?;
-            tx.execute(
-                "INSERT INTO kms_key_versions (name, version, state, created_ms, material)
-                 VALUES ($1, 1, 'active', $2, $3)",
-                &[&key.name, &key.created_ms, &material],
-            )
-            .await?;
-            insert_selectors(&tx, &key).await?;
+            insert_key(&tx, &key, &material).await?;
             tx.commit().await?;
             Ok(())
         })
@@ -1071,24 +879,7 @@ impl Store for PostgresStore {
                 .await?;
             let mut keys: Vec<KeyInfo> = Vec::new();
             for r in &rows {
-                let name: String = r.try_get(0)?;
-                let version = version_info(
-                    r.try_get(4)?,
-                    r.try_get(5)?,
-                    r.try_get(6)?,
-                    r.try_get(7)?,
-                    r.try_get(8)?,
-                )?;
-                match keys.last_mut() {
-                    Some(key) if key.name == name => key.versions.push(version),
-                    _ => keys.push(KeyInfo {
-                        name,
-                        exportable: r.try_get(1)?,
-                        allow: decode_policy(r.try_get(2)?)?,
-                        created_ms: r.try_get(3)?,
-                        versions: vec![version],
-                    }),
-                }
+                rows::push_key_page_row(&mut keys, r)?;
             }
             Ok(keys)
         })
@@ -1097,7 +888,7 @@ impl Store for PostgresStore {
     fn get_key(&self, name: String) -> StoreFuture<'_, Option<KeyInfo>> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
-            Ok(load_keys(lease.client()?, &name).await?.pop())
+            load_key(lease.client()?, &name).await
         })
     }
 
@@ -1125,24 +916,7 @@ impl Store for PostgresStore {
         Box::pin(async move {
             let mut lease = self.lease().await?;
             let tx = lease.client()?.transaction().await?;
-            let locked =
-                tx.query_opt("SELECT 1 FROM kms_keys WHERE name = $1 FOR UPDATE", &[&name]).await?;
-            if locked.is_none() {
-                return Err(KmsError::NotFound(format!("key {name}")));
-            }
-            let newest: Option<i64> = tx
-                .query_one("SELECT max(version) FROM kms_key_versions WHERE name = $1", &[&name])
-                .await?
-                .try_get(0)?;
-            if newest.unwrap_or(0) + 1 != i64::from(version) {
-                return Err(KmsError::Conflict(format!("key {name} was rotated concurrently")));
-            }
-            tx.execute(
-                "INSERT INTO kms_key_versions (name, version, state, created_ms, material)
-                 VALUES ($1, $2, 'active', $3, $4)",
-                &[&name, &i64::from(version), &created_ms, &material],
-            )
-            .await?;
+            insert_version(&tx, &name, version, created_ms, &material).await?;
             tx.commit().await?;
             Ok(())
         })
@@ -1158,39 +932,16 @@ impl Store for PostgresStore {
         Box::pin(async move {
             let mut lease = self.lease().await?;
             let client = lease.client()?;
-            let version = version.map(i64::from);
+            let number = version.map(i64::from);
             let tx = client.transaction().await?;
-            let found: i64 = tx
-                .query_one(
-                    "SELECT count(*) FROM kms_key_versions
-                     WHERE name = $1 AND ($2::BIGINT IS NULL OR version = $2)",
-                    &[&name, &version],
-                )
-                .await?
-                .try_get(0)?;
-            if found == 0 {
-                return Err(KmsError::NotFound(match version {
-                    Some(v) => format!("key {name} version {v}"),
-                    None => format!("key {name}"),
-                }));
-            }
+            let found = scalar(&tx, &sql::VERSIONS_COUNT, &[&name, &number]).await?.unwrap_or(0);
+            rules::check_versions_found(found, &name, version)?;
+            let update = change.statement();
             let changed = match &change {
                 StateChange::Revoke { reason } => {
-                    tx.execute(
-                        "UPDATE kms_key_versions SET state = 'revoked', reason = $3, changed_ms = $4
-                         WHERE name = $1 AND ($2::BIGINT IS NULL OR version = $2) AND state = 'active'",
-                        &[&name, &version, reason, &changed_ms],
-                    )
-                    .await?
+                    run(&tx, update, &[&name, &number, reason, &changed_ms]).await?
                 }
-                StateChange::Destroy => {
-                    tx.execute(
-                        "UPDATE kms_key_versions SET state = 'destroyed', material = NULL, changed_ms = $3
-                         WHERE name = $1 AND ($2::BIGINT IS NULL OR version = $2) AND state != 'destroyed'",
-                        &[&name, &version, &changed_ms],
-                    )
-                    .await?
-                }
+                StateChange::Destroy => run(&tx, update, &[&name, &number, &changed_ms]).await?,
             };
             tx.commit().await?;
             if change == StateChange::Destroy {
@@ -1213,14 +964,7 @@ impl Store for PostgresStore {
     fn client_by_fingerprint(&self, fingerprint: String) -> StoreFuture<'_, Option<ClientInfo>> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
-            let row = lease
-                .client()?
-                .query_opt(
-                    &format!("SELECT {CLIENT_COLUMNS} FROM kms_clients WHERE fingerprint = $1"),
-                    &[&fingerprint],
-                )
-                .await?;
-            row.as_ref().map(client_from_row).transpose()
+            one(lease.client()?, &sql::CLIENT_BY_FINGERPRINT, &[&fingerprint], rows::client).await
         })
     }
 
@@ -1233,24 +977,9 @@ impl Store for PostgresStore {
         Box::pin(async move {
             let mut lease = self.lease().await?;
             let client = lease.client()?;
-            // Only the first revocation is recorded; a repeat reads it back.
-            client
-                .execute(
-                    "UPDATE kms_clients SET revoked_ms = $2, revoked_reason = $3
-                     WHERE name = $1 AND revoked_ms IS NULL",
-                    &[&name, &revoked_ms, &reason],
-                )
-                .await?;
-            let row = client
-                .query_opt(
-                    &format!("SELECT {CLIENT_COLUMNS} FROM kms_clients WHERE name = $1"),
-                    &[&name],
-                )
-                .await?;
-            row.as_ref()
-                .map(client_from_row)
-                .transpose()?
-                .ok_or_else(|| KmsError::NotFound(format!("client {name}")))
+            run(&*client, &sql::CLIENT_REVOKE, &[&name, &revoked_ms, &reason]).await?;
+            let found = one(&*client, &sql::CLIENT_BY_NAME, &[&name], rows::client).await?;
+            rules::found_client(&name, found)
         })
     }
 
@@ -1258,19 +987,9 @@ impl Store for PostgresStore {
         Box::pin(async move {
             let mut lease = self.lease().await?;
             let tx = lease.client()?.transaction().await?;
-            let row = tx
-                .query_opt(
-                    &format!(
-                        "UPDATE kms_clients SET labels = $2 WHERE name = $1 RETURNING {CLIENT_COLUMNS}"
-                    ),
-                    &[&name, &encode_labels(&labels)],
-                )
-                .await?;
-            let client = row
-                .as_ref()
-                .map(client_from_row)
-                .transpose()?
-                .ok_or_else(|| KmsError::NotFound(format!("client {name}")))?;
+            let params: [&(dyn ToSql + Sync); 2] = [&name, &encode_labels(&labels)];
+            let found = one(&tx, &sql::CLIENT_SET_LABELS, &params, rows::client).await?;
+            let client = rules::found_client(&name, found)?;
             put_labels(&tx, &name, &labels).await?;
             tx.commit().await?;
             Ok(client)
@@ -1328,7 +1047,7 @@ impl Store for PostgresStore {
                     ],
                 )
                 .await?;
-            rows.iter().map(client_from_row).collect()
+            rows.iter().map(rows::client).collect()
         })
     }
 
@@ -1399,20 +1118,11 @@ impl Store for PostgresStore {
                         .read_only(true)
                         .start()
                         .await?;
-                    let done: i64 = tx
-                        .query_opt("SELECT seq FROM kms_audit_refs_done", &[])
-                        .await?
-                        .map(|r| r.try_get(0))
-                        .transpose()?
-                        .unwrap_or(0);
+                    let done: i64 = scalar(&tx, &sql::AUDIT_REFS_DONE, &[]).await?.unwrap_or(0);
                     if after < done {
-                        let first: Option<i64> = tx
-                            .query_one("SELECT min(seq) FROM kms_audit WHERE seq > $1", &[&after])
-                            .await?
-                            .try_get(0)?;
-                        let segment = to_i64(AUDIT_REFS_SEGMENT);
-                        let last = done / segment;
-                        let mut seg = first.unwrap_or(done) / segment;
+                        let first =
+                            scalar(&tx, &sql::AUDIT_FIRST_AFTER, &[&after]).await?.flatten();
+                        let (mut seg, last) = rules::segments_to_probe(first, done);
                         // Segments probed per round trip: one, then
                         // doubling, so a key with many entries is answered
                         // from the first segment and a rare one in a few
@@ -1456,7 +1166,7 @@ impl Store for PostgresStore {
                                 )
                                 .await?;
                             for r in &rows {
-                                out.push(audit_entry_from_row(r)?);
+                                out.push(rows::audit_entry(r)?);
                             }
                             seg = to + 1;
                             span = (span * 2).min(64);
@@ -1485,10 +1195,7 @@ impl Store for PostgresStore {
                 .transpose()?
                 .unwrap_or(0);
             let done = to_u64(done, "audit reference mark")?;
-            let head: i64 = tx
-                .query_one("SELECT coalesce(max(seq), 0) FROM kms_audit", &[])
-                .await?
-                .try_get(0)?;
+            let head: i64 = scalar(&tx, &sql::AUDIT_HEAD_SEQ, &[]).await?.unwrap_or(0);
             let Some(end) = segment_to_index(done, to_u64(head, "audit sequence number")?) else {
                 return Ok(0);
             };
@@ -1538,26 +1245,14 @@ impl Store for PostgresStore {
     fn audit_anchor(&self) -> StoreFuture<'_, Option<Mark>> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
-            let row = lease
-                .client()?
-                .query_opt("SELECT seq, hash, time_ms, mac FROM kms_audit_anchor", &[])
-                .await?;
-            row.as_ref().map(mark_from_row).transpose()
+            one(lease.client()?, &sql::AUDIT_ANCHOR, &[], rows::mark).await
         })
     }
 
     fn last_audit_checkpoint(&self) -> StoreFuture<'_, Option<Mark>> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
-            let row = lease
-                .client()?
-                .query_opt(
-                    "SELECT seq, hash, time_ms, mac FROM kms_audit_checkpoints
-                     ORDER BY seq DESC LIMIT 1",
-                    &[],
-                )
-                .await?;
-            row.as_ref().map(mark_from_row).transpose()
+            one(lease.client()?, &sql::AUDIT_LAST_CHECKPOINT, &[], rows::mark).await
         })
     }
 
@@ -1565,24 +1260,16 @@ impl Store for PostgresStore {
         Box::pin(async move {
             let mut lease = self.lease().await?;
             let client = lease.client()?;
-            client
-                .execute(
-                    "INSERT INTO kms_servers (id, host, address, version, started_ms, seen_ms)
-                     VALUES ($1, $2, $3, $4, $5, $6)
-                     ON CONFLICT (id) DO UPDATE SET seen_ms = excluded.seen_ms",
-                    &[
-                        &server.id,
-                        &server.host,
-                        &server.address,
-                        &server.version,
-                        &server.started_ms,
-                        &server.seen_ms,
-                    ],
-                )
-                .await?;
-            client
-                .execute("DELETE FROM kms_servers WHERE seen_ms < $1", &[&forget_before_ms])
-                .await?;
+            let params: [&(dyn ToSql + Sync); 6] = [
+                &server.id,
+                &server.host,
+                &server.address,
+                &server.version,
+                &server.started_ms,
+                &server.seen_ms,
+            ];
+            run(&*client, &sql::SERVER_CHECKIN, &params).await?;
+            run(&*client, &sql::SERVERS_FORGET, &[&forget_before_ms]).await?;
             Ok(())
         })
     }
@@ -1590,40 +1277,16 @@ impl Store for PostgresStore {
     fn servers_seen(&self, since_ms: i64) -> StoreFuture<'_, Vec<ServerPresence>> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
-            let rows = lease
-                .client()?
-                .query(
-                    "SELECT id, host, address, version, started_ms, seen_ms FROM kms_servers
-                     WHERE seen_ms >= $1 ORDER BY started_ms, id LIMIT 1000",
-                    &[&since_ms],
-                )
-                .await?;
-            rows.iter()
-                .map(|r| {
-                    Ok(ServerPresence {
-                        id: r.try_get(0)?,
-                        host: r.try_get(1)?,
-                        address: r.try_get(2)?,
-                        version: r.try_get(3)?,
-                        started_ms: r.try_get(4)?,
-                        seen_ms: r.try_get(5)?,
-                    })
-                })
-                .collect()
+            all(lease.client()?, &sql::SERVERS_SEEN, &[&since_ms], rows::server).await
         })
     }
 
     fn add_audit_checkpoint(&self, mark: Mark) -> StoreFuture<'_, ()> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
-            lease
-                .client()?
-                .execute(
-                    "INSERT INTO kms_audit_checkpoints (seq, hash, time_ms, mac)
-                     VALUES ($1, $2, $3, $4) ON CONFLICT (seq) DO NOTHING",
-                    &[&to_i64(mark.seq), &mark.hash, &mark.time_ms, &mark.mac],
-                )
-                .await?;
+            let params: [&(dyn ToSql + Sync); 4] =
+                [&to_i64(mark.seq), &mark.hash, &mark.time_ms, &mark.mac];
+            run(lease.client()?, &sql::AUDIT_CHECKPOINT_ADD, &params).await?;
             Ok(())
         })
     }
@@ -1631,11 +1294,8 @@ impl Store for PostgresStore {
     fn audit_seq_at(&self, until_ms: i64) -> StoreFuture<'_, Option<u64>> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
-            let seq: Option<i64> = lease
-                .client()?
-                .query_one("SELECT max(seq) FROM kms_audit WHERE time_ms <= $1", &[&until_ms])
-                .await?
-                .try_get(0)?;
+            let seq: Option<i64> =
+                scalar(lease.client()?, &sql::AUDIT_SEQ_AT, &[&until_ms]).await?.flatten();
             seq.map(|s| to_u64(s, "audit sequence number")).transpose()
         })
     }
@@ -1643,11 +1303,9 @@ impl Store for PostgresStore {
     fn audit_hash(&self, seq: u64) -> StoreFuture<'_, Option<String>> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
-            let row = lease
-                .client()?
-                .query_opt("SELECT hash FROM kms_audit WHERE seq = $1", &[&to_i64(seq)])
-                .await?;
-            Ok(row.map(|r| r.try_get::<_, Vec<u8>>(0)).transpose()?.map(hex::encode))
+            let hash: Option<Vec<u8>> =
+                scalar(lease.client()?, &sql::AUDIT_HASH, &[&to_i64(seq)]).await?;
+            Ok(hash.map(hex::encode))
         })
     }
 
@@ -1661,14 +1319,9 @@ impl Store for PostgresStore {
     ) -> StoreFuture<'_, ()> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
-            lease
-                .client()?
-                .execute(
-                    "INSERT INTO kms_audit_exports (after_seq, until_seq, until_hash, time_ms, client)
-                     VALUES ($1, $2, $3, $4, $5)",
-                    &[&to_i64(after_seq), &to_i64(until_seq), &until_hash, &time_ms, &client],
-                )
-                .await?;
+            let params: [&(dyn ToSql + Sync); 5] =
+                [&to_i64(after_seq), &to_i64(until_seq), &until_hash, &time_ms, &client];
+            run(lease.client()?, &sql::AUDIT_EXPORT_RECORD, &params).await?;
             Ok(())
         })
     }
@@ -1676,15 +1329,10 @@ impl Store for PostgresStore {
     fn audit_export_covers(&self, after_seq: u64, until_seq: u64) -> StoreFuture<'_, bool> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
-            let row = lease
-                .client()?
-                .query_opt(
-                    "SELECT 1 FROM kms_audit_exports WHERE after_seq <= $1 AND until_seq >= $2
-                     LIMIT 1",
-                    &[&to_i64(after_seq), &to_i64(until_seq)],
-                )
-                .await?;
-            Ok(row.is_some())
+            let params: [&(dyn ToSql + Sync); 2] = [&to_i64(after_seq), &to_i64(until_seq)];
+            let covered =
+                scalar::<i32>(lease.client()?, &sql::AUDIT_EXPORT_COVERS, &params).await?;
+            Ok(covered.is_some())
         })
     }
 
@@ -1715,22 +1363,9 @@ impl Store for PostgresStore {
                 .map(|r| r.try_get(0))
                 .transpose()?
                 .unwrap_or(0);
-            if current != to_i64(expected_anchor_seq) {
-                return Err(KmsError::Conflict(
-                    "the audit log was pruned concurrently; try again".into(),
-                ));
-            }
-            let hash: Option<Vec<u8>> = tx
-                .query_opt("SELECT hash FROM kms_audit WHERE seq = $1", &[&to_i64(anchor.seq)])
-                .await?
-                .map(|r| r.try_get(0))
-                .transpose()?;
-            if hash.map(hex::encode).as_deref() != Some(anchor.hash.as_str()) {
-                return Err(KmsError::Conflict(format!(
-                    "audit entry {} changed while it was being pruned",
-                    anchor.seq
-                )));
-            }
+            let seq = to_i64(anchor.seq);
+            let hash = scalar(&tx, &sql::AUDIT_HASH, &[&seq]).await?;
+            rules::check_prune(current, expected_anchor_seq, hash, &anchor)?;
             // The append-only guard stands aside inside this transaction
             // only (ALTER TABLE is transactional and locks the table until
             // the commit, when the guard is back).
@@ -1746,30 +1381,18 @@ impl Store for PostgresStore {
                 tx.batch_execute("ALTER TABLE kms_audit DISABLE TRIGGER kms_audit_no_change")
                     .await?;
             }
-            let removed =
-                tx.execute("DELETE FROM kms_audit WHERE seq <= $1", &[&to_i64(anchor.seq)]).await?;
+            let removed = run(&tx, &sql::AUDIT_PRUNE_ENTRIES, &[&seq]).await?;
             if guarded {
                 tx.batch_execute("ALTER TABLE kms_audit ENABLE TRIGGER kms_audit_no_change")
                     .await?;
             }
-            tx.execute("DELETE FROM kms_audit_checkpoints WHERE seq < $1", &[&to_i64(anchor.seq)])
-                .await?;
-            // The references go with their entries: whole segments first
-            // (a range of the table's leading column), then the anchor's.
-            let last = to_i64(anchor.seq) / to_i64(AUDIT_REFS_SEGMENT);
-            tx.execute("DELETE FROM kms_audit_refs WHERE segment < $1", &[&last]).await?;
-            tx.execute(
-                "DELETE FROM kms_audit_refs WHERE segment = $1 AND seq <= $2",
-                &[&last, &to_i64(anchor.seq)],
-            )
-            .await?;
-            tx.execute(
-                "INSERT INTO kms_audit_anchor (id, seq, hash, time_ms, mac) VALUES (1, $1, $2, $3, $4)
-                 ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash,
-                     time_ms = excluded.time_ms, mac = excluded.mac",
-                &[&to_i64(anchor.seq), &anchor.hash, &anchor.time_ms, &anchor.mac],
-            )
-            .await?;
+            run(&tx, &sql::AUDIT_PRUNE_CHECKPOINTS, &[&seq]).await?;
+            let last = rules::segment_of(seq);
+            run(&tx, &sql::AUDIT_PRUNE_SEGMENTS, &[&last]).await?;
+            run(&tx, &sql::AUDIT_PRUNE_REFS, &[&last, &seq]).await?;
+            let params: [&(dyn ToSql + Sync); 4] =
+                [&seq, &anchor.hash, &anchor.time_ms, &anchor.mac];
+            run(&tx, &sql::AUDIT_ANCHOR_PUT, &params).await?;
             tx.commit().await?;
             Ok(removed)
         })
@@ -1783,35 +1406,9 @@ impl Store for PostgresStore {
     ) -> StoreFuture<'_, Vec<AuditEntry>> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
-            let rows = lease
-                .client()?
-                .query(
-                    "SELECT seq, time_ms, client, operation, key_name, key_version, outcome, detail,
-                            hash, mac
-                     FROM kms_audit WHERE seq > $1 AND ($2::BIGINT IS NULL OR time_ms >= $2)
-                     ORDER BY seq LIMIT $3",
-                    &[&i64::try_from(after_seq).unwrap_or(i64::MAX), &since_ms, &i64::from(limit)],
-                )
-                .await?;
-            rows.iter()
-                .map(|r| {
-                    Ok(AuditEntry {
-                        seq: to_u64(r.try_get(0)?, "audit sequence number")?,
-                        time_ms: r.try_get(1)?,
-                        client: r.try_get(2)?,
-                        operation: r.try_get(3)?,
-                        key: r.try_get(4)?,
-                        version: r
-                            .try_get::<_, Option<i64>>(5)?
-                            .map(|v| to_u32(v, "key version"))
-                            .transpose()?,
-                        outcome: r.try_get(6)?,
-                        detail: r.try_get(7)?,
-                        hash: hex::encode(r.try_get::<_, Vec<u8>>(8)?),
-                        mac: r.try_get::<_, Option<Vec<u8>>>(9)?.map(hex::encode),
-                    })
-                })
-                .collect()
+            let params: [&(dyn ToSql + Sync); 3] =
+                [&to_i64(after_seq), &since_ms, &i64::from(limit)];
+            all(lease.client()?, &sql::AUDIT_PAGE, &params, rows::audit_entry).await
         })
     }
 
@@ -1825,19 +1422,7 @@ impl Store for PostgresStore {
         Box::pin(async move {
             let mut lease = self.lease().await?;
             let tx = lease.client()?.transaction().await?;
-            tx.execute(
-                "INSERT INTO kms_keys (name, exportable, allow, created_ms) VALUES ($1, $2, $3, $4)",
-                &[&key.name, &key.exportable, &encode_policy(&key.allow), &key.created_ms],
-            )
-            .await
-            .map_err(|e| map_unique(e, || format!("key {}", key.name)))?;
-            tx.execute(
-                "INSERT INTO kms_key_versions (name, version, state, created_ms, material)
-                 VALUES ($1, 1, 'active', $2, $3)",
-                &[&key.name, &key.created_ms, &material],
-            )
-            .await?;
-            insert_selectors(&tx, &key).await?;
+            insert_key(&tx, &key, &material).await?;
             put_kmip_object(&tx, &object).await?;
             for a in &attributes {
                 insert_kmip_attribute(&tx, &key.name, a).await?;
@@ -1858,24 +1443,7 @@ impl Store for PostgresStore {
             let mut lease = self.lease().await?;
             let tx = lease.client()?.transaction().await?;
             let name = object.key.clone();
-            let locked =
-                tx.query_opt("SELECT 1 FROM kms_keys WHERE name = $1 FOR UPDATE", &[&name]).await?;
-            if locked.is_none() {
-                return Err(KmsError::NotFound(format!("key {name}")));
-            }
-            let newest: Option<i64> = tx
-                .query_one("SELECT max(version) FROM kms_key_versions WHERE name = $1", &[&name])
-                .await?
-                .try_get(0)?;
-            if newest.unwrap_or(0) + 1 != i64::from(object.version) {
-                return Err(KmsError::Conflict(format!("key {name} was rotated concurrently")));
-            }
-            tx.execute(
-                "INSERT INTO kms_key_versions (name, version, state, created_ms, material)
-                 VALUES ($1, $2, 'active', $3, $4)",
-                &[&name, &i64::from(object.version), &created_ms, &material],
-            )
-            .await?;
+            insert_version(&tx, &name, object.version, created_ms, &material).await?;
             put_kmip_object(&tx, &object).await?;
             for a in &attributes {
                 insert_kmip_attribute(&tx, &name, a).await?;
@@ -1903,34 +1471,15 @@ impl Store for PostgresStore {
     fn kmip_object(&self, key: String, version: u32) -> StoreFuture<'_, Option<KmipObject>> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
-            let row = lease
-                .client()?
-                .query_opt(
-                    &format!(
-                        "SELECT {KMIP_OBJECT_COLUMNS} FROM kms_kmip_objects
-                         WHERE key_name = $1 AND version <= $2 ORDER BY version DESC LIMIT 1"
-                    ),
-                    &[&key, &i64::from(version)],
-                )
-                .await?;
-            row.as_ref().map(kmip_object_from_row).transpose()
+            let params: [&(dyn ToSql + Sync); 2] = [&key, &i64::from(version)];
+            one(lease.client()?, &sql::KMIP_OBJECT_AT, &params, rows::kmip_object).await
         })
     }
 
     fn kmip_objects(&self) -> StoreFuture<'_, Vec<KmipObject>> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
-            let rows = lease
-                .client()?
-                .query(
-                    &format!(
-                        "SELECT {KMIP_OBJECT_COLUMNS} FROM kms_kmip_objects
-                         ORDER BY key_name, version"
-                    ),
-                    &[],
-                )
-                .await?;
-            rows.iter().map(kmip_object_from_row).collect()
+            all(lease.client()?, &sql::KMIP_OBJECTS, &[], rows::kmip_object).await
         })
     }
 
@@ -1942,25 +1491,8 @@ impl Store for PostgresStore {
         Box::pin(async move {
             let mut lease = self.lease().await?;
             let version = version.map(i64::from);
-            let rows = lease
-                .client()?
-                .query(
-                    "SELECT version, name, position, value FROM kms_kmip_version_attributes
-                     WHERE key_name = $1 AND ($2::BIGINT IS NULL OR version = $2)
-                     ORDER BY version, name, position",
-                    &[&key, &version],
-                )
-                .await?;
-            rows.iter()
-                .map(|r| {
-                    Ok(KmipAttributeRow {
-                        version: to_u32(r.try_get(0)?, "KMIP attribute version")?,
-                        name: r.try_get(1)?,
-                        position: to_u32(r.try_get(2)?, "KMIP attribute position")?,
-                        value: r.try_get(3)?,
-                    })
-                })
-                .collect()
+            let params: [&(dyn ToSql + Sync); 2] = [&key, &version];
+            all(lease.client()?, &sql::KMIP_ATTRIBUTES, &params, rows::kmip_attribute).await
         })
     }
 
@@ -1978,12 +1510,7 @@ impl Store for PostgresStore {
             if let Some(from) = inherit {
                 inherit_kmip_attributes(&tx, &key, version, from).await?;
             }
-            tx.execute(
-                "DELETE FROM kms_kmip_version_attributes
-                 WHERE key_name = $1 AND version = $2 AND name = $3",
-                &[&key, &i64::from(version), &name],
-            )
-            .await?;
+            run(&tx, &sql::KMIP_ATTRIBUTE_CLEAR, &[&key, &i64::from(version), &name]).await?;
             for (position, value) in (0u32..).zip(values) {
                 let row = KmipAttributeRow { version, name: name.clone(), position, value };
                 insert_kmip_attribute(&tx, &key, &row).await?;
@@ -2002,16 +1529,8 @@ impl Store for PostgresStore {
     ) -> StoreFuture<'_, Vec<String>> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
-            let rows = lease
-                .client()?
-                .query(
-                    "SELECT DISTINCT key_name COLLATE \"C\" FROM kms_kmip_version_attributes
-                     WHERE name = $1 AND value = $2 AND key_name COLLATE \"C\" > $3
-                     ORDER BY 1 LIMIT $4",
-                    &[&name, &value, &after, &i64::from(limit)],
-                )
-                .await?;
-            rows.iter().map(|r| Ok(r.try_get(0)?)).collect()
+            let params: [&(dyn ToSql + Sync); 4] = [&name, &value, &after, &i64::from(limit)];
+            all(lease.client()?, &sql::KMIP_FIND_PAGE, &params, |r| Columns::get(r, 0)).await
         })
     }
 }
@@ -2023,10 +1542,13 @@ impl Store for PostgresStore {
 async fn audit_chain_copy(client: &Client, after_seq: u64, limit: u32) -> Result<ChainPage> {
     // COPY takes no parameters: both numbers are integers formatted here.
     let sql = format!(
-        "COPY (SELECT seq, time_ms, client, operation, key_name, key_version, outcome, detail,
-                      hash, mac
-               FROM kms_audit WHERE seq > {} ORDER BY seq LIMIT {limit}) TO STDOUT (FORMAT binary)",
-        to_i64(after_seq)
+        concat!(
+            "COPY (SELECT ",
+            audit_columns!(),
+            " FROM kms_audit WHERE seq > {} ORDER BY seq LIMIT {}) TO STDOUT (FORMAT binary)"
+        ),
+        to_i64(after_seq),
+        limit
     );
     let stream = client.copy_out(sql.as_str()).await?;
     let mut stream = std::pin::pin!(stream);

@@ -17,72 +17,26 @@ use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
 use super::material_cache::MaterialCache;
+use super::rows::{self, Columns};
+use super::rules;
+use super::schema::{
+    base_schema, check_version, migrations_after, BASE_SCHEMA_VERSION, SQLITE_AUDIT_NO_DELETE,
+};
+use super::sql::Dialect;
+use super::sql::{
+    self, audit_columns, key_material, Sql, AUDIT_LIST_COLUMNS, AUDIT_LIST_FILTERS,
+    CLIENT_COLUMNS_C,
+};
 use super::{
-    attach_versions, decode_labels, decode_policy, encode_labels, encode_policy, meta,
-    migrations_after, name_range, segment_to_index, to_u32, to_u64, version_info, AuditDriver,
-    AuditFilter, ClientFilter, KeyFilter, KmipAttributeRow, KmipObject, KmipUse, MaterialRow,
+    encode_labels, encode_policy, meta, name_range, segment_to_index, to_u32, to_u64, AuditDriver,
+    AuditFilter, ClientFilter, KeyFilter, KmipAttributeRow, KmipObject, MaterialRow,
     ServerPresence, StateChange, Store, StoreFuture, AUDIT_CHAIN_COLUMNS, AUDIT_REFS_SEGMENT,
-    BASE_SCHEMA_VERSION, REF_CLIENT, REF_KEY, SCHEMA_VERSION,
+    REF_CLIENT, REF_KEY,
 };
 use crate::audit::{seal_entry, ChainPage, ExportedEntry, Mark, GENESIS};
 use crate::error::{KmsError, Result};
 use crate::keys::RootKey;
-use crate::model::{AuditDraft, AuditEntry, ClientInfo, KeyInfo, KeyVersionInfo, Labels};
-
-const SCHEMA: &str = "
-CREATE TABLE kms_schema (version INTEGER NOT NULL);
-CREATE TABLE kms_meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
-CREATE TABLE kms_keys (
-    name TEXT PRIMARY KEY,
-    exportable INTEGER NOT NULL,
-    allow TEXT NOT NULL,
-    created_ms INTEGER NOT NULL
-);
-CREATE TABLE kms_key_versions (
-    name TEXT NOT NULL REFERENCES kms_keys(name),
-    version INTEGER NOT NULL,
-    state TEXT NOT NULL CHECK (state IN ('active', 'revoked', 'destroyed')),
-    reason TEXT,
-    created_ms INTEGER NOT NULL,
-    changed_ms INTEGER,
-    material BLOB,
-    PRIMARY KEY (name, version)
-);
-CREATE TABLE kms_clients (
-    name TEXT PRIMARY KEY,
-    labels TEXT NOT NULL,
-    admin INTEGER NOT NULL,
-    serial TEXT NOT NULL,
-    fingerprint TEXT NOT NULL UNIQUE,
-    created_ms INTEGER NOT NULL,
-    not_after_ms INTEGER NOT NULL,
-    revoked_ms INTEGER,
-    revoked_reason TEXT
-);
-CREATE TABLE kms_audit (
-    seq INTEGER PRIMARY KEY,
-    time_ms INTEGER NOT NULL,
-    client TEXT NOT NULL,
-    operation TEXT NOT NULL,
-    key_name TEXT,
-    key_version INTEGER,
-    outcome TEXT NOT NULL,
-    detail TEXT NOT NULL,
-    prev_hash BLOB NOT NULL,
-    hash BLOB NOT NULL,
-    mac BLOB
-);
-CREATE INDEX kms_audit_time ON kms_audit (time_ms);
-CREATE TRIGGER kms_audit_no_update BEFORE UPDATE ON kms_audit
-    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
-CREATE TRIGGER kms_audit_no_delete BEFORE DELETE ON kms_audit
-    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
-";
-
-/// The guard against deleting audit entries, as `SCHEMA` creates it
-/// (pruning drops and recreates it inside its transaction).
-const AUDIT_NO_DELETE: &str = "CREATE TRIGGER kms_audit_no_delete BEFORE DELETE ON kms_audit
-    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;";
+use crate::model::{AuditDraft, AuditEntry, ClientInfo, KeyInfo, Labels};
 
 const READERS: usize = 3;
 /// Reference rows per transaction when a segment is indexed: sorted
@@ -123,13 +77,44 @@ fn to_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
-fn read_mark(conn: &Connection, sql: &str) -> Result<Option<Mark>> {
-    let row: Option<(i64, String, i64, String)> =
-        conn.query_row(sql, [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))).optional()?;
-    row.map(|(seq, hash, time_ms, mac)| {
-        Ok(Mark { seq: to_u64(seq, "audit mark sequence number")?, hash, time_ms, mac })
-    })
-    .transpose()
+/// The first row of shared statement `sql`, decoded; `None` when it has none.
+fn one<T>(
+    conn: &Connection,
+    sql: &'static Sql,
+    params: impl rusqlite::Params,
+    decode: impl FnOnce(&rusqlite::Row<'_>) -> Result<T>,
+) -> Result<Option<T>> {
+    let mut stmt = conn.prepare_cached(sql.sqlite())?;
+    let mut rows = stmt.query(params)?;
+    rows.next()?.map(decode).transpose()
+}
+
+/// Every row of `stmt`, decoded.
+fn all<T>(
+    stmt: &mut rusqlite::CachedStatement<'_>,
+    params: impl rusqlite::Params,
+    decode: impl Fn(&rusqlite::Row<'_>) -> Result<T>,
+) -> Result<Vec<T>> {
+    let mut rows = stmt.query(params)?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        out.push(decode(r)?);
+    }
+    Ok(out)
+}
+
+/// Column 0 of the first row of shared statement `sql`.
+fn scalar<T: rows::Value>(
+    conn: &Connection,
+    sql: &'static Sql,
+    params: impl rusqlite::Params,
+) -> Result<Option<T>> {
+    one(conn, sql, params, |r| Columns::get(r, 0))
+}
+
+/// Runs shared statement `sql`; how many rows it changed.
+fn run(conn: &Connection, sql: &'static Sql, params: impl rusqlite::Params) -> Result<usize> {
+    Ok(conn.prepare_cached(sql.sqlite())?.execute(params)?)
 }
 
 /// Appends `drafts` after the newest entry (or the anchor, when pruning
@@ -147,7 +132,7 @@ fn append(
         .optional()?;
     let (mut seq, mut prev) = match last {
         Some((seq, hash)) => (to_u64(seq, "audit sequence number")?, hash),
-        None => match read_mark(&tx, "SELECT seq, hash, time_ms, mac FROM kms_audit_anchor")? {
+        None => match one(&tx, &sql::AUDIT_ANCHOR, [], |r| rows::mark(r))? {
             Some(anchor) => (anchor.seq, anchor.hash_bytes()?),
             None => (0, GENESIS.to_vec()),
         },
@@ -183,34 +168,6 @@ fn append(
     Ok(out)
 }
 
-/// The columns of an audit list, with the filters every way of walking
-/// applies (parameters 2 to 7: since, until, client, key, operation,
-/// outcome).
-const AUDIT_LIST_COLUMNS: &str = "a.seq, a.time_ms, a.client, a.operation, a.key_name, \
-     a.key_version, a.outcome, a.detail, a.hash, a.mac";
-const AUDIT_LIST_FILTERS: &str =
-    "(?2 IS NULL OR a.time_ms >= ?2) AND (?3 IS NULL OR a.time_ms < ?3)
-     AND (?4 IS NULL OR a.client = ?4) AND (?5 IS NULL OR a.key_name = ?5)
-     AND (?6 IS NULL OR a.operation = ?6) AND (?7 IS NULL OR a.outcome = ?7)";
-
-fn audit_entry_from_row(r: &rusqlite::Row<'_>) -> Result<AuditEntry> {
-    Ok(AuditEntry {
-        seq: to_u64(r.get(0)?, "audit sequence number")?,
-        time_ms: r.get(1)?,
-        client: r.get(2)?,
-        operation: r.get(3)?,
-        key: r.get(4)?,
-        version: r
-            .get::<_, Option<i64>>(5)?
-            .map(|v| super::to_u32(v, "key version"))
-            .transpose()?,
-        outcome: r.get(6)?,
-        detail: r.get(7)?,
-        hash: hex::encode(r.get::<_, Vec<u8>>(8)?),
-        mac: r.get::<_, Option<Vec<u8>>>(9)?.map(hex::encode),
-    })
-}
-
 /// The entries after `after` that pass
 /// `filter`, walked in sequence order or along a partial index, appended
 /// to `out` up to `limit` in all.
@@ -226,17 +183,17 @@ fn audit_scan(
         Some((column, index, condition)) => (
             format!("kms_audit a INDEXED BY {index}"),
             format!(
-                "a.{column} = ?{} AND a.{condition} AND",
+                "a.{column} = ${} AND a.{condition} AND",
                 if column == "operation" { 6 } else { 7 }
             ),
         ),
         None => ("kms_audit a".to_owned(), String::new()),
     };
-    let mut stmt = conn.prepare_cached(&format!(
+    let mut stmt = conn.prepare_cached(&Dialect::Sqlite.spell(&format!(
         "SELECT {AUDIT_LIST_COLUMNS} FROM {from}
-         WHERE {driver} a.seq > ?1 AND {AUDIT_LIST_FILTERS}
-         ORDER BY a.seq LIMIT ?8"
-    ))?;
+         WHERE {driver} a.seq > $1 AND {AUDIT_LIST_FILTERS}
+         ORDER BY a.seq LIMIT $8"
+    )))?;
     let want = limit.saturating_sub(u32::try_from(out.len()).unwrap_or(u32::MAX));
     let mut rows = stmt.query(params![
         after,
@@ -249,7 +206,7 @@ fn audit_scan(
         want
     ])?;
     while let Some(r) = rows.next()? {
-        out.push(audit_entry_from_row(r)?);
+        out.push(rows::audit_entry(r)?);
     }
     Ok(())
 }
@@ -281,12 +238,8 @@ impl SegmentRefs {
     fn read(&mut self, conn: &Connection) -> Result<bool> {
         // One snapshot for the mark, the head and the entries.
         let tx = conn.unchecked_transaction()?;
-        let done: i64 = tx
-            .query_row("SELECT seq FROM kms_audit_refs_done", [], |r| r.get(0))
-            .optional()?
-            .unwrap_or(0);
-        let head: i64 =
-            tx.query_row("SELECT coalesce(max(seq), 0) FROM kms_audit", [], |r| r.get(0))?;
+        let done: i64 = scalar(&tx, &sql::AUDIT_REFS_DONE, [])?.unwrap_or(0);
+        let head: i64 = scalar(&tx, &sql::AUDIT_HEAD_SEQ, [])?.unwrap_or(0);
         let done = to_u64(done, "audit reference mark")?;
         let Some(end) = segment_to_index(done, to_u64(head, "audit sequence number")?) else {
             return Ok(false);
@@ -530,21 +483,18 @@ impl SqliteStore {
         )?;
         if !has_schema {
             conn.execute_batch(&format!(
-                "BEGIN IMMEDIATE; {SCHEMA} INSERT INTO kms_schema VALUES ({BASE_SCHEMA_VERSION}); COMMIT;"
+                "BEGIN IMMEDIATE; {} INSERT INTO kms_schema VALUES ({BASE_SCHEMA_VERSION}); COMMIT;",
+                base_schema(Dialect::Sqlite)
             ))?;
         }
         let version: i64 =
             conn.query_row("SELECT max(version) FROM kms_schema", [], |r| r.get(0))?;
-        if version > SCHEMA_VERSION {
-            return Err(KmsError::Store(format!(
-                "{} has schema version {version}; this build uses {SCHEMA_VERSION}",
-                path.display()
-            )));
-        }
+        check_version(version, &path.display().to_string())?;
         for step in migrations_after(version) {
+            let [shared, own] = step.statements(Dialect::Sqlite);
             conn.execute_batch(&format!(
-                "BEGIN IMMEDIATE; {} {} INSERT INTO kms_schema VALUES ({}); COMMIT;",
-                step.sql, step.sqlite_only, step.to
+                "BEGIN IMMEDIATE; {shared} {own} INSERT INTO kms_schema VALUES ({}); COMMIT;",
+                step.to
             ))?;
         }
         Ok(())
@@ -667,76 +617,17 @@ impl SqliteStore {
 
 /// A key's policy and one version (`None`: the newest) with its sealed
 /// material and KMIP dates, in one query.
-fn read_material(
-    conn: &Connection,
-    name: &str,
-    version: Option<u32>,
-) -> Result<Option<MaterialRow>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT k.allow, k.exportable, v.version, v.state, v.reason, v.created_ms,
-                v.changed_ms, v.material, o.object_type, o.activation_ms, o.deactivation_ms
-         FROM kms_keys k JOIN kms_key_versions v ON v.name = k.name
-         LEFT JOIN kms_kmip_objects o ON o.key_name = v.name AND o.version = v.version
-         WHERE k.name = ?1 AND (?2 IS NULL OR v.version = ?2)
-         ORDER BY v.version DESC LIMIT 1",
-    )?;
-    let row = stmt
-        .query_row(params![name, version], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, bool>(1)?,
-                r.get::<_, i64>(2)?,
-                r.get::<_, String>(3)?,
-                r.get::<_, Option<String>>(4)?,
-                r.get::<_, i64>(5)?,
-                r.get::<_, Option<i64>>(6)?,
-                r.get::<_, Option<Vec<u8>>>(7)?,
-                (
-                    r.get::<_, Option<i64>>(8)?,
-                    r.get::<_, Option<i64>>(9)?,
-                    r.get::<_, Option<i64>>(10)?,
-                ),
-            ))
-        })
-        .optional()?;
-    row.map(|(allow, exportable, v, state, reason, created, changed, material, kmip)| {
-        let kmip = match kmip {
-            (Some(object_type), activation_ms, deactivation_ms) => Some(KmipUse {
-                object_type: to_u32(object_type, "KMIP object type")?,
-                activation_ms,
-                deactivation_ms,
-            }),
-            _ => None,
-        };
-        Ok(MaterialRow {
-            allow: decode_policy(&allow)?,
-            exportable,
-            version: version_info(v, &state, reason, created, changed)?,
-            material,
-            kmip,
-        })
-    })
-    .transpose()
-}
-
-const KMIP_OBJECT_COLUMNS: &str = "key_name, version, object_type, algorithm, length, \
-     usage_mask, secret_type, owner, activation_ms, deactivation_ms, compromise_occurrence_ms, \
-     compromised";
+static KEY_MATERIAL_ONE: Sql = Sql::new(concat!(
+    "SELECT ",
+    key_material!(),
+    " WHERE k.name = $1 AND ($2::BIGINT IS NULL OR v.version = $2)
+     ORDER BY v.version DESC LIMIT 1"
+));
 
 fn put_kmip_object(conn: &Connection, o: &KmipObject) -> Result<()> {
-    conn.execute(
-        &format!(
-            "INSERT INTO kms_kmip_objects ({KMIP_OBJECT_COLUMNS})
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
-             ON CONFLICT (key_name, version) DO UPDATE SET
-                 object_type = excluded.object_type, algorithm = excluded.algorithm,
-                 length = excluded.length, usage_mask = excluded.usage_mask,
-                 secret_type = excluded.secret_type, owner = excluded.owner,
-                 activation_ms = excluded.activation_ms,
-                 deactivation_ms = excluded.deactivation_ms,
-                 compromise_occurrence_ms = excluded.compromise_occurrence_ms,
-                 compromised = excluded.compromised"
-        ),
+    run(
+        conn,
+        &sql::KMIP_OBJECT_PUT,
         params![
             o.key,
             o.version,
@@ -755,63 +646,26 @@ fn put_kmip_object(conn: &Connection, o: &KmipObject) -> Result<()> {
     Ok(())
 }
 
-fn kmip_object_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<KmipObject> {
-    let u = |i: usize| -> rusqlite::Result<Option<u32>> {
-        Ok(r.get::<_, Option<i64>>(i)?.and_then(|v| u32::try_from(v).ok()))
-    };
-    let int = |i: usize| -> rusqlite::Result<Option<i32>> {
-        Ok(r.get::<_, Option<i64>>(i)?.and_then(|v| i32::try_from(v).ok()))
-    };
-    Ok(KmipObject {
-        key: r.get(0)?,
-        version: u(1)?.unwrap_or(0),
-        object_type: u(2)?.unwrap_or(0),
-        algorithm: u(3)?,
-        length: int(4)?,
-        usage_mask: int(5)?,
-        secret_type: u(6)?,
-        owner: r.get(7)?,
-        activation_ms: r.get(8)?,
-        deactivation_ms: r.get(9)?,
-        compromise_occurrence_ms: r.get(10)?,
-        compromised: r.get::<_, i64>(11)? != 0,
-    })
-}
-
 fn insert_kmip_attribute(conn: &Connection, key: &str, a: &KmipAttributeRow) -> Result<()> {
-    conn.execute(
-        "INSERT INTO kms_kmip_version_attributes (key_name, version, name, position, value)
-         VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![key, a.version, a.name, a.position, a.value],
-    )?;
+    run(conn, &sql::KMIP_ATTRIBUTE_INSERT, params![key, a.version, a.name, a.position, a.value])?;
     Ok(())
 }
 
 /// Gives version `to` of `key` a copy of version `from`'s KMIP attributes
 /// (those it has not already), the Names moving.
 fn inherit_kmip_attributes(conn: &Connection, key: &str, to: u32, from: u32) -> Result<()> {
-    conn.execute(
-        "INSERT INTO kms_kmip_version_attributes (key_name, version, name, position, value)
-         SELECT key_name, ?2, name, position, value FROM kms_kmip_version_attributes
-         WHERE key_name = ?1 AND version = ?3
-         ON CONFLICT DO NOTHING",
-        params![key, to, from],
-    )?;
+    run(conn, &sql::KMIP_ATTRIBUTES_INHERIT, params![key, to, from])?;
     keep_names_on(conn, key, to)
 }
 
 /// Moves a key's Names to version `to` (KMIP Re-key): the others lose theirs.
 fn keep_names_on(conn: &Connection, key: &str, to: u32) -> Result<()> {
-    conn.execute(
-        "DELETE FROM kms_kmip_version_attributes
-         WHERE key_name = ?1 AND name = 'Name' AND version <> ?2",
-        params![key, to],
-    )?;
+    run(conn, &sql::KMIP_NAMES_KEEP, params![key, to])?;
     Ok(())
 }
 
 /// The selectors of a new key's policy, for the selector filter (schema
-/// step 9); in the key's transaction.
+/// step 10); in the key's transaction.
 fn insert_selectors(conn: &Connection, key: &KeyInfo) -> Result<()> {
     let mut stmt = conn.prepare_cached(
         "INSERT OR IGNORE INTO kms_key_selectors (selector, name) VALUES (?1, ?2)",
@@ -834,53 +688,18 @@ fn put_labels(conn: &Connection, name: &str, labels: &Labels) -> Result<()> {
     Ok(())
 }
 
-fn is_constraint(error: &rusqlite::Error) -> bool {
-    matches!(
-        error,
-        rusqlite::Error::SqliteFailure(e, _) if e.code == rusqlite::ErrorCode::ConstraintViolation
-    )
-}
-
-fn client_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(ClientInfo, String)> {
-    Ok((
-        ClientInfo {
-            name: row.get(0)?,
-            labels: crate::model::Labels::default(),
-            admin: row.get(2)?,
-            serial: row.get(3)?,
-            fingerprint: row.get(4)?,
-            created_ms: row.get(5)?,
-            not_after_ms: row.get(6)?,
-            revoked: match row.get::<_, Option<i64>>(7)? {
-                Some(revoked_ms) => Some(crate::model::ClientRevocation {
-                    revoked_ms,
-                    reason: row.get::<_, Option<String>>(8)?.unwrap_or_default(),
-                }),
-                None => None,
-            },
-        },
-        row.get(1)?,
-    ))
-}
-
-/// [`CLIENT_COLUMNS`] of the table named `c`.
-const CLIENT_COLUMNS_C: &str = "c.name, c.labels, c.admin, c.serial, c.fingerprint, \
-     c.created_ms, c.not_after_ms, c.revoked_ms, c.revoked_reason";
-
-const CLIENT_COLUMNS: &str = "name, labels, admin, serial, fingerprint, created_ms, not_after_ms, revoked_ms, revoked_reason";
-
-fn finish_client((mut client, labels): (ClientInfo, String)) -> Result<ClientInfo> {
-    client.labels = decode_labels(&labels)?;
-    Ok(client)
-}
-
-fn client_by_name(conn: &Connection, name: &str) -> Result<ClientInfo> {
-    conn.prepare_cached(&format!("SELECT {CLIENT_COLUMNS} FROM kms_clients WHERE name = ?1"))?
-        .query_row([name], client_from_row)
-        .optional()?
-        .map(finish_client)
-        .transpose()?
-        .ok_or_else(|| KmsError::NotFound(format!("client {name}")))
+/// A constraint violation as a conflict over `what`.
+fn conflict_on_constraint(
+    what: impl FnOnce() -> String,
+) -> impl FnOnce(rusqlite::Error) -> KmsError {
+    move |error| match error {
+        rusqlite::Error::SqliteFailure(e, _)
+            if e.code == rusqlite::ErrorCode::ConstraintViolation =>
+        {
+            KmsError::Conflict(what())
+        }
+        other => other.into(),
+    }
 }
 
 fn insert_client(conn: &Connection, client: &ClientInfo) -> Result<()> {
@@ -897,61 +716,43 @@ fn insert_client(conn: &Connection, client: &ClientInfo) -> Result<()> {
             client.not_after_ms
         ],
     )
-    .map_err(|e| {
-        if is_constraint(&e) {
-            KmsError::Conflict(format!("client {} (or its certificate)", client.name))
-        } else {
-            e.into()
-        }
-    })?;
+    .map_err(conflict_on_constraint(|| rules::client_taken(&client.name)))?;
     put_labels(conn, &client.name, &client.labels)
 }
 
-/// Key `name` (as a list of at most one) with its versions.
-fn load_keys(conn: &Connection, name: &str) -> Result<Vec<KeyInfo>> {
-    let filter = "WHERE name = ?1";
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT name, exportable, allow, created_ms FROM kms_keys {filter}"
-    ))?;
-    let rows = stmt
-        .query_map([name], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?, r.get::<_, String>(2)?, r.get(3)?))
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    let mut keys = rows
-        .into_iter()
-        .map(|(name, exportable, allow, created_ms)| {
-            Ok(KeyInfo {
-                name,
-                exportable,
-                allow: decode_policy(&allow)?,
-                created_ms,
-                versions: Vec::new(),
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT name, version, state, reason, created_ms, changed_ms FROM kms_key_versions {filter}"
-    ))?;
-    let versions = stmt
-        .query_map([name], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, Option<String>>(3)?,
-                r.get::<_, i64>(4)?,
-                r.get::<_, Option<i64>>(5)?,
-            ))
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?
-        .into_iter()
-        .map(|(name, v, state, reason, created, changed)| {
-            Ok((name, version_info(v, &state, reason, created, changed)?))
-        })
-        .collect::<Result<Vec<(String, KeyVersionInfo)>>>()?;
-    attach_versions(&mut keys, versions);
-    Ok(keys)
+/// Inserts key `key` and its version 1, in the caller's transaction.
+fn insert_key(tx: &Connection, key: &KeyInfo, material: &[u8]) -> Result<()> {
+    tx.prepare_cached(sql::KEY_INSERT.sqlite())?
+        .execute(params![key.name, key.exportable, encode_policy(&key.allow), key.created_ms])
+        .map_err(conflict_on_constraint(|| rules::key_taken(&key.name)))?;
+    run(tx, &sql::FIRST_VERSION_INSERT, params![key.name, key.created_ms, material])?;
+    insert_selectors(tx, key)
+}
+
+/// Inserts version `version` of key `name`, the newest plus one.
+fn insert_version(
+    tx: &Connection,
+    name: &str,
+    version: u32,
+    created_ms: i64,
+    material: &[u8],
+) -> Result<()> {
+    let newest: Option<i64> = scalar::<Option<i64>>(tx, &sql::NEWEST_VERSION, [name])?.flatten();
+    let newest = newest.ok_or_else(|| rules::key_not_found(name))?;
+    rules::check_next_version(name, newest, version)?;
+    run(tx, &sql::VERSION_INSERT, params![name, version, created_ms, material])?;
+    Ok(())
+}
+
+/// Key `name` with its versions.
+fn load_key(conn: &Connection, name: &str) -> Result<Option<KeyInfo>> {
+    let Some(mut key) = one(conn, &sql::KEY_ROW, [name], |r| rows::key(r))? else {
+        return Ok(None);
+    };
+    let mut stmt = conn.prepare_cached(sql::KEY_VERSIONS.sqlite())?;
+    key.versions = all(&mut stmt, [name], |r| rows::version(r, 1))?;
+    key.versions.sort_by_key(|v| v.version);
+    Ok(Some(key))
 }
 
 impl Store for SqliteStore {
@@ -960,11 +761,7 @@ impl Store for SqliteStore {
     }
 
     fn get_meta(&self, name: &'static str) -> StoreFuture<'_, Option<Vec<u8>>> {
-        self.read(move |conn| {
-            Ok(conn
-                .query_row("SELECT value FROM kms_meta WHERE name = ?1", [name], |r| r.get(0))
-                .optional()?)
-        })
+        self.read(move |conn| scalar(conn, &sql::META_GET, [name]))
     }
 
     fn initialize(
@@ -974,19 +771,10 @@ impl Store for SqliteStore {
     ) -> StoreFuture<'_, ()> {
         self.write(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let exists: bool = tx.query_row(
-                "SELECT count(*) FROM kms_meta WHERE name = ?1",
-                [meta::ROOT_CHECK],
-                |r| r.get::<_, i64>(0).map(|n| n > 0),
-            )?;
-            if exists {
-                return Err(KmsError::Conflict("this store is already initialised".into()));
-            }
+            let exists = scalar::<i64>(&tx, &sql::META_EXISTS, [meta::ROOT_CHECK])?.is_some();
+            rules::check_not_initialised(exists)?;
             for (name, value) in &entries {
-                tx.execute(
-                    "INSERT INTO kms_meta (name, value) VALUES (?1, ?2)",
-                    params![name, value],
-                )?;
+                run(&tx, &sql::META_INSERT, params![name, value])?;
             }
             insert_client(&tx, &admin)?;
             tx.commit()?;
@@ -997,23 +785,7 @@ impl Store for SqliteStore {
     fn create_key(&self, key: KeyInfo, material: Vec<u8>) -> StoreFuture<'_, ()> {
         self.write(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            tx.execute(
-                "INSERT INTO kms_keys (name, exportable, allow, created_ms) VALUES (?1, ?2, ?3, ?4)",
-                params![key.name, key.exportable, encode_policy(&key.allow), key.created_ms],
-            )
-            .map_err(|e| {
-                if is_constraint(&e) {
-                    KmsError::Conflict(format!("key {}", key.name))
-                } else {
-                    e.into()
-                }
-            })?;
-            tx.execute(
-                "INSERT INTO kms_key_versions (name, version, state, created_ms, material)
-                 VALUES (?1, 1, 'active', ?2, ?3)",
-                params![key.name, key.created_ms, material],
-            )?;
-            insert_selectors(&tx, &key)?;
+            insert_key(&tx, &key, &material)?;
             tx.commit()?;
             Ok(())
         })
@@ -1075,31 +847,14 @@ impl Store for SqliteStore {
             let mut rows = stmt.query(params![low, high, selector, filter.state, limit])?;
             let mut keys: Vec<KeyInfo> = Vec::new();
             while let Some(r) = rows.next()? {
-                let name: String = r.get(0)?;
-                let version = version_info(
-                    r.get(4)?,
-                    &r.get::<_, String>(5)?,
-                    r.get(6)?,
-                    r.get(7)?,
-                    r.get(8)?,
-                )?;
-                match keys.last_mut() {
-                    Some(key) if key.name == name => key.versions.push(version),
-                    _ => keys.push(KeyInfo {
-                        name,
-                        exportable: r.get(1)?,
-                        allow: decode_policy(&r.get::<_, String>(2)?)?,
-                        created_ms: r.get(3)?,
-                        versions: vec![version],
-                    }),
-                }
+                rows::push_key_page_row(&mut keys, r)?;
             }
             Ok(keys)
         })
     }
 
     fn get_key(&self, name: String) -> StoreFuture<'_, Option<KeyInfo>> {
-        self.read(move |conn| Ok(load_keys(conn, &name)?.pop()))
+        self.read(move |conn| load_key(conn, &name))
     }
 
     fn key_material(
@@ -1114,7 +869,9 @@ impl Store for SqliteStore {
         }
         let cache = Arc::clone(&self.material_cache);
         self.read_point(move |conn| {
-            let row = read_material(conn, &key.0, key.1)?.map(Arc::new);
+            let row =
+                one(conn, &KEY_MATERIAL_ONE, params![key.0, key.1], |r| rows::material_row(r, 0))?
+                    .map(Arc::new);
             if let Some(row) = &row {
                 cache.put(key, generation, row);
             }
@@ -1131,22 +888,7 @@ impl Store for SqliteStore {
     ) -> StoreFuture<'_, ()> {
         self.write(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let newest: Option<i64> = tx.query_row(
-                "SELECT max(version) FROM kms_key_versions WHERE name = ?1",
-                [&name],
-                |r| r.get(0),
-            )?;
-            let Some(newest) = newest else {
-                return Err(KmsError::NotFound(format!("key {name}")));
-            };
-            if newest + 1 != i64::from(version) {
-                return Err(KmsError::Conflict(format!("key {name} was rotated concurrently")));
-            }
-            tx.execute(
-                "INSERT INTO kms_key_versions (name, version, state, created_ms, material)
-                 VALUES (?1, ?2, 'active', ?3, ?4)",
-                params![name, version, created_ms, material],
-            )?;
+            insert_version(&tx, &name, version, created_ms, &material)?;
             tx.commit()?;
             Ok(())
         })
@@ -1161,23 +903,13 @@ impl Store for SqliteStore {
     ) -> StoreFuture<'_, u32> {
         self.write(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let found: i64 = tx.query_row(
-                "SELECT count(*) FROM kms_key_versions WHERE name = ?1 AND (?2 IS NULL OR version = ?2)",
-                params![name, version],
-                |r| r.get(0),
-            )?;
-            if found == 0 {
-                return Err(KmsError::NotFound(match version {
-                    Some(v) => format!("key {name} version {v}"),
-                    None => format!("key {name}"),
-                }));
-            }
+            let found = scalar(&tx, &sql::VERSIONS_COUNT, params![name, version])?.unwrap_or(0);
+            rules::check_versions_found(found, &name, version)?;
+            let update = change.statement();
             let changed = match &change {
-                StateChange::Revoke { reason } => tx.execute(
-                    "UPDATE kms_key_versions SET state = 'revoked', reason = ?3, changed_ms = ?4
-                     WHERE name = ?1 AND (?2 IS NULL OR version = ?2) AND state = 'active'",
-                    params![name, version, reason, changed_ms],
-                )?,
+                StateChange::Revoke { reason } => {
+                    run(&tx, update, params![name, version, reason, changed_ms])?
+                }
                 StateChange::Destroy => {
                     // Overwrite the material in place first (secure_delete
                     // then zeroes the freed cell), then drop it.
@@ -1186,11 +918,7 @@ impl Store for SqliteStore {
                          WHERE name = ?1 AND (?2 IS NULL OR version = ?2) AND material IS NOT NULL",
                         params![name, version],
                     )?;
-                    tx.execute(
-                        "UPDATE kms_key_versions SET state = 'destroyed', material = NULL, changed_ms = ?3
-                         WHERE name = ?1 AND (?2 IS NULL OR version = ?2) AND state != 'destroyed'",
-                        params![name, version, changed_ms],
-                    )?
+                    run(&tx, update, params![name, version, changed_ms])?
                 }
             };
             tx.commit()?;
@@ -1212,13 +940,7 @@ impl Store for SqliteStore {
 
     fn client_by_fingerprint(&self, fingerprint: String) -> StoreFuture<'_, Option<ClientInfo>> {
         self.read_point(move |conn| {
-            conn.prepare_cached(&format!(
-                "SELECT {CLIENT_COLUMNS} FROM kms_clients WHERE fingerprint = ?1"
-            ))?
-            .query_row([fingerprint], client_from_row)
-            .optional()?
-            .map(finish_client)
-            .transpose()
+            one(conn, &sql::CLIENT_BY_FINGERPRINT, [fingerprint], |r| rows::client(r))
         })
     }
 
@@ -1230,12 +952,9 @@ impl Store for SqliteStore {
     ) -> StoreFuture<'_, ClientInfo> {
         self.write(move |conn| {
             let tx = conn.transaction()?;
-            tx.execute(
-                "UPDATE kms_clients SET revoked_ms = ?2, revoked_reason = ?3
-                 WHERE name = ?1 AND revoked_ms IS NULL",
-                params![name, revoked_ms, reason],
-            )?;
-            let client = client_by_name(&tx, &name)?;
+            run(&tx, &sql::CLIENT_REVOKE, params![name, revoked_ms, reason])?;
+            let client = one(&tx, &sql::CLIENT_BY_NAME, [&name], |r| rows::client(r))?;
+            let client = rules::found_client(&name, client)?;
             tx.commit()?;
             Ok(client)
         })
@@ -1244,11 +963,11 @@ impl Store for SqliteStore {
     fn set_client_labels(&self, name: String, labels: Labels) -> StoreFuture<'_, ClientInfo> {
         self.write(move |conn| {
             let tx = conn.transaction()?;
-            tx.execute(
-                "UPDATE kms_clients SET labels = ?2 WHERE name = ?1",
-                params![name, encode_labels(&labels)],
-            )?;
-            let client = client_by_name(&tx, &name)?;
+            let client =
+                one(&tx, &sql::CLIENT_SET_LABELS, params![name, encode_labels(&labels)], |r| {
+                    rows::client(r)
+                })?;
+            let client = rules::found_client(&name, client)?;
             put_labels(&tx, &name, &labels)?;
             tx.commit()?;
             Ok(client)
@@ -1282,19 +1001,18 @@ impl Store for SqliteStore {
                 ("kms_clients c", "?3 IS NULL AND ?7 IS NULL AND c.name > ?1 AND c.name < ?2")
             };
             let (label, value) = filter.label.clone().unzip();
-            conn.prepare_cached(&format!(
+            let mut stmt = conn.prepare_cached(&format!(
                 "SELECT {CLIENT_COLUMNS_C} FROM {from}
                  WHERE {by_label}
                    AND (?4 IS NULL OR c.admin = ?4)
                    AND (?5 IS NULL OR (c.revoked_ms IS NOT NULL) = ?5)
                  ORDER BY c.name LIMIT ?6"
-            ))?
-            .query_map(
+            ))?;
+            all(
+                &mut stmt,
                 params![low, high, label, filter.admin, filter.revoked, limit, value],
-                client_from_row,
-            )?
-            .map(|row| finish_client(row?))
-            .collect()
+                |r| rows::client(r),
+            )
         })
     }
 
@@ -1317,24 +1035,18 @@ impl Store for SqliteStore {
     }
 
     fn audit_anchor(&self) -> StoreFuture<'_, Option<Mark>> {
-        self.read(|conn| read_mark(conn, "SELECT seq, hash, time_ms, mac FROM kms_audit_anchor"))
+        self.read(|conn| one(conn, &sql::AUDIT_ANCHOR, [], |r| rows::mark(r)))
     }
 
     fn last_audit_checkpoint(&self) -> StoreFuture<'_, Option<Mark>> {
-        self.read(|conn| {
-            read_mark(
-                conn,
-                "SELECT seq, hash, time_ms, mac FROM kms_audit_checkpoints ORDER BY seq DESC LIMIT 1",
-            )
-        })
+        self.read(|conn| one(conn, &sql::AUDIT_LAST_CHECKPOINT, [], |r| rows::mark(r)))
     }
 
     fn server_checkin(&self, server: ServerPresence, forget_before_ms: i64) -> StoreFuture<'_, ()> {
         self.write_log(move |conn| {
-            conn.execute(
-                "INSERT INTO kms_servers (id, host, address, version, started_ms, seen_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                 ON CONFLICT (id) DO UPDATE SET seen_ms = excluded.seen_ms",
+            run(
+                conn,
+                &sql::SERVER_CHECKIN,
                 params![
                     server.id,
                     server.host,
@@ -1344,36 +1056,23 @@ impl Store for SqliteStore {
                     server.seen_ms
                 ],
             )?;
-            conn.execute("DELETE FROM kms_servers WHERE seen_ms < ?1", [forget_before_ms])?;
+            run(conn, &sql::SERVERS_FORGET, [forget_before_ms])?;
             Ok(())
         })
     }
 
     fn servers_seen(&self, since_ms: i64) -> StoreFuture<'_, Vec<ServerPresence>> {
         self.read(move |conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT id, host, address, version, started_ms, seen_ms FROM kms_servers
-                 WHERE seen_ms >= ?1 ORDER BY started_ms, id LIMIT 1000",
-            )?;
-            let rows = stmt.query_map([since_ms], |r| {
-                Ok(ServerPresence {
-                    id: r.get(0)?,
-                    host: r.get(1)?,
-                    address: r.get(2)?,
-                    version: r.get(3)?,
-                    started_ms: r.get(4)?,
-                    seen_ms: r.get(5)?,
-                })
-            })?;
-            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+            let mut stmt = conn.prepare_cached(sql::SERVERS_SEEN.sqlite())?;
+            all(&mut stmt, [since_ms], |r| rows::server(r))
         })
     }
 
     fn add_audit_checkpoint(&self, mark: Mark) -> StoreFuture<'_, ()> {
         self.write_log(move |conn| {
-            conn.execute(
-                "INSERT INTO kms_audit_checkpoints (seq, hash, time_ms, mac) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT (seq) DO NOTHING",
+            run(
+                conn,
+                &sql::AUDIT_CHECKPOINT_ADD,
                 params![to_i64(mark.seq), mark.hash, mark.time_ms, mark.mac],
             )?;
             Ok(())
@@ -1382,20 +1081,14 @@ impl Store for SqliteStore {
 
     fn audit_seq_at(&self, until_ms: i64) -> StoreFuture<'_, Option<u64>> {
         self.read(move |conn| {
-            let seq: Option<i64> = conn.query_row(
-                "SELECT max(seq) FROM kms_audit WHERE time_ms <= ?1",
-                [until_ms],
-                |r| r.get(0),
-            )?;
+            let seq: Option<i64> = scalar(conn, &sql::AUDIT_SEQ_AT, [until_ms])?.flatten();
             seq.map(|s| to_u64(s, "audit sequence number")).transpose()
         })
     }
 
     fn audit_hash(&self, seq: u64) -> StoreFuture<'_, Option<String>> {
         self.read(move |conn| {
-            let hash: Option<Vec<u8>> = conn
-                .query_row("SELECT hash FROM kms_audit WHERE seq = ?1", [to_i64(seq)], |r| r.get(0))
-                .optional()?;
+            let hash: Option<Vec<u8>> = scalar(conn, &sql::AUDIT_HASH, [to_i64(seq)])?;
             Ok(hash.map(hex::encode))
         })
     }
@@ -1409,9 +1102,9 @@ impl Store for SqliteStore {
         time_ms: i64,
     ) -> StoreFuture<'_, ()> {
         self.write_log(move |conn| {
-            conn.execute(
-                "INSERT INTO kms_audit_exports (after_seq, until_seq, until_hash, time_ms, client)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            run(
+                conn,
+                &sql::AUDIT_EXPORT_RECORD,
                 params![to_i64(after_seq), to_i64(until_seq), until_hash, time_ms, client],
             )?;
             Ok(())
@@ -1420,12 +1113,8 @@ impl Store for SqliteStore {
 
     fn audit_export_covers(&self, after_seq: u64, until_seq: u64) -> StoreFuture<'_, bool> {
         self.read(move |conn| {
-            let n: i64 = conn.query_row(
-                "SELECT count(*) FROM kms_audit_exports WHERE after_seq <= ?1 AND until_seq >= ?2",
-                params![to_i64(after_seq), to_i64(until_seq)],
-                |r| r.get(0),
-            )?;
-            Ok(n > 0)
+            let params = params![to_i64(after_seq), to_i64(until_seq)];
+            Ok(scalar::<i64>(conn, &sql::AUDIT_EXPORT_COVERS, params)?.is_some())
         })
     }
 
@@ -1442,46 +1131,23 @@ impl Store for SqliteStore {
                 .query_row("SELECT seq FROM kms_audit_anchor WHERE id = 1", [], |r| r.get(0))
                 .optional()?
                 .unwrap_or(0);
-            if current != to_i64(expected_anchor_seq) {
-                return Err(KmsError::Conflict(
-                    "the audit log was pruned concurrently; try again".into(),
-                ));
-            }
-            let hash: Option<Vec<u8>> = tx
-                .query_row("SELECT hash FROM kms_audit WHERE seq = ?1", [to_i64(anchor.seq)], |r| {
-                    r.get(0)
-                })
-                .optional()?;
-            if hash.map(hex::encode).as_deref() != Some(anchor.hash.as_str()) {
-                return Err(KmsError::Conflict(format!(
-                    "audit entry {} changed while it was being pruned",
-                    anchor.seq
-                )));
-            }
+            let hash = scalar(&tx, &sql::AUDIT_HASH, [to_i64(anchor.seq)])?;
+            rules::check_prune(current, expected_anchor_seq, hash, &anchor)?;
             // The append-only guard stands aside for this transaction only:
             // dropped and created again before the commit, so no other
             // connection ever sees the table unguarded.
             tx.execute_batch("DROP TRIGGER IF EXISTS kms_audit_no_delete;")?;
-            let removed = tx.execute("DELETE FROM kms_audit WHERE seq <= ?1", [to_i64(anchor.seq)])?;
-            tx.execute_batch(AUDIT_NO_DELETE)?;
-            tx.execute(
-                "DELETE FROM kms_audit_checkpoints WHERE seq < ?1",
-                [to_i64(anchor.seq)],
-            )?;
-            // The references go with their entries: whole segments first
-            // (a range of the table's leading column), then the anchor's.
-            let segment = to_i64(AUDIT_REFS_SEGMENT);
-            let last = to_i64(anchor.seq) / segment;
-            tx.execute("DELETE FROM kms_audit_refs WHERE segment < ?1", [last])?;
-            tx.execute(
-                "DELETE FROM kms_audit_refs WHERE segment = ?1 AND seq <= ?2",
-                params![last, to_i64(anchor.seq)],
-            )?;
-            tx.execute(
-                "INSERT INTO kms_audit_anchor (id, seq, hash, time_ms, mac) VALUES (1, ?1, ?2, ?3, ?4)
-                 ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash,
-                     time_ms = excluded.time_ms, mac = excluded.mac",
-                params![to_i64(anchor.seq), anchor.hash, anchor.time_ms, anchor.mac],
+            let seq = to_i64(anchor.seq);
+            let removed = run(&tx, &sql::AUDIT_PRUNE_ENTRIES, [seq])?;
+            tx.execute_batch(SQLITE_AUDIT_NO_DELETE)?;
+            run(&tx, &sql::AUDIT_PRUNE_CHECKPOINTS, [seq])?;
+            let last = rules::segment_of(seq);
+            run(&tx, &sql::AUDIT_PRUNE_SEGMENTS, [last])?;
+            run(&tx, &sql::AUDIT_PRUNE_REFS, params![last, seq])?;
+            run(
+                &tx,
+                &sql::AUDIT_ANCHOR_PUT,
+                params![seq, anchor.hash, anchor.time_ms, anchor.mac],
             )?;
             tx.commit()?;
             Ok(removed as u64)
@@ -1511,29 +1177,18 @@ impl Store for SqliteStore {
                     // One snapshot: the mark and the references below it
                     // agree, and the scan after it sees the same log.
                     let tx = conn.unchecked_transaction()?;
-                    let done: i64 = tx
-                        .query_row("SELECT seq FROM kms_audit_refs_done", [], |r| r.get(0))
-                        .optional()?
-                        .unwrap_or(0);
+                    let done: i64 = scalar(&tx, &sql::AUDIT_REFS_DONE, [])?.unwrap_or(0);
                     if after < done {
-                        // Start at the first entry still stored after the
-                        // cursor: segments before a prune's anchor hold
-                        // nothing.
-                        let first: Option<i64> = tx.query_row(
-                            "SELECT min(seq) FROM kms_audit WHERE seq > ?1",
-                            [after],
-                            |r| r.get(0),
-                        )?;
-                        let segment = to_i64(AUDIT_REFS_SEGMENT);
-                        let mut stmt = tx.prepare_cached(&format!(
+                        let first = scalar(&tx, &sql::AUDIT_FIRST_AFTER, [after])?.flatten();
+                        let mut stmt = tx.prepare_cached(&Dialect::Sqlite.spell(&format!(
                             "SELECT {AUDIT_LIST_COLUMNS}
                              FROM kms_audit_refs r JOIN kms_audit a ON a.seq = r.seq
-                             WHERE r.segment = ?10 AND r.kind = ?11 AND r.value = ?12
-                               AND r.seq > ?1 AND r.seq <= ?9 AND {AUDIT_LIST_FILTERS}
-                             ORDER BY r.seq LIMIT ?8"
-                        ))?;
-                        let mut seg = first.unwrap_or(done) / segment;
-                        while seg <= done / segment && out.len() < limit as usize {
+                             WHERE r.segment = $10 AND r.kind = $11 AND r.value = $12
+                               AND r.seq > $1 AND r.seq <= $9 AND {AUDIT_LIST_FILTERS}
+                             ORDER BY r.seq LIMIT $8"
+                        )))?;
+                        let (mut seg, last) = rules::segments_to_probe(first, done);
+                        while seg <= last && out.len() < limit as usize {
                             let want = limit - u32::try_from(out.len()).unwrap_or(limit);
                             let mut rows = stmt.query(params![
                                 after,
@@ -1550,7 +1205,7 @@ impl Store for SqliteStore {
                                 value
                             ])?;
                             while let Some(r) = rows.next()? {
-                                out.push(audit_entry_from_row(r)?);
+                                out.push(rows::audit_entry(r)?);
                             }
                             seg += 1;
                         }
@@ -1611,11 +1266,11 @@ impl Store for SqliteStore {
 
     fn audit_chain_page(&self, after_seq: u64, limit: u32) -> StoreFuture<'_, ChainPage> {
         self.read(move |conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT seq, time_ms, client, operation, key_name, key_version, outcome, detail,
-                        hash, mac
-                 FROM kms_audit WHERE seq > ?1 ORDER BY seq LIMIT ?2",
-            )?;
+            let mut stmt = conn.prepare_cached(concat!(
+                "SELECT ",
+                audit_columns!(),
+                " FROM kms_audit WHERE seq > ?1 ORDER BY seq LIMIT ?2"
+            ))?;
             let mut rows = stmt.query(params![to_i64(after_seq), limit])?;
             let mut page = ChainPage::with_capacity(limit as usize);
             // Borrowed column values: no allocation per entry, and text
@@ -1642,7 +1297,7 @@ impl Store for SqliteStore {
                 };
                 let version: Option<i64> = r.get(5)?;
                 if let Some(v) = version {
-                    super::to_u32(v, "key version")?;
+                    to_u32(v, "key version")?;
                 }
                 page.push(
                     to_u64(r.get(0)?, "audit sequence number")?,
@@ -1672,62 +1327,8 @@ impl Store for SqliteStore {
         limit: u32,
     ) -> StoreFuture<'_, Vec<AuditEntry>> {
         self.read(move |conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT seq, time_ms, client, operation, key_name, key_version, outcome, detail,
-                        hash, mac
-                 FROM kms_audit WHERE seq > ?1 AND (?2 IS NULL OR time_ms >= ?2)
-                 ORDER BY seq LIMIT ?3",
-            )?;
-            let rows = stmt
-                .query_map(
-                    params![i64::try_from(after_seq).unwrap_or(i64::MAX), since_ms, limit],
-                    |r| {
-                        Ok((
-                            r.get::<_, i64>(0)?,
-                            r.get::<_, i64>(1)?,
-                            r.get::<_, String>(2)?,
-                            r.get::<_, String>(3)?,
-                            r.get::<_, Option<String>>(4)?,
-                            r.get::<_, Option<i64>>(5)?,
-                            r.get::<_, String>(6)?,
-                            r.get::<_, String>(7)?,
-                            r.get::<_, Vec<u8>>(8)?,
-                            r.get::<_, Option<Vec<u8>>>(9)?,
-                        ))
-                    },
-                )?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            rows.into_iter()
-                .map(
-                    |(
-                        seq,
-                        time_ms,
-                        client,
-                        operation,
-                        key,
-                        version,
-                        outcome,
-                        detail,
-                        hash,
-                        mac,
-                    )| {
-                        Ok(AuditEntry {
-                            seq: to_u64(seq, "audit sequence number")?,
-                            time_ms,
-                            client,
-                            operation,
-                            key,
-                            version: version
-                                .map(|v| super::to_u32(v, "key version"))
-                                .transpose()?,
-                            outcome,
-                            detail,
-                            hash: hex::encode(hash),
-                            mac: mac.map(hex::encode),
-                        })
-                    },
-                )
-                .collect()
+            let mut stmt = conn.prepare_cached(sql::AUDIT_PAGE.sqlite())?;
+            all(&mut stmt, params![to_i64(after_seq), since_ms, limit], |r| rows::audit_entry(r))
         })
     }
 
@@ -1740,23 +1341,7 @@ impl Store for SqliteStore {
     ) -> StoreFuture<'_, ()> {
         self.write(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            tx.execute(
-                "INSERT INTO kms_keys (name, exportable, allow, created_ms) VALUES (?1, ?2, ?3, ?4)",
-                params![key.name, key.exportable, encode_policy(&key.allow), key.created_ms],
-            )
-            .map_err(|e| {
-                if is_constraint(&e) {
-                    KmsError::Conflict(format!("key {}", key.name))
-                } else {
-                    e.into()
-                }
-            })?;
-            tx.execute(
-                "INSERT INTO kms_key_versions (name, version, state, created_ms, material)
-                 VALUES (?1, 1, 'active', ?2, ?3)",
-                params![key.name, key.created_ms, material],
-            )?;
-            insert_selectors(&tx, &key)?;
+            insert_key(&tx, &key, &material)?;
             put_kmip_object(&tx, &object)?;
             for a in &attributes {
                 insert_kmip_attribute(&tx, &key.name, a)?;
@@ -1776,22 +1361,7 @@ impl Store for SqliteStore {
         self.write(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let name = object.key.clone();
-            let newest: Option<i64> = tx.query_row(
-                "SELECT max(version) FROM kms_key_versions WHERE name = ?1",
-                [&name],
-                |r| r.get(0),
-            )?;
-            let Some(newest) = newest else {
-                return Err(KmsError::NotFound(format!("key {name}")));
-            };
-            if newest + 1 != i64::from(object.version) {
-                return Err(KmsError::Conflict(format!("key {name} was rotated concurrently")));
-            }
-            tx.execute(
-                "INSERT INTO kms_key_versions (name, version, state, created_ms, material)
-                 VALUES (?1, ?2, 'active', ?3, ?4)",
-                params![name, object.version, created_ms, material],
-            )?;
+            insert_version(&tx, &name, object.version, created_ms, &material)?;
             put_kmip_object(&tx, &object)?;
             for a in &attributes {
                 insert_kmip_attribute(&tx, &name, a)?;
@@ -1816,21 +1386,14 @@ impl Store for SqliteStore {
 
     fn kmip_object(&self, key: String, version: u32) -> StoreFuture<'_, Option<KmipObject>> {
         self.read_point(move |conn| {
-            let mut stmt = conn.prepare_cached(&format!(
-                "SELECT {KMIP_OBJECT_COLUMNS} FROM kms_kmip_objects
-                 WHERE key_name = ?1 AND version <= ?2 ORDER BY version DESC LIMIT 1"
-            ))?;
-            Ok(stmt.query_row(params![key, version], kmip_object_from_row).optional()?)
+            one(conn, &sql::KMIP_OBJECT_AT, params![key, version], |r| rows::kmip_object(r))
         })
     }
 
     fn kmip_objects(&self) -> StoreFuture<'_, Vec<KmipObject>> {
         self.read(|conn| {
-            let mut stmt = conn.prepare_cached(&format!(
-                "SELECT {KMIP_OBJECT_COLUMNS} FROM kms_kmip_objects ORDER BY key_name, version"
-            ))?;
-            let rows = stmt.query_map([], kmip_object_from_row)?;
-            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+            let mut stmt = conn.prepare_cached(sql::KMIP_OBJECTS.sqlite())?;
+            all(&mut stmt, [], |r| rows::kmip_object(r))
         })
     }
 
@@ -1840,20 +1403,8 @@ impl Store for SqliteStore {
         version: Option<u32>,
     ) -> StoreFuture<'_, Vec<KmipAttributeRow>> {
         self.read_point(move |conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT version, name, position, value FROM kms_kmip_version_attributes
-                 WHERE key_name = ?1 AND (?2 IS NULL OR version = ?2)
-                 ORDER BY version, name, position",
-            )?;
-            let rows = stmt.query_map(params![key, version], |r| {
-                Ok(KmipAttributeRow {
-                    version: u32::try_from(r.get::<_, i64>(0)?).unwrap_or(u32::MAX),
-                    name: r.get(1)?,
-                    position: u32::try_from(r.get::<_, i64>(2)?).unwrap_or(u32::MAX),
-                    value: r.get(3)?,
-                })
-            })?;
-            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+            let mut stmt = conn.prepare_cached(sql::KMIP_ATTRIBUTES.sqlite())?;
+            all(&mut stmt, params![key, version], |r| rows::kmip_attribute(r))
         })
     }
 
@@ -1870,11 +1421,7 @@ impl Store for SqliteStore {
             if let Some(from) = inherit {
                 inherit_kmip_attributes(&tx, &key, version, from)?;
             }
-            tx.execute(
-                "DELETE FROM kms_kmip_version_attributes
-                 WHERE key_name = ?1 AND version = ?2 AND name = ?3",
-                params![key, version, name],
-            )?;
+            run(&tx, &sql::KMIP_ATTRIBUTE_CLEAR, params![key, version, name])?;
             for (position, value) in (0u32..).zip(values) {
                 insert_kmip_attribute(
                     &tx,
@@ -1895,12 +1442,8 @@ impl Store for SqliteStore {
         limit: u32,
     ) -> StoreFuture<'_, Vec<String>> {
         self.read(move |conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT DISTINCT key_name FROM kms_kmip_version_attributes
-                 WHERE name = ?1 AND value = ?2 AND key_name > ?3 ORDER BY key_name LIMIT ?4",
-            )?;
-            let rows = stmt.query_map(params![name, value, after, limit], |r| r.get(0))?;
-            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+            let mut stmt = conn.prepare_cached(sql::KMIP_FIND_PAGE.sqlite())?;
+            all(&mut stmt, params![name, value, after, limit], |r| Columns::get(r, 0))
         })
     }
 }

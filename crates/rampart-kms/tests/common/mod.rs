@@ -32,6 +32,24 @@ pub enum Backend {
     Postgres,
 }
 
+/// One test on each store: for an `async fn NAME(backend: Backend)`, the
+/// tests `NAME::on_sqlite` and `NAME::on_postgres`.
+macro_rules! on_each_store {
+    ($name:ident) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn on_sqlite() {
+                super::$name(crate::common::Backend::Sqlite).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn on_postgres() {
+                super::$name(crate::common::Backend::Postgres).await;
+            }
+        }
+    };
+}
+
 fn pg_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/pg-test-cluster")
 }
