@@ -14,10 +14,10 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, watch, Mutex, OwnedSemaphorePermit, Semaphore};
 
-use crate::handshake::{Negotiated, ReadBox, WriteBox};
+use crate::connection::{ReadBox, WriteBox};
 use crate::metrics::{ExportMetrics, InflightGauge};
 use crate::proto::*;
-use crate::server::{Shared, PERMIT_BYTES};
+use crate::state::{Negotiated, Opened, ServerState, PERMIT_BYTES};
 use crate::Export;
 
 const KNOWN_FLAGS: u16 =
@@ -92,11 +92,11 @@ struct Held {
 pub(crate) async fn serve(
     negotiated: Negotiated,
     unix_socket: bool,
-    shared: Arc<Shared>,
+    shared: Arc<ServerState>,
     mut stop: watch::Receiver<bool>,
 ) -> io::Result<()> {
-    let Negotiated { stream, export, metrics, mut closing, structured, base_allocation } =
-        negotiated;
+    let Negotiated { stream, opened, structured, base_allocation } = negotiated;
+    let Opened { export, metrics, mut closing } = opened;
     metrics.connected();
     let _connected = Connected(Arc::clone(&metrics));
     let (mut reader, writer) = stream.into_halves();
@@ -178,7 +178,7 @@ impl Drop for Connected {
 struct Context {
     export: Export,
     metrics: Arc<ExportMetrics>,
-    shared: Arc<Shared>,
+    shared: Arc<ServerState>,
     base_allocation: bool,
     replies: mpsc::UnboundedSender<Reply>,
     /// Where a write's own task reports that its reply could not be sent:
@@ -539,7 +539,7 @@ fn execute_other(cx: &Context, request: &Request) -> Body {
 async fn write_replies(
     out: Arc<Mutex<ReplyWriter>>,
     mut queue: mpsc::UnboundedReceiver<Reply>,
-    shared: Arc<Shared>,
+    shared: Arc<ServerState>,
 ) -> io::Result<()> {
     while let Some(reply) = queue.recv().await {
         let mut out = out.lock().await;
@@ -570,7 +570,7 @@ struct ReplyWriter {
 }
 
 impl ReplyWriter {
-    async fn reply(&mut self, reply: Reply, shared: &Shared) -> io::Result<()> {
+    async fn reply(&mut self, reply: Reply, shared: &ServerState) -> io::Result<()> {
         let structured = self.structured;
         let Request { kind, len, started, .. } = reply.request;
         let failed = matches!(reply.body, Body::Error { .. });
@@ -619,7 +619,7 @@ async fn write_reply(
     out: &mut ReplyWriter,
     reply: Reply,
     structured: bool,
-    shared: &Shared,
+    shared: &ServerState,
 ) -> io::Result<()> {
     let Reply { request, body, _held } = reply;
     let handle = request.handle.to_be_bytes();
@@ -668,7 +668,7 @@ async fn write_reply(
         Body::Error { errno, message } => {
             shared.stats.request_errors.fetch_add(1, Ordering::Relaxed);
             if structured {
-                let message = &message.as_bytes()[..message.len().min(4096)];
+                let message = &message.as_bytes()[..message.len().min(MAX_STRING)];
                 out.push(&chunk(REPLY_TYPE_ERROR, 6 + message.len() as u32)).await?;
                 out.push(&errno.to_be_bytes()).await?;
                 out.push(&(message.len() as u16).to_be_bytes()).await?;
