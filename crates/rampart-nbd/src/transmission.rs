@@ -356,13 +356,18 @@ fn validate(cx: &Context, request: &Request, size: u64) -> Result<(), (u32, Stri
     if request.kind == CMD_FLUSH {
         return Ok(());
     }
-    if request.kind == CMD_BLOCK_STATUS {
-        if !cx.base_allocation {
-            return Err((EINVAL, "no metadata context was negotiated".into()));
-        }
-        if request.len == 0 {
-            return Err((EINVAL, "block status of zero length".into()));
-        }
+    if request.kind == CMD_BLOCK_STATUS && !cx.base_allocation {
+        return Err((EINVAL, "no metadata context was negotiated".into()));
+    }
+    if request.len == 0 {
+        // Refused with the connection kept, as the NBD specification asks
+        // and as nbdkit answers: EINVAL, or ENOSPC for the writes (an empty
+        // range fails nbdkit's bounds check). Served, a structured read
+        // would be answered by a data chunk too short to hold an offset and
+        // a byte, which libnbd drops the connection over.
+        let errno =
+            if matches!(request.kind, CMD_WRITE | CMD_WRITE_ZEROES) { ENOSPC } else { EINVAL };
+        return Err((errno, "a request of zero length".into()));
     }
     let in_bounds =
         request.offset.checked_add(u64::from(request.len)).is_some_and(|end| end <= size);
