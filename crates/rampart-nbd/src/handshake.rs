@@ -1,122 +1,15 @@
-//! Fixed newstyle option haggling.
+//! Fixed newstyle option haggling, up to the export a client enters
+//! transmission with (or a clean ABORT).
 
 use std::io;
-use std::sync::atomic::Ordering;
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::metrics::ExportMetrics;
+use crate::config::TlsMode;
+use crate::connection::BoxStream;
 use crate::proto::*;
-use crate::server::{Opened, Shared, TlsMode};
+use crate::state::{Negotiated, Opened, ServerState};
 use crate::Export;
-
-pub(crate) type ReadBox = Box<dyn AsyncRead + Send + Unpin>;
-pub(crate) type WriteBox = Box<dyn AsyncWrite + Send + Unpin>;
-
-/// A connection: plain TCP, Unix, or TLS over either.
-pub(crate) trait Stream: AsyncRead + AsyncWrite + Unpin + Send {
-    /// Separate halves for the request reader and the reply writer. Plain
-    /// sockets split without a lock; TLS shares one session behind one.
-    fn into_halves(self: Box<Self>) -> (ReadBox, WriteBox);
-
-    /// The TCP socket itself, for kernel TLS; any other stream comes back.
-    fn into_tcp(self: Box<Self>) -> Result<tokio::net::TcpStream, BoxStream>;
-}
-
-impl Stream for tokio::net::TcpStream {
-    fn into_halves(self: Box<Self>) -> (ReadBox, WriteBox) {
-        let (read, write) = (*self).into_split();
-        (Box::new(read), Box::new(write))
-    }
-
-    fn into_tcp(self: Box<Self>) -> Result<tokio::net::TcpStream, BoxStream> {
-        Ok(*self)
-    }
-}
-
-impl Stream for tokio::net::UnixStream {
-    fn into_halves(self: Box<Self>) -> (ReadBox, WriteBox) {
-        let (read, write) = (*self).into_split();
-        (Box::new(read), Box::new(write))
-    }
-
-    fn into_tcp(self: Box<Self>) -> Result<tokio::net::TcpStream, BoxStream> {
-        Err(self)
-    }
-}
-
-impl Stream for tokio_rustls::server::TlsStream<BoxStream> {
-    fn into_halves(self: Box<Self>) -> (ReadBox, WriteBox) {
-        let (read, write) = tokio::io::split(*self);
-        (Box::new(read), Box::new(write))
-    }
-
-    fn into_tcp(self: Box<Self>) -> Result<tokio::net::TcpStream, BoxStream> {
-        Err(self)
-    }
-}
-
-/// Any other byte stream (see `Server::serve_stream`): the halves share
-/// it behind a lock, as TLS does.
-pub(crate) struct AnyStream<S>(pub(crate) S);
-
-impl<S: AsyncRead + Unpin> AsyncRead for AnyStream<S> {
-    fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<io::Result<()>> {
-        std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for AnyStream<S> {
-    fn poll_write(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<io::Result<usize>> {
-        std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
-    }
-
-    fn poll_flush(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<io::Result<()>> {
-        std::pin::Pin::new(&mut self.0).poll_flush(cx)
-    }
-
-    fn poll_shutdown(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<io::Result<()>> {
-        std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
-    }
-}
-
-impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> Stream for AnyStream<S> {
-    fn into_halves(self: Box<Self>) -> (ReadBox, WriteBox) {
-        let (read, write) = tokio::io::split(*self);
-        (Box::new(read), Box::new(write))
-    }
-
-    fn into_tcp(self: Box<Self>) -> Result<tokio::net::TcpStream, BoxStream> {
-        Err(self)
-    }
-}
-
-pub(crate) type BoxStream = Box<dyn Stream>;
-
-/// The outcome of a handshake that entered transmission.
-pub(crate) struct Negotiated {
-    pub(crate) stream: BoxStream,
-    pub(crate) export: Export,
-    pub(crate) metrics: std::sync::Arc<ExportMetrics>,
-    /// Becomes true when the export is closed.
-    pub(crate) closing: tokio::sync::watch::Receiver<bool>,
-    pub(crate) structured: bool,
-    pub(crate) base_allocation: bool,
-}
 
 /// A bounded cursor over an option's payload.
 struct Payload<'a> {
@@ -141,10 +34,10 @@ impl<'a> Payload<'a> {
         self.take(4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
     }
 
-    /// A u32-length-prefixed string of at most 4096 bytes.
+    /// A u32-length-prefixed string of at most [`MAX_STRING`] bytes.
     fn string(&mut self) -> Option<&'a str> {
         let len = self.u32()? as usize;
-        if len > 4096 {
+        if len > MAX_STRING {
             return None;
         }
         std::str::from_utf8(self.take(len)?).ok().filter(|s| !s.contains('\0'))
@@ -202,7 +95,7 @@ fn transmission_flags(export: &Export, structured: bool) -> u16 {
 /// Runs option haggling. `Ok(None)` is a clean end (ABORT).
 pub(crate) async fn negotiate(
     mut stream: BoxStream,
-    shared: &Shared,
+    shared: &ServerState,
 ) -> io::Result<Option<Negotiated>> {
     let mut greeting = [0u8; 18];
     greeting[..8].copy_from_slice(&NBDMAGIC.to_be_bytes());
@@ -297,21 +190,9 @@ pub(crate) async fn negotiate(
                     error(&mut stream, option, REP_ERR_INVALID, "STARTTLS takes no data").await?;
                 } else if state.tls {
                     error(&mut stream, option, REP_ERR_INVALID, "TLS is already active").await?;
-                } else if let (Some(acceptor), false) =
-                    (&shared.tls, shared.tls_mode == TlsMode::Off)
-                {
+                } else if let (Some(tls), false) = (&shared.tls, shared.tls_mode == TlsMode::Off) {
                     reply(&mut stream, option, REP_ACK, &[]).await?;
-                    let tls = match start_tls(shared, acceptor, stream).await {
-                        Ok(tls) => {
-                            shared.metrics.tls_ok.fetch_add(1, Ordering::Relaxed);
-                            tls
-                        }
-                        Err(error) => {
-                            shared.metrics.tls_failed.fetch_add(1, Ordering::Relaxed);
-                            return Err(error);
-                        }
-                    };
-                    stream = tls;
+                    stream = tls.upgrade(stream, &shared.metrics).await?;
                     // Nothing negotiated in plain text carries over.
                     state = State {
                         structured: false,
@@ -396,7 +277,7 @@ pub(crate) async fn negotiate(
 
 async fn meta_context(
     stream: &mut BoxStream,
-    shared: &Shared,
+    shared: &ServerState,
     state: &mut State,
     option: u32,
     data: &[u8],
@@ -436,38 +317,10 @@ async fn meta_context(
     reply(stream, option, REP_ACK, &[]).await
 }
 
-/// The TLS handshake after STARTTLS; on TCP with `kernel_tls` set, the
-/// session then goes to the kernel where it has the `tls` module.
-async fn start_tls(
-    shared: &Shared,
-    acceptor: &tokio_rustls::TlsAcceptor,
-    stream: BoxStream,
-) -> io::Result<BoxStream> {
-    let stream = match (shared.kernel_tls, stream.into_tcp()) {
-        (true, Ok(tcp)) => match crate::ktls::accept(acceptor, tcp).await? {
-            Ok(offloaded) => {
-                shared.metrics.kernel_tls_offloaded.fetch_add(1, Ordering::Relaxed);
-                return Ok(offloaded);
-            }
-            Err((tcp, reason)) => {
-                shared.metrics.kernel_tls_refused.fetch_add(1, Ordering::Relaxed);
-                if !shared.kernel_tls_refused.swap(true, Ordering::Relaxed) {
-                    tracing::warn!("kernel TLS unavailable ({reason}); TLS stays in user space");
-                }
-                Box::new(tcp) as BoxStream
-            }
-        },
-        (_, Ok(tcp)) => Box::new(tcp),
-        (_, Err(other)) => other,
-    };
-    Ok(Box::new(acceptor.accept(stream).await?))
-}
-
 fn enter(stream: BoxStream, opened: Opened, state: &State) -> Negotiated {
-    let Opened { export, metrics, closing } = opened;
-    let base_allocation =
-        state.structured && matches!(&state.meta, Some((name, true)) if *name == export.name);
-    Negotiated { stream, export, metrics, closing, structured: state.structured, base_allocation }
+    let base_allocation = state.structured
+        && matches!(&state.meta, Some((name, true)) if *name == opened.export.name);
+    Negotiated { stream, opened, structured: state.structured, base_allocation }
 }
 
 fn invalid(message: String) -> io::Error {

@@ -126,6 +126,39 @@ impl ExportMetrics {
     }
 }
 
+/// Counters over the server's life, logged on exit.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub connections: AtomicU64,
+    pub failed_connections: AtomicU64,
+    pub requests: AtomicU64,
+    pub bytes_read: AtomicU64,
+    pub bytes_written: AtomicU64,
+    pub request_errors: AtomicU64,
+    /// Connections closed at once because `max_connections` were open.
+    pub refused_connections: AtomicU64,
+    /// Connections cut off by a handshake, idle or stall timeout.
+    pub timed_out_connections: AtomicU64,
+}
+
+impl std::fmt::Display for Stats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        write!(
+            f,
+            "{} connections ({} ended by errors, {} timed out, {} refused over the limit), {} requests ({} failed), {} bytes read, {} bytes written",
+            get(&self.connections),
+            get(&self.failed_connections),
+            get(&self.timed_out_connections),
+            get(&self.refused_connections),
+            get(&self.requests),
+            get(&self.request_errors),
+            get(&self.bytes_read),
+            get(&self.bytes_written)
+        )
+    }
+}
+
 /// Counters of the whole server (before an export is chosen).
 #[derive(Debug, Default)]
 pub(crate) struct ServerMetrics {
@@ -178,7 +211,7 @@ fn header(out: &mut String, name: &str, kind: &str, help: &str) {
 pub(crate) fn render(
     exports: &[(String, std::sync::Arc<ExportMetrics>)],
     server: &ServerMetrics,
-    stats: &crate::Stats,
+    stats: &Stats,
 ) -> String {
     let mut out = String::with_capacity(4096 + exports.len() * 8192);
     let labels: Vec<String> = exports
@@ -319,7 +352,7 @@ mod tests {
         m.request(CMD_WRITE);
         m.answered(CMD_WRITE, 512, true, Duration::from_secs(9));
         let exports = vec![("a\"b".to_owned(), std::sync::Arc::new(m))];
-        let text = render(&exports, &ServerMetrics::default(), &crate::Stats::default());
+        let text = render(&exports, &ServerMetrics::default(), &Stats::default());
         assert!(text.contains("rampart_nbd_requests_total{export=\"a\\\"b\",type=\"read\"} 1"));
         assert!(
             text.contains("rampart_nbd_request_bytes_total{export=\"a\\\"b\",type=\"read\"} 4096")

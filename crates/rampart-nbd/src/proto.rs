@@ -1,4 +1,6 @@
-//! NBD protocol constants (NetworkBlockDevice/nbd doc/proto.md).
+//! NBD protocol constants (NetworkBlockDevice/nbd doc/proto.md), and the
+//! limits Rampart advertises and enforces. Public so that test clients
+//! speak the protocol with the server's own numbers.
 
 pub const NBDMAGIC: u64 = 0x4e42_444d_4147_4943;
 pub const IHAVEOPT: u64 = 0x4948_4156_454f_5054;
@@ -93,5 +95,7 @@ pub const BASE_ALLOCATION_ID: u32 = 1;
 
 /// Largest request Rampart serves; advertised as the maximum block size.
 pub const MAX_REQUEST: u32 = 32 << 20;
+/// Longest string (export name, query, error message) the protocol allows.
+pub const MAX_STRING: usize = 4096;
 /// Longest option payload read; export names and queries are ≤ 4 KiB each.
 pub const MAX_OPTION: u32 = 64 << 10;

@@ -1,214 +1,23 @@
+//! The server on top of everything else: listeners, the accept loop, a
+//! thread per connection running the handshake then the transmission
+//! phase, shutdown, and the handle that closes exports while it runs.
+
 use std::io;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, UnixListener};
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
-use tokio_rustls::TlsAcceptor;
 
-use crate::buffers::BufferPool;
-use crate::handshake::{negotiate, AnyStream, BoxStream};
-use crate::metrics::{ExportMetrics, ServerMetrics};
-use crate::transmission;
-use crate::{Export, NbdError};
-
-/// Whether connections may, must or cannot upgrade to TLS.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TlsMode {
-    /// No TLS: `NBD_OPT_STARTTLS` is refused.
-    Off,
-    /// TLS offered; plain-text clients are served too.
-    Optional,
-    /// Every option but STARTTLS and ABORT is refused until TLS is up.
-    Required,
-}
-
-/// Everything a server needs.
-pub struct ServerConfig {
-    pub exports: Vec<Export>,
-    pub tls: Option<Arc<rustls::ServerConfig>>,
-    pub tls_mode: TlsMode,
-    /// Hand each TLS session over TCP to the kernel after its handshake
-    /// (Linux kTLS), where the kernel has the `tls` module; user-space TLS
-    /// elsewhere. See the `ktls` module for what the kernel cannot do.
-    pub kernel_tls: bool,
-    /// Cap on request payload bytes held in memory at once, across all
-    /// connections; requests beyond it wait.
-    pub max_inflight_bytes: usize,
-    pub limits: Limits,
-}
-
-impl ServerConfig {
-    /// Plain-text serving of `exports` with the default budget and limits.
-    #[must_use]
-    pub fn new(exports: Vec<Export>) -> Self {
-        Self {
-            exports,
-            tls: None,
-            tls_mode: TlsMode::Off,
-            kernel_tls: false,
-            max_inflight_bytes: DEFAULT_MAX_INFLIGHT,
-            limits: Limits::default(),
-        }
-    }
-}
-
-/// Default of [`ServerConfig::max_inflight_bytes`].
-pub const DEFAULT_MAX_INFLIGHT: usize = 256 << 20;
-
-/// What one client may hold of the server, so that a hostile or broken
-/// one is cut off instead of starving the others.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Limits {
-    /// Time from connecting to the end of option haggling (TLS included).
-    /// QEMU's NBD server allows 10 s since CVE-2024-7409.
-    pub handshake_timeout: Duration,
-    /// A connection in transmission with no request in flight that sends
-    /// nothing for this long is closed. `None` (the default): never, as
-    /// nbdkit and qemu-nbd do; mounted filesystems idle for hours.
-    pub idle_timeout: Option<Duration>,
-    /// A client with requests in flight that accepts no reply byte, or
-    /// sends no byte of a started request's payload, for this long is
-    /// disconnected; what its requests hold (buffers, the in-flight
-    /// budget) is released.
-    pub stall_timeout: Duration,
-    /// Connections served at once across every listener; further ones are
-    /// closed at once. 0: no limit.
-    pub max_connections: usize,
-    /// Requests one connection may have in flight; the server reads no
-    /// further request from it until one is answered (TCP back-pressure,
-    /// not an error). At least 1.
-    pub max_requests: usize,
-    /// On shutdown, how long connections may take to finish what is in
-    /// flight before they are dropped.
-    pub shutdown_grace: Duration,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Self {
-            handshake_timeout: Duration::from_secs(10),
-            idle_timeout: None,
-            stall_timeout: Duration::from_secs(60),
-            // QEMU's default since CVE-2024-7409.
-            max_connections: 100,
-            max_requests: 256,
-            shutdown_grace: Duration::from_secs(30),
-        }
-    }
-}
-
-impl std::fmt::Debug for ServerConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServerConfig")
-            .field("exports", &self.exports)
-            .field("tls_mode", &self.tls_mode)
-            .field("kernel_tls", &self.kernel_tls)
-            .field("max_inflight_bytes", &self.max_inflight_bytes)
-            .field("limits", &self.limits)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Counters over the server's life, logged on exit.
-#[derive(Debug, Default)]
-pub struct Stats {
-    pub connections: AtomicU64,
-    pub failed_connections: AtomicU64,
-    pub requests: AtomicU64,
-    pub bytes_read: AtomicU64,
-    pub bytes_written: AtomicU64,
-    pub request_errors: AtomicU64,
-    /// Connections closed at once because `max_connections` were open.
-    pub refused_connections: AtomicU64,
-    /// Connections cut off by a handshake, idle or stall timeout.
-    pub timed_out_connections: AtomicU64,
-}
-
-impl std::fmt::Display for Stats {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        write!(
-            f,
-            "{} connections ({} ended by errors, {} timed out, {} refused over the limit), {} requests ({} failed), {} bytes read, {} bytes written",
-            get(&self.connections),
-            get(&self.failed_connections),
-            get(&self.timed_out_connections),
-            get(&self.refused_connections),
-            get(&self.requests),
-            get(&self.request_errors),
-            get(&self.bytes_read),
-            get(&self.bytes_written)
-        )
-    }
-}
-
-/// Unit of the in-flight memory budget.
-pub(crate) const PERMIT_BYTES: usize = 4096;
-
-/// An export as the server holds it: its metrics outlive it, and closing
-/// it (see [`ServerHandle::close_export`]) takes the device out.
-pub(crate) struct ExportSlot {
-    pub(crate) name: String,
-    pub(crate) metrics: Arc<ExportMetrics>,
-    /// `None` once closed: new connections no longer find it.
-    export: std::sync::RwLock<Option<Export>>,
-    /// Set to true when the export is closed: its connections stop.
-    closing: watch::Sender<bool>,
-}
-
-impl ExportSlot {
-    fn get(&self) -> Option<Export> {
-        self.export.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
-    }
-}
-
-/// An open export found by name, with what its connections need.
-pub(crate) struct Opened {
-    pub(crate) export: Export,
-    pub(crate) metrics: Arc<ExportMetrics>,
-    pub(crate) closing: watch::Receiver<bool>,
-}
-
-pub(crate) struct Shared {
-    pub(crate) exports: Vec<ExportSlot>,
-    pub(crate) metrics: ServerMetrics,
-    pub(crate) tls: Option<TlsAcceptor>,
-    pub(crate) tls_mode: TlsMode,
-    pub(crate) kernel_tls: bool,
-    /// Set once the kernel has refused kernel TLS (logged once).
-    pub(crate) kernel_tls_refused: std::sync::atomic::AtomicBool,
-    pub(crate) inflight: Arc<Semaphore>,
-    pub(crate) inflight_permits: u32,
-    pub(crate) pool: BufferPool,
-    pub(crate) stats: Arc<Stats>,
-    pub(crate) limits: Limits,
-    /// One permit per connection being served (`None`: no limit).
-    connections: Option<Arc<Semaphore>>,
-    /// When a refusal was last logged, to keep a flood from flooding the log.
-    refusal_logged: std::sync::Mutex<Option<std::time::Instant>>,
-}
-
-impl Shared {
-    /// The open export named `name`.
-    pub(crate) fn export(&self, name: &str) -> Option<Opened> {
-        let slot = self.exports.iter().find(|e| e.name == name)?;
-        Some(Opened {
-            export: slot.get()?,
-            metrics: Arc::clone(&slot.metrics),
-            closing: slot.closing.subscribe(),
-        })
-    }
-
-    /// Every open export, in configuration order.
-    pub(crate) fn open_exports(&self) -> Vec<Export> {
-        self.exports.iter().filter_map(ExportSlot::get).collect()
-    }
-}
+use crate::config::ServerConfig;
+use crate::connection::{AnyStream, BoxStream};
+use crate::metrics::{ExportMetrics, Stats};
+use crate::state::ServerState;
+use crate::{handshake, transmission, NbdError};
 
 /// A bound listening socket.
 #[derive(Debug)]
@@ -290,7 +99,7 @@ fn percent_encode(bytes: &[u8]) -> String {
 }
 
 pub struct Server {
-    shared: Arc<Shared>,
+    shared: Arc<ServerState>,
 }
 
 impl std::fmt::Debug for Server {
@@ -303,79 +112,7 @@ impl std::fmt::Debug for Server {
 
 impl Server {
     pub fn new(config: ServerConfig) -> Result<Self, NbdError> {
-        if config.exports.is_empty() {
-            return Err(NbdError::Config("no exports".into()));
-        }
-        for (i, export) in config.exports.iter().enumerate() {
-            if config.exports[..i].iter().any(|e| e.name == export.name) {
-                return Err(NbdError::Config(format!(
-                    "export name '{}' is used twice",
-                    export.name
-                )));
-            }
-            if export.name.len() > 4096 || export.name.contains('\0') {
-                return Err(NbdError::Config(
-                    "export names must be at most 4096 bytes without NUL".into(),
-                ));
-            }
-        }
-        if config.limits.max_requests == 0 {
-            return Err(NbdError::Config("at most 0 requests per connection".into()));
-        }
-        let zero = Duration::ZERO;
-        if config.limits.handshake_timeout == zero
-            || config.limits.stall_timeout == zero
-            || config.limits.idle_timeout == Some(zero)
-        {
-            return Err(NbdError::Config("timeouts must be longer than zero".into()));
-        }
-        if config.tls_mode != TlsMode::Off && config.tls.is_none() {
-            return Err(NbdError::Config("TLS requested without a certificate and key".into()));
-        }
-        let permits = (config.max_inflight_bytes / PERMIT_BYTES)
-            .max(crate::proto::MAX_REQUEST as usize / PERMIT_BYTES);
-        let permits = u32::try_from(permits).unwrap_or(u32::MAX >> 4);
-        Ok(Self {
-            shared: Arc::new(Shared {
-                exports: config
-                    .exports
-                    .into_iter()
-                    .map(|export| ExportSlot {
-                        name: export.name.clone(),
-                        metrics: Arc::new(ExportMetrics::default()),
-                        export: std::sync::RwLock::new(Some(export)),
-                        closing: watch::channel(false).0,
-                    })
-                    .collect(),
-                metrics: ServerMetrics::default(),
-                tls: config.tls.map(|tls| {
-                    if config.kernel_tls {
-                        // The kernel needs the session's traffic keys.
-                        let mut tls = (*tls).clone();
-                        tls.enable_secret_extraction = true;
-                        TlsAcceptor::from(Arc::new(tls))
-                    } else {
-                        TlsAcceptor::from(tls)
-                    }
-                }),
-                tls_mode: config.tls_mode,
-                kernel_tls: config.kernel_tls,
-                kernel_tls_refused: std::sync::atomic::AtomicBool::new(false),
-                inflight: Arc::new(Semaphore::new(permits as usize)),
-                inflight_permits: permits,
-                // Idle buffers beyond half the in-flight budget are returned
-                // to the allocator, so the budget still bounds memory.
-                pool: BufferPool::new(permits as usize * PERMIT_BYTES / 2),
-                stats: Arc::new(Stats::default()),
-                connections: (config.limits.max_connections > 0).then(|| {
-                    Arc::new(Semaphore::new(
-                        config.limits.max_connections.min(Semaphore::MAX_PERMITS),
-                    ))
-                }),
-                limits: config.limits,
-                refusal_logged: std::sync::Mutex::new(None),
-            }),
-        })
+        Ok(Self { shared: Arc::new(ServerState::new(config)?) })
     }
 
     #[must_use]
@@ -462,7 +199,7 @@ impl Server {
 /// others go on.
 #[derive(Clone)]
 pub struct ServerHandle {
-    shared: Arc<Shared>,
+    shared: Arc<ServerState>,
 }
 
 impl std::fmt::Debug for ServerHandle {
@@ -497,15 +234,12 @@ impl ServerHandle {
     /// that does not read its replies holds it until the stall timeout
     /// cuts it off). `Ok(false)` when no open export has that name.
     pub async fn close_export(&self, name: &str) -> io::Result<bool> {
-        let Some(slot) = self.shared.exports.iter().find(|e| e.name == name) else {
+        let Some(slot) = self.shared.slot(name) else {
             return Ok(false);
         };
-        let taken = slot.export.write().unwrap_or_else(std::sync::PoisonError::into_inner).take();
-        let Some(export) = taken else {
+        let Some(export) = slot.close() else {
             return Ok(false);
         };
-        slot.metrics.mark_closed();
-        let _ = slot.closing.send(true);
         let limits = &self.shared.limits;
         let patience = limits.stall_timeout + limits.handshake_timeout;
         let started = std::time::Instant::now();
@@ -549,7 +283,7 @@ struct Signals {
     kill: watch::Receiver<bool>,
 }
 
-async fn accept_loop(listener: Bound, shared: Arc<Shared>, signals: Signals) {
+async fn accept_loop(listener: Bound, shared: Arc<ServerState>, signals: Signals) {
     let mut connections = JoinSet::new();
     let mut stop = signals.stop.clone();
     loop {
@@ -567,7 +301,7 @@ async fn accept_loop(listener: Bound, shared: Arc<Shared>, signals: Signals) {
                             // Closed at once: a flood of connections costs
                             // an accept and a close each, nothing more.
                             drop(stream);
-                            refused(&shared, &peer);
+                            shared.refused(&peer);
                             continue;
                         }
                     },
@@ -606,23 +340,6 @@ async fn accept_loop(listener: Bound, shared: Arc<Shared>, signals: Signals) {
         while connections.try_join_next().is_some() {}
     }
     while connections.join_next().await.is_some() {}
-}
-
-/// Counts a connection refused over `max_connections`; logs the first of
-/// each second, with how many were refused in all.
-fn refused(shared: &Shared, peer: &str) {
-    let total = shared.stats.refused_connections.fetch_add(1, Ordering::Relaxed) + 1;
-    let now = std::time::Instant::now();
-    let mut logged =
-        shared.refusal_logged.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if logged.is_none_or(|at| now.duration_since(at) >= Duration::from_secs(1)) {
-        *logged = Some(now);
-        tracing::warn!(
-            %peer,
-            "refused a connection: {} are open (--max-connections); {total} refused so far",
-            shared.limits.max_connections
-        );
-    }
 }
 
 /// Send buffer asked for on each Unix-socket connection (the kernel doubles
@@ -693,7 +410,7 @@ const CONNECTION_THREAD: &str = "rampart-conn";
 /// connection, Unix-socket writes went from 0.86–0.93x of nbdkit's rate to
 /// 0.99–1.04x and reads from 0.99–1.19x to 1.32–1.64x (BENCHMARKS.md,
 /// "A thread per connection").
-fn connection_thread(stream: Accepted, peer: &str, shared: Arc<Shared>, signals: Signals) {
+fn connection_thread(stream: Accepted, peer: &str, shared: Arc<ServerState>, signals: Signals) {
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -726,14 +443,18 @@ async fn connection(
     stream: BoxStream,
     unix_socket: bool,
     peer: &str,
-    shared: Arc<Shared>,
+    shared: Arc<ServerState>,
     stop: watch::Receiver<bool>,
 ) -> io::Result<()> {
     // A client still haggling has nothing in flight: on shutdown it is
     // dropped at once rather than holding the exit for the drain timeout.
     let mut stopping = stop.clone();
+    let haggling = tokio::time::timeout(
+        shared.limits.handshake_timeout,
+        handshake::negotiate(stream, &shared),
+    );
     let negotiated = tokio::select! {
-        result = tokio::time::timeout(shared.limits.handshake_timeout, negotiate(stream, &shared)) => {
+        result = haggling => {
             match result {
                 Ok(result) => result?,
                 Err(_) => {
@@ -746,7 +467,7 @@ async fn connection(
     let Some(negotiated) = negotiated else {
         return Ok(());
     };
-    tracing::debug!(%peer, export = %negotiated.export.name, "transmission");
+    tracing::debug!(%peer, export = %negotiated.opened.export.name, "transmission");
     transmission::serve(negotiated, unix_socket, shared, stop).await
 }
 
@@ -755,6 +476,8 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use crate::proto::*;
+    use crate::Export;
 
     #[tokio::test]
     async fn unix_connections_get_a_send_buffer_for_whole_replies() {
@@ -796,11 +519,12 @@ mod tests {
         let mut stream = tokio::net::UnixStream::connect(path).await.unwrap();
         let mut hello = [0u8; 18];
         stream.read_exact(&mut hello).await.unwrap();
-        assert_eq!(&hello[..8], b"NBDMAGIC");
-        stream.write_all(&3u32.to_be_bytes()).await.unwrap();
+        assert_eq!(hello[..8], NBDMAGIC.to_be_bytes());
+        let flags = FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES;
+        stream.write_all(&flags.to_be_bytes()).await.unwrap();
         let mut go = Vec::new();
-        go.extend_from_slice(&0x4948_4156_454f_5054u64.to_be_bytes());
-        go.extend_from_slice(&7u32.to_be_bytes());
+        go.extend_from_slice(&IHAVEOPT.to_be_bytes());
+        go.extend_from_slice(&OPT_GO.to_be_bytes());
         go.extend_from_slice(&6u32.to_be_bytes());
         go.extend_from_slice(&[0; 6]);
         stream.write_all(&go).await.unwrap();
@@ -811,17 +535,17 @@ mod tests {
             let mut data = vec![0u8; len as usize];
             stream.read_exact(&mut data).await.unwrap();
             match u32::from_be_bytes(reply[12..16].try_into().unwrap()) {
-                1 => return stream,
-                3 => {}
+                REP_ACK => return stream,
+                REP_INFO => {}
                 other => panic!("option reply {other:#x}"),
             }
         }
     }
 
-    /// A request header: `kind` 0 read, 1 write.
+    /// A request header.
     fn request(kind: u16, handle: u64, offset: u64, len: u32) -> Vec<u8> {
         let mut head = Vec::new();
-        head.extend_from_slice(&0x2560_9513u32.to_be_bytes());
+        head.extend_from_slice(&REQUEST_MAGIC.to_be_bytes());
         head.extend_from_slice(&0u16.to_be_bytes());
         head.extend_from_slice(&kind.to_be_bytes());
         head.extend_from_slice(&handle.to_be_bytes());
@@ -860,13 +584,13 @@ mod tests {
         until("two connection threads", || connection_threads() == before + 2).await;
 
         // Both are served: a write on one, read back on the other.
-        let mut write = request(1, 1, 4096, 512);
+        let mut write = request(CMD_WRITE, 1, 4096, 512);
         write.extend_from_slice(&[0x5a; 512]);
         a.write_all(&write).await.unwrap();
         let mut reply = [0u8; 16];
         a.read_exact(&mut reply).await.unwrap();
         assert_eq!(&reply[4..8], &[0; 4], "write failed");
-        b.write_all(&request(0, 2, 4096, 512)).await.unwrap();
+        b.write_all(&request(CMD_READ, 2, 4096, 512)).await.unwrap();
         b.read_exact(&mut reply).await.unwrap();
         assert_eq!(&reply[4..8], &[0; 4], "read failed");
         let mut data = [0u8; 512];
@@ -882,7 +606,7 @@ mod tests {
         // the socket and the writer cannot finish them.
         let mut reads = Vec::new();
         for handle in 0..2048 {
-            reads.extend_from_slice(&request(0, 10 + handle, 0, 4096));
+            reads.extend_from_slice(&request(CMD_READ, 10 + handle, 0, 4096));
         }
         a.write_all(&reads).await.unwrap();
         tokio::time::sleep(Duration::from_millis(100)).await;

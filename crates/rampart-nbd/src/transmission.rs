@@ -14,10 +14,10 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, watch, Mutex, OwnedSemaphorePermit, Semaphore};
 
-use crate::handshake::{Negotiated, ReadBox, WriteBox};
+use crate::connection::{ReadBox, WriteBox};
 use crate::metrics::{ExportMetrics, InflightGauge};
 use crate::proto::*;
-use crate::server::{Shared, PERMIT_BYTES};
+use crate::state::{Negotiated, Opened, ServerState, PERMIT_BYTES};
 use crate::Export;
 
 const KNOWN_FLAGS: u16 =
@@ -92,11 +92,11 @@ struct Held {
 pub(crate) async fn serve(
     negotiated: Negotiated,
     unix_socket: bool,
-    shared: Arc<Shared>,
+    shared: Arc<ServerState>,
     mut stop: watch::Receiver<bool>,
 ) -> io::Result<()> {
-    let Negotiated { stream, export, metrics, mut closing, structured, base_allocation } =
-        negotiated;
+    let Negotiated { stream, opened, structured, base_allocation } = negotiated;
+    let Opened { export, metrics, mut closing } = opened;
     metrics.connected();
     let _connected = Connected(Arc::clone(&metrics));
     let (mut reader, writer) = stream.into_halves();
@@ -178,7 +178,7 @@ impl Drop for Connected {
 struct Context {
     export: Export,
     metrics: Arc<ExportMetrics>,
-    shared: Arc<Shared>,
+    shared: Arc<ServerState>,
     base_allocation: bool,
     replies: mpsc::UnboundedSender<Reply>,
     /// Where a write's own task reports that its reply could not be sent:
@@ -356,13 +356,18 @@ fn validate(cx: &Context, request: &Request, size: u64) -> Result<(), (u32, Stri
     if request.kind == CMD_FLUSH {
         return Ok(());
     }
-    if request.kind == CMD_BLOCK_STATUS {
-        if !cx.base_allocation {
-            return Err((EINVAL, "no metadata context was negotiated".into()));
-        }
-        if request.len == 0 {
-            return Err((EINVAL, "block status of zero length".into()));
-        }
+    if request.kind == CMD_BLOCK_STATUS && !cx.base_allocation {
+        return Err((EINVAL, "no metadata context was negotiated".into()));
+    }
+    if request.len == 0 {
+        // Refused with the connection kept, as the NBD specification asks
+        // and as nbdkit answers: EINVAL, or ENOSPC for the writes (an empty
+        // range fails nbdkit's bounds check). Served, a structured read
+        // would be answered by a data chunk too short to hold an offset and
+        // a byte, which libnbd drops the connection over.
+        let errno =
+            if matches!(request.kind, CMD_WRITE | CMD_WRITE_ZEROES) { ENOSPC } else { EINVAL };
+        return Err((errno, "a request of zero length".into()));
     }
     let in_bounds =
         request.offset.checked_add(u64::from(request.len)).is_some_and(|end| end <= size);
@@ -539,7 +544,7 @@ fn execute_other(cx: &Context, request: &Request) -> Body {
 async fn write_replies(
     out: Arc<Mutex<ReplyWriter>>,
     mut queue: mpsc::UnboundedReceiver<Reply>,
-    shared: Arc<Shared>,
+    shared: Arc<ServerState>,
 ) -> io::Result<()> {
     while let Some(reply) = queue.recv().await {
         let mut out = out.lock().await;
@@ -570,7 +575,7 @@ struct ReplyWriter {
 }
 
 impl ReplyWriter {
-    async fn reply(&mut self, reply: Reply, shared: &Shared) -> io::Result<()> {
+    async fn reply(&mut self, reply: Reply, shared: &ServerState) -> io::Result<()> {
         let structured = self.structured;
         let Request { kind, len, started, .. } = reply.request;
         let failed = matches!(reply.body, Body::Error { .. });
@@ -619,7 +624,7 @@ async fn write_reply(
     out: &mut ReplyWriter,
     reply: Reply,
     structured: bool,
-    shared: &Shared,
+    shared: &ServerState,
 ) -> io::Result<()> {
     let Reply { request, body, _held } = reply;
     let handle = request.handle.to_be_bytes();
@@ -668,7 +673,7 @@ async fn write_reply(
         Body::Error { errno, message } => {
             shared.stats.request_errors.fetch_add(1, Ordering::Relaxed);
             if structured {
-                let message = &message.as_bytes()[..message.len().min(4096)];
+                let message = &message.as_bytes()[..message.len().min(MAX_STRING)];
                 out.push(&chunk(REPLY_TYPE_ERROR, 6 + message.len() as u32)).await?;
                 out.push(&errno.to_be_bytes()).await?;
                 out.push(&(message.len() as u16).to_be_bytes()).await?;

@@ -5,12 +5,12 @@
 //! write acknowledged before a FLUSH whose reply it saw, must be on the
 //! disk a reboot finds (unless overwritten since); no sector may hold data
 //! never written to it.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use rampart_crypto::SecretBytes;
+use rampart_nbd::proto::*;
 use rampart_nbd::{Export, Server, ServerConfig};
 use rampart_volume::crashsim::{CrashSim, SplitMix64};
 use rampart_volume::{
@@ -40,11 +40,12 @@ impl Client {
     async fn connect(mut stream: DuplexStream) -> Self {
         let mut hello = [0u8; 18];
         stream.read_exact(&mut hello).await.unwrap();
-        assert_eq!(&hello[..8], b"NBDMAGIC");
-        stream.write_all(&3u32.to_be_bytes()).await.unwrap(); // FIXED_NEWSTYLE | NO_ZEROES
+        assert_eq!(hello[..8], NBDMAGIC.to_be_bytes());
+        let flags = FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES;
+        stream.write_all(&flags.to_be_bytes()).await.unwrap();
         let mut go = Vec::new();
-        go.extend_from_slice(&0x4948_4156_454f_5054u64.to_be_bytes());
-        go.extend_from_slice(&7u32.to_be_bytes());
+        go.extend_from_slice(&IHAVEOPT.to_be_bytes());
+        go.extend_from_slice(&OPT_GO.to_be_bytes());
         go.extend_from_slice(&6u32.to_be_bytes());
         go.extend_from_slice(&[0; 6]); // empty name, no info requests
         stream.write_all(&go).await.unwrap();
@@ -56,8 +57,8 @@ impl Client {
             let mut data = vec![0u8; len as usize];
             stream.read_exact(&mut data).await.unwrap();
             match kind {
-                1 => break, // ACK
-                3 => {}     // INFO
+                REP_ACK => break,
+                REP_INFO => {}
                 other => panic!("option reply {other:#x}"),
             }
         }
@@ -68,7 +69,7 @@ impl Client {
     async fn request(&mut self, flags: u16, kind: u16, offset: u64, len: u32, data: &[u8]) -> u32 {
         self.handle += 1;
         let mut head = Vec::with_capacity(28 + data.len());
-        head.extend_from_slice(&0x2560_9513u32.to_be_bytes());
+        head.extend_from_slice(&REQUEST_MAGIC.to_be_bytes());
         head.extend_from_slice(&flags.to_be_bytes());
         head.extend_from_slice(&kind.to_be_bytes());
         head.extend_from_slice(&self.handle.to_be_bytes());
@@ -82,12 +83,6 @@ impl Client {
         u32::from_be_bytes(reply[4..8].try_into().unwrap())
     }
 }
-
-const WRITE: u16 = 1;
-const FLUSH: u16 = 3;
-const TRIM: u16 = 4;
-const WRITE_ZEROES: u16 = 6;
-const FUA: u16 = 1;
 
 async fn trial(seed: u64, key: &SecretBytes, image: &[u8]) {
     let mut rng = SplitMix64(seed);
@@ -119,7 +114,7 @@ async fn trial(seed: u64, key: &SecretBytes, image: &[u8]) {
         let (offset, len) = (first * SECTOR, count * SECTOR);
         let range = offset as usize..(offset + len) as usize;
         if choice >= 8 {
-            assert_eq!(client.request(0, FLUSH, 0, 0, &[]).await, 0);
+            assert_eq!(client.request(0, CMD_FLUSH, 0, 0, &[]).await, 0);
             if !sim.has_crashed() {
                 for (s, mut values) in since.drain() {
                     durable.insert(s, values.pop().unwrap());
@@ -128,16 +123,16 @@ async fn trial(seed: u64, key: &SecretBytes, image: &[u8]) {
             continue;
         }
         let fua = choice < 3;
-        let flags = if fua { FUA } else { 0 };
+        let flags = if fua { CMD_FLAG_FUA } else { 0 };
         let error = match choice {
             6 => {
                 model[range].fill(0);
-                client.request(flags, WRITE_ZEROES, offset, len as u32, &[]).await
+                client.request(flags, CMD_WRITE_ZEROES, offset, len as u32, &[]).await
             }
             7 => {
                 // TRIM promises nothing about the contents: the model
                 // takes whatever a read returns afterwards.
-                let error = client.request(0, TRIM, offset, len as u32, &[]).await;
+                let error = client.request(0, CMD_TRIM, offset, len as u32, &[]).await;
                 let mut now = vec![0u8; len as usize];
                 BlockDevice::read_at(&crypt(sim.clone(), key), &mut now, offset).unwrap();
                 model[range].copy_from_slice(&now);
@@ -146,7 +141,7 @@ async fn trial(seed: u64, key: &SecretBytes, image: &[u8]) {
             _ => {
                 let data: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
                 model[range].copy_from_slice(&data);
-                client.request(flags, WRITE, offset, len as u32, &data).await
+                client.request(flags, CMD_WRITE, offset, len as u32, &data).await
             }
         };
         assert_eq!(error, 0);

@@ -30,7 +30,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, Interest, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 
-use crate::handshake::{BoxStream, ReadBox, Stream, WriteBox};
+use super::{BoxStream, ReadBox, Stream, WriteBox};
 
 /// The largest plaintext of one TLS record.
 const RECORD_PLAINTEXT: usize = 1 << 14;
