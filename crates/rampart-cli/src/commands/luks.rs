@@ -21,6 +21,7 @@ use crate::cli::{
 use crate::commands::bind::{bind_new_volume, require_luks2};
 use crate::commands::keysource::{KeySource, Kms};
 use crate::commands::kms::ClientArgs;
+pub use crate::errors::luks_error;
 use crate::passphrase::Source;
 use crate::{QuietExit, UsageError};
 
@@ -84,18 +85,6 @@ pub fn unlock(
 ) -> anyhow::Result<(usize, SecretBytes)> {
     let passphrase = Source::new(key.key_file.as_deref(), prompt, false).read()?;
     luks.unlock(header, passphrase.expose(), key.key_slot).map_err(luks_error)
-}
-
-/// A wrong passphrase or an argument the volume cannot take (a keyslot out
-/// of range or in use) is the user's to fix: exit status 2. Everything else
-/// stays a runtime error.
-pub fn luks_error(error: rampart_luks::Error) -> anyhow::Error {
-    match error {
-        rampart_luks::Error::NoKey | rampart_luks::Error::InvalidArgument(_) => {
-            UsageError(error.to_string()).into()
-        }
-        other => other.into(),
-    }
 }
 
 pub(crate) fn pbkdf_choice(args: &PbkdfArgs, version: LuksVersion) -> anyhow::Result<PbkdfChoice> {

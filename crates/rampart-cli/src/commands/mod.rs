@@ -1,11 +1,9 @@
 mod bench;
 mod bind;
 mod clone;
-mod control;
 mod copy;
 mod docs;
 mod file;
-mod heartbeat;
 pub mod keysource;
 pub mod kms;
 mod luks;
