@@ -12,8 +12,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rampart_volume::{read_in_order, BlockDevice, Volume, VolumePaths};
 
 use crate::cli::{ExportArgs, ImportArgs, KeyArgs, TokenArgs, VolumeArgs};
+use crate::commands::header::{load_released, paths};
 use crate::commands::keysource::KeySource;
-use crate::commands::luks::{load_released, paths};
 use crate::UsageError;
 
 const CHUNK: usize = 8 << 20;

@@ -20,7 +20,7 @@ use rampart_luks::{Luks, MetadataIo};
 
 use crate::cli::{KeyArgs, TokenArgs};
 use crate::commands::kms::{self, ClientArgs};
-use crate::commands::luks::luks_error;
+use crate::errors::luks_error;
 use crate::passphrase::Source;
 use crate::UsageError;
 

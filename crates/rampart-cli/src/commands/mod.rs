@@ -4,6 +4,7 @@ mod clone;
 mod copy;
 mod docs;
 mod file;
+mod header;
 pub mod keysource;
 pub mod kms;
 mod luks;

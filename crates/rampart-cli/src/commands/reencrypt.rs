@@ -17,13 +17,13 @@ use serde_json::json;
 use crate::cli::ReencryptArgs;
 use crate::commands::bind::bind_pbkdf;
 use crate::commands::copy::progress;
+use crate::commands::header::{
+    create_header_file, load_released, paths, pbkdf_choice, relock, warn,
+};
 use crate::commands::keysource::{
     bound_tokens, context, new_passphrase, BoundToken, KeySource, Kms,
 };
-use crate::commands::luks::{
-    create_header_file, load_released, luks_error, paths, pbkdf_choice, relock, warn,
-};
-use crate::errors::{remote_error, serve_error};
+use crate::errors::{luks_error, remote_error, serve_error};
 use crate::passphrase::Source;
 use crate::UsageError;
 

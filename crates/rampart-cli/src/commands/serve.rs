@@ -13,9 +13,9 @@ use rampart_serve::open::{OpenError, VolumeKeys};
 use rampart_serve::serve::{self, Listeners, Volumes};
 
 use crate::cli::ServeArgs;
+use crate::commands::header::warn;
 use crate::commands::keysource::KeySource;
 use crate::commands::kms;
-use crate::commands::luks::warn;
 use crate::errors::{nbd_error, serve_error};
 use crate::UsageError;
 
