@@ -14,6 +14,7 @@ macro_rules! outln {
 mod cli;
 mod commands;
 mod duration;
+mod errors;
 mod notify;
 mod passphrase;
 mod size;

@@ -69,6 +69,20 @@ pub fn new_passphrase() -> Result<SecretBytes, ConfigError> {
     Ok(SecretBytes::from_slice(&text.expose()[..len]))
 }
 
+/// The `rampart-kms` tokens among a header's tokens (`(id, JSON)`, as
+/// `rampart_luks::Luks::tokens` lists them), each parsed or with the
+/// reason it cannot be used; tokens of other types are left out.
+#[must_use]
+pub fn bound_tokens(
+    tokens: impl IntoIterator<Item = (usize, Value)>,
+) -> Vec<(usize, Result<BoundToken, String>)> {
+    tokens
+        .into_iter()
+        .filter(|(_, t)| t.get("type").and_then(Value::as_str) == Some(TOKEN_TYPE))
+        .map(|(id, t)| (id, BoundToken::parse(id, &t)))
+        .collect()
+}
+
 /// A parsed `rampart-kms` token.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BoundToken {
@@ -352,5 +366,18 @@ mod tests {
             assert!(BoundToken::parse_text(0, bad).is_err(), "{bad}");
         }
         assert!(BoundToken::parse_text(0, &" ".repeat(MAX_TOKEN_JSON + 1)).is_err());
+    }
+
+    #[test]
+    fn bound_tokens_are_the_rampart_kms_ones_parsed_or_refused() {
+        let good = json!({"type": TOKEN_TYPE, "keyslots": ["1"], "wrapped": WRAPPED});
+        let broken = json!({"type": TOKEN_TYPE, "keyslots": [], "wrapped": WRAPPED});
+        let other = json!({"type": "systemd-tpm2", "keyslots": ["0"]});
+        let bound = bound_tokens([(0, other), (3, good), (5, broken)]);
+        assert_eq!(bound.len(), 2);
+        assert_eq!(bound[0].0, 3);
+        assert_eq!(bound[0].1.as_ref().map(|t| (t.id, t.slot)), Ok((3, 1)));
+        assert_eq!(bound[1].0, 5);
+        assert!(bound[1].1.is_err());
     }
 }

@@ -10,13 +10,14 @@ use rampart_luks::{Luks, LuksVersion, MetadataIo, PbkdfChoice};
 use rampart_volume::VolumePaths;
 
 use crate::cli::{BindArgs, KeyArgs, PbkdfArgs, RewrapArgs, UnbindArgs, UnlockArgs};
+use crate::commands::header::{
+    load, load_released, paths, pbkdf_choice, relock, unlock as unlock_passphrase,
+};
 use crate::commands::keysource::{
     bound_tokens, combine_failures, context, new_passphrase, print_passphrase, BoundToken, Kms,
     TOKEN_TYPE,
 };
-use crate::commands::luks::{
-    load, load_released, luks_error, paths, pbkdf_choice, relock, unlock as unlock_passphrase,
-};
+use crate::errors::luks_error;
 use crate::UsageError;
 
 /// LUKS2 keyslot and token ids run from 0 to 31.

@@ -14,8 +14,9 @@ use rampart_volume::{sector_cipher_kind, write_clone, BlockDevice, CryptLayout, 
 use crate::cli::CloneArgs;
 use crate::commands::bind::{bind_new_volume, require_luks2};
 use crate::commands::copy::{open_with, progress, readers};
+use crate::commands::header::{confirm, paths, pbkdf_choice};
 use crate::commands::keysource::{KeySource, Kms};
-use crate::commands::luks::{confirm, luks_error, paths, pbkdf_choice};
+use crate::errors::luks_error;
 use crate::passphrase::Source;
 use crate::UsageError;
 

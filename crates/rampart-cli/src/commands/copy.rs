@@ -4,20 +4,16 @@
 use std::fs::File;
 use std::io::{self, IsTerminal, Read, Write};
 use std::path::Path;
-use std::sync::{mpsc, Arc};
+use std::sync::mpsc;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use rampart_volume::reencrypt::SharedDevice;
-use rampart_volume::{
-    read_in_order, segment_device, BlockDevice, FileDevice, ReencryptingDevice, Reencryption,
-    Volume, VolumePaths,
-};
+use rampart_volume::{read_in_order, BlockDevice, Volume, VolumePaths};
 
 use crate::cli::{ExportArgs, ImportArgs, KeyArgs, TokenArgs, VolumeArgs};
+use crate::commands::header::{load_released, paths};
 use crate::commands::keysource::KeySource;
-use crate::commands::luks::{load_released, luks_error, paths};
 use crate::UsageError;
 
 const CHUNK: usize = 8 << 20;
@@ -52,75 +48,7 @@ pub fn open_with(
     Volume::with_key(paths, luks, &volume_key, read_only).map_err(map_open_error)
 }
 
-/// An unlocked volume's layers.
-pub struct OpenedVolume {
-    /// The data device, opened once.
-    pub raw: SharedDevice,
-    /// Its plaintext.
-    pub device: Arc<dyn BlockDevice>,
-    /// The same device, when the volume is in the middle of a
-    /// reencryption.
-    pub reencrypting: Option<Arc<ReencryptingDevice>>,
-    pub uuid: String,
-}
-
-/// Opens a volume's plaintext as a block device, also in the middle of a
-/// reencryption (then through both keys, as dm-crypt maps it, after
-/// repairing a hotzone a crash interrupted unless `read_only`), with its
-/// layers kept apart for a server that may re-encrypt it online.
-pub fn open_layers(
-    paths: &VolumePaths,
-    source: &mut KeySource<'_>,
-    read_only: bool,
-) -> anyhow::Result<OpenedVolume> {
-    let (header, luks) = load_released(paths)?;
-    let uuid = luks.uuid().to_owned();
-    let open_raw = || -> anyhow::Result<SharedDevice> {
-        let raw = FileDevice::open(&paths.data, read_only)
-            .with_context(|| format!("cannot open {}", paths.data.display()))?;
-        Ok(Arc::new(raw))
-    };
-    let Some(state) = luks.reencrypt_state().map_err(luks_error)? else {
-        let (_, volume_key) = source.unlock(&luks, &header, paths.header_path())?;
-        if !luks.verify_volume_key(&volume_key).map_err(luks_error)? {
-            return Err(luks_error(rampart_luks::Error::NoKey));
-        }
-        let raw = open_raw()?;
-        let device = segment_device(Arc::clone(&raw), &luks, &volume_key)
-            .map_err(map_open_error)
-            .with_context(|| format!("cannot use {}", paths.data.display()))?;
-        return Ok(OpenedVolume { raw, device: Arc::new(device), reencrypting: None, uuid });
-    };
-    let (old_key, new_key) = source.unlock_reencrypting(&luks, &header, paths.header_path())?;
-    drop(header);
-    let luks = if state.hotzone.is_some() && !read_only {
-        Reencryption::open(paths, &old_key, &new_key)
-            .and_then(Reencryption::recover_only)
-            .map_err(map_open_error)?;
-        load_released(paths)?.1
-    } else {
-        luks
-    };
-    let raw = open_raw()?;
-    let device = Arc::new(
-        ReencryptingDevice::on(Arc::clone(&raw), &luks, &old_key, &new_key)
-            .map_err(map_open_error)?,
-    );
-    Ok(OpenedVolume {
-        raw,
-        device: Arc::clone(&device) as Arc<dyn BlockDevice>,
-        reencrypting: Some(device),
-        uuid,
-    })
-}
-
-/// A wrong passphrase is exit status 2; anything else stays a runtime error.
-pub fn map_open_error(error: rampart_volume::VolumeError) -> anyhow::Error {
-    match error {
-        rampart_volume::VolumeError::Luks(inner) => luks_error(inner),
-        other => other.into(),
-    }
-}
+pub use crate::errors::map_open_error;
 
 pub(crate) fn progress(total: u64) -> Option<ProgressBar> {
     if !io::stderr().is_terminal() {

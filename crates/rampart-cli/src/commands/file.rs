@@ -27,9 +27,9 @@ use serde_json::json;
 
 use crate::cli::{DecryptArgs, EncryptArgs};
 use crate::commands::copy::progress;
+use crate::commands::header::pbkdf_choice;
 use crate::commands::keysource::Kms;
 use crate::commands::kms::{bundle_path, ClientArgs};
-use crate::commands::luks::pbkdf_choice;
 use crate::passphrase::Source;
 use crate::UsageError;
 
@@ -116,7 +116,7 @@ fn argon2_params(args: &EncryptArgs) -> anyhow::Result<Argon2Params> {
             UsageError("file passphrases use Argon2: --pbkdf argon2id or argon2i".into()).into()
         );
     }
-    match rampart_luks::pbkdf_for_time(&choice, 32).map_err(crate::commands::luks::luks_error)? {
+    match rampart_luks::pbkdf_for_time(&choice, 32).map_err(crate::errors::luks_error)? {
         KdfParams::Argon2 { kind, time, memory_kib, parallel } => Ok(Argon2Params {
             variant: if kind == PbkdfKind::Argon2i {
                 Argon2Variant::Argon2i

@@ -17,11 +17,10 @@ use rampart_kms::client::KmsClient;
 use rampart_kms::keys::WrappedHeader;
 use rampart_kms::Bundle;
 use rampart_luks::{Luks, MetadataIo};
-use serde_json::Value;
 
 use crate::cli::{KeyArgs, TokenArgs};
 use crate::commands::kms::{self, ClientArgs};
-use crate::commands::luks::luks_error;
+use crate::errors::luks_error;
 use crate::passphrase::Source;
 use crate::UsageError;
 
@@ -36,11 +35,7 @@ pub fn new_passphrase() -> anyhow::Result<SecretBytes> {
 /// cannot be used.
 #[must_use]
 pub fn bound_tokens(luks: &Luks) -> Vec<(usize, Result<BoundToken, String>)> {
-    luks.tokens()
-        .into_iter()
-        .filter(|(_, t)| t.get("type").and_then(Value::as_str) == Some(TOKEN_TYPE))
-        .map(|(id, t)| (id, BoundToken::parse(id, &t)))
-        .collect()
+    rampart_kms::binding::bound_tokens(luks.tokens())
 }
 
 /// A connection to the key manager through a client bundle, with the

@@ -13,6 +13,7 @@ use rampart_kms::server::{AuditOptions, Limits, Server, ServerOptions, SinkOptio
 use rampart_kms::{Bundle, KmsError};
 
 use crate::duration::parse_duration;
+pub(crate) use crate::errors::map_client;
 use crate::passphrase::Source;
 use crate::UsageError;
 
@@ -690,18 +691,6 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .thread_name("rampart-kms")
         .build()
         .context("cannot start the I/O runtime")
-}
-
-/// Errors the user can fix (refusals, bad input) exit 2; others 1.
-pub(crate) fn map_client(error: ClientError) -> anyhow::Error {
-    match &error {
-        ClientError::Api { status, .. } if (400..500).contains(status) => {
-            UsageError(error.to_string()).into()
-        }
-        ClientError::Tls { .. } => UsageError(error.to_string()).into(),
-        ClientError::Config(e) if e.status() == 400 => UsageError(error.to_string()).into(),
-        _ => anyhow::Error::new(error),
-    }
 }
 
 /// (Also for the client crate's errors: bundles, names.)

@@ -1,11 +1,10 @@
 mod bench;
 mod bind;
 mod clone;
-mod control;
 mod copy;
 mod docs;
 mod file;
-mod heartbeat;
+mod header;
 pub mod keysource;
 pub mod kms;
 mod luks;

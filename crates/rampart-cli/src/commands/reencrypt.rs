@@ -9,19 +9,21 @@ use std::time::Instant;
 use anyhow::Context;
 use rampart_crypto::{random_secret, HashAlg, SecretBytes};
 use rampart_luks::{DataCipher, EncryptPlan, FormatOptions, Luks, LuksVersion, Resilience};
+use rampart_serve::protocol::{DecryptAttached, RunOptions};
+use rampart_serve::remote;
 use rampart_volume::{Outcome, ReencryptError, ReencryptOptions, Reencryption, VolumePaths};
 use serde_json::json;
 
 use crate::cli::ReencryptArgs;
 use crate::commands::bind::bind_pbkdf;
-use crate::commands::control;
 use crate::commands::copy::progress;
+use crate::commands::header::{
+    create_header_file, load_released, paths, pbkdf_choice, relock, warn,
+};
 use crate::commands::keysource::{
     bound_tokens, context, new_passphrase, BoundToken, KeySource, Kms,
 };
-use crate::commands::luks::{
-    create_header_file, load_released, luks_error, paths, pbkdf_choice, relock, warn,
-};
+use crate::errors::{luks_error, remote_error, serve_error};
 use crate::passphrase::Source;
 use crate::UsageError;
 
@@ -97,7 +99,7 @@ pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
                 }
                 // A server that started the decryption serves the volume
                 // through NEWFILE now, and takes the run as well.
-                let served = control::connect(&uuid);
+                let served = remote::connect(&uuid);
                 return resume(args, &paths, &key, &SecretBytes::new(Vec::new()), served);
             }
         }
@@ -106,7 +108,7 @@ pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
     // own business: the others are shown.
     let (header, luks, mut report) = paths.load_released()?;
     // A server of the volume takes the job over (online reencryption).
-    let served = control::connect(luks.uuid());
+    let served = remote::connect(luks.uuid());
     report.warnings.retain(|w| !w.starts_with("a reencryption is in progress"));
     warn(&report);
     if luks.version() != LuksVersion::Luks2 {
@@ -386,7 +388,7 @@ fn start_encrypt(
 /// bytes of ciphertext to the start of the device, and NEWFILE records a
 /// decryption that moves the data down (see
 /// [`rampart_volume::reencrypt::start_decrypt_shift`]); the server of a
-/// served volume does it (see [`control`]). Returns the key and the
+/// served volume does it (see [`rampart_serve::control`]). Returns the key and the
 /// volume's UUID.
 fn start_decrypt_attached(
     args: &ReencryptArgs,
@@ -417,7 +419,7 @@ fn start_decrypt_attached(
         ))
         .into());
     }
-    let served = control::connect(luks.uuid());
+    let served = remote::connect(luks.uuid());
     let mut source = KeySource::new(&args.key, &args.tokens, "Enter passphrase: ");
     let (_, key) = source.unlock(&luks, &header, attached.header_path())?;
     drop(header);
@@ -434,14 +436,16 @@ fn start_decrypt_attached(
                 Resilience::Checksum { hash, .. } => ("checksum", Some(hash.name().to_owned())),
                 other => (other.name(), None),
             };
-            let start = control::DecryptAttached {
+            let start = DecryptAttached {
                 header,
                 resilience: resilience.to_owned(),
                 resilience_hash,
                 digest_hash: pbkdf.hash.name().to_owned(),
                 quick_digest: pbkdf.forced_iterations.is_some(),
             };
-            control::start_decrypt_attached_remote(stream, start, &key).with_context(context)?;
+            remote::start_decrypt_attached_remote(stream, start, &key)
+                .map_err(serve_error)
+                .with_context(context)?;
         }
         None => rampart_volume::reencrypt::start_decrypt_shift(
             &paths.data,
@@ -807,15 +811,15 @@ fn resume(
             if crash_after.is_some() {
                 return Err(UsageError(format!("${CRASH_ENV} works offline only")).into());
             }
-            control::reencrypt_remote(
+            remote::reencrypt_remote(
                 stream,
                 old_key,
                 new_key,
-                args.hotzone_size,
-                stop_after,
+                RunOptions { hotzone_size: args.hotzone_size, stop_after },
                 &INTERRUPTED,
                 &mut report,
             )
+            .map_err(remote_error)
             .with_context(|| format!("online reencryption of {} failed", paths.data.display()))
         }
         None => offline(

@@ -11,8 +11,8 @@ use rampart_volume::{wipe_data, wipe_random, BlockDevice, FileDevice, VolumePath
 
 use crate::cli::{VolumeArgs, WipeArgs};
 use crate::commands::copy::{open_with, progress, readers};
+use crate::commands::header::{confirm, load, paths};
 use crate::commands::keysource::KeySource;
-use crate::commands::luks::{confirm, load, paths};
 use crate::UsageError;
 
 pub fn wipe(args: &WipeArgs) -> anyhow::Result<()> {

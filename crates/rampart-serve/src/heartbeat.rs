@@ -19,16 +19,55 @@
 //! attacker in the path, who must not be able to unlock anything, but
 //! also must not be able to close exports faster than the grace period.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rampart_kms::client::{ClientError, KmsClient, RetryPolicy};
-use rampart_kms::model::HeldKey;
+use rampart_kms::model::{HeartbeatVerdict, HeldKey};
 use rampart_kms::Bundle;
 use rampart_nbd::ServerHandle;
+use tokio::time::Instant;
 
-use crate::commands::kms::map_client;
+use crate::error::ServeError;
+
+/// Who answers the heartbeat: the key manager ([`KmsClient`]).
+pub trait KeyManager: Send + Sync + 'static {
+    /// Whether this host may still hold `keys`: one verdict per key.
+    fn heartbeat(
+        &self,
+        keys: &[HeldKey],
+    ) -> impl Future<Output = Result<Vec<HeartbeatVerdict>, ClientError>> + Send;
+}
+
+impl KeyManager for KmsClient {
+    fn heartbeat(
+        &self,
+        keys: &[HeldKey],
+    ) -> impl Future<Output = Result<Vec<HeartbeatVerdict>, ClientError>> + Send {
+        KmsClient::heartbeat(self, keys)
+    }
+}
+
+/// What the heartbeat closes: the exports of a running NBD server
+/// ([`ServerHandle`]).
+pub trait Exports: Send + Sync + 'static {
+    /// Closes export `name` (flushing it); `Ok(false)` when it was not open.
+    fn close_export(&self, name: &str) -> impl Future<Output = std::io::Result<bool>> + Send;
+    /// The exports still open.
+    fn open_exports(&self) -> Vec<String>;
+}
+
+impl Exports for ServerHandle {
+    fn close_export(&self, name: &str) -> impl Future<Output = std::io::Result<bool>> + Send {
+        ServerHandle::close_export(self, name)
+    }
+
+    fn open_exports(&self) -> Vec<String> {
+        ServerHandle::open_exports(self)
+    }
+}
 
 /// An export whose volume was unlocked with a key-manager key.
 #[derive(Debug, Clone)]
@@ -36,7 +75,7 @@ pub struct HeldVolume {
     pub export: String,
     pub key: String,
     /// The key version; an online reencryption that rebinds the volume
-    /// moves it to the newest one (see `control.rs`).
+    /// moves it to the newest one (see [`crate::served`]).
     pub version: Arc<AtomicU32>,
 }
 
@@ -48,8 +87,8 @@ impl HeldVolume {
 
 /// The heartbeat of one `rampart serve`.
 #[derive(Debug)]
-pub struct Checker {
-    client: KmsClient,
+pub struct Checker<K = KmsClient> {
+    client: K,
     held: Vec<HeldVolume>,
     every: Duration,
     grace: Duration,
@@ -65,31 +104,44 @@ enum Outcome {
     NoAnswer(String),
 }
 
+/// How one heartbeat retries: it must end well before the next is due,
+/// so a short period gets short timeouts and few retries.
+#[must_use]
+pub fn retry_policy(every: Duration) -> RetryPolicy {
+    let limit = every.clamp(Duration::from_secs(1), Duration::from_secs(10));
+    RetryPolicy {
+        rounds: 2,
+        backoff: Duration::from_millis(100),
+        connect_timeout: limit,
+        request_timeout: limit,
+    }
+}
+
 impl Checker {
-    pub fn new(
+    /// Checks in with the key servers of `bundle` every `every`, closing
+    /// exports after `grace` without an answer.
+    pub fn connect(
         bundle: &Bundle,
         held: Vec<HeldVolume>,
         every: Duration,
         grace: Duration,
-    ) -> anyhow::Result<Self> {
-        // One heartbeat must end well before the next is due: a short
-        // period gets short timeouts and few retries.
-        let limit = every.clamp(Duration::from_secs(1), Duration::from_secs(10));
-        let policy = RetryPolicy {
-            rounds: 2,
-            backoff: Duration::from_millis(100),
-            connect_timeout: limit,
-            request_timeout: limit,
-        };
-        let client = KmsClient::with_policy(bundle, policy).map_err(map_client)?;
-        Ok(Self { client, held, every, grace })
+    ) -> Result<Self, ServeError> {
+        let client = KmsClient::with_policy(bundle, retry_policy(every))?;
+        Ok(Self::new(client, held, every, grace))
+    }
+}
+
+impl<K: KeyManager> Checker<K> {
+    /// Checks in with `client`.
+    pub fn new(client: K, held: Vec<HeldVolume>, every: Duration, grace: Duration) -> Self {
+        Self { client, held, every, grace }
     }
 
     /// Checks in every period until every managed export is closed; then,
     /// if no export at all is left, sends why on `emptied`.
     pub async fn run(
         mut self,
-        handle: ServerHandle,
+        handle: impl Exports,
         emptied: tokio::sync::oneshot::Sender<String>,
     ) {
         let mut unanswered_since: Option<Instant> = None;

@@ -1,0 +1,144 @@
+//! What the commands share about a volume's header: where it is, loading
+//! it under cryptsetup's locks (with its warnings said once), unlocking
+//! it with a passphrase, the KDF options, and the confirmation prompt.
+
+use std::fs::OpenOptions;
+use std::io::{IsTerminal, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+use anyhow::{bail, Context};
+use rampart_crypto::SecretBytes;
+use rampart_luks::{LoadReport, Luks, LuksVersion, MetadataIo, PbkdfChoice, PbkdfKind};
+use rampart_volume::{HeaderFile, ReleasedHeader, VolumePaths};
+
+use crate::cli::{KeyArgs, PbkdfArgs, VolumeArgs};
+use crate::errors::luks_error;
+use crate::passphrase::Source;
+use crate::UsageError;
+
+pub fn paths(args: &VolumeArgs) -> VolumePaths {
+    VolumePaths::new(&args.volume, args.header.as_deref())
+}
+
+/// Prints a load's warnings, each once per process: a command that loads
+/// the header twice (to unlock, then to write under the lock) says it once.
+pub fn warn(report: &LoadReport) {
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    for warning in &report.warnings {
+        if !said.contains(warning) {
+            eprintln!("rampart: warning: {warning}");
+            said.push(warning.clone());
+        }
+    }
+}
+
+/// Loads the header under cryptsetup's metadata lock (exclusive when
+/// `write`, held until the returned file is dropped), reporting any
+/// fallback to the secondary copy.
+pub fn load(paths: &VolumePaths, write: bool) -> anyhow::Result<(HeaderFile, Luks)> {
+    let (file, luks, report) = paths.load(write)?;
+    warn(&report);
+    Ok((file, luks))
+}
+
+/// Loads the header under the shared metadata lock and lets the lock go,
+/// as cryptsetup does before it asks for a passphrase: the returned header
+/// locks for each later read by itself.
+pub fn load_released(paths: &VolumePaths) -> anyhow::Result<(ReleasedHeader, Luks)> {
+    let (file, luks, report) = paths.load_released()?;
+    warn(&report);
+    Ok((file, luks))
+}
+
+/// Loads the header again for writing, under the exclusive metadata lock,
+/// once `volume_key` was recovered without it: if cryptsetup or another
+/// Rampart changed the header meanwhile, the change goes ahead on the new
+/// header only if it still belongs to the same volume key.
+pub fn relock(paths: &VolumePaths, volume_key: &SecretBytes) -> anyhow::Result<(HeaderFile, Luks)> {
+    let (header, luks) = load(paths, true)?;
+    if !luks.verify_volume_key(volume_key).map_err(luks_error)? {
+        bail!(
+            "the header of {} changed while its key was being recovered, and no longer holds that key; nothing was written",
+            paths.header_path().display()
+        );
+    }
+    Ok((header, luks))
+}
+
+/// Unlocks with the passphrase from `key`: the keyslot and the volume key.
+/// A wrong passphrase is a usage error (exit 2).
+pub fn unlock(
+    luks: &Luks,
+    header: &dyn MetadataIo,
+    key: &KeyArgs,
+    prompt: &str,
+) -> anyhow::Result<(usize, SecretBytes)> {
+    let passphrase = Source::new(key.key_file.as_deref(), prompt, false).read()?;
+    luks.unlock(header, passphrase.expose(), key.key_slot).map_err(luks_error)
+}
+
+pub fn pbkdf_choice(args: &PbkdfArgs, version: LuksVersion) -> anyhow::Result<PbkdfChoice> {
+    let default_kind = match version {
+        LuksVersion::Luks1 => PbkdfKind::Pbkdf2,
+        LuksVersion::Luks2 => PbkdfKind::Argon2id,
+    };
+    let kind = match args.pbkdf.as_deref() {
+        None => default_kind,
+        Some("pbkdf2") => PbkdfKind::Pbkdf2,
+        Some("argon2i") => PbkdfKind::Argon2i,
+        Some("argon2id") => PbkdfKind::Argon2id,
+        Some(other) => {
+            return Err(UsageError(format!(
+                "unknown --pbkdf '{other}' (expected argon2id, argon2i or pbkdf2)"
+            ))
+            .into())
+        }
+    };
+    if version == LuksVersion::Luks1 && kind != PbkdfKind::Pbkdf2 {
+        return Err(UsageError("LUKS1 supports only --pbkdf pbkdf2".into()).into());
+    }
+    let hash_name = args.hash.as_deref().unwrap_or("sha256");
+    let hash = rampart_crypto::HashAlg::from_name(hash_name).ok_or_else(|| {
+        UsageError(format!("unknown --hash '{hash_name}' (expected sha1, sha256 or sha512)"))
+    })?;
+    let cores = u32::try_from(rampart_bench::available_cores()).unwrap_or(1);
+    let choice = PbkdfChoice {
+        kind,
+        hash,
+        iter_time_ms: args.iter_time.unwrap_or(2000),
+        forced_iterations: args.pbkdf_force_iterations,
+        memory_kib: args.pbkdf_memory.unwrap_or(1 << 20),
+        parallel: args.pbkdf_parallel.unwrap_or_else(|| cores.clamp(1, 4)),
+    };
+    if choice.iter_time_ms == 0 || choice.forced_iterations == Some(0) || choice.parallel == 0 {
+        return Err(
+            UsageError("KDF time, iterations and parallelism must be at least 1".into()).into()
+        );
+    }
+    Ok(choice)
+}
+
+pub fn confirm(question: &str) -> anyhow::Result<bool> {
+    if !std::io::stdin().is_terminal() {
+        return Ok(false);
+    }
+    eprint!("{question} (Type 'yes' in capital letters): ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer).context("cannot read the answer")?;
+    Ok(answer.trim_end() == "YES")
+}
+
+/// Creates an empty detached header file, owner-only as cryptsetup
+/// creates one: its keyslots are key material.
+pub fn create_header_file(path: &Path) -> anyhow::Result<()> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("cannot create header file {}", path.display()))?;
+    Ok(())
+}

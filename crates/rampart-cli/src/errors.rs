@@ -1,0 +1,76 @@
+//! The library crates' errors as the command reports them: the same
+//! message, and exit status 2 for what is the user's to fix (a wrong
+//! passphrase, a refusal, a bad setting) rather than 1.
+
+use rampart_kms::client::ClientError;
+use rampart_serve::ServeError;
+use rampart_volume::VolumeError;
+
+use crate::UsageError;
+
+/// A wrong passphrase or an argument the volume cannot take (a keyslot out
+/// of range or in use) is the user's to fix: exit status 2. Everything else
+/// stays a runtime error.
+pub fn luks_error(error: rampart_luks::Error) -> anyhow::Error {
+    match error {
+        rampart_luks::Error::NoKey | rampart_luks::Error::InvalidArgument(_) => {
+            UsageError(error.to_string()).into()
+        }
+        other => other.into(),
+    }
+}
+
+/// A wrong passphrase is exit status 2; anything else stays a runtime error.
+pub fn map_open_error(error: VolumeError) -> anyhow::Error {
+    match error {
+        VolumeError::Luks(inner) => luks_error(inner),
+        other => other.into(),
+    }
+}
+
+/// Errors the user can fix (refusals, bad input) exit 2; others 1.
+pub fn map_client(error: ClientError) -> anyhow::Error {
+    match &error {
+        ClientError::Api { status, .. } if (400..500).contains(status) => {
+            UsageError(error.to_string()).into()
+        }
+        ClientError::Tls { .. } => UsageError(error.to_string()).into(),
+        ClientError::Config(e) if e.status() == 400 => UsageError(error.to_string()).into(),
+        _ => anyhow::Error::new(error),
+    }
+}
+
+/// A server setup error the user must fix (exit 2), with its whole cause
+/// chain.
+pub fn nbd_error(error: rampart_nbd::NbdError) -> anyhow::Error {
+    UsageError(rampart_serve::chain(&error)).into()
+}
+
+/// `rampart serve`'s errors, and those of the requests it answers.
+pub fn serve_error(error: ServeError) -> anyhow::Error {
+    match error {
+        ServeError::Io(e) => e.into(),
+        ServeError::Luks(e) => luks_error(e),
+        ServeError::Volume(e) => map_open_error(e),
+        ServeError::Unusable { path, source } => {
+            map_open_error(source).context(format!("cannot use {}", path.display()))
+        }
+        ServeError::Nbd(e) => nbd_error(e),
+        ServeError::MetricsListen { address, source } => {
+            UsageError(format!("cannot listen on {address} (--metrics-listen): {source}")).into()
+        }
+        ServeError::KeyManager(e) => map_client(e),
+        other => anyhow::Error::new(other),
+    }
+}
+
+/// The errors of a reencryption handed to a server: a server that stopped
+/// answering left a run to resume.
+pub fn remote_error(error: ServeError) -> anyhow::Error {
+    match error {
+        ServeError::ServerStopped => {
+            anyhow::anyhow!("{error}; run `rampart reencrypt --resume-only` to go on")
+        }
+        other => serve_error(other),
+    }
+}
