@@ -17,8 +17,6 @@ use crate::helpers::kms_support::{
     TOKEN_PLUGIN,
 };
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 const PASSPHRASE: &[u8] = b"kernel token unlock passphrase";

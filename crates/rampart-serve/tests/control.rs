@@ -175,12 +175,10 @@ fn requests_the_server_does_not_take_are_refused() {
     let mut bare = request_line("decrypt-attached", 1, 0).into_bytes();
     bare.push(7);
     assert_eq!(error_message(raw_request(&bare)), "unknown request 'decrypt-attached'");
-    let with_new_key = format!(
-        "{{\"op\":\"decrypt-attached\",\"old_key_bytes\":1,\"new_key_bytes\":1,\
-         \"hotzone_size\":null,\"stop_after\":null,\"decrypt_attached\":{{\"header\":\"/h\",\
+    let with_new_key = "{\"op\":\"decrypt-attached\",\"old_key_bytes\":1,\"new_key_bytes\":1,\
+         \"hotzone_size\":null,\"stop_after\":null,\"decrypt_attached\":{\"header\":\"/h\",\
          \"resilience\":\"journal\",\"resilience_hash\":null,\"digest_hash\":\"sha256\",\
-         \"quick_digest\":false}}}}\n\x01\x02"
-    );
+         \"quick_digest\":false}}\n\x01\x02";
     let message = error_message(raw_request(with_new_key.as_bytes()));
     assert_eq!(message, "a decryption takes the volume key and no new key");
 }
