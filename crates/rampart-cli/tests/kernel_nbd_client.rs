@@ -330,15 +330,18 @@ base=$(io $pid)
 writer=$!
 # Kill once the writer's data is reaching the server (4 MiB past the
 # flushed part) and while the block layer holds writes in flight.
+# The in-flight count that allowed the kill is the one recorded (read
+# again, it may be caught between two of the writer's requests).
 for i in $(seq 600); do
   now=$(io $pid)
-  if [ $((now - base)) -ge $((4 << 20)) ] && [ "$(awk '{{ print $2 }}' /sys/block/nbd0/inflight)" -gt 0 ]; then
+  inflight=$(cat /sys/block/nbd0/inflight)
+  if [ $((now - base)) -ge $((4 << 20)) ] && [ "$(echo $inflight | awk '{{ print $2 }}')" -gt 0 ]; then
     break
   fi
   sleep 0.05
 done
-cat /sys/block/nbd0/inflight >inflight
 kill -9 $pid
+echo $inflight >inflight
 echo $((now - base)) >streamed
 status=0
 wait $pid || status=$?
