@@ -52,7 +52,7 @@ fn manual_checkpoints() -> AuditOptions {
 impl Deployment {
     async fn on(backend: Backend, tag: &str, audit: AuditOptions) -> Self {
         let dir = TempDir::new(tag);
-        let data_dir = dir.0.join("data");
+        let data_dir = dir.path().join("data");
         std::fs::create_dir_all(&data_dir).unwrap();
         let listener = rampart_kms::server::bind("127.0.0.1:0").await.unwrap();
         let endpoint = format!("127.0.0.1:{}", listener.local_addr().unwrap().port());
@@ -88,7 +88,7 @@ impl Deployment {
     }
 
     fn data_dir(&self) -> PathBuf {
-        self.dir.0.join("data")
+        self.dir.path().join("data")
     }
 
     fn root(&self) -> RootKey {
@@ -497,9 +497,9 @@ on_each_store!(the_sinks_receive_exactly_the_chained_entries);
 
 async fn the_sinks_receive_exactly_the_chained_entries(backend: Backend) {
     let sinks_dir = TempDir::new("sinks");
-    let log = sinks_dir.0.join("log.sock");
+    let log = sinks_dir.path().join("log.sock");
     let received = syslog_listener(&log);
-    let audit_file = sinks_dir.0.join("audit.jsonl");
+    let audit_file = sinks_dir.path().join("audit.jsonl");
     let options = AuditOptions {
         sinks: SinkOptions {
             file: Some(audit_file.clone()),
@@ -520,7 +520,7 @@ async fn the_sinks_receive_exactly_the_chained_entries(backend: Backend) {
         host.health().await.unwrap();
     }
     // logrotate: the file renamed, then SIGHUP (here, the call it makes).
-    std::fs::rename(&audit_file, sinks_dir.0.join("audit.jsonl.rotated")).unwrap();
+    std::fs::rename(&audit_file, sinks_dir.path().join("audit.jsonl.rotated")).unwrap();
     d.server.reopen_audit_file();
     traffic(&host, 8).await;
     assert_eq!(api_code(host.export_key("k", None).await), "forbidden");
@@ -539,9 +539,9 @@ async fn the_sinks_receive_exactly_the_chained_entries(backend: Backend) {
     };
     // The file: every entry once, in order (rotated by size and renamed
     // by "logrotate" along the way), each linked to the one before.
-    let in_files = file_entries(&sinks_dir.0);
+    let in_files = file_entries(&sinks_dir.path());
     assert!(
-        std::fs::read_dir(&sinks_dir.0).unwrap().count() >= 4,
+        std::fs::read_dir(&sinks_dir.path()).unwrap().count() >= 4,
         "size rotation left no rotated file"
     );
     assert_eq!(in_files.iter().map(as_tuple).collect::<Vec<_>>(), expected);

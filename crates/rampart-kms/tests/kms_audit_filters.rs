@@ -120,7 +120,7 @@ async fn filters_follow_the_log(backend: Backend) {
     let url = pg.as_ref().map(|pg| pg.database("audit_filters"));
     let open = || async {
         let store: Arc<dyn Store> = match &url {
-            None => Arc::new(SqliteStore::open(&dir.0.join("kms.db")).unwrap()),
+            None => Arc::new(SqliteStore::open(&dir.path().join("kms.db")).unwrap()),
             Some(url) => Arc::new(PostgresStore::connect(url).await.unwrap()),
         };
         store
@@ -136,16 +136,17 @@ async fn filters_follow_the_log(backend: Backend) {
         }
     };
     let exec = |sql: &str| match &url {
-        None => {
-            rusqlite::Connection::open(dir.0.join("kms.db")).unwrap().execute_batch(sql).unwrap()
-        }
+        None => rusqlite::Connection::open(dir.path().join("kms.db"))
+            .unwrap()
+            .execute_batch(sql)
+            .unwrap(),
         Some(url) => {
             psql(url, sql).unwrap();
         }
     };
     let count = |sql: &str| -> u64 {
         match &url {
-            None => rusqlite::Connection::open(dir.0.join("kms.db"))
+            None => rusqlite::Connection::open(dir.path().join("kms.db"))
                 .unwrap()
                 .query_row(sql, [], |r| r.get::<_, i64>(0))
                 .unwrap()
@@ -222,7 +223,7 @@ async fn the_selector_and_label_tables_are_rebuilt_by_their_migration(backend: B
     let url = pg.as_ref().map(|pg| pg.database("side_tables"));
     let open = || async {
         let store: Arc<dyn Store> = match &url {
-            None => Arc::new(SqliteStore::open(&dir.0.join("kms.db")).unwrap()),
+            None => Arc::new(SqliteStore::open(&dir.path().join("kms.db")).unwrap()),
             Some(url) => Arc::new(PostgresStore::connect(url).await.unwrap()),
         };
         store
@@ -275,9 +276,10 @@ async fn the_selector_and_label_tables_are_rebuilt_by_their_migration(backend: B
     let reset = "DELETE FROM kms_key_selectors; DELETE FROM kms_client_labels; \
                  DELETE FROM kms_schema WHERE version >= 10";
     match &url {
-        None => {
-            rusqlite::Connection::open(dir.0.join("kms.db")).unwrap().execute_batch(reset).unwrap()
-        }
+        None => rusqlite::Connection::open(dir.path().join("kms.db"))
+            .unwrap()
+            .execute_batch(reset)
+            .unwrap(),
         Some(url) => {
             psql(url, reset).unwrap();
         }

@@ -73,7 +73,7 @@ impl Drop for Deployment {
 impl Deployment {
     async fn on(backend: Backend, tag: &str) -> Self {
         let dir = TempDir::new(tag);
-        let data_dir = dir.0.join("data");
+        let data_dir = dir.path().join("data");
         std::fs::create_dir_all(&data_dir).unwrap();
         let listener = rampart_kms::server::bind("127.0.0.1:0").await.unwrap();
         let endpoint = format!("127.0.0.1:{}", listener.local_addr().unwrap().port());

@@ -61,7 +61,7 @@ impl Deployment {
         limits: Limits,
     ) -> Self {
         let dir = TempDir::new(tag);
-        let data_dir = dir.0.join("data");
+        let data_dir = dir.path().join("data");
         let listener = rampart_kms::server::bind("127.0.0.1:0").await.unwrap();
         let endpoint = format!("127.0.0.1:{}", listener.local_addr().unwrap().port());
         let cluster = (backend == Backend::Postgres).then(PgCluster::get);
@@ -147,7 +147,7 @@ impl Deployment {
     }
 
     fn data_dir(&self) -> PathBuf {
-        self.dir.0.join("data")
+        self.dir.path().join("data")
     }
 
     fn admin(&self) -> KmsClient {

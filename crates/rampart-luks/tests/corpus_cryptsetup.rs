@@ -62,16 +62,16 @@ fn cryptsetup_verdict(img: &Path, key: &Path, wrong_key: &Path) -> &'static str 
 #[test]
 fn every_case_gets_cryptsetups_verdict() {
     let dir = TempDir::new("corpus");
-    let out = Command::new("python3").arg(SCRIPT).arg("make").arg(&dir.path).output().unwrap();
+    let out = Command::new("python3").arg(SCRIPT).arg("make").arg(&dir.path()).output().unwrap();
     assert!(
         out.status.success(),
         "header_corpus.py failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     let cases: Vec<Value> =
-        serde_json::from_slice(&std::fs::read(dir.file("cases.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(dir.join("cases.json")).unwrap()).unwrap();
     assert!(cases.len() > 100, "only {} cases", cases.len());
-    let wrong_key = dir.key_file("wrong", b"not the passphrase");
+    let wrong_key = dir.file("wrong", b"not the passphrase");
     let mut failures = Vec::new();
     for case in &cases {
         let name = case["name"].as_str().unwrap();
@@ -79,11 +79,11 @@ fn every_case_gets_cryptsetups_verdict() {
         let want = case["verdict"].as_str().unwrap();
         let want_cryptsetup = case["cryptsetup"].as_str().unwrap();
         let pass = case["passphrase"].as_str().unwrap();
-        let img_path = dir.file(&format!("{name}.img"));
+        let img_path = dir.join(&format!("{name}.img"));
         let img = std::fs::read(&img_path).unwrap();
         // Rampart first: cryptsetup may repair a damaged copy in place.
         let (ours, why) = rampart_verdict(&img, pass.as_bytes());
-        let key = dir.key_file("key", pass.as_bytes());
+        let key = dir.file("key", pass.as_bytes());
         let theirs = cryptsetup_verdict(&img_path, &key, &wrong_key);
         if ours != want || theirs != want_cryptsetup {
             failures.push(format!(

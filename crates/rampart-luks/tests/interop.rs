@@ -217,8 +217,8 @@ fn volumes_made_by_cryptsetup_unlock_in_rampart() {
     for case in CS_CASES {
         let dir = TempDir::new(case.name);
         let data = dir.sparse("data.img", 24 << 20);
-        let header = case.detached.then(|| dir.file("header.img"));
-        let key_file = dir.key_file("key", PASS);
+        let header = case.detached.then(|| dir.join("header.img"));
+        let key_file = dir.file("key", PASS);
         let mut args = vec!["luksFormat", "-q", "--key-file", s(&key_file)];
         args.extend(case.args.iter().copied());
         if let Some(h) = &header {
@@ -344,11 +344,11 @@ fn volumes_made_by_rampart_pass_cryptsetup() {
         let opts = (case.opts)();
         let dir = TempDir::new(case.name);
         let data = dir.sparse("data.img", 24 << 20);
-        let header = opts.detached_header.then(|| dir.file("header.img"));
+        let header = opts.detached_header.then(|| dir.join("header.img"));
         if let Some(h) = &header {
             std::fs::File::create(h).unwrap();
         }
-        let key_file = dir.key_file("key", PASS);
+        let key_file = dir.file("key", PASS);
         let meta_path = header.clone().unwrap_or_else(|| data.clone());
         let file = open_rw(&meta_path);
         let (luks, key) =
@@ -366,7 +366,7 @@ fn volumes_made_by_rampart_pass_cryptsetup() {
             assert!(dump.contains(label.as_str()), "{}", case.name);
         }
         assert!(cs_test_passphrase(&data, header.as_deref(), &key_file, None), "{}", case.name);
-        let wrong = dir.key_file("wrong", b"nope");
+        let wrong = dir.file("wrong", b"nope");
         assert!(!cs_test_passphrase(&data, header.as_deref(), &wrong, None), "{}", case.name);
         let theirs = cs_volume_key(&data, header.as_deref(), &key_file);
         assert_eq!(key.expose(), &theirs[..], "{}: volume key differs", case.name);
@@ -409,7 +409,7 @@ fn cryptsetup_defaults_match_rampart_layout() {
     // Same options, same geometry: compare Rampart's LUKS2 and LUKS1
     // layouts with cryptsetup's for default metadata sizes.
     let dir = TempDir::new("layout");
-    let key_file = dir.key_file("key", PASS);
+    let key_file = dir.file("key", PASS);
     for (version, cs_type) in [(LuksVersion::Luks2, "luks2"), (LuksVersion::Luks1, "luks1")] {
         let theirs = dir.sparse(&format!("cs-{cs_type}.img"), 20 << 20);
         cs_ok(&[
@@ -468,15 +468,15 @@ fn keyslots_added_and_removed_by_either_tool() {
             1
         );
         assert_eq!(luks.add_keyslot(&file, &key, b"pass three", &second, Some(3)).unwrap(), 3);
-        let k1 = dir.key_file("k1", b"pass one");
-        let k3 = dir.key_file("k3", b"pass three");
+        let k1 = dir.file("k1", b"pass one");
+        let k3 = dir.file("k3", b"pass three");
         assert!(cs_test_passphrase(&data, None, &k1, Some(1)));
         assert!(cs_test_passphrase(&data, None, &k3, Some(3)));
         assert!(!cs_test_passphrase(&data, None, &k1, Some(3)));
 
         // cryptsetup adds slot 2; Rampart opens it.
-        let k0 = dir.key_file("k0", PASS);
-        let k2 = dir.key_file("k2", b"pass two");
+        let k0 = dir.file("k0", PASS);
+        let k2 = dir.file("k2", b"pass two");
         let mut args = vec!["luksAddKey", "-q", "--key-file", s(&k0), "--key-slot", "2"];
         if version == LuksVersion::Luks2 {
             args.extend([
@@ -523,7 +523,7 @@ fn keyslots_added_and_removed_by_either_tool() {
             luks.add_keyslot(&file, &key, b"again", &fast_pbkdf2(HashAlg::Sha256), None).unwrap(),
             1
         );
-        let again = dir.key_file("again", b"again");
+        let again = dir.file("again", b"again");
         assert!(cs_test_passphrase(&data, None, &again, Some(1)));
     }
 }
@@ -532,7 +532,7 @@ fn keyslots_added_and_removed_by_either_tool() {
 fn tokens_survive_rampart_rewrites() {
     let dir = TempDir::new("tokens");
     let data = dir.sparse("data.img", 20 << 20);
-    let key_file = dir.key_file("key", PASS);
+    let key_file = dir.file("key", PASS);
     cs_ok(&[
         "luksFormat",
         "-q",
@@ -555,7 +555,7 @@ fn tokens_survive_rampart_rewrites() {
         "unicode": "ключ \u{1F511}",
         "empty": {}
     });
-    let token_file = dir.file("token.json");
+    let token_file = dir.join("token.json");
     std::fs::write(&token_file, serde_json::to_vec(&token).unwrap()).unwrap();
     cs_ok(&["token", "import", "--json-file", s(&token_file), "--token-id", "5", s(&data)]);
 
@@ -596,7 +596,7 @@ fn rampart_reads_headers_cryptsetup_repaired_and_keeps_seqid_order() {
     // After a Rampart write, cryptsetup sees a newer epoch, and vice versa.
     let dir = TempDir::new("epoch");
     let data = dir.sparse("data.img", 20 << 20);
-    let key_file = dir.key_file("key", PASS);
+    let key_file = dir.file("key", PASS);
     let file = open_rw(&data);
     let opts = FormatOptions { pbkdf: fast_pbkdf2(HashAlg::Sha256), ..FormatOptions::default() };
     let (mut luks, _) = Luks::format(&file, &opts, PASS).unwrap();

@@ -354,6 +354,11 @@ fn validate(cx: &Context, request: &Request, size: u64) -> Result<(), (u32, Stri
         ));
     }
     if request.kind == CMD_FLUSH {
+        // The specification reserves both fields as zero; nbdkit refuses
+        // anything else with EINVAL, and so do we.
+        if request.offset != 0 || request.len != 0 {
+            return Err((EINVAL, "a flush must have offset and length zero".into()));
+        }
         return Ok(());
     }
     if request.kind == CMD_BLOCK_STATUS && !cx.base_allocation {

@@ -7,8 +7,14 @@ use std::time::Duration;
 
 use rampart_nbd::proto::*;
 use rampart_nbd::{BlockDevice, Export, Server, ServerConfig};
+use rampart_test_support::nbd::{
+    chunk_header, greeting_flags, info_export, option_bytes, option_reply_header, simple_reply,
+};
+pub use rampart_test_support::nbd::{
+    info_payload, meta_context_payload, request_bytes, Chunk, OptionReply,
+};
 use rampart_volume::MemDevice;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream};
 use tokio::task::JoinHandle;
 
 /// The size of the exports these tests serve.
@@ -27,25 +33,10 @@ pub fn patterned() -> Arc<dyn BlockDevice> {
     Arc::new(device)
 }
 
-/// One option reply.
-#[derive(Debug)]
-pub struct OptionReply {
-    pub option: u32,
-    pub kind: u32,
-    pub data: Vec<u8>,
-}
-
-/// One structured reply chunk.
-#[derive(Debug)]
-pub struct Chunk {
-    pub flags: u16,
-    pub kind: u16,
-    pub handle: u64,
-    pub payload: Vec<u8>,
-}
-
-pub struct Client {
-    stream: DuplexStream,
+/// A raw client over `S`: the in-memory pipe, or TLS over it after
+/// `NBD_OPT_STARTTLS`.
+pub struct Client<S = DuplexStream> {
+    stream: S,
     /// The server's side of the connection: how it ended.
     pub served: JoinHandle<io::Result<()>>,
 }
@@ -62,10 +53,7 @@ impl Client {
         let served = tokio::spawn(async move { server.serve_stream(theirs, "test").await });
         let mut greeting = [0u8; 18];
         stream.read_exact(&mut greeting).await.unwrap();
-        assert_eq!(u64::from_be_bytes(greeting[..8].try_into().unwrap()), NBDMAGIC);
-        assert_eq!(u64::from_be_bytes(greeting[8..16].try_into().unwrap()), IHAVEOPT);
-        let flags = u16::from_be_bytes([greeting[16], greeting[17]]);
-        assert_eq!(flags, FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES);
+        assert_eq!(greeting_flags(&greeting), FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES);
         Self { stream, served }
     }
 
@@ -92,6 +80,36 @@ impl Client {
         client
     }
 
+    /// `NBD_OPT_STARTTLS`, acknowledged, then a TLS handshake over the pipe
+    /// that trusts only `root`; the client goes on over TLS.
+    pub async fn starttls(
+        mut self,
+        root: rustls_pki_types::CertificateDer<'static>,
+    ) -> Client<tokio_rustls::client::TlsStream<DuplexStream>> {
+        self.option(OPT_STARTTLS, &[]).await;
+        let reply = self.option_reply().await;
+        assert_eq!((reply.option, reply.kind), (OPT_STARTTLS, REP_ACK), "{reply:?}");
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(root).unwrap();
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+        let stream = tokio::time::timeout(
+            PATIENCE,
+            tokio_rustls::TlsConnector::from(Arc::new(tls)).connect(name, self.stream),
+        )
+        .await
+        .expect("no TLS handshake from the server")
+        .unwrap();
+        Client { stream, served: self.served }
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Client<S> {
     pub async fn send(&mut self, bytes: &[u8]) {
         self.stream.write_all(bytes).await.unwrap();
     }
@@ -102,11 +120,7 @@ impl Client {
 
     /// Sends option `option` with `data`.
     pub async fn option(&mut self, option: u32, data: &[u8]) {
-        let mut header = IHAVEOPT.to_be_bytes().to_vec();
-        header.extend_from_slice(&option.to_be_bytes());
-        header.extend_from_slice(&u32::try_from(data.len()).unwrap().to_be_bytes());
-        header.extend_from_slice(data);
-        self.send(&header).await;
+        self.send(&option_bytes(option, data)).await;
     }
 
     pub async fn read(&mut self, len: usize) -> Vec<u8> {
@@ -120,10 +134,7 @@ impl Client {
 
     pub async fn option_reply(&mut self) -> OptionReply {
         let header = self.read(20).await;
-        assert_eq!(u64::from_be_bytes(header[..8].try_into().unwrap()), OPTION_REPLY_MAGIC);
-        let option = u32::from_be_bytes(header[8..12].try_into().unwrap());
-        let kind = u32::from_be_bytes(header[12..16].try_into().unwrap());
-        let len = u32::from_be_bytes(header[16..20].try_into().unwrap());
+        let (option, kind, len) = option_reply_header(header.as_slice().try_into().unwrap());
         let data = self.read(len as usize).await;
         OptionReply { option, kind, data }
     }
@@ -138,11 +149,7 @@ impl Client {
             assert_eq!(reply.option, OPT_GO, "{reply:?}");
             match reply.kind {
                 REP_ACK => return export.expect("no NBD_INFO_EXPORT before the ACK"),
-                REP_INFO if reply.data[..2] == INFO_EXPORT.to_be_bytes() => {
-                    let size = u64::from_be_bytes(reply.data[2..10].try_into().unwrap());
-                    export = Some((size, u16::from_be_bytes([reply.data[10], reply.data[11]])));
-                }
-                REP_INFO => {}
+                REP_INFO => export = info_export(&reply).or(export),
                 other => panic!("GO answered {other:#x}: {reply:?}"),
             }
         }
@@ -155,21 +162,13 @@ impl Client {
 
     /// A simple reply's (error, handle).
     pub async fn simple_reply(&mut self) -> (u32, u64) {
-        let reply = self.read(16).await;
-        assert_eq!(u32::from_be_bytes(reply[..4].try_into().unwrap()), SIMPLE_REPLY_MAGIC);
-        let error = u32::from_be_bytes(reply[4..8].try_into().unwrap());
-        (error, u64::from_be_bytes(reply[8..16].try_into().unwrap()))
+        simple_reply(self.read(16).await.as_slice().try_into().unwrap())
     }
 
     pub async fn chunk(&mut self) -> Chunk {
-        let header = self.read(20).await;
-        assert_eq!(u32::from_be_bytes(header[..4].try_into().unwrap()), STRUCTURED_REPLY_MAGIC);
-        let flags = u16::from_be_bytes([header[4], header[5]]);
-        let kind = u16::from_be_bytes([header[6], header[7]]);
-        let handle = u64::from_be_bytes(header[8..16].try_into().unwrap());
-        let len = u32::from_be_bytes(header[16..20].try_into().unwrap());
-        let payload = self.read(len as usize).await;
-        Chunk { flags, kind, handle, payload }
+        let (mut chunk, len) = chunk_header(self.read(20).await.as_slice().try_into().unwrap());
+        chunk.payload = self.read(len as usize).await;
+        chunk
     }
 
     /// A simple read; `Err(errno)` when refused.
@@ -209,36 +208,4 @@ impl Client {
         assert!(rest.is_empty(), "sent before closing: {rest:?}");
         tokio::time::timeout(PATIENCE, self.served).await.unwrap().unwrap()
     }
-}
-
-pub fn request_bytes(flags: u16, kind: u16, handle: u64, offset: u64, len: u32) -> Vec<u8> {
-    let mut head = Vec::with_capacity(28);
-    head.extend_from_slice(&REQUEST_MAGIC.to_be_bytes());
-    head.extend_from_slice(&flags.to_be_bytes());
-    head.extend_from_slice(&kind.to_be_bytes());
-    head.extend_from_slice(&handle.to_be_bytes());
-    head.extend_from_slice(&offset.to_be_bytes());
-    head.extend_from_slice(&len.to_be_bytes());
-    head
-}
-
-/// The payload of `NBD_OPT_INFO`/`NBD_OPT_GO`.
-pub fn info_payload(name: &str, requests: &[u16]) -> Vec<u8> {
-    let mut data = u32::try_from(name.len()).unwrap().to_be_bytes().to_vec();
-    data.extend_from_slice(name.as_bytes());
-    data.extend_from_slice(&u16::try_from(requests.len()).unwrap().to_be_bytes());
-    for request in requests {
-        data.extend_from_slice(&request.to_be_bytes());
-    }
-    data
-}
-
-/// The payload of `NBD_OPT_{LIST,SET}_META_CONTEXT` with one query.
-pub fn meta_context_payload(name: &str, query: &str) -> Vec<u8> {
-    let mut data = u32::try_from(name.len()).unwrap().to_be_bytes().to_vec();
-    data.extend_from_slice(name.as_bytes());
-    data.extend_from_slice(&1u32.to_be_bytes());
-    data.extend_from_slice(&u32::try_from(query.len()).unwrap().to_be_bytes());
-    data.extend_from_slice(query.as_bytes());
-    data
 }

@@ -256,8 +256,9 @@ async fn starttls_is_refused_by_a_server_without_tls() {
     still_serves(client).await;
 }
 
-/// A server that requires TLS, with a throwaway self-signed certificate.
-fn tls_required() -> ServerConfig {
+/// A server that requires TLS, with a throwaway self-signed certificate
+/// for `localhost`, and that certificate.
+fn tls_required() -> (ServerConfig, rustls_pki_types::CertificateDer<'static>) {
     use rustls_pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
     let key = rcgen::KeyPair::generate().unwrap();
     let params = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
@@ -275,12 +276,12 @@ fn tls_required() -> ServerConfig {
     let mut config = ServerConfig::new(vec![export("", patterned())]);
     config.tls = Some(Arc::new(tls));
     config.tls_mode = TlsMode::Required;
-    config
+    (config, cert.der().clone())
 }
 
 #[tokio::test]
 async fn a_tls_only_server_refuses_every_option_but_starttls_and_abort() {
-    let mut client = Client::connect(tls_required()).await;
+    let mut client = Client::connect(tls_required().0).await;
     client.send_flags(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES).await;
     for option in [OPT_GO, OPT_INFO, OPT_LIST, OPT_STRUCTURED_REPLY] {
         client.option(option, &info_payload("", &[])).await;
@@ -293,14 +294,36 @@ async fn a_tls_only_server_refuses_every_option_but_starttls_and_abort() {
     let reply = client.option_reply().await;
     assert_eq!((reply.option, reply.kind), (OPT_STARTTLS, REP_ACK), "{reply:?}");
 
-    let mut client = Client::connect(tls_required()).await;
+    let mut client = Client::connect(tls_required().0).await;
     client.send_flags(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES).await;
     client.option(OPT_EXPORT_NAME, b"").await;
     invalid_data(client.closed().await);
 
-    let mut client = Client::connect(tls_required()).await;
+    let mut client = Client::connect(tls_required().0).await;
     client.send_flags(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES).await;
     client.option(OPT_ABORT, &[]).await;
     assert_eq!(client.option_reply().await.kind, REP_ACK);
     client.closed().await.unwrap();
+}
+
+/// After `NBD_OPT_STARTTLS` the whole session runs over TLS: options the
+/// server refused in clear are served, `NBD_OPT_GO` enters transmission,
+/// and reads and writes go through.
+#[tokio::test]
+async fn starttls_then_go_serves_the_export_over_tls() {
+    let (config, root) = tls_required();
+    let mut client = Client::connect(config).await;
+    client.send_flags(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES).await;
+    let mut client = client.starttls(root).await;
+    client.option(OPT_LIST, &[]).await;
+    let reply = client.option_reply().await;
+    assert_eq!((reply.option, reply.kind), (OPT_LIST, REP_SERVER), "a list over TLS: {reply:?}");
+    assert_eq!(client.option_reply().await.kind, REP_ACK);
+    let (size, _) = client.go("").await;
+    assert_eq!(size, SIZE);
+    let data = client.simple_read(1, 4096, 512).await.unwrap();
+    let expected: Vec<u8> = (4096..4096 + 512).map(|i: u64| (i % 251) as u8).collect();
+    assert_eq!(data, expected);
+    assert_eq!(client.simple_write(2, 0, &[7; 512], CMD_FLAG_FUA).await, 0);
+    assert_eq!(client.simple_read(3, 0, 512).await.unwrap(), vec![7; 512]);
 }

@@ -82,6 +82,25 @@ async fn zero_length_requests_are_refused_and_the_connection_goes_on() {
     }
 }
 
+/// A FLUSH has no range: the specification reserves its offset and length
+/// as zero, and one that sets either is refused with EINVAL (as nbdkit
+/// refuses it) while the connection goes on.
+#[tokio::test]
+async fn a_flush_with_a_range_is_refused_and_the_connection_goes_on() {
+    for structured in [false, true] {
+        let mut client = Client::open(patterned(), structured).await;
+        for (handle, (offset, len)) in (1..).zip([(4096, 0), (0, 512), (4096, 512)]) {
+            client.request(0, CMD_FLUSH, handle, offset, len).await;
+            let error = error_of(&mut client, structured, handle).await;
+            assert_eq!(error, EINVAL, "flush of {offset}+{len}, structured: {structured}");
+        }
+        client.request(0, CMD_FLUSH, 4, 0, 0).await;
+        assert_eq!(client.simple_reply().await, (0, 4), "a flush of no range");
+        let data = read_ok(&mut client, structured, 5, 4096, 512).await;
+        assert_eq!(data, pattern(4096, 512), "structured: {structured}");
+    }
+}
+
 #[tokio::test]
 async fn requests_beyond_the_export_are_refused_and_the_connection_goes_on() {
     for structured in [false, true] {

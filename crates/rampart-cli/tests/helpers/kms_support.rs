@@ -145,66 +145,7 @@ impl Drop for ServerProcess {
     }
 }
 
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/pg-test-cluster")
-}
-
-/// A PostgreSQL cluster: `$RAMPART_TEST_PG_URL` when set (the test script
-/// starts one), else (not under CI, where its absence fails the test) a
-/// throwaway one started here and stopped on drop.
-#[derive(Debug)]
-pub struct PgCluster {
-    pub url: String,
-    owned: bool,
-}
-
-impl PgCluster {
-    pub fn get() -> Self {
-        if let Ok(url) = std::env::var("RAMPART_TEST_PG_URL") {
-            return Self { url, owned: false };
-        }
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "RAMPART_TEST_PG_URL is not set: under CI, scripts/test starts the PostgreSQL cluster"
-        );
-        let out = Command::new(script()).stderr(Stdio::inherit()).output().unwrap();
-        assert!(out.status.success(), "scripts/pg-test-cluster failed");
-        Self { url: String::from_utf8(out.stdout).unwrap().trim().to_owned(), owned: true }
-    }
-
-    /// A fresh database in the cluster; returns its URL.
-    pub fn database(&self, tag: &str) -> String {
-        let mut random = [0u8; 6];
-        rampart_crypto::fill_random(&mut random).unwrap();
-        let name =
-            format!("kms_{tag}_{}", random.iter().map(|b| format!("{b:02x}")).collect::<String>());
-        let out = Command::new("psql")
-            .args([&self.url, "-q", "-c", &format!("CREATE DATABASE {name}")])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "CREATE DATABASE failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let (base, _) = self.url.rsplit_once('/').unwrap();
-        format!("{base}/{name}")
-    }
-
-    /// A fast restart: every client connection is cut.
-    pub fn restart(&self) {
-        let out = Command::new(script()).args(["restart", &self.url]).output().unwrap();
-        assert!(out.status.success(), "restart failed: {}", String::from_utf8_lossy(&out.stderr));
-    }
-}
-
-impl Drop for PgCluster {
-    fn drop(&mut self) {
-        if self.owned {
-            let _ = Command::new(script()).args(["stop", &self.url]).output();
-        }
-    }
-}
+pub use rampart_test_support::PgCluster;
 
 pub fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
     let start = Instant::now();

@@ -2,54 +2,12 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::fs::{File, OpenOptions};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rampart_luks::{HashAlg, PbkdfChoice, PbkdfKind};
 
-/// A directory removed when dropped.
-pub struct TempDir {
-    pub path: PathBuf,
-}
-
-static COUNTER: AtomicUsize = AtomicUsize::new(0);
-
-impl TempDir {
-    pub fn new(tag: &str) -> Self {
-        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
-        let path =
-            std::env::temp_dir().join(format!("rampart-luks-{tag}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).unwrap();
-        Self { path }
-    }
-
-    pub fn file(&self, name: &str) -> PathBuf {
-        self.path.join(name)
-    }
-
-    /// A sparse file of `len` bytes.
-    pub fn sparse(&self, name: &str, len: u64) -> PathBuf {
-        let path = self.file(name);
-        let f = File::create(&path).unwrap();
-        f.set_len(len).unwrap();
-        path
-    }
-
-    /// A key file holding `pass`.
-    pub fn key_file(&self, name: &str, pass: &[u8]) -> PathBuf {
-        let path = self.file(name);
-        std::fs::write(&path, pass).unwrap();
-        path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
-    }
-}
+pub use rampart_test_support::TempDir;
 
 pub fn open_rw(path: &Path) -> File {
     OpenOptions::new().read(true).write(true).open(path).unwrap()

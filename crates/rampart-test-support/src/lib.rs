@@ -1,0 +1,17 @@
+//! What the tests of every crate share, so each is written once: scratch
+//! directories ([`TempDir`]), the PostgreSQL cluster the key manager's
+//! tests run on ([`PgCluster`]), finding the real programs the tests drive
+//! ([`tool`]), and the NBD wire format from a client's side ([`nbd`]).
+//!
+//! Only ever a dev-dependency: nothing here is part of a shipped crate.
+#![forbid(unsafe_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::missing_panics_doc)]
+
+pub mod nbd;
+mod postgres;
+mod tempdir;
+mod tools;
+
+pub use postgres::{psql, PgCluster};
+pub use tempdir::TempDir;
+pub use tools::tool;
