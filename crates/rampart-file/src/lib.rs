@@ -109,7 +109,6 @@ pub struct Summary {
 impl Summary {
     /// Plaintext MiB per second over `seconds` (0 for no time at all).
     #[must_use]
-    #[allow(clippy::cast_precision_loss)]
     pub fn mib_per_second(&self, seconds: f64) -> f64 {
         if seconds > 0.0 {
             self.plaintext_bytes as f64 / seconds / 1_048_576.0

@@ -83,7 +83,6 @@ fn settings(args: &ReencryptArgs) -> ReencryptSettings {
 }
 
 /// A request the planning rules refuse is the user's to fix (exit 2).
-#[allow(clippy::needless_pass_by_value)]
 fn usage(error: PlanError) -> anyhow::Error {
     UsageError(error.0).into()
 }

@@ -47,12 +47,10 @@ fn env_number(name: &str) -> anyhow::Result<Option<u64>> {
 
 #[cfg(not(feature = "crash-hooks"))]
 impl Hooks {
-    #[allow(clippy::unnecessary_wraps)]
     pub fn from_env() -> anyhow::Result<Self> {
         Ok(Self::default())
     }
 
-    #[allow(clippy::unnecessary_wraps)]
     pub fn check_online(self) -> anyhow::Result<()> {
         Ok(())
     }
