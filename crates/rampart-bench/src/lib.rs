@@ -26,6 +26,9 @@ pub const MAX_SPAN_BYTES: usize = 8 << 30;
 pub enum BenchError {
     #[error("invalid benchmark setting: {0}")]
     Settings(String),
+    /// A request naming what the benchmark does not know or this CPU lacks.
+    #[error("{0}")]
+    Request(String),
     #[error(transparent)]
     Crypto(#[from] CryptoError),
 }
@@ -162,6 +165,89 @@ impl Settings {
         }
         self.span_bytes = span_bytes;
         Ok(())
+    }
+}
+
+/// A benchmark as asked for (`rampart bench`'s options), before it is
+/// checked and resolved into [`Settings`].
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// Cipher family names; none: every family, and the KDF and DRBG rows.
+    pub ciphers: Vec<String>,
+    pub block_bytes: usize,
+    pub sector_bytes: Option<usize>,
+    pub span_bytes: Option<usize>,
+    /// 0: one per core.
+    pub threads: usize,
+    pub seconds: f64,
+    /// The Argon2 cost search's target, in milliseconds.
+    pub iter_time_ms: u64,
+    /// An XTS path's name.
+    pub xts_path: Option<String>,
+    pub ceiling: bool,
+    pub cpu_time: bool,
+}
+
+impl Settings {
+    /// The settings of `request`: cipher families once each in the order
+    /// named, the KDF and DRBG rows only when no family is named.
+    ///
+    /// # Errors
+    /// An unknown family or XTS path, a path this CPU cannot run, a
+    /// setting out of its range.
+    pub fn from_request(request: &Request) -> Result<Self, BenchError> {
+        let mut families = Vec::new();
+        for name in &request.ciphers {
+            let family = CipherFamily::from_name(name).ok_or_else(|| {
+                BenchError::Request(format!(
+                    "unknown cipher '{name}' (expected aes-cbc, aes-xts or aes-gcm)"
+                ))
+            })?;
+            if !families.contains(&family) {
+                families.push(family);
+            }
+        }
+        let only_ciphers = !families.is_empty();
+        if families.is_empty() {
+            families = CipherFamily::ALL.to_vec();
+        }
+        let mut settings = Self::new(
+            families,
+            request.block_bytes,
+            request.sector_bytes,
+            request.threads,
+            request.seconds,
+        )?;
+        if !(100..=60_000).contains(&request.iter_time_ms) {
+            return Err(BenchError::Request(format!(
+                "--iter-time {}: must be between 100 and 60000 ms",
+                request.iter_time_ms
+            )));
+        }
+        if let Some(span) = request.span_bytes {
+            settings.set_span(span)?;
+        }
+        settings.iter_time = Duration::from_millis(request.iter_time_ms);
+        settings.kdf = !only_ciphers;
+        settings.rng = !only_ciphers;
+        settings.ceiling = request.ceiling;
+        settings.cpu_time = request.cpu_time;
+        if let Some(name) = &request.xts_path {
+            let path = XtsPath::from_name(name).ok_or_else(|| {
+                let known: Vec<&str> = XtsPath::ALL.iter().map(|p| p.name()).collect();
+                BenchError::Request(format!(
+                    "unknown XTS path '{name}' (expected one of {})",
+                    known.join(", ")
+                ))
+            })?;
+            if !path.available() {
+                return Err(BenchError::Request(format!(
+                    "this CPU lacks the instructions of XTS path '{name}'"
+                )));
+            }
+            settings.xts_path = Some(path);
+        }
+        Ok(settings)
     }
 }
 
@@ -696,6 +782,66 @@ mod tests {
             assert_eq!(row.threads, 2);
         }
         assert!(report.rng.unwrap().mib_s > 0.0);
+    }
+
+    fn request(ciphers: &[&str]) -> Request {
+        Request {
+            ciphers: ciphers.iter().map(ToString::to_string).collect(),
+            block_bytes: 4096,
+            sector_bytes: None,
+            span_bytes: None,
+            threads: 1,
+            seconds: 1.0,
+            iter_time_ms: 2000,
+            xts_path: None,
+            ceiling: false,
+            cpu_time: false,
+        }
+    }
+
+    fn refusal(request: &Request) -> String {
+        Settings::from_request(request).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn requests_name_each_family_once_and_skip_the_kdf_rows() {
+        let all = Settings::from_request(&request(&[])).unwrap();
+        assert_eq!(all.ciphers, CipherFamily::ALL);
+        assert!(all.kdf && all.rng);
+        assert_eq!(all.iter_time, Duration::from_millis(2000));
+        let some = Settings::from_request(&request(&["aes-gcm", "aes-xts", "aes-gcm"])).unwrap();
+        assert_eq!(some.ciphers, [CipherFamily::AesGcm, CipherFamily::AesXts]);
+        assert!(!some.kdf && !some.rng);
+        let spanned =
+            Settings::from_request(&Request { span_bytes: Some(8192), ..request(&[]) }).unwrap();
+        assert_eq!(spanned.span_bytes, 8192);
+    }
+
+    #[test]
+    fn requests_out_of_range_or_unknown_are_refused() {
+        assert_eq!(
+            refusal(&request(&["des"])),
+            "unknown cipher 'des' (expected aes-cbc, aes-xts or aes-gcm)"
+        );
+        for ms in [99, 60_001] {
+            assert_eq!(
+                refusal(&Request { iter_time_ms: ms, ..request(&[]) }),
+                format!("--iter-time {ms}: must be between 100 and 60000 ms")
+            );
+        }
+        assert!(refusal(&Request { span_bytes: Some(1000), ..request(&[]) })
+            .starts_with("invalid benchmark setting: --span 1000"));
+        let known: Vec<&str> = XtsPath::ALL.iter().map(|p| p.name()).collect();
+        assert_eq!(
+            refusal(&Request { xts_path: Some("rot13".into()), ..request(&[]) }),
+            format!("unknown XTS path 'rot13' (expected one of {})", known.join(", "))
+        );
+        for path in XtsPath::ALL.into_iter().filter(|p| !p.available()) {
+            assert_eq!(
+                refusal(&Request { xts_path: Some(path.name().into()), ..request(&[]) }),
+                format!("this CPU lacks the instructions of XTS path '{}'", path.name())
+            );
+        }
     }
 
     #[test]

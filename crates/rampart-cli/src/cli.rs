@@ -520,11 +520,11 @@ pub struct ReencryptArgs {
     /// Encryption with --reduce-device-size always uses datashift. With
     /// --resume-only, another of checksum, journal and none replaces the
     /// recorded one (as cryptsetup 2.6 allows; a data shift keeps its own).
-    #[arg(long, value_name = "MODE")]
-    pub resilience: Option<String>,
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub resilience: Option<ResilienceArg>,
     /// The checksum resilience hash: sha256 (default), sha1 or sha512.
-    #[arg(long, value_name = "HASH")]
-    pub resilience_hash: Option<String>,
+    #[arg(long, value_enum, ignore_case = true, value_name = "HASH")]
+    pub resilience_hash: Option<ResilienceHashArg>,
     /// The largest hotzone (bytes; K/M/G suffixes), the data re-encrypted
     /// between two header updates (default 64M; journal: at most its area).
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
@@ -575,6 +575,23 @@ pub struct ReencryptArgs {
     /// Print nothing but errors.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+}
+
+/// `reencrypt --resilience`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ResilienceArg {
+    Checksum,
+    Journal,
+    None,
+    Datashift,
+}
+
+/// `reencrypt --resilience-hash`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ResilienceHashArg {
+    Sha1,
+    Sha256,
+    Sha512,
 }
 
 #[derive(Debug, clap::Args)]

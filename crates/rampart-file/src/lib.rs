@@ -13,6 +13,7 @@
 
 pub mod header;
 pub mod openssl;
+pub mod output;
 mod pipeline;
 pub mod recipient;
 pub mod stream;
@@ -29,6 +30,18 @@ pub use stream::{SegmentCipher, StreamHeader, StreamParams};
 /// The default ciphertext segment size (1 MiB), as Tink's recommended
 /// templates use.
 pub const DEFAULT_SEGMENT_SIZE: u32 = 1 << 20;
+
+/// The smallest ciphertext segment a new file may have.
+pub const MIN_SEGMENT_SIZE: u32 = 4096;
+
+/// The segment size of a new file asked for as `requested` bytes, when it
+/// lies from [`MIN_SEGMENT_SIZE`] to [`stream::MAX_SEGMENT_SIZE`].
+#[must_use]
+pub fn new_segment_size(requested: u64) -> Option<u32> {
+    u32::try_from(requested)
+        .ok()
+        .filter(|s| (MIN_SEGMENT_SIZE..=stream::MAX_SEGMENT_SIZE).contains(s))
+}
 
 /// Everything that can go wrong. Messages are one line and hold no secret.
 #[derive(Debug, thiserror::Error)]
@@ -91,6 +104,18 @@ pub struct Summary {
     pub plaintext_bytes: u64,
     pub ciphertext_bytes: u64,
     pub segments: u64,
+}
+
+impl Summary {
+    /// Plaintext MiB per second over `seconds` (0 for no time at all).
+    #[must_use]
+    pub fn mib_per_second(&self, seconds: f64) -> f64 {
+        if seconds > 0.0 {
+            self.plaintext_bytes as f64 / seconds / 1_048_576.0
+        } else {
+            0.0
+        }
+    }
 }
 
 /// Progress: called with the plaintext bytes just handled.

@@ -41,6 +41,18 @@ impl Cipher {
         }
     }
 
+    /// The cipher `name` names.
+    ///
+    /// # Errors
+    /// A cipher this reader does not know, in one line listing those it does.
+    pub fn parse(name: &str) -> std::result::Result<Self, String> {
+        Self::from_name(name).ok_or_else(|| {
+            format!(
+                "unsupported --openssl cipher '{name}' (expected aes-128-cbc, aes-256-cbc, aes-128-ctr or aes-256-ctr)"
+            )
+        })
+    }
+
     fn key_len(self) -> usize {
         match self {
             Self::Aes128Cbc | Self::Aes128Ctr => 16,
@@ -99,6 +111,33 @@ pub enum Kdf {
     Pbkdf2 { md: Md, iterations: u32 },
     /// The legacy default: `EVP_BytesToKey(MD, salt, passphrase, 1)`.
     BytesToKey { md: Md },
+}
+
+impl Kdf {
+    /// The derivation `openssl enc` was given: `-pbkdf2` (implied by
+    /// `-iter`; 10000 iterations by default) or else `EVP_BytesToKey`,
+    /// each over `-md` (sha256 by default).
+    ///
+    /// # Errors
+    /// An unknown digest, or no iterations.
+    pub fn from_options(
+        md: Option<&str>,
+        pbkdf2: bool,
+        iterations: Option<u32>,
+    ) -> std::result::Result<Self, String> {
+        let md_name = md.unwrap_or("sha256");
+        let md = Md::from_name(md_name).ok_or_else(|| {
+            format!("unknown --md '{md_name}' (expected md5, sha1, sha256 or sha512)")
+        })?;
+        if !pbkdf2 && iterations.is_none() {
+            return Ok(Self::BytesToKey { md });
+        }
+        let iterations = iterations.unwrap_or(10_000);
+        if iterations == 0 {
+            return Err("--iter must be at least 1".into());
+        }
+        Ok(Self::Pbkdf2 { md, iterations })
+    }
 }
 
 /// `EVP_BytesToKey` with one iteration: D_i = MD(D_{i-1} || pass || salt).

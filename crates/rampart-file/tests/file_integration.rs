@@ -5,4 +5,5 @@
 #![allow(clippy::unwrap_used)]
 
 mod file_header_mutations;
+mod file_options;
 mod file_tink_interop;

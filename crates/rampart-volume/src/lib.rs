@@ -9,6 +9,7 @@
 
 mod cipher;
 mod clone;
+#[cfg(feature = "crash-simulation")]
 pub mod crashsim;
 mod crypt;
 mod file;
@@ -17,6 +18,7 @@ pub mod lock;
 mod mem;
 mod ordered;
 pub mod reencrypt;
+pub mod reencrypt_plan;
 mod replaceable;
 mod restore;
 mod volume;

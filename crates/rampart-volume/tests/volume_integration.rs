@@ -10,3 +10,4 @@ mod crash_encrypt_decrypt;
 mod crash_headers;
 mod crash_reencrypt;
 mod crypt;
+mod reencrypt_plan;

@@ -1,9 +1,7 @@
 use std::io::{IsTerminal, Write};
-use std::time::Duration;
 
 use anyhow::Context;
-use rampart_bench::{CipherFamily, Report, Settings};
-use rampart_crypto::XtsPath;
+use rampart_bench::{CipherFamily, Report, Request, Settings};
 
 use crate::cli::BenchArgs;
 use crate::UsageError;
@@ -32,50 +30,19 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
 }
 
 fn settings_from(args: &BenchArgs) -> anyhow::Result<Settings> {
-    let mut families = Vec::new();
-    for name in &args.cipher {
-        let family = CipherFamily::from_name(name).ok_or_else(|| {
-            UsageError(format!("unknown cipher '{name}' (expected aes-cbc, aes-xts or aes-gcm)"))
-        })?;
-        if !families.contains(&family) {
-            families.push(family);
-        }
-    }
-    let only_ciphers = !families.is_empty();
-    if families.is_empty() {
-        families = CipherFamily::ALL.to_vec();
-    }
-    let mut settings = Settings::new(families, args.size, args.sector, args.threads, args.seconds)
-        .map_err(|e| UsageError(e.to_string()))?;
-    if !(100..=60_000).contains(&args.iter_time) {
-        return Err(UsageError(format!(
-            "--iter-time {}: must be between 100 and 60000 ms",
-            args.iter_time
-        ))
-        .into());
-    }
-    if let Some(span) = args.span {
-        settings.set_span(span).map_err(|e| UsageError(e.to_string()))?;
-    }
-    settings.iter_time = Duration::from_millis(args.iter_time);
-    settings.kdf = !only_ciphers;
-    settings.rng = !only_ciphers;
-    settings.ceiling = args.ceiling;
-    settings.cpu_time = args.cpu_time;
-    if let Some(name) = &args.xts_path {
-        let path = XtsPath::from_name(name).ok_or_else(|| {
-            let known: Vec<&str> = XtsPath::ALL.iter().map(|p| p.name()).collect();
-            UsageError(format!("unknown XTS path '{name}' (expected one of {})", known.join(", ")))
-        })?;
-        if !path.available() {
-            return Err(UsageError(format!(
-                "this CPU lacks the instructions of XTS path '{name}'"
-            ))
-            .into());
-        }
-        settings.xts_path = Some(path);
-    }
-    Ok(settings)
+    let request = Request {
+        ciphers: args.cipher.clone(),
+        block_bytes: args.size,
+        sector_bytes: args.sector,
+        span_bytes: args.span,
+        threads: args.threads,
+        seconds: args.seconds,
+        iter_time_ms: args.iter_time,
+        xts_path: args.xts_path.clone(),
+        ceiling: args.ceiling,
+        cpu_time: args.cpu_time,
+    };
+    Settings::from_request(&request).map_err(|e| UsageError(e.to_string()).into())
 }
 
 fn print_table(out: &mut impl Write, report: &Report, settings: &Settings) -> std::io::Result<()> {

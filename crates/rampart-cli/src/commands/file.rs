@@ -2,23 +2,22 @@
 //! and pipes (`rampart-file`), and `openssl enc` files for migration.
 //!
 //! Output files are written under a temporary name beside the target and
-//! renamed into place only on success, so a failure (a wrong key, a
-//! tampered segment, a full disk) removes the partial output and leaves an
-//! existing file untouched. Standard output gets only authenticated
-//! segments, and stops before the first that fails.
+//! renamed into place only on success ([`rampart_file::output`]), so a
+//! failure (a wrong key, a tampered segment, a full disk) removes the
+//! partial output and leaves an existing file untouched. Standard output
+//! gets only authenticated segments, and stops before the first that fails.
 
 use std::cell::OnceCell;
-use std::fs::{File, OpenOptions};
-use std::io::{self, IsTerminal, Read, Write};
-use std::os::fd::AsFd;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::fs::File;
+use std::io::{self, IsTerminal, Read};
+use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Context;
 use indicatif::ProgressBar;
 use rampart_crypto::{Argon2Params, Argon2Variant, SecretBytes};
-use rampart_file::openssl::{self, Cipher, Kdf, Md};
+use rampart_file::openssl::{self, Cipher, Kdf};
+use rampart_file::output::{is_stdio, Output, OutputError};
 use rampart_file::recipient::STANZA_KMS;
 use rampart_file::{Identity, Passphrase, RawKey, Recipient, Summary, UnwrapFailure};
 use rampart_kms::keys::WrappedHeader;
@@ -147,85 +146,12 @@ fn read_passphrase(
     Source::new(key_file, "Enter passphrase: ", confirm).read()
 }
 
-fn is_stdio(path: &Path) -> bool {
-    path == Path::new("-")
-}
-
-/// Where the output goes: standard output, a file written in place (a
-/// device or a FIFO), or a temporary file renamed on success.
-enum Output {
-    Stdout,
-    Direct(File),
-    Temporary { file: File, temp: PathBuf, target: PathBuf },
-}
-
-impl Output {
-    fn create(path: &Path) -> anyhow::Result<Self> {
-        if is_stdio(path) {
-            return Ok(Self::Stdout);
-        }
-        if let Ok(meta) = std::fs::metadata(path) {
-            if !meta.is_file() {
-                let file = OpenOptions::new()
-                    .write(true)
-                    .open(path)
-                    .with_context(|| format!("cannot open {}", path.display()))?;
-                return Ok(Self::Direct(file));
-            }
-        }
-        let name = path
-            .file_name()
-            .ok_or_else(|| UsageError(format!("{} is not a file name", path.display())))?;
-        let mut temp_name = std::ffi::OsString::from(".");
-        temp_name.push(name);
-        temp_name.push(format!(".rampart-{}", std::process::id()));
-        let temp = path.with_file_name(temp_name);
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&temp)
-            .with_context(|| format!("cannot create {}", temp.display()))?;
-        Ok(Self::Temporary { file, temp, target: path.to_owned() })
-    }
-
-    fn is_file(&self) -> bool {
-        !matches!(self, Self::Stdout)
-    }
-
-    /// Runs `work` on the writer; renames on success, removes on failure.
-    fn run<T>(
-        self,
-        work: impl FnOnce(&mut (dyn Write + Send)) -> anyhow::Result<T>,
-    ) -> anyhow::Result<T> {
-        match self {
-            Self::Stdout => {
-                // A duplicate of descriptor 1: large unbuffered writes, and
-                // `Send` for the writer thread (a locked `Stdout` is not).
-                let fd = io::stdout()
-                    .as_fd()
-                    .try_clone_to_owned()
-                    .context("cannot use standard output")?;
-                let mut out = File::from(fd);
-                work(&mut out)
-            }
-            Self::Direct(mut file) => work(&mut file),
-            Self::Temporary { mut file, temp, target } => {
-                let result = work(&mut file).and_then(|value| {
-                    file.sync_all().context("cannot sync the output")?;
-                    drop(file);
-                    std::fs::rename(&temp, &target).with_context(|| {
-                        format!("cannot rename the output to {}", target.display())
-                    })?;
-                    Ok(value)
-                });
-                if result.is_err() {
-                    let _ = std::fs::remove_file(&temp);
-                }
-                result
-            }
-        }
-    }
+/// Opens the output; a target that names no file is the user's to fix.
+fn create_output(path: &Path) -> anyhow::Result<Output> {
+    Output::create(path).map_err(|e| match e {
+        OutputError::NotAFileName(_) => UsageError(e.to_string()).into(),
+        other => other.into(),
+    })
 }
 
 /// Opens the input; returns it and its size when it is a regular file.
@@ -270,7 +196,7 @@ fn summary_json(
         "ciphertext_bytes": summary.ciphertext_bytes,
         "segments": summary.segments,
         "seconds": seconds,
-        "mib_per_s": if seconds > 0.0 { summary.plaintext_bytes as f64 / seconds / 1048576.0 } else { 0.0 },
+        "mib_per_s": summary.mib_per_second(seconds),
     });
     if let (Some(map), serde_json::Value::Object(more)) = (value.as_object_mut(), extra) {
         map.extend(more);
@@ -280,12 +206,9 @@ fn summary_json(
 
 pub fn encrypt(args: &EncryptArgs) -> anyhow::Result<()> {
     let started = Instant::now();
-    let segment_size = u32::try_from(args.segment_size)
-        .ok()
-        .filter(|s| (4096..=rampart_file::stream::MAX_SEGMENT_SIZE).contains(s))
-        .ok_or_else(|| {
-            UsageError(format!("--segment-size {} is outside 4K..=8M", args.segment_size))
-        })?;
+    let segment_size = rampart_file::new_segment_size(args.segment_size).ok_or_else(|| {
+        UsageError(format!("--segment-size {} is outside 4K..=8M", args.segment_size))
+    })?;
     if is_stdio(&args.output) && io::stdout().is_terminal() {
         return Err(UsageError(
             "refusing to write ciphertext to a terminal (use -o FILE or a pipe)".into(),
@@ -314,7 +237,7 @@ pub fn encrypt(args: &EncryptArgs) -> anyhow::Result<()> {
         recipients.push(Box::new(Passphrase::new(passphrase, argon2_params(args)?)));
     }
     let (mut input, size) = open_input(&args.input)?;
-    let output = Output::create(&args.output)?;
+    let output = create_output(&args.output)?;
     let to_file = output.is_file();
     let bar = size.and_then(progress);
     let on_progress = ticker(bar.as_ref());
@@ -356,13 +279,7 @@ pub fn decrypt(args: &DecryptArgs) -> anyhow::Result<()> {
     }
     if args.keys.key_file.is_some() || identities.is_empty() {
         let passphrase = read_passphrase(&args.input, args.keys.key_file.as_deref(), false)?;
-        let unused = Argon2Params {
-            variant: Argon2Variant::Argon2id,
-            time: 1,
-            memory_kib: 8,
-            parallelism: 1,
-        };
-        identities.push(Box::new(Passphrase::new(passphrase, unused)));
+        identities.push(Box::new(Passphrase::opening(passphrase)));
     }
     let refs: Vec<&dyn Identity> = identities.iter().map(|i| i.as_ref() as &dyn Identity).collect();
     let ranged = args.offset.is_some() || args.length.is_some();
@@ -378,7 +295,7 @@ pub fn decrypt(args: &DecryptArgs) -> anyhow::Result<()> {
     let (summary, opened_by) = if is_stdio(&args.input) {
         let mut input = io::stdin();
         let opened = rampart_file::open(&mut input, &refs).map_err(file_error)?;
-        let output = Output::create(&args.output)?;
+        let output = create_output(&args.output)?;
         let summary = output.run(|out| {
             let mut input = io::stdin();
             opened.decrypt(&mut input, out, &|_| {}).map_err(file_error)
@@ -392,7 +309,7 @@ pub fn decrypt(args: &DecryptArgs) -> anyhow::Result<()> {
             .with_context(|| args.input.display().to_string())?;
         let len = file.metadata()?.len();
         let total = opened.plaintext_len(len).map_err(file_error)?;
-        let output = Output::create(&args.output)?;
+        let output = create_output(&args.output)?;
         let bar = progress(total.saturating_sub(offset).min(length));
         let on_progress = ticker(bar.as_ref());
         let summary = output.run(|out| {
@@ -418,24 +335,8 @@ pub fn decrypt(args: &DecryptArgs) -> anyhow::Result<()> {
 }
 
 fn decrypt_openssl(args: &DecryptArgs, cipher_name: &str, started: Instant) -> anyhow::Result<()> {
-    let cipher = Cipher::from_name(cipher_name).ok_or_else(|| {
-        UsageError(format!(
-            "unsupported --openssl cipher '{cipher_name}' (expected aes-128-cbc, aes-256-cbc, aes-128-ctr or aes-256-ctr)"
-        ))
-    })?;
-    let md_name = args.md.as_deref().unwrap_or("sha256");
-    let md = Md::from_name(md_name).ok_or_else(|| {
-        UsageError(format!("unknown --md '{md_name}' (expected md5, sha1, sha256 or sha512)"))
-    })?;
-    let kdf = if args.pbkdf2 || args.iter.is_some() {
-        let iterations = args.iter.unwrap_or(10_000);
-        if iterations == 0 {
-            return Err(UsageError("--iter must be at least 1".into()).into());
-        }
-        Kdf::Pbkdf2 { md, iterations }
-    } else {
-        Kdf::BytesToKey { md }
-    };
+    let cipher = Cipher::parse(cipher_name).map_err(UsageError)?;
+    let kdf = Kdf::from_options(args.md.as_deref(), args.pbkdf2, args.iter).map_err(UsageError)?;
     if args.offset.is_some() || args.length.is_some() || args.keys.raw_key_file.is_some() {
         return Err(UsageError(
             "--openssl takes a passphrase only, and no --offset/--length".into(),
@@ -447,7 +348,7 @@ fn decrypt_openssl(args: &DecryptArgs, cipher_name: &str, started: Instant) -> a
         "rampart: warning: openssl enc files are not authenticated: modifications are not detected (re-encrypt with `rampart encrypt`)"
     );
     let (mut input, size) = open_input(&args.input)?;
-    let output = Output::create(&args.output)?;
+    let output = create_output(&args.output)?;
     let to_file = output.is_file();
     let bar = size.and_then(progress);
     let on_progress = ticker(bar.as_ref());

@@ -7,14 +7,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use anyhow::Context;
-use rampart_crypto::{random_secret, HashAlg, SecretBytes};
-use rampart_luks::{DataCipher, EncryptPlan, FormatOptions, Luks, LuksVersion, Resilience};
+use rampart_crypto::{HashAlg, SecretBytes};
+use rampart_luks::{Luks, LuksVersion, Resilience};
 use rampart_serve::protocol::{DecryptAttached, RunOptions};
 use rampart_serve::remote;
+use rampart_volume::reencrypt_plan::{PlanError, ReencryptSettings, ResilienceMode};
 use rampart_volume::{Outcome, ReencryptError, ReencryptOptions, Reencryption, VolumePaths};
 use serde_json::json;
 
-use crate::cli::ReencryptArgs;
+use crate::cli::{ReencryptArgs, ResilienceArg, ResilienceHashArg};
 use crate::commands::bind::bind_pbkdf;
 use crate::commands::copy::progress;
 use crate::commands::header::{
@@ -23,15 +24,13 @@ use crate::commands::header::{
 use crate::commands::keysource::{
     bound_tokens, context, new_passphrase, BoundToken, KeySource, Kms,
 };
-use crate::errors::{luks_error, remote_error, serve_error};
+use crate::errors::{luks_error, map_open_error, remote_error, serve_error};
 use crate::passphrase::Source;
 use crate::UsageError;
 
-/// Test hook: after this many hotzones, write half of the next and exit
-/// with status 137 as if killed, leaving the header mid-hotzone.
-const CRASH_ENV: &str = "RAMPART_REENCRYPT_CRASH_AFTER";
-/// Test hook: stop cleanly after this many hotzones.
-const STOP_ENV: &str = "RAMPART_REENCRYPT_STOP_AFTER";
+mod hooks;
+
+use hooks::Hooks;
 
 /// Set by SIGINT or SIGTERM: the run stops at the next hotzone boundary,
 /// the header recording the position (cryptsetup's behaviour).
@@ -61,8 +60,43 @@ fn watch_signals() {
     });
 }
 
+/// The request as the planning rules take it.
+fn settings(args: &ReencryptArgs) -> ReencryptSettings {
+    ReencryptSettings {
+        cipher: args.cipher.clone(),
+        key_bits: args.key_size,
+        sector_size: args.sector_size,
+        new_passphrase: args.new_key_file.is_some(),
+        resilience: args.resilience.map(|mode| match mode {
+            ResilienceArg::Checksum => ResilienceMode::Checksum,
+            ResilienceArg::Journal => ResilienceMode::Journal,
+            ResilienceArg::None => ResilienceMode::None,
+            ResilienceArg::Datashift => ResilienceMode::Datashift,
+        }),
+        resilience_hash: args.resilience_hash.map(|hash| match hash {
+            ResilienceHashArg::Sha1 => HashAlg::Sha1,
+            ResilienceHashArg::Sha256 => HashAlg::Sha256,
+            ResilienceHashArg::Sha512 => HashAlg::Sha512,
+        }),
+        reduce_device_size: args.reduce_device_size,
+    }
+}
+
+/// A request the planning rules refuse is the user's to fix (exit 2).
+fn usage(error: PlanError) -> anyhow::Error {
+    UsageError(error.0).into()
+}
+
+/// The size of the data device.
+fn device_len(paths: &VolumePaths) -> anyhow::Result<u64> {
+    let file = std::fs::File::open(&paths.data)
+        .with_context(|| format!("cannot open {}", paths.data.display()))?;
+    rampart_luks::MetadataIo::len(&file).context("cannot size the data device")
+}
+
 pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
     let paths = paths(&args.volume);
+    let settings = settings(args);
     if args.encrypt {
         let header_in_progress = paths
             .open_header(false)
@@ -70,7 +104,7 @@ pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
             .and_then(|h| Luks::load(&h).ok())
             .is_some_and(|(l, _)| matches!(l.reencrypt_state(), Ok(Some(_))));
         if !header_in_progress {
-            let (old_key, new_key) = start_encrypt(args, &paths)?;
+            let (old_key, new_key) = start_encrypt(args, &settings, &paths)?;
             if args.init_only {
                 if !args.quiet && !args.json {
                     eprintln!("Encryption of {} initialised.", paths.data.display());
@@ -86,7 +120,7 @@ pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
         if let Some(new_header) = &paths.header {
             if matches!(std::fs::symlink_metadata(new_header), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
             {
-                let (key, uuid) = start_decrypt_attached(args, &paths, new_header)?;
+                let (key, uuid) = start_decrypt_attached(args, &settings, &paths, new_header)?;
                 if args.init_only {
                     if !args.quiet && !args.json {
                         eprintln!(
@@ -124,19 +158,7 @@ pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
     let mut source = KeySource::new(&args.key, &args.tokens, "Enter passphrase: ");
     let (old_key, new_key) = match state {
         Some(state) => {
-            let changed = args.reduce_device_size.is_some()
-                || args.cipher.is_some()
-                || args.key_size.is_some()
-                || args.sector_size.is_some()
-                || args.new_key_file.is_some();
-            if changed {
-                return Err(UsageError(format!(
-                    "{} is already being re-encrypted ({} resilience); resume it without --cipher, --key-size, --sector-size, --new-key-file or --reduce-device-size",
-                    paths.data.display(),
-                    state.resilience.name()
-                ))
-                .into());
-            }
+            settings.check_resume(&paths.data, &state).map_err(usage)?;
             if args.init_only {
                 return Err(UsageError(format!(
                     "the reencryption of {} is already initialised",
@@ -146,13 +168,8 @@ pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
             }
             let keys = source.unlock_reencrypting(&luks, &header, paths.header_path())?;
             drop(header);
-            let other = args.resilience.as_deref().is_some_and(|r| r != state.resilience.name())
-                || args.resilience_hash.as_deref().is_some_and(|h| match &state.resilience {
-                    Resilience::Checksum { hash, .. } => h != hash.name(),
-                    _ => true,
-                });
-            if other {
-                change_resilience(args, &paths, &state, &keys)?;
+            if settings.changes_resilience(&state) {
+                change_resilience(args, &settings, &paths, &state, &keys)?;
             }
             keys
         }
@@ -166,11 +183,11 @@ pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
         None if args.decrypt => {
             let (_, key) = source.unlock(&luks, &header, paths.header_path())?;
             drop(header);
-            start_decrypt(args, &paths, &luks, key)?
+            start_decrypt(args, &settings, &paths, &luks, key)?
         }
         None => {
             drop(header);
-            start(args, &paths, &luks, &mut source)?
+            start(args, &settings, &paths, &luks, &mut source)?
         }
     };
     if args.init_only {
@@ -182,22 +199,12 @@ pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
     resume(args, &paths, &old_key, &new_key, served)
 }
 
-/// The checksum block: the device's block size (4096 on files and most
-/// disks) when the data is made of such blocks, as cryptsetup picks it;
-/// at least a sector.
-fn checksum_block(data_len: u64, sector: u32) -> u32 {
-    if data_len % 4096 == 0 {
-        4096u32.max(sector)
-    } else {
-        sector
-    }
-}
-
 /// `--encrypt`: writes the header of a plaintext image about to be
 /// encrypted (after copying the data the header will overwrite, with a
 /// data shift). Returns the keys: none (plaintext) and the new one.
 fn start_encrypt(
     args: &ReencryptArgs,
+    settings: &ReencryptSettings,
     paths: &VolumePaths,
 ) -> anyhow::Result<(SecretBytes, SecretBytes)> {
     if args.resume_only {
@@ -220,111 +227,8 @@ fn start_encrypt(
         .into());
     }
     let device_len = rampart_luks::MetadataIo::len(&data).context("cannot size the data device")?;
-    let cipher = match &args.cipher {
-        Some(spec) => DataCipher::from_spec(spec).map_err(|e| UsageError(e.to_string()))?,
-        None => DataCipher::AesXtsPlain64,
-    };
-    let key_bits =
-        args.key_size.unwrap_or(if cipher == DataCipher::AesXtsPlain64 { 512 } else { 256 });
-    let valid: &[usize] =
-        if cipher == DataCipher::AesXtsPlain64 { &[256, 512] } else { &[128, 256] };
-    if !valid.contains(&key_bits) {
-        return Err(UsageError(format!(
-            "--key-size {key_bits} is not valid for {} (use {valid:?})",
-            cipher.spec()
-        ))
-        .into());
-    }
-    let sector_size = args.sector_size.unwrap_or(4096);
-    if !matches!(sector_size, 512 | 1024 | 2048 | 4096) {
-        return Err(UsageError(format!(
-            "--sector-size {sector_size} must be 512, 1024, 2048 or 4096"
-        ))
-        .into());
-    }
-    let detached = paths.header.is_some();
-    let shift = match (args.reduce_device_size, &paths.header) {
-        // cryptsetup's `--reduce-device-size` with `--header`: the header
-        // file takes SIZE bytes (16 KiB metadata twice, the rest keyslots),
-        // the data stays in place and is encrypted backward in hotzones of
-        // SIZE bytes (resilience datashift, the shift SIZE).
-        (Some(reduce), Some(_)) => {
-            let unit = u64::from(sector_size).max(4096);
-            if reduce == 0 || reduce % unit != 0 {
-                return Err(UsageError(format!(
-                    "--reduce-device-size {reduce} with --header must be a non-zero multiple of {unit} bytes (4096 and the sector size)"
-                ))
-                .into());
-            }
-            let (low, high) = (1u64 << 20, (128u64 << 20) + (32 << 10));
-            if !(low..=high).contains(&reduce) {
-                return Err(UsageError(format!(
-                    "--reduce-device-size {reduce} with --header must be from 1 MiB to 128 MiB + 32 KiB (the header file: two 16 KiB metadata copies and a keyslots area of at most 128 MiB)"
-                ))
-                .into());
-            }
-            if device_len < reduce {
-                return Err(UsageError(format!(
-                    "{} has {device_len} bytes: encrypting it with --reduce-device-size {reduce} needs at least {reduce}",
-                    paths.data.display()
-                ))
-                .into());
-            }
-            Some(reduce)
-        }
-        (None, None) => {
-            return Err(UsageError(
-                "--encrypt needs room for the header: --reduce-device-size SIZE (the data moves up) or --header FILE (a detached header)"
-                    .into(),
-            )
-            .into())
-        }
-        (Some(reduce), None) => {
-            let unit = u64::from(sector_size) * 2;
-            if reduce == 0 || reduce % unit != 0 {
-                return Err(UsageError(format!(
-                    "--reduce-device-size {reduce} must be a non-zero multiple of twice the {sector_size}-byte sector size ({unit} bytes)"
-                ))
-                .into());
-            }
-            if reduce > 1 << 30 {
-                return Err(UsageError(format!(
-                    "--reduce-device-size {reduce} is larger than 1 GiB, cryptsetup's limit"
-                ))
-                .into());
-            }
-            let shift = reduce / 2;
-            let minimum = 3 * shift;
-            if device_len < minimum {
-                return Err(UsageError(format!(
-                    "{} has {device_len} bytes: encrypting it with --reduce-device-size {reduce} needs at least {minimum}",
-                    paths.data.display()
-                ))
-                .into());
-            }
-            Some(shift)
-        }
-        (None, Some(_)) => None,
-    };
-    let data_len = if detached { device_len } else { device_len - shift.map_or(0, |s| s * 2) };
-    if data_len % u64::from(sector_size) != 0 {
-        return Err(UsageError(format!(
-            "the data ({data_len} bytes) is not a multiple of the {sector_size}-byte sector size"
-        ))
-        .into());
-    }
-    let resilience = if shift.is_some() {
-        if args.resilience.as_deref().is_some_and(|r| r != "datashift") {
-            return Err(UsageError(
-                "encryption with --reduce-device-size has resilience datashift, as in cryptsetup"
-                    .into(),
-            )
-            .into());
-        }
-        Resilience::None
-    } else {
-        parse_resilience(args, checksum_block(data_len, sector_size))?
-    };
+    let planned =
+        settings.encrypt_start(&paths.data, device_len, paths.header.is_some()).map_err(usage)?;
     let pbkdf = pbkdf_choice(&args.pbkdf, LuksVersion::Luks2)?;
     let passphrase = Source::new(
         args.new_key_file.as_deref().or(args.key.key_file.as_deref()),
@@ -332,22 +236,9 @@ fn start_encrypt(
         true,
     )
     .read()?;
-    let opts = FormatOptions {
-        version: LuksVersion::Luks2,
-        cipher,
-        key_bytes: key_bits / 8,
-        sector_size,
-        pbkdf,
-        label: None,
-        subsystem: None,
-        metadata_size: (detached && shift.is_some()).then_some(16 << 10),
-        keyslots_size: shift.filter(|_| detached).map(|s| s - (32 << 10)),
-        detached_header: detached,
-        data_offset: Some(if detached { 0 } else { shift.unwrap_or(0) }),
-        uuid: None,
-    };
-    let plan = EncryptPlan { resilience, device_len, shift };
-    let (_, key) = match shift.filter(|_| !detached) {
+    let opts = planned.format_options(pbkdf);
+    let plan = planned.encrypt_plan();
+    let (_, key) = match planned.moved_chunk() {
         Some(shift) => {
             // The first `shift` bytes, which the header will overwrite, go
             // to the device's last ones first (cryptsetup's moved segment).
@@ -355,7 +246,7 @@ fn start_encrypt(
             let mut buf = SecretBytes::zeroed(len);
             rampart_luks::MetadataIo::read_at(&data, 0, buf.expose_mut())
                 .context("cannot read the start of the data")?;
-            rampart_luks::MetadataIo::write_at(&data, device_len - 2 * shift + shift, buf.expose())
+            rampart_luks::MetadataIo::write_at(&data, device_len - shift, buf.expose())
                 .and_then(|()| rampart_luks::MetadataIo::sync(&data))
                 .context("cannot copy the start of the data")?;
             Luks::format_encrypt(&data, &opts, passphrase.expose(), &plan).map_err(luks_error)?
@@ -392,10 +283,11 @@ fn start_encrypt(
 /// volume's UUID.
 fn start_decrypt_attached(
     args: &ReencryptArgs,
+    settings: &ReencryptSettings,
     paths: &VolumePaths,
     new_header: &std::path::Path,
 ) -> anyhow::Result<(SecretBytes, String)> {
-    refuse_new_key_options(args)?;
+    settings.check_decrypt().map_err(usage)?;
     let attached = VolumePaths::new(&paths.data, None);
     let (header, luks, report) = attached.load_released().with_context(|| {
         format!(
@@ -423,9 +315,7 @@ fn start_decrypt_attached(
     let mut source = KeySource::new(&args.key, &args.tokens, "Enter passphrase: ");
     let (_, key) = source.unlock(&luks, &header, attached.header_path())?;
     drop(header);
-    // cryptsetup protects the moved chunk with 4096-byte checksum blocks
-    // whatever the sector size (the data offset is a multiple of 4096).
-    let resilience = parse_resilience(args, 4096)?;
+    let resilience = settings.moved_decrypt_resilience().map_err(usage)?;
     let pbkdf = pbkdf_choice(&args.pbkdf, LuksVersion::Luks2)?;
     let context = || format!("cannot start the decryption of {}", paths.data.display());
     match served {
@@ -454,10 +344,7 @@ fn start_decrypt_attached(
             resilience,
             &pbkdf,
         )
-        .map_err(|e| match e {
-            rampart_volume::VolumeError::Luks(inner) => luks_error(inner),
-            other => anyhow::Error::from(other),
-        })
+        .map_err(map_open_error)
         .with_context(context)?,
     }
     Ok((key, luks.uuid().to_owned()))
@@ -467,6 +354,7 @@ fn start_decrypt_attached(
 /// decrypt, backward, as cryptsetup). Returns the key and none.
 fn start_decrypt(
     args: &ReencryptArgs,
+    settings: &ReencryptSettings,
     paths: &VolumePaths,
     luks: &Luks,
     key: SecretBytes,
@@ -478,13 +366,9 @@ fn start_decrypt(
         ))
         .into());
     }
-    refuse_new_key_options(args)?;
+    settings.check_decrypt().map_err(usage)?;
     let segment = luks.segment().map_err(luks_error)?;
-    let device_len = std::fs::File::open(&paths.data)
-        .with_context(|| format!("cannot open {}", paths.data.display()))
-        .and_then(|f| rampart_luks::MetadataIo::len(&f).context("cannot size the data device"))?;
-    let data_len = device_len.saturating_sub(segment.offset);
-    let resilience = parse_resilience(args, checksum_block(data_len, segment.sector_size))?;
+    let resilience = settings.decrypt_resilience(&segment, device_len(paths)?).map_err(usage)?;
     let pbkdf = pbkdf_choice(&args.pbkdf, LuksVersion::Luks2)?;
     let (header, mut luks) = relock(paths, &key)?;
     luks.reencrypt_init_decrypt(&header, &key, resilience, &pbkdf).map_err(luks_error)?;
@@ -497,40 +381,18 @@ fn start_decrypt(
 /// the old mode first, then the keyslot area's mode changes.
 fn change_resilience(
     args: &ReencryptArgs,
+    settings: &ReencryptSettings,
     paths: &VolumePaths,
     state: &rampart_luks::ReencryptState,
     (old_key, new_key): &(SecretBytes, SecretBytes),
 ) -> anyhow::Result<()> {
-    if matches!(state.resilience, Resilience::Datashift { .. })
-        || args.resilience.as_deref() == Some("datashift")
-    {
-        return Err(UsageError(format!(
-            "{} is being {} with resilience {}: a data shift keeps its resilience to the end, as in cryptsetup",
-            paths.data.display(),
-            match state.mode {
-                rampart_luks::ReencryptMode::Encrypt => "encrypted",
-                rampart_luks::ReencryptMode::Decrypt => "decrypted",
-                _ => "re-encrypted",
-            },
-            state.resilience.name()
-        ))
-        .into());
-    }
-    let volume_err = |e: rampart_volume::VolumeError| match e {
-        rampart_volume::VolumeError::Luks(inner) => luks_error(inner),
-        other => anyhow::Error::from(other),
-    };
+    settings.check_resilience_change(&paths.data, state).map_err(usage)?;
     if state.hotzone.is_some() {
         Reencryption::open(paths, old_key, new_key)
             .and_then(Reencryption::recover_only)
-            .map_err(volume_err)?;
+            .map_err(map_open_error)?;
     }
-    let unit = state.old.sector_size.max(state.new.sector_size);
-    let device_len = std::fs::File::open(&paths.data)
-        .with_context(|| format!("cannot open {}", paths.data.display()))
-        .and_then(|f| rampart_luks::MetadataIo::len(&f).context("cannot size the data device"))?;
-    let resilience =
-        parse_resilience(args, checksum_block(device_len.saturating_sub(state.new.offset), unit))?;
+    let resilience = settings.changed_resilience(state, device_len(paths)?).map_err(usage)?;
     let pbkdf = pbkdf_choice(&args.pbkdf, LuksVersion::Luks2)?;
     let (header, mut luks, _) = paths.load(true)?;
     luks.reencrypt_set_resilience(&header, old_key, new_key, &resilience, &pbkdf)
@@ -541,36 +403,11 @@ fn change_resilience(
     Ok(())
 }
 
-fn parse_resilience(args: &ReencryptArgs, block_size: u32) -> anyhow::Result<Resilience> {
-    let mode = args.resilience.as_deref().unwrap_or("checksum");
-    if args.resilience_hash.is_some() && mode != "checksum" {
-        return Err(UsageError("--resilience-hash goes with --resilience checksum".into()).into());
-    }
-    Ok(match mode {
-        "checksum" => {
-            let name = args.resilience_hash.as_deref().unwrap_or("sha256");
-            let hash = HashAlg::from_name(name).ok_or_else(|| {
-                UsageError(format!(
-                    "unknown --resilience-hash '{name}' (expected sha1, sha256 or sha512)"
-                ))
-            })?;
-            Resilience::Checksum { hash, block_size }
-        }
-        "journal" => Resilience::Journal,
-        "none" => Resilience::None,
-        other => {
-            return Err(UsageError(format!(
-                "unknown --resilience '{other}' (expected checksum, journal or none)"
-            ))
-            .into())
-        }
-    })
-}
-
 /// Writes the reencryption metadata: the new key, its keyslots, the
 /// reencrypt keyslot. Returns the old and the new key.
 fn start(
     args: &ReencryptArgs,
+    settings: &ReencryptSettings,
     paths: &VolumePaths,
     luks: &Luks,
     source: &mut KeySource<'_>,
@@ -578,52 +415,8 @@ fn start(
     let segment = luks.segment().map_err(luks_error)?;
     let (header, _) = load_released(paths)?;
     let (_, old_key) = source.unlock(luks, &header, paths.header_path())?;
-    let cipher = match &args.cipher {
-        Some(spec) => DataCipher::from_spec(spec).map_err(|e| UsageError(e.to_string()))?,
-        None => segment.cipher,
-    };
-    let key_bits = args.key_size.unwrap_or(if cipher == segment.cipher {
-        segment.key_bytes * 8
-    } else if cipher == DataCipher::AesXtsPlain64 {
-        512
-    } else {
-        256
-    });
-    let valid: &[usize] =
-        if cipher == DataCipher::AesXtsPlain64 { &[256, 512] } else { &[128, 256] };
-    if !valid.contains(&key_bits) {
-        return Err(UsageError(format!(
-            "--key-size {key_bits} is not valid for {} (use {valid:?})",
-            cipher.spec()
-        ))
-        .into());
-    }
-    let sector_size = args.sector_size.unwrap_or(segment.sector_size);
-    if !matches!(sector_size, 512 | 1024 | 2048 | 4096) {
-        return Err(UsageError(format!(
-            "--sector-size {sector_size} must be 512, 1024, 2048 or 4096"
-        ))
-        .into());
-    }
-    let device_len = std::fs::metadata(&paths.data)
-        .with_context(|| format!("cannot open {}", paths.data.display()))
-        .and_then(|_| {
-            let file = std::fs::File::open(&paths.data)
-                .with_context(|| format!("cannot open {}", paths.data.display()))?;
-            rampart_luks::MetadataIo::len(&file).context("cannot size the data device")
-        })?;
-    let data_len = device_len.saturating_sub(segment.offset);
-    let unit = u64::from(sector_size.max(segment.sector_size));
-    if segment.size.is_none() && data_len % unit != 0 {
-        return Err(UsageError(format!(
-            "the data area ({data_len} bytes) is not a multiple of the {unit}-byte sector size"
-        ))
-        .into());
-    }
-    // cryptsetup hashes blocks of the device's block size (4096 on files
-    // and most disks), at least a sector.
-    let block = if data_len % 4096 == 0 { 4096 } else { sector_size.max(segment.sector_size) };
-    let resilience = parse_resilience(args, block.max(sector_size).max(segment.sector_size))?;
+    let shape = settings.new_key(Some(&segment)).map_err(usage)?;
+    let planned = settings.reencrypt_start(&segment, shape, device_len(paths)?).map_err(usage)?;
     let pbkdf = pbkdf_choice(&args.pbkdf, LuksVersion::Luks2)?;
 
     // The keyslots of the new key: the new passphrase, or a twin of each
@@ -688,13 +481,7 @@ fn start(
         .into());
     };
     drop(header);
-    let new_key = loop {
-        let key = random_secret(key_bits / 8)?;
-        let half = key.len() / 2;
-        if cipher != DataCipher::AesXtsPlain64 || key.expose()[..half] != key.expose()[half..] {
-            break key;
-        }
-    };
+    let new_key = shape.generate()?;
     let (header, mut luks) = relock(paths, &old_key)?;
     // Each binding: a fresh secret, wrapped by the newest version of its
     // key for the keyslot it will have (the lowest free ids, in order),
@@ -741,9 +528,9 @@ fn start(
             &header,
             &old_key,
             &new_key,
-            cipher,
-            sector_size,
-            resilience,
+            shape.cipher,
+            shape.sector_size,
+            planned.resilience,
             &pbkdf,
             &passphrases,
             &tokens,
@@ -764,16 +551,6 @@ fn start(
     Ok((old_key, new_key))
 }
 
-fn env_number(name: &str) -> anyhow::Result<Option<u64>> {
-    match std::env::var(name) {
-        Ok(v) => v
-            .parse()
-            .map(Some)
-            .map_err(|_| UsageError(format!("${name} must be a number, not '{v}'")).into()),
-        Err(_) => Ok(None),
-    }
-}
-
 fn resume(
     args: &ReencryptArgs,
     paths: &VolumePaths,
@@ -781,8 +558,7 @@ fn resume(
     new_key: &SecretBytes,
     served: Option<UnixStream>,
 ) -> anyhow::Result<()> {
-    let stop_after = env_number(STOP_ENV)?;
-    let crash_after = env_number(CRASH_ENV)?;
+    let hooks = Hooks::from_env()?;
     let bar = if args.json || args.quiet { None } else { progress(0) };
     let started = Instant::now();
     let (mut first, mut total) = (None, 0);
@@ -808,29 +584,19 @@ fn resume(
     let outcome = match served {
         // The volume is being served: the server does the work, online.
         Some(stream) => {
-            if crash_after.is_some() {
-                return Err(UsageError(format!("${CRASH_ENV} works offline only")).into());
-            }
+            hooks.check_online()?;
             remote::reencrypt_remote(
                 stream,
                 old_key,
                 new_key,
-                RunOptions { hotzone_size: args.hotzone_size, stop_after },
+                RunOptions { hotzone_size: args.hotzone_size, stop_after: hooks.stop_after },
                 &INTERRUPTED,
                 &mut report,
             )
             .map_err(remote_error)
             .with_context(|| format!("online reencryption of {} failed", paths.data.display()))
         }
-        None => offline(
-            paths,
-            old_key,
-            new_key,
-            args.hotzone_size,
-            stop_after,
-            crash_after,
-            &mut report,
-        ),
+        None => offline(paths, old_key, new_key, args.hotzone_size, hooks, &mut report),
     };
     if let Some(bar) = &bar {
         bar.finish_and_clear();
@@ -878,39 +644,21 @@ fn offline(
     old_key: &SecretBytes,
     new_key: &SecretBytes,
     hotzone_size: Option<u64>,
-    stop_after: Option<u64>,
-    crash_after: Option<u64>,
+    hooks: Hooks,
     report: &mut dyn FnMut(u64, u64),
 ) -> anyhow::Result<Outcome> {
-    let job = Reencryption::open(paths, old_key, new_key).map_err(|e| match e {
-        rampart_volume::VolumeError::Luks(inner) => luks_error(inner),
-        other => anyhow::Error::from(other),
-    })?;
-    let options = ReencryptOptions { hotzone_size, stop_after, crash_after, serving: None };
+    let job = Reencryption::open(paths, old_key, new_key).map_err(map_open_error)?;
+    let options = ReencryptOptions {
+        hotzone_size,
+        stop_after: hooks.stop_after,
+        crash_after: hooks.crash_after,
+        serving: None,
+    };
     match job.run(&options, &INTERRUPTED, report) {
         Ok(outcome) => Ok(outcome),
         Err(ReencryptError::SimulatedCrash(_)) => std::process::exit(137),
-        Err(ReencryptError::Volume(e)) => Err(match e {
-            rampart_volume::VolumeError::Luks(inner) => luks_error(inner),
-            other => other.into(),
-        })
-        .with_context(|| format!("reencryption of {} failed", paths.data.display())),
+        Err(ReencryptError::Volume(e)) => Err(map_open_error(e))
+            .with_context(|| format!("reencryption of {} failed", paths.data.display())),
         Err(other) => Err(other.into()),
     }
-}
-
-/// Decryption leaves no key behind, so the options that shape a new one
-/// are mistakes, refused before anything is written.
-fn refuse_new_key_options(args: &ReencryptArgs) -> anyhow::Result<()> {
-    if args.cipher.is_some()
-        || args.key_size.is_some()
-        || args.sector_size.is_some()
-        || args.new_key_file.is_some()
-    {
-        return Err(UsageError(
-            "--decrypt takes no --cipher, --key-size, --sector-size or --new-key-file".into(),
-        )
-        .into());
-    }
-    Ok(())
 }
