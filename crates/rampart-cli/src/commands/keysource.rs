@@ -14,7 +14,7 @@ use crate::commands::kms::{self, ClientArgs};
 use crate::errors::unlock_error;
 use crate::passphrase::Source;
 
-pub use rampart_unlock::{bound_tokens, context, BoundToken, TOKEN_TYPE};
+pub use rampart_unlock::{bound_tokens, context, BoundToken};
 
 /// A fresh keyslot passphrase (see [`rampart_unlock::new_passphrase`]).
 pub fn new_passphrase() -> anyhow::Result<SecretBytes> {
