@@ -12,11 +12,10 @@ use crate::UsageError;
 /// of range or in use) is the user's to fix: exit status 2. Everything else
 /// stays a runtime error.
 pub fn luks_error(error: rampart_luks::Error) -> anyhow::Error {
-    match error {
-        rampart_luks::Error::NoKey | rampart_luks::Error::InvalidArgument(_) => {
-            UsageError(error.to_string()).into()
-        }
-        other => other.into(),
+    if rampart_unlock::luks_is_usage(&error) {
+        UsageError(error.to_string()).into()
+    } else {
+        error.into()
     }
 }
 
@@ -30,13 +29,33 @@ pub fn map_open_error(error: VolumeError) -> anyhow::Error {
 
 /// Errors the user can fix (refusals, bad input) exit 2; others 1.
 pub fn map_client(error: ClientError) -> anyhow::Error {
-    match &error {
-        ClientError::Api { status, .. } if (400..500).contains(status) => {
-            UsageError(error.to_string()).into()
+    if rampart_unlock::client_is_usage(&error) {
+        UsageError(error.to_string()).into()
+    } else {
+        anyhow::Error::new(error)
+    }
+}
+
+/// Unlocking and binding errors, their causes kept as the chain of the
+/// command's error.
+pub fn unlock_error(error: rampart_unlock::Error) -> anyhow::Error {
+    use rampart_unlock::Error;
+    match error {
+        Error::Context { context, source } => unlock_error(*source).context(context),
+        Error::Luks(e) => luks_error(e),
+        Error::KeyManager(e) => map_client(e),
+        Error::Io(e) => e.into(),
+        Error::Bundle(e) => {
+            let usage = Error::Bundle(e.clone()).is_usage();
+            let e = rampart_kms::KmsError::from(e);
+            if usage {
+                UsageError(e.to_string()).into()
+            } else {
+                e.into()
+            }
         }
-        ClientError::Tls { .. } => UsageError(error.to_string()).into(),
-        ClientError::Config(e) if e.status() == 400 => UsageError(error.to_string()).into(),
-        _ => anyhow::Error::new(error),
+        other if other.is_usage() => UsageError(other.to_string()).into(),
+        other => anyhow::anyhow!("{other}"),
     }
 }
 
@@ -60,6 +79,9 @@ pub fn serve_error(error: ServeError) -> anyhow::Error {
             UsageError(format!("cannot listen on {address} (--metrics-listen): {source}")).into()
         }
         ServeError::KeyManager(e) => map_client(e),
+        ServeError::HeaderOfSeveral | ServeError::ExportNameTwice(_) => {
+            UsageError(error.to_string()).into()
+        }
         other => anyhow::Error::new(other),
     }
 }

@@ -47,6 +47,13 @@ pub enum ServeError {
     /// The heartbeat's client of the key manager cannot be set up.
     #[error(transparent)]
     KeyManager(#[from] rampart_kms_client::ClientError),
+    /// A detached header names one volume's header: serving several
+    /// volumes it cannot be.
+    #[error("--header can be used with a single volume only")]
+    HeaderOfSeveral,
+    /// Two volumes were given the same export name.
+    #[error("export name '{0}' is used twice")]
+    ExportNameTwice(String),
     /// The key manager's heartbeat closed every export, for this reason.
     #[error("every export was closed: {0}")]
     AllClosed(String),

@@ -29,6 +29,41 @@ pub struct Volumes {
     pub read_only: bool,
 }
 
+impl Volumes {
+    /// The volumes of `PATH[=NAME]` specs: a lone volume without a name is
+    /// the default export (named ""), several are named after their file
+    /// unless named; a detached header only with a single volume.
+    pub fn parse(
+        specs: &[String],
+        header: Option<PathBuf>,
+        read_only: bool,
+    ) -> Result<Self, ServeError> {
+        if header.is_some() && specs.len() > 1 {
+            return Err(ServeError::HeaderOfSeveral);
+        }
+        let single = specs.len() == 1;
+        let mut volumes: Vec<(PathBuf, String)> = Vec::new();
+        for spec in specs {
+            let (path, name) = match spec.split_once('=') {
+                Some((path, name)) => (PathBuf::from(path), name.to_owned()),
+                None if single => (PathBuf::from(spec), String::new()),
+                None => {
+                    let name = PathBuf::from(spec)
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_else(|| spec.clone());
+                    (PathBuf::from(spec), name)
+                }
+            };
+            if volumes.iter().any(|(_, n)| *n == name) {
+                return Err(ServeError::ExportNameTwice(name));
+            }
+            volumes.push((path, name));
+        }
+        Ok(Self { volumes, header, read_only })
+    }
+}
+
 /// The unlocked volumes, ready to be exported.
 #[derive(Debug)]
 pub struct OpenedExports {
@@ -207,5 +242,38 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = async { match term.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => {}
         _ = async { match int.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn specs(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn volume_specs_name_their_exports() {
+        let one = Volumes::parse(&specs(&["/dev/a"]), None, false).unwrap();
+        assert_eq!(one.volumes, vec![(PathBuf::from("/dev/a"), String::new())]);
+        let two = Volumes::parse(&specs(&["/dev/a", "/srv/b=data"]), None, true).unwrap();
+        assert_eq!(
+            two.volumes,
+            vec![
+                (PathBuf::from("/dev/a"), "a".to_owned()),
+                (PathBuf::from("/srv/b"), "data".into())
+            ]
+        );
+        assert!(two.read_only);
+    }
+
+    #[test]
+    fn volume_specs_refuse_a_shared_header_and_a_name_used_twice() {
+        let header = Some(PathBuf::from("/h"));
+        let error = Volumes::parse(&specs(&["/dev/a", "/dev/b"]), header, false).unwrap_err();
+        assert_eq!(error.to_string(), "--header can be used with a single volume only");
+        let error = Volumes::parse(&specs(&["/x/a", "/y/a"]), None, false).unwrap_err();
+        assert_eq!(error.to_string(), "export name 'a' is used twice");
     }
 }

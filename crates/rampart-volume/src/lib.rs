@@ -37,7 +37,7 @@ pub use volume::{
     sector_cipher_kind, segment_device, HeaderFile, ReleasedHeader, Volume, VolumeError,
     VolumePaths,
 };
-pub use wipe::{wipe_data, wipe_random};
+pub use wipe::{header_area_end, wipe_data, wipe_header_area, wipe_random};
 
 use std::io;
 

@@ -23,6 +23,9 @@ pub enum VolumeError {
     },
     #[error(transparent)]
     Crypto(#[from] CryptoError),
+    /// An operating-system failure that says what failed by itself.
+    #[error(transparent)]
+    Os(io::Error),
 }
 
 impl VolumeError {

@@ -1,7 +1,7 @@
 //! `rampart serve`: unlock volumes and export their plaintext over NBD.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use rampart_crypto::SecretBytes;
 use rampart_kms::binding::BoundToken;
@@ -20,7 +20,8 @@ use crate::errors::{nbd_error, serve_error};
 use crate::UsageError;
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
-    let exports_wanted = parse_volumes(args)?;
+    let volumes =
+        Volumes::parse(&args.volumes, args.header.clone(), args.read_only).map_err(serve_error)?;
     let tls_mode = match (args.tls.as_deref(), &args.tls_cert) {
         (None, None) | (Some("off"), _) => TlsMode::Off,
         (None, Some(_)) | (Some("required" | "require"), Some(_)) => TlsMode::Required,
@@ -52,8 +53,6 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     // Each volume opens with its own bound token if it has one; the
     // passphrase is asked for (once, shared) only when a volume needs it.
     let mut source = KeySource::new(&args.key, &args.tokens, "Enter passphrase: ");
-    let volumes =
-        Volumes { volumes: exports_wanted, header: args.header.clone(), read_only: args.read_only };
     let opened = serve::open_exports(&volumes, &mut source, &mut warn, &mut |path, e| {
         eprintln!("warning: {}: no online reencryption while served: {}", path.display(), chain(e))
     })
@@ -128,30 +127,4 @@ impl VolumeKeys for KeySource<'_> {
     fn unlocked_by(&self) -> Option<&BoundToken> {
         KeySource::unlocked_by(self)
     }
-}
-
-fn parse_volumes(args: &ServeArgs) -> anyhow::Result<Vec<(PathBuf, String)>> {
-    if args.header.is_some() && args.volumes.len() > 1 {
-        return Err(UsageError("--header can be used with a single volume only".into()).into());
-    }
-    let single = args.volumes.len() == 1;
-    let mut exports: Vec<(PathBuf, String)> = Vec::new();
-    for spec in &args.volumes {
-        let (path, name) = match spec.split_once('=') {
-            Some((path, name)) => (PathBuf::from(path), name.to_owned()),
-            None if single => (PathBuf::from(spec), String::new()),
-            None => {
-                let name = PathBuf::from(spec)
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| spec.clone());
-                (PathBuf::from(spec), name)
-            }
-        };
-        if exports.iter().any(|(_, n)| *n == name) {
-            return Err(UsageError(format!("export name '{name}' is used twice")).into());
-        }
-        exports.push((path, name));
-    }
-    Ok(exports)
 }

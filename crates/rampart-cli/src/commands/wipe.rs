@@ -1,13 +1,11 @@
 //! `wipe`: zeros through the key over a volume's whole data area, or
 //! random bytes over its headers and keyslots.
 
-use std::fs::OpenOptions;
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::Context;
-use rampart_luks::Luks;
-use rampart_volume::{wipe_data, wipe_random, BlockDevice, FileDevice, VolumePaths};
+use rampart_volume::{wipe_data, wipe_header_area, BlockDevice, VolumePaths};
 
 use crate::cli::{VolumeArgs, WipeArgs};
 use crate::commands::copy::{open_with, progress, readers};
@@ -61,9 +59,8 @@ pub fn wipe_device(paths: &VolumePaths, device: &impl BlockDevice) -> anyhow::Re
     Ok(())
 }
 
-/// Random bytes over every byte before the data (attached header), or the
-/// whole detached header file: both header copies, the keyslots area and
-/// the padding. The volume can never be opened again.
+/// Random bytes over the whole header area (see
+/// [`rampart_volume::wipe_header_area`]), once confirmed.
 fn wipe_header(paths: &VolumePaths, batch_mode: bool) -> anyhow::Result<()> {
     let (lock, luks) = load(paths, true)?;
     ask(
@@ -73,21 +70,7 @@ fn wipe_header(paths: &VolumePaths, batch_mode: bool) -> anyhow::Result<()> {
         ),
         batch_mode,
     )?;
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(paths.header_path())
-        .with_context(|| format!("cannot open {}", paths.header_path().display()))?;
-    // Refused while `serve` or an import writes the volume: the data-writer
-    // lock of the data device, which a detached header file shares with
-    // nothing.
-    let data = FileDevice::open(&paths.data, false)
-        .with_context(|| format!("{} is in use", paths.data.display()))?;
-    drop(data);
-    let device = FileDevice::from_file(file, false)?;
-    let end = header_area_end(paths, &luks).min(device.len());
-    wipe_random(&device, 0, end)
-        .with_context(|| format!("cannot wipe the header of {}", paths.header_path().display()))?;
+    let end = wipe_header_area(paths, &luks)?;
     drop(lock);
     if std::io::stderr().is_terminal() {
         eprintln!(
@@ -96,17 +79,6 @@ fn wipe_header(paths: &VolumePaths, batch_mode: bool) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// Where the header area ends: the data offset behind an attached header,
-/// the header's own size in a detached header file.
-fn header_area_end(paths: &VolumePaths, luks: &Luks) -> u64 {
-    let segment_offset = luks.segment().map(|s| s.offset).unwrap_or(0);
-    if paths.header.is_some() || segment_offset == 0 {
-        luks.metadata_end().max(luks.header_bytes())
-    } else {
-        segment_offset.max(luks.metadata_end())
-    }
 }
 
 fn ask(question: &str, batch_mode: bool) -> anyhow::Result<()> {

@@ -1,0 +1,171 @@
+//! A key server started in-process on 127.0.0.1 (real TLS, a SQLite
+//! store), its client bundles, and LUKS2 volumes in memory.
+
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use rampart_crypto::{HashAlg, SecretBytes};
+use rampart_kms::client::KmsClient;
+use rampart_kms::deployment::{self, files, InitOptions, InitSeal};
+use rampart_kms::model::Labels;
+use rampart_kms::server::{Server, ServerOptions};
+use rampart_kms::Bundle;
+use rampart_luks::{FormatOptions, Luks, MemoryIo, PbkdfChoice, PbkdfKind};
+use rampart_unlock::{Error, Prompter};
+
+/// The passphrase of every test volume's first keyslot.
+pub const PASSPHRASE: &[u8] = b"correct horse";
+
+/// A directory removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> Self {
+        let mut random = [0u8; 8];
+        rampart_crypto::fill_random(&mut random).unwrap();
+        let path =
+            std::env::temp_dir().join(format!("rampart-unlock-{tag}-{}", hex::encode(random)));
+        std::fs::create_dir_all(&path).unwrap();
+        Self(path)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A running key server with a key `vol` that the client `host` may use
+/// and the client `stranger` may not.
+pub struct KeyServer {
+    pub dir: TempDir,
+    runtime: tokio::runtime::Runtime,
+    admin: Bundle,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Drop for KeyServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+impl KeyServer {
+    pub fn start(tag: &str) -> Self {
+        let dir = TempDir::new(tag);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let data_dir = dir.0.join("data");
+        std::fs::create_dir_all(&data_dir).unwrap();
+        let (admin, stop) = runtime.block_on(async {
+            let listener = rampart_kms::server::bind("127.0.0.1:0").await.unwrap();
+            let endpoint = format!("127.0.0.1:{}", listener.local_addr().unwrap().port());
+            let store = rampart_kms::store::open(None, &data_dir).await.unwrap();
+            let opts = InitOptions {
+                data_dir: data_dir.clone(),
+                seal: InitSeal::File(data_dir.join(files::UNSEAL_KEY)),
+                sans: Vec::new(),
+                endpoints: vec![endpoint],
+                days: 30,
+            };
+            let outcome = deployment::init(&opts, store.as_ref()).await.unwrap();
+            let admin = Bundle::read(&outcome.admin_bundle).unwrap();
+            let server = Server::new(&ServerOptions::new(data_dir.clone()), Arc::clone(&store))
+                .await
+                .unwrap();
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            tokio::spawn(async move {
+                server
+                    .run(listener, async {
+                        let _ = stopped.await;
+                    })
+                    .await
+                    .unwrap();
+            });
+            (admin, stop)
+        });
+        let server = Self { dir, runtime, admin, stop: Some(stop) };
+        server.admin(|admin| async move {
+            admin.create_key("vol", &["client:host".into()], false).await.unwrap();
+        });
+        server
+    }
+
+    /// Runs `call` with an admin client.
+    pub fn admin<F: std::future::Future<Output = ()>>(&self, call: impl FnOnce(KmsClient) -> F) {
+        let admin = KmsClient::new(&self.admin).unwrap();
+        self.runtime.block_on(call(admin));
+    }
+
+    /// The bundle file of client `name`, issued on first use.
+    pub fn bundle(&self, name: &str) -> PathBuf {
+        let path = self.dir.0.join(format!("{name}.bundle"));
+        if path.exists() {
+            return path;
+        }
+        let admin = KmsClient::new(&self.admin).unwrap();
+        let endpoints = self.admin.endpoints.clone();
+        let bundle = self
+            .runtime
+            .block_on(admin.issue_client(name, &Labels::default(), false, Some(7), endpoints))
+            .unwrap();
+        bundle.write(&path).unwrap();
+        path
+    }
+}
+
+/// The cheapest KDF: test volumes are not guarding anything.
+pub fn fast_pbkdf() -> PbkdfChoice {
+    PbkdfChoice {
+        kind: PbkdfKind::Pbkdf2,
+        hash: HashAlg::Sha256,
+        iter_time_ms: 1,
+        forced_iterations: Some(1000),
+        memory_kib: 32,
+        parallel: 1,
+    }
+}
+
+/// A LUKS2 volume in memory whose keyslot 0 opens with [`PASSPHRASE`];
+/// returns it with its volume key.
+pub fn volume() -> (MemoryIo, Luks, SecretBytes) {
+    let io = MemoryIo::new(4 << 20);
+    let opts = FormatOptions {
+        pbkdf: fast_pbkdf(),
+        keyslots_size: Some(1 << 20),
+        ..FormatOptions::default()
+    };
+    let (luks, key) = Luks::format(&io, &opts, PASSPHRASE).unwrap();
+    (io, luks, key)
+}
+
+/// What a [`Prompter`] was asked, shared with the test that gave it away.
+#[derive(Debug, Default)]
+pub struct Asked {
+    pub passphrases: usize,
+    pub warnings: Vec<(PathBuf, String, bool)>,
+}
+
+/// A prompter that answers [`PASSPHRASE`] and records what it was asked.
+#[derive(Debug, Clone, Default)]
+pub struct Recorder(pub Rc<RefCell<Asked>>);
+
+impl Prompter for Recorder {
+    fn passphrase(&mut self) -> Result<SecretBytes, Error> {
+        self.0.borrow_mut().passphrases += 1;
+        Ok(SecretBytes::from_slice(PASSPHRASE))
+    }
+
+    fn token_failed(&mut self, volume: &Path, failure: Error) {
+        let usage = failure.is_usage();
+        self.0.borrow_mut().warnings.push((volume.to_owned(), failure.chain(), usage));
+    }
+}

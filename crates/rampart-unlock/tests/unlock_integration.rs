@@ -1,0 +1,8 @@
+//! One test binary for the unlock crate's integration tests: a real key
+//! server in-process, real LUKS2 headers in memory.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+mod binding;
+mod key_source;
