@@ -195,16 +195,18 @@ impl KmipBench {
         } else {
             self.addresses.clone()
         };
-        let mut client = KmipClient::new(bundle, &addresses, self.tls)?;
-        let uid = match client.locate_name(&self.key).await?.into_iter().next() {
+        let failed = |e: KmipClientError| AdminError::Other(Box::new(e));
+        let mut client = KmipClient::new(bundle, &addresses, self.tls).map_err(failed)?;
+        let uid = match client.locate_name(&self.key).await.map_err(failed)?.into_iter().next() {
             Some(uid) => uid,
-            None => client.create_aes(256, Some(&self.key)).await?,
+            None => client.create_aes(256, Some(&self.key)).await.map_err(failed)?,
         };
         let mut reports = Vec::new();
         for &op in &self.operations {
             let mut runs = Vec::new();
             for &concurrency in &self.runs.concurrency {
-                runs.push(kmip(&client, &uid, op, concurrency, self.runs.duration()).await?);
+                let run = kmip(&client, &uid, op, concurrency, self.runs.duration()).await;
+                runs.push(run.map_err(failed)?);
             }
             reports.push((op, runs));
         }

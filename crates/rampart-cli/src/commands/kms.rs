@@ -65,6 +65,7 @@ fn map_admin(error: AdminError) -> anyhow::Error {
         AdminError::Output(error) => error.into(),
         AdminError::Kms(error) => map_kms(error),
         AdminError::Client(error) => map_client(error),
+        AdminError::Other(error) => anyhow::anyhow!(error),
         other => anyhow::Error::new(other),
     }
 }
@@ -258,6 +259,7 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         crate::notify::ready(&format!("serving on https://{}{kmip_note} ({state})", at.rest));
         Ok(())
     };
+    deployment::serve::prepare_process();
     runtime()?.block_on(deployment::serve::serve(settings, ready)).map_err(map_admin)
 }
 

@@ -54,8 +54,10 @@ pub enum AdminError {
     Kms(#[from] KmsError),
     #[error(transparent)]
     Client(#[from] crate::client::ClientError),
+    /// Any other failure under the command (a KMIP exchange's), kept
+    /// whole with its causes.
     #[error(transparent)]
-    Kmip(#[from] crate::kmip_client::KmipClientError),
+    Other(Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl From<rampart_kms_client::ConfigError> for AdminError {
@@ -443,4 +445,83 @@ pub fn read_unseal_key(path: &Path) -> Result<SecretBytes> {
         return Err(KmsError::Config(format!("{} does not hold a 256-bit key", path.display())));
     }
     Ok(key)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    fn temp_dir(tag: &str) -> PathBuf {
+        let mut random = [0u8; 8];
+        fill_random(&mut random).unwrap();
+        let dir =
+            std::env::temp_dir().join(format!("rampart-deployment-{tag}-{}", hex::encode(random)));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn a_hex_line_is_the_bytes_in_hex_and_a_newline() {
+        assert_eq!(hex_line(&[0x00, 0xab, 0x7f]).expose(), b"00ab7f\n");
+        assert_eq!(hex_line(&[]).expose(), b"\n");
+    }
+
+    #[test]
+    fn store_access_defaults_to_the_unseal_key_in_the_data_directory() {
+        let access =
+            StoreAccess { data_dir: "/srv/kms".into(), store: None, unseal_key_file: None };
+        assert_eq!(access.unseal_key_path(), Path::new("/srv/kms/unseal.key"));
+        let given = StoreAccess { unseal_key_file: Some("/run/key".into()), ..access };
+        assert_eq!(given.unseal_key_path(), Path::new("/run/key"));
+        assert_eq!((clamp_days(0), clamp_days(825), clamp_days(100_000)), (1, 825, 3650));
+    }
+
+    #[test]
+    fn pem_files_keep_the_private_key_to_the_owner() {
+        let dir = temp_dir("pem");
+        let out = dir.join("pem");
+        let bundle = Bundle {
+            format: BUNDLE_FORMAT.into(),
+            name: "host".into(),
+            endpoints: vec!["https://127.0.0.1:8443".into()],
+            ca_cert: "CA\n".into(),
+            cert: "CERT\n".into(),
+            key: SecretBytes::from_slice(b"KEY\n"),
+        };
+        write_pem_files(&bundle, &out).unwrap();
+        for (name, text, want) in
+            [("cert.pem", "CERT\n", 0o644), ("key.pem", "KEY\n", 0o600), ("ca.pem", "CA\n", 0o644)]
+        {
+            let path = out.join(name);
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "{name}");
+            assert_eq!(mode(&path), want, "{name}");
+        }
+        let blocked = dir.join("file");
+        std::fs::write(&blocked, b"").unwrap();
+        let error = write_pem_files(&bundle, &blocked.join("sub")).unwrap_err();
+        assert!(matches!(error, AdminError::Io(_)), "{error:?}");
+        assert!(error.to_string().starts_with("cannot create "), "{error}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn unseal_key_files_round_trip_and_are_owner_only() {
+        let dir = temp_dir("unseal");
+        let path = dir.join("unseal.key");
+        let key = SecretBytes::from_slice(&[7u8; KEY_BYTES]);
+        write_unseal_key(&path, &key).unwrap();
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(read_unseal_key(&path).unwrap().expose(), key.expose());
+        assert!(read_root_key(&path).is_ok());
+        std::fs::write(&path, b"not hex\n").unwrap();
+        let error = read_root_key(&path).unwrap_err();
+        assert!(error.to_string().ends_with("is not an unseal key file"), "{error}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

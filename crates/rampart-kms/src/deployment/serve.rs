@@ -39,14 +39,9 @@ pub fn systemd_pin_credential() -> Option<PathBuf> {
     path.is_file().then_some(path)
 }
 
-/// Runs a key server until SIGTERM or SIGINT. Without a PIN file, an
-/// HSM deployment's PIN comes from the systemd credential `hsm-pin` when
-/// present. `ready` is told where the server listens once both listeners
-/// are bound, before the first connection is served.
-pub async fn serve(
-    mut settings: ServeSettings,
-    ready: impl FnOnce(&Listening) -> std::io::Result<()>,
-) -> Result<(), AdminError> {
+/// Sets up the process for a server, before its runtime starts any
+/// thread: few malloc arenas, and all of its memory locked.
+pub fn prepare_process() {
     // Two arenas hold the allocations of every thread: the blocking pool's
     // threads come and go, and each new arena kept what its threads freed.
     if !rampart_crypto::limit_malloc_arenas(2) {
@@ -59,6 +54,16 @@ pub async fn serve(
             "cannot lock the server's memory (RLIMIT_MEMLOCK); secrets are locked one by one"
         );
     }
+}
+
+/// Runs a key server until SIGTERM or SIGINT (after
+/// [`prepare_process`]). Without a PIN file, an HSM deployment's PIN
+/// comes from the systemd credential `hsm-pin` when present. `ready` is told where the server listens once both listeners
+/// are bound, before the first connection is served.
+pub async fn serve(
+    mut settings: ServeSettings,
+    ready: impl FnOnce(&Listening) -> std::io::Result<()>,
+) -> Result<(), AdminError> {
     let store = crate::store::open(settings.store.as_deref(), &settings.server.data_dir).await?;
     if settings.server.hsm_pin_file.is_none() {
         settings.server.hsm_pin_file = systemd_pin_credential();
