@@ -9,8 +9,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use support::{
-    free_port, issue_client, json_lines, ok, rampart, rampart_in, wait_until, PgCluster,
-    ServerProcess, TempDir,
+    free_port, issue_client, json_lines, ok, rampart, rampart_in, wait_until, ServerProcess,
+    TempDir,
 };
 
 fn json(text: &str) -> serde_json::Value {
@@ -36,17 +36,7 @@ fn sink(dir: &Path) -> Vec<(u64, String)> {
     out
 }
 
-#[test]
-fn audit_archive_from_the_cli_on_sqlite() {
-    audit_archive_from_the_cli(None);
-}
-
-#[test]
-fn audit_archive_from_the_cli_on_postgres() {
-    let cluster = PgCluster::get();
-    let url = cluster.database("archive_cli");
-    audit_archive_from_the_cli(Some(&url));
-}
+support::on_each_store!(audit_archive_from_the_cli, "archive_cli");
 
 fn audit_archive_from_the_cli(store: Option<&str>) {
     let tmp = TempDir::new("kms-audit-cli");

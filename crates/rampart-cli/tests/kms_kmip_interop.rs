@@ -22,9 +22,7 @@ use std::path::Path;
 use std::process::Command;
 
 use serde_json::{json, Value};
-use support::{
-    free_port, issue_client, json_lines, ok, rampart_in, PgCluster, ServerProcess, TempDir,
-};
+use support::{free_port, issue_client, json_lines, ok, rampart_in, ServerProcess, TempDir};
 
 fn python() -> String {
     std::env::var("RAMPART_PYKMIP_PYTHON")
@@ -132,8 +130,10 @@ fn check_operations(v: &Value) {
     );
 }
 
-fn interop(tag: &str, store: Option<&str>) {
-    let tmp = TempDir::new(tag);
+support::on_each_store!(pykmip_drives_every_operation_and_mixes_with_rest, "kmip");
+
+fn pykmip_drives_every_operation_and_mixes_with_rest(store: Option<&str>) {
+    let tmp = TempDir::new(if store.is_some() { "kmip-pg" } else { "kmip-sqlite" });
     let dir = tmp.join("data");
     let dir_s = dir.display().to_string();
     let port = free_port();
@@ -232,16 +232,4 @@ fn interop(tag: &str, store: Option<&str>) {
     let verify = ok(&["kms", "audit", "verify", "--kms", &admin]);
     assert!(verify.contains("intact"), "{verify}");
     drop(server);
-}
-
-#[test]
-fn pykmip_drives_every_operation_and_mixes_with_rest_on_sqlite() {
-    interop("kmip-sqlite", None);
-}
-
-#[test]
-fn pykmip_drives_every_operation_and_mixes_with_rest_on_postgres() {
-    let cluster = PgCluster::get();
-    let db = cluster.database("kmip");
-    interop("kmip-pg", Some(&db));
 }

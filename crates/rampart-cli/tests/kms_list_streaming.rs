@@ -11,7 +11,7 @@ use crate::helpers::kms_support as support;
 use rampart_kms::client::{AuditQuery, ClientQuery, KeyQuery, KmsClient};
 use rampart_kms::Bundle;
 use serde_json::Value;
-use support::{free_port, json_lines, ok, PgCluster, ServerProcess, TempDir};
+use support::{free_port, json_lines, ok, ServerProcess, TempDir};
 
 /// Walks an API list with pages of `limit`; every item as JSON.
 async fn api_walk<T: serde::Serialize, F, Fut>(mut fetch: F) -> Vec<Value>
@@ -40,17 +40,7 @@ fn lines(value: Value) -> Vec<Value> {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn streamed_lists_equal_the_api_pages_on_sqlite() {
-    streamed_lists_equal_the_api_pages(None).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn streamed_lists_equal_the_api_pages_on_postgres() {
-    let cluster = PgCluster::get();
-    let db = cluster.database("stream");
-    streamed_lists_equal_the_api_pages(Some(&db)).await;
-}
+support::on_each_store!(async streamed_lists_equal_the_api_pages, "stream");
 
 async fn streamed_lists_equal_the_api_pages(store: Option<&str>) {
     let tmp = TempDir::new("kms-stream");

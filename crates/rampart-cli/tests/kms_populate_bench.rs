@@ -8,19 +8,9 @@
 
 use crate::helpers::kms_support as support;
 
-use support::{free_port, json_lines, ok, rampart, PgCluster, ServerProcess, TempDir};
+use support::{free_port, json_lines, ok, rampart, ServerProcess, TempDir};
 
-#[test]
-fn populate_then_bench_and_verify_on_sqlite() {
-    populate_then_bench_and_verify(None);
-}
-
-#[test]
-fn populate_then_bench_and_verify_on_postgres() {
-    let cluster = PgCluster::get();
-    let db = cluster.database("populate");
-    populate_then_bench_and_verify(Some(&db));
-}
+support::on_each_store!(populate_then_bench_and_verify, "populate");
 
 fn populate_then_bench_and_verify(store: Option<&str>) {
     let tmp = TempDir::new("kms-populate");

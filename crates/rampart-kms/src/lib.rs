@@ -19,11 +19,9 @@
 #![recursion_limit = "512"]
 
 pub mod audit;
-pub mod bulk;
 pub mod error;
 pub mod hsm;
 pub mod keys;
-pub mod load;
 pub mod model;
 pub mod pki;
 pub mod shamir;
@@ -32,7 +30,6 @@ pub mod store;
 pub use bundle::{Bundle, Endpoint};
 pub use error::{KmsError, Result};
 pub use rampart_kms_client::{binding, bundle};
-pub mod bench;
 pub mod client;
 pub mod deployment;
 pub mod kmip_client;

@@ -15,7 +15,9 @@ use std::time::Duration;
 use common::{fast, psql, Backend, PgCluster, TempDir};
 use rampart_kms::audit::{verify_export, ExportedEntry, VerifyReport};
 use rampart_kms::client::{AuditUntil, KmsClient};
-use rampart_kms::deployment::{self, files, read_unseal_key, InitOptions, InitSeal};
+use rampart_kms::deployment::{
+    self, archive, files, read_unseal_key, AdminError, InitOptions, InitSeal,
+};
 use rampart_kms::keys::RootKey;
 use rampart_kms::model::{HeldKey, Labels};
 use rampart_kms::server::{AuditOptions, Server, ServerOptions, SinkOptions};
@@ -288,6 +290,53 @@ async fn export_prune_and_verify_round_trip(backend: Backend) {
     let report = admin.audit_verify().await.unwrap();
     assert!(!report.ok, "{report:?}");
     assert!(report.problem.as_deref().unwrap().contains("anchor"), "{report:?}");
+}
+
+on_each_store!(an_archive_file_is_written_whole_recorded_and_never_overwritten);
+
+/// `deployment::archive`: the export lands in its file (no `.partial`
+/// left), is recorded so that a prune may rely on it, is never written
+/// over, and verifies offline from the file, MACs too with the unseal
+/// key file.
+async fn an_archive_file_is_written_whole_recorded_and_never_overwritten(backend: Backend) {
+    let d = Deployment::on(backend, "archive_file", manual_checkpoints()).await;
+    let admin = d.admin();
+    admin.create_key("k", &["client:h".into()], false).await.unwrap();
+    let host = d.issue("h", "").await;
+    traffic(&host, 4).await;
+    let until = 6;
+    assert_eq!(api_code(admin.audit_prune(until).await), "conflict");
+
+    let out = d.dir.0.join("a1.jsonl");
+    let seq = archive::parse_until(&until.to_string()).unwrap();
+    assert_eq!(seq, AuditUntil::Seq(until));
+    let summary = archive::export(&admin, seq, &out).await.unwrap();
+    assert_eq!((summary.anchor_seq, summary.until_seq, summary.entries), (0, until, until));
+    assert!(!d.dir.0.join("a1.jsonl.partial").exists());
+    let written = std::fs::read(&out).unwrap();
+    assert_eq!(lines(&written).len(), 1 + 6);
+    let again = archive::export(&admin, AuditUntil::Seq(until + 1), &out).await.unwrap_err();
+    assert!(matches!(again, AdminError::Usage(_)), "{again:?}");
+    assert!(again
+        .to_string()
+        .ends_with("exists: an archive is never overwritten; choose another name"));
+    assert_eq!(std::fs::read(&out).unwrap(), written);
+    // Recorded: the prune it covers is allowed.
+    assert_eq!(admin.audit_prune(until).await.unwrap().removed, until);
+
+    let key_file = d.data_dir().join(files::UNSEAL_KEY);
+    let report = archive::verify_file(&out, Some(&key_file), None).unwrap();
+    assert!(report.ok && report.macs_checked && report.head_seq == until, "{report:?}");
+    assert_eq!(report.head_hash, summary.until_hash);
+    let report = archive::verify_file(&out, None, Some(&"11".repeat(32))).unwrap();
+    assert!(!report.ok && !report.macs_checked, "{report:?}");
+    let missing = archive::verify_file(&d.dir.0.join("none.jsonl"), None, None).unwrap_err();
+    assert!(missing.to_string().starts_with("cannot open "), "{missing}");
+
+    let time = archive::parse_until("2999-01-01T00:00:00Z").unwrap();
+    assert!(matches!(time, AuditUntil::TimeMs(ms) if ms > 0), "{time:?}");
+    let huge = archive::parse_until("99999999999999999999999").unwrap_err();
+    assert_eq!(huge.to_string(), "--until 99999999999999999999999 is out of range");
 }
 
 on_each_store!(tampering_inside_an_archive_is_caught_with_the_entry_number);

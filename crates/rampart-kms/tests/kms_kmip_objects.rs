@@ -908,22 +908,7 @@ async fn a_locate_answers_at_most_ten_thousand_identifiers_and_counts_every_matc
     )
     .unwrap();
     let root = rampart_kms::keys::RootKey::new(&unseal).unwrap();
-    let plan = rampart_kms::bulk::BulkPlan {
-        keys: 10_050,
-        key_prefix: "bulk-".into(),
-        clients: 0,
-        client_prefix: "host-".into(),
-        audit: 0,
-    };
-    rampart_kms::bulk::populate(
-        std::sync::Arc::clone(&d.store),
-        std::sync::Arc::new(root),
-        &plan,
-        None,
-        &|_, _| {},
-    )
-    .await
-    .unwrap();
+    let names = crate::common::fill_keys(d.store.as_ref(), &root, "bulk-", 10_050).await;
     let mut tls = connect(&d.admin, &d.kmip, &rustls::version::TLS12).await;
     let first = ok(&one(&mut tls, Operation::LOCATE, locate_window(Vec::new(), None, None)).await);
     assert_eq!(field(&first, Tag::LOCATED_ITEMS).as_int().unwrap(), 10_050);
@@ -933,7 +918,7 @@ async fn a_locate_answers_at_most_ten_thousand_identifiers_and_counts_every_matc
         ok(&one(&mut tls, Operation::LOCATE, locate_window(Vec::new(), Some(10_000), None)).await);
     let mut all = first;
     all.extend(uids(&rest));
-    let expected: Vec<String> = (0..10_050).map(|i| format!("{}/1", plan.key_name(i))).collect();
+    let expected: Vec<String> = names.iter().map(|name| format!("{name}/1")).collect();
     assert_eq!(all, expected);
     // Maximum Items below the cap is kept.
     let few =

@@ -698,16 +698,7 @@ async fn audit_verify_over_many_pages_finds_the_first_bad_entry(backend: Backend
     let admin = d.admin();
     let root =
         RootKey::new(&read_unseal_key(&d.data_dir().join(files::UNSEAL_KEY)).unwrap()).unwrap();
-    let plan = rampart_kms::bulk::BulkPlan {
-        keys: 0,
-        key_prefix: "key-".into(),
-        clients: 0,
-        client_prefix: "host-".into(),
-        audit: 34_500,
-    };
-    rampart_kms::bulk::populate(Arc::clone(&d.store), Arc::new(root), &plan, None, &|_, _| {})
-        .await
-        .unwrap();
+    common::fill_audit(d.store.as_ref(), &Arc::new(root), 34_500).await;
     let report = admin.audit_verify().await.unwrap();
     assert!(report.ok, "{report:?}");
     assert!(report.entries >= 34_500, "{report:?}");

@@ -211,3 +211,41 @@ pub fn built_token_plugin() -> Option<PathBuf> {
         });
     Some(built)
 }
+
+/// One test on each store: for a `fn NAME(store: Option<&str>)` (or, with
+/// `async`, an `async fn`), the tests `NAME::on_sqlite` (the default
+/// store) and `NAME::on_postgres` (a fresh database whose name starts
+/// with `TAG`, given as `--store URL`).
+macro_rules! on_each_store {
+    ($name:ident, $tag:literal) => {
+        mod $name {
+            #[test]
+            fn on_sqlite() {
+                super::$name(None);
+            }
+
+            #[test]
+            fn on_postgres() {
+                let cluster = $crate::helpers::kms_support::PgCluster::get();
+                let db = cluster.database($tag);
+                super::$name(Some(&db));
+            }
+        }
+    };
+    (async $name:ident, $tag:literal) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn on_sqlite() {
+                super::$name(None).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn on_postgres() {
+                let cluster = $crate::helpers::kms_support::PgCluster::get();
+                let db = cluster.database($tag);
+                super::$name(Some(&db)).await;
+            }
+        }
+    };
+}
+pub(crate) use on_each_store;

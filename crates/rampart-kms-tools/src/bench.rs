@@ -6,7 +6,10 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::kmip_client::{KmipClient, KmipClientError};
+use rampart_kms::deployment::AdminError;
+use rampart_kms::kmip_client::{KmipClient, KmipClientError, TlsVersions};
+use rampart_kms::server::kmip::DEFAULT_KMIP_PORT;
+use rampart_kms::Bundle;
 
 /// One run at one concurrency.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -91,7 +94,7 @@ pub async fn kmip(
 ) -> Result<BenchRun, KmipClientError> {
     let mut payload = [0u8; 64];
     rampart_crypto::fill_random(&mut payload)
-        .map_err(|e| crate::KmsError::Crypto(format!("random payload: {e}")))?;
+        .map_err(|e| rampart_kms::KmsError::Crypto(format!("random payload: {e}")))?;
     let mut workers = Vec::with_capacity(concurrency);
     for _ in 0..concurrency {
         let mut worker = client.clone();
@@ -123,4 +126,90 @@ pub async fn kmip(
     let mut run = BenchRun::from_latencies(concurrency, all, start.elapsed());
     run.tls = tls;
     Ok(run)
+}
+
+/// How long each run of a benchmark lasts, and at which concurrencies.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BenchRuns {
+    /// Requests in flight at once, one run each.
+    pub concurrency: Vec<usize>,
+    /// Seconds per run.
+    pub seconds: f64,
+}
+
+impl BenchRuns {
+    #[must_use]
+    pub fn duration(&self) -> Duration {
+        Duration::from_secs_f64(self.seconds)
+    }
+
+    /// Checks the runs, with the heartbeat share and secret sample of a
+    /// REST benchmark (given to every benchmark alike).
+    pub fn check(&self, heartbeat_percent: u32, sample: u64) -> Result<(), AdminError> {
+        if self.concurrency.iter().any(|&c| c == 0 || c > 4096)
+            || !(0.1..=3600.0).contains(&self.seconds)
+            || heartbeat_percent > 100
+            || !(1..=1_000_000).contains(&sample)
+        {
+            return Err(AdminError::Usage(
+                "--concurrency must be 1 to 4096, --seconds 0.1 to 3600, --heartbeat-percent 0 \
+                 to 100 and --sample 1 to 1000000"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `rampart kms bench --kmip`: each operation at each concurrency, on a
+/// key found by its KMIP Name (or created, AES-256 and Active).
+#[derive(Debug, Clone)]
+pub struct KmipBench {
+    pub runs: BenchRuns,
+    /// The key's KMIP Name.
+    pub key: String,
+    pub operations: Vec<KmipOperation>,
+    pub tls: TlsVersions,
+    /// The servers' KMIP addresses; empty: each endpoint host of the
+    /// bundle on the standard KMIP port.
+    pub addresses: Vec<String>,
+}
+
+impl KmipBench {
+    /// Runs every operation at every concurrency, in that order.
+    pub async fn run(
+        &self,
+        bundle: &Bundle,
+    ) -> Result<Vec<(KmipOperation, Vec<BenchRun>)>, AdminError> {
+        let addresses = if self.addresses.is_empty() {
+            let mut addresses = Vec::new();
+            for endpoint in bundle.endpoints()? {
+                let host = if endpoint.host.contains(':') {
+                    format!("[{}]", endpoint.host)
+                } else {
+                    endpoint.host.clone()
+                };
+                addresses.push(format!("{host}:{DEFAULT_KMIP_PORT}"));
+            }
+            addresses
+        } else {
+            self.addresses.clone()
+        };
+        let failed = |e: KmipClientError| AdminError::Other(Box::new(e));
+        let mut client = KmipClient::new(bundle, &addresses, self.tls).map_err(failed)?;
+        let uid = match client.locate_name(&self.key).await.map_err(failed)?.into_iter().next() {
+            Some(uid) => uid,
+            None => client.create_aes(256, Some(&self.key)).await.map_err(failed)?,
+        };
+        let mut reports = Vec::new();
+        for &op in &self.operations {
+            let mut runs = Vec::new();
+            for &concurrency in &self.runs.concurrency {
+                let run = kmip(&client, &uid, op, concurrency, self.runs.duration()).await;
+                runs.push(run.map_err(failed)?);
+            }
+            reports.push((op, runs));
+        }
+        Ok(reports)
+    }
 }

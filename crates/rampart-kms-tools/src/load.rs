@@ -3,13 +3,17 @@
 //! optionally mixed with heartbeats, from one identity or from many
 //! hosts, each host on its own kept-alive mTLS connection.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rampart_crypto::random_secret;
+use rampart_kms::client::{ClientError, KmsClient};
+use rampart_kms::deployment::AdminError;
+use rampart_kms::model::HeldKey;
+use rampart_kms::Bundle;
 
-use crate::client::{ClientError, KmsClient};
-use crate::model::HeldKey;
+use crate::bench::BenchRuns;
 
 /// Context the benchmark's secrets are wrapped with.
 const CONTEXT: &[u8] = b"bench";
@@ -45,7 +49,7 @@ impl Workload {
             for name in chunk {
                 let (admin, name) = (admin.clone(), name.clone());
                 tasks.spawn(async move {
-                    let secret = random_secret(32).map_err(crate::KmsError::from)?;
+                    let secret = random_secret(32).map_err(rampart_kms::KmsError::from)?;
                     let ciphertext = admin.wrap(&name, secret.expose(), CONTEXT).await?;
                     Ok::<_, ClientError>((ciphertext, HeldKey { name, version: 1 }))
                 });
@@ -68,8 +72,8 @@ impl Workload {
     }
 }
 
-fn task_failed(e: &tokio::task::JoinError) -> crate::KmsError {
-    crate::KmsError::Config(format!("a benchmark task failed: {e}"))
+fn task_failed(e: &tokio::task::JoinError) -> rampart_kms::KmsError {
+    rampart_kms::KmsError::Config(format!("a benchmark task failed: {e}"))
 }
 
 /// What a run measured.
@@ -144,15 +148,19 @@ pub async fn run(
     plan: &LoadPlan,
 ) -> Result<LoadReport, ClientError> {
     if hosts.is_empty() || work.is_empty() || plan.concurrency == 0 {
-        return Err(ClientError::from(crate::KmsError::invalid(
-            "a benchmark needs a client, a secret and a concurrency of at least 1",
+        return Err(ClientError::from(rampart_kms::KmsError::InvalidRequest(
+            "a benchmark needs a client, a secret and a concurrency of at least 1".into(),
         )));
     }
     connect_all(hosts, plan.concurrency).await?;
     let start = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     let seed = u64::from_le_bytes(
-        random_secret(8).map_err(crate::KmsError::from)?.expose().try_into().unwrap_or([0x5eu8; 8]),
+        random_secret(8)
+            .map_err(rampart_kms::KmsError::from)?
+            .expose()
+            .try_into()
+            .unwrap_or([0x5eu8; 8]),
     ) | 1;
     for t in 0..plan.concurrency {
         // Each host holds one secret of its own (host `h` the secret
@@ -216,4 +224,97 @@ pub async fn run(
         p99_ms: run.p99_ms,
         hosts: hosts.len(),
     })
+}
+
+/// Who speaks in a benchmark.
+#[derive(Debug, Clone)]
+pub enum BenchHosts {
+    /// One client identity.
+    One(KmsClient),
+    /// Every `DIR/*.bundle`, each a host with its own connections.
+    Bundles(PathBuf),
+}
+
+/// `rampart kms bench` over REST: unwraps (and heartbeats) under one key
+/// or a random sample of many, at each concurrency in turn.
+#[derive(Debug, Clone)]
+pub struct UnwrapBench {
+    pub runs: BenchRuns,
+    /// The key; with `key_count`, the name prefix of `KEY0000000` to
+    /// `KEY(N-1)`, as `kms populate` names them.
+    pub key: String,
+    pub key_count: Option<u64>,
+    /// With `key_count`: how many keys, picked at random, get a secret.
+    pub sample: u64,
+    /// Percent of requests that are heartbeats instead of unwraps.
+    pub heartbeat_percent: u32,
+    pub hosts: BenchHosts,
+}
+
+/// One run of an [`UnwrapBench`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnwrapRun {
+    pub concurrency: usize,
+    /// Secrets (one per key) the run unwrapped from.
+    pub keys: usize,
+    pub report: LoadReport,
+}
+
+impl UnwrapBench {
+    /// The keys secrets are wrapped under: `key`, or `sample` of the
+    /// `key_count` keys picked at random.
+    fn keys(&self) -> Result<Vec<String>, AdminError> {
+        let n = match self.key_count {
+            None => return Ok(vec![self.key.clone()]),
+            Some(0) => return Err(AdminError::Usage("--key-count must be at least 1".into())),
+            Some(n) => n,
+        };
+        let seed = random_secret(8).map_err(rampart_kms::KmsError::from)?;
+        let mut x = u64::from_le_bytes(seed.expose().try_into().unwrap_or([7; 8])) | 1;
+        Ok((0..self.sample.min(n))
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                format!("{}{:07}", self.key, x % n)
+            })
+            .collect())
+    }
+
+    /// The clients the run speaks as.
+    fn clients(&self) -> Result<Vec<KmsClient>, AdminError> {
+        let dir = match &self.hosts {
+            BenchHosts::One(client) => return Ok(vec![client.clone()]),
+            BenchHosts::Bundles(dir) => dir,
+        };
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(|e| AdminError::io("cannot read", dir, &e))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "bundle"))
+            .collect();
+        paths.sort();
+        if paths.is_empty() {
+            return Err(AdminError::Usage(format!("{} holds no .bundle file", dir.display())));
+        }
+        paths.iter().map(|p| Ok(KmsClient::new(&Bundle::read(p)?)?)).collect()
+    }
+
+    /// Wraps the secrets (as the first host: keys allow their hosts, not
+    /// necessarily the admin), then runs at each concurrency.
+    pub async fn run(&self) -> Result<Vec<UnwrapRun>, AdminError> {
+        let keys = self.keys()?;
+        let hosts = self.clients()?;
+        let work = Workload::wrap(&hosts[0], keys, 32).await?;
+        let mut runs = Vec::new();
+        for &concurrency in &self.runs.concurrency {
+            let plan = LoadPlan {
+                concurrency,
+                duration: self.runs.duration(),
+                heartbeat_percent: self.heartbeat_percent,
+            };
+            let report = run(&hosts, &work, &plan).await?;
+            runs.push(UnwrapRun { concurrency, keys: work.len(), report });
+        }
+        Ok(runs)
+    }
 }

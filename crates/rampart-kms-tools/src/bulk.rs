@@ -10,19 +10,20 @@
 //! For benchmarks and for rehearsing a deployment's size (`rampart kms
 //! populate`); it opens the store directly, so it needs the unseal key.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rampart_crypto::random_secret;
 
-use crate::bundle::{Bundle, BUNDLE_FORMAT};
-use crate::error::{KmsError, Result};
-use crate::keys::RootKey;
-use crate::model::{
+use rampart_kms::bundle::{Bundle, BUNDLE_FORMAT};
+use rampart_kms::deployment::{files, AdminError, StoreAccess};
+use rampart_kms::error::{KmsError, Result};
+use rampart_kms::keys::RootKey;
+use rampart_kms::model::{
     now_ms, parse_policy, AuditDraft, ClientInfo, KeyInfo, KeyState, KeyVersionInfo, Labels,
 };
-use crate::pki::{client_request, Authority};
-use crate::store::{meta, Store};
+use rampart_kms::pki::{client_request, Authority};
+use rampart_kms::store::{meta, Store};
 
 /// Bytes of a key's material, as `POST /v1/keys` creates it.
 const KEY_BYTES: usize = 32;
@@ -105,7 +106,7 @@ pub async fn populate(
         return Err(KmsError::Config("the unseal key does not open this store".into()));
     }
     for (what, prefix) in [("key", &plan.key_prefix), ("client", &plan.client_prefix)] {
-        crate::model::check_name(what, &format!("{prefix}0"))?;
+        rampart_kms::model::check_name(what, &format!("{prefix}0"))?;
     }
     let keys = populate_keys(&store, &root, plan, progress).await?;
     let (clients, bundles) = populate_clients(&store, &root, plan, bundles, progress).await?;
@@ -270,4 +271,43 @@ async fn populate_audit(
     // not compete with the first requests).
     while store.index_audit().await? > 0 {}
     Ok(done)
+}
+
+/// `rampart kms populate`: the deployment's store and root key, what to
+/// write, and where the first clients' bundles go.
+#[derive(Debug, Clone)]
+pub struct PopulateSettings {
+    pub access: StoreAccess,
+    pub plan: BulkPlan,
+    /// Write the bundles of the first N clients into `bundle_dir`
+    /// (created if missing), pointing at the admin bundle's endpoints.
+    pub bundles: u64,
+    pub bundle_dir: Option<PathBuf>,
+}
+
+/// Fills the deployment's store as [`populate`] does, with its root key
+/// read from the unseal key file and the store opened directly.
+pub async fn populate_deployment(
+    settings: &PopulateSettings,
+    progress: &(dyn Fn(&'static str, u64) + Sync),
+) -> std::result::Result<BulkReport, AdminError> {
+    // Millions of short-lived secrets (material, hashes, MACs): locking
+    // each on its own would cost more than making it (as a server does).
+    let _ = rampart_crypto::lock_all_memory();
+    let root = settings.access.root_key()?;
+    let endpoints = if settings.bundles > 0 {
+        Bundle::read(&settings.access.data_dir.join(files::ADMIN_BUNDLE))?.endpoints
+    } else {
+        Vec::new()
+    };
+    if let Some(dir) = &settings.bundle_dir {
+        std::fs::create_dir_all(dir).map_err(|e| AdminError::io("cannot create", dir, &e))?;
+    }
+    let store = settings.access.open_store().await?;
+    let out = settings.bundle_dir.as_deref().map(|dir| BundleOut {
+        dir,
+        count: settings.bundles,
+        endpoints,
+    });
+    Ok(populate(store, Arc::new(root), &settings.plan, out, progress).await?)
 }
