@@ -44,8 +44,10 @@ use rampart_kmip::{KmipError, Limits as TtlvLimits};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_rustls::TlsAcceptor;
 
+use super::connection::tls_handshake;
 use super::kmip_objects::Session;
-use super::{tls_handshake, writes, State};
+use super::state::State;
+use super::writes;
 use crate::model::{now_ms, AuditDraft, ClientInfo};
 
 /// The standard KMIP port (IANA).
@@ -94,7 +96,7 @@ pub const OPERATIONS: [Operation; 19] = [
 /// The object types Create and Register make (what Query Objects lists).
 pub const OBJECT_TYPES: [ObjectType; 2] = [ObjectType::SYMMETRIC_KEY, ObjectType::SECRET_DATA];
 
-/// Serves one KMIP connection (from [`super::accept_loop`]).
+/// Serves one KMIP connection (from [`super::connection::accept_loop`]).
 pub(super) async fn serve_connection(
     state: Arc<State>,
     acceptor: TlsAcceptor,
