@@ -1,4 +1,5 @@
-//! Routing, request parsing and the handlers of the REST API. Every
+//! Routing, request parsing and the JSON answers of the REST API; the
+//! operations themselves are the service's ([`super::service`]). Every
 //! request that reveals a key, is refused, or changes a policy or a state
 //! (and every admin request) is appended to the audit chain before its
 //! response is sent; a request whose audit entry cannot be written is
@@ -31,6 +32,7 @@ use super::metrics::outcome;
 use super::openapi::openapi_document;
 use super::paging;
 use super::service::access::{self, KeyUse};
+use super::service::audit;
 use super::service::clients::{self, ClientChange};
 use super::service::{self, keys, lists};
 use super::state::State;
@@ -38,7 +40,7 @@ use crate::audit::ExportedEntry;
 use crate::error::{KmsError, Result};
 use crate::keys::{RootKey, WrappedHeader, MAX_CONTEXT, MAX_WRAP_PLAINTEXT};
 use crate::model::{
-    check_name, now_ms, parse_policy, AuditDraft, ClientInfo, HeartbeatVerdict, HeldKey, Labels,
+    check_name, now_ms, parse_policy, ClientInfo, HeartbeatVerdict, HeldKey, Labels,
 };
 use crate::shamir::Share;
 use crate::store::MaterialRow;
@@ -193,16 +195,8 @@ async fn audited(state: &State, fp: &str, ctx: &Ctx, reply: Reply, detail: Strin
         Some(client) => client.name.clone(),
         None => format!("cert:{}", &fp[..fp.len().min(16)]),
     };
-    let draft = AuditDraft {
-        time_ms: now_ms(),
-        client,
-        operation: ctx.op.to_owned(),
-        key: ctx.key.clone(),
-        version: ctx.version,
-        outcome: if ctx.denied && reply.status < 300 { "denied" } else { outcome(reply.status) }
-            .to_owned(),
-        detail,
-    };
+    let outcome = if ctx.denied && reply.status < 300 { "denied" } else { outcome(reply.status) };
+    let draft = audit::entry(client, ctx.op, ctx.key.clone(), ctx.version, outcome, detail);
     match state.audit(draft).await {
         Ok(()) => reply,
         Err(error) => {

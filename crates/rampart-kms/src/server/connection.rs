@@ -9,8 +9,8 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 
+use super::service::audit;
 use super::state::State;
-use crate::model::{now_ms, AuditDraft};
 use crate::pki::fingerprint;
 
 /// Accepts connections on `listener` until `shutdown` resolves, at most
@@ -86,34 +86,27 @@ pub(super) async fn tls_accept(
     peer: SocketAddr,
     audit_operation: &str,
 ) -> Option<tokio_rustls::server::TlsStream<tokio::net::TcpStream>> {
-    let stream =
-        match tokio::time::timeout(state.limits.handshake_timeout, acceptor.accept(tcp)).await {
-            Ok(Ok(stream)) => stream,
-            Ok(Err(error)) => {
-                if error.kind() == std::io::ErrorKind::InvalidData {
-                    state.metrics.tls_refused();
-                    tracing::info!("refused a TLS handshake from {peer}: {error}");
-                    let draft = AuditDraft {
-                        time_ms: now_ms(),
-                        client: "-".into(),
-                        operation: audit_operation.into(),
-                        key: None,
-                        version: None,
-                        outcome: "denied".into(),
-                        detail: format!("peer {peer}: {error}"),
-                    };
-                    if let Err(e) = state.audit(draft).await {
-                        tracing::error!("cannot audit a refused handshake: {e}");
-                    }
+    let stream = match tokio::time::timeout(state.limits.handshake_timeout, acceptor.accept(tcp))
+        .await
+    {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(error)) => {
+            if error.kind() == std::io::ErrorKind::InvalidData {
+                state.metrics.tls_refused();
+                tracing::info!("refused a TLS handshake from {peer}: {error}");
+                let draft = audit::refused_peer(audit_operation, format!("peer {peer}: {error}"));
+                if let Err(e) = state.audit(draft).await {
+                    tracing::error!("cannot audit a refused handshake: {e}");
                 }
-                return None;
             }
-            Err(_) => {
-                state.metrics.handshake_timed_out();
-                tracing::debug!("dropped {peer}: no TLS handshake within the handshake timeout");
-                return None;
-            }
-        };
+            return None;
+        }
+        Err(_) => {
+            state.metrics.handshake_timed_out();
+            tracing::debug!("dropped {peer}: no TLS handshake within the handshake timeout");
+            return None;
+        }
+    };
     Some(stream)
 }
 

@@ -46,9 +46,10 @@ use tokio_rustls::TlsAcceptor;
 
 use super::connection::tls_handshake;
 use super::kmip_objects::Session;
+use super::service;
 use super::state::State;
 use super::writes;
-use crate::model::{now_ms, AuditDraft, ClientInfo};
+use crate::model::{now_ms, ClientInfo};
 
 /// The standard KMIP port (IANA).
 pub const DEFAULT_KMIP_PORT: u16 = 5696;
@@ -231,15 +232,7 @@ async fn audit_key(
         Some((k, v)) => (Some(k), v),
         None => (None, None),
     };
-    let draft = AuditDraft {
-        time_ms: now_ms(),
-        client: client.to_owned(),
-        operation: operation.to_owned(),
-        key,
-        version,
-        outcome: outcome.to_owned(),
-        detail,
-    };
+    let draft = service::audit::entry(client.to_owned(), operation, key, version, outcome, detail);
     match state.audit(draft).await {
         Ok(()) => true,
         Err(error) => {

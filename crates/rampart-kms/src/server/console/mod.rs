@@ -38,6 +38,7 @@ use self::request::{Audit, Auth, Out, Req};
 use self::sessions::Session;
 use super::limits::Admission;
 use super::paging::query_params;
+use super::service;
 use super::state::State;
 use crate::error::{KmsError, Result};
 use crate::model::{now_ms, AuditDraft};
@@ -212,15 +213,14 @@ async fn route(
 }
 
 fn draft(client: &str, audit: &Audit, outcome: &str, detail: String) -> AuditDraft {
-    AuditDraft {
-        time_ms: now_ms(),
-        client: client.to_owned(),
-        operation: audit.op.to_owned(),
-        key: audit.key.clone(),
-        version: audit.version,
-        outcome: outcome.to_owned(),
+    service::audit::entry(
+        client.to_owned(),
+        audit.op,
+        audit.key.clone(),
+        audit.version,
+        outcome,
         detail,
-    }
+    )
 }
 
 /// A state change must come from a page of this console: the same
@@ -266,9 +266,7 @@ async fn login(state: &State, peer: SocketAddr, req: &Req) -> (Out, Option<Strin
     let mut audit = Audit { op: "console.login", ..Audit::default() };
     let refuse = |reason: String| async move {
         let detail = format!("peer {peer}: {reason}");
-        let _ = state
-            .audit(draft("-", &Audit { op: "console.login", ..Audit::default() }, "denied", detail))
-            .await;
+        let _ = state.audit(service::audit::refused_peer("console.login", detail)).await;
         (
             Out::Page {
                 status: 403,
@@ -397,19 +395,9 @@ pub(super) async fn refuse_without_certificate(
     state.metrics.tls_refused();
     let message = "a client certificate issued by the deployment CA is required \
                    (only the web console under /ui/ is served without one)";
-    let draft = AuditDraft {
-        time_ms: now_ms(),
-        client: "-".into(),
-        operation: "tls.handshake".into(),
-        key: None,
-        version: None,
-        outcome: "denied".into(),
-        detail: format!(
-            "peer {peer}: {} {}: no client certificate",
-            parts.method,
-            parts.uri.path()
-        ),
-    };
+    let detail =
+        format!("peer {peer}: {} {}: no client certificate", parts.method, parts.uri.path());
+    let draft = service::audit::refused_peer("tls.handshake", detail);
     if let Err(e) = state.audit(draft).await {
         tracing::error!("cannot audit a request without a certificate: {e}");
     }

@@ -1,7 +1,7 @@
 //! Get Attributes, Get Attribute List, Add, Modify and Delete Attribute:
 //! which attributes a client sets and how they are stored.
 
-use rampart_kmip::enums::{CryptographicAlgorithm, ObjectType, State as KState};
+use rampart_kmip::enums::State as KState;
 use rampart_kmip::message::{Attribute, ProtocolVersion};
 use rampart_kmip::payload::{
     attribute_reference, attribute_tag_of, vendor_attribute_item, AttributeChangeRequest, Name,
@@ -17,7 +17,6 @@ use super::object::{decode_value, encode_value, is_stored, Obj, SINGLE};
 use super::session::Session;
 use crate::model::{check_name, now_ms};
 use crate::server::service::access;
-use crate::store::KmipObject;
 
 impl Session<'_> {
     pub(super) fn attribute_items(&self, attrs: Vec<Attribute>) -> Vec<Item> {
@@ -220,20 +219,7 @@ impl Session<'_> {
                 }
                 if obj.kmip.is_none() {
                     // A REST key gets a KMIP object once it has KMIP attributes.
-                    let kmip = KmipObject {
-                        key: obj.key.name.clone(),
-                        version: obj.version.version,
-                        object_type: ObjectType::SYMMETRIC_KEY.0,
-                        algorithm: Some(CryptographicAlgorithm::AES.0),
-                        length: Some(256),
-                        usage_mask: None,
-                        secret_type: None,
-                        owner: String::new(),
-                        activation_ms: Some(obj.version.created_ms),
-                        deactivation_ms: None,
-                        compromise_occurrence_ms: None,
-                        compromised: false,
-                    };
+                    let kmip = obj.rest_key_object();
                     self.state.store.kmip_put_object(kmip.clone(), None).await.map_err(kms)?;
                     obj.kmip = Some(kmip);
                 }

@@ -19,8 +19,8 @@ use super::crypto::check_algorithm;
 use super::errors::{crypto, kms, R};
 use super::object::{encode_value, is_stored, unique_identifier, SINGLE};
 use super::session::Session;
-use crate::model::{check_name, now_ms, KeyInfo, KeyState, KeyVersionInfo, Selector, MAX_REASON};
-use crate::server::service::access;
+use crate::model::{check_name, now_ms, KeyState, Selector, MAX_REASON};
+use crate::server::service::{access, keys};
 use crate::store::{KmipAttributeRow, KmipObject, StateChange};
 
 /// Largest Secret Data registered.
@@ -129,18 +129,8 @@ impl Session<'_> {
         self.touched = Some((name.clone(), Some(1)));
         let now = now_ms();
         let sealed = root.seal_material(&name, 1, material).map_err(kms)?;
-        let key = KeyInfo {
-            name: name.clone(),
-            exportable: true,
-            allow: vec![Selector::Client(self.client.name.clone())],
-            created_ms: now,
-            versions: vec![KeyVersionInfo {
-                version: 1,
-                state: KeyState::Active,
-                created_ms: now,
-                changed_ms: None,
-            }],
-        };
+        let allow = vec![Selector::Client(self.client.name.clone())];
+        let key = keys::new_key(name.clone(), true, allow, now);
         let object = KmipObject {
             key: name.clone(),
             version: 1,
@@ -290,20 +280,7 @@ impl Session<'_> {
             _ => {}
         }
         if compromise {
-            let mut kmip = obj.kmip.clone().unwrap_or_else(|| KmipObject {
-                key: obj.key.name.clone(),
-                version: obj.version.version,
-                object_type: ObjectType::SYMMETRIC_KEY.0,
-                algorithm: Some(CryptographicAlgorithm::AES.0),
-                length: Some(256),
-                usage_mask: None,
-                secret_type: None,
-                owner: String::new(),
-                activation_ms: Some(obj.version.created_ms),
-                deactivation_ms: None,
-                compromise_occurrence_ms: None,
-                compromised: false,
-            });
+            let mut kmip = obj.kmip.clone().unwrap_or_else(|| obj.rest_key_object());
             kmip.compromised = true;
             kmip.compromise_occurrence_ms =
                 Some(request.compromise_occurrence_date.map_or(now, |s| s * 1000));
@@ -321,16 +298,16 @@ impl Session<'_> {
                 reason.push_str(": ");
                 reason.push_str(&clean);
             }
-            self.state
-                .store
-                .change_state(
-                    obj.key.name.clone(),
-                    Some(obj.version.version),
-                    StateChange::Revoke { reason },
-                    now,
-                )
-                .await
-                .map_err(kms)?;
+            let change = StateChange::Revoke { reason };
+            keys::change_versions(
+                self.state,
+                &obj.key.name,
+                Some(obj.version.version),
+                change,
+                now,
+            )
+            .await
+            .map_err(kms)?;
         }
         Ok(vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid)])
     }
@@ -352,14 +329,8 @@ impl Session<'_> {
             }
             _ => {}
         }
-        self.state
-            .store
-            .change_state(
-                obj.key.name.clone(),
-                Some(obj.version.version),
-                StateChange::Destroy,
-                now_ms(),
-            )
+        let version = Some(obj.version.version);
+        keys::change_versions(self.state, &obj.key.name, version, StateChange::Destroy, now_ms())
             .await
             .map_err(kms)?;
         Ok(vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid)])

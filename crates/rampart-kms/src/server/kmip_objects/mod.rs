@@ -20,11 +20,16 @@
 //! destroyed one Destroyed. The REST API enforces the same dates (see
 //! `service::access::check_kmip_dates`).
 //!
-//! Access is the REST API's: a client sees (Get Attributes, Locate) the
-//! keys whose allow rule matches it, or every key when it is an admin;
-//! uses a key (Get, Encrypt, Decrypt, MAC, wrapping) only when the rule
-//! matches it; and changes a key's life cycle or attributes when it is an
-//! admin or the client that created the key over KMIP.
+//! Access is the REST API's (both call [`crate::server::service::access`]):
+//! a client sees (Get Attributes, Locate) the keys whose allow rule
+//! matches it, or every key when it is an admin; uses a key (Get, Encrypt,
+//! Decrypt, MAC, wrapping) only when the rule matches it; and changes a
+//! key's life cycle or attributes when it is an admin or the client that
+//! created the key over KMIP.
+//!
+//! Here: the batch item dispatch. The objects and their states are in
+//! `object`, the session (loading, access, material) in `session`, and
+//! the operations in `lifecycle`, `attributes`, `locate` and `crypto`.
 
 mod attributes;
 mod crypto;

@@ -83,6 +83,26 @@ pub(super) struct Obj {
 }
 
 impl Obj {
+    /// The KMIP object a version made by the REST API gets once KMIP
+    /// changes it: a 256-bit AES key with no owner, active from its
+    /// creation.
+    pub(super) fn rest_key_object(&self) -> KmipObject {
+        KmipObject {
+            key: self.key.name.clone(),
+            version: self.version.version,
+            object_type: ObjectType::SYMMETRIC_KEY.0,
+            algorithm: Some(CryptographicAlgorithm::AES.0),
+            length: Some(256),
+            usage_mask: None,
+            secret_type: None,
+            owner: String::new(),
+            activation_ms: Some(self.version.created_ms),
+            deactivation_ms: None,
+            compromise_occurrence_ms: None,
+            compromised: false,
+        }
+    }
+
     pub(super) fn uid(&self) -> String {
         unique_identifier(&self.key.name, self.version.version)
     }

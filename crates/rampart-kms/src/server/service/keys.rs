@@ -10,7 +10,7 @@ use super::check_reason;
 use crate::error::{KmsError, Result};
 use crate::keys::{RootKey, KEY_BYTES};
 use crate::model::{
-    check_name, now_ms, parse_policy, ClientInfo, KeyInfo, KeyState, KeyVersionInfo,
+    check_name, now_ms, parse_policy, ClientInfo, KeyInfo, KeyState, KeyVersionInfo, Selector,
 };
 use crate::server::state::State;
 use crate::store::{MaterialRow, StateChange};
@@ -37,20 +37,25 @@ pub(crate) async fn create_key(
     let now = now_ms();
     let material = random_secret(KEY_BYTES)?;
     let sealed = root.seal_material(&name, 1, &material)?;
-    let key = KeyInfo {
+    let key = new_key(name, exportable, allow, now);
+    state.store.create_key(key.clone(), sealed).await?;
+    Ok(key)
+}
+
+/// A new key made at `at_ms`: its one version, 1, active.
+pub(crate) fn new_key(name: String, exportable: bool, allow: Vec<Selector>, at_ms: i64) -> KeyInfo {
+    KeyInfo {
         name,
         exportable,
         allow,
-        created_ms: now,
+        created_ms: at_ms,
         versions: vec![KeyVersionInfo {
             version: 1,
             state: KeyState::Active,
-            created_ms: now,
+            created_ms: at_ms,
             changed_ms: None,
         }],
-    };
-    state.store.create_key(key.clone(), sealed).await?;
-    Ok(key)
+    }
 }
 
 /// Adds a version to key `name`; `version` is set to the version tried.
@@ -83,8 +88,7 @@ pub(crate) async fn revoke_key(
     reason: String,
 ) -> Result<KeyInfo> {
     check_reason(&reason)?;
-    let change = StateChange::Revoke { reason };
-    state.store.change_state(name.to_owned(), version, change, now_ms()).await?;
+    change_versions(state, name, version, StateChange::Revoke { reason }, now_ms()).await?;
     get_key(state, name).await
 }
 
@@ -94,8 +98,21 @@ pub(crate) async fn destroy_key(
     name: &str,
     version: Option<u32>,
 ) -> Result<KeyInfo> {
-    state.store.change_state(name.to_owned(), version, StateChange::Destroy, now_ms()).await?;
+    change_versions(state, name, version, StateChange::Destroy, now_ms()).await?;
     get_key(state, name).await
+}
+
+/// Revokes or destroys one version (or, `None`, all versions) of key
+/// `name` at `at_ms`: what a REST or KMIP Revoke and Destroy store. How
+/// many versions changed.
+pub(crate) async fn change_versions(
+    state: &State,
+    name: &str,
+    version: Option<u32>,
+    change: StateChange,
+    at_ms: i64,
+) -> Result<u32> {
+    state.store.change_state(name.to_owned(), version, change, at_ms).await
 }
 
 /// The version of key `name` that `client` may use for `key_use`, with

@@ -5,6 +5,7 @@
 //! the same functions, so a rule holds on every front end at once.
 
 pub(crate) mod access;
+pub(crate) mod audit;
 pub(crate) mod clients;
 pub(crate) mod keys;
 pub(crate) mod lists;
