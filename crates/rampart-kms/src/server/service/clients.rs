@@ -157,3 +157,31 @@ pub(crate) async fn heartbeat_verdicts(
     }
     Ok((verdicts, known))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn certificates_last_one_to_ten_years_a_year_by_default() {
+        assert_eq!(check_days(None).unwrap(), 365);
+        assert_eq!(check_days(Some(1)).unwrap(), 1);
+        assert_eq!(check_days(Some(3650)).unwrap(), 3650);
+        for bad in [0, 3651] {
+            let error = check_days(Some(bad)).unwrap_err();
+            assert_eq!(error.status(), 400);
+            assert!(error.to_string().contains("days must be 1 to 3650"), "{error}");
+        }
+    }
+
+    #[test]
+    fn a_heartbeat_names_a_bounded_list_of_valid_key_names() {
+        let held = |name: &str| HeldKey { name: name.into(), version: 1 };
+        assert!(check_held_keys(&[held("disk-1"), held("disk-2")]).is_ok());
+        assert!(check_held_keys(&[held("no such/name")]).is_err());
+        let many: Vec<HeldKey> = (0..=MAX_HEARTBEAT_KEYS).map(|i| held(&format!("k{i}"))).collect();
+        let error = check_held_keys(&many).unwrap_err();
+        assert!(error.to_string().contains("at most"), "{error}");
+        assert!(check_held_keys(&many[1..]).is_ok());
+    }
+}

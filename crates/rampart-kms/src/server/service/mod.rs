@@ -48,3 +48,18 @@ pub(crate) fn check_reason(reason: &str) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reason_is_short_printable_text() {
+        assert!(check_reason("compromised laptop").is_ok());
+        assert!(check_reason(&"x".repeat(MAX_REASON)).is_ok());
+        for bad in [String::new(), "   ".into(), "x".repeat(MAX_REASON + 1), "line\nbreak".into()] {
+            let error = check_reason(&bad).unwrap_err();
+            assert_eq!(error.status(), 400, "{bad:?}");
+        }
+    }
+}
