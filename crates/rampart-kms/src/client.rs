@@ -19,6 +19,7 @@ use crate::audit::VerifyReport;
 use crate::bundle::Bundle;
 use crate::error::KmsError;
 use crate::model::{AuditEntry, ClientInfo, KeyInfo};
+use crate::store::KeyFilter;
 
 /// A client of the key servers named in a bundle, for every API call:
 /// the transport of [`rampart_kms_client::Transport`] (which it derefs to,
@@ -189,9 +190,9 @@ impl KmsClient {
         let mut q = Query::default();
         q.add("limit", query.limit.map(|n| n.to_string()));
         q.add("cursor", cursor);
-        q.add("prefix", query.prefix.as_deref());
-        q.add("state", query.state.as_deref());
-        q.add("selector", query.selector.as_deref());
+        for (name, value) in query.filter_parameters() {
+            q.add(name, value);
+        }
         let list: List = self.call_json(Method::GET, &q.path("/v1/keys"), None).await?;
         Ok(Page { items: list.keys, next_cursor: list.next_cursor })
     }
@@ -635,16 +636,41 @@ pub struct Page<T> {
 }
 
 /// Filters and page size of the key list; `None` fields do not filter.
+/// The filters are the text of a [`KeyFilter`] (which says what they
+/// mean), sent as given so that the server judges them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KeyQuery {
     /// Names starting with this.
     pub prefix: Option<String>,
-    /// `active`, `revoked` or `destroyed`: the newest version's state.
+    /// One of [`KeyFilter::STATES`]: the newest version's state.
     pub state: Option<String>,
     /// Keys whose policy holds this selector (`client:NAME`, `label:K=V`).
     pub selector: Option<String>,
     /// Items per page (server default 100, at most 10,000).
     pub limit: Option<u32>,
+}
+
+impl KeyQuery {
+    /// The query for the keys `filter` lets through, `limit` per page.
+    #[must_use]
+    pub fn from_filter(filter: &KeyFilter, limit: Option<u32>) -> Self {
+        Self {
+            prefix: filter.prefix.clone(),
+            state: filter.state.map(str::to_owned),
+            selector: filter.selector.as_ref().map(ToString::to_string),
+            limit,
+        }
+    }
+
+    /// The filter parameters this query sends ([`KeyFilter::PARAMETERS`]).
+    fn filter_parameters(&self) -> [(&'static str, Option<&str>); 3] {
+        let [prefix, state, selector] = KeyFilter::PARAMETERS;
+        [
+            (prefix, self.prefix.as_deref()),
+            (state, self.state.as_deref()),
+            (selector, self.selector.as_deref()),
+        ]
+    }
 }
 
 /// Filters and page size of the client list.

@@ -1,4 +1,5 @@
-//! Routing, request parsing and the handlers of the REST API. Every
+//! Routing, request parsing and the JSON answers of the REST API; the
+//! operations themselves are the service's ([`super::service`]). Every
 //! request that reveals a key, is refused, or changes a policy or a state
 //! (and every admin request) is appended to the audit chain before its
 //! response is sent; a request whose audit entry cannot be written is
@@ -19,29 +20,30 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response};
-use rampart_crypto::{random_secret, SecretBytes};
+use rampart_crypto::SecretBytes;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use zeroize::Zeroizing;
 
 use super::audit_log::{self, WalkFrom};
-use super::console;
 use super::limits::Admission;
 use super::metrics::outcome;
-use super::paging::{self, ListKind};
-use super::State;
+use super::openapi::openapi_document;
+use super::paging;
+use super::service::access::{self, KeyUse};
+use super::service::audit;
+use super::service::clients::{self, ClientChange};
+use super::service::{self, keys, lists};
+use super::state::State;
 use crate::audit::ExportedEntry;
-use crate::deployment::SealConfig;
 use crate::error::{KmsError, Result};
-use crate::keys::{self, WrappedHeader, KEY_BYTES, MAX_CONTEXT, MAX_WRAP_PLAINTEXT};
+use crate::keys::{RootKey, WrappedHeader, MAX_CONTEXT, MAX_WRAP_PLAINTEXT};
 use crate::model::{
-    check_name, now_ms, parse_policy, AuditDraft, ClientInfo, HeartbeatVerdict, HeldKey, KeyInfo,
-    KeyState, KeyVersionInfo, Labels, MAX_HEARTBEAT_KEYS, MAX_REASON,
+    check_name, now_ms, parse_policy, ClientInfo, HeartbeatVerdict, HeldKey, Labels,
 };
-use crate::pki::Authority;
 use crate::shamir::Share;
-use crate::store::{meta, KmipUse, MaterialRow, StateChange};
+use crate::store::MaterialRow;
 
 /// Largest request body.
 pub const MAX_BODY: usize = 256 * 1024;
@@ -117,9 +119,7 @@ impl Ctx {
     async fn admin<'a>(&'a mut self, state: &State, fp: &str) -> Result<&'a ClientInfo> {
         let op = self.op;
         let client = self.client(state, fp).await?;
-        if !client.admin {
-            return Err(KmsError::Forbidden(format!("{op} needs an admin certificate")));
-        }
+        access::require_admin(client, op)?;
         Ok(client)
     }
 }
@@ -195,16 +195,8 @@ async fn audited(state: &State, fp: &str, ctx: &Ctx, reply: Reply, detail: Strin
         Some(client) => client.name.clone(),
         None => format!("cert:{}", &fp[..fp.len().min(16)]),
     };
-    let draft = AuditDraft {
-        time_ms: now_ms(),
-        client,
-        operation: ctx.op.to_owned(),
-        key: ctx.key.clone(),
-        version: ctx.version,
-        outcome: if ctx.denied && reply.status < 300 { "denied" } else { outcome(reply.status) }
-            .to_owned(),
-        detail,
-    };
+    let outcome = if ctx.denied && reply.status < 300 { "denied" } else { outcome(reply.status) };
+    let draft = audit::entry(client, ctx.op, ctx.key.clone(), ctx.version, outcome, detail);
     match state.audit(draft).await {
         Ok(()) => reply,
         Err(error) => {
@@ -340,7 +332,7 @@ async fn route(state: &State, fp: &str, request: Req, ctx: &mut Ctx) -> Result<R
             expect(&method, &Method::GET, &path)?;
             ctx.client(state, fp).await?;
             ctx.quiet = true;
-            Reply::json(200, &seal_status(state))
+            Reply::json(200, &service::seal_status(state))
         }
         ["v1", "sys", "unseal"] => {
             ctx.op = "sys.unseal";
@@ -353,7 +345,7 @@ async fn route(state: &State, fp: &str, request: Req, ctx: &mut Ctx) -> Result<R
                 }
                 UnsealSecret::Pin(pin) => state.unseal_with_pin(pin).await?,
             }
-            Reply::json(200, &seal_status(state))
+            Reply::json(200, &service::seal_status(state))
         }
         _ => {
             let root = state.require_root();
@@ -418,7 +410,7 @@ async fn route_unsealed(
             ctx.op = "openapi";
             expect(method, &Method::GET, path)?;
             ctx.quiet = true;
-            Reply::json(200, &super::openapi_document())
+            Reply::json(200, &openapi_document())
         }
         ["metrics"] => {
             ctx.op = "metrics";
@@ -451,7 +443,10 @@ async fn route_unsealed(
             let body: CreateKeyRequest = read_json(request)?;
             ctx.key = Some(body.name.clone());
             ctx.version = Some(1);
-            Reply::json(201, &create_key(state, body.name, &body.allow, body.exportable).await?)
+            Reply::json(
+                201,
+                &keys::create_key(state, body.name, &body.allow, body.exportable).await?,
+            )
         }
         ["v1", "keys", name] => {
             ctx.op = "key.show";
@@ -459,7 +454,7 @@ async fn route_unsealed(
             check_name("key name", name)?;
             ctx.key = Some((*name).to_owned());
             ctx.admin(state, fp).await?;
-            Reply::json(200, &get_key(state, name).await?)
+            Reply::json(200, &keys::get_key(state, name).await?)
         }
         ["v1", "keys", name, action] => {
             check_name("key name", name)?;
@@ -479,7 +474,8 @@ async fn route_unsealed(
             let body: IssueClientRequest = read_json(request)?;
             let days = body.days;
             let (client, certificate, ca_pem) =
-                issue_client(state, body.name, body.labels, body.admin, &body.csr, days).await?;
+                clients::issue_client(state, body.name, body.labels, body.admin, &body.csr, days)
+                    .await?;
             Reply::json(
                 201,
                 &json!({ "client": client, "certificate": certificate, "ca_certificate": ca_pem }),
@@ -496,7 +492,7 @@ async fn route_unsealed(
             } else {
                 ClientChange::Relabel(read_json::<LabelsRequest>(request)?.labels)
             };
-            let changed = change_client(state, &admin, name, change).await?;
+            let changed = clients::change_client(state, &admin, name, change).await?;
             ctx.note = Some(format!("client {}", changed.name));
             Reply::json(200, &changed)
         }
@@ -617,7 +613,8 @@ async fn route_unsealed(
             ctx.op = "console.sessions";
             expect(method, &Method::GET, path)?;
             ctx.admin(state, fp).await?;
-            let (sessions, next) = console_session_page(state, query)?;
+            let request = paging::console_session_request(&paging::query_params(query)?)?;
+            let (sessions, next) = lists::console_session_page(state, &request)?;
             let sessions: Vec<Value> = sessions.iter().map(|s| s.summary()).collect();
             Reply::json(200, &json!({ "sessions": sessions, "next_cursor": next }))
         }
@@ -642,88 +639,6 @@ async fn route_unsealed(
     }
 }
 
-/// A change an admin makes to a registered client.
-pub(super) enum ClientChange {
-    Revoke(String),
-    Relabel(BTreeMap<String, String>),
-}
-
-/// Revokes or relabels client `name` on behalf of `admin` (`POST
-/// /v1/clients/{name}/revoke|labels`, and the console).
-pub(super) async fn change_client(
-    state: &State,
-    admin: &ClientInfo,
-    name: String,
-    change: ClientChange,
-) -> Result<ClientInfo> {
-    check_name("client name", &name)?;
-    let changed = match change {
-        ClientChange::Revoke(reason) => {
-            check_reason(&reason)?;
-            if name == admin.name {
-                return Err(KmsError::Conflict(
-                    "a client cannot revoke its own certificate (use another admin bundle)".into(),
-                ));
-            }
-            state.store.revoke_client(name, reason, now_ms()).await?
-        }
-        ClientChange::Relabel(labels) => {
-            let labels = Labels::new(labels)?;
-            state.store.set_client_labels(name, labels).await?
-        }
-    };
-    state.client_changed(&changed);
-    Ok(changed)
-}
-
-/// Adds a version to key `name` (`POST /v1/keys/{name}/rotate`, and the
-/// console); `version` is set to the version tried.
-pub(super) async fn rotate_key(
-    state: &State,
-    name: &str,
-    version: &mut Option<u32>,
-) -> Result<KeyInfo> {
-    let root = state.require_root()?;
-    for _ in 0..5 {
-        let key = get_key(state, name).await?;
-        let next = key.latest().map_or(1, |v| v.version + 1);
-        *version = Some(next);
-        let material = random_secret(KEY_BYTES)?;
-        let sealed = root.seal_material(name, next, &material)?;
-        match state.store.add_version(name.to_owned(), next, now_ms(), sealed).await {
-            Ok(()) => return get_key(state, name).await,
-            Err(KmsError::Conflict(_)) => continue,
-            Err(error) => return Err(error),
-        }
-    }
-    Err(KmsError::Conflict(format!("key {name} is being rotated concurrently; try again")))
-}
-
-/// Revokes one or all versions of key `name` (`POST
-/// /v1/keys/{name}/revoke`, and the console).
-pub(super) async fn revoke_key(
-    state: &State,
-    name: &str,
-    version: Option<u32>,
-    reason: String,
-) -> Result<KeyInfo> {
-    check_reason(&reason)?;
-    let change = StateChange::Revoke { reason };
-    state.store.change_state(name.to_owned(), version, change, now_ms()).await?;
-    get_key(state, name).await
-}
-
-/// Destroys the material of one or all versions of key `name` (`POST
-/// /v1/keys/{name}/destroy`, and the console).
-pub(super) async fn destroy_key(
-    state: &State,
-    name: &str,
-    version: Option<u32>,
-) -> Result<KeyInfo> {
-    state.store.change_state(name.to_owned(), version, StateChange::Destroy, now_ms()).await?;
-    get_key(state, name).await
-}
-
 #[allow(clippy::too_many_arguments)]
 async fn key_action(
     state: &State,
@@ -745,19 +660,19 @@ async fn key_action(
         "rotate" => {
             ctx.admin(state, fp).await?;
             let _: Empty = read_json(request)?;
-            Reply::json(200, &rotate_key(state, &name, &mut ctx.version).await?)
+            Reply::json(200, &keys::rotate_key(state, &name, &mut ctx.version).await?)
         }
         "revoke" => {
             ctx.admin(state, fp).await?;
             let body: RevokeRequest = read_json(request)?;
             ctx.version = body.version;
-            Reply::json(200, &revoke_key(state, &name, body.version, body.reason).await?)
+            Reply::json(200, &keys::revoke_key(state, &name, body.version, body.reason).await?)
         }
         "destroy" => {
             ctx.admin(state, fp).await?;
             let body: VersionRequest = read_json(request)?;
             ctx.version = body.version;
-            Reply::json(200, &destroy_key(state, &name, body.version).await?)
+            Reply::json(200, &keys::destroy_key(state, &name, body.version).await?)
         }
         "wrap" => {
             let body: WrapRequest = read_json(request)?;
@@ -767,8 +682,8 @@ async fn key_action(
                 body.context.as_deref().unwrap_or("").as_bytes(),
                 MAX_CONTEXT,
             )?;
-            let (row, material) = usable(state, fp, ctx, &root, &name, None).await?;
-            let ciphertext = keys::wrap(
+            let (row, material) = usable(state, fp, ctx, &root, &name, KeyUse::Wrap).await?;
+            let ciphertext = crate::keys::wrap(
                 &name,
                 row.version.version,
                 &material,
@@ -795,8 +710,8 @@ async fn key_action(
                 body.context.as_deref().unwrap_or("").as_bytes(),
                 MAX_CONTEXT,
             )?;
-            let (_, material) = usable(state, fp, ctx, &root, &name, Some(header.version)).await?;
-            let plaintext = keys::unwrap(&header, &material, context.expose())?;
+            let (_, material) = usable(state, fp, ctx, &root, &name, KeyUse::Unwrap).await?;
+            let plaintext = crate::keys::unwrap(&header, &material, context.expose())?;
             let encoded = SecretBytes::new(B64.encode(plaintext.expose()).into_bytes());
             let text = std::str::from_utf8(encoded.expose()).unwrap_or_default();
             Reply::json(200, &json!({ "key": name, "version": header.version, "plaintext": text }))
@@ -804,7 +719,7 @@ async fn key_action(
         "export" => {
             let body: VersionRequest = read_json(request)?;
             ctx.version = body.version;
-            let (row, material) = usable(state, fp, ctx, &root, &name, body.version).await?;
+            let (row, material) = usable(state, fp, ctx, &root, &name, KeyUse::Export).await?;
             let encoded = SecretBytes::new(B64.encode(material.expose()).into_bytes());
             let text = std::str::from_utf8(encoded.expose()).unwrap_or_default();
             Reply::json(
@@ -913,45 +828,15 @@ async fn export_page(
     )
 }
 
-/// Re-evaluates the policy for every key version a host holds: the key
-/// must exist, its version be active, and the client (as the store knows
-/// it now: labels, revocation, certificate validity) match its allow
-/// rule. The verdicts go into the audit entry's detail.
+/// The heartbeat's verdicts (see [`clients::heartbeat_verdicts`]), put
+/// into the audit entry's detail.
 async fn heartbeat(
     state: &State,
     client: &ClientInfo,
     keys: &[HeldKey],
     ctx: &mut Ctx,
 ) -> Result<Vec<HeartbeatVerdict>> {
-    let now = now_ms();
-    let expired = client.not_after_ms <= now;
-    let mut verdicts = Vec::with_capacity(keys.len());
-    let mut known = 0;
-    for held in keys {
-        let row = state.store.key_material(held.name.clone(), Some(held.version)).await?;
-        let (name, version) = (&held.name, held.version);
-        let reason = match &row {
-            _ if expired => Some(format!("the certificate of client {} has expired", client.name)),
-            None => Some(format!("key {name} version {version} does not exist")),
-            Some(row) if !row.allow.iter().any(|s| s.matches(client)) => {
-                Some(format!("client {} is no longer allowed to use key {name}", client.name))
-            }
-            Some(row) => match &row.version.state {
-                KeyState::Active => None,
-                KeyState::Revoked { reason } => {
-                    Some(format!("key {name} version {version} was revoked: {reason}"))
-                }
-                _ => Some(format!("key {name} version {version} was destroyed")),
-            },
-        };
-        known += usize::from(row.is_some());
-        verdicts.push(HeartbeatVerdict {
-            name: name.clone(),
-            version,
-            allowed: reason.is_none(),
-            reason,
-        });
-    }
+    let (verdicts, known) = clients::heartbeat_verdicts(state, client, keys).await?;
     if let [only] = verdicts.as_slice() {
         ctx.key = Some(only.name.clone());
         ctx.version = Some(only.version);
@@ -970,317 +855,44 @@ async fn heartbeat(
 }
 
 fn check_heartbeat(body: &HeartbeatRequest) -> Result<()> {
-    if body.keys.len() > MAX_HEARTBEAT_KEYS {
-        return Err(KmsError::invalid(format!(
-            "a heartbeat names at most {MAX_HEARTBEAT_KEYS} keys"
-        )));
-    }
-    for held in &body.keys {
-        check_name("key name", &held.name)?;
-    }
-    Ok(())
+    clients::check_held_keys(&body.keys)
 }
 
-/// The key version a data operation may use, with its material: the
-/// client must match the policy (checked first, so a refused client
-/// learns nothing of the key's state), the version must be active, and
-/// export needs an exportable key.
+/// The key version the request's client may use for `key_use`, with its
+/// material (see [`keys::usable`]); the version found goes into the
+/// audit entry, refused or not.
 async fn usable(
     state: &State,
     fp: &str,
     ctx: &mut Ctx,
-    root: &keys::RootKey,
+    root: &RootKey,
     name: &str,
-    version: Option<u32>,
+    key_use: KeyUse,
 ) -> Result<(Arc<MaterialRow>, SecretBytes)> {
-    let op = ctx.op;
-    let client = ctx.client(state, fp).await?.clone();
-    let row = state.store.key_material(name.to_owned(), version).await?.ok_or_else(|| {
-        KmsError::NotFound(match version {
-            Some(v) => format!("key {name} version {v}"),
-            None => format!("key {name}"),
-        })
-    })?;
-    ctx.version = Some(row.version.version);
-    ctx.key_known = true;
-    if !row.allow.iter().any(|s| s.matches(&client)) {
-        return Err(KmsError::Forbidden(format!(
-            "client {} is not allowed to use key {name}",
-            client.name
-        )));
-    }
-    if op == "key.export" && !row.exportable {
-        return Err(KmsError::Forbidden(format!("key {name} is not exportable")));
-    }
-    let v = row.version.version;
-    if let Some(kmip) = &row.kmip {
-        kmip_use_allowed(kmip, name, v, op)?;
-    }
-    match (&row.version.state, &row.material) {
-        (KeyState::Active, Some(blob)) => {
-            let material = root.open_material(name, v, blob)?;
-            Ok((row, material))
-        }
-        (KeyState::Revoked { .. }, _) => {
-            Err(KmsError::KeyRevoked { name: name.to_owned(), version: v })
-        }
-        _ => Err(KmsError::KeyDestroyed { name: name.to_owned(), version: v }),
-    }
+    ctx.client(state, fp).await?;
+    let client = ctx.client.as_ref().ok_or(KmsError::UnknownClient)?;
+    keys::usable(state, client, root, name, &mut ctx.version, key_use, &mut ctx.key_known).await
 }
 
-/// One page of the key list (see [`paging`]): the store is asked for one
-/// item more than the page holds, to know whether a next page exists.
 async fn list_keys(state: &State, query: &str) -> Result<Reply> {
-    let (keys, next) = key_page(state, query).await?;
+    let request = paging::key_request(&paging::query_params(query)?)?;
+    let (keys, next) = lists::key_page(state, request).await?;
     Reply::json(200, &json!({ "keys": keys, "next_cursor": next }))
 }
 
-/// One page of keys for a list query string (`GET /v1/keys`, and the
-/// console), and the cursor of the next page.
-pub(super) async fn key_page(state: &State, query: &str) -> Result<(Vec<KeyInfo>, Option<String>)> {
-    let root = state.require_root()?;
-    let request = paging::key_request(&paging::query_params(query)?)?;
-    let after = match &request.cursor {
-        Some(text) => cursor_name(&root, ListKind::Keys, &request.binding, text)?,
-        None => String::new(),
-    };
-    let mut keys = state.store.key_page(after, request.filter, request.limit + 1).await?;
-    let next =
-        next_cursor(&root, ListKind::Keys, &request.binding, &mut keys, request.limit, |k| {
-            k.name.as_bytes().to_vec()
-        });
-    Ok((keys, next))
-}
-
 async fn list_clients(state: &State, query: &str) -> Result<Reply> {
-    let (clients, next) = client_page(state, query).await?;
-    Reply::json(200, &json!({ "clients": clients, "next_cursor": next }))
-}
-
-/// One page of clients for a list query string (`GET /v1/clients`, and
-/// the console), and the cursor of the next page.
-pub(super) async fn client_page(
-    state: &State,
-    query: &str,
-) -> Result<(Vec<ClientInfo>, Option<String>)> {
-    let root = state.require_root()?;
     let request = paging::client_request(&paging::query_params(query)?)?;
-    let after = match &request.cursor {
-        Some(text) => cursor_name(&root, ListKind::Clients, &request.binding, text)?,
-        None => String::new(),
-    };
-    let mut clients = state.store.client_page(after, request.filter, request.limit + 1).await?;
-    let next =
-        next_cursor(&root, ListKind::Clients, &request.binding, &mut clients, request.limit, |c| {
-            c.name.as_bytes().to_vec()
-        });
-    Ok((clients, next))
-}
-
-/// One page of this server's console sessions, and the cursor of the
-/// next page.
-fn console_session_page(
-    state: &State,
-    query: &str,
-) -> Result<(Vec<console::Session>, Option<String>)> {
-    let root = state.require_root()?;
-    let request = paging::console_session_request(&paging::query_params(query)?)?;
-    let kind = ListKind::ConsoleSessions;
-    let after = match &request.cursor {
-        Some(text) => {
-            let position = paging::decode_cursor(&root, kind, &request.binding, text)?;
-            Some(
-                console::SessionPosition::from_bytes(&position)
-                    .ok_or_else(|| KmsError::invalid("cursor does not hold a session"))?,
-            )
-        }
-        None => None,
-    };
-    let mut sessions = state.console.sessions(after.as_ref(), request.limit as usize + 1);
-    let next = next_cursor(&root, kind, &request.binding, &mut sessions, request.limit, |s| {
-        s.position().to_bytes()
-    });
-    Ok((sessions, next))
+    let (clients, next) = lists::client_page(state, request).await?;
+    Reply::json(200, &json!({ "clients": clients, "next_cursor": next }))
 }
 
 /// The audit list: `next_after_seq` (the last entry's number) is kept for
 /// callers of the older `after_seq` paging.
 async fn list_audit(state: &State, query: &str) -> Result<Reply> {
-    let (entries, next) = audit_page(state, query).await?;
+    let (request, after_seq) = paging::audit_request(&paging::query_params(query)?)?;
+    let (entries, next) = lists::audit_page(state, request, after_seq).await?;
     let last = entries.last().map(|e| e.seq);
     Reply::json(200, &json!({ "entries": entries, "next_cursor": next, "next_after_seq": last }))
-}
-
-/// One page of audit entries for a list query string (`GET /v1/audit`,
-/// and the console), and the cursor of the next page.
-pub(super) async fn audit_page(
-    state: &State,
-    query: &str,
-) -> Result<(Vec<crate::model::AuditEntry>, Option<String>)> {
-    let root = state.require_root()?;
-    let (request, after_seq) = paging::audit_request(&paging::query_params(query)?)?;
-    let after = match (&request.cursor, after_seq) {
-        (Some(text), _) => {
-            let position = paging::decode_cursor(&root, ListKind::Audit, &request.binding, text)?;
-            let bytes: [u8; 8] = position
-                .as_slice()
-                .try_into()
-                .map_err(|_| KmsError::invalid("cursor does not hold an audit position"))?;
-            u64::from_be_bytes(bytes)
-        }
-        (None, after) => after.unwrap_or(0),
-    };
-    let mut entries = state.store.audit_list(after, request.filter, request.limit + 1).await?;
-    let next =
-        next_cursor(&root, ListKind::Audit, &request.binding, &mut entries, request.limit, |e| {
-            e.seq.to_be_bytes().to_vec()
-        });
-    Ok((entries, next))
-}
-
-fn cursor_name(root: &keys::RootKey, kind: ListKind, binding: &str, text: &str) -> Result<String> {
-    let position = paging::decode_cursor(root, kind, binding, text)?;
-    String::from_utf8(position)
-        .ok()
-        .filter(|name| check_name("name", name).is_ok())
-        .ok_or_else(|| KmsError::invalid("cursor does not hold a name"))
-}
-
-/// Cuts `items` (at most `limit + 1` long) to `limit` and returns the
-/// cursor after the last one kept, when more followed.
-fn next_cursor<T>(
-    root: &keys::RootKey,
-    kind: ListKind,
-    binding: &str,
-    items: &mut Vec<T>,
-    limit: u32,
-    position: impl Fn(&T) -> Vec<u8>,
-) -> Option<String> {
-    if items.len() <= limit as usize {
-        return None;
-    }
-    items.truncate(limit as usize);
-    items.last().map(|last| paging::encode_cursor(root, kind, binding, &position(last)))
-}
-
-/// The KMIP dates and object type of a key version bound its REST use as
-/// they bound its KMIP use: nothing before its Activation Date (KMIP
-/// Pre-Active), no new wrap from its Deactivation Date on (unwrapping
-/// stays allowed, as KMIP lets a Deactivated key decrypt), and Secret Data
-/// is exported but never used as a key.
-fn kmip_use_allowed(kmip: &KmipUse, name: &str, version: u32, op: &str) -> Result<()> {
-    let now = now_ms();
-    if kmip.object_type != 2 && op != "key.export" {
-        return Err(KmsError::Forbidden(format!(
-            "key {name} version {version} is KMIP Secret Data, not a key"
-        )));
-    }
-    if kmip.activation_ms.is_none_or(|at| at > now) {
-        return Err(KmsError::Forbidden(format!(
-            "key {name} version {version} is not active yet (KMIP Pre-Active)"
-        )));
-    }
-    if op == "key.wrap" && kmip.deactivation_ms.is_some_and(|at| at <= now) {
-        return Err(KmsError::Forbidden(format!(
-            "key {name} version {version} is deactivated (KMIP): it unwraps but no longer wraps"
-        )));
-    }
-    Ok(())
-}
-
-pub(super) async fn get_key(state: &State, name: &str) -> Result<KeyInfo> {
-    state
-        .store
-        .get_key(name.to_owned())
-        .await?
-        .ok_or_else(|| KmsError::NotFound(format!("key {name}")))
-}
-
-/// Creates key `name` with version 1 (`POST /v1/keys`, and the console).
-pub(super) async fn create_key(
-    state: &State,
-    name: String,
-    allow: &[String],
-    exportable: bool,
-) -> Result<KeyInfo> {
-    check_name("key name", &name)?;
-    let allow = parse_policy(allow)?;
-    let root = state.require_root()?;
-    let now = now_ms();
-    let material = random_secret(KEY_BYTES)?;
-    let sealed = root.seal_material(&name, 1, &material)?;
-    let key = KeyInfo {
-        name,
-        exportable,
-        allow,
-        created_ms: now,
-        versions: vec![KeyVersionInfo {
-            version: 1,
-            state: KeyState::Active,
-            created_ms: now,
-            changed_ms: None,
-        }],
-    };
-    state.store.create_key(key.clone(), sealed).await?;
-    Ok(key)
-}
-
-/// Signs a client certificate from `csr` and registers the client
-/// (`POST /v1/clients`, and the console): the client, its certificate and
-/// the CA certificate, PEM.
-pub(super) async fn issue_client(
-    state: &State,
-    name: String,
-    labels: BTreeMap<String, String>,
-    admin: bool,
-    csr: &str,
-    days: Option<u32>,
-) -> Result<(ClientInfo, String, String)> {
-    check_name("client name", &name)?;
-    let labels = Labels::new(labels)?;
-    let days = days.unwrap_or(365);
-    if !(1..=3650).contains(&days) {
-        return Err(KmsError::invalid("days must be 1 to 3650"));
-    }
-    let root = state.require_root()?;
-    let missing = || KmsError::Corrupt("the store holds no CA".into());
-    let ca_pem = String::from_utf8(state.store.get_meta(meta::CA_CERT).await?.ok_or_else(missing)?)
-        .map_err(|_| KmsError::Corrupt("the CA certificate is not text".into()))?;
-    let ca_key =
-        root.open_ca_key(&state.store.get_meta(meta::CA_KEY).await?.ok_or_else(missing)?)?;
-    let ca = Authority::load(&ca_pem, &ca_key)?;
-    drop(ca_key);
-    let issued = ca.issue_client_days(csr, &name, i64::from(days))?;
-    let client = ClientInfo {
-        name,
-        labels,
-        admin,
-        serial: issued.serial,
-        fingerprint: issued.fingerprint,
-        created_ms: now_ms(),
-        not_after_ms: issued.not_after_ms,
-        revoked: None,
-    };
-    state.store.add_client(client.clone()).await?;
-    Ok((client, issued.cert_pem, ca_pem))
-}
-
-pub(super) fn seal_status(state: &State) -> Value {
-    let sealed = state.root().is_none();
-    match state.seal {
-        SealConfig::Shamir { shares, threshold } => json!({
-            "sealed": sealed, "scheme": "shamir", "shares": shares, "threshold": threshold,
-            "progress": state.share_progress(),
-        }),
-        SealConfig::Hsm => match &state.hsm {
-            Some((config, _)) => json!({
-                "sealed": sealed, "scheme": "hsm", "module": config.module.display().to_string(),
-                "token": config.token, "key_label": config.key_label,
-            }),
-            None => json!({ "sealed": sealed, "scheme": "hsm" }),
-        },
-        SealConfig::File => json!({ "sealed": sealed, "scheme": "file" }),
-    }
 }
 
 fn decode_b64(what: &str, text: &[u8], limit: usize) -> Result<SecretBytes> {
@@ -1294,16 +906,6 @@ fn decode_b64(what: &str, text: &[u8], limit: usize) -> Result<SecretBytes> {
         return Err(KmsError::invalid(format!("{what} is larger than {limit} bytes")));
     }
     Ok(bytes)
-}
-
-pub(super) fn check_reason(reason: &str) -> Result<()> {
-    if reason.trim().is_empty() || reason.len() > MAX_REASON {
-        return Err(KmsError::invalid(format!("the reason must be 1 to {MAX_REASON} characters")));
-    }
-    if reason.chars().any(char::is_control) {
-        return Err(KmsError::invalid("the reason may not hold control characters"));
-    }
-    Ok(())
 }
 
 /// The request bodies the API parses, by operation (as in the audit log).
@@ -1337,16 +939,13 @@ pub fn check_request_body(operation: &str, body: &[u8]) -> Result<()> {
             let body: IssueClientRequest = parse_json(body)?;
             check_name("client name", &body.name)?;
             Labels::new(body.labels)?;
-            if !(1..=3650).contains(&body.days.unwrap_or(365)) {
-                return Err(KmsError::invalid("days must be 1 to 3650"));
-            }
-            Ok(())
+            clients::check_days(body.days).map(drop)
         }
         "heartbeat" => check_heartbeat(&parse_json::<HeartbeatRequest>(body)?),
-        "client.revoke" => check_reason(&parse_json::<ReasonRequest>(body)?.reason),
+        "client.revoke" => service::check_reason(&parse_json::<ReasonRequest>(body)?.reason),
         "client.relabel" => Labels::new(parse_json::<LabelsRequest>(body)?.labels).map(drop),
         "key.rotate" => parse_json::<Empty>(body).map(drop),
-        "key.revoke" => check_reason(&parse_json::<RevokeRequest>(body)?.reason),
+        "key.revoke" => service::check_reason(&parse_json::<RevokeRequest>(body)?.reason),
         "key.destroy" | "key.export" => parse_json::<VersionRequest>(body).map(drop),
         "key.wrap" => {
             let body: WrapRequest = parse_json(body)?;

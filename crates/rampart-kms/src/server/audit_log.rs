@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use super::State;
+use super::state::State;
 use crate::audit::{Mark, MarkKind, Verifier, VerifyReport, GENESIS};
 use crate::error::{KmsError, Result};
 use crate::keys::RootKey;

@@ -44,9 +44,12 @@ use rampart_kmip::{KmipError, Limits as TtlvLimits};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_rustls::TlsAcceptor;
 
+use super::connection::tls_handshake;
 use super::kmip_objects::Session;
-use super::{tls_handshake, writes, State};
-use crate::model::{now_ms, AuditDraft, ClientInfo};
+use super::service;
+use super::state::State;
+use super::writes;
+use crate::model::{now_ms, ClientInfo};
 
 /// The standard KMIP port (IANA).
 pub const DEFAULT_KMIP_PORT: u16 = 5696;
@@ -94,7 +97,7 @@ pub const OPERATIONS: [Operation; 19] = [
 /// The object types Create and Register make (what Query Objects lists).
 pub const OBJECT_TYPES: [ObjectType; 2] = [ObjectType::SYMMETRIC_KEY, ObjectType::SECRET_DATA];
 
-/// Serves one KMIP connection (from [`super::accept_loop`]).
+/// Serves one KMIP connection (from [`super::connection::accept_loop`]).
 pub(super) async fn serve_connection(
     state: Arc<State>,
     acceptor: TlsAcceptor,
@@ -229,15 +232,7 @@ async fn audit_key(
         Some((k, v)) => (Some(k), v),
         None => (None, None),
     };
-    let draft = AuditDraft {
-        time_ms: now_ms(),
-        client: client.to_owned(),
-        operation: operation.to_owned(),
-        key,
-        version,
-        outcome: outcome.to_owned(),
-        detail,
-    };
+    let draft = service::audit::entry(client.to_owned(), operation, key, version, outcome, detail);
     match state.audit(draft).await {
         Ok(()) => true,
         Err(error) => {

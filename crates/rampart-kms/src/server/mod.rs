@@ -18,6 +18,7 @@
 
 mod api;
 mod audit_log;
+mod connection;
 mod console;
 pub mod kmip;
 mod kmip_objects;
@@ -25,25 +26,26 @@ mod limits;
 mod metrics;
 mod openapi;
 mod paging;
+mod service;
 mod sinks;
+mod state;
 mod writes;
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use rampart_crypto::SecretBytes;
 use rustls::server::WebPkiClientVerifier;
 use rustls::RootCertStore;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
+use tokio::sync::{mpsc, oneshot, Notify};
 use tokio_rustls::TlsAcceptor;
 
 pub use self::api::{check_request_body, BODY_OPERATIONS};
@@ -51,28 +53,21 @@ pub use self::limits::Limits;
 pub use self::metrics::Metrics;
 pub use self::openapi::openapi_document;
 pub use self::sinks::{SinkOptions, SYSLOG_SOCKET};
+pub use self::state::{CLIENT_REFRESH, PRESENCE_INTERVAL};
 
+use self::connection::{accept_loop, peer_fingerprint, tls_accept};
+use self::state::{RevokedSet, State};
 use crate::deployment::{files, read_unseal_key, SealConfig};
 use crate::error::{KmsError, Result};
-use crate::hsm::{read_pin_file, HsmConfig, HsmRoot, META_AUDIT_KEY};
+use crate::hsm::{read_pin_file, HsmConfig, META_AUDIT_KEY};
 use crate::keys::RootKey;
-use crate::model::{now_ms, AuditDraft, ClientInfo};
+use crate::model::{now_ms, AuditDraft};
 use crate::pki::fingerprint;
-use crate::shamir::{self, Share};
 use crate::store::{meta, Store};
 
 const AUDIT_BATCH: usize = 512;
-/// How often the revoked certificates and client labels are reloaded
-/// from the store (changes made on this server apply at once).
-pub const CLIENT_REFRESH: Duration = Duration::from_secs(5);
-/// How often a serving server announces itself in the store; peers not
-/// heard from for three periods are shown as gone.
-pub const PRESENCE_INTERVAL: Duration = Duration::from_secs(10);
 /// Announcements older than this are deleted.
 const PRESENCE_FORGET_MS: i64 = 24 * 3600 * 1000;
-
-/// Fingerprints of revoked client certificates.
-pub(crate) type RevokedSet = Arc<RwLock<HashSet<String>>>;
 
 /// The deployment CA's client verifier, refusing revoked certificates.
 #[derive(Debug)]
@@ -264,254 +259,6 @@ fn server_tls(
     Ok(Arc::new(config))
 }
 
-/// Shared server state.
-pub(crate) struct State {
-    store: Arc<dyn Store>,
-    seal: SealConfig,
-    root_check: Vec<u8>,
-    root: Arc<RwLock<Option<Arc<RootKey>>>>,
-    shares: Mutex<Vec<Share>>,
-    /// With [`SealConfig::Hsm`]: where the root key is, and the audit MAC
-    /// key sealed by it.
-    hsm: Option<(HsmConfig, Vec<u8>)>,
-    /// One PIN login at a time (a token counts wrong PINs).
-    hsm_login: tokio::sync::Mutex<()>,
-    clients: Mutex<HashMap<String, ClientInfo>>,
-    revoked: RevokedSet,
-    auditor: mpsc::Sender<(AuditDraft, oneshot::Sender<Result<()>>)>,
-    metrics: Metrics,
-    limits: Limits,
-    rate: limits::RateLimiter,
-    /// Each client's last heartbeat answer (a digest), to chain only the
-    /// heartbeats whose answer changed.
-    heartbeat_answers: Mutex<HashMap<String, [u8; 32]>>,
-    /// Wakes the checkpointer when enough entries were appended.
-    checkpoint_wake: Arc<Notify>,
-    /// Set to reopen the audit file (SIGHUP).
-    sink_reopen: Option<Arc<AtomicBool>>,
-    /// The web console's login codes and sessions.
-    console: console::Console,
-    /// This server's id in the store's list of servers.
-    server_id: String,
-    /// This server's certificate (PEM) as read at start.
-    server_cert_pem: String,
-}
-
-impl std::fmt::Debug for State {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("State")
-            .field("store", &self.store)
-            .field("seal", &self.seal)
-            .finish_non_exhaustive()
-    }
-}
-
-impl State {
-    pub(crate) fn root(&self) -> Option<Arc<RootKey>> {
-        self.root.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
-    }
-
-    pub(crate) fn require_root(&self) -> Result<Arc<RootKey>> {
-        self.root().ok_or(KmsError::Sealed)
-    }
-
-    fn set_root(&self, key: RootKey) {
-        *self.root.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(key));
-    }
-
-    /// Tries `key` as the root key.
-    fn unseal_with(&self, key: &rampart_crypto::SecretBytes) -> Result<()> {
-        let root = RootKey::new(key)?;
-        if !root.verify_check(&self.root_check) {
-            return Err(KmsError::UnsealFailed("the key does not match this deployment".into()));
-        }
-        self.set_root(root);
-        tracing::info!("unsealed");
-        Ok(())
-    }
-
-    /// Unseals an HSM deployment: logs in to the token with `pin` and
-    /// checks that its key is this deployment's root key.
-    pub(crate) async fn unseal_with_pin(&self, pin: SecretBytes) -> Result<()> {
-        let Some((config, sealed_audit_key)) = &self.hsm else {
-            return Err(KmsError::invalid(
-                "this deployment does not keep its root key in an HSM: it takes no PIN",
-            ));
-        };
-        let _one_at_a_time = self.hsm_login.lock().await;
-        if self.root().is_some() {
-            return Ok(());
-        }
-        let (config, sealed_audit_key) = (config.clone(), sealed_audit_key.clone());
-        // Logging in and searching the token are blocking calls into the
-        // module (a network HSM may take a while).
-        let root = tokio::task::spawn_blocking(move || {
-            let hsm = HsmRoot::open(&config, &pin)?;
-            drop(pin);
-            RootKey::with_root(Arc::new(hsm), &sealed_audit_key)
-        })
-        .await
-        .map_err(|e| KmsError::Crypto(format!("the HSM login task failed: {e}")))??;
-        if !root.verify_check(&self.root_check) {
-            return Err(KmsError::UnsealFailed(format!(
-                "the {} is not this deployment's root key",
-                root.describe()
-            )));
-        }
-        self.set_root(root);
-        tracing::info!("unsealed (root key in the HSM)");
-        Ok(())
-    }
-
-    /// Adds one share; unseals once enough have arrived. Returns
-    /// (progress, threshold).
-    pub(crate) fn add_share(&self, share: Share) -> Result<(usize, usize)> {
-        let threshold =
-            match self.seal {
-                SealConfig::Shamir { threshold, .. } => threshold,
-                SealConfig::Hsm => return Err(KmsError::invalid(
-                    "this deployment's root key is in an HSM: give the token's PIN, not a share",
-                )),
-                SealConfig::File => {
-                    return Err(KmsError::invalid(
-                        "this deployment unseals with a key file, not shares",
-                    ))
-                }
-            };
-        if self.root().is_some() {
-            return Ok((0, usize::from(threshold)));
-        }
-        if share.threshold() != threshold {
-            return Err(KmsError::UnsealFailed("the share belongs to another split".into()));
-        }
-        let mut shares = self.shares.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if shares.iter().any(|s| s.index() == share.index()) {
-            return Err(KmsError::invalid(format!("share #{} was already given", share.index())));
-        }
-        shares.push(share);
-        if shares.len() < usize::from(threshold) {
-            return Ok((shares.len(), usize::from(threshold)));
-        }
-        let key = shamir::combine(&shares);
-        shares.clear();
-        let key = key?;
-        self.unseal_with(&key).map_err(|_| {
-            KmsError::UnsealFailed("the shares do not reconstruct the root key; start again".into())
-        })?;
-        Ok((0, usize::from(threshold)))
-    }
-
-    /// Applies a change to a client made on this server: the identity
-    /// cache forgets it and, when revoked, its certificate is refused from
-    /// the next handshake on.
-    pub(crate) fn client_changed(&self, client: &ClientInfo) {
-        self.clients
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(&client.fingerprint);
-        if client.revoked.is_some() {
-            self.revoked
-                .write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .insert(client.fingerprint.clone());
-        }
-    }
-
-    /// Reloads the revoked certificates from the store and forgets cached
-    /// identities (labels may have changed on another server).
-    async fn refresh_clients(&self) -> Result<()> {
-        // Page through the revoked clients only: the set of revocations is
-        // what this holds in memory anyway, not the whole client table.
-        let filter = crate::store::ClientFilter { revoked: Some(true), ..Default::default() };
-        let mut revoked = HashSet::new();
-        let mut after = String::new();
-        loop {
-            let page =
-                self.store.client_page(after, filter.clone(), crate::store::MAX_PAGE).await?;
-            let full = page.len() == crate::store::MAX_PAGE as usize;
-            let Some(last) = page.last() else { break };
-            after = last.name.clone();
-            revoked.extend(page.into_iter().map(|c| c.fingerprint));
-            if !full {
-                break;
-            }
-        }
-        // Revocations are never undone: merging keeps one made here
-        // while the list was being read.
-        self.revoked.write().unwrap_or_else(std::sync::PoisonError::into_inner).extend(revoked);
-        self.clients.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
-        Ok(())
-    }
-
-    /// Whether `answer` to `client`'s heartbeat over `keys` is the one it
-    /// got last time from this server; records it either way.
-    pub(crate) fn heartbeat_unchanged(
-        &self,
-        client: &str,
-        keys: &[crate::model::HeldKey],
-        answer: &serde_json::Value,
-    ) -> bool {
-        let mut bytes = serde_json::to_vec(keys).unwrap_or_default();
-        bytes.extend_from_slice(answer.to_string().as_bytes());
-        let mut digest = [0u8; 32];
-        digest.copy_from_slice(
-            rampart_crypto::digest(rampart_crypto::HashAlg::Sha256, &bytes).expose(),
-        );
-        let mut answers =
-            self.heartbeat_answers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        match answers.get_mut(client) {
-            Some(last) => std::mem::replace(last, digest) == digest,
-            None => {
-                // Bounded like the identity cache: past it, every check-in
-                // of a client not yet remembered is chained.
-                if answers.len() < 1_000_000 {
-                    answers.insert(client.to_owned(), digest);
-                }
-                false
-            }
-        }
-    }
-
-    pub(crate) fn share_progress(&self) -> usize {
-        self.shares.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
-    }
-
-    /// The registered client holding the certificate with `fp`.
-    pub(crate) async fn identify(&self, fp: &str) -> Result<ClientInfo> {
-        if let Some(client) =
-            self.clients.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(fp)
-        {
-            return Ok(client.clone());
-        }
-        let client = self
-            .store
-            .client_by_fingerprint(fp.to_owned())
-            .await?
-            .ok_or(KmsError::UnknownClient)?;
-        if let Some(revoked) = &client.revoked {
-            return Err(KmsError::ClientRevoked {
-                name: client.name.clone(),
-                reason: revoked.reason.clone(),
-            });
-        }
-        let mut cache = self.clients.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if cache.len() < 100_000 {
-            cache.insert(fp.to_owned(), client.clone());
-        }
-        Ok(client)
-    }
-
-    /// Appends an entry to the audit chain and waits until it is committed.
-    pub(crate) async fn audit(&self, draft: AuditDraft) -> Result<()> {
-        let (tx, rx) = oneshot::channel();
-        self.auditor
-            .send((draft, tx))
-            .await
-            .map_err(|_| KmsError::Store("the audit writer stopped".into()))?;
-        rx.await.map_err(|_| KmsError::Store("the audit writer stopped".into()))?
-    }
-}
-
 /// Group commit: entries that arrive while one batch is being written go
 /// into the next, in one transaction. Committed entries then go to the
 /// sinks, in chain order, before the requests they record are answered.
@@ -642,7 +389,7 @@ impl Server {
             heartbeat_answers: Mutex::new(HashMap::new()),
             checkpoint_wake: Arc::clone(&checkpoint_wake),
             sink_reopen,
-            console: console::Console::default(),
+            console: console::sessions::Console::default(),
             server_cert_pem: std::fs::read_to_string(&cert).unwrap_or_default(),
             server_id: {
                 let mut id = [0u8; 8];
@@ -772,117 +519,6 @@ async fn announce(state: std::sync::Weak<State>, address: String) {
             tracing::warn!("cannot announce this server in the store: {error}");
         }
     }
-}
-
-/// Accepts connections on `listener` until `shutdown` resolves, at most
-/// `max_connections` at once (further ones are closed at once: a flood
-/// costs an accept and a close each, and never queues ahead of others),
-/// and runs `serve` on each.
-pub(crate) async fn accept_loop<F, Fut>(
-    state: &Arc<State>,
-    listener: TcpListener,
-    shutdown: impl std::future::Future<Output = ()>,
-    serve: F,
-) where
-    F: Fn(Arc<State>, tokio::net::TcpStream, SocketAddr) -> Fut,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    let permits =
-        Arc::new(Semaphore::new(state.limits.max_connections.min(Semaphore::MAX_PERMITS)));
-    tokio::pin!(shutdown);
-    loop {
-        let (tcp, peer) = tokio::select! {
-            () = &mut shutdown => return,
-            accepted = listener.accept() => match accepted {
-                Ok(pair) => pair,
-                Err(error) => {
-                    tracing::warn!("accept failed: {error}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
-            drop(tcp);
-            if state.metrics.connection_refused() {
-                tracing::warn!(
-                    "refused a connection from {peer}: {} are open (--max-connections)",
-                    state.limits.max_connections
-                );
-            }
-            continue;
-        };
-        let _ = tcp.set_nodelay(true);
-        let connection = serve(Arc::clone(state), tcp, peer);
-        tokio::spawn(async move {
-            connection.await;
-            drop(permit);
-        });
-    }
-}
-
-/// The TLS handshake under the handshake timeout; the stream and the
-/// SHA-256 fingerprint of the client certificate. Refused certificates
-/// (rustls errors, InvalidData) are audited as `audit_operation`; a peer
-/// that just hung up is not.
-pub(crate) async fn tls_handshake(
-    state: &State,
-    acceptor: &TlsAcceptor,
-    tcp: tokio::net::TcpStream,
-    peer: SocketAddr,
-    audit_operation: &str,
-) -> Option<(tokio_rustls::server::TlsStream<tokio::net::TcpStream>, String)> {
-    let stream = tls_accept(state, acceptor, tcp, peer, audit_operation).await?;
-    // Always present with a mandatory client verifier; refuse otherwise.
-    let fp = peer_fingerprint(&stream)?;
-    Some((stream, fp))
-}
-
-/// The TLS handshake under the handshake timeout (see [`tls_handshake`]);
-/// on the REST listener a client certificate is optional here.
-async fn tls_accept(
-    state: &State,
-    acceptor: &TlsAcceptor,
-    tcp: tokio::net::TcpStream,
-    peer: SocketAddr,
-    audit_operation: &str,
-) -> Option<tokio_rustls::server::TlsStream<tokio::net::TcpStream>> {
-    let stream =
-        match tokio::time::timeout(state.limits.handshake_timeout, acceptor.accept(tcp)).await {
-            Ok(Ok(stream)) => stream,
-            Ok(Err(error)) => {
-                if error.kind() == std::io::ErrorKind::InvalidData {
-                    state.metrics.tls_refused();
-                    tracing::info!("refused a TLS handshake from {peer}: {error}");
-                    let draft = AuditDraft {
-                        time_ms: now_ms(),
-                        client: "-".into(),
-                        operation: audit_operation.into(),
-                        key: None,
-                        version: None,
-                        outcome: "denied".into(),
-                        detail: format!("peer {peer}: {error}"),
-                    };
-                    if let Err(e) = state.audit(draft).await {
-                        tracing::error!("cannot audit a refused handshake: {e}");
-                    }
-                }
-                return None;
-            }
-            Err(_) => {
-                state.metrics.handshake_timed_out();
-                tracing::debug!("dropped {peer}: no TLS handshake within the handshake timeout");
-                return None;
-            }
-        };
-    Some(stream)
-}
-
-/// The SHA-256 fingerprint of the verified client certificate, if any.
-fn peer_fingerprint(
-    stream: &tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
-) -> Option<String> {
-    stream.get_ref().1.peer_certificates()?.first().map(|cert| fingerprint(cert))
 }
 
 async fn serve_connection(

@@ -20,8 +20,8 @@ use base64::Engine as _;
 
 use crate::error::{KmsError, Result};
 use crate::keys::RootKey;
-use crate::model::{check_name, Labels, Selector, MAX_NAME};
-use crate::store::{AuditFilter, ClientFilter, KeyFilter, MAX_PAGE};
+use crate::model::{check_name, Labels};
+use crate::store::{parse_prefix, AuditFilter, ClientFilter, KeyFilter, MAX_PAGE};
 
 /// Items per page when the request names no `limit`.
 pub const DEFAULT_PAGE: u32 = 100;
@@ -197,19 +197,7 @@ pub(crate) fn limit(params: &BTreeMap<String, String>) -> Result<u32> {
 }
 
 fn prefix(params: &BTreeMap<String, String>) -> Result<Option<String>> {
-    match params.get("prefix").map(String::as_str) {
-        None | Some("") => Ok(None),
-        Some(p) => {
-            let ok = p.len() <= MAX_NAME
-                && p.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
-            if !ok {
-                return Err(KmsError::invalid(format!(
-                    "prefix must be at most {MAX_NAME} letters, digits, '.', '_' or '-'"
-                )));
-            }
-            Ok(Some(p.to_owned()))
-        }
-    }
+    parse_prefix(params.get("prefix").map(String::as_str))
 }
 
 fn boolean(params: &BTreeMap<String, String>, name: &str) -> Result<Option<bool>> {
@@ -235,22 +223,11 @@ fn cursor(params: &BTreeMap<String, String>) -> Option<String> {
 }
 
 pub(crate) fn key_request(params: &BTreeMap<String, String>) -> Result<ListRequest<KeyFilter>> {
-    only(params, &["limit", "cursor", "prefix", "state", "selector"], "key list")?;
-    let state = match params.get("state").map(String::as_str) {
-        None => None,
-        Some("active") => Some("active"),
-        Some("revoked") => Some("revoked"),
-        Some("destroyed") => Some("destroyed"),
-        Some(_) => return Err(KmsError::invalid("state must be active, revoked or destroyed")),
-    };
-    let selector = params.get("selector").map(|s| Selector::parse(s)).transpose()?;
-    let filter = KeyFilter { prefix: prefix(params)?, state, selector };
-    let binding = format!(
-        "prefix={}&state={}&selector={}",
-        filter.prefix.as_deref().unwrap_or(""),
-        filter.state.unwrap_or(""),
-        filter.selector.as_ref().map(ToString::to_string).unwrap_or_default()
-    );
+    let [prefix, state, selector] = KeyFilter::PARAMETERS;
+    only(params, &["limit", "cursor", prefix, state, selector], "key list")?;
+    let text = |name: &str| params.get(name).map(String::as_str);
+    let filter = KeyFilter::parse(text(prefix), text(state), text(selector))?;
+    let binding = filter.binding();
     Ok(ListRequest { filter, binding, limit: limit(params)?, cursor: cursor(params) })
 }
 

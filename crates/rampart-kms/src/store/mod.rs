@@ -186,15 +186,76 @@ pub struct KmipAttributeRow {
 pub const MAX_PAGE: u32 = 10_000;
 
 /// Which keys a page of the key list holds. Every field narrows the list.
+///
+/// The one model of the key list's filters: the REST query string and the
+/// console's form are parsed into it ([`KeyFilter::parse`]), and the client
+/// names its parameters ([`KeyFilter::PARAMETERS`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KeyFilter {
     /// Names starting with this text.
     pub prefix: Option<String>,
-    /// Keys whose newest version is in this state (`active`, `revoked`,
-    /// `destroyed`).
+    /// Keys whose newest version is in this state (one of
+    /// [`KeyFilter::STATES`]).
     pub state: Option<&'static str>,
     /// Keys whose policy holds this selector.
     pub selector: Option<Selector>,
+}
+
+impl KeyFilter {
+    /// The key list's filter parameters: `prefix`, `state`, `selector`.
+    pub const PARAMETERS: [&'static str; 3] = ["prefix", "state", "selector"];
+    /// The states the key list filters on (the newest version's).
+    pub const STATES: [&'static str; 3] = ["active", "revoked", "destroyed"];
+
+    /// The filter named by the key list's parameters, as text: a name
+    /// prefix (empty: none), a state of [`KeyFilter::STATES`] and a
+    /// selector (`client:NAME`, `label:KEY=VALUE`).
+    pub fn parse(
+        prefix: Option<&str>,
+        state: Option<&str>,
+        selector: Option<&str>,
+    ) -> Result<Self> {
+        let state = match state {
+            None => None,
+            Some(text) => {
+                Some(Self::STATES.into_iter().find(|s| *s == text).ok_or_else(|| {
+                    KmsError::invalid("state must be active, revoked or destroyed")
+                })?)
+            }
+        };
+        let selector = selector.map(Selector::parse).transpose()?;
+        Ok(Self { prefix: parse_prefix(prefix)?, state, selector })
+    }
+
+    /// The filter's canonical text, which a list cursor is bound to.
+    #[must_use]
+    pub fn binding(&self) -> String {
+        format!(
+            "prefix={}&state={}&selector={}",
+            self.prefix.as_deref().unwrap_or(""),
+            self.state.unwrap_or(""),
+            self.selector.as_ref().map(ToString::to_string).unwrap_or_default()
+        )
+    }
+}
+
+/// A list's name prefix: at most [`crate::model::MAX_NAME`] letters,
+/// digits, `.`, `_` or `-`; absent or empty, no prefix.
+pub(crate) fn parse_prefix(text: Option<&str>) -> Result<Option<String>> {
+    match text {
+        None | Some("") => Ok(None),
+        Some(p) => {
+            let ok = p.len() <= crate::model::MAX_NAME
+                && p.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+            if !ok {
+                return Err(KmsError::invalid(format!(
+                    "prefix must be at most {} letters, digits, '.', '_' or '-'",
+                    crate::model::MAX_NAME
+                )));
+            }
+            Ok(Some(p.to_owned()))
+        }
+    }
 }
 
 /// Which clients a page of the client list holds.
@@ -619,7 +680,39 @@ pub(crate) fn version_info(
 
 #[cfg(test)]
 mod tests {
-    use super::segment_to_index;
+    use super::{segment_to_index, KeyFilter};
+    use crate::client::KeyQuery;
+    use crate::model::Selector;
+
+    #[test]
+    fn a_key_filter_is_parsed_from_its_parameters_and_sent_as_them() {
+        let filter =
+            KeyFilter::parse(Some("db-"), Some("revoked"), Some("label:region=eu")).unwrap();
+        assert_eq!(filter.prefix.as_deref(), Some("db-"));
+        assert_eq!(filter.state, Some("revoked"));
+        assert_eq!(filter.selector, Some(Selector::parse("label:region=eu").unwrap()));
+        assert_eq!(filter.binding(), "prefix=db-&state=revoked&selector=label:region=eu");
+        let query = KeyQuery::from_filter(&filter, Some(7));
+        let parsed = KeyFilter::parse(
+            query.prefix.as_deref(),
+            query.state.as_deref(),
+            query.selector.as_deref(),
+        )
+        .unwrap();
+        assert_eq!((parsed, query.limit), (filter, Some(7)));
+        assert_eq!(KeyFilter::parse(Some(""), None, None).unwrap(), KeyFilter::default());
+        assert_eq!(KeyFilter::default().binding(), "prefix=&state=&selector=");
+        let error = KeyFilter::parse(None, Some("gone"), None).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            crate::KmsError::invalid("state must be active, revoked or destroyed").to_string()
+        );
+        assert!(KeyFilter::parse(Some("a b"), None, None)
+            .unwrap_err()
+            .to_string()
+            .contains("prefix must be"));
+        assert!(KeyFilter::parse(None, None, Some("nobody")).is_err());
+    }
 
     #[test]
     fn the_next_segment_to_index_is_the_first_unindexed_one_once_complete() {

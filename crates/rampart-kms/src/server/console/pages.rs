@@ -1,18 +1,22 @@
 //! The console's pages: Keys, Clients, Audit, Health and Sessions.
-//! Every action calls the function the REST handler calls (`api::...`).
+//! Forms are parsed into the typed arguments of the service operations
+//! the REST handlers call too ([`crate::server::service`]).
 
 use std::collections::BTreeMap;
 
 use hyper::Method;
 
 use super::html::{query, Html};
-use super::{Audit, Auth, Out, Req};
+use super::request::{Audit, Auth, Out, Req};
+use super::sessions::{MAX_SESSIONS, SESSION_IDLE_MS, SESSION_MAX_MS};
 use crate::bundle::{Bundle, BUNDLE_FORMAT};
 use crate::error::{KmsError, Result};
 use crate::model::{check_name, now_ms, AuditEntry, ClientInfo, KeyInfo, KeyState, Labels};
-use crate::server::api::{self, ClientChange};
 use crate::server::audit_log::{self, WalkFrom};
-use crate::server::{State, PRESENCE_INTERVAL};
+use crate::server::paging;
+use crate::server::service::clients::{self, ClientChange};
+use crate::server::service::{self, keys, lists};
+use crate::server::state::{State, PRESENCE_INTERVAL};
 use crate::store::ClientFilter;
 
 /// Items per list page.
@@ -153,7 +157,7 @@ pub(super) async fn route(
     audit: &mut Audit,
 ) -> Result<Out> {
     let post = req.method == Method::POST;
-    let params = crate::server::paging::query_params(&req.query)?;
+    let params = paging::query_params(&req.query)?;
     match segments {
         ["ui"] | ["ui", ""] => {
             audit.op = "console.asset";
@@ -175,7 +179,8 @@ pub(super) async fn route(
                 .filter(|s| !s.is_empty())
                 .map(str::to_owned)
                 .collect();
-            let key = api::create_key(state, name, &allow, req.field("exportable") == "on").await?;
+            let key =
+                keys::create_key(state, name, &allow, req.field("exportable") == "on").await?;
             audit.note = Some(format!("key {} created", key.name));
             Ok(Out::Redirect(format!("/ui/keys/{}", key.name)))
         }
@@ -187,14 +192,14 @@ pub(super) async fn route(
             audit.op = "key.show";
             check_name("key name", name)?;
             audit.key = Some((*name).to_owned());
-            let key = api::get_key(state, name).await?;
+            let key = keys::get_key(state, name).await?;
             Ok(key_page(auth, &key))
         }
         ["ui", "keys", name, "destroy"] if !post => {
             audit.op = "key.show";
             check_name("key name", name)?;
             audit.key = Some((*name).to_owned());
-            let key = api::get_key(state, name).await?;
+            let key = keys::get_key(state, name).await?;
             Ok(destroy_confirm(auth, &key, params.get("version").map_or("", String::as_str)))
         }
         ["ui", "keys", name, action @ ("rotate" | "revoke" | "destroy")] if post => {
@@ -209,7 +214,7 @@ pub(super) async fn route(
             let key = match *action {
                 "rotate" => {
                     audit.op = "key.rotate";
-                    let key = api::rotate_key(state, name, &mut audit.version).await?;
+                    let key = keys::rotate_key(state, name, &mut audit.version).await?;
                     audit.note = Some(format!(
                         "key {name} rotated to version {}",
                         audit.version.unwrap_or(0)
@@ -219,8 +224,9 @@ pub(super) async fn route(
                 "revoke" => {
                     audit.op = "key.revoke";
                     audit.version = version;
-                    let key = api::revoke_key(state, name, version, req.field("reason").to_owned())
-                        .await?;
+                    let key =
+                        keys::revoke_key(state, name, version, req.field("reason").to_owned())
+                            .await?;
                     audit.note = Some(format!("key {name} {} revoked", versions_text(version)));
                     key
                 }
@@ -232,7 +238,7 @@ pub(super) async fn route(
                             "type the key's name ({name}) to confirm its destruction"
                         )));
                     }
-                    let key = api::destroy_key(state, name, version).await?;
+                    let key = keys::destroy_key(state, name, version).await?;
                     audit.note = Some(format!("key {name} {} destroyed", versions_text(version)));
                     key
                 }
@@ -250,7 +256,7 @@ pub(super) async fn route(
         ["ui", "clients", name] => {
             audit.op = "client.show";
             check_name("client name", name)?;
-            let client = client_by_name(state, name).await?;
+            let client = clients::client_by_name(state, name).await?;
             Ok(client_page(state, auth, &client))
         }
         ["ui", "clients", name, action @ ("revoke" | "labels")] if post => {
@@ -263,7 +269,7 @@ pub(super) async fn route(
                 ClientChange::Relabel(Labels::parse_list(req.field("labels"))?.as_map().clone())
             };
             let changed =
-                api::change_client(state, &auth.admin, (*name).to_owned(), change).await?;
+                clients::change_client(state, &auth.admin, (*name).to_owned(), change).await?;
             audit.note = Some(format!(
                 "client {} {}",
                 changed.name,
@@ -288,17 +294,18 @@ pub(super) async fn route(
         }
         ["ui", "audit", "export"] => {
             audit.op = "audit.export";
-            let (query, _) = audit_query(&params)?;
+            let (filters, _) = audit_filters(&params)?;
             let mut body = Vec::new();
             let mut cursor = String::new();
             let mut count = 0usize;
             loop {
-                let q = if cursor.is_empty() {
-                    format!("{query}&limit=10000")
-                } else {
-                    format!("{query}&limit=10000&cursor={cursor}")
-                };
-                let (entries, next) = api::audit_page(state, q.trim_start_matches('&')).await?;
+                let mut list = filters.clone();
+                list.insert("limit".into(), "10000".into());
+                if !cursor.is_empty() {
+                    list.insert("cursor".into(), cursor.clone());
+                }
+                let (request, after_seq) = paging::audit_request(&list)?;
+                let (entries, next) = lists::audit_page(state, request, after_seq).await?;
                 count += entries.len();
                 if count > MAX_EXPORT {
                     return Err(KmsError::Conflict(format!(
@@ -311,7 +318,7 @@ pub(super) async fn route(
                     body.push(b'\n');
                 }
                 match next {
-                    Some(n) => cursor = super::html::url_encode(&n),
+                    Some(n) => cursor = n,
                     None => break,
                 }
             }
@@ -361,6 +368,15 @@ fn param<'a>(params: &'a BTreeMap<String, String>, name: &str) -> &'a str {
     params.get(name).map_or("", String::as_str)
 }
 
+/// A list's parameters from form fields: an empty field does not filter.
+fn list_params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
 fn next_link(h: &mut Html, base: &str, pairs: &[(&str, &str)], next: Option<&str>) {
     h.raw("<nav class=\"pager\" aria-label=\"Pages\">");
     let first = query(pairs);
@@ -391,8 +407,13 @@ fn param_is_empty(pairs: &[(&str, &str)], name: &str) -> bool {
 async fn keys_page(state: &State, auth: &Auth, params: &BTreeMap<String, String>) -> Result<Out> {
     let (prefix, key_state, cursor) =
         (param(params, "prefix"), param(params, "state"), param(params, "cursor"));
-    let q = query(&[("prefix", prefix), ("state", key_state), ("cursor", cursor), ("limit", PAGE)]);
-    let (keys, next) = api::key_page(state, &q).await?;
+    let request = paging::key_request(&list_params(&[
+        ("prefix", prefix),
+        ("state", key_state),
+        ("cursor", cursor),
+        ("limit", PAGE),
+    ]))?;
+    let (keys, next) = lists::key_page(state, request).await?;
     Ok(page(auth, "Keys", "Keys", |h| {
         h.raw("<form method=\"get\" action=\"/ui/keys\" class=\"filters\" role=\"search\">");
         h.input("Name starts with", "prefix", prefix, "type=\"search\"");
@@ -523,17 +544,6 @@ fn destroy_confirm(auth: &Auth, key: &KeyInfo, version: &str) -> Out {
     })
 }
 
-async fn client_by_name(state: &State, name: &str) -> Result<ClientInfo> {
-    let filter = ClientFilter { prefix: Some(name.to_owned()), ..ClientFilter::default() };
-    state
-        .store
-        .client_page(String::new(), filter, 1)
-        .await?
-        .into_iter()
-        .find(|c| c.name == name)
-        .ok_or_else(|| KmsError::NotFound(format!("client {name}")))
-}
-
 fn labels_text(labels: &Labels) -> String {
     labels.as_map().iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
 }
@@ -570,14 +580,14 @@ async fn clients_page(
         param(params, "revoked"),
         param(params, "cursor"),
     );
-    let q = query(&[
+    let request = paging::client_request(&list_params(&[
         ("prefix", prefix),
         ("admin", admin),
         ("revoked", revoked),
         ("cursor", cursor),
         ("limit", PAGE),
-    ]);
-    let (clients, next) = api::client_page(state, &q).await?;
+    ]))?;
+    let (clients, next) = lists::client_page(state, request).await?;
     let now = now_ms();
     Ok(page(auth, "Clients", "Clients", |h| {
         h.raw("<form method=\"get\" action=\"/ui/clients\" class=\"filters\" role=\"search\">");
@@ -700,7 +710,7 @@ async fn issue(state: &State, req: &Req, audit: &mut Audit) -> Result<Out> {
     let host =
         req.host().ok_or_else(|| KmsError::invalid("the request has no usable Host header"))?;
     let (csr, key) = crate::pki::client_request(&name)?;
-    let (client, cert, ca_cert) = api::issue_client(
+    let (client, cert, ca_cert) = clients::issue_client(
         state,
         name,
         labels.as_map().clone(),
@@ -727,10 +737,13 @@ async fn issue(state: &State, req: &Req, audit: &mut Audit) -> Result<Out> {
     })
 }
 
-/// The audit list's query from the console's filter fields: times are
-/// `YYYY-MM-DDTHH:MM[:SS]` in UTC (as an `<input type=datetime-local>`
+/// The audit list's parameters from the console's filter fields: times
+/// are `YYYY-MM-DDTHH:MM[:SS]` in UTC (as an `<input type=datetime-local>`
 /// sends them) or RFC 3339.
-fn audit_query(params: &BTreeMap<String, String>) -> Result<(String, Vec<(&'static str, String)>)> {
+#[allow(clippy::type_complexity)]
+fn audit_filters(
+    params: &BTreeMap<String, String>,
+) -> Result<(BTreeMap<String, String>, Vec<(&'static str, String)>)> {
     let ms = |name: &str| -> Result<String> {
         let text = param(params, name).trim();
         if text.is_empty() {
@@ -749,7 +762,7 @@ fn audit_query(params: &BTreeMap<String, String>) -> Result<(String, Vec<(&'stat
     }
     let since = ms("since")?;
     let until = ms("until")?;
-    let q = query(&[
+    let filters = list_params(&[
         ("since_ms", &since),
         ("until_ms", &until),
         ("client", param(params, "client").trim()),
@@ -757,7 +770,7 @@ fn audit_query(params: &BTreeMap<String, String>) -> Result<(String, Vec<(&'stat
         ("operation", param(params, "operation").trim()),
         ("outcome", param(params, "outcome").trim()),
     ]);
-    Ok((q, fields))
+    Ok((filters, fields))
 }
 
 async fn audit_page(
@@ -766,12 +779,12 @@ async fn audit_page(
     params: &BTreeMap<String, String>,
     report: Option<crate::audit::VerifyReport>,
 ) -> Result<Out> {
-    let (q, fields) = audit_query(params)?;
+    let (mut list, fields) = audit_filters(params)?;
     let cursor = param(params, "cursor");
     let after = param(params, "after_seq");
-    let full =
-        format!("{q}&{}", query(&[("cursor", cursor), ("after_seq", after), ("limit", PAGE)]));
-    let (entries, next) = api::audit_page(state, full.trim_start_matches('&')).await?;
+    list.extend(list_params(&[("cursor", cursor), ("after_seq", after), ("limit", PAGE)]));
+    let (request, after_seq) = paging::audit_request(&list)?;
+    let (entries, next) = lists::audit_page(state, request, after_seq).await?;
     let field =
         |name: &str| fields.iter().find(|(k, _)| *k == name).map_or("", |(_, v)| v.as_str());
     Ok(page(auth, "Audit", "Audit log", |h| {
@@ -909,7 +922,7 @@ fn not_after_ms(pem: &str) -> Option<i64> {
 
 async fn health_page(state: &State, auth: &Auth) -> Result<Out> {
     let sealed = state.root().is_none();
-    let seal = api::seal_status(state);
+    let seal = service::seal_status(state);
     let (ops, tls_refused) = state.metrics.summary();
     let uptime = state.console.uptime_seconds();
     let now = now_ms();
@@ -1039,14 +1052,14 @@ async fn health_page(state: &State, auth: &Auth) -> Result<Out> {
 }
 
 fn sessions_page(state: &State, auth: &Auth) -> Out {
-    let sessions = state.console.sessions(None, super::MAX_SESSIONS);
+    let sessions = state.console.sessions(None, MAX_SESSIONS);
     let now = now_ms();
     page(auth, "Sessions", "Console sessions", |h| {
         h.raw("<p>")
             .text(&format!(
                 "Sessions are kept in this server's memory (a restart signs everyone out); each ends after {} without a request, and {} after sign-in.",
-                span(super::SESSION_IDLE_MS),
-                span(super::SESSION_MAX_MS)
+                span(SESSION_IDLE_MS),
+                span(SESSION_MAX_MS)
             ))
             .raw("</p>");
         h.raw("<table><caption>Open sessions, newest first</caption><thead><tr><th scope=\"col\">Session</th><th scope=\"col\">Admin</th>")
@@ -1062,8 +1075,7 @@ fn sessions_page(state: &State, auth: &Auth) -> Out {
             h.td(&s.peer);
             h.td(&time(s.created_ms));
             h.td(&format!("{} ({} ago)", time(s.last_ms), span(now - s.last_ms)));
-            let ends =
-                (s.last_ms + super::SESSION_IDLE_MS).min(s.created_ms + super::SESSION_MAX_MS);
+            let ends = (s.last_ms + SESSION_IDLE_MS).min(s.created_ms + SESSION_MAX_MS);
             h.td(&time(ends));
             h.raw("<td>");
             csrf_form(h, auth, &format!("/ui/sessions/{}/end", s.id), "inline");

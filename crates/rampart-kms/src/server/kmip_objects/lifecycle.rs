@@ -1,0 +1,440 @@
+//! Create, Register, Activate, Revoke, Destroy, Re-key and Check.
+
+use std::collections::BTreeMap;
+
+use rampart_crypto::{fill_random, random_secret, SecretBytes};
+use rampart_kmip::enums::{
+    usage_mask, CryptographicAlgorithm, KeyFormatType, ObjectType, RevocationReasonCode,
+    State as KState,
+};
+use rampart_kmip::payload::{
+    attribute_tag_of, AttributeSet, CreateRequest, ManagedObject, Name, ObjectRequest,
+    ReKeyRequest, RegisterRequest, RevokeRequest,
+};
+use rampart_kmip::tag::Tag;
+use rampart_kmip::ttlv::{Fields, Item};
+use rampart_kmip::KmipError;
+
+use super::crypto::check_algorithm;
+use super::errors::{crypto, kms, R};
+use super::object::{encode_value, is_stored, unique_identifier, SINGLE};
+use super::session::Session;
+use crate::model::{check_name, now_ms, KeyState, Selector, MAX_REASON};
+use crate::server::service::{access, keys};
+use crate::store::{KmipAttributeRow, KmipObject, StateChange};
+
+/// Largest Secret Data registered.
+pub(super) const MAX_SECRET: usize = 64 * 1024;
+
+impl Session<'_> {
+    // ---- Create, Register ------------------------------------------------
+
+    /// Splits a template into the object's fields and its stored attributes.
+    pub(super) async fn template(
+        &self,
+        attrs: &AttributeSet,
+        object_type: ObjectType,
+    ) -> R<NewObject> {
+        let now = now_ms();
+        let mut new = NewObject::default();
+        for a in &attrs.0 {
+            let value = a
+                .value
+                .as_ref()
+                .ok_or_else(|| KmipError::MissingData(format!("{} value", a.name)))?;
+            match a.name.as_str() {
+                "Cryptographic Algorithm" => new.algorithm = Some(value.as_enum()?),
+                "Cryptographic Length" => new.length = Some(value.as_int()?),
+                "Cryptographic Usage Mask" => new.usage_mask = Some(value.as_int()?),
+                "Activation Date" => new.activation_ms = Some(value.as_date_time()? * 1000),
+                "Deactivation Date" => new.deactivation_ms = Some(value.as_date_time()? * 1000),
+                "Object Type" if value.as_enum()? == object_type.0 => {}
+                name if is_stored(name) => {
+                    if name == "Name" {
+                        new.names.push(Name::parse(value)?);
+                    }
+                    new.stored.push((name.to_owned(), encode_value(name, value)?));
+                }
+                name if attribute_tag_of(name).is_some() => {
+                    return Err(KmipError::InvalidField(format!(
+                        "attribute {name} is set by the server, not by the client"
+                    )));
+                }
+                name => {
+                    return Err(KmipError::FeatureNotSupported(format!("attribute {name}")));
+                }
+            }
+        }
+        for single in SINGLE {
+            if new.stored.iter().filter(|(n, _)| n == single).count() > 1 {
+                return Err(KmipError::InvalidField(format!("attribute {single} given twice")));
+            }
+        }
+        if let (Some(a), Some(d)) = (new.activation_ms, new.deactivation_ms) {
+            if d < a {
+                return Err(KmipError::InvalidField(
+                    "the Deactivation Date is before the Activation Date".into(),
+                ));
+            }
+        }
+        let _ = now;
+        Ok(new)
+    }
+
+    /// The model name of a new key: its KMIP Name when that is a valid,
+    /// free key name, else `kmip-` and random hex. A Name the client can
+    /// already see on another object is refused (names are unique in the
+    /// client's scope).
+    pub(super) async fn key_name_for(&self, names: &[Name]) -> R<String> {
+        for name in names {
+            self.refuse_stored_name(name, None).await?;
+        }
+        if let Some(first) = names.first() {
+            if check_name("key name", &first.value).is_ok() {
+                match self.state.store.get_key(first.value.clone()).await.map_err(kms)? {
+                    None => return Ok(first.value.clone()),
+                    // A REST key is named by its own name.
+                    Some(info)
+                        if access::may_see(self.client, &info.allow)
+                            && self
+                                .state
+                                .store
+                                .kmip_object(first.value.clone(), u32::MAX)
+                                .await
+                                .map_err(kms)?
+                                .is_none() =>
+                    {
+                        return Err(KmipError::ObjectAlreadyExists(format!(
+                            "an object named {} exists",
+                            first.value
+                        )));
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        let mut random = [0u8; 8];
+        fill_random(&mut random).map_err(crypto)?;
+        Ok(format!("kmip-{}", hex::encode(random)))
+    }
+
+    pub(super) async fn store_new(
+        &mut self,
+        object_type: ObjectType,
+        new: NewObject,
+        material: &SecretBytes,
+    ) -> R<String> {
+        let root = self.state.require_root().map_err(kms)?;
+        let name = self.key_name_for(&new.names).await?;
+        self.touched = Some((name.clone(), Some(1)));
+        let now = now_ms();
+        let sealed = root.seal_material(&name, 1, material).map_err(kms)?;
+        let allow = vec![Selector::Client(self.client.name.clone())];
+        let key = keys::new_key(name.clone(), true, allow, now);
+        let object = KmipObject {
+            key: name.clone(),
+            version: 1,
+            object_type: object_type.0,
+            algorithm: new.algorithm,
+            length: new.length,
+            usage_mask: new.usage_mask,
+            secret_type: new.secret_type,
+            owner: self.client.name.clone(),
+            // Pre-Active until activated, unless the template dates it.
+            activation_ms: new.activation_ms,
+            deactivation_ms: new.deactivation_ms,
+            compromise_occurrence_ms: None,
+            compromised: false,
+        };
+        let mut positions: BTreeMap<String, u32> = BTreeMap::new();
+        let rows = new
+            .stored
+            .into_iter()
+            .map(|(attr, value)| {
+                let p = positions.entry(attr.clone()).or_insert(0);
+                *p += 1;
+                KmipAttributeRow { version: 1, name: attr, position: *p - 1, value }
+            })
+            .collect();
+        self.state.store.kmip_create_key(key, sealed, object, rows).await.map_err(kms)?;
+        Ok(unique_identifier(&name, 1))
+    }
+
+    pub(super) async fn create(&mut self, request: &CreateRequest) -> R<Vec<Item>> {
+        if request.object_type != ObjectType::SYMMETRIC_KEY {
+            return Err(KmipError::FeatureNotSupported(format!(
+                "creating {} objects (Create makes Symmetric Keys)",
+                request.object_type
+            )));
+        }
+        let mut new = self.template(&request.attributes, request.object_type).await?;
+        let algorithm = CryptographicAlgorithm(new.algorithm.ok_or_else(|| {
+            KmipError::MissingData("the Cryptographic Algorithm attribute".into())
+        })?);
+        let length = new
+            .length
+            .ok_or_else(|| KmipError::MissingData("the Cryptographic Length attribute".into()))?;
+        check_algorithm(algorithm, length)?;
+        new.usage_mask.get_or_insert(if algorithm == CryptographicAlgorithm::AES {
+            usage_mask::ENCRYPT
+                | usage_mask::DECRYPT
+                | usage_mask::WRAP_KEY
+                | usage_mask::UNWRAP_KEY
+        } else {
+            usage_mask::MAC_GENERATE | usage_mask::MAC_VERIFY
+        });
+        let material = random_secret(usize::try_from(length / 8).unwrap_or(32)).map_err(crypto)?;
+        let uid = self.store_new(request.object_type, new, &material).await?;
+        Ok(vec![
+            Item::enumeration(Tag::OBJECT_TYPE, request.object_type.0),
+            Item::text(Tag::UNIQUE_IDENTIFIER, uid),
+        ])
+    }
+
+    pub(super) async fn register(&mut self, request: RegisterRequest) -> R<Vec<Item>> {
+        let object_type = request.object.object_type();
+        let mut new = self.template(&request.attributes, object_type).await?;
+        let block = request.object.key_block();
+        if block.wrapping.is_some() {
+            return Err(KmipError::FeatureNotSupported("registering wrapped key material".into()));
+        }
+        let material = SecretBytes::from_slice(block.material.as_slice());
+        match &request.object {
+            ManagedObject::SymmetricKey(block) => {
+                if ![KeyFormatType::RAW, KeyFormatType::TRANSPARENT_SYMMETRIC_KEY]
+                    .contains(&block.format)
+                {
+                    return Err(KmipError::KeyFormatTypeNotSupported(block.format.0));
+                }
+                let algorithm = block
+                    .algorithm
+                    .map(|a| a.0)
+                    .or(new.algorithm)
+                    .map(CryptographicAlgorithm)
+                    .ok_or_else(|| {
+                        KmipError::MissingData("the key's Cryptographic Algorithm".into())
+                    })?;
+                let bits = i32::try_from(material.len() * 8).unwrap_or(i32::MAX);
+                if block.length.or(new.length).is_some_and(|l| l != bits) {
+                    return Err(KmipError::InvalidField(format!(
+                        "the Cryptographic Length does not match the {bits}-bit key"
+                    )));
+                }
+                check_algorithm(algorithm, bits)?;
+                new.algorithm = Some(algorithm.0);
+                new.length = Some(bits);
+            }
+            ManagedObject::SecretData { data_type, .. } => {
+                if material.is_empty() || material.len() > MAX_SECRET {
+                    return Err(KmipError::InvalidField(format!(
+                        "Secret Data must be 1 to {MAX_SECRET} bytes"
+                    )));
+                }
+                new.secret_type = Some(data_type.0);
+                new.algorithm = None;
+                new.length = None;
+            }
+        }
+        let uid = self.store_new(object_type, new, &material).await?;
+        Ok(vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid)])
+    }
+
+    // ---- Life cycle ------------------------------------------------------
+
+    pub(super) async fn activate(&mut self, request: &ObjectRequest) -> R<Vec<Item>> {
+        let uid = self.uid(request.unique_identifier.as_ref())?;
+        let obj = self.load(&uid).await?;
+        self.require_manage(&obj)?;
+        if obj.state(now_ms()) != KState::PRE_ACTIVE {
+            return Err(KmipError::IllegalOperation(format!(
+                "object {uid} is {}, not Pre-Active",
+                obj.state(now_ms())
+            )));
+        }
+        let mut kmip = obj.kmip.clone().ok_or_else(|| {
+            KmipError::GeneralFailure("a Pre-Active object without a KMIP record".into())
+        })?;
+        kmip.activation_ms = Some(now_ms());
+        self.put_object(&obj, kmip).await?;
+        Ok(vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid)])
+    }
+
+    pub(super) async fn revoke(&mut self, request: &RevokeRequest) -> R<Vec<Item>> {
+        let uid = self.uid(request.unique_identifier.as_ref())?;
+        let obj = self.load(&uid).await?;
+        self.require_manage(&obj)?;
+        let now = now_ms();
+        let compromise = matches!(
+            request.reason,
+            RevocationReasonCode::KEY_COMPROMISE | RevocationReasonCode::CA_COMPROMISE
+        );
+        match obj.state(now) {
+            KState::DESTROYED | KState::DESTROYED_COMPROMISED => {
+                return Err(KmipError::IllegalOperation(format!("object {uid} is destroyed")));
+            }
+            KState::COMPROMISED => {
+                return Err(KmipError::IllegalOperation(format!(
+                    "object {uid} is already compromised"
+                )));
+            }
+            _ => {}
+        }
+        if compromise {
+            let mut kmip = obj.kmip.clone().unwrap_or_else(|| obj.rest_key_object());
+            kmip.compromised = true;
+            kmip.compromise_occurrence_ms =
+                Some(request.compromise_occurrence_date.map_or(now, |s| s * 1000));
+            self.put_object(&obj, kmip).await?;
+        } else if obj.state(now) == KState::DEACTIVATED
+            && matches!(obj.version.state, KeyState::Revoked { .. })
+        {
+            return Err(KmipError::IllegalOperation(format!("object {uid} is already revoked")));
+        }
+        if obj.version.state == KeyState::Active {
+            let mut reason = format!("KMIP Revoke ({})", request.reason);
+            if let Some(message) = &request.message {
+                let clean: String =
+                    message.chars().filter(|c| !c.is_control()).take(MAX_REASON / 2).collect();
+                reason.push_str(": ");
+                reason.push_str(&clean);
+            }
+            let change = StateChange::Revoke { reason };
+            keys::change_versions(
+                self.state,
+                &obj.key.name,
+                Some(obj.version.version),
+                change,
+                now,
+            )
+            .await
+            .map_err(kms)?;
+        }
+        Ok(vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid)])
+    }
+
+    pub(super) async fn destroy(&mut self, request: &ObjectRequest) -> R<Vec<Item>> {
+        let uid = self.uid(request.unique_identifier.as_ref())?;
+        let obj = self.load(&uid).await?;
+        self.require_manage(&obj)?;
+        match obj.state(now_ms()) {
+            KState::ACTIVE => {
+                return Err(KmipError::IllegalOperation(format!(
+                    "object {uid} is Active: revoke it before destroying it"
+                )));
+            }
+            KState::DESTROYED | KState::DESTROYED_COMPROMISED => {
+                return Err(KmipError::IllegalOperation(format!(
+                    "object {uid} is already destroyed"
+                )));
+            }
+            _ => {}
+        }
+        let version = Some(obj.version.version);
+        keys::change_versions(self.state, &obj.key.name, version, StateChange::Destroy, now_ms())
+            .await
+            .map_err(kms)?;
+        Ok(vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid)])
+    }
+
+    pub(super) async fn rekey(&mut self, request: &ReKeyRequest) -> R<Vec<Item>> {
+        let uid = self.uid(request.unique_identifier.as_ref())?;
+        let obj = self.load_with_attributes(&uid).await?;
+        self.require_manage(&obj)?;
+        if obj.object_type() != ObjectType::SYMMETRIC_KEY {
+            return Err(KmipError::IllegalOperation(format!("object {uid} is not a key")));
+        }
+        if !obj.is_latest() {
+            return Err(KmipError::IllegalOperation(format!(
+                "object {uid} was already replaced; re-key its newest version"
+            )));
+        }
+        if matches!(
+            obj.state(now_ms()),
+            KState::DESTROYED | KState::DESTROYED_COMPROMISED | KState::COMPROMISED
+        ) {
+            return Err(KmipError::IllegalOperation(format!(
+                "object {uid} is {}",
+                obj.state(now_ms())
+            )));
+        }
+        if !request.attributes.0.is_empty() {
+            return Err(KmipError::FeatureNotSupported(
+                "attributes in Re-key (the new key takes the old one's)".into(),
+            ));
+        }
+        // KMIP 1.4 §4.4: the new key keeps the old one's client-set
+        // attributes (Object Group, Contact Information, Application
+        // Specific Information, Cryptographic Parameters, custom ones...)
+        // and takes its Names away from it.
+        let version = obj.version.version + 1;
+        let attributes = obj
+            .stored
+            .iter()
+            .map(|a| KmipAttributeRow { version, ..a.clone() })
+            .collect::<Vec<_>>();
+        let root = self.state.require_root().map_err(kms)?;
+        let old = self.material(&obj).await?;
+        let material = random_secret(old.len()).map_err(crypto)?;
+        drop(old);
+        let now = now_ms();
+        let template = obj.kmip.clone();
+        let object = KmipObject {
+            key: obj.key.name.clone(),
+            version,
+            object_type: ObjectType::SYMMETRIC_KEY.0,
+            algorithm: template
+                .as_ref()
+                .and_then(|k| k.algorithm)
+                .or(Some(CryptographicAlgorithm::AES.0)),
+            length: Some(i32::try_from(material.len() * 8).unwrap_or(i32::MAX)),
+            usage_mask: template.as_ref().and_then(|k| k.usage_mask),
+            secret_type: None,
+            owner: template.map_or_else(|| self.client.name.clone(), |k| k.owner),
+            activation_ms: Some(now + i64::from(request.offset.unwrap_or(0)) * 1000),
+            deactivation_ms: None,
+            compromise_occurrence_ms: None,
+            compromised: false,
+        };
+        let sealed = root.seal_material(&obj.key.name, version, &material).map_err(kms)?;
+        self.state.store.kmip_add_version(object, now, sealed, attributes).await.map_err(kms)?;
+        self.touched = Some((obj.key.name.clone(), Some(version)));
+        Ok(vec![Item::text(Tag::UNIQUE_IDENTIFIER, unique_identifier(&obj.key.name, version))])
+    }
+
+    pub(super) async fn check(&mut self, payload: &Item) -> R<Vec<Item>> {
+        let f = Fields::of(payload)?;
+        let given = f.optional(Tag::UNIQUE_IDENTIFIER)?.map(|i| i.as_text().map(str::to_owned));
+        let uid = self.uid(given.transpose()?.as_ref())?;
+        let obj = self.load(&uid).await?;
+        self.require_visible(&obj)?;
+        if matches!(obj.state(now_ms()), KState::DESTROYED | KState::DESTROYED_COMPROMISED) {
+            return Err(KmipError::IllegalOperation(format!("object {uid} is destroyed")));
+        }
+        if let Some(mask) = f.optional(Tag::CRYPTOGRAPHIC_USAGE_MASK)? {
+            let asked = mask.as_int()?;
+            if obj.usage_mask().is_some_and(|m| m & asked != asked) {
+                return Err(KmipError::IllegalOperation(format!(
+                    "object {uid} does not allow usage mask 0x{asked:X}"
+                )));
+            }
+        }
+        if f.optional(Tag::USAGE_LIMITS_COUNT)?.is_some() {
+            return Err(KmipError::FeatureNotSupported("Usage Limits".into()));
+        }
+        Ok(vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid)])
+    }
+}
+
+/// A new object's fields from its template.
+#[derive(Default)]
+pub(super) struct NewObject {
+    pub(super) algorithm: Option<u32>,
+    pub(super) length: Option<i32>,
+    pub(super) usage_mask: Option<i32>,
+    pub(super) secret_type: Option<u32>,
+    pub(super) activation_ms: Option<i64>,
+    pub(super) deactivation_ms: Option<i64>,
+    pub(super) names: Vec<Name>,
+    /// (attribute name, encoded value), in order.
+    pub(super) stored: Vec<(String, String)>,
+}

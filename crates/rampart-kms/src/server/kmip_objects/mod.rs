@@ -1,0 +1,102 @@
+//! KMIP managed objects over the key manager's own model: a KMIP object is
+//! one version of a key-manager key, its Unique Identifier `NAME/VERSION`.
+//! Create and Register make ordinary keys (listed by `rampart kms key
+//! list`, allowed to the creating client with `client:NAME`, exportable);
+//! Re-key adds a version, linked to the one it replaces by Replaced and
+//! Replacement Object Links; Revoke and Destroy change the version's state
+//! in the same store the REST API reads. What KMIP adds to a version
+//! (object type, algorithm, length, usage mask, owner, Activation and
+//! Deactivation Dates, compromise) lives in `kms_kmip_objects`; the
+//! attributes a client sets (Name, Object Group, custom `x-` attributes,
+//! which KMIP 2.x calls Vendor Attributes...) live per object (key
+//! version) in `kms_kmip_version_attributes`, whose values are indexed for
+//! Locate. Re-key gives the new object a copy of the old one's and moves
+//! the Names to it (KMIP 1.4 §4.4); a version added by a REST rotation
+//! shows its predecessor's until a change gives it its own.
+//!
+//! States follow KMIP 1.4 §3.22: a version whose Activation Date is unset
+//! or in the future is Pre-Active, one past its Deactivation Date (or
+//! revoked) Deactivated, one revoked for a compromise Compromised, a
+//! destroyed one Destroyed. The REST API enforces the same dates (see
+//! `service::access::check_kmip_dates`).
+//!
+//! Access is the REST API's (both call [`crate::server::service::access`]):
+//! a client sees (Get Attributes, Locate) the keys whose allow rule
+//! matches it, or every key when it is an admin; uses a key (Get, Encrypt,
+//! Decrypt, MAC, wrapping) only when the rule matches it; and changes a
+//! key's life cycle or attributes when it is an admin or the client that
+//! created the key over KMIP.
+//!
+//! Here: the batch item dispatch. The objects and their states are in
+//! `object`, the session (loading, access, material) in `session`, and
+//! the operations in `lifecycle`, `attributes`, `locate` and `crypto`.
+
+mod attributes;
+mod crypto;
+mod errors;
+mod lifecycle;
+mod locate;
+mod object;
+mod session;
+
+use rampart_kmip::enums::Operation;
+use rampart_kmip::payload::{
+    AttributeChangeRequest, CreateRequest, CryptoRequest, GetRequest, LocateRequest, ObjectRequest,
+    ReKeyRequest, RegisterRequest, RevokeRequest,
+};
+use rampart_kmip::tag::Tag;
+use rampart_kmip::ttlv::Item;
+use rampart_kmip::KmipError;
+
+use self::attributes::Change;
+use self::crypto::encoding_option;
+use self::errors::R;
+
+pub(crate) use self::session::Session;
+
+impl Session<'_> {
+    /// Runs one batch item.
+    pub(crate) async fn run(&mut self, operation: Operation, payload: &Item) -> R<Vec<Item>> {
+        let result = match operation {
+            Operation::CREATE => self.create(&CreateRequest::parse(payload)?).await,
+            Operation::REGISTER => self.register(RegisterRequest::parse(payload)?).await,
+            Operation::GET => {
+                let encoding = encoding_option(payload)?;
+                self.get(&GetRequest::parse(payload)?, encoding).await
+            }
+            Operation::GET_ATTRIBUTES => self.get_attributes(&ObjectRequest::parse(payload)?).await,
+            Operation::GET_ATTRIBUTE_LIST => {
+                self.get_attribute_list(&ObjectRequest::parse(payload)?).await
+            }
+            Operation::ADD_ATTRIBUTE => {
+                self.change_attribute(Change::Add, &AttributeChangeRequest::parse(payload)?).await
+            }
+            Operation::MODIFY_ATTRIBUTE => {
+                self.change_attribute(Change::Modify, &AttributeChangeRequest::parse(payload)?)
+                    .await
+            }
+            Operation::DELETE_ATTRIBUTE => {
+                self.change_attribute(Change::Delete, &AttributeChangeRequest::parse(payload)?)
+                    .await
+            }
+            Operation::LOCATE => self.locate(&LocateRequest::parse(payload)?).await,
+            Operation::ACTIVATE => self.activate(&ObjectRequest::parse(payload)?).await,
+            Operation::REVOKE => self.revoke(&RevokeRequest::parse(payload)?).await,
+            Operation::DESTROY => self.destroy(&ObjectRequest::parse(payload)?).await,
+            Operation::RE_KEY => self.rekey(&ReKeyRequest::parse(payload)?).await,
+            Operation::CHECK => self.check(payload).await,
+            Operation::ENCRYPT => self.encrypt(&CryptoRequest::parse(payload)?, true).await,
+            Operation::DECRYPT => self.encrypt(&CryptoRequest::parse(payload)?, false).await,
+            Operation::MAC => self.mac(&CryptoRequest::parse(payload)?).await,
+            other => Err(KmipError::OperationNotSupported(other)),
+        }?;
+        // The object named by a successful item is the next one's ID
+        // Placeholder.
+        if let Some(uid) = result.iter().find(|i| i.tag == Tag::UNIQUE_IDENTIFIER) {
+            if let Ok(uid) = uid.as_text() {
+                self.placeholder = Some(uid.to_owned());
+            }
+        }
+        Ok(result)
+    }
+}

@@ -1,0 +1,125 @@
+//! One client's KMIP session over a batch: loading objects, the access
+//! checks (the service's, shared with the REST API), the store writes and
+//! the key material every operation needs.
+
+use rampart_crypto::SecretBytes;
+use rampart_kmip::message::ProtocolVersion;
+use rampart_kmip::KmipError;
+
+use super::errors::{kms, R};
+use super::object::{parse_uid, Obj};
+use crate::model::{ClientInfo, KeyVersionInfo};
+use crate::server::service::access;
+use crate::server::state::State;
+use crate::store::KmipObject;
+
+/// One client's KMIP session over one batch: whom it acts for, and what
+/// the audit entry of the current batch item names.
+pub(crate) struct Session<'a> {
+    pub state: &'a State,
+    pub client: &'a ClientInfo,
+    pub version: ProtocolVersion,
+    /// The ID Placeholder: the object the previous batch item named.
+    pub placeholder: Option<String>,
+    /// The key and version the current batch item touched, for its audit entry.
+    pub touched: Option<(String, Option<u32>)>,
+}
+
+impl Session<'_> {
+    pub(super) fn uid(&self, given: Option<&String>) -> R<String> {
+        given.cloned().or_else(|| self.placeholder.clone()).ok_or_else(|| {
+            KmipError::MissingData("Unique Identifier (and no ID Placeholder)".into())
+        })
+    }
+
+    /// The object `uid`, without its stored attributes (what every
+    /// operation but the attribute ones and Re-key needs: one store read
+    /// fewer on Get, Encrypt, Decrypt and MAC).
+    pub(super) async fn load(&mut self, uid: &str) -> R<Obj> {
+        self.load_object(uid, false).await
+    }
+
+    /// The object `uid` with its stored attributes.
+    pub(super) async fn load_with_attributes(&mut self, uid: &str) -> R<Obj> {
+        self.load_object(uid, true).await
+    }
+
+    pub(super) async fn load_object(&mut self, uid: &str, with_attributes: bool) -> R<Obj> {
+        let (name, version) = parse_uid(uid)?;
+        self.touched = Some((name.clone(), Some(version)));
+        let key = self
+            .state
+            .store
+            .get_key(name.clone())
+            .await
+            .map_err(kms)?
+            .ok_or_else(|| KmipError::ItemNotFound(format!("object {uid}")))?;
+        let version_info = key
+            .versions
+            .iter()
+            .find(|v| v.version == version)
+            .cloned()
+            .ok_or_else(|| KmipError::ItemNotFound(format!("object {uid}")))?;
+        let mut kmip = self.state.store.kmip_object(name.clone(), version).await.map_err(kms)?;
+        let source = kmip.as_ref().map(|k| k.version);
+        if let Some(k) = kmip.as_mut() {
+            inherit_object(k, &version_info);
+        }
+        let stored = match source {
+            Some(v) if with_attributes => {
+                self.state.store.kmip_attributes(name, Some(v)).await.map_err(kms)?
+            }
+            _ => Vec::new(),
+        };
+        Ok(Obj { key, version: version_info, kmip, source, stored })
+    }
+
+    pub(super) fn require_visible(&self, obj: &Obj) -> R<()> {
+        access::require_visible(self.client, &obj.key.name, &obj.key.allow).map_err(kms)
+    }
+
+    pub(super) fn require_use(&self, obj: &Obj) -> R<()> {
+        access::require_use(self.client, &obj.key.name, &obj.key.allow).map_err(kms)
+    }
+
+    pub(super) fn require_manage(&self, obj: &Obj) -> R<()> {
+        access::require_manage(self.client, &obj.key.name, &obj.key.allow, obj.owner()).map_err(kms)
+    }
+
+    /// Stores `obj`'s KMIP object; a version that showed an older one's
+    /// attributes (a REST rotation added it) keeps a copy of them.
+    pub(super) async fn put_object(&self, obj: &Obj, kmip: KmipObject) -> R<()> {
+        let inherit = obj.source.filter(|s| *s != kmip.version);
+        self.state.store.kmip_put_object(kmip, inherit).await.map_err(kms)
+    }
+
+    /// The key version's material (policy and destruction checked by the
+    /// store read and here).
+    pub(super) async fn material(&self, obj: &Obj) -> R<SecretBytes> {
+        let root = self.state.require_root().map_err(kms)?;
+        let row = self
+            .state
+            .store
+            .key_material(obj.key.name.clone(), Some(obj.version.version))
+            .await
+            .map_err(kms)?
+            .ok_or_else(|| KmipError::ItemNotFound(format!("object {}", obj.uid())))?;
+        let blob = row.material.as_deref().ok_or_else(|| {
+            KmipError::IllegalOperation(format!("object {} is destroyed", obj.uid()))
+        })?;
+        root.open_material(&obj.key.name, obj.version.version, blob).map_err(kms)
+    }
+}
+
+/// A version added by a REST rotation shows the KMIP object of the newest
+/// older version that has one: its type and owner, active from its own
+/// creation.
+pub(super) fn inherit_object(object: &mut KmipObject, version: &KeyVersionInfo) {
+    if object.version != version.version {
+        object.version = version.version;
+        object.activation_ms = Some(version.created_ms);
+        object.deactivation_ms = None;
+        object.compromise_occurrence_ms = None;
+        object.compromised = false;
+    }
+}
