@@ -2,8 +2,6 @@
 //! may have, the `openssl enc` key derivations and ciphers, and the output
 //! written under a temporary name and renamed only on success.
 
-use std::io::Write;
-
 use rampart_file::openssl::{Cipher, Kdf, Md};
 use rampart_file::output::{Output, OutputError};
 use rampart_file::{new_segment_size, stream::MAX_SEGMENT_SIZE, Summary, MIN_SEGMENT_SIZE};
