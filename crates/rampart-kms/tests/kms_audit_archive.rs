@@ -307,12 +307,12 @@ async fn an_archive_file_is_written_whole_recorded_and_never_overwritten(backend
     let until = 6;
     assert_eq!(api_code(admin.audit_prune(until).await), "conflict");
 
-    let out = d.dir.0.join("a1.jsonl");
+    let out = d.dir.path().join("a1.jsonl");
     let seq = archive::parse_until(&until.to_string()).unwrap();
     assert_eq!(seq, AuditUntil::Seq(until));
     let summary = archive::export(&admin, seq, &out).await.unwrap();
     assert_eq!((summary.anchor_seq, summary.until_seq, summary.entries), (0, until, until));
-    assert!(!d.dir.0.join("a1.jsonl.partial").exists());
+    assert!(!d.dir.path().join("a1.jsonl.partial").exists());
     let written = std::fs::read(&out).unwrap();
     assert_eq!(lines(&written).len(), 1 + 6);
     let again = archive::export(&admin, AuditUntil::Seq(until + 1), &out).await.unwrap_err();
@@ -330,7 +330,7 @@ async fn an_archive_file_is_written_whole_recorded_and_never_overwritten(backend
     assert_eq!(report.head_hash, summary.until_hash);
     let report = archive::verify_file(&out, None, Some(&"11".repeat(32))).unwrap();
     assert!(!report.ok && !report.macs_checked, "{report:?}");
-    let missing = archive::verify_file(&d.dir.0.join("none.jsonl"), None, None).unwrap_err();
+    let missing = archive::verify_file(&d.dir.path().join("none.jsonl"), None, None).unwrap_err();
     assert!(missing.to_string().starts_with("cannot open "), "{missing}");
 
     let time = archive::parse_until("2999-01-01T00:00:00Z").unwrap();
