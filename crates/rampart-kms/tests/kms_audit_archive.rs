@@ -588,9 +588,9 @@ async fn the_sinks_receive_exactly_the_chained_entries(backend: Backend) {
     };
     // The file: every entry once, in order (rotated by size and renamed
     // by "logrotate" along the way), each linked to the one before.
-    let in_files = file_entries(&sinks_dir.path());
+    let in_files = file_entries(sinks_dir.path());
     assert!(
-        std::fs::read_dir(&sinks_dir.path()).unwrap().count() >= 4,
+        std::fs::read_dir(sinks_dir.path()).unwrap().count() >= 4,
         "size rotation left no rotated file"
     );
     assert_eq!(in_files.iter().map(as_tuple).collect::<Vec<_>>(), expected);

@@ -62,7 +62,7 @@ fn cryptsetup_verdict(img: &Path, key: &Path, wrong_key: &Path) -> &'static str 
 #[test]
 fn every_case_gets_cryptsetups_verdict() {
     let dir = TempDir::new("corpus");
-    let out = Command::new("python3").arg(SCRIPT).arg("make").arg(&dir.path()).output().unwrap();
+    let out = Command::new("python3").arg(SCRIPT).arg("make").arg(dir.path()).output().unwrap();
     assert!(
         out.status.success(),
         "header_corpus.py failed: {}",

@@ -111,7 +111,7 @@ pub fn chosen_tokens(
     luks: &Luks,
     header_path: &Path,
     id: Option<usize>,
-) -> Result<Vec<(usize, Result<BoundToken, String>)>, Error> {
+) -> Result<Vec<crate::TokenSlot>, Error> {
     let bound = bound_tokens(luks);
     if let Some(id) = id {
         if let Some(found) = bound.into_iter().find(|(t, _)| *t == id) {

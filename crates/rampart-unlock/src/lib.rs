@@ -21,10 +21,13 @@ pub use kms::{runtime, Kms, NO_BUNDLE};
 pub use rampart_kms::binding::{context, BoundToken, TOKEN_TYPE};
 pub use source::{KeySettings, KeySource, Prompter};
 
+/// A token id and its parsed `rampart-kms` token, or why it cannot be used.
+pub type TokenSlot = (usize, Result<BoundToken, String>);
+
 /// The volume's `rampart-kms` tokens, each parsed or with the reason it
 /// cannot be used.
 #[must_use]
-pub fn bound_tokens(luks: &rampart_luks::Luks) -> Vec<(usize, Result<BoundToken, String>)> {
+pub fn bound_tokens(luks: &rampart_luks::Luks) -> Vec<TokenSlot> {
     rampart_kms::binding::bound_tokens(luks.tokens())
 }
 

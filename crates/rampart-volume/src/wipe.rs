@@ -65,6 +65,44 @@ pub fn wipe_random(device: &(impl BlockDevice + ?Sized), offset: u64, len: u64) 
     device.flush()
 }
 
+/// Where the header area ends: the data offset behind an attached header,
+/// the header's own size in a detached header file.
+#[must_use]
+pub fn header_area_end(paths: &VolumePaths, luks: &Luks) -> u64 {
+    let segment_offset = luks.segment().map(|s| s.offset).unwrap_or(0);
+    if paths.header.is_some() || segment_offset == 0 {
+        luks.metadata_end().max(luks.header_bytes())
+    } else {
+        segment_offset.max(luks.metadata_end())
+    }
+}
+
+/// Random bytes over every byte before the data (attached header), or the
+/// whole detached header file: both header copies, the keyslots area and
+/// the padding, so the volume can never be opened again. The caller holds
+/// the exclusive metadata lock of `luks`, the loaded header; refused while
+/// anything writes the volume's data. Returns the bytes destroyed.
+pub fn wipe_header_area(paths: &VolumePaths, luks: &Luks) -> Result<u64, VolumeError> {
+    let header_path = paths.header_path();
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(header_path)
+        .map_err(|e| VolumeError::io(format!("cannot open {}", header_path.display()), e))?;
+    // Refused while a server or an import writes the volume: the
+    // data-writer lock of the data device, which a detached header file
+    // shares with nothing.
+    let data = FileDevice::open(&paths.data, false)
+        .map_err(|e| VolumeError::io(format!("{} is in use", paths.data.display()), e))?;
+    drop(data);
+    let device = FileDevice::from_file(file, false).map_err(VolumeError::Os)?;
+    let end = header_area_end(paths, luks).min(device.len());
+    wipe_random(&device, 0, end).map_err(|e| {
+        VolumeError::io(format!("cannot wipe the header of {}", header_path.display()), e)
+    })?;
+    Ok(end)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -104,42 +142,4 @@ mod tests {
         assert!(bytes[4096 + 65536..].iter().all(|&b| b == 0));
         assert!(bytes[4096..4096 + 65536].chunks(16).all(|c| c.iter().any(|&b| b != 0)));
     }
-}
-
-/// Where the header area ends: the data offset behind an attached header,
-/// the header's own size in a detached header file.
-#[must_use]
-pub fn header_area_end(paths: &VolumePaths, luks: &Luks) -> u64 {
-    let segment_offset = luks.segment().map(|s| s.offset).unwrap_or(0);
-    if paths.header.is_some() || segment_offset == 0 {
-        luks.metadata_end().max(luks.header_bytes())
-    } else {
-        segment_offset.max(luks.metadata_end())
-    }
-}
-
-/// Random bytes over every byte before the data (attached header), or the
-/// whole detached header file: both header copies, the keyslots area and
-/// the padding, so the volume can never be opened again. The caller holds
-/// the exclusive metadata lock of `luks`, the loaded header; refused while
-/// anything writes the volume's data. Returns the bytes destroyed.
-pub fn wipe_header_area(paths: &VolumePaths, luks: &Luks) -> Result<u64, VolumeError> {
-    let header_path = paths.header_path();
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(header_path)
-        .map_err(|e| VolumeError::io(format!("cannot open {}", header_path.display()), e))?;
-    // Refused while a server or an import writes the volume: the
-    // data-writer lock of the data device, which a detached header file
-    // shares with nothing.
-    let data = FileDevice::open(&paths.data, false)
-        .map_err(|e| VolumeError::io(format!("{} is in use", paths.data.display()), e))?;
-    drop(data);
-    let device = FileDevice::from_file(file, false).map_err(VolumeError::Os)?;
-    let end = header_area_end(paths, luks).min(device.len());
-    wipe_random(&device, 0, end).map_err(|e| {
-        VolumeError::io(format!("cannot wipe the header of {}", header_path.display()), e)
-    })?;
-    Ok(end)
 }
