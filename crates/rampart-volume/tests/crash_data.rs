@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use rampart_luks::{FormatOptions, HashAlg, Luks, MemoryIo, PbkdfChoice, PbkdfKind, SecretBytes};
+use rampart_luks::{FormatOptions, HashAlg, Luks, MemoryIo, SecretBytes};
 use rampart_volume::crashsim::{CrashSim, SplitMix64};
 use rampart_volume::{
     sector_cipher_kind, BlockDevice, CryptDevice, CryptLayout, MemDevice, SectorCipher,
@@ -21,14 +21,7 @@ const IMAGE: usize = 3 << 20;
 fn formatted(sector_size: u32) -> (Vec<u8>, SecretBytes) {
     let io = MemoryIo::new(IMAGE);
     let opts = FormatOptions {
-        pbkdf: PbkdfChoice {
-            kind: PbkdfKind::Pbkdf2,
-            hash: HashAlg::Sha256,
-            iter_time_ms: 1,
-            forced_iterations: Some(1000),
-            memory_kib: 32,
-            parallel: 1,
-        },
+        pbkdf: rampart_test_support::fast_pbkdf2(HashAlg::Sha256),
         keyslots_size: Some(1 << 20),
         data_offset: Some(2 << 20),
         sector_size,

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use rampart_luks::{
     DataCipher, EncryptPlan, FormatOptions, HashAlg, Luks, MemoryIo, MetadataIo, PbkdfChoice,
-    PbkdfKind, Resilience, SecretBytes,
+    Resilience, SecretBytes,
 };
 use rampart_volume::crashsim::{CrashSim, SplitMix64};
 use rampart_volume::{
@@ -29,14 +29,7 @@ const DATA_OFFSET: u64 = 1 << 20;
 const HOTZONE: u64 = 256 << 10;
 
 fn pbkdf() -> PbkdfChoice {
-    PbkdfChoice {
-        kind: PbkdfKind::Pbkdf2,
-        hash: HashAlg::Sha256,
-        iter_time_ms: 1,
-        forced_iterations: Some(1000),
-        memory_kib: 32,
-        parallel: 1,
-    }
+    rampart_test_support::fast_pbkdf2(HashAlg::Sha256)
 }
 
 fn none() -> SecretBytes {

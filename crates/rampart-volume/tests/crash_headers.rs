@@ -12,8 +12,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use rampart_luks::{
-    FormatOptions, HashAlg, Luks, LuksVersion, MemoryIo, MetadataIo, PbkdfChoice, PbkdfKind,
-    SecretBytes,
+    FormatOptions, HashAlg, Luks, LuksVersion, MemoryIo, MetadataIo, PbkdfChoice, SecretBytes,
 };
 use rampart_volume::crashsim::CrashSim;
 use serde_json::{json, Value};
@@ -22,14 +21,7 @@ use serde_json::{json, Value};
 const SEEDS: u64 = 8;
 
 fn fast() -> PbkdfChoice {
-    PbkdfChoice {
-        kind: PbkdfKind::Pbkdf2,
-        hash: HashAlg::Sha256,
-        iter_time_ms: 1,
-        forced_iterations: Some(1000),
-        memory_kib: 32,
-        parallel: 1,
-    }
+    rampart_test_support::fast_pbkdf2(HashAlg::Sha256)
 }
 
 fn options(version: LuksVersion) -> FormatOptions {

@@ -12,8 +12,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use rampart_luks::{
-    DataCipher, FormatOptions, HashAlg, Luks, MemoryIo, PbkdfChoice, PbkdfKind, Resilience,
-    SecretBytes,
+    DataCipher, FormatOptions, HashAlg, Luks, MemoryIo, PbkdfChoice, Resilience, SecretBytes,
 };
 use rampart_volume::crashsim::{CrashSim, SplitMix64};
 use rampart_volume::{
@@ -26,14 +25,7 @@ const DATA_OFFSET: u64 = 2 << 20;
 const HOTZONE: u64 = 256 << 10;
 
 fn pbkdf() -> PbkdfChoice {
-    PbkdfChoice {
-        kind: PbkdfKind::Pbkdf2,
-        hash: HashAlg::Sha256,
-        iter_time_ms: 1,
-        forced_iterations: Some(1000),
-        memory_kib: 32,
-        parallel: 1,
-    }
+    rampart_test_support::fast_pbkdf2(HashAlg::Sha256)
 }
 
 fn crypt<D: BlockDevice>(device: D, sector: u32, key: &SecretBytes) -> CryptDevice<D> {

@@ -7,7 +7,7 @@ use std::process::{Command, Output, Stdio};
 
 use rampart_luks::{HashAlg, PbkdfChoice, PbkdfKind};
 
-pub use rampart_test_support::TempDir;
+pub use rampart_test_support::{fast_pbkdf2, TempDir};
 
 pub fn open_rw(path: &Path) -> File {
     OpenOptions::new().read(true).write(true).open(path).unwrap()
@@ -104,18 +104,6 @@ pub fn cs_test_passphrase(
     }
     args.push(s(device));
     cs(&args).status.success()
-}
-
-/// Cheap PBKDF2 for tests.
-pub fn fast_pbkdf2(hash: HashAlg) -> PbkdfChoice {
-    PbkdfChoice {
-        kind: PbkdfKind::Pbkdf2,
-        hash,
-        iter_time_ms: 1,
-        forced_iterations: Some(1000),
-        memory_kib: 32,
-        parallel: 1,
-    }
 }
 
 /// Cheap Argon2 for tests (time 4, 64 KiB).

@@ -12,31 +12,12 @@ use rampart_kms::deployment::{self, files, InitOptions, InitSeal};
 use rampart_kms::model::Labels;
 use rampart_kms::server::{Server, ServerOptions};
 use rampart_kms::Bundle;
-use rampart_luks::{FormatOptions, Luks, MemoryIo, PbkdfChoice, PbkdfKind};
+use rampart_luks::{FormatOptions, Luks, MemoryIo, PbkdfChoice};
+use rampart_test_support::TempDir;
 use rampart_unlock::{Error, Prompter};
 
 /// The passphrase of every test volume's first keyslot.
 pub const PASSPHRASE: &[u8] = b"correct horse";
-
-/// A directory removed on drop.
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new(tag: &str) -> Self {
-        let mut random = [0u8; 8];
-        rampart_crypto::fill_random(&mut random).unwrap();
-        let path =
-            std::env::temp_dir().join(format!("rampart-unlock-{tag}-{}", hex::encode(random)));
-        std::fs::create_dir_all(&path).unwrap();
-        Self(path)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// A running key server with a key `vol` that the client `host` may use
 /// and the client `stranger` may not.
@@ -63,7 +44,7 @@ impl KeyServer {
             .enable_all()
             .build()
             .unwrap();
-        let data_dir = dir.0.join("data");
+        let data_dir = dir.path().join("data");
         std::fs::create_dir_all(&data_dir).unwrap();
         let (admin, stop) = runtime.block_on(async {
             let listener = rampart_kms::server::bind("127.0.0.1:0").await.unwrap();
@@ -107,7 +88,7 @@ impl KeyServer {
 
     /// The bundle file of client `name`, issued on first use.
     pub fn bundle(&self, name: &str) -> PathBuf {
-        let path = self.dir.0.join(format!("{name}.bundle"));
+        let path = self.dir.path().join(format!("{name}.bundle"));
         if path.exists() {
             return path;
         }
@@ -124,14 +105,7 @@ impl KeyServer {
 
 /// The cheapest KDF: test volumes are not guarding anything.
 pub fn fast_pbkdf() -> PbkdfChoice {
-    PbkdfChoice {
-        kind: PbkdfKind::Pbkdf2,
-        hash: HashAlg::Sha256,
-        iter_time_ms: 1,
-        forced_iterations: Some(1000),
-        memory_kib: 32,
-        parallel: 1,
-    }
+    rampart_test_support::fast_pbkdf2(HashAlg::Sha256)
 }
 
 /// A LUKS2 volume in memory whose keyslot 0 opens with [`PASSPHRASE`];
