@@ -485,9 +485,9 @@ pub struct FormatArgs {
     /// with the client bundle of --kms or $RAMPART_KMS.
     #[arg(long = "key", value_name = "NAME")]
     pub kms_key: Option<String>,
-    /// The client bundle for --key (default: $RAMPART_KMS).
-    #[arg(long = "kms", value_name = "BUNDLE", requires = "kms_key")]
-    pub kms: Option<PathBuf>,
+    /// The client bundle for --key.
+    #[command(flatten)]
+    pub client: ClientArgs,
 }
 
 #[derive(Debug, clap::Args)]

@@ -18,7 +18,6 @@ use crate::commands::header::{
     confirm, create_header_file, load, load_released, paths, pbkdf_choice, relock, unlock, warn,
 };
 use crate::commands::keysource::{KeySource, Kms};
-use crate::commands::kms::ClientArgs;
 use crate::errors::luks_error;
 use crate::passphrase::Source;
 use crate::{QuietExit, UsageError};
@@ -82,7 +81,7 @@ pub fn format(args: &FormatArgs) -> anyhow::Result<()> {
             )
             .into())
         }
-        Some(_) => Some(Kms::connect(&ClientArgs { bundle: args.kms.clone() })?),
+        Some(_) => Some(Kms::connect(&args.client)?),
         None => None,
     };
     let header = paths.open_header(true)?;
