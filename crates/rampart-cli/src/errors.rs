@@ -4,6 +4,7 @@
 
 use rampart_kms::client::ClientError;
 use rampart_serve::ServeError;
+use rampart_volume::reencrypt_start::StartError;
 use rampart_volume::VolumeError;
 
 use crate::UsageError;
@@ -23,6 +24,16 @@ pub fn luks_error(error: rampart_luks::Error) -> anyhow::Error {
 pub fn map_open_error(error: VolumeError) -> anyhow::Error {
     match error {
         VolumeError::Luks(inner) => luks_error(inner),
+        other => other.into(),
+    }
+}
+
+/// A reencryption's start the request or the volume refuses is exit
+/// status 2.
+pub fn start_error(error: StartError) -> anyhow::Error {
+    match error {
+        StartError::Refused(message) => UsageError(message).into(),
+        StartError::Volume(e) => map_open_error(e),
         other => other.into(),
     }
 }

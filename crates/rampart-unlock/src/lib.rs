@@ -1,6 +1,7 @@
 //! Where a volume's key comes from: its `rampart-kms` tokens first (a
 //! keyslot passphrase wrapped by the key manager), then a passphrase; and
-//! how a volume is bound to a key-manager key (bind, unbind, rewrap).
+//! how a volume is bound to a key-manager key (bind, unbind, rewrap) and
+//! moved to a reencryption's new volume key.
 //!
 //! Nothing here reads the terminal or prints: the passphrase and the
 //! warning about a failed token go through [`Prompter`], which the command
@@ -10,6 +11,7 @@
 mod binding;
 mod error;
 mod kms;
+mod reencrypt;
 mod source;
 
 pub use binding::{
@@ -19,6 +21,9 @@ pub use binding::{
 pub use error::{client_is_usage, combine_failures, luks_is_usage, Error};
 pub use kms::{runtime, Kms, NO_BUNDLE};
 pub use rampart_kms::binding::{context, BoundToken, TOKEN_TYPE};
+pub use reencrypt::{
+    plan_keyslots, start_reencryption, KeyslotPlan, NewKeyShape, NewKeyslots, Rebound, Started,
+};
 pub use source::{KeySettings, KeySource, Prompter};
 
 /// A token id and its parsed `rampart-kms` token, or why it cannot be used.

@@ -6,3 +6,4 @@ mod common;
 
 mod binding;
 mod key_source;
+mod reencrypt_keyslots;

@@ -19,6 +19,7 @@ mod mem;
 mod ordered;
 pub mod reencrypt;
 pub mod reencrypt_plan;
+pub mod reencrypt_start;
 mod replaceable;
 mod restore;
 mod volume;

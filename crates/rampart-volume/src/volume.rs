@@ -26,6 +26,10 @@ pub enum VolumeError {
     /// An operating-system failure that says what failed by itself.
     #[error(transparent)]
     Os(io::Error),
+    /// The header was changed by someone else while its key was being
+    /// recovered without the lock, and no longer holds that key.
+    #[error("the header of {} changed while its key was being recovered, and no longer holds that key; nothing was written", .0.display())]
+    HeaderChanged(PathBuf),
 }
 
 impl VolumeError {
@@ -86,6 +90,25 @@ impl VolumePaths {
         let HeaderFile { file, _lock } = header;
         drop(_lock);
         Ok((ReleasedHeader { file, path: self.header_path().to_path_buf() }, luks, report))
+    }
+
+    /// Loads the header again for writing, under the exclusive metadata
+    /// lock, once `volume_key` was recovered without it: if cryptsetup or
+    /// another Rampart changed the header meanwhile, the change goes ahead
+    /// on the new header only if it still belongs to the same volume key.
+    ///
+    /// # Errors
+    /// The header cannot be loaded, or no longer holds `volume_key`
+    /// ([`VolumeError::HeaderChanged`]).
+    pub fn relock(
+        &self,
+        volume_key: &SecretBytes,
+    ) -> Result<(HeaderFile, Luks, LoadReport), VolumeError> {
+        let (header, luks, report) = self.load(true)?;
+        if !luks.verify_volume_key(volume_key)? {
+            return Err(VolumeError::HeaderChanged(self.header_path().to_owned()));
+        }
+        Ok((header, luks, report))
     }
 
     /// Loads and verifies the LUKS header under the metadata lock (see

@@ -11,3 +11,4 @@ mod crash_headers;
 mod crash_reencrypt;
 mod crypt;
 mod reencrypt_plan;
+mod reencrypt_start;

@@ -7,13 +7,13 @@ use std::io::{IsTerminal, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use rampart_crypto::SecretBytes;
 use rampart_luks::{LoadReport, Luks, LuksVersion, MetadataIo, PbkdfChoice, PbkdfKind};
 use rampart_volume::{HeaderFile, ReleasedHeader, VolumePaths};
 
 use crate::cli::{KeyArgs, PbkdfArgs, VolumeArgs};
-use crate::errors::luks_error;
+use crate::errors::{luks_error, map_open_error};
 use crate::passphrase::Source;
 use crate::UsageError;
 
@@ -57,13 +57,8 @@ pub fn load_released(paths: &VolumePaths) -> anyhow::Result<(ReleasedHeader, Luk
 /// Rampart changed the header meanwhile, the change goes ahead on the new
 /// header only if it still belongs to the same volume key.
 pub fn relock(paths: &VolumePaths, volume_key: &SecretBytes) -> anyhow::Result<(HeaderFile, Luks)> {
-    let (header, luks) = load(paths, true)?;
-    if !luks.verify_volume_key(volume_key).map_err(luks_error)? {
-        bail!(
-            "the header of {} changed while its key was being recovered, and no longer holds that key; nothing was written",
-            paths.header_path().display()
-        );
-    }
+    let (header, luks, report) = paths.relock(volume_key).map_err(map_open_error)?;
+    warn(&report);
     Ok((header, luks))
 }
 

@@ -14,12 +14,7 @@ use crate::commands::kms::{self, ClientArgs};
 use crate::errors::unlock_error;
 use crate::passphrase::Source;
 
-pub use rampart_unlock::{bound_tokens, context, BoundToken};
-
-/// A fresh keyslot passphrase (see [`rampart_unlock::new_passphrase`]).
-pub fn new_passphrase() -> anyhow::Result<SecretBytes> {
-    rampart_unlock::new_passphrase().map_err(unlock_error)
-}
+pub use rampart_unlock::BoundToken;
 
 /// A connection to the key manager through a client bundle
 /// ([`rampart_unlock::Kms`] with the command's errors).
@@ -32,12 +27,6 @@ impl Kms {
         rampart_unlock::Kms::connect(kms::bundle_path(args).as_deref())
             .map(Self)
             .map_err(unlock_error)
-    }
-
-    /// The bundle's server endpoints (recorded in new tokens).
-    #[must_use]
-    pub fn endpoints(&self) -> &[String] {
-        self.0.endpoints()
     }
 
     /// Wraps `secret` under the newest version of `key`; returns the

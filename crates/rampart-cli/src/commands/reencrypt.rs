@@ -11,20 +11,21 @@ use rampart_crypto::{HashAlg, SecretBytes};
 use rampart_luks::{Luks, LuksVersion, Resilience};
 use rampart_serve::protocol::{DecryptAttached, RunOptions};
 use rampart_serve::remote;
+use rampart_unlock::{NewKeyShape, NewKeyslots, Rebound};
 use rampart_volume::reencrypt_plan::{PlanError, ReencryptSettings, ResilienceMode};
+use rampart_volume::reencrypt_start::{self, EncryptStart};
 use rampart_volume::{Outcome, ReencryptError, ReencryptOptions, Reencryption, VolumePaths};
 use serde_json::json;
 
 use crate::cli::{ReencryptArgs, ResilienceArg, ResilienceHashArg};
 use crate::commands::bind::bind_pbkdf;
 use crate::commands::copy::progress;
-use crate::commands::header::{
-    create_header_file, load_released, paths, pbkdf_choice, relock, warn,
+use crate::commands::header::{load_released, paths, pbkdf_choice, relock, warn};
+use crate::commands::keysource::{KeySource, Kms};
+use crate::commands::kms::bundle_path;
+use crate::errors::{
+    luks_error, map_open_error, remote_error, serve_error, start_error, unlock_error,
 };
-use crate::commands::keysource::{
-    bound_tokens, context, new_passphrase, BoundToken, KeySource, Kms,
-};
-use crate::errors::{luks_error, map_open_error, remote_error, serve_error};
 use crate::passphrase::Source;
 use crate::UsageError;
 
@@ -89,9 +90,7 @@ fn usage(error: PlanError) -> anyhow::Error {
 
 /// The size of the data device.
 fn device_len(paths: &VolumePaths) -> anyhow::Result<u64> {
-    let file = std::fs::File::open(&paths.data)
-        .with_context(|| format!("cannot open {}", paths.data.display()))?;
-    rampart_luks::MetadataIo::len(&file).context("cannot size the data device")
+    reencrypt_start::device_len(paths).map_err(map_open_error)
 }
 
 pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
@@ -169,7 +168,19 @@ pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
             let keys = source.unlock_reencrypting(&luks, &header, paths.header_path())?;
             drop(header);
             if settings.changes_resilience(&state) {
-                change_resilience(args, &settings, &paths, &state, &keys)?;
+                let pbkdf = pbkdf_choice(&args.pbkdf, LuksVersion::Luks2)?;
+                let (old_key, new_key) = &keys;
+                let resilience = reencrypt_start::change_resilience(
+                    &paths, &settings, &state, old_key, new_key, &pbkdf,
+                )
+                .map_err(start_error)?;
+                if !args.quiet && !args.json {
+                    eprintln!(
+                        "Resilience changed from {} to {}.",
+                        state.resilience.name(),
+                        resilience.name()
+                    );
+                }
             }
             keys
         }
@@ -183,7 +194,10 @@ pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
         None if args.decrypt => {
             let (_, key) = source.unlock(&luks, &header, paths.header_path())?;
             drop(header);
-            start_decrypt(args, &settings, &paths, &luks, key)?
+            let pbkdf = pbkdf_choice(&args.pbkdf, LuksVersion::Luks2)?;
+            reencrypt_start::start_decrypt(&paths, &settings, &luks, &key, &pbkdf)
+                .map_err(start_error)?;
+            (key, SecretBytes::new(Vec::new()))
         }
         None => {
             drop(header);
@@ -200,8 +214,8 @@ pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
 }
 
 /// `--encrypt`: writes the header of a plaintext image about to be
-/// encrypted (after copying the data the header will overwrite, with a
-/// data shift). Returns the keys: none (plaintext) and the new one.
+/// encrypted (see [`EncryptStart`]). Returns the keys: none (plaintext)
+/// and the new one.
 fn start_encrypt(
     args: &ReencryptArgs,
     settings: &ReencryptSettings,
@@ -214,21 +228,7 @@ fn start_encrypt(
         ))
         .into());
     }
-    let data = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&paths.data)
-        .with_context(|| format!("cannot open {}", paths.data.display()))?;
-    if Luks::load(&data).is_ok() {
-        return Err(UsageError(format!(
-            "{} already holds a LUKS header: it is encrypted already (use `rampart reencrypt` without --encrypt to change its key)",
-            paths.data.display()
-        ))
-        .into());
-    }
-    let device_len = rampart_luks::MetadataIo::len(&data).context("cannot size the data device")?;
-    let planned =
-        settings.encrypt_start(&paths.data, device_len, paths.header.is_some()).map_err(usage)?;
+    let start = EncryptStart::prepare(paths, settings).map_err(start_error)?;
     let pbkdf = pbkdf_choice(&args.pbkdf, LuksVersion::Luks2)?;
     let passphrase = Source::new(
         args.new_key_file.as_deref().or(args.key.key_file.as_deref()),
@@ -236,41 +236,7 @@ fn start_encrypt(
         true,
     )
     .read()?;
-    let opts = planned.format_options(pbkdf);
-    let plan = planned.encrypt_plan();
-    let (_, key) = match planned.moved_chunk() {
-        Some(shift) => {
-            // The first `shift` bytes, which the header will overwrite, go
-            // to the device's last ones first (cryptsetup's moved segment).
-            let len = usize::try_from(shift).context("data shift too large")?;
-            let mut buf = SecretBytes::zeroed(len);
-            rampart_luks::MetadataIo::read_at(&data, 0, buf.expose_mut())
-                .context("cannot read the start of the data")?;
-            rampart_luks::MetadataIo::write_at(&data, device_len - shift, buf.expose())
-                .and_then(|()| rampart_luks::MetadataIo::sync(&data))
-                .context("cannot copy the start of the data")?;
-            Luks::format_encrypt(&data, &opts, passphrase.expose(), &plan).map_err(luks_error)?
-        }
-        None => {
-            let header_path = paths.header_path();
-            if header_path.exists() {
-                let file = std::fs::File::open(header_path)
-                    .with_context(|| format!("cannot open {}", header_path.display()))?;
-                if Luks::load(&file).is_ok() {
-                    return Err(UsageError(format!(
-                        "{} already holds a LUKS header: refusing to overwrite it",
-                        header_path.display()
-                    ))
-                    .into());
-                }
-            } else {
-                create_header_file(header_path)?;
-            }
-            let header = paths.open_header(true)?;
-            Luks::format_encrypt(&header, &opts, passphrase.expose(), &plan).map_err(luks_error)?
-        }
-    };
-    drop(data);
+    let key = start.write(pbkdf, passphrase.expose()).map_err(start_error)?;
     Ok((SecretBytes::new(Vec::new()), key))
 }
 
@@ -350,61 +316,9 @@ fn start_decrypt_attached(
     Ok((key, luks.uuid().to_owned()))
 }
 
-/// `--decrypt`: writes the reencryption metadata of a decryption (mode
-/// decrypt, backward, as cryptsetup). Returns the key and none.
-fn start_decrypt(
-    args: &ReencryptArgs,
-    settings: &ReencryptSettings,
-    paths: &VolumePaths,
-    luks: &Luks,
-    key: SecretBytes,
-) -> anyhow::Result<(SecretBytes, SecretBytes)> {
-    if paths.header.is_none() {
-        return Err(UsageError(format!(
-            "{} has its header attached: give --header NEWFILE (a file that does not exist yet), as cryptsetup 2.6 asks: the header is exported to it and the data moved down over it while it is decrypted",
-            paths.data.display()
-        ))
-        .into());
-    }
-    settings.check_decrypt().map_err(usage)?;
-    let segment = luks.segment().map_err(luks_error)?;
-    let resilience = settings.decrypt_resilience(&segment, device_len(paths)?).map_err(usage)?;
-    let pbkdf = pbkdf_choice(&args.pbkdf, LuksVersion::Luks2)?;
-    let (header, mut luks) = relock(paths, &key)?;
-    luks.reencrypt_init_decrypt(&header, &key, resilience, &pbkdf).map_err(luks_error)?;
-    drop(header);
-    Ok((key, SecretBytes::new(Vec::new())))
-}
-
-/// Resuming with another `--resilience` (cryptsetup 2.6 allows it among
-/// checksum, journal and none): an interrupted hotzone is recovered under
-/// the old mode first, then the keyslot area's mode changes.
-fn change_resilience(
-    args: &ReencryptArgs,
-    settings: &ReencryptSettings,
-    paths: &VolumePaths,
-    state: &rampart_luks::ReencryptState,
-    (old_key, new_key): &(SecretBytes, SecretBytes),
-) -> anyhow::Result<()> {
-    settings.check_resilience_change(&paths.data, state).map_err(usage)?;
-    if state.hotzone.is_some() {
-        Reencryption::open(paths, old_key, new_key)
-            .and_then(Reencryption::recover_only)
-            .map_err(map_open_error)?;
-    }
-    let resilience = settings.changed_resilience(state, device_len(paths)?).map_err(usage)?;
-    let pbkdf = pbkdf_choice(&args.pbkdf, LuksVersion::Luks2)?;
-    let (header, mut luks, _) = paths.load(true)?;
-    luks.reencrypt_set_resilience(&header, old_key, new_key, &resilience, &pbkdf)
-        .map_err(luks_error)?;
-    if !args.quiet && !args.json {
-        eprintln!("Resilience changed from {} to {}.", state.resilience.name(), resilience.name());
-    }
-    Ok(())
-}
-
-/// Writes the reencryption metadata: the new key, its keyslots, the
-/// reencrypt keyslot. Returns the old and the new key.
+/// Writes the reencryption metadata: the new key, its keyslots (see
+/// [`rampart_unlock::plan_keyslots`]), the reencrypt keyslot. Returns the
+/// old and the new key.
 fn start(
     args: &ReencryptArgs,
     settings: &ReencryptSettings,
@@ -418,130 +332,55 @@ fn start(
     let shape = settings.new_key(Some(&segment)).map_err(usage)?;
     let planned = settings.reencrypt_start(&segment, shape, device_len(paths)?).map_err(usage)?;
     let pbkdf = pbkdf_choice(&args.pbkdf, LuksVersion::Luks2)?;
-
-    // The keyslots of the new key: the new passphrase, or a twin of each
-    // keyslot the passphrase opens, then one per key-manager binding.
-    let selected: Vec<usize> = match args.key.key_slot {
-        Some(slot) => vec![slot],
-        None => luks.active_keyslots(),
-    };
-    let bound: Vec<BoundToken> = bound_tokens(luks)
-        .into_iter()
-        .filter_map(|(_, t)| t.ok())
-        .filter(|t| selected.contains(&t.slot))
-        .collect();
     let passphrase = match (source.passphrase(), &args.key.key_file) {
         (Some(p), _) => Some(p.clone()),
         // A token unlocked; a passphrase given as well is re-enrolled.
         (None, Some(file)) => Some(Source::new(Some(file), "", false).read()?),
         (None, None) => None,
     };
-    let given_new;
-    let mut passphrases: Vec<&[u8]> = Vec::new();
-    if let Some(file) = &args.new_key_file {
-        given_new = Source::new(Some(file), "Enter new passphrase: ", false).read()?;
-        passphrases.push(given_new.expose());
-    } else {
-        let mut kept = Vec::new();
-        if let Some(passphrase) = &passphrase {
-            for slot in selected.iter().filter(|s| !bound.iter().any(|t| t.slot == **s)) {
-                if luks.unlock(&header, passphrase.expose(), Some(*slot)).is_ok() {
-                    passphrases.push(passphrase.expose());
-                    kept.push(*slot);
-                }
-            }
-        }
-        // With no passphrase given, the passphrase keyslots could not be
-        // re-enrolled: refuse rather than silently lock them out.
-        let lost: Vec<String> = selected
-            .iter()
-            .filter(|s| !kept.contains(s) && !bound.iter().any(|t| t.slot == **s))
-            .map(ToString::to_string)
-            .collect();
-        if passphrase.is_none() && args.key.key_slot.is_none() && !lost.is_empty() {
-            return Err(UsageError(format!(
-                "keyslot(s) {} of {} would no longer open it after the reencryption (their passphrase was not given): give it with --key-file to keep it under the new key, or remove the keyslot first (rampart kill-slot)",
-                lost.join(", "),
-                paths.data.display()
-            ))
-            .into());
-        }
-    }
-    let kms = if bound.is_empty() {
-        None
-    } else if crate::commands::kms::bundle_path(&args.tokens.client).is_some() {
-        Some(Kms::connect(&args.tokens.client)?)
-    } else {
-        let list: Vec<String> = bound.iter().map(BoundToken::describe).collect();
-        return Err(UsageError(format!(
-            "{} is bound to the key manager ({}): give --kms BUNDLE (or $RAMPART_KMS) to move the binding to the new volume key, or remove it first (rampart unbind)",
-            paths.data.display(),
-            list.join(", ")
-        ))
-        .into());
+    let new_passphrase = args
+        .new_key_file
+        .as_deref()
+        .map(|file| Source::new(Some(file), "Enter new passphrase: ", false).read())
+        .transpose()?;
+    let request = NewKeyslots {
+        key_slot: args.key.key_slot,
+        passphrase: passphrase.as_ref(),
+        new_passphrase: new_passphrase.as_ref(),
+    };
+    let plan = rampart_unlock::plan_keyslots(luks, &header, &paths.data, &request)
+        .map_err(unlock_error)?;
+    let kms = match bundle_path(&args.tokens.client) {
+        Some(_) if !plan.bindings().is_empty() => Some(Kms::connect(&args.tokens.client)?),
+        _ => None,
     };
     drop(header);
     let new_key = shape.generate()?;
     let (header, mut luks) = relock(paths, &old_key)?;
-    // Each binding: a fresh secret, wrapped by the newest version of its
-    // key for the keyslot it will have (the lowest free ids, in order),
-    // before anything is written, so that a refusal changes nothing.
-    let wanted = passphrases.len() + bound.len();
-    let slot_ids = luks.free_keyslots(wanted);
-    if luks.free_keyslots(wanted + 1).len() <= wanted {
-        return Err(UsageError(format!(
-            "{} has too few free keyslots for the new key's {} keyslot(s) and the reencryption keyslot",
-            paths.data.display(),
-            passphrases.len() + bound.len()
-        ))
-        .into());
-    }
-    let bind_kdf = bind_pbkdf(&args.pbkdf)?;
-    let mut secrets = Vec::new();
-    let mut tokens = Vec::new();
-    let mut rebound = Vec::new();
-    if let Some(kms) = &kms {
-        for (old, slot) in bound.iter().zip(&slot_ids[passphrases.len()..]) {
-            let secret = new_passphrase()?;
-            let (wrapped, key_version) = kms
-                .wrap(&old.key, &secret, &context(luks.uuid(), *slot))
-                .with_context(|| format!("the key manager did not wrap with key {}", old.key))?;
-            let token = BoundToken {
-                id: 0,
-                slot: *slot,
-                key: old.key.clone(),
-                key_version,
-                endpoints: kms.endpoints().to_vec(),
-                wrapped,
-                bundle: old.bundle.clone(),
-            };
-            tokens.push(token.to_json());
-            rebound.push((old.clone(), token));
-            secrets.push(secret);
-        }
-    }
-    let mut kdfs: Vec<&rampart_luks::PbkdfChoice> = vec![&pbkdf; passphrases.len()];
-    kdfs.extend(std::iter::repeat_n(&bind_kdf, secrets.len()));
-    passphrases.extend(secrets.iter().map(SecretBytes::expose));
-    let slots = luks
-        .reencrypt_init_with_tokens(
-            &header,
-            &old_key,
-            &new_key,
-            shape.cipher,
-            shape.sector_size,
-            planned.resilience,
-            &pbkdf,
-            &passphrases,
-            &tokens,
-            &kdfs,
-        )
-        .map_err(luks_error)?;
+    let bound_pbkdf = bind_pbkdf(&args.pbkdf)?;
+    let new_shape = NewKeyShape {
+        cipher: shape.cipher,
+        sector_size: shape.sector_size,
+        resilience: planned.resilience,
+        pbkdf: &pbkdf,
+        bound_pbkdf: &bound_pbkdf,
+    };
+    let started = rampart_unlock::start_reencryption(
+        &plan,
+        kms.as_ref().map(|kms| &kms.0),
+        &header,
+        &mut luks,
+        &paths.data,
+        &old_key,
+        &new_key,
+        &new_shape,
+    )
+    .map_err(unlock_error)?;
     drop(header);
     if !args.quiet && !args.json {
-        let list: Vec<String> = slots.iter().map(ToString::to_string).collect();
+        let list: Vec<String> = started.slots.iter().map(ToString::to_string).collect();
         eprintln!("New keyslot(s) {} hold the new volume key.", list.join(", "));
-        for (old, new) in &rebound {
+        for Rebound { old, new } in &started.rebound {
             eprintln!(
                 "Keyslot {} (key {} version {}) rebound as keyslot {} (key {} version {}).",
                 old.slot, old.key, old.key_version, new.slot, new.key, new.key_version
