@@ -2,6 +2,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use rampart_luks::{HashAlg, LuksVersion, PbkdfKind, PbkdfRequest};
 
 use crate::commands::kms::ClientArgs;
 use crate::duration::parse_duration;
@@ -411,12 +412,12 @@ pub struct UnlockArgs {
 /// Key-derivation settings for new keyslots (cryptsetup's names).
 #[derive(Debug, clap::Args)]
 pub struct PbkdfArgs {
-    /// Key derivation function: argon2id (default), argon2i or pbkdf2.
-    #[arg(long, value_name = "NAME")]
-    pub pbkdf: Option<String>,
-    /// Hash for pbkdf2 (and for LUKS1 and the AF splitter): sha256, sha1, sha512.
-    #[arg(long, value_name = "HASH")]
-    pub hash: Option<String>,
+    /// Key derivation function (default: argon2id; LUKS1: pbkdf2).
+    #[arg(long, value_enum, value_name = "NAME")]
+    pub pbkdf: Option<PbkdfArg>,
+    /// Hash for pbkdf2 (and for LUKS1 and the AF splitter; default sha256).
+    #[arg(long, value_enum, value_name = "HASH")]
+    pub hash: Option<HashArg>,
     /// Target unlock time in milliseconds for the KDF cost search.
     #[arg(long, short = 'i', value_name = "MS", conflicts_with = "pbkdf_force_iterations")]
     pub iter_time: Option<u32>,
@@ -431,6 +432,24 @@ pub struct PbkdfArgs {
     pub pbkdf_parallel: Option<u32>,
 }
 
+impl PbkdfArgs {
+    /// The request as the LUKS crate takes it.
+    pub fn request(&self) -> PbkdfRequest {
+        PbkdfRequest {
+            kind: self.pbkdf.map(|kind| match kind {
+                PbkdfArg::Argon2id => PbkdfKind::Argon2id,
+                PbkdfArg::Argon2i => PbkdfKind::Argon2i,
+                PbkdfArg::Pbkdf2 => PbkdfKind::Pbkdf2,
+            }),
+            hash: self.hash.map(HashAlg::from),
+            iter_time_ms: self.iter_time,
+            forced_iterations: self.pbkdf_force_iterations,
+            memory_kib: self.pbkdf_memory,
+            parallel: self.pbkdf_parallel,
+        }
+    }
+}
+
 #[derive(Debug, clap::Args)]
 pub struct FormatArgs {
     #[command(flatten)]
@@ -438,9 +457,9 @@ pub struct FormatArgs {
     /// Create VOL with this size (bytes; K/M/G/T suffixes) when it does not exist.
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     pub size: Option<u64>,
-    /// On-disk format: luks2 or luks1.
-    #[arg(long = "type", value_name = "TYPE", default_value = "luks2")]
-    pub luks_type: String,
+    /// On-disk format.
+    #[arg(long = "type", value_enum, value_name = "TYPE", default_value = "luks2")]
+    pub luks_type: LuksTypeArg,
     /// Data cipher: aes-xts-plain64, aes-cbc-essiv:sha256 or aes-cbc-plain64.
     #[arg(long, short = 'c', default_value = "aes-xts-plain64", value_name = "SPEC")]
     pub cipher: String,
@@ -524,7 +543,7 @@ pub struct ReencryptArgs {
     pub resilience: Option<ResilienceArg>,
     /// The checksum resilience hash: sha256 (default), sha1 or sha512.
     #[arg(long, value_enum, ignore_case = true, value_name = "HASH")]
-    pub resilience_hash: Option<ResilienceHashArg>,
+    pub resilience_hash: Option<HashArg>,
     /// The largest hotzone (bytes; K/M/G suffixes), the data re-encrypted
     /// between two header updates (default 64M; journal: at most its area).
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
@@ -586,12 +605,47 @@ pub enum ResilienceArg {
     Datashift,
 }
 
-/// `reencrypt --resilience-hash`.
+/// `--hash`, `reencrypt --resilience-hash`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ResilienceHashArg {
+pub enum HashArg {
     Sha1,
     Sha256,
     Sha512,
+}
+
+impl From<HashArg> for HashAlg {
+    fn from(hash: HashArg) -> Self {
+        match hash {
+            HashArg::Sha1 => Self::Sha1,
+            HashArg::Sha256 => Self::Sha256,
+            HashArg::Sha512 => Self::Sha512,
+        }
+    }
+}
+
+/// `--pbkdf`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PbkdfArg {
+    Argon2id,
+    Argon2i,
+    Pbkdf2,
+}
+
+/// `format --type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LuksTypeArg {
+    Luks2,
+    #[value(alias = "luks")]
+    Luks1,
+}
+
+impl From<LuksTypeArg> for LuksVersion {
+    fn from(version: LuksTypeArg) -> Self {
+        match version {
+            LuksTypeArg::Luks2 => Self::Luks2,
+            LuksTypeArg::Luks1 => Self::Luks1,
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]

@@ -56,6 +56,38 @@ impl DataCipher {
         &self.spec()[4..]
     }
 
+    /// The key sizes in bits the cipher takes (`--key-size`).
+    #[must_use]
+    pub fn key_bits(self) -> [usize; 2] {
+        match self {
+            Self::AesXtsPlain64 => [256, 512],
+            Self::AesCbcEssivSha256 | Self::AesCbcPlain64 => [128, 256],
+        }
+    }
+
+    /// cryptsetup's default key size in bits: the larger one (XTS: two
+    /// AES-256 keys).
+    #[must_use]
+    pub fn default_key_bits(self) -> usize {
+        self.key_bits()[1]
+    }
+
+    /// Checks a `--key-size` in bits against the cipher.
+    ///
+    /// # Errors
+    /// A size the cipher does not take, named as the flag.
+    pub fn check_key_bits(self, key_bits: usize) -> Result<()> {
+        let valid = self.key_bits();
+        if valid.contains(&key_bits) {
+            Ok(())
+        } else {
+            Err(Error::invalid(format!(
+                "--key-size {key_bits} is not valid for {} (use {valid:?})",
+                self.spec()
+            )))
+        }
+    }
+
     /// Whether `key_bytes` is a valid key length for this cipher.
     #[must_use]
     pub fn valid_key_bytes(self, key_bytes: usize) -> bool {

@@ -32,7 +32,7 @@ pub use luks2::reencrypt::{
     REQUIREMENT_V3,
 };
 pub use luks2::EncryptPlan;
-pub use pbkdf::{pbkdf_for_time, KdfParams, PbkdfChoice, PbkdfKind};
+pub use pbkdf::{pbkdf_for_time, KdfParams, PbkdfChoice, PbkdfKind, PbkdfRequest};
 pub use rampart_crypto::{HashAlg, SecretBytes};
 
 use rampart_crypto::random_secret;

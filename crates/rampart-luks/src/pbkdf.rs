@@ -77,6 +77,65 @@ impl PbkdfChoice {
     pub fn luks1_default() -> Self {
         Self { kind: PbkdfKind::Pbkdf2, ..Self::default() }
     }
+
+    /// The KDF of a keyslot whose passphrase is a random secret of its own
+    /// (a key-manager binding): PBKDF2 at cryptsetup's minimum of 1000
+    /// iterations, since stretching 256 random bits adds nothing but
+    /// unlock time.
+    #[must_use]
+    pub fn for_random_secret(hash: HashAlg) -> Self {
+        Self { kind: PbkdfKind::Pbkdf2, hash, forced_iterations: Some(1000), ..Self::default() }
+    }
+}
+
+/// What the user asked of new keyslots' KDF (cryptsetup's flags), each
+/// setting optional; [`PbkdfRequest::choice`] fills in the defaults.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PbkdfRequest {
+    pub kind: Option<PbkdfKind>,
+    pub hash: Option<HashAlg>,
+    pub iter_time_ms: Option<u32>,
+    pub forced_iterations: Option<u32>,
+    pub memory_kib: Option<u32>,
+    pub parallel: Option<u32>,
+}
+
+impl PbkdfRequest {
+    /// Whether any setting was given.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// The choice for a new keyslot of a `version` volume: what was asked,
+    /// else cryptsetup's defaults for that version (argon2id for LUKS2,
+    /// PBKDF2 for LUKS1; SHA-256; 2 s; up to 1 GiB; up to 4 lanes).
+    ///
+    /// # Errors
+    /// Argon2 on LUKS1, which knows only PBKDF2; a time, iteration count
+    /// or lane count of zero.
+    pub fn choice(&self, version: crate::LuksVersion) -> Result<PbkdfChoice> {
+        let default = match version {
+            crate::LuksVersion::Luks1 => PbkdfChoice::luks1_default(),
+            crate::LuksVersion::Luks2 => PbkdfChoice::default(),
+        };
+        let kind = self.kind.unwrap_or(default.kind);
+        if version == crate::LuksVersion::Luks1 && kind != PbkdfKind::Pbkdf2 {
+            return Err(Error::invalid("LUKS1 supports only --pbkdf pbkdf2"));
+        }
+        let choice = PbkdfChoice {
+            kind,
+            hash: self.hash.unwrap_or(default.hash),
+            iter_time_ms: self.iter_time_ms.unwrap_or(default.iter_time_ms),
+            forced_iterations: self.forced_iterations,
+            memory_kib: self.memory_kib.unwrap_or(default.memory_kib),
+            parallel: self.parallel.unwrap_or(default.parallel),
+        };
+        if choice.iter_time_ms == 0 || choice.forced_iterations == Some(0) || choice.parallel == 0 {
+            return Err(Error::invalid("KDF time, iterations and parallelism must be at least 1"));
+        }
+        Ok(choice)
+    }
 }
 
 /// The derivation parameters stored in (or chosen for) one keyslot.

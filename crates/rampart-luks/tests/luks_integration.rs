@@ -12,3 +12,4 @@ mod corpus;
 mod corpus_cryptsetup;
 mod crash;
 mod interop;
+mod new_keyslot_settings;

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use rampart_crypto::SecretBytes;
-use rampart_luks::{Luks, MetadataIo, PbkdfChoice};
+use rampart_luks::{Luks, MetadataIo, PbkdfChoice, PbkdfRequest};
 
 use crate::source::parsed;
 use crate::TOKEN_TYPE;
@@ -35,6 +35,20 @@ pub fn check_ids(luks: &Luks, slot: Option<usize>, token_id: Option<usize>) -> R
         }
     }
     Ok(())
+}
+
+/// The KDF of a bound keyslot: [`PbkdfChoice::for_random_secret`] (with
+/// the hash asked for) unless the user chose a KDF.
+///
+/// # Errors
+/// A KDF choice LUKS2 refuses.
+pub fn bound_keyslot_pbkdf(request: &PbkdfRequest) -> Result<PbkdfChoice, Error> {
+    let chosen = PbkdfRequest { hash: None, ..*request };
+    if chosen.is_empty() {
+        let hash = request.hash.unwrap_or(rampart_crypto::HashAlg::Sha256);
+        return Ok(PbkdfChoice::for_random_secret(hash));
+    }
+    Ok(request.choice(rampart_luks::LuksVersion::Luks2)?)
 }
 
 /// What a new binding should look like.

@@ -15,8 +15,8 @@ mod reencrypt;
 mod source;
 
 pub use binding::{
-    bind_volume, check_ids, chosen_tokens, rewrap, token_passphrase, unbind, Binding, Rewrap,
-    MAX_ID,
+    bind_volume, bound_keyslot_pbkdf, check_ids, chosen_tokens, rewrap, token_passphrase, unbind,
+    Binding, Rewrap, MAX_ID,
 };
 pub use error::{client_is_usage, combine_failures, luks_is_usage, Error};
 pub use kms::{runtime, Kms, NO_BUNDLE};

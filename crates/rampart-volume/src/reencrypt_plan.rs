@@ -295,18 +295,13 @@ impl ReencryptSettings {
             (None, Some(segment)) => segment.cipher,
             (None, None) => DataCipher::AesXtsPlain64,
         };
-        let xts = cipher == DataCipher::AesXtsPlain64;
         let key_bits = self.key_bits.unwrap_or(match current {
             Some(segment) if segment.cipher == cipher => segment.key_bytes * 8,
-            _ if xts => 512,
-            _ => 256,
+            _ => cipher.default_key_bits(),
         });
-        let valid: &[usize] = if xts { &[256, 512] } else { &[128, 256] };
-        if !valid.contains(&key_bits) {
-            return usage(format!(
-                "--key-size {key_bits} is not valid for {} (use {valid:?})",
-                cipher.spec()
-            ));
+        if let Err(rampart_luks::Error::InvalidArgument(message)) = cipher.check_key_bits(key_bits)
+        {
+            return usage(message);
         }
         let sector_size = self.sector_size.unwrap_or(current.map_or(4096, |s| s.sector_size));
         if !matches!(sector_size, 512 | 1024 | 2048 | 4096) {

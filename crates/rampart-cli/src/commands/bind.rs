@@ -5,14 +5,12 @@ use std::io::IsTerminal;
 
 use anyhow::Context;
 use rampart_crypto::SecretBytes;
-use rampart_luks::{Luks, LuksVersion, MetadataIo, PbkdfChoice};
+use rampart_luks::{Luks, MetadataIo, PbkdfChoice};
 use rampart_unlock::{check_ids, Binding, BoundToken, Rewrap};
 use rampart_volume::VolumePaths;
 
 use crate::cli::{BindArgs, KeyArgs, PbkdfArgs, RewrapArgs, UnbindArgs, UnlockArgs};
-use crate::commands::header::{
-    load, load_released, paths, pbkdf_choice, relock, unlock as unlock_passphrase,
-};
+use crate::commands::header::{load, load_released, paths, relock, unlock as unlock_passphrase};
 use crate::commands::keysource::{print_passphrase, Kms};
 use crate::errors::unlock_error;
 use crate::UsageError;
@@ -22,27 +20,9 @@ pub fn require_luks2(luks: &Luks, paths: &VolumePaths) -> anyhow::Result<()> {
     rampart_unlock::require_luks2(luks, paths.header_path()).map_err(unlock_error)
 }
 
-/// The KDF of a bound keyslot: PBKDF2-SHA256 at cryptsetup's minimum of
-/// 1000 iterations unless the user chose otherwise. Its passphrase has 256
-/// random bits, so stretching adds nothing but unlock time.
+/// The KDF of a bound keyslot (see [`rampart_unlock::bound_keyslot_pbkdf`]).
 pub fn bind_pbkdf(args: &PbkdfArgs) -> anyhow::Result<PbkdfChoice> {
-    let chosen = args.pbkdf.is_some()
-        || args.iter_time.is_some()
-        || args.pbkdf_force_iterations.is_some()
-        || args.pbkdf_memory.is_some()
-        || args.pbkdf_parallel.is_some();
-    if chosen {
-        return pbkdf_choice(args, LuksVersion::Luks2);
-    }
-    let cheap = PbkdfArgs {
-        pbkdf: Some("pbkdf2".into()),
-        hash: args.hash.clone(),
-        iter_time: None,
-        pbkdf_force_iterations: Some(1000),
-        pbkdf_memory: None,
-        pbkdf_parallel: None,
-    };
-    pbkdf_choice(&cheap, LuksVersion::Luks2)
+    rampart_unlock::bound_keyslot_pbkdf(&args.request()).map_err(unlock_error)
 }
 
 fn report_bound(token: &BoundToken) -> std::io::Result<()> {
@@ -112,14 +92,7 @@ pub fn bind_new_volume(
     volume_key: &SecretBytes,
     key_name: &str,
 ) -> anyhow::Result<()> {
-    let pbkdf = bind_pbkdf(&PbkdfArgs {
-        pbkdf: None,
-        hash: None,
-        iter_time: None,
-        pbkdf_force_iterations: None,
-        pbkdf_memory: None,
-        pbkdf_parallel: None,
-    })?;
+    let pbkdf = PbkdfChoice::for_random_secret(rampart_luks::HashAlg::Sha256);
     let binding = Binding { key_name, pbkdf, slot: None, token_id: None, bundle: None };
     let token = bind_volume(kms, header, luks, volume_key, &binding).with_context(|| {
         format!(

@@ -9,13 +9,12 @@ use std::path::Path;
 
 use anyhow::Context;
 use rampart_crypto::SecretBytes;
-use rampart_luks::{LoadReport, Luks, LuksVersion, MetadataIo, PbkdfChoice, PbkdfKind};
+use rampart_luks::{LoadReport, Luks, LuksVersion, MetadataIo, PbkdfChoice};
 use rampart_volume::{HeaderFile, ReleasedHeader, VolumePaths};
 
 use crate::cli::{KeyArgs, PbkdfArgs, VolumeArgs};
 use crate::errors::{luks_error, map_open_error};
 use crate::passphrase::Source;
-use crate::UsageError;
 
 pub fn paths(args: &VolumeArgs) -> VolumePaths {
     VolumePaths::new(&args.volume, args.header.as_deref())
@@ -74,45 +73,9 @@ pub fn unlock(
     luks.unlock(header, passphrase.expose(), key.key_slot).map_err(luks_error)
 }
 
+/// The KDF of new keyslots of a `version` volume, from the KDF options.
 pub fn pbkdf_choice(args: &PbkdfArgs, version: LuksVersion) -> anyhow::Result<PbkdfChoice> {
-    let default_kind = match version {
-        LuksVersion::Luks1 => PbkdfKind::Pbkdf2,
-        LuksVersion::Luks2 => PbkdfKind::Argon2id,
-    };
-    let kind = match args.pbkdf.as_deref() {
-        None => default_kind,
-        Some("pbkdf2") => PbkdfKind::Pbkdf2,
-        Some("argon2i") => PbkdfKind::Argon2i,
-        Some("argon2id") => PbkdfKind::Argon2id,
-        Some(other) => {
-            return Err(UsageError(format!(
-                "unknown --pbkdf '{other}' (expected argon2id, argon2i or pbkdf2)"
-            ))
-            .into())
-        }
-    };
-    if version == LuksVersion::Luks1 && kind != PbkdfKind::Pbkdf2 {
-        return Err(UsageError("LUKS1 supports only --pbkdf pbkdf2".into()).into());
-    }
-    let hash_name = args.hash.as_deref().unwrap_or("sha256");
-    let hash = rampart_crypto::HashAlg::from_name(hash_name).ok_or_else(|| {
-        UsageError(format!("unknown --hash '{hash_name}' (expected sha1, sha256 or sha512)"))
-    })?;
-    let cores = u32::try_from(rampart_bench::available_cores()).unwrap_or(1);
-    let choice = PbkdfChoice {
-        kind,
-        hash,
-        iter_time_ms: args.iter_time.unwrap_or(2000),
-        forced_iterations: args.pbkdf_force_iterations,
-        memory_kib: args.pbkdf_memory.unwrap_or(1 << 20),
-        parallel: args.pbkdf_parallel.unwrap_or_else(|| cores.clamp(1, 4)),
-    };
-    if choice.iter_time_ms == 0 || choice.forced_iterations == Some(0) || choice.parallel == 0 {
-        return Err(
-            UsageError("KDF time, iterations and parallelism must be at least 1".into()).into()
-        );
-    }
-    Ok(choice)
+    args.request().choice(version).map_err(luks_error)
 }
 
 pub fn confirm(question: &str) -> anyhow::Result<bool> {

@@ -23,27 +23,13 @@ use crate::passphrase::Source;
 use crate::{QuietExit, UsageError};
 
 pub fn format(args: &FormatArgs) -> anyhow::Result<()> {
-    let version = match args.luks_type.as_str() {
-        "luks2" => LuksVersion::Luks2,
-        "luks1" | "luks" => LuksVersion::Luks1,
-        other => {
-            return Err(
-                UsageError(format!("unknown --type '{other}' (expected luks2 or luks1)")).into()
-            )
-        }
-    };
+    let version = LuksVersion::from(args.luks_type);
     let cipher = DataCipher::from_spec(&args.cipher).map_err(|e| UsageError(e.to_string()))?;
-    let default_bits = if cipher == DataCipher::AesXtsPlain64 { 512 } else { 256 };
-    let key_bits = args.key_size.unwrap_or(default_bits);
-    let valid_bits: &[usize] =
-        if cipher == DataCipher::AesXtsPlain64 { &[256, 512] } else { &[128, 256] };
-    if !valid_bits.contains(&key_bits) {
-        return Err(UsageError(format!(
-            "--key-size {key_bits} is not valid for {} (use {valid_bits:?})",
-            cipher.spec()
-        ))
-        .into());
-    }
+    let key_bits = args.key_size.unwrap_or(cipher.default_key_bits());
+    cipher.check_key_bits(key_bits).map_err(|e| match e {
+        rampart_luks::Error::InvalidArgument(message) => UsageError(message),
+        other => UsageError(other.to_string()),
+    })?;
     let sector_size = args.sector_size.unwrap_or(match version {
         LuksVersion::Luks2 => 4096,
         LuksVersion::Luks1 => 512,

@@ -17,7 +17,7 @@ use rampart_volume::reencrypt_start::{self, EncryptStart};
 use rampart_volume::{Outcome, ReencryptError, ReencryptOptions, Reencryption, VolumePaths};
 use serde_json::json;
 
-use crate::cli::{ReencryptArgs, ResilienceArg, ResilienceHashArg};
+use crate::cli::{ReencryptArgs, ResilienceArg};
 use crate::commands::bind::bind_pbkdf;
 use crate::commands::copy::progress;
 use crate::commands::header::{load_released, paths, pbkdf_choice, relock, warn};
@@ -74,11 +74,7 @@ fn settings(args: &ReencryptArgs) -> ReencryptSettings {
             ResilienceArg::None => ResilienceMode::None,
             ResilienceArg::Datashift => ResilienceMode::Datashift,
         }),
-        resilience_hash: args.resilience_hash.map(|hash| match hash {
-            ResilienceHashArg::Sha1 => HashAlg::Sha1,
-            ResilienceHashArg::Sha256 => HashAlg::Sha256,
-            ResilienceHashArg::Sha512 => HashAlg::Sha512,
-        }),
+        resilience_hash: args.resilience_hash.map(HashAlg::from),
         reduce_device_size: args.reduce_device_size,
     }
 }
