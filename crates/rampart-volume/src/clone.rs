@@ -6,8 +6,105 @@
 use std::io::{self, Write};
 use std::sync::{Arc, Mutex};
 
+use rampart_crypto::SecretBytes;
+use rampart_luks::{FormatOptions, Luks, MemoryIo, PbkdfChoice};
+
 use crate::ordered::read_in_order;
-use crate::{check_range, BlockDevice, CryptDevice, CryptLayout, SectorCipher};
+use crate::{
+    check_range, sector_cipher_kind, BlockDevice, CryptDevice, CryptLayout, SectorCipher,
+    VolumeError,
+};
+
+/// The largest source data offset a clone keeps (its header area is built
+/// in memory); beyond it the clone gets the default layout.
+pub const MAX_KEPT_OFFSET: u64 = 256 << 20;
+
+/// A clone's new header, built in memory before anything is written: the
+/// source's format, cipher, key size, sector size and labels, its data
+/// offset when the source's header is attached (up to
+/// [`MAX_KEPT_OFFSET`]), a new UUID and a new volume key.
+#[derive(Debug)]
+pub struct CloneHeader {
+    luks: Luks,
+    volume_key: SecretBytes,
+    scratch: MemoryIo,
+}
+
+impl CloneHeader {
+    /// Formats the header of a clone of `source` (whose header is
+    /// attached to its data when `attached`), its first keyslot opened by
+    /// `passphrase` under `pbkdf`.
+    ///
+    /// # Errors
+    /// The source's segment cannot be read, or the header not formatted.
+    pub fn format(
+        source: &Luks,
+        attached: bool,
+        pbkdf: PbkdfChoice,
+        passphrase: &[u8],
+    ) -> Result<Self, VolumeError> {
+        let segment = source.segment()?;
+        let data_offset = (attached && segment.offset <= MAX_KEPT_OFFSET)
+            .then_some(segment.offset)
+            .filter(|&o| o > 0);
+        let options = FormatOptions {
+            version: source.version(),
+            cipher: segment.cipher,
+            key_bytes: segment.key_bytes,
+            sector_size: segment.sector_size,
+            pbkdf,
+            label: source.label().map(str::to_owned),
+            subsystem: source.subsystem().map(str::to_owned),
+            metadata_size: None,
+            keyslots_size: None,
+            detached_header: false,
+            data_offset,
+            uuid: None,
+        };
+        // MAX_KEPT_OFFSET bounds the scratch area.
+        let scratch_len = data_offset.unwrap_or(0).max(16 << 20) + (1 << 20);
+        let scratch = MemoryIo::new(usize::try_from(scratch_len).map_err(|_| {
+            VolumeError::io("the clone's header", io::Error::other("too large for memory"))
+        })?);
+        let (luks, volume_key) = Luks::format(&scratch, &options, passphrase)?;
+        Ok(Self { luks, volume_key, scratch })
+    }
+
+    /// The header's metadata I/O, its header and its volume key, for
+    /// changes before it is written out (a key-manager binding, a keyslot
+    /// removed).
+    pub fn parts(&mut self) -> (&MemoryIo, &mut Luks, &SecretBytes) {
+        (&self.scratch, &mut self.luks, &self.volume_key)
+    }
+
+    /// The new volume's UUID.
+    #[must_use]
+    pub fn uuid(&self) -> &str {
+        self.luks.uuid()
+    }
+
+    /// The header bytes up to the data offset, where [`write_clone`] puts
+    /// `plaintext` bytes of data, and the cipher that encrypts them.
+    ///
+    /// # Errors
+    /// The header's segment cannot be read or its cipher not keyed.
+    pub fn into_image(
+        self,
+        plaintext: u64,
+    ) -> Result<(Vec<u8>, CryptLayout, SectorCipher), VolumeError> {
+        let segment = self.luks.segment()?;
+        let mut header = self.scratch.into_vec();
+        header.truncate(usize::try_from(segment.offset).unwrap_or(usize::MAX));
+        let layout = CryptLayout {
+            offset: segment.offset,
+            size: plaintext,
+            sector_size: segment.sector_size,
+            iv_tweak: segment.iv_tweak,
+        };
+        let cipher = SectorCipher::new(sector_cipher_kind(segment.cipher), &self.volume_key)?;
+        Ok((header, layout, cipher))
+    }
+}
 
 /// Writes the clone image to `out`: `header` (every byte before the data
 /// area: the new header, its keyslots and the padding up to the data

@@ -26,7 +26,7 @@ mod volume;
 mod wipe;
 
 pub use cipher::{SectorCipher, SectorCipherKind};
-pub use clone::write_clone;
+pub use clone::{write_clone, CloneHeader};
 pub use crypt::{CryptDevice, CryptLayout};
 pub use file::FileDevice;
 pub use mem::MemDevice;

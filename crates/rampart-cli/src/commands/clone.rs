@@ -8,21 +8,16 @@ use std::path::Path;
 
 use anyhow::{bail, Context};
 use rampart_crypto::SecretBytes;
-use rampart_luks::{FormatOptions, Luks, MemoryIo};
-use rampart_volume::{sector_cipher_kind, write_clone, BlockDevice, CryptLayout, SectorCipher};
+use rampart_volume::{write_clone, BlockDevice, CloneHeader};
 
 use crate::cli::CloneArgs;
 use crate::commands::bind::{bind_new_volume, require_luks2};
 use crate::commands::copy::{open_with, progress, readers};
 use crate::commands::header::{confirm, paths, pbkdf_choice};
 use crate::commands::keysource::{KeySource, Kms};
-use crate::errors::luks_error;
+use crate::errors::{luks_error, map_open_error};
 use crate::passphrase::Source;
 use crate::UsageError;
-
-/// The largest source data offset a clone keeps (a header area is built in
-/// memory); beyond it the clone gets the default layout.
-const MAX_KEPT_OFFSET: u64 = 256 << 20;
 
 pub fn clone(args: &CloneArgs) -> anyhow::Result<()> {
     let to_stdout = args.target == Path::new("-");
@@ -45,7 +40,6 @@ pub fn clone(args: &CloneArgs) -> anyhow::Result<()> {
     let mut source = KeySource::new(&args.key, &args.tokens, "Enter passphrase for SRC: ");
     let volume = open_with(&src_paths, &mut source, true)?;
     let src = volume.luks();
-    let segment = src.segment().map_err(luks_error)?;
     let version = src.version();
     let kms = match &args.kms_key {
         Some(_) => {
@@ -72,51 +66,24 @@ pub fn clone(args: &CloneArgs) -> anyhow::Result<()> {
             .into())
         }
     };
-    let attached = src_paths.header.is_none();
-    let data_offset = (attached && segment.offset <= MAX_KEPT_OFFSET)
-        .then_some(segment.offset)
-        .filter(|&o| o > 0);
-    let options = FormatOptions {
-        version,
-        cipher: segment.cipher,
-        key_bytes: segment.key_bytes,
-        sector_size: segment.sector_size,
-        pbkdf: pbkdf_choice(&args.pbkdf, version)?,
-        label: src.label().map(str::to_owned),
-        subsystem: src.subsystem().map(str::to_owned),
-        metadata_size: None,
-        keyslots_size: None,
-        detached_header: false,
-        data_offset,
-        uuid: None,
-    };
     let throwaway = match &new_passphrase {
         Some(_) => None,
         None => Some(random_passphrase()?),
     };
     let first = new_passphrase.as_ref().or(throwaway.as_ref()).map_or(&[][..], SecretBytes::expose);
-    let scratch =
-        MemoryIo::new(usize::try_from(data_offset.unwrap_or(0).max(16 << 20) + (1 << 20))?);
-    let (mut luks, volume_key) = Luks::format(&scratch, &options, first).map_err(luks_error)?;
+    let pbkdf = pbkdf_choice(&args.pbkdf, version)?;
+    let mut clone = CloneHeader::format(src, src_paths.header.is_none(), pbkdf, first)
+        .map_err(map_open_error)?;
     if let (Some(kms), Some(key_name)) = (&kms, &args.kms_key) {
-        bind_new_volume(kms, &scratch, &mut luks, &volume_key, key_name)?;
+        let (io, luks, volume_key) = clone.parts();
+        bind_new_volume(kms, io, luks, volume_key, key_name)?;
         if throwaway.is_some() {
-            luks.remove_keyslot(&scratch, 0).map_err(luks_error)?;
+            luks.remove_keyslot(io, 0).map_err(luks_error)?;
         }
     }
-    let layout_segment = luks.segment().map_err(luks_error)?;
-    let header_len = usize::try_from(layout_segment.offset)?;
-    let mut header = scratch.into_vec();
-    header.truncate(header_len);
-
+    let uuid = clone.uuid().to_owned();
     let plaintext = volume.device().len();
-    let layout = CryptLayout {
-        offset: layout_segment.offset,
-        size: plaintext,
-        sector_size: layout_segment.sector_size,
-        iv_tweak: layout_segment.iv_tweak,
-    };
-    let cipher = SectorCipher::new(sector_cipher_kind(layout_segment.cipher), &volume_key)?;
+    let (header, layout, cipher) = clone.into_image(plaintext).map_err(map_open_error)?;
     let total = layout.offset + plaintext;
 
     let mut out: Box<dyn Write + Send> = if to_stdout {
@@ -145,7 +112,7 @@ pub fn clone(args: &CloneArgs) -> anyhow::Result<()> {
             "Cloned {} to {}: UUID {}, a new volume key.",
             src_paths.header_path().display(),
             args.target.display(),
-            luks.uuid()
+            uuid
         );
     }
     Ok(())
