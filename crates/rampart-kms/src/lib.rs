@@ -34,3 +34,5 @@ pub mod client;
 pub mod deployment;
 pub mod kmip_client;
 pub mod server;
+#[cfg(feature = "testing")]
+pub mod testing;

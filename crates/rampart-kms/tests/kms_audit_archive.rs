@@ -8,37 +8,26 @@
 
 use crate::common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{fast, psql, Backend, PgCluster, TempDir};
+use common::{fast, Backend, StoreDeployment, TempDir};
 use rampart_kms::audit::{verify_export, ExportedEntry, VerifyReport};
 use rampart_kms::client::{AuditUntil, KmsClient};
-use rampart_kms::deployment::{
-    self, archive, files, read_unseal_key, AdminError, InitOptions, InitSeal,
-};
+use rampart_kms::deployment::{archive, files, AdminError};
 use rampart_kms::keys::RootKey;
 use rampart_kms::model::{HeldKey, Labels};
-use rampart_kms::server::{AuditOptions, Server, ServerOptions, SinkOptions};
-use rampart_kms::store::Store;
-use rampart_kms::Bundle;
+use rampart_kms::server::{AuditOptions, SinkOptions};
 
-struct Deployment {
-    dir: TempDir,
-    store: Arc<dyn Store>,
-    server: Server,
-    admin: Bundle,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    pg: Option<String>,
-    _cluster: Option<PgCluster>,
-}
+/// A deployment of the tests below: the shared one, with their helpers.
+struct Deployment(StoreDeployment);
 
-impl Drop for Deployment {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+impl std::ops::Deref for Deployment {
+    type Target = StoreDeployment;
+
+    fn deref(&self) -> &StoreDeployment {
+        &self.0
     }
 }
 
@@ -53,80 +42,7 @@ fn manual_checkpoints() -> AuditOptions {
 
 impl Deployment {
     async fn on(backend: Backend, tag: &str, audit: AuditOptions) -> Self {
-        let dir = TempDir::new(tag);
-        let data_dir = dir.path().join("data");
-        std::fs::create_dir_all(&data_dir).unwrap();
-        let listener = rampart_kms::server::bind("127.0.0.1:0").await.unwrap();
-        let endpoint = format!("127.0.0.1:{}", listener.local_addr().unwrap().port());
-        let cluster = (backend == Backend::Postgres).then(PgCluster::get);
-        let pg = cluster.as_ref().map(|c| c.database(tag));
-        let store = rampart_kms::store::open(pg.as_deref(), &data_dir).await.unwrap();
-        let opts = InitOptions {
-            data_dir: data_dir.clone(),
-            seal: InitSeal::File(data_dir.join(files::UNSEAL_KEY)),
-            sans: Vec::new(),
-            endpoints: vec![endpoint],
-            days: 30,
-        };
-        let outcome = deployment::init(&opts, store.as_ref()).await.unwrap();
-        let admin = Bundle::read(&outcome.admin_bundle).unwrap();
-        let server = Server::new(
-            &ServerOptions { audit, ..ServerOptions::new(data_dir) },
-            Arc::clone(&store),
-        )
-        .await
-        .unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let running = server.clone();
-        tokio::spawn(async move {
-            running
-                .run(listener, async {
-                    let _ = stopped.await;
-                })
-                .await
-                .unwrap();
-        });
-        Self { dir, store, server, admin, stop: Some(stop), pg, _cluster: cluster }
-    }
-
-    fn data_dir(&self) -> PathBuf {
-        self.dir.path().join("data")
-    }
-
-    fn root(&self) -> RootKey {
-        RootKey::new(&read_unseal_key(&self.data_dir().join(files::UNSEAL_KEY)).unwrap()).unwrap()
-    }
-
-    /// Runs SQL on the store's database directly, as someone with database
-    /// access could; the first column of the first row.
-    fn sql(&self, sql: &str) -> Result<String, String> {
-        match &self.pg {
-            Some(url) => psql(url, sql),
-            None => {
-                let db = rusqlite::Connection::open(self.data_dir().join("kms.db")).unwrap();
-                let mut stmt = db.prepare(sql).map_err(|e| e.to_string())?;
-                if stmt.column_count() == 0 {
-                    stmt.execute([]).map(|_| String::new()).map_err(|e| e.to_string())
-                } else {
-                    stmt.query_row([], |r| r.get::<_, rusqlite::types::Value>(0))
-                        .map(|v| match v {
-                            rusqlite::types::Value::Integer(i) => i.to_string(),
-                            rusqlite::types::Value::Text(t) => t,
-                            other => format!("{other:?}"),
-                        })
-                        .map_err(|e| e.to_string())
-                }
-            }
-        }
-    }
-
-    fn drop_audit_guard(&self) {
-        if self.pg.is_some() {
-            self.sql("DROP TRIGGER kms_audit_no_change ON kms_audit").unwrap();
-        } else {
-            self.sql("DROP TRIGGER kms_audit_no_update").unwrap();
-            self.sql("DROP TRIGGER kms_audit_no_delete").unwrap();
-        }
+        Self(StoreDeployment::start(backend, tag, None, |o| o.audit = audit).await)
     }
 
     fn admin(&self) -> KmsClient {

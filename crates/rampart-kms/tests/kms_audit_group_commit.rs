@@ -11,33 +11,24 @@
 
 use crate::common;
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{psql, PgCluster};
+use common::{psql, PgCluster, TempDir};
 use rampart_kms::client::{KmsClient, RetryPolicy};
-use rampart_kms::deployment::{self, files, InitOptions, InitSeal};
 use rampart_kms::model::Labels;
-use rampart_kms::server::{Server, ServerOptions};
+use rampart_kms::testing::{TestDeployment, TestServer};
 use rampart_kms::Bundle;
 
 struct Deployment {
-    dir: PathBuf,
     db: String,
     admin: Bundle,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    // Dropped in this order: the server stops, then its directory and its
+    // cluster go.
+    _server: TestServer,
+    _dir: TempDir,
     _cluster: PgCluster,
-}
-
-impl Drop for Deployment {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }
 
 fn once() -> RetryPolicy {
@@ -49,37 +40,12 @@ impl Deployment {
     async fn new(tag: &str) -> Self {
         let cluster = PgCluster::get();
         let db = cluster.database(tag);
-        let mut random = [0u8; 8];
-        rampart_crypto::fill_random(&mut random).unwrap();
-        let dir =
-            std::env::temp_dir().join(format!("rampart-kms-gc-{tag}-{}", hex::encode(random)));
-        let data_dir = dir.join("data");
-        std::fs::create_dir_all(&data_dir).unwrap();
-        let listener = rampart_kms::server::bind("127.0.0.1:0").await.unwrap();
-        let endpoint = format!("127.0.0.1:{}", listener.local_addr().unwrap().port());
-        let store = rampart_kms::store::open(Some(&db), &data_dir).await.unwrap();
-        let opts = InitOptions {
-            data_dir: data_dir.clone(),
-            seal: InitSeal::File(data_dir.join(files::UNSEAL_KEY)),
-            sans: Vec::new(),
-            endpoints: vec![endpoint],
-            days: 30,
-        };
-        let outcome = deployment::init(&opts, store.as_ref()).await.unwrap();
-        let admin = Bundle::read(&outcome.admin_bundle).unwrap();
-        let mut server_opts = ServerOptions::new(data_dir);
-        server_opts.limits.rate = 0.0;
-        let server = Server::new(&server_opts, store).await.unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(async move {
-            server
-                .run(listener, async {
-                    let _ = stopped.await;
-                })
-                .await
-                .unwrap();
-        });
-        Self { dir, db, admin, stop: Some(stop), _cluster: cluster }
+        let dir = TempDir::new(&format!("kms-gc-{tag}"));
+        let how = TestDeployment { store_url: Some(&db), ..TestDeployment::default() };
+        let server =
+            TestServer::start(&dir.path().join("data"), &how, |o| o.limits.rate = 0.0).await;
+        let admin = server.admin.clone();
+        Self { db, admin, _server: server, _dir: dir, _cluster: cluster }
     }
 
     fn admin(&self) -> KmsClient {

@@ -24,12 +24,11 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use common::{Backend, PgCluster, TempDir};
 use rampart_kms::client::{AuditQuery, ClientError, ClientQuery, KeyQuery, KmsClient, RetryPolicy};
-use rampart_kms::deployment::{self, files, InitOptions, InitSeal};
 use rampart_kms::model::{
     now_ms, AuditDraft, ClientInfo, KeyInfo, KeyState, KeyVersionInfo, Labels, Selector,
 };
-use rampart_kms::server::{Server, ServerOptions};
 use rampart_kms::store::{StateChange, Store};
+use rampart_kms::testing::{TestDeployment, TestServer};
 use rampart_kms::Bundle;
 
 /// Deletes rows behind the server's back, as another server of the
@@ -54,54 +53,25 @@ impl Sql {
 }
 
 struct Deployment {
-    _dir: TempDir,
     store: Arc<dyn Store>,
     admin: Bundle,
     sql: Sql,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    // Dropped in this order: the server stops, then its directory and its
+    // cluster go.
+    _server: TestServer,
+    _dir: TempDir,
     _cluster: Option<PgCluster>,
-}
-
-impl Drop for Deployment {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
 }
 
 impl Deployment {
     async fn on(backend: Backend, tag: &str) -> Self {
         let dir = TempDir::new(tag);
         let data_dir = dir.path().join("data");
-        std::fs::create_dir_all(&data_dir).unwrap();
-        let listener = rampart_kms::server::bind("127.0.0.1:0").await.unwrap();
-        let endpoint = format!("127.0.0.1:{}", listener.local_addr().unwrap().port());
         let cluster = (backend == Backend::Postgres).then(PgCluster::get);
         let pg = cluster.as_ref().map(|c| c.database(tag));
-        let store = rampart_kms::store::open(pg.as_deref(), &data_dir).await.unwrap();
-        let opts = InitOptions {
-            data_dir: data_dir.clone(),
-            seal: InitSeal::File(data_dir.join(files::UNSEAL_KEY)),
-            sans: Vec::new(),
-            endpoints: vec![endpoint],
-            days: 30,
-        };
-        let outcome = deployment::init(&opts, store.as_ref()).await.unwrap();
-        let admin = Bundle::read(&outcome.admin_bundle).unwrap();
-        let mut options = ServerOptions::new(data_dir.clone());
+        let how = TestDeployment { store_url: pg.as_deref(), ..TestDeployment::default() };
         // The walks below are many small requests from one certificate.
-        options.limits.rate = 0.0;
-        let server = Server::new(&options, Arc::clone(&store)).await.unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(async move {
-            server
-                .run(listener, async {
-                    let _ = stopped.await;
-                })
-                .await
-                .unwrap();
-        });
+        let server = TestServer::start(&data_dir, &how, |o| o.limits.rate = 0.0).await;
         let sql = match &pg {
             Some(url) => {
                 let (client, connection) =
@@ -115,7 +85,14 @@ impl Deployment {
                 Sql::Sqlite(std::sync::Mutex::new(conn))
             }
         };
-        Self { _dir: dir, store, admin, sql, stop: Some(stop), _cluster: cluster }
+        Self {
+            store: Arc::clone(&server.store),
+            admin: server.admin.clone(),
+            sql,
+            _server: server,
+            _dir: dir,
+            _cluster: cluster,
+        }
     }
 
     fn admin(&self) -> KmsClient {

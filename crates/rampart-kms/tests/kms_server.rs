@@ -7,41 +7,29 @@
 
 use crate::common;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{fast, psql, Backend, PgCluster, TempDir};
+use common::{fast, Backend, StoreDeployment};
 use rampart_crypto::SecretBytes;
 use rampart_kms::client::{ClientError, KmsClient};
-use rampart_kms::deployment::{self, files, read_unseal_key, InitOptions, InitSeal};
+use rampart_kms::deployment::{files, read_unseal_key};
 use rampart_kms::keys::RootKey;
 use rampart_kms::model::{now_ms, ClientInfo, Labels};
 use rampart_kms::pki::{client_request, Authority};
 use rampart_kms::server::{Limits, Server, ServerOptions};
 use rampart_kms::shamir::Share;
-use rampart_kms::store::{meta, Store};
+use rampart_kms::store::meta;
 use rampart_kms::Bundle;
 
-struct Deployment {
-    dir: TempDir,
-    store: Arc<dyn Store>,
-    server: Server,
-    endpoint: String,
-    admin: Bundle,
-    shares: Vec<Share>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    /// The database URL on PostgreSQL.
-    pg: Option<String>,
-    /// Last field: dropped after the server has been told to stop.
-    _cluster: Option<PgCluster>,
-}
+/// A deployment of the tests below: the shared one, with their helpers.
+struct Deployment(StoreDeployment);
 
-impl Drop for Deployment {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+impl std::ops::Deref for Deployment {
+    type Target = StoreDeployment;
+
+    fn deref(&self) -> &StoreDeployment {
+        &self.0
     }
 }
 
@@ -60,94 +48,7 @@ impl Deployment {
         seal: Option<(u8, u8)>,
         limits: Limits,
     ) -> Self {
-        let dir = TempDir::new(tag);
-        let data_dir = dir.path().join("data");
-        let listener = rampart_kms::server::bind("127.0.0.1:0").await.unwrap();
-        let endpoint = format!("127.0.0.1:{}", listener.local_addr().unwrap().port());
-        let cluster = (backend == Backend::Postgres).then(PgCluster::get);
-        let pg = cluster.as_ref().map(|c| c.database(tag));
-        let store = rampart_kms::store::open(pg.as_deref(), &{
-            std::fs::create_dir_all(&data_dir).unwrap();
-            data_dir.clone()
-        })
-        .await
-        .unwrap();
-        let opts = InitOptions {
-            data_dir: data_dir.clone(),
-            seal: match seal {
-                Some((shares, threshold)) => InitSeal::Shamir { shares, threshold },
-                None => InitSeal::File(data_dir.join(files::UNSEAL_KEY)),
-            },
-            sans: Vec::new(),
-            endpoints: vec![endpoint.clone()],
-            days: 30,
-        };
-        let outcome = deployment::init(&opts, store.as_ref()).await.unwrap();
-        let admin = Bundle::read(&outcome.admin_bundle).unwrap();
-        let server = Server::new(
-            &ServerOptions { limits, ..ServerOptions::new(data_dir) },
-            Arc::clone(&store),
-        )
-        .await
-        .unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let running = server.clone();
-        tokio::spawn(async move {
-            running
-                .run(listener, async {
-                    let _ = stopped.await;
-                })
-                .await
-                .unwrap();
-        });
-        Self {
-            dir,
-            store,
-            server,
-            endpoint,
-            admin,
-            shares: outcome.shares,
-            stop: Some(stop),
-            pg,
-            _cluster: cluster,
-        }
-    }
-
-    /// Runs SQL directly on the store's database (what someone with
-    /// database access could do); the first column of the first row.
-    fn sql(&self, sql: &str) -> Result<String, String> {
-        match &self.pg {
-            Some(url) => psql(url, sql),
-            None => {
-                let db = rusqlite::Connection::open(self.data_dir().join("kms.db")).unwrap();
-                let mut stmt = db.prepare(sql).map_err(|e| e.to_string())?;
-                if stmt.column_count() == 0 {
-                    stmt.execute([]).map(|_| String::new()).map_err(|e| e.to_string())
-                } else {
-                    stmt.query_row([], |r| r.get::<_, rusqlite::types::Value>(0))
-                        .map(|v| match v {
-                            rusqlite::types::Value::Integer(i) => i.to_string(),
-                            rusqlite::types::Value::Text(t) => t,
-                            other => format!("{other:?}"),
-                        })
-                        .map_err(|e| e.to_string())
-                }
-            }
-        }
-    }
-
-    /// Drops the triggers that keep the audit log append-only.
-    fn drop_audit_guard(&self) {
-        if self.pg.is_some() {
-            self.sql("DROP TRIGGER kms_audit_no_change ON kms_audit").unwrap();
-        } else {
-            self.sql("DROP TRIGGER kms_audit_no_update").unwrap();
-            self.sql("DROP TRIGGER kms_audit_no_delete").unwrap();
-        }
-    }
-
-    fn data_dir(&self) -> PathBuf {
-        self.dir.path().join("data")
+        Self(StoreDeployment::start(backend, tag, seal, |o| o.limits = limits).await)
     }
 
     fn admin(&self) -> KmsClient {
@@ -969,18 +870,7 @@ async fn heartbeats_follow_relabelling_and_client_revocation(backend: Backend) {
     assert!(host.heartbeat(std::slice::from_ref(&disk)).await.unwrap()[0].allowed);
 
     // A second server on the same store learns of the revocation from it.
-    let listener = rampart_kms::server::bind("127.0.0.1:0").await.unwrap();
-    let second = format!("127.0.0.1:{}", listener.local_addr().unwrap().port());
-    let other = Server::new(&ServerOptions::new(d.data_dir()), Arc::clone(&d.store)).await.unwrap();
-    let (stop_other, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(async move {
-        other
-            .run(listener, async {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-    });
+    let (second, stop_other) = d.another_server().await;
     let mut via_second = bundle.clone();
     via_second.endpoints = vec![format!("https://{second}")];
     assert_eq!(

@@ -22,6 +22,7 @@ pub mod reencrypt_plan;
 pub mod reencrypt_start;
 mod replaceable;
 mod restore;
+pub mod stream;
 mod volume;
 mod wipe;
 

@@ -12,3 +12,4 @@ mod crash_reencrypt;
 mod crypt;
 mod reencrypt_plan;
 mod reencrypt_start;
+mod stream;

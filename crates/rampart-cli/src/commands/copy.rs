@@ -1,22 +1,20 @@
 //! `export` and `import`: whole-volume plaintext copies, like
-//! `qemu-img convert`, with reading and writing overlapped on two threads.
+//! `qemu-img convert` (the streams are `rampart_volume::stream`'s).
 
 use std::fs::File;
 use std::io::{self, IsTerminal, Read, Write};
 use std::path::Path;
-use std::sync::mpsc;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use rampart_volume::{read_in_order, BlockDevice, Volume, VolumePaths};
+use rampart_volume::stream::{self, StreamError};
+use rampart_volume::{BlockDevice, Volume, VolumePaths};
 
 use crate::cli::{ExportArgs, ImportArgs, KeyArgs, TokenArgs, VolumeArgs};
 use crate::commands::header::{load_released, paths};
 use crate::commands::keysource::KeySource;
 use crate::UsageError;
-
-const CHUNK: usize = 8 << 20;
 
 /// Readers (or writers) for a whole-volume stream: one per core.
 pub(crate) fn readers() -> usize {
@@ -63,62 +61,20 @@ pub(crate) fn progress(total: u64) -> Option<ProgressBar> {
     Some(bar)
 }
 
-/// Runs `produce` on a helper thread and `consume` here, with two buffers
-/// in flight so reading and writing overlap. `produce` fills the buffer it
-/// is given and returns `false` at the end.
-fn pipeline(
-    mut produce: impl FnMut(&mut Vec<u8>) -> anyhow::Result<bool> + Send,
-    mut consume: impl FnMut(&[u8]) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
-    std::thread::scope(|scope| {
-        let (full_tx, full_rx) = mpsc::sync_channel::<anyhow::Result<Vec<u8>>>(1);
-        let (empty_tx, empty_rx) = mpsc::sync_channel::<Vec<u8>>(2);
-        for _ in 0..2 {
-            let _ = empty_tx.send(Vec::with_capacity(CHUNK));
+/// Advances the progress bar, when there is one.
+pub(crate) fn ticker(bar: Option<&ProgressBar>) -> impl Fn(u64) + Sync + '_ {
+    move |n| {
+        if let Some(bar) = bar {
+            bar.inc(n);
         }
-        scope.spawn(move || {
-            while let Ok(mut buffer) = empty_rx.recv() {
-                match produce(&mut buffer) {
-                    Ok(true) => {
-                        if full_tx.send(Ok(buffer)).is_err() {
-                            return;
-                        }
-                    }
-                    Ok(false) => return,
-                    Err(e) => {
-                        let _ = full_tx.send(Err(e));
-                        return;
-                    }
-                }
-            }
-        });
-        for buffer in full_rx {
-            let buffer = buffer?;
-            consume(&buffer)?;
-            if empty_tx.send(buffer).is_err() {
-                break;
-            }
-        }
-        Ok(())
-    })
+    }
 }
 
 pub fn export(args: &ExportArgs) -> anyhow::Result<()> {
     let volume = open_volume(&args.volume, &args.key, &args.tokens, true)?;
     let device = volume.device();
-    let size = device.len();
-    if args.offset > size {
-        return Err(UsageError(format!(
-            "--offset {} lies beyond the volume ({size} bytes)",
-            args.offset
-        ))
-        .into());
-    }
-    let length = args.length.unwrap_or(size - args.offset);
-    let end = args.offset.checked_add(length).filter(|&end| end <= size).ok_or_else(|| {
-        UsageError(format!("--offset/--length reach beyond the volume ({size} bytes)"))
-    })?;
-
+    let range =
+        stream::export_range(device.len(), args.offset, args.length).map_err(stream_error)?;
     let mut out: Box<dyn Write> = if args.out == Path::new("-") {
         Box::new(io::stdout().lock())
     } else {
@@ -127,104 +83,53 @@ pub fn export(args: &ExportArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("cannot create {}", args.out.display()))?,
         )
     };
-    let bar = progress(length);
-    let result = read_in_order(device, args.offset, end, readers(), |data| {
-        out.write_all(data)?;
-        if let Some(bar) = &bar {
-            bar.inc(data.len() as u64);
-        }
-        Ok(())
-    })
-    .map_err(anyhow::Error::from);
+    let bar = progress(range.end - range.start);
+    let result = stream::export(device, range, &mut out, readers(), ticker(bar.as_ref()));
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
     // A reader that went away (`| head`) ends the command quietly in main.
-    result
-        .and_then(|()| out.flush().map_err(Into::into))
-        .with_context(|| format!("cannot write {}", args.out.display()))
+    result.map_err(stream_error).with_context(|| format!("cannot write {}", args.out.display()))?;
+    Ok(())
 }
 
 pub fn import(args: &ImportArgs) -> anyhow::Result<()> {
-    if args.input == Path::new("-") && args.key.key_file.as_deref() == Some(Path::new("-")) {
+    let stdin = args.input == Path::new("-");
+    if stdin && args.key.key_file.as_deref() == Some(Path::new("-")) {
         return Err(UsageError(
             "standard input cannot hold both the key file (--key-file -) and the data (IN -)"
                 .into(),
         )
         .into());
     }
-    let mut input: Box<dyn Read + Send> = if args.input == Path::new("-") {
-        Box::new(io::stdin())
+    let (mut input, input_len): (Box<dyn Read + Send>, _) = if stdin {
+        (Box::new(io::stdin()), None)
     } else {
-        Box::new(
-            File::open(&args.input)
-                .with_context(|| format!("cannot open {}", args.input.display()))?,
-        )
-    };
-    let input_len = if args.input == Path::new("-") {
-        None
-    } else {
-        Some(std::fs::metadata(&args.input)?.len())
+        let file = File::open(&args.input)
+            .with_context(|| format!("cannot open {}", args.input.display()))?;
+        let len = file.metadata()?.len();
+        (Box::new(file), Some(len))
     };
     let volume = open_volume(&args.volume, &args.key, &args.tokens, false)?;
     let device = volume.device();
-    let size = device.len();
-    if args.offset > size {
-        return Err(UsageError(format!(
-            "--offset {} lies beyond the volume ({size} bytes)",
-            args.offset
-        ))
-        .into());
-    }
-    let room = size - args.offset;
-    if let Some(len) = input_len {
-        if len > room {
-            return Err(UsageError(format!(
-                "{} ({len} bytes) does not fit in the volume ({room} bytes from offset {})",
-                args.input.display(),
-                args.offset
-            ))
-            .into());
-        }
-    }
-    let bar = progress(input_len.unwrap_or(room));
-    let produce = |buffer: &mut Vec<u8>| -> anyhow::Result<bool> {
-        buffer.resize(CHUNK, 0);
-        let mut filled = 0;
-        while filled < CHUNK {
-            match input.read(&mut buffer[filled..]) {
-                Ok(0) => break,
-                Ok(n) => filled += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e).context("cannot read the input"),
-            }
-        }
-        buffer.truncate(filled);
-        Ok(filled > 0)
-    };
-    let mut position = args.offset;
-    let result = pipeline(produce, |data| {
-        if data.len() as u64 > size - position {
-            return Err(UsageError(format!(
-                "the input is larger than the volume ({room} bytes from offset {}); the first {} bytes were written",
-                args.offset,
-                position - args.offset
-            ))
-            .into());
-        }
-        device
-            .write_at(data, position)
-            .with_context(|| format!("cannot write the volume at byte {position}"))?;
-        position += data.len() as u64;
-        if let Some(bar) = &bar {
-            bar.inc(data.len() as u64);
-        }
-        Ok(())
-    });
+    let bar = progress(input_len.unwrap_or(device.len().saturating_sub(args.offset)));
+    let name = args.input.display().to_string();
+    let result =
+        stream::import(&mut input, &name, input_len, device, args.offset, ticker(bar.as_ref()));
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    result?;
-    device.flush().context("cannot flush the volume")?;
+    result.map_err(stream_error)?;
     Ok(())
+}
+
+/// A range or an input that does not fit is the user's to fix.
+fn stream_error(error: StreamError) -> anyhow::Error {
+    match error {
+        StreamError::Refused(message) => UsageError(message).into(),
+        // The io::Error itself, so that a reader gone away (`| head`) is
+        // recognised in main.
+        StreamError::Io(error) => error.into(),
+        other => other.into(),
+    }
 }

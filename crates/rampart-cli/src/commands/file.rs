@@ -14,7 +14,6 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Context;
-use indicatif::ProgressBar;
 use rampart_crypto::{Argon2Params, Argon2Variant, SecretBytes};
 use rampart_file::openssl::{self, Cipher, Kdf};
 use rampart_file::output::{is_stdio, Output, OutputError};
@@ -25,7 +24,7 @@ use rampart_luks::{KdfParams, LuksVersion, PbkdfKind};
 use serde_json::json;
 
 use crate::cli::{DecryptArgs, EncryptArgs};
-use crate::commands::copy::progress;
+use crate::commands::copy::{progress, ticker};
 use crate::commands::header::pbkdf_choice;
 use crate::commands::keysource::Kms;
 use crate::commands::kms::{bundle_path, ClientArgs};
@@ -163,15 +162,6 @@ fn open_input(path: &Path) -> anyhow::Result<(Box<dyn Read + Send>, Option<u64>)
     let meta = file.metadata()?;
     let size = meta.is_file().then_some(meta.len());
     Ok((Box::new(file), size))
-}
-
-/// Advances the progress bar, when there is one.
-fn ticker(bar: Option<&ProgressBar>) -> impl Fn(u64) + Sync + '_ {
-    move |n| {
-        if let Some(bar) = bar {
-            bar.inc(n);
-        }
-    }
 }
 
 fn print_summary(to_stdout: bool, value: &serde_json::Value) -> std::io::Result<()> {

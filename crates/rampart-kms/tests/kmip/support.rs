@@ -5,67 +5,35 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use rampart_kms::deployment::{self, files, InitOptions, InitSeal};
-use rampart_kms::server::{Server, ServerOptions};
 use rampart_kms::store::Store;
+use rampart_kms::testing::{TestDeployment, TestServer};
 use rampart_kms::Bundle;
+
+use crate::common::TempDir;
 
 pub struct Deployment {
     pub dir: PathBuf,
     pub store: Arc<dyn Store>,
     pub kmip: String,
     pub admin: Bundle,
-    stop: Vec<tokio::sync::oneshot::Sender<()>>,
-}
-
-impl Drop for Deployment {
-    fn drop(&mut self) {
-        for stop in self.stop.drain(..) {
-            let _ = stop.send(());
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+    // Dropped in this order: the server stops, then its directory goes.
+    _server: TestServer,
+    _temp: TempDir,
 }
 
 impl Deployment {
     pub async fn new(tag: &str) -> Self {
-        let mut random = [0u8; 8];
-        rampart_crypto::fill_random(&mut random).unwrap();
-        let dir = std::env::temp_dir().join(format!("rampart-kmip-{tag}-{}", hex::encode(random)));
-        let data_dir = dir.join("data");
-        std::fs::create_dir_all(&data_dir).unwrap();
-        let rest = rampart_kms::server::bind("127.0.0.1:0").await.unwrap();
-        let kmip = rampart_kms::server::bind("127.0.0.1:0").await.unwrap();
-        let endpoint = format!("127.0.0.1:{}", rest.local_addr().unwrap().port());
-        let kmip_endpoint = format!("127.0.0.1:{}", kmip.local_addr().unwrap().port());
-        let store = rampart_kms::store::open(None, &data_dir).await.unwrap();
-        let opts = InitOptions {
-            data_dir: data_dir.clone(),
-            seal: InitSeal::File(data_dir.join(files::UNSEAL_KEY)),
-            sans: Vec::new(),
-            endpoints: vec![endpoint],
-            days: 30,
-        };
-        let outcome = deployment::init(&opts, store.as_ref()).await.unwrap();
-        let admin = Bundle::read(&outcome.admin_bundle).unwrap();
-        let server = Server::new(&ServerOptions::new(data_dir), Arc::clone(&store)).await.unwrap();
-        let mut stop = Vec::new();
-        for (listener, is_kmip) in [(rest, false), (kmip, true)] {
-            let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-            stop.push(tx);
-            let server = server.clone();
-            tokio::spawn(async move {
-                let shutdown = async {
-                    let _ = rx.await;
-                };
-                if is_kmip {
-                    server.run_kmip(listener, shutdown).await.unwrap();
-                } else {
-                    server.run(listener, shutdown).await.unwrap();
-                }
-            });
+        let temp = TempDir::new(&format!("kmip-{tag}"));
+        let how = TestDeployment { kmip: true, ..TestDeployment::default() };
+        let server = TestServer::start(&temp.path().join("data"), &how, |_| {}).await;
+        Self {
+            dir: temp.path().to_owned(),
+            store: Arc::clone(&server.store),
+            kmip: server.kmip.clone().unwrap(),
+            admin: server.admin.clone(),
+            _server: server,
+            _temp: temp,
         }
-        Self { dir, store, kmip: kmip_endpoint, admin, stop }
     }
 
     pub async fn audit_ops(&self) -> Vec<(String, String, String)> {

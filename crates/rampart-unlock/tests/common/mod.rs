@@ -4,14 +4,11 @@
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::sync::Arc;
 
 use rampart_crypto::{HashAlg, SecretBytes};
 use rampart_kms::client::KmsClient;
-use rampart_kms::deployment::{self, files, InitOptions, InitSeal};
 use rampart_kms::model::Labels;
-use rampart_kms::server::{Server, ServerOptions};
-use rampart_kms::Bundle;
+use rampart_kms::testing::{TestDeployment, TestServer};
 use rampart_luks::{FormatOptions, Luks, MemoryIo, PbkdfChoice};
 use rampart_test_support::TempDir;
 use rampart_unlock::{Error, Prompter};
@@ -22,18 +19,10 @@ pub const PASSPHRASE: &[u8] = b"correct horse";
 /// A running key server with a key `vol` that the client `host` may use
 /// and the client `stranger` may not.
 pub struct KeyServer {
-    pub dir: TempDir,
+    // Dropped first: the server stops before its runtime and directory go.
+    server: TestServer,
     runtime: tokio::runtime::Runtime,
-    admin: Bundle,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-}
-
-impl Drop for KeyServer {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
+    pub dir: TempDir,
 }
 
 impl KeyServer {
@@ -45,35 +34,9 @@ impl KeyServer {
             .build()
             .unwrap();
         let data_dir = dir.path().join("data");
-        std::fs::create_dir_all(&data_dir).unwrap();
-        let (admin, stop) = runtime.block_on(async {
-            let listener = rampart_kms::server::bind("127.0.0.1:0").await.unwrap();
-            let endpoint = format!("127.0.0.1:{}", listener.local_addr().unwrap().port());
-            let store = rampart_kms::store::open(None, &data_dir).await.unwrap();
-            let opts = InitOptions {
-                data_dir: data_dir.clone(),
-                seal: InitSeal::File(data_dir.join(files::UNSEAL_KEY)),
-                sans: Vec::new(),
-                endpoints: vec![endpoint],
-                days: 30,
-            };
-            let outcome = deployment::init(&opts, store.as_ref()).await.unwrap();
-            let admin = Bundle::read(&outcome.admin_bundle).unwrap();
-            let server = Server::new(&ServerOptions::new(data_dir.clone()), Arc::clone(&store))
-                .await
-                .unwrap();
-            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-            tokio::spawn(async move {
-                server
-                    .run(listener, async {
-                        let _ = stopped.await;
-                    })
-                    .await
-                    .unwrap();
-            });
-            (admin, stop)
-        });
-        let server = Self { dir, runtime, admin, stop: Some(stop) };
+        let server =
+            runtime.block_on(TestServer::start(&data_dir, &TestDeployment::default(), |_| {}));
+        let server = Self { server, runtime, dir };
         server.admin(|admin| async move {
             admin.create_key("vol", &["client:host".into()], false).await.unwrap();
         });
@@ -82,7 +45,7 @@ impl KeyServer {
 
     /// Runs `call` with an admin client.
     pub fn admin<F: std::future::Future<Output = ()>>(&self, call: impl FnOnce(KmsClient) -> F) {
-        let admin = KmsClient::new(&self.admin).unwrap();
+        let admin = KmsClient::new(&self.server.admin).unwrap();
         self.runtime.block_on(call(admin));
     }
 
@@ -92,8 +55,8 @@ impl KeyServer {
         if path.exists() {
             return path;
         }
-        let admin = KmsClient::new(&self.admin).unwrap();
-        let endpoints = self.admin.endpoints.clone();
+        let admin = KmsClient::new(&self.server.admin).unwrap();
+        let endpoints = self.server.admin.endpoints.clone();
         let bundle = self
             .runtime
             .block_on(admin.issue_client(name, &Labels::default(), false, Some(7), endpoints))
