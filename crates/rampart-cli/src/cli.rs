@@ -249,9 +249,10 @@ pub struct ServeArgs {
     /// PEM CA certificates; clients must then present a certificate signed by one.
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_client_ca: Option<PathBuf>,
-    /// TLS policy: required (default with a certificate), on (offered), off.
-    #[arg(long, value_name = "MODE")]
-    pub tls: Option<String>,
+    /// TLS policy: required (the default with a certificate), on (offered
+    /// to clients that ask), off.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub tls: Option<ServeTlsArg>,
     /// After each TLS handshake over TCP, hand the session's record
     /// encryption to the Linux kernel (kTLS): replies go from the server's
     /// buffers into the socket with no user-space TLS copy. Needs the
@@ -603,6 +604,15 @@ pub enum ResilienceArg {
     Journal,
     None,
     Datashift,
+}
+
+/// `serve --tls`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ServeTlsArg {
+    #[value(alias = "require")]
+    Required,
+    On,
+    Off,
 }
 
 /// `--hash`, `reencrypt --resilience-hash`.

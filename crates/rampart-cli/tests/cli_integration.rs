@@ -1,8 +1,7 @@
 //! The `rampart` binary's integration tests (real peers: cryptsetup,
 //! qemu, nbdkit, libnbd, fio, PostgreSQL, PyKMIP, Chromium), one module
-//! per file beside this one, built as a single test binary: 45 binaries
-//! of their own, each linked with thin LTO, took over a quarter of an
-//! hour of the 2-core build machine's test build.
+//! per file beside this one, built as a single test binary: one link
+//! (thin LTO) instead of one per file.
 // A failed set-up step in a test or a helper should panic.
 #![allow(clippy::unwrap_used)]
 

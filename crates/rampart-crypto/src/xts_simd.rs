@@ -1588,13 +1588,10 @@ pub(crate) fn register_ceiling(rounds: usize, seconds: f64) -> Option<crate::Cei
     })
 }
 
-/// Independent AES chains of the ceiling loops. Zen 5 (this project's
-/// first build machine) retires one 512-bit VAESENC per cycle with a latency of
-/// four, so four chains already saturate it; 4, 8, 12, 16 and 24 chains
-/// measured the same (within 1%), and 256-bit VAESENC (two per cycle) the
-/// same bytes per cycle. Twelve covers cores with longer latency or more
-/// AES units while staying within the 16 registers of AVX2 and SSE with the
-/// key beside them (no spills).
+/// Independent AES chains of the ceiling loops: enough to cover the AES
+/// latency of every core measured (Zen 5 saturates at four), while staying
+/// within the 16 registers of AVX2 and SSE with the key beside them (no
+/// spills).
 const CEILING_CHAINS: usize = 12;
 
 /// One ceiling loop per vector width: `iterations` × ([`CEILING_CHAINS`]

@@ -1,7 +1,6 @@
 //! The key manager's integration tests, one module per file beside this
-//! one, built as a single test binary: each file linked as a binary of
-//! its own took about three minutes (the whole server, thin LTO) on the
-//! 2-core build machine, eight of them most of the test build.
+//! one, built as a single test binary: one link of the whole server (thin
+//! LTO) instead of one per file.
 // A failed set-up step in a test or a helper should panic.
 #![allow(clippy::unwrap_used)]
 

@@ -1,7 +1,7 @@
 //! The LUKS crate's integration tests (the header corpus, cryptsetup
 //! interoperability, crash safety), one module per file beside this one,
 //! built as a single test binary: one link (thin LTO) instead of one per
-//! file on the 2-core build machine.
+//! file.
 // A failed set-up step in a test or a helper should panic.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 

@@ -1,7 +1,7 @@
 //! The volume crate's integration tests (the crypt layer against
 //! cryptsetup, crash trials of every write path), one module per file
 //! beside this one, built as a single test binary: one link (thin LTO)
-//! instead of one per file on the 2-core build machine.
+//! instead of one per file.
 // A failed set-up step in a test or a helper should panic.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
