@@ -5,13 +5,13 @@
 use std::path::Path;
 
 use rampart_crypto::{random_secret, SecretBytes};
-use rampart_luks::{DataCipher, FormatOptions, Luks, MemoryIo, Resilience};
+use rampart_luks::{DataCipher, Luks, Resilience};
 use rampart_unlock::{
     bind_volume, bound_tokens, plan_keyslots, start_reencryption, Binding, Kms, NewKeyShape,
     NewKeyslots,
 };
 
-use crate::common::{fast_pbkdf, volume, KeyServer, PASSPHRASE};
+use crate::common::{fast_pbkdf, volume, volume_with_keyslots, KeyServer, PASSPHRASE};
 
 const VOLUME: &str = "/dev/test-volume";
 
@@ -23,18 +23,6 @@ fn shape(pbkdf: &rampart_luks::PbkdfChoice) -> NewKeyShape<'_> {
         pbkdf,
         bound_pbkdf: pbkdf,
     }
-}
-
-/// A volume with room for the new keyslots beside the old ones.
-fn roomy_volume() -> (MemoryIo, Luks, SecretBytes) {
-    let io = MemoryIo::new(8 << 20);
-    let opts = FormatOptions {
-        pbkdf: fast_pbkdf(),
-        keyslots_size: Some(4 << 20),
-        ..FormatOptions::default()
-    };
-    let (luks, key) = Luks::format(&io, &opts, PASSPHRASE).unwrap();
-    (io, luks, key)
 }
 
 fn passphrase(bytes: &[u8]) -> SecretBytes {
@@ -65,7 +53,7 @@ fn keyslots_whose_passphrase_was_not_given_are_refused_not_lost() {
 
 #[test]
 fn each_keyslot_the_passphrase_opens_gets_a_twin_under_the_new_key() {
-    let (io, mut luks, old_key) = roomy_volume();
+    let (io, mut luks, old_key) = volume_with_keyslots(4 << 20);
     let given = passphrase(PASSPHRASE);
     luks.add_keyslot(&io, &old_key, PASSPHRASE, &fast_pbkdf(), Some(2)).unwrap();
     luks.add_keyslot(&io, &old_key, b"not given", &fast_pbkdf(), Some(5)).unwrap();

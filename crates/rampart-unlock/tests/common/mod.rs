@@ -74,10 +74,15 @@ pub fn fast_pbkdf() -> PbkdfChoice {
 /// A LUKS2 volume in memory whose keyslot 0 opens with [`PASSPHRASE`];
 /// returns it with its volume key.
 pub fn volume() -> (MemoryIo, Luks, SecretBytes) {
-    let io = MemoryIo::new(4 << 20);
+    volume_with_keyslots(1 << 20)
+}
+
+/// [`volume`] with a keyslots area of `size` bytes (room for more keyslots).
+pub fn volume_with_keyslots(size: u64) -> (MemoryIo, Luks, SecretBytes) {
+    let io = MemoryIo::new(usize::try_from(size).unwrap() + (3 << 20));
     let opts = FormatOptions {
         pbkdf: fast_pbkdf(),
-        keyslots_size: Some(1 << 20),
+        keyslots_size: Some(size),
         ..FormatOptions::default()
     };
     let (luks, key) = Luks::format(&io, &opts, PASSPHRASE).unwrap();
