@@ -6,19 +6,25 @@
 //! [`SqliteStore`] is the default (one file, `DIR/kms.db`);
 //! [`PostgresStore`] lets several servers share one database.
 //!
-//! One store logic over two backends. What both stores share is written
-//! once: the schema and its migrations (`schema`), the SQL text (`sql`,
-//! in PostgreSQL's spelling, spelled for SQLite once per statement), the
-//! decoding of rows into the model (`rows`, over a row of either driver)
-//! and the rules (`rules`: what is not found, what conflicts, which
-//! statement a state change runs, which audit segments a list probes).
-//! Each backend file keeps its I/O model (SQLite synchronous on a writer
-//! and a few readers, PostgreSQL async on a pool), its transactions, and
-//! the SQL only it can say: SQLite's `INDEXED BY`, WAL checkpoints and
-//! zeroed blobs; PostgreSQL's row locks, arrays, pipelined audit appends,
-//! grouped key reads and binary COPY.
+//! One store logic over two backends. The operations are written once
+//! (`logic`) over a small interface (`backend::Tx`: statements with
+//! parameters in a transaction, the dialect, and the few steps only one
+//! backend takes, such as shredding material or lifting the audit log's
+//! append-only guard for a prune). Beside them, written once too: the
+//! schema and its migrations (`schema`), the SQL text (`sql`, in
+//! PostgreSQL's spelling, spelled for SQLite once per statement), the
+//! decoding of rows (`rows`) and the verdicts (`rules`: what is not found,
+//! what conflicts, which audit segments a list probes). Each backend file
+//! keeps its I/O model (SQLite synchronous on a writer and a few readers,
+//! PostgreSQL async on a pool), how it opens and commits transactions,
+//! and the operations whose SQL only it can say: the list pages' queries
+//! shaped for its planner, key reads (SQLite's kept rows, PostgreSQL's
+//! grouped reads), audit appends, the chain walk (binary COPY on
+//! PostgreSQL) and the audit indexer.
 
+mod backend;
 mod copy_binary;
+mod logic;
 mod material_cache;
 mod postgres;
 mod rows;

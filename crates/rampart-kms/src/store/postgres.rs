@@ -26,8 +26,10 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, GenericClient, NoTls, Row, Statement};
 
+use super::backend::{Params, Tx};
 use super::copy_binary::CopyReader;
-use super::rows::{self, Columns};
+use super::logic::{self, to_i64};
+use super::rows;
 use super::rules;
 use super::schema::{base_schema, check_version, migrations_after, BASE_SCHEMA_VERSION};
 use super::sql::Dialect;
@@ -36,9 +38,9 @@ use super::sql::{
     CLIENT_COLUMNS_C,
 };
 use super::{
-    encode_labels, encode_policy, meta, name_range, segment_to_index, to_u32, to_u64, AuditDriver,
-    AuditFilter, ClientFilter, KeyFilter, KmipAttributeRow, KmipObject, MaterialRow,
-    ServerPresence, StateChange, Store, StoreFuture, AUDIT_CHAIN_COLUMNS, AUDIT_REFS_SEGMENT,
+    name_range, segment_to_index, to_u32, to_u64, AuditDriver, AuditFilter, ClientFilter,
+    KeyFilter, KmipAttributeRow, KmipObject, MaterialRow, ServerPresence, StateChange, Store,
+    StoreFuture, AUDIT_CHAIN_COLUMNS, AUDIT_REFS_SEGMENT,
 };
 use crate::audit::{seal_entry, ChainPage, ExportedEntry, Mark, GENESIS};
 use crate::error::{KmsError, Result};
@@ -46,47 +48,6 @@ use crate::keys::RootKey;
 use crate::model::{AuditDraft, AuditEntry, ClientInfo, KeyInfo, Labels};
 
 const POOL: usize = 4;
-
-fn to_i64(value: u64) -> i64 {
-    i64::try_from(value).unwrap_or(i64::MAX)
-}
-
-/// Parameters of a statement.
-type Params<'a> = [&'a (dyn ToSql + Sync)];
-
-/// The row of shared statement `sql`, decoded; `None` when it has none.
-async fn one<T>(
-    client: &impl GenericClient,
-    sql: &'static Sql,
-    params: &Params<'_>,
-    decode: impl FnOnce(&Row) -> Result<T>,
-) -> Result<Option<T>> {
-    client.query_opt(sql.postgres(), params).await?.as_ref().map(decode).transpose()
-}
-
-/// Every row of shared statement `sql`, decoded.
-async fn all<T>(
-    client: &impl GenericClient,
-    sql: &'static Sql,
-    params: &Params<'_>,
-    decode: impl Fn(&Row) -> Result<T>,
-) -> Result<Vec<T>> {
-    client.query(sql.postgres(), params).await?.iter().map(decode).collect()
-}
-
-/// Column 0 of the row of shared statement `sql`.
-async fn scalar<T: rows::Value>(
-    client: &impl GenericClient,
-    sql: &'static Sql,
-    params: &Params<'_>,
-) -> Result<Option<T>> {
-    one(client, sql, params, |r| Columns::get(r, 0)).await
-}
-
-/// Runs shared statement `sql`; how many rows it changed.
-async fn run(client: &impl GenericClient, sql: &'static Sql, params: &Params<'_>) -> Result<u64> {
-    Ok(client.execute(sql.postgres(), params).await?)
-}
 
 /// Serialises schema creation between servers starting at once.
 const MIGRATION_LOCK: i64 = 0x0072_616d_706b_6d73; // "rampkms"
@@ -382,54 +343,6 @@ async fn read_group(
     Ok(out)
 }
 
-async fn put_kmip_object(client: &impl GenericClient, o: &KmipObject) -> Result<()> {
-    let params: [&(dyn ToSql + Sync); 12] = [
-        &o.key,
-        &i64::from(o.version),
-        &i64::from(o.object_type),
-        &o.algorithm.map(i64::from),
-        &o.length.map(i64::from),
-        &o.usage_mask.map(i64::from),
-        &o.secret_type.map(i64::from),
-        &o.owner,
-        &o.activation_ms,
-        &o.deactivation_ms,
-        &o.compromise_occurrence_ms,
-        &i64::from(o.compromised),
-    ];
-    run(client, &sql::KMIP_OBJECT_PUT, &params).await?;
-    Ok(())
-}
-
-async fn insert_kmip_attribute(
-    client: &impl GenericClient,
-    key: &str,
-    a: &KmipAttributeRow,
-) -> Result<()> {
-    let params: [&(dyn ToSql + Sync); 5] =
-        [&key, &i64::from(a.version), &a.name, &i64::from(a.position), &a.value];
-    run(client, &sql::KMIP_ATTRIBUTE_INSERT, &params).await?;
-    Ok(())
-}
-
-/// Gives version `to` of `key` a copy of version `from`'s KMIP attributes
-/// (those it has not already), the Names moving.
-async fn inherit_kmip_attributes(
-    client: &impl GenericClient,
-    key: &str,
-    to: u32,
-    from: u32,
-) -> Result<()> {
-    run(client, &sql::KMIP_ATTRIBUTES_INHERIT, &[&key, &i64::from(to), &i64::from(from)]).await?;
-    keep_names_on(client, key, to).await
-}
-
-/// Moves a key's Names to version `to` (KMIP Re-key): the others lose theirs.
-async fn keep_names_on(client: &impl GenericClient, key: &str, to: u32) -> Result<()> {
-    run(client, &sql::KMIP_NAMES_KEEP, &[&key, &i64::from(to)]).await?;
-    Ok(())
-}
-
 /// The key material of many (name, version) pairs ($1, $2: arrays of the
 /// same length; a NULL version is the newest), each answer tagged with the
 /// pair's place (from 1); a pair without a key has no row.
@@ -628,136 +541,104 @@ impl<'a> SealedBatch<'a> {
     }
 }
 
-/// Up to `want` entries after `from` that pass `filter`, in order, found
-/// by `driver` (a condition ending in AND, or nothing: the sequence).
-async fn audit_rows(
-    client: &impl GenericClient,
-    driver: &str,
-    from: i64,
-    filter: &AuditFilter,
-    want: u32,
-) -> Result<Vec<AuditEntry>> {
-    let rows = client
-        .query(
-            &format!(
-                "SELECT {AUDIT_LIST_COLUMNS} FROM kms_audit a
-                 WHERE {driver} a.seq > $1 AND {AUDIT_LIST_FILTERS}
-                 ORDER BY a.seq LIMIT $8"
-            ),
-            &[
-                &from,
-                &filter.since_ms,
-                &filter.until_ms,
-                &filter.client,
-                &filter.key,
-                &filter.operation,
-                &filter.outcome,
-                &i64::from(want),
-            ],
-        )
-        .await?;
-    rows.iter().map(rows::audit_entry).collect()
+/// A PostgreSQL connection, or a transaction on it, as the store logic's
+/// [`Tx`].
+struct Pg<'a, C>(&'a C);
+
+/// A statement's parameters as tokio-postgres binds them.
+fn bind<'p>(params: &'p Params<'_>) -> Vec<&'p (dyn ToSql + Sync)> {
+    params.iter().map(|p| p.postgres()).collect()
 }
 
-async fn insert_client(client: &impl GenericClient, c: &ClientInfo) -> Result<()> {
-    // One statement writes the client and its labels (schema step 10).
-    let (keys, values): (Vec<&str>, Vec<&str>) =
-        c.labels.as_map().iter().map(|(k, v)| (k.as_str(), v.as_str())).unzip();
-    client
-        .execute(
-            "WITH c AS (
-                 INSERT INTO kms_clients (name, labels, admin, serial, fingerprint, created_ms,
-                     not_after_ms) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING name)
-             INSERT INTO kms_client_labels (label, value, name)
-                 SELECT unnest($8::TEXT[]), unnest($9::TEXT[]), c.name FROM c
-                 ON CONFLICT DO NOTHING",
-            &[
-                &c.name,
-                &encode_labels(&c.labels),
-                &c.admin,
-                &c.serial,
-                &c.fingerprint,
-                &c.created_ms,
-                &c.not_after_ms,
-                &keys,
-                &values,
-            ],
-        )
-        .await
-        .map_err(|e| map_unique(e, || rules::client_taken(&c.name)))?;
-    Ok(())
-}
+impl<C: GenericClient + Sync> Tx for Pg<'_, C> {
+    type Row<'r> = Row;
+    const DIALECT: Dialect = Dialect::Postgres;
 
-/// The selectors of a new key's policy, for the selector filter (schema
-/// step 9); in the key's transaction.
-async fn insert_selectors(client: &impl GenericClient, key: &KeyInfo) -> Result<()> {
-    let selectors: Vec<String> = key.allow.iter().map(ToString::to_string).collect();
-    client
-        .execute(
-            "INSERT INTO kms_key_selectors (selector, name) SELECT unnest($1::TEXT[]), $2
-             ON CONFLICT DO NOTHING",
-            &[&selectors, &key.name],
-        )
-        .await?;
-    Ok(())
-}
-
-/// Client `name`'s labels for the label filter (schema step 10), in place
-/// of those it had; in the transaction that writes them.
-async fn put_labels(client: &impl GenericClient, name: &str, labels: &Labels) -> Result<()> {
-    let (keys, values): (Vec<&str>, Vec<&str>) =
-        labels.as_map().iter().map(|(k, v)| (k.as_str(), v.as_str())).unzip();
-    client.execute("DELETE FROM kms_client_labels WHERE name = $1", &[&name]).await?;
-    client
-        .execute(
-            "INSERT INTO kms_client_labels (label, value, name)
-             SELECT unnest($1::TEXT[]), unnest($2::TEXT[]), $3",
-            &[&keys, &values, &name],
-        )
-        .await?;
-    Ok(())
-}
-
-/// Inserts key `key` and its version 1, in the caller's transaction.
-async fn insert_key(tx: &impl GenericClient, key: &KeyInfo, material: &[u8]) -> Result<()> {
-    let params: [&(dyn ToSql + Sync); 4] =
-        [&key.name, &key.exportable, &encode_policy(&key.allow), &key.created_ms];
-    tx.execute(sql::KEY_INSERT.postgres(), &params)
-        .await
-        .map_err(|e| map_unique(e, || rules::key_taken(&key.name)))?;
-    run(tx, &sql::FIRST_VERSION_INSERT, &[&key.name, &key.created_ms, &material]).await?;
-    insert_selectors(tx, key).await
-}
-
-/// Inserts version `version` of key `name`, the newest plus one, the
-/// key's row locked against a concurrent rotation.
-async fn insert_version(
-    tx: &impl GenericClient,
-    name: &str,
-    version: u32,
-    created_ms: i64,
-    material: &[u8],
-) -> Result<()> {
-    let locked =
-        tx.query_opt("SELECT 1 FROM kms_keys WHERE name = $1 FOR UPDATE", &[&name]).await?;
-    if locked.is_none() {
-        return Err(rules::key_not_found(name));
+    async fn rows<T>(
+        &self,
+        text: &str,
+        params: &Params<'_>,
+        mut decode: impl FnMut(&Self::Row<'_>) -> Result<T>,
+    ) -> Result<Vec<T>> {
+        self.0.query(text, &bind(params)).await?.iter().map(&mut decode).collect()
     }
-    let newest: Option<i64> = scalar(tx, &sql::NEWEST_VERSION, &[&name]).await?.flatten();
-    rules::check_next_version(name, newest.unwrap_or(0), version)?;
-    let params: [&(dyn ToSql + Sync); 4] = [&name, &i64::from(version), &created_ms, &material];
-    run(tx, &sql::VERSION_INSERT, &params).await?;
-    Ok(())
+
+    async fn execute(&self, text: &str, params: &Params<'_>) -> Result<u64> {
+        Ok(self.0.execute(text, &bind(params)).await?)
+    }
+
+    async fn insert(
+        &self,
+        sql: &'static Sql,
+        params: &Params<'_>,
+        what: impl FnOnce() -> String,
+    ) -> Result<u64> {
+        self.0.execute(sql.postgres(), &bind(params)).await.map_err(|e| map_unique(e, what))
+    }
+
+    async fn shred_material(&self, _name: &str, _version: Option<i64>) -> Result<()> {
+        // The dead row versions that still hold it go with the VACUUM
+        // after the commit.
+        Ok(())
+    }
+
+    async fn lock_audit_head(&self) -> Result<()> {
+        self.0.execute("SELECT 1 FROM kms_audit_head WHERE id = 1 FOR UPDATE", &[]).await?;
+        Ok(())
+    }
+
+    async fn lift_audit_guard(&self) -> Result<bool> {
+        // ALTER TABLE is transactional and locks the table until the
+        // commit, when the guard is back.
+        let guarded = self
+            .0
+            .query_opt(
+                "SELECT 1 FROM pg_trigger WHERE tgname = 'kms_audit_no_change'
+                 AND tgrelid = 'kms_audit'::regclass",
+                &[],
+            )
+            .await?
+            .is_some();
+        if guarded {
+            self.0
+                .batch_execute("ALTER TABLE kms_audit DISABLE TRIGGER kms_audit_no_change")
+                .await?;
+        }
+        Ok(guarded)
+    }
+
+    async fn restore_audit_guard(&self, lifted: bool) -> Result<()> {
+        if lifted {
+            self.0
+                .batch_execute("ALTER TABLE kms_audit ENABLE TRIGGER kms_audit_no_change")
+                .await?;
+        }
+        Ok(())
+    }
 }
 
-/// Key `name` with its versions.
-async fn load_key(client: &Client, name: &str) -> Result<Option<KeyInfo>> {
-    let Some(mut key) = one(client, &sql::KEY_ROW, &[&name], rows::key).await? else {
-        return Ok(None);
-    };
-    key.versions = all(client, &sql::KEY_VERSIONS, &[&name], |r| rows::version(r, 1)).await?;
-    key.versions.sort_by_key(|v| v.version);
-    Ok(Some(key))
+/// `$body` run by the store logic on a pooled connection (`$tx`).
+macro_rules! on_connection {
+    ($store:expr, |$tx:ident| $body:expr) => {{
+        let mut lease = $store.lease().await?;
+        let $tx = &Pg::<Client>(lease.client()?);
+        $body.await
+    }};
+}
+
+/// `$body` run by the store logic in a new transaction (`$tx`), committed
+/// when it succeeds.
+macro_rules! in_transaction {
+    ($store:expr, |$tx:ident| $body:expr) => {{
+        let mut lease = $store.lease().await?;
+        let transaction = lease.client()?.transaction().await?;
+        let value = {
+            let $tx = &Pg(&transaction);
+            $body.await?
+        };
+        transaction.commit().await?;
+        Ok::<_, KmsError>(value)
+    }};
 }
 
 impl Store for PostgresStore {
@@ -766,10 +647,7 @@ impl Store for PostgresStore {
     }
 
     fn get_meta(&self, name: &'static str) -> StoreFuture<'_, Option<Vec<u8>>> {
-        Box::pin(async move {
-            let mut lease = self.lease().await?;
-            scalar(lease.client()?, &sql::META_GET, &[&name]).await
-        })
+        Box::pin(async move { on_connection!(self, |tx| logic::get_meta(tx, name)) })
     }
 
     fn initialize(
@@ -778,29 +656,15 @@ impl Store for PostgresStore {
         admin: ClientInfo,
     ) -> StoreFuture<'_, ()> {
         Box::pin(async move {
-            let mut lease = self.lease().await?;
-            let tx = lease.client()?.transaction().await?;
-            tx.execute("LOCK TABLE kms_meta IN EXCLUSIVE MODE", &[]).await?;
-            let exists =
-                scalar::<i32>(&tx, &sql::META_EXISTS, &[&meta::ROOT_CHECK]).await?.is_some();
-            rules::check_not_initialised(exists)?;
-            for (name, value) in &entries {
-                run(&tx, &sql::META_INSERT, &[name, value]).await?;
-            }
-            insert_client(&tx, &admin).await?;
-            tx.commit().await?;
-            Ok(())
+            in_transaction!(self, |tx| async {
+                tx.0.execute("LOCK TABLE kms_meta IN EXCLUSIVE MODE", &[]).await?;
+                logic::initialize(tx, &entries, &admin).await
+            })
         })
     }
 
     fn create_key(&self, key: KeyInfo, material: Vec<u8>) -> StoreFuture<'_, ()> {
-        Box::pin(async move {
-            let mut lease = self.lease().await?;
-            let tx = lease.client()?.transaction().await?;
-            insert_key(&tx, &key, &material).await?;
-            tx.commit().await?;
-            Ok(())
-        })
+        Box::pin(async move { in_transaction!(self, |tx| logic::insert_key(tx, &key, &material)) })
     }
 
     fn key_page(
@@ -886,10 +750,7 @@ impl Store for PostgresStore {
     }
 
     fn get_key(&self, name: String) -> StoreFuture<'_, Option<KeyInfo>> {
-        Box::pin(async move {
-            let mut lease = self.lease().await?;
-            load_key(lease.client()?, &name).await
-        })
+        Box::pin(async move { on_connection!(self, |tx| logic::load_key(tx, &name)) })
     }
 
     fn key_material(
@@ -914,11 +775,9 @@ impl Store for PostgresStore {
         material: Vec<u8>,
     ) -> StoreFuture<'_, ()> {
         Box::pin(async move {
-            let mut lease = self.lease().await?;
-            let tx = lease.client()?.transaction().await?;
-            insert_version(&tx, &name, version, created_ms, &material).await?;
-            tx.commit().await?;
-            Ok(())
+            in_transaction!(self, |tx| logic::insert_version(
+                tx, &name, version, created_ms, &material
+            ))
         })
     }
 
@@ -930,41 +789,27 @@ impl Store for PostgresStore {
         changed_ms: i64,
     ) -> StoreFuture<'_, u32> {
         Box::pin(async move {
-            let mut lease = self.lease().await?;
-            let client = lease.client()?;
-            let number = version.map(i64::from);
-            let tx = client.transaction().await?;
-            let found = scalar(&tx, &sql::VERSIONS_COUNT, &[&name, &number]).await?.unwrap_or(0);
-            rules::check_versions_found(found, &name, version)?;
-            let update = change.statement();
-            let changed = match &change {
-                StateChange::Revoke { reason } => {
-                    run(&tx, update, &[&name, &number, reason, &changed_ms]).await?
-                }
-                StateChange::Destroy => run(&tx, update, &[&name, &number, &changed_ms]).await?,
-            };
-            tx.commit().await?;
+            let changed: u32 = in_transaction!(self, |tx| logic::change_state(
+                tx, &name, version, &change, changed_ms
+            ))?;
             if change == StateChange::Destroy {
                 // Remove the dead row versions that still hold the material.
-                if let Err(error) = client.batch_execute("VACUUM kms_key_versions").await {
+                let mut lease = self.lease().await?;
+                if let Err(error) = lease.client()?.batch_execute("VACUUM kms_key_versions").await {
                     tracing::warn!("VACUUM after destroy failed: {error}");
                 }
             }
-            Ok(u32::try_from(changed).unwrap_or(u32::MAX))
+            Ok(changed)
         })
     }
 
     fn add_client(&self, client: ClientInfo) -> StoreFuture<'_, ()> {
-        Box::pin(async move {
-            let mut lease = self.lease().await?;
-            insert_client(lease.client()?, &client).await
-        })
+        Box::pin(async move { in_transaction!(self, |tx| logic::insert_client(tx, &client)) })
     }
 
     fn client_by_fingerprint(&self, fingerprint: String) -> StoreFuture<'_, Option<ClientInfo>> {
         Box::pin(async move {
-            let mut lease = self.lease().await?;
-            one(lease.client()?, &sql::CLIENT_BY_FINGERPRINT, &[&fingerprint], rows::client).await
+            on_connection!(self, |tx| logic::client_by_fingerprint(tx, &fingerprint))
         })
     }
 
@@ -975,25 +820,14 @@ impl Store for PostgresStore {
         revoked_ms: i64,
     ) -> StoreFuture<'_, ClientInfo> {
         Box::pin(async move {
-            let mut lease = self.lease().await?;
-            let client = lease.client()?;
-            run(&*client, &sql::CLIENT_REVOKE, &[&name, &revoked_ms, &reason]).await?;
-            let found = one(&*client, &sql::CLIENT_BY_NAME, &[&name], rows::client).await?;
-            rules::found_client(&name, found)
+            in_transaction!(self, |tx| logic::revoke_client(tx, &name, &reason, revoked_ms))
         })
     }
 
     fn set_client_labels(&self, name: String, labels: Labels) -> StoreFuture<'_, ClientInfo> {
-        Box::pin(async move {
-            let mut lease = self.lease().await?;
-            let tx = lease.client()?.transaction().await?;
-            let params: [&(dyn ToSql + Sync); 2] = [&name, &encode_labels(&labels)];
-            let found = one(&tx, &sql::CLIENT_SET_LABELS, &params, rows::client).await?;
-            let client = rules::found_client(&name, found)?;
-            put_labels(&tx, &name, &labels).await?;
-            tx.commit().await?;
-            Ok(client)
-        })
+        Box::pin(
+            async move { in_transaction!(self, |tx| logic::set_client_labels(tx, &name, &labels)) },
+        )
     }
 
     fn client_page(
@@ -1102,14 +936,13 @@ impl Store for PostgresStore {
             let mut out = Vec::new();
             match filter.driver() {
                 AuditDriver::Sequence => {
-                    out = audit_rows(&*client, "", after, &filter, limit).await?;
+                    out = logic::audit_scan(&Pg::<Client>(client), after, &filter, None, limit)
+                        .await?;
                 }
-                AuditDriver::Rare(column, _, condition) => {
-                    // The partial index's condition, repeated so the
-                    // planner may use it.
-                    let param = if column == "operation" { 6 } else { 7 };
-                    let driver = format!("a.{column} = ${param} AND a.{condition} AND");
-                    out = audit_rows(&*client, &driver, after, &filter, limit).await?;
+                AuditDriver::Rare(column, index, condition) => {
+                    let rare = Some((column, index, condition));
+                    out = logic::audit_scan(&Pg::<Client>(client), after, &filter, rare, limit)
+                        .await?;
                 }
                 AuditDriver::Refs(kind, value) => {
                     let tx = client
@@ -1118,10 +951,10 @@ impl Store for PostgresStore {
                         .read_only(true)
                         .start()
                         .await?;
-                    let done: i64 = scalar(&tx, &sql::AUDIT_REFS_DONE, &[]).await?.unwrap_or(0);
+                    let done: i64 = Pg(&tx).scalar(&sql::AUDIT_REFS_DONE, &[]).await?.unwrap_or(0);
                     if after < done {
                         let first =
-                            scalar(&tx, &sql::AUDIT_FIRST_AFTER, &[&after]).await?.flatten();
+                            Pg(&tx).scalar(&sql::AUDIT_FIRST_AFTER, &[&after]).await?.flatten();
                         let (mut seg, last) = rules::segments_to_probe(first, done);
                         // Segments probed per round trip: one, then
                         // doubling, so a key with many entries is answered
@@ -1174,7 +1007,8 @@ impl Store for PostgresStore {
                     }
                     if out.len() < limit as usize {
                         let want = limit - u32::try_from(out.len()).unwrap_or(limit);
-                        out.extend(audit_rows(&tx, "", after.max(done), &filter, want).await?);
+                        let from = after.max(done);
+                        out.extend(logic::audit_scan(&Pg(&tx), from, &filter, None, want).await?);
                     }
                     tx.commit().await?;
                 }
@@ -1195,7 +1029,7 @@ impl Store for PostgresStore {
                 .transpose()?
                 .unwrap_or(0);
             let done = to_u64(done, "audit reference mark")?;
-            let head: i64 = scalar(&tx, &sql::AUDIT_HEAD_SEQ, &[]).await?.unwrap_or(0);
+            let head: i64 = Pg(&tx).scalar(&sql::AUDIT_HEAD_SEQ, &[]).await?.unwrap_or(0);
             let Some(end) = segment_to_index(done, to_u64(head, "audit sequence number")?) else {
                 return Ok(0);
             };
@@ -1243,70 +1077,33 @@ impl Store for PostgresStore {
     }
 
     fn audit_anchor(&self) -> StoreFuture<'_, Option<Mark>> {
-        Box::pin(async move {
-            let mut lease = self.lease().await?;
-            one(lease.client()?, &sql::AUDIT_ANCHOR, &[], rows::mark).await
-        })
+        Box::pin(async move { on_connection!(self, |tx| logic::audit_anchor(tx)) })
     }
 
     fn last_audit_checkpoint(&self) -> StoreFuture<'_, Option<Mark>> {
-        Box::pin(async move {
-            let mut lease = self.lease().await?;
-            one(lease.client()?, &sql::AUDIT_LAST_CHECKPOINT, &[], rows::mark).await
-        })
+        Box::pin(async move { on_connection!(self, |tx| logic::last_audit_checkpoint(tx)) })
     }
 
     fn server_checkin(&self, server: ServerPresence, forget_before_ms: i64) -> StoreFuture<'_, ()> {
         Box::pin(async move {
-            let mut lease = self.lease().await?;
-            let client = lease.client()?;
-            let params: [&(dyn ToSql + Sync); 6] = [
-                &server.id,
-                &server.host,
-                &server.address,
-                &server.version,
-                &server.started_ms,
-                &server.seen_ms,
-            ];
-            run(&*client, &sql::SERVER_CHECKIN, &params).await?;
-            run(&*client, &sql::SERVERS_FORGET, &[&forget_before_ms]).await?;
-            Ok(())
+            on_connection!(self, |tx| logic::server_checkin(tx, &server, forget_before_ms))
         })
     }
 
     fn servers_seen(&self, since_ms: i64) -> StoreFuture<'_, Vec<ServerPresence>> {
-        Box::pin(async move {
-            let mut lease = self.lease().await?;
-            all(lease.client()?, &sql::SERVERS_SEEN, &[&since_ms], rows::server).await
-        })
+        Box::pin(async move { on_connection!(self, |tx| logic::servers_seen(tx, since_ms)) })
     }
 
     fn add_audit_checkpoint(&self, mark: Mark) -> StoreFuture<'_, ()> {
-        Box::pin(async move {
-            let mut lease = self.lease().await?;
-            let params: [&(dyn ToSql + Sync); 4] =
-                [&to_i64(mark.seq), &mark.hash, &mark.time_ms, &mark.mac];
-            run(lease.client()?, &sql::AUDIT_CHECKPOINT_ADD, &params).await?;
-            Ok(())
-        })
+        Box::pin(async move { on_connection!(self, |tx| logic::add_audit_checkpoint(tx, &mark)) })
     }
 
     fn audit_seq_at(&self, until_ms: i64) -> StoreFuture<'_, Option<u64>> {
-        Box::pin(async move {
-            let mut lease = self.lease().await?;
-            let seq: Option<i64> =
-                scalar(lease.client()?, &sql::AUDIT_SEQ_AT, &[&until_ms]).await?.flatten();
-            seq.map(|s| to_u64(s, "audit sequence number")).transpose()
-        })
+        Box::pin(async move { on_connection!(self, |tx| logic::audit_seq_at(tx, until_ms)) })
     }
 
     fn audit_hash(&self, seq: u64) -> StoreFuture<'_, Option<String>> {
-        Box::pin(async move {
-            let mut lease = self.lease().await?;
-            let hash: Option<Vec<u8>> =
-                scalar(lease.client()?, &sql::AUDIT_HASH, &[&to_i64(seq)]).await?;
-            Ok(hash.map(hex::encode))
-        })
+        Box::pin(async move { on_connection!(self, |tx| logic::audit_hash(tx, seq)) })
     }
 
     fn record_audit_export(
@@ -1318,21 +1115,20 @@ impl Store for PostgresStore {
         time_ms: i64,
     ) -> StoreFuture<'_, ()> {
         Box::pin(async move {
-            let mut lease = self.lease().await?;
-            let params: [&(dyn ToSql + Sync); 5] =
-                [&to_i64(after_seq), &to_i64(until_seq), &until_hash, &time_ms, &client];
-            run(lease.client()?, &sql::AUDIT_EXPORT_RECORD, &params).await?;
-            Ok(())
+            on_connection!(self, |tx| logic::record_audit_export(
+                tx,
+                after_seq,
+                until_seq,
+                &until_hash,
+                &client,
+                time_ms
+            ))
         })
     }
 
     fn audit_export_covers(&self, after_seq: u64, until_seq: u64) -> StoreFuture<'_, bool> {
         Box::pin(async move {
-            let mut lease = self.lease().await?;
-            let params: [&(dyn ToSql + Sync); 2] = [&to_i64(after_seq), &to_i64(until_seq)];
-            let covered =
-                scalar::<i32>(lease.client()?, &sql::AUDIT_EXPORT_COVERS, &params).await?;
-            Ok(covered.is_some())
+            on_connection!(self, |tx| logic::audit_export_covers(tx, after_seq, until_seq))
         })
     }
 
@@ -1353,48 +1149,7 @@ impl Store for PostgresStore {
 
     fn prune_audit(&self, expected_anchor_seq: u64, anchor: Mark) -> StoreFuture<'_, u64> {
         Box::pin(async move {
-            let mut lease = self.lease().await?;
-            let tx = lease.client()?.transaction().await?;
-            // The head first, as appenders take it: no deadlock with them.
-            tx.execute("SELECT 1 FROM kms_audit_head WHERE id = 1 FOR UPDATE", &[]).await?;
-            let current: i64 = tx
-                .query_opt("SELECT seq FROM kms_audit_anchor WHERE id = 1 FOR UPDATE", &[])
-                .await?
-                .map(|r| r.try_get(0))
-                .transpose()?
-                .unwrap_or(0);
-            let seq = to_i64(anchor.seq);
-            let hash = scalar(&tx, &sql::AUDIT_HASH, &[&seq]).await?;
-            rules::check_prune(current, expected_anchor_seq, hash, &anchor)?;
-            // The append-only guard stands aside inside this transaction
-            // only (ALTER TABLE is transactional and locks the table until
-            // the commit, when the guard is back).
-            let guarded = tx
-                .query_opt(
-                    "SELECT 1 FROM pg_trigger WHERE tgname = 'kms_audit_no_change'
-                     AND tgrelid = 'kms_audit'::regclass",
-                    &[],
-                )
-                .await?
-                .is_some();
-            if guarded {
-                tx.batch_execute("ALTER TABLE kms_audit DISABLE TRIGGER kms_audit_no_change")
-                    .await?;
-            }
-            let removed = run(&tx, &sql::AUDIT_PRUNE_ENTRIES, &[&seq]).await?;
-            if guarded {
-                tx.batch_execute("ALTER TABLE kms_audit ENABLE TRIGGER kms_audit_no_change")
-                    .await?;
-            }
-            run(&tx, &sql::AUDIT_PRUNE_CHECKPOINTS, &[&seq]).await?;
-            let last = rules::segment_of(seq);
-            run(&tx, &sql::AUDIT_PRUNE_SEGMENTS, &[&last]).await?;
-            run(&tx, &sql::AUDIT_PRUNE_REFS, &[&last, &seq]).await?;
-            let params: [&(dyn ToSql + Sync); 4] =
-                [&seq, &anchor.hash, &anchor.time_ms, &anchor.mac];
-            run(&tx, &sql::AUDIT_ANCHOR_PUT, &params).await?;
-            tx.commit().await?;
-            Ok(removed)
+            in_transaction!(self, |tx| logic::prune_audit(tx, expected_anchor_seq, &anchor))
         })
     }
 
@@ -1405,10 +1160,7 @@ impl Store for PostgresStore {
         limit: u32,
     ) -> StoreFuture<'_, Vec<AuditEntry>> {
         Box::pin(async move {
-            let mut lease = self.lease().await?;
-            let params: [&(dyn ToSql + Sync); 3] =
-                [&to_i64(after_seq), &since_ms, &i64::from(limit)];
-            all(lease.client()?, &sql::AUDIT_PAGE, &params, rows::audit_entry).await
+            on_connection!(self, |tx| logic::audit_page(tx, after_seq, since_ms, limit))
         })
     }
 
@@ -1420,15 +1172,13 @@ impl Store for PostgresStore {
         attributes: Vec<KmipAttributeRow>,
     ) -> StoreFuture<'_, ()> {
         Box::pin(async move {
-            let mut lease = self.lease().await?;
-            let tx = lease.client()?.transaction().await?;
-            insert_key(&tx, &key, &material).await?;
-            put_kmip_object(&tx, &object).await?;
-            for a in &attributes {
-                insert_kmip_attribute(&tx, &key.name, a).await?;
-            }
-            tx.commit().await?;
-            Ok(())
+            in_transaction!(self, |tx| logic::kmip_create_key(
+                tx,
+                &key,
+                &material,
+                &object,
+                &attributes
+            ))
         })
     }
 
@@ -1440,47 +1190,28 @@ impl Store for PostgresStore {
         attributes: Vec<KmipAttributeRow>,
     ) -> StoreFuture<'_, ()> {
         Box::pin(async move {
-            let mut lease = self.lease().await?;
-            let tx = lease.client()?.transaction().await?;
-            let name = object.key.clone();
-            insert_version(&tx, &name, object.version, created_ms, &material).await?;
-            put_kmip_object(&tx, &object).await?;
-            for a in &attributes {
-                insert_kmip_attribute(&tx, &name, a).await?;
-            }
-            keep_names_on(&tx, &name, object.version).await?;
-            tx.commit().await?;
-            Ok(())
+            in_transaction!(self, |tx| logic::kmip_add_version(
+                tx,
+                &object,
+                created_ms,
+                &material,
+                &attributes
+            ))
         })
     }
 
     fn kmip_put_object(&self, object: KmipObject, inherit: Option<u32>) -> StoreFuture<'_, ()> {
-        Box::pin(async move {
-            let mut lease = self.lease().await?;
-            let Some(from) = inherit else {
-                return put_kmip_object(lease.client()?, &object).await;
-            };
-            let tx = lease.client()?.transaction().await?;
-            inherit_kmip_attributes(&tx, &object.key, object.version, from).await?;
-            put_kmip_object(&tx, &object).await?;
-            tx.commit().await?;
-            Ok(())
-        })
+        Box::pin(
+            async move { in_transaction!(self, |tx| logic::kmip_put_object(tx, &object, inherit)) },
+        )
     }
 
     fn kmip_object(&self, key: String, version: u32) -> StoreFuture<'_, Option<KmipObject>> {
-        Box::pin(async move {
-            let mut lease = self.lease().await?;
-            let params: [&(dyn ToSql + Sync); 2] = [&key, &i64::from(version)];
-            one(lease.client()?, &sql::KMIP_OBJECT_AT, &params, rows::kmip_object).await
-        })
+        Box::pin(async move { on_connection!(self, |tx| logic::kmip_object(tx, &key, version)) })
     }
 
     fn kmip_objects(&self) -> StoreFuture<'_, Vec<KmipObject>> {
-        Box::pin(async move {
-            let mut lease = self.lease().await?;
-            all(lease.client()?, &sql::KMIP_OBJECTS, &[], rows::kmip_object).await
-        })
+        Box::pin(async move { on_connection!(self, |tx| logic::kmip_objects(tx)) })
     }
 
     fn kmip_attributes(
@@ -1488,12 +1219,9 @@ impl Store for PostgresStore {
         key: String,
         version: Option<u32>,
     ) -> StoreFuture<'_, Vec<KmipAttributeRow>> {
-        Box::pin(async move {
-            let mut lease = self.lease().await?;
-            let version = version.map(i64::from);
-            let params: [&(dyn ToSql + Sync); 2] = [&key, &version];
-            all(lease.client()?, &sql::KMIP_ATTRIBUTES, &params, rows::kmip_attribute).await
-        })
+        Box::pin(
+            async move { on_connection!(self, |tx| logic::kmip_attributes(tx, &key, version)) },
+        )
     }
 
     fn kmip_set_attribute(
@@ -1505,18 +1233,9 @@ impl Store for PostgresStore {
         inherit: Option<u32>,
     ) -> StoreFuture<'_, ()> {
         Box::pin(async move {
-            let mut lease = self.lease().await?;
-            let tx = lease.client()?.transaction().await?;
-            if let Some(from) = inherit {
-                inherit_kmip_attributes(&tx, &key, version, from).await?;
-            }
-            run(&tx, &sql::KMIP_ATTRIBUTE_CLEAR, &[&key, &i64::from(version), &name]).await?;
-            for (position, value) in (0u32..).zip(values) {
-                let row = KmipAttributeRow { version, name: name.clone(), position, value };
-                insert_kmip_attribute(&tx, &key, &row).await?;
-            }
-            tx.commit().await?;
-            Ok(())
+            in_transaction!(self, |tx| logic::kmip_set_attribute(
+                tx, &key, version, &name, values, inherit
+            ))
         })
     }
 
@@ -1528,9 +1247,7 @@ impl Store for PostgresStore {
         limit: u32,
     ) -> StoreFuture<'_, Vec<String>> {
         Box::pin(async move {
-            let mut lease = self.lease().await?;
-            let params: [&(dyn ToSql + Sync); 4] = [&name, &value, &after, &i64::from(limit)];
-            all(lease.client()?, &sql::KMIP_FIND_PAGE, &params, |r| Columns::get(r, 0)).await
+            on_connection!(self, |tx| logic::kmip_find_page(tx, &name, &value, &after, limit))
         })
     }
 }

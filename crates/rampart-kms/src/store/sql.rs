@@ -5,9 +5,9 @@
 //! parameters, casts where PostgreSQL cannot infer a parameter's type,
 //! `COLLATE "C"` for byte order) and spelled for SQLite once, on first
 //! use ([`Sql::sqlite`]): `?N` parameters, no casts, no collation (byte
-//! order is SQLite's default). What only one store can say (SQLite's
-//! `INDEXED BY`, PostgreSQL's arrays, COPY and row locks) stays in its
-//! file.
+//! order is SQLite's default, no `FOR UPDATE`: its writer holds the
+//! whole database). What only one store can say (SQLite's `INDEXED BY`,
+//! PostgreSQL's arrays and COPY) stays in its file.
 
 use std::borrow::Cow;
 use std::sync::OnceLock;
@@ -48,11 +48,20 @@ impl Sql {
     pub(crate) fn sqlite(&'static self) -> &'static str {
         self.sqlite.get_or_init(|| to_sqlite(self.postgres).into_boxed_str())
     }
+
+    /// The text as `dialect` spells it.
+    pub(crate) fn spelled(&'static self, dialect: Dialect) -> &'static str {
+        match dialect {
+            Dialect::Postgres => self.postgres,
+            Dialect::Sqlite => self.sqlite(),
+        }
+    }
 }
 
-/// PostgreSQL's `$N` and `$N::TYPE` become `?N`; `COLLATE "C"` goes.
+/// PostgreSQL's `$N` and `$N::TYPE` become `?N`; `COLLATE "C"` and row
+/// locks (`FOR UPDATE`) go.
 fn to_sqlite(text: &str) -> String {
-    let text = text.replace(" COLLATE \"C\"", "");
+    let text = text.replace(" COLLATE \"C\"", "").replace(" FOR UPDATE", "");
     let mut out = String::with_capacity(text.len());
     let mut rest = text.as_str();
     while let Some(at) = rest.find('$') {
@@ -130,6 +139,12 @@ pub(crate) static META_EXISTS: Sql = Sql::new("SELECT 1 FROM kms_meta WHERE name
 pub(crate) static META_INSERT: Sql = Sql::new("INSERT INTO kms_meta (name, value) VALUES ($1, $2)");
 
 // Keys and versions.
+/// Key $1, its row locked against a concurrent rotation.
+pub(crate) static KEY_LOCK: Sql = Sql::new("SELECT 1 FROM kms_keys WHERE name = $1 FOR UPDATE");
+/// A selector of a new key's policy, for the selector filter (schema step 10).
+pub(crate) static KEY_SELECTOR_INSERT: Sql = Sql::new(
+    "INSERT INTO kms_key_selectors (selector, name) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+);
 pub(crate) static KEY_INSERT: Sql =
     Sql::new("INSERT INTO kms_keys (name, exportable, allow, created_ms) VALUES ($1, $2, $3, $4)");
 pub(crate) static FIRST_VERSION_INSERT: Sql = Sql::new(
@@ -167,6 +182,15 @@ pub(crate) static KEY_VERSIONS: Sql = Sql::new(
 );
 
 // Clients.
+pub(crate) static CLIENT_INSERT: Sql = Sql::new(
+    "INSERT INTO kms_clients (name, labels, admin, serial, fingerprint, created_ms, not_after_ms)
+     VALUES ($1, $2, $3, $4, $5, $6, $7)",
+);
+/// Client $1's labels for the label filter (schema step 10).
+pub(crate) static CLIENT_LABELS_CLEAR: Sql =
+    Sql::new("DELETE FROM kms_client_labels WHERE name = $1");
+pub(crate) static CLIENT_LABEL_INSERT: Sql =
+    Sql::new("INSERT INTO kms_client_labels (label, value, name) VALUES ($1, $2, $3)");
 pub(crate) static CLIENT_BY_FINGERPRINT: Sql =
     Sql::new(concat!("SELECT ", client_columns!(), " FROM kms_clients WHERE fingerprint = $1"));
 pub(crate) static CLIENT_BY_NAME: Sql =
@@ -258,6 +282,9 @@ pub(crate) static AUDIT_HEAD_SEQ: Sql = Sql::new("SELECT coalesce(max(seq), 0) F
 pub(crate) static AUDIT_REFS_DONE: Sql = Sql::new("SELECT seq FROM kms_audit_refs_done");
 pub(crate) static AUDIT_ANCHOR: Sql =
     Sql::new("SELECT seq, hash, time_ms, mac FROM kms_audit_anchor");
+/// The anchor's entry, locked until a prune commits.
+pub(crate) static AUDIT_ANCHOR_SEQ_LOCK: Sql =
+    Sql::new("SELECT seq FROM kms_audit_anchor WHERE id = 1 FOR UPDATE");
 pub(crate) static AUDIT_LAST_CHECKPOINT: Sql =
     Sql::new("SELECT seq, hash, time_ms, mac FROM kms_audit_checkpoints ORDER BY seq DESC LIMIT 1");
 /// One already recorded at the same entry (by another server) is kept.
@@ -304,12 +331,16 @@ mod tests {
     use super::to_sqlite;
 
     #[test]
-    fn sqlite_spelling_numbers_parameters_and_drops_casts_and_byte_collation() {
+    fn sqlite_spelling_numbers_parameters_and_drops_casts_byte_collation_and_row_locks() {
         assert_eq!(
             to_sqlite("a = $1 AND ($2::BIGINT IS NULL OR b = $2) AND c COLLATE \"C\" > $10"),
             "a = ?1 AND (?2 IS NULL OR b = ?2) AND c > ?10"
         );
         assert_eq!(to_sqlite("unnest($1::TEXT[]), $2"), "unnest(?1), ?2");
         assert_eq!(to_sqlite("SELECT 1"), "SELECT 1");
+        assert_eq!(
+            to_sqlite("SELECT 1 FROM t WHERE a = $1 FOR UPDATE"),
+            "SELECT 1 FROM t WHERE a = ?1"
+        );
     }
 }

@@ -14,10 +14,15 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use rusqlite::types::ValueRef;
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+use rusqlite::{
+    params, params_from_iter, Connection, OpenFlags, OptionalExtension, ParamsFromIter, ToSql,
+    TransactionBehavior,
+};
 
+use super::backend::{ready, Param, Params, Tx};
+use super::logic::{self, to_i64};
 use super::material_cache::MaterialCache;
-use super::rows::{self, Columns};
+use super::rows;
 use super::rules;
 use super::schema::{
     base_schema, check_version, migrations_after, BASE_SCHEMA_VERSION, SQLITE_AUDIT_NO_DELETE,
@@ -28,10 +33,9 @@ use super::sql::{
     CLIENT_COLUMNS_C,
 };
 use super::{
-    encode_labels, encode_policy, meta, name_range, segment_to_index, to_u32, to_u64, AuditDriver,
-    AuditFilter, ClientFilter, KeyFilter, KmipAttributeRow, KmipObject, MaterialRow,
-    ServerPresence, StateChange, Store, StoreFuture, AUDIT_CHAIN_COLUMNS, AUDIT_REFS_SEGMENT,
-    REF_CLIENT, REF_KEY,
+    name_range, segment_to_index, to_u32, to_u64, AuditDriver, AuditFilter, ClientFilter,
+    KeyFilter, KmipAttributeRow, KmipObject, MaterialRow, ServerPresence, StateChange, Store,
+    StoreFuture, AUDIT_CHAIN_COLUMNS, AUDIT_REFS_SEGMENT, REF_CLIENT, REF_KEY,
 };
 use crate::audit::{seal_entry, ChainPage, ExportedEntry, Mark, GENESIS};
 use crate::error::{KmsError, Result};
@@ -73,50 +77,6 @@ const WAL_SIZE_LIMIT_BYTES: i64 = 64 * 1024 * 1024;
 /// How long a destroy keeps trying to truncate the WAL ([`truncate_wal`]).
 const TRUNCATE_PATIENCE: Duration = Duration::from_secs(10);
 
-fn to_i64(value: u64) -> i64 {
-    i64::try_from(value).unwrap_or(i64::MAX)
-}
-
-/// The first row of shared statement `sql`, decoded; `None` when it has none.
-fn one<T>(
-    conn: &Connection,
-    sql: &'static Sql,
-    params: impl rusqlite::Params,
-    decode: impl FnOnce(&rusqlite::Row<'_>) -> Result<T>,
-) -> Result<Option<T>> {
-    let mut stmt = conn.prepare_cached(sql.sqlite())?;
-    let mut rows = stmt.query(params)?;
-    rows.next()?.map(decode).transpose()
-}
-
-/// Every row of `stmt`, decoded.
-fn all<T>(
-    stmt: &mut rusqlite::CachedStatement<'_>,
-    params: impl rusqlite::Params,
-    decode: impl Fn(&rusqlite::Row<'_>) -> Result<T>,
-) -> Result<Vec<T>> {
-    let mut rows = stmt.query(params)?;
-    let mut out = Vec::new();
-    while let Some(r) = rows.next()? {
-        out.push(decode(r)?);
-    }
-    Ok(out)
-}
-
-/// Column 0 of the first row of shared statement `sql`.
-fn scalar<T: rows::Value>(
-    conn: &Connection,
-    sql: &'static Sql,
-    params: impl rusqlite::Params,
-) -> Result<Option<T>> {
-    one(conn, sql, params, |r| Columns::get(r, 0))
-}
-
-/// Runs shared statement `sql`; how many rows it changed.
-fn run(conn: &Connection, sql: &'static Sql, params: impl rusqlite::Params) -> Result<usize> {
-    Ok(conn.prepare_cached(sql.sqlite())?.execute(params)?)
-}
-
 /// Appends `drafts` after the newest entry (or the anchor, when pruning
 /// removed every entry; or the genesis hash) in one transaction.
 fn append(
@@ -132,7 +92,7 @@ fn append(
         .optional()?;
     let (mut seq, mut prev) = match last {
         Some((seq, hash)) => (to_u64(seq, "audit sequence number")?, hash),
-        None => match one(&tx, &sql::AUDIT_ANCHOR, [], |r| rows::mark(r))? {
+        None => match ready(logic::audit_anchor(&Lite(&tx)))? {
             Some(anchor) => (anchor.seq, anchor.hash_bytes()?),
             None => (0, GENESIS.to_vec()),
         },
@@ -168,49 +128,6 @@ fn append(
     Ok(out)
 }
 
-/// The entries after `after` that pass
-/// `filter`, walked in sequence order or along a partial index, appended
-/// to `out` up to `limit` in all.
-fn audit_scan(
-    conn: &Connection,
-    after: i64,
-    filter: &AuditFilter,
-    rare: Option<(&str, &str, &str)>,
-    limit: u32,
-    out: &mut Vec<AuditEntry>,
-) -> Result<()> {
-    let (from, driver) = match rare {
-        Some((column, index, condition)) => (
-            format!("kms_audit a INDEXED BY {index}"),
-            format!(
-                "a.{column} = ${} AND a.{condition} AND",
-                if column == "operation" { 6 } else { 7 }
-            ),
-        ),
-        None => ("kms_audit a".to_owned(), String::new()),
-    };
-    let mut stmt = conn.prepare_cached(&Dialect::Sqlite.spell(&format!(
-        "SELECT {AUDIT_LIST_COLUMNS} FROM {from}
-         WHERE {driver} a.seq > $1 AND {AUDIT_LIST_FILTERS}
-         ORDER BY a.seq LIMIT $8"
-    )))?;
-    let want = limit.saturating_sub(u32::try_from(out.len()).unwrap_or(u32::MAX));
-    let mut rows = stmt.query(params![
-        after,
-        filter.since_ms,
-        filter.until_ms,
-        filter.client,
-        filter.key,
-        filter.operation,
-        filter.outcome,
-        want
-    ])?;
-    while let Some(r) = rows.next()? {
-        out.push(rows::audit_entry(r)?);
-    }
-    Ok(())
-}
-
 /// The reference rows of the entries after the indexed mark up to the end
 /// of their segment ([`segment_to_index`]), sorted as the table's key
 /// is, their names in one buffer (two rows an entry, a segment at most).
@@ -238,8 +155,8 @@ impl SegmentRefs {
     fn read(&mut self, conn: &Connection) -> Result<bool> {
         // One snapshot for the mark, the head and the entries.
         let tx = conn.unchecked_transaction()?;
-        let done: i64 = scalar(&tx, &sql::AUDIT_REFS_DONE, [])?.unwrap_or(0);
-        let head: i64 = scalar(&tx, &sql::AUDIT_HEAD_SEQ, [])?.unwrap_or(0);
+        let done: i64 = ready(Lite(&tx).scalar(&sql::AUDIT_REFS_DONE, &[]))?.unwrap_or(0);
+        let head: i64 = ready(Lite(&tx).scalar(&sql::AUDIT_HEAD_SEQ, &[]))?.unwrap_or(0);
         let done = to_u64(done, "audit reference mark")?;
         let Some(end) = segment_to_index(done, to_u64(head, "audit sequence number")?) else {
             return Ok(false);
@@ -624,68 +541,76 @@ static KEY_MATERIAL_ONE: Sql = Sql::new(concat!(
      ORDER BY v.version DESC LIMIT 1"
 ));
 
-fn put_kmip_object(conn: &Connection, o: &KmipObject) -> Result<()> {
-    run(
-        conn,
-        &sql::KMIP_OBJECT_PUT,
-        params![
-            o.key,
-            o.version,
-            o.object_type,
-            o.algorithm,
-            o.length,
-            o.usage_mask,
-            o.secret_type,
-            o.owner,
-            o.activation_ms,
-            o.deactivation_ms,
-            o.compromise_occurrence_ms,
-            i64::from(o.compromised),
-        ],
-    )?;
-    Ok(())
+/// A SQLite connection, or a transaction on it, as the store logic's [`Tx`].
+struct Lite<'c>(&'c Connection);
+
+/// A statement's parameters as rusqlite binds them.
+fn bind<'p>(params: &'p Params<'_>) -> ParamsFromIter<impl Iterator<Item = &'p dyn ToSql>> {
+    params_from_iter(params.iter().map(|p| p.sqlite()))
 }
 
-fn insert_kmip_attribute(conn: &Connection, key: &str, a: &KmipAttributeRow) -> Result<()> {
-    run(conn, &sql::KMIP_ATTRIBUTE_INSERT, params![key, a.version, a.name, a.position, a.value])?;
-    Ok(())
-}
+impl Tx for Lite<'_> {
+    type Row<'r> = rusqlite::Row<'r>;
+    const DIALECT: Dialect = Dialect::Sqlite;
 
-/// Gives version `to` of `key` a copy of version `from`'s KMIP attributes
-/// (those it has not already), the Names moving.
-fn inherit_kmip_attributes(conn: &Connection, key: &str, to: u32, from: u32) -> Result<()> {
-    run(conn, &sql::KMIP_ATTRIBUTES_INHERIT, params![key, to, from])?;
-    keep_names_on(conn, key, to)
-}
-
-/// Moves a key's Names to version `to` (KMIP Re-key): the others lose theirs.
-fn keep_names_on(conn: &Connection, key: &str, to: u32) -> Result<()> {
-    run(conn, &sql::KMIP_NAMES_KEEP, params![key, to])?;
-    Ok(())
-}
-
-/// The selectors of a new key's policy, for the selector filter (schema
-/// step 10); in the key's transaction.
-fn insert_selectors(conn: &Connection, key: &KeyInfo) -> Result<()> {
-    let mut stmt = conn.prepare_cached(
-        "INSERT OR IGNORE INTO kms_key_selectors (selector, name) VALUES (?1, ?2)",
-    )?;
-    for selector in &key.allow {
-        stmt.execute(params![selector.to_string(), key.name])?;
+    async fn rows<T>(
+        &self,
+        text: &str,
+        params: &Params<'_>,
+        mut decode: impl FnMut(&Self::Row<'_>) -> Result<T>,
+    ) -> Result<Vec<T>> {
+        let mut stmt = self.0.prepare_cached(text)?;
+        let mut rows = stmt.query(bind(params))?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next()? {
+            out.push(decode(r)?);
+        }
+        Ok(out)
     }
-    Ok(())
-}
 
-/// Client `name`'s labels for the label filter (schema step 10), in place
-/// of those it had; in the transaction that writes them.
-fn put_labels(conn: &Connection, name: &str, labels: &Labels) -> Result<()> {
-    conn.prepare_cached("DELETE FROM kms_client_labels WHERE name = ?1")?.execute([name])?;
-    let mut stmt = conn
-        .prepare_cached("INSERT INTO kms_client_labels (label, value, name) VALUES (?1, ?2, ?3)")?;
-    for (label, value) in labels.as_map() {
-        stmt.execute(params![label, value, name])?;
+    async fn execute(&self, text: &str, params: &Params<'_>) -> Result<u64> {
+        Ok(self.0.prepare_cached(text)?.execute(bind(params))? as u64)
     }
-    Ok(())
+
+    async fn insert(
+        &self,
+        sql: &'static Sql,
+        params: &Params<'_>,
+        what: impl FnOnce() -> String,
+    ) -> Result<u64> {
+        let changed = self.0.prepare_cached(sql.sqlite())?.execute(bind(params));
+        Ok(changed.map_err(conflict_on_constraint(what))? as u64)
+    }
+
+    async fn shred_material(&self, name: &str, version: Option<i64>) -> Result<()> {
+        // Overwritten in place first, so secure_delete zeroes the freed
+        // cell when the material is dropped.
+        self.0.execute(
+            "UPDATE kms_key_versions SET material = zeroblob(length(material))
+             WHERE name = ?1 AND (?2 IS NULL OR version = ?2) AND material IS NOT NULL",
+            params![name, version],
+        )?;
+        Ok(())
+    }
+
+    async fn lock_audit_head(&self) -> Result<()> {
+        // The IMMEDIATE transaction holds the only writer already.
+        Ok(())
+    }
+
+    async fn lift_audit_guard(&self) -> Result<bool> {
+        // Dropped and created again before the commit, so no other
+        // connection ever sees the table unguarded.
+        self.0.execute_batch("DROP TRIGGER IF EXISTS kms_audit_no_delete;")?;
+        Ok(true)
+    }
+
+    async fn restore_audit_guard(&self, lifted: bool) -> Result<()> {
+        if lifted {
+            self.0.execute_batch(SQLITE_AUDIT_NO_DELETE)?;
+        }
+        Ok(())
+    }
 }
 
 /// A constraint violation as a conflict over `what`.
@@ -702,57 +627,13 @@ fn conflict_on_constraint(
     }
 }
 
-fn insert_client(conn: &Connection, client: &ClientInfo) -> Result<()> {
-    conn.execute(
-        "INSERT INTO kms_clients (name, labels, admin, serial, fingerprint, created_ms, not_after_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![
-            client.name,
-            encode_labels(&client.labels),
-            client.admin,
-            client.serial,
-            client.fingerprint,
-            client.created_ms,
-            client.not_after_ms
-        ],
-    )
-    .map_err(conflict_on_constraint(|| rules::client_taken(&client.name)))?;
-    put_labels(conn, &client.name, &client.labels)
-}
-
-/// Inserts key `key` and its version 1, in the caller's transaction.
-fn insert_key(tx: &Connection, key: &KeyInfo, material: &[u8]) -> Result<()> {
-    tx.prepare_cached(sql::KEY_INSERT.sqlite())?
-        .execute(params![key.name, key.exportable, encode_policy(&key.allow), key.created_ms])
-        .map_err(conflict_on_constraint(|| rules::key_taken(&key.name)))?;
-    run(tx, &sql::FIRST_VERSION_INSERT, params![key.name, key.created_ms, material])?;
-    insert_selectors(tx, key)
-}
-
-/// Inserts version `version` of key `name`, the newest plus one.
-fn insert_version(
-    tx: &Connection,
-    name: &str,
-    version: u32,
-    created_ms: i64,
-    material: &[u8],
-) -> Result<()> {
-    let newest: Option<i64> = scalar::<Option<i64>>(tx, &sql::NEWEST_VERSION, [name])?.flatten();
-    let newest = newest.ok_or_else(|| rules::key_not_found(name))?;
-    rules::check_next_version(name, newest, version)?;
-    run(tx, &sql::VERSION_INSERT, params![name, version, created_ms, material])?;
-    Ok(())
-}
-
-/// Key `name` with its versions.
-fn load_key(conn: &Connection, name: &str) -> Result<Option<KeyInfo>> {
-    let Some(mut key) = one(conn, &sql::KEY_ROW, [name], |r| rows::key(r))? else {
-        return Ok(None);
-    };
-    let mut stmt = conn.prepare_cached(sql::KEY_VERSIONS.sqlite())?;
-    key.versions = all(&mut stmt, [name], |r| rows::version(r, 1))?;
-    key.versions.sort_by_key(|v| v.version);
-    Ok(Some(key))
+/// Runs `f` in an IMMEDIATE transaction (the writer taken at its start,
+/// never upgraded from a read) and commits what it did.
+fn immediate<T>(conn: &mut Connection, f: impl FnOnce(&Lite<'_>) -> Result<T>) -> Result<T> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let value = f(&Lite(&tx))?;
+    tx.commit()?;
+    Ok(value)
 }
 
 impl Store for SqliteStore {
@@ -761,7 +642,7 @@ impl Store for SqliteStore {
     }
 
     fn get_meta(&self, name: &'static str) -> StoreFuture<'_, Option<Vec<u8>>> {
-        self.read(move |conn| scalar(conn, &sql::META_GET, [name]))
+        self.read(move |conn| ready(logic::get_meta(&Lite(conn), name)))
     }
 
     fn initialize(
@@ -769,26 +650,11 @@ impl Store for SqliteStore {
         entries: Vec<(&'static str, Vec<u8>)>,
         admin: ClientInfo,
     ) -> StoreFuture<'_, ()> {
-        self.write(move |conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let exists = scalar::<i64>(&tx, &sql::META_EXISTS, [meta::ROOT_CHECK])?.is_some();
-            rules::check_not_initialised(exists)?;
-            for (name, value) in &entries {
-                run(&tx, &sql::META_INSERT, params![name, value])?;
-            }
-            insert_client(&tx, &admin)?;
-            tx.commit()?;
-            Ok(())
-        })
+        self.write(move |conn| immediate(conn, |tx| ready(logic::initialize(tx, &entries, &admin))))
     }
 
     fn create_key(&self, key: KeyInfo, material: Vec<u8>) -> StoreFuture<'_, ()> {
-        self.write(move |conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            insert_key(&tx, &key, &material)?;
-            tx.commit()?;
-            Ok(())
-        })
+        self.write(move |conn| immediate(conn, |tx| ready(logic::insert_key(tx, &key, &material))))
     }
 
     fn key_page(
@@ -854,7 +720,7 @@ impl Store for SqliteStore {
     }
 
     fn get_key(&self, name: String) -> StoreFuture<'_, Option<KeyInfo>> {
-        self.read(move |conn| load_key(conn, &name))
+        self.read(move |conn| ready(logic::load_key(&Lite(conn), &name)))
     }
 
     fn key_material(
@@ -869,8 +735,9 @@ impl Store for SqliteStore {
         }
         let cache = Arc::clone(&self.material_cache);
         self.read_point(move |conn| {
+            let params: [&dyn Param; 2] = [&key.0, &key.1.map(i64::from)];
             let row =
-                one(conn, &KEY_MATERIAL_ONE, params![key.0, key.1], |r| rows::material_row(r, 0))?
+                ready(Lite(conn).one(&KEY_MATERIAL_ONE, &params, |r| rows::material_row(r, 0)))?
                     .map(Arc::new);
             if let Some(row) = &row {
                 cache.put(key, generation, row);
@@ -887,10 +754,9 @@ impl Store for SqliteStore {
         material: Vec<u8>,
     ) -> StoreFuture<'_, ()> {
         self.write(move |conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            insert_version(&tx, &name, version, created_ms, &material)?;
-            tx.commit()?;
-            Ok(())
+            immediate(conn, |tx| {
+                ready(logic::insert_version(tx, &name, version, created_ms, &material))
+            })
         })
     }
 
@@ -902,46 +768,22 @@ impl Store for SqliteStore {
         changed_ms: i64,
     ) -> StoreFuture<'_, u32> {
         self.write(move |conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let found = scalar(&tx, &sql::VERSIONS_COUNT, params![name, version])?.unwrap_or(0);
-            rules::check_versions_found(found, &name, version)?;
-            let update = change.statement();
-            let changed = match &change {
-                StateChange::Revoke { reason } => {
-                    run(&tx, update, params![name, version, reason, changed_ms])?
-                }
-                StateChange::Destroy => {
-                    // Overwrite the material in place first (secure_delete
-                    // then zeroes the freed cell), then drop it.
-                    tx.execute(
-                        "UPDATE kms_key_versions SET material = zeroblob(length(material))
-                         WHERE name = ?1 AND (?2 IS NULL OR version = ?2) AND material IS NOT NULL",
-                        params![name, version],
-                    )?;
-                    run(&tx, update, params![name, version, changed_ms])?
-                }
-            };
-            tx.commit()?;
+            let changed = immediate(conn, |tx| {
+                ready(logic::change_state(tx, &name, version, &change, changed_ms))
+            })?;
             if change == StateChange::Destroy {
                 truncate_wal(conn)?;
             }
-            Ok(u32::try_from(changed).unwrap_or(u32::MAX))
+            Ok(changed)
         })
     }
 
     fn add_client(&self, client: ClientInfo) -> StoreFuture<'_, ()> {
-        self.write(move |conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            insert_client(&tx, &client)?;
-            tx.commit()?;
-            Ok(())
-        })
+        self.write(move |conn| immediate(conn, |tx| ready(logic::insert_client(tx, &client))))
     }
 
     fn client_by_fingerprint(&self, fingerprint: String) -> StoreFuture<'_, Option<ClientInfo>> {
-        self.read_point(move |conn| {
-            one(conn, &sql::CLIENT_BY_FINGERPRINT, [fingerprint], |r| rows::client(r))
-        })
+        self.read_point(move |conn| ready(logic::client_by_fingerprint(&Lite(conn), &fingerprint)))
     }
 
     fn revoke_client(
@@ -951,26 +793,13 @@ impl Store for SqliteStore {
         revoked_ms: i64,
     ) -> StoreFuture<'_, ClientInfo> {
         self.write(move |conn| {
-            let tx = conn.transaction()?;
-            run(&tx, &sql::CLIENT_REVOKE, params![name, revoked_ms, reason])?;
-            let client = one(&tx, &sql::CLIENT_BY_NAME, [&name], |r| rows::client(r))?;
-            let client = rules::found_client(&name, client)?;
-            tx.commit()?;
-            Ok(client)
+            immediate(conn, |tx| ready(logic::revoke_client(tx, &name, &reason, revoked_ms)))
         })
     }
 
     fn set_client_labels(&self, name: String, labels: Labels) -> StoreFuture<'_, ClientInfo> {
         self.write(move |conn| {
-            let tx = conn.transaction()?;
-            let client =
-                one(&tx, &sql::CLIENT_SET_LABELS, params![name, encode_labels(&labels)], |r| {
-                    rows::client(r)
-                })?;
-            let client = rules::found_client(&name, client)?;
-            put_labels(&tx, &name, &labels)?;
-            tx.commit()?;
-            Ok(client)
+            immediate(conn, |tx| ready(logic::set_client_labels(tx, &name, &labels)))
         })
     }
 
@@ -1001,18 +830,16 @@ impl Store for SqliteStore {
                 ("kms_clients c", "?3 IS NULL AND ?7 IS NULL AND c.name > ?1 AND c.name < ?2")
             };
             let (label, value) = filter.label.clone().unzip();
-            let mut stmt = conn.prepare_cached(&format!(
+            let text = format!(
                 "SELECT {CLIENT_COLUMNS_C} FROM {from}
                  WHERE {by_label}
                    AND (?4 IS NULL OR c.admin = ?4)
                    AND (?5 IS NULL OR (c.revoked_ms IS NOT NULL) = ?5)
                  ORDER BY c.name LIMIT ?6"
-            ))?;
-            all(
-                &mut stmt,
-                params![low, high, label, filter.admin, filter.revoked, limit, value],
-                |r| rows::client(r),
-            )
+            );
+            let params: [&dyn Param; 7] =
+                [&low, &high, &label, &filter.admin, &filter.revoked, &i64::from(limit), &value];
+            ready(Lite(conn).rows(&text, &params, |r| rows::client(r)))
         })
     }
 
@@ -1035,62 +862,33 @@ impl Store for SqliteStore {
     }
 
     fn audit_anchor(&self) -> StoreFuture<'_, Option<Mark>> {
-        self.read(|conn| one(conn, &sql::AUDIT_ANCHOR, [], |r| rows::mark(r)))
+        self.read(|conn| ready(logic::audit_anchor(&Lite(conn))))
     }
 
     fn last_audit_checkpoint(&self) -> StoreFuture<'_, Option<Mark>> {
-        self.read(|conn| one(conn, &sql::AUDIT_LAST_CHECKPOINT, [], |r| rows::mark(r)))
+        self.read(|conn| ready(logic::last_audit_checkpoint(&Lite(conn))))
     }
 
     fn server_checkin(&self, server: ServerPresence, forget_before_ms: i64) -> StoreFuture<'_, ()> {
         self.write_log(move |conn| {
-            run(
-                conn,
-                &sql::SERVER_CHECKIN,
-                params![
-                    server.id,
-                    server.host,
-                    server.address,
-                    server.version,
-                    server.started_ms,
-                    server.seen_ms
-                ],
-            )?;
-            run(conn, &sql::SERVERS_FORGET, [forget_before_ms])?;
-            Ok(())
+            ready(logic::server_checkin(&Lite(conn), &server, forget_before_ms))
         })
     }
 
     fn servers_seen(&self, since_ms: i64) -> StoreFuture<'_, Vec<ServerPresence>> {
-        self.read(move |conn| {
-            let mut stmt = conn.prepare_cached(sql::SERVERS_SEEN.sqlite())?;
-            all(&mut stmt, [since_ms], |r| rows::server(r))
-        })
+        self.read(move |conn| ready(logic::servers_seen(&Lite(conn), since_ms)))
     }
 
     fn add_audit_checkpoint(&self, mark: Mark) -> StoreFuture<'_, ()> {
-        self.write_log(move |conn| {
-            run(
-                conn,
-                &sql::AUDIT_CHECKPOINT_ADD,
-                params![to_i64(mark.seq), mark.hash, mark.time_ms, mark.mac],
-            )?;
-            Ok(())
-        })
+        self.write_log(move |conn| ready(logic::add_audit_checkpoint(&Lite(conn), &mark)))
     }
 
     fn audit_seq_at(&self, until_ms: i64) -> StoreFuture<'_, Option<u64>> {
-        self.read(move |conn| {
-            let seq: Option<i64> = scalar(conn, &sql::AUDIT_SEQ_AT, [until_ms])?.flatten();
-            seq.map(|s| to_u64(s, "audit sequence number")).transpose()
-        })
+        self.read(move |conn| ready(logic::audit_seq_at(&Lite(conn), until_ms)))
     }
 
     fn audit_hash(&self, seq: u64) -> StoreFuture<'_, Option<String>> {
-        self.read(move |conn| {
-            let hash: Option<Vec<u8>> = scalar(conn, &sql::AUDIT_HASH, [to_i64(seq)])?;
-            Ok(hash.map(hex::encode))
-        })
+        self.read(move |conn| ready(logic::audit_hash(&Lite(conn), seq)))
     }
 
     fn record_audit_export(
@@ -1102,20 +900,20 @@ impl Store for SqliteStore {
         time_ms: i64,
     ) -> StoreFuture<'_, ()> {
         self.write_log(move |conn| {
-            run(
-                conn,
-                &sql::AUDIT_EXPORT_RECORD,
-                params![to_i64(after_seq), to_i64(until_seq), until_hash, time_ms, client],
-            )?;
-            Ok(())
+            let tx = Lite(conn);
+            ready(logic::record_audit_export(
+                &tx,
+                after_seq,
+                until_seq,
+                &until_hash,
+                &client,
+                time_ms,
+            ))
         })
     }
 
     fn audit_export_covers(&self, after_seq: u64, until_seq: u64) -> StoreFuture<'_, bool> {
-        self.read(move |conn| {
-            let params = params![to_i64(after_seq), to_i64(until_seq)];
-            Ok(scalar::<i64>(conn, &sql::AUDIT_EXPORT_COVERS, params)?.is_some())
-        })
+        self.read(move |conn| ready(logic::audit_export_covers(&Lite(conn), after_seq, until_seq)))
     }
 
     fn settle_after_bulk_load(&self) -> StoreFuture<'_, ()> {
@@ -1126,31 +924,7 @@ impl Store for SqliteStore {
 
     fn prune_audit(&self, expected_anchor_seq: u64, anchor: Mark) -> StoreFuture<'_, u64> {
         self.write_log(move |conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let current: i64 = tx
-                .query_row("SELECT seq FROM kms_audit_anchor WHERE id = 1", [], |r| r.get(0))
-                .optional()?
-                .unwrap_or(0);
-            let hash = scalar(&tx, &sql::AUDIT_HASH, [to_i64(anchor.seq)])?;
-            rules::check_prune(current, expected_anchor_seq, hash, &anchor)?;
-            // The append-only guard stands aside for this transaction only:
-            // dropped and created again before the commit, so no other
-            // connection ever sees the table unguarded.
-            tx.execute_batch("DROP TRIGGER IF EXISTS kms_audit_no_delete;")?;
-            let seq = to_i64(anchor.seq);
-            let removed = run(&tx, &sql::AUDIT_PRUNE_ENTRIES, [seq])?;
-            tx.execute_batch(SQLITE_AUDIT_NO_DELETE)?;
-            run(&tx, &sql::AUDIT_PRUNE_CHECKPOINTS, [seq])?;
-            let last = rules::segment_of(seq);
-            run(&tx, &sql::AUDIT_PRUNE_SEGMENTS, [last])?;
-            run(&tx, &sql::AUDIT_PRUNE_REFS, params![last, seq])?;
-            run(
-                &tx,
-                &sql::AUDIT_ANCHOR_PUT,
-                params![seq, anchor.hash, anchor.time_ms, anchor.mac],
-            )?;
-            tx.commit()?;
-            Ok(removed as u64)
+            immediate(conn, |tx| ready(logic::prune_audit(tx, expected_anchor_seq, &anchor)))
         })
     }
 
@@ -1164,22 +938,22 @@ impl Store for SqliteStore {
             let after = to_i64(after_seq);
             let mut out = Vec::new();
             match filter.driver() {
-                AuditDriver::Sequence => audit_scan(conn, after, &filter, None, limit, &mut out)?,
-                AuditDriver::Rare(column, index, condition) => audit_scan(
-                    conn,
-                    after,
-                    &filter,
-                    Some((column, index, condition)),
-                    limit,
-                    &mut out,
-                )?,
+                AuditDriver::Sequence => {
+                    out = ready(logic::audit_scan(&Lite(conn), after, &filter, None, limit))?;
+                }
+                AuditDriver::Rare(column, index, condition) => {
+                    let rare = Some((column, index, condition));
+                    out = ready(logic::audit_scan(&Lite(conn), after, &filter, rare, limit))?;
+                }
                 AuditDriver::Refs(kind, value) => {
                     // One snapshot: the mark and the references below it
                     // agree, and the scan after it sees the same log.
                     let tx = conn.unchecked_transaction()?;
-                    let done: i64 = scalar(&tx, &sql::AUDIT_REFS_DONE, [])?.unwrap_or(0);
+                    let done: i64 =
+                        ready(Lite(&tx).scalar(&sql::AUDIT_REFS_DONE, &[]))?.unwrap_or(0);
                     if after < done {
-                        let first = scalar(&tx, &sql::AUDIT_FIRST_AFTER, [after])?.flatten();
+                        let first =
+                            ready(Lite(&tx).scalar(&sql::AUDIT_FIRST_AFTER, &[&after]))?.flatten();
                         let mut stmt = tx.prepare_cached(&Dialect::Sqlite.spell(&format!(
                             "SELECT {AUDIT_LIST_COLUMNS}
                              FROM kms_audit_refs r JOIN kms_audit a ON a.seq = r.seq
@@ -1211,7 +985,15 @@ impl Store for SqliteStore {
                         }
                     }
                     if out.len() < limit as usize {
-                        audit_scan(&tx, after.max(done), &filter, None, limit, &mut out)?;
+                        let want = limit - u32::try_from(out.len()).unwrap_or(limit);
+                        let from = after.max(done);
+                        out.extend(ready(logic::audit_scan(
+                            &Lite(&tx),
+                            from,
+                            &filter,
+                            None,
+                            want,
+                        ))?);
                     }
                     tx.commit()?;
                 }
@@ -1326,10 +1108,7 @@ impl Store for SqliteStore {
         since_ms: Option<i64>,
         limit: u32,
     ) -> StoreFuture<'_, Vec<AuditEntry>> {
-        self.read(move |conn| {
-            let mut stmt = conn.prepare_cached(sql::AUDIT_PAGE.sqlite())?;
-            all(&mut stmt, params![to_i64(after_seq), since_ms, limit], |r| rows::audit_entry(r))
-        })
+        self.read(move |conn| ready(logic::audit_page(&Lite(conn), after_seq, since_ms, limit)))
     }
 
     fn kmip_create_key(
@@ -1340,14 +1119,9 @@ impl Store for SqliteStore {
         attributes: Vec<KmipAttributeRow>,
     ) -> StoreFuture<'_, ()> {
         self.write(move |conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            insert_key(&tx, &key, &material)?;
-            put_kmip_object(&tx, &object)?;
-            for a in &attributes {
-                insert_kmip_attribute(&tx, &key.name, a)?;
-            }
-            tx.commit()?;
-            Ok(())
+            immediate(conn, |tx| {
+                ready(logic::kmip_create_key(tx, &key, &material, &object, &attributes))
+            })
         })
     }
 
@@ -1359,42 +1133,24 @@ impl Store for SqliteStore {
         attributes: Vec<KmipAttributeRow>,
     ) -> StoreFuture<'_, ()> {
         self.write(move |conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let name = object.key.clone();
-            insert_version(&tx, &name, object.version, created_ms, &material)?;
-            put_kmip_object(&tx, &object)?;
-            for a in &attributes {
-                insert_kmip_attribute(&tx, &name, a)?;
-            }
-            keep_names_on(&tx, &name, object.version)?;
-            tx.commit()?;
-            Ok(())
+            immediate(conn, |tx| {
+                ready(logic::kmip_add_version(tx, &object, created_ms, &material, &attributes))
+            })
         })
     }
 
     fn kmip_put_object(&self, object: KmipObject, inherit: Option<u32>) -> StoreFuture<'_, ()> {
         self.write(move |conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            if let Some(from) = inherit {
-                inherit_kmip_attributes(&tx, &object.key, object.version, from)?;
-            }
-            put_kmip_object(&tx, &object)?;
-            tx.commit()?;
-            Ok(())
+            immediate(conn, |tx| ready(logic::kmip_put_object(tx, &object, inherit)))
         })
     }
 
     fn kmip_object(&self, key: String, version: u32) -> StoreFuture<'_, Option<KmipObject>> {
-        self.read_point(move |conn| {
-            one(conn, &sql::KMIP_OBJECT_AT, params![key, version], |r| rows::kmip_object(r))
-        })
+        self.read_point(move |conn| ready(logic::kmip_object(&Lite(conn), &key, version)))
     }
 
     fn kmip_objects(&self) -> StoreFuture<'_, Vec<KmipObject>> {
-        self.read(|conn| {
-            let mut stmt = conn.prepare_cached(sql::KMIP_OBJECTS.sqlite())?;
-            all(&mut stmt, [], |r| rows::kmip_object(r))
-        })
+        self.read(|conn| ready(logic::kmip_objects(&Lite(conn))))
     }
 
     fn kmip_attributes(
@@ -1402,10 +1158,7 @@ impl Store for SqliteStore {
         key: String,
         version: Option<u32>,
     ) -> StoreFuture<'_, Vec<KmipAttributeRow>> {
-        self.read_point(move |conn| {
-            let mut stmt = conn.prepare_cached(sql::KMIP_ATTRIBUTES.sqlite())?;
-            all(&mut stmt, params![key, version], |r| rows::kmip_attribute(r))
-        })
+        self.read_point(move |conn| ready(logic::kmip_attributes(&Lite(conn), &key, version)))
     }
 
     fn kmip_set_attribute(
@@ -1417,20 +1170,9 @@ impl Store for SqliteStore {
         inherit: Option<u32>,
     ) -> StoreFuture<'_, ()> {
         self.write(move |conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            if let Some(from) = inherit {
-                inherit_kmip_attributes(&tx, &key, version, from)?;
-            }
-            run(&tx, &sql::KMIP_ATTRIBUTE_CLEAR, params![key, version, name])?;
-            for (position, value) in (0u32..).zip(values) {
-                insert_kmip_attribute(
-                    &tx,
-                    &key,
-                    &KmipAttributeRow { version, name: name.clone(), position, value },
-                )?;
-            }
-            tx.commit()?;
-            Ok(())
+            immediate(conn, |tx| {
+                ready(logic::kmip_set_attribute(tx, &key, version, &name, values, inherit))
+            })
         })
     }
 
@@ -1442,8 +1184,7 @@ impl Store for SqliteStore {
         limit: u32,
     ) -> StoreFuture<'_, Vec<String>> {
         self.read(move |conn| {
-            let mut stmt = conn.prepare_cached(sql::KMIP_FIND_PAGE.sqlite())?;
-            all(&mut stmt, params![name, value, after, limit], |r| Columns::get(r, 0))
+            ready(logic::kmip_find_page(&Lite(conn), &name, &value, &after, limit))
         })
     }
 }

@@ -9,24 +9,21 @@ use crate::model::{check_name, AuditEntry, ClientInfo, KeyInfo};
 use crate::server::console::sessions::{Session, SessionPosition};
 use crate::server::paging::{self, ListKind, ListRequest};
 use crate::server::state::State;
-use crate::store::{AuditFilter, ClientFilter, KeyFilter};
+use crate::store::{AuditFilter, ClientFilter, KeyFilter, StoreFuture};
 
 /// One page of keys, and the cursor of the next page.
 pub(crate) async fn key_page(
     state: &State,
     request: ListRequest<KeyFilter>,
 ) -> Result<(Vec<KeyInfo>, Option<String>)> {
-    let root = state.require_root()?;
-    let after = match &request.cursor {
-        Some(text) => cursor_name(&root, ListKind::Keys, &request.binding, text)?,
-        None => String::new(),
-    };
-    let mut keys = state.store.key_page(after, request.filter, request.limit + 1).await?;
-    let next =
-        next_cursor(&root, ListKind::Keys, &request.binding, &mut keys, request.limit, |k| {
-            k.name.as_bytes().to_vec()
-        });
-    Ok((keys, next))
+    named_page(
+        state,
+        ListKind::Keys,
+        request,
+        |after, filter, limit| state.store.key_page(after, filter, limit),
+        |k| &k.name,
+    )
+    .await
 }
 
 /// One page of clients, and the cursor of the next page.
@@ -34,17 +31,35 @@ pub(crate) async fn client_page(
     state: &State,
     request: ListRequest<ClientFilter>,
 ) -> Result<(Vec<ClientInfo>, Option<String>)> {
+    named_page(
+        state,
+        ListKind::Clients,
+        request,
+        |after, filter, limit| state.store.client_page(after, filter, limit),
+        |c| &c.name,
+    )
+    .await
+}
+
+/// One page of a list in name order: `fetch` asks the store for the items
+/// after a name.
+async fn named_page<'s, F, T>(
+    state: &'s State,
+    kind: ListKind,
+    request: ListRequest<F>,
+    fetch: impl FnOnce(String, F, u32) -> StoreFuture<'s, Vec<T>>,
+    name: impl Fn(&T) -> &str,
+) -> Result<(Vec<T>, Option<String>)> {
     let root = state.require_root()?;
     let after = match &request.cursor {
-        Some(text) => cursor_name(&root, ListKind::Clients, &request.binding, text)?,
+        Some(text) => cursor_name(&root, kind, &request.binding, text)?,
         None => String::new(),
     };
-    let mut clients = state.store.client_page(after, request.filter, request.limit + 1).await?;
-    let next =
-        next_cursor(&root, ListKind::Clients, &request.binding, &mut clients, request.limit, |c| {
-            c.name.as_bytes().to_vec()
-        });
-    Ok((clients, next))
+    let mut items = fetch(after, request.filter, request.limit + 1).await?;
+    let next = next_cursor(&root, kind, &request.binding, &mut items, request.limit, |item| {
+        name(item).as_bytes().to_vec()
+    });
+    Ok((items, next))
 }
 
 /// One page of audit entries after the cursor (or, paging the older way,
