@@ -17,3 +17,4 @@ mod kms_kmip_pykmip;
 mod kms_kmip_server;
 mod kms_paging;
 mod kms_server;
+mod store_rules;
