@@ -14,8 +14,8 @@ use super::rows::{self, Columns};
 use super::rules;
 use super::sql::{self, Dialect, AUDIT_LIST_COLUMNS, AUDIT_LIST_FILTERS};
 use super::{
-    encode_labels, encode_policy, meta, to_u64, AuditFilter, KmipAttributeRow, KmipObject,
-    ServerPresence, StateChange,
+    encode_labels, encode_policy, meta, name_range, to_u64, AuditFilter, ClientFilter, KeyFilter,
+    KmipAttributeRow, KmipObject, ServerPresence, StateChange,
 };
 
 /// A sequence number as the stores keep it (BIGINT).
@@ -154,6 +154,38 @@ pub(crate) async fn set_client_labels(
     let client = rules::found_client(name, client)?;
     put_labels(tx, name, labels).await?;
     Ok(client)
+}
+
+/// Up to `limit` keys after `after` that pass `filter`, with their
+/// versions ([`sql::key_page`]).
+pub(crate) async fn key_page<X: Tx>(
+    tx: &X,
+    after: &str,
+    filter: &KeyFilter,
+    limit: u32,
+) -> Result<Vec<KeyInfo>> {
+    let (low, high) = name_range(after, filter.prefix.as_deref());
+    let selector = filter.selector.as_ref().map(ToString::to_string);
+    let params: [&dyn Param; 5] = [&low, &high, &selector, &filter.state, &i64::from(limit)];
+    let mut keys: Vec<KeyInfo> = Vec::new();
+    let text = sql::key_page(X::DIALECT, filter);
+    tx.rows(&text, &params, |r| rows::push_key_page_row(&mut keys, r)).await?;
+    Ok(keys)
+}
+
+/// Up to `limit` clients after `after` that pass `filter`
+/// ([`sql::client_page`]).
+pub(crate) async fn client_page<X: Tx>(
+    tx: &X,
+    after: &str,
+    filter: &ClientFilter,
+    limit: u32,
+) -> Result<Vec<ClientInfo>> {
+    let (low, high) = name_range(after, filter.prefix.as_deref());
+    let (label, value) = filter.label.clone().unzip();
+    let params: [&dyn Param; 7] =
+        [&low, &high, &label, &filter.admin, &filter.revoked, &i64::from(limit), &value];
+    tx.rows(&sql::client_page(X::DIALECT, filter), &params, |r| rows::client(r)).await
 }
 
 // The audit log's marks, exports and pages.

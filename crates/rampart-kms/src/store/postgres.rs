@@ -33,14 +33,11 @@ use super::rows;
 use super::rules;
 use super::schema::{base_schema, check_version, migrations_after, BASE_SCHEMA_VERSION};
 use super::sql::Dialect;
-use super::sql::{
-    self, audit_columns, key_material, Sql, AUDIT_LIST_COLUMNS, AUDIT_LIST_FILTERS,
-    CLIENT_COLUMNS_C,
-};
+use super::sql::{self, audit_columns, key_material, Sql, AUDIT_LIST_COLUMNS, AUDIT_LIST_FILTERS};
 use super::{
-    name_range, segment_to_index, to_u32, to_u64, AuditDriver, AuditFilter, ClientFilter,
-    KeyFilter, KmipAttributeRow, KmipObject, MaterialRow, ServerPresence, StateChange, Store,
-    StoreFuture, AUDIT_CHAIN_COLUMNS, AUDIT_REFS_SEGMENT,
+    segment_to_index, to_u32, to_u64, AuditDriver, AuditFilter, ClientFilter, KeyFilter,
+    KmipAttributeRow, KmipObject, MaterialRow, ServerPresence, StateChange, Store, StoreFuture,
+    AUDIT_CHAIN_COLUMNS, AUDIT_REFS_SEGMENT,
 };
 use crate::audit::{seal_entry, ChainPage, ExportedEntry, Mark, GENESIS};
 use crate::error::{KmsError, Result};
@@ -673,80 +670,9 @@ impl Store for PostgresStore {
         filter: KeyFilter,
         limit: u32,
     ) -> StoreFuture<'_, Vec<KeyInfo>> {
-        Box::pin(async move {
-            let mut lease = self.lease().await?;
-            // Keyset order is byte order (`COLLATE "C"`, the order of the
-            // index schema step 6 adds, and SQLite's), whatever the
-            // database's locale, so a prefix is one range of that index.
-            // A state filter walks the (state, name) index in the same
-            // order instead, each candidate kept when that version is its
-            // key's newest; the selector is checked on the rows either
-            // range yields. One statement: one snapshot. "Newest" is
-            // written as "no newer version" (an anti-join): written as
-            // `version = (SELECT max(version) ...)` the planner guessed
-            // that 0.5% of rows pass and, on stores of tens of thousands
-            // of keys, read and sorted every version for one page. The
-            // page's versions are looked up key by key (`OFFSET 0` keeps
-            // the planner from turning that into a hash join over the
-            // whole version table, its choice below about 50,000 keys).
-            // Only keys with a version count toward the limit (the page is
-            // joined with the versions): a key caught between its rows'
-            // writes must not shorten a page, which would end the walk.
-            let (low, high) = name_range(&after, filter.prefix.as_deref());
-            let page = if filter.selector.is_some() {
-                // A selector walks its range of the (selector, name) side
-                // table (schema step 10); a state is checked on the keys it
-                // yields.
-                "SELECT k.name, k.exportable, k.allow, k.created_ms
-                 FROM kms_key_selectors s JOIN kms_keys k ON k.name = s.name
-                 WHERE s.selector = $3 AND s.name > $1 AND s.name < $2
-                   AND EXISTS (SELECT 1 FROM kms_key_versions e WHERE e.name = k.name)
-                   AND ($4::TEXT IS NULL OR (SELECT v.state FROM kms_key_versions v
-                                             WHERE v.name = k.name
-                                             ORDER BY v.version DESC LIMIT 1) = $4)
-                 ORDER BY s.name LIMIT $5"
-            } else if filter.state.is_some() {
-                "SELECT k.name, k.exportable, k.allow, k.created_ms
-                 FROM kms_key_versions s JOIN kms_keys k ON k.name = s.name
-                 WHERE s.state = $4 AND s.name COLLATE \"C\" > $1 AND s.name COLLATE \"C\" < $2
-                   AND NOT EXISTS (SELECT 1 FROM kms_key_versions n
-                                   WHERE n.name = s.name AND n.version > s.version)
-                   AND $3::TEXT IS NULL
-                 ORDER BY s.name COLLATE \"C\" LIMIT $5"
-            } else {
-                "SELECT name, exportable, allow, created_ms FROM kms_keys k
-                 WHERE name COLLATE \"C\" > $1 AND name COLLATE \"C\" < $2
-                   AND EXISTS (SELECT 1 FROM kms_key_versions e WHERE e.name = k.name)
-                   AND $3::TEXT IS NULL AND $4::TEXT IS NULL
-                 ORDER BY name COLLATE \"C\" LIMIT $5"
-            };
-            let rows = lease
-                .client()?
-                .query(
-                    &format!(
-                        "WITH page AS ({page})
-                         SELECT p.name, p.exportable, p.allow, p.created_ms, v.version, v.state,
-                                v.reason, v.created_ms, v.changed_ms
-                         FROM page p CROSS JOIN LATERAL (
-                             SELECT version, state, reason, created_ms, changed_ms
-                             FROM kms_key_versions WHERE name = p.name OFFSET 0) v
-                         ORDER BY p.name COLLATE \"C\", v.version"
-                    ),
-                    &[
-                        &low,
-                        &high,
-                        &filter.selector.as_ref().map(ToString::to_string),
-                        &filter.state,
-                        &i64::from(limit),
-                    ],
-                )
-                .await?;
-            let mut keys: Vec<KeyInfo> = Vec::new();
-            for r in &rows {
-                rows::push_key_page_row(&mut keys, r)?;
-            }
-            Ok(keys)
-        })
+        Box::pin(
+            async move { on_connection!(self, |tx| logic::key_page(tx, &after, &filter, limit)) },
+        )
     }
 
     fn get_key(&self, name: String) -> StoreFuture<'_, Option<KeyInfo>> {
@@ -837,51 +763,7 @@ impl Store for PostgresStore {
         limit: u32,
     ) -> StoreFuture<'_, Vec<ClientInfo>> {
         Box::pin(async move {
-            let mut lease = self.lease().await?;
-            // Byte order and a prefix range, as in `key_page`; an admin
-            // filter is spelled as the (admin, name) index's leading
-            // column so the planner can walk that index.
-            let (low, high) = name_range(&after, filter.prefix.as_deref());
-            // A label walks its range of the (label, value, name) side
-            // table (schema step 10), the other filters checked on the
-            // clients it yields.
-            let (from, driver) = if filter.label.is_some() {
-                (
-                    "kms_client_labels l JOIN kms_clients c ON c.name = l.name",
-                    "l.label = $3 AND l.value = $7 AND l.name > $1 AND l.name < $2",
-                )
-            } else if filter.admin.is_some() {
-                (
-                    "kms_clients c",
-                    "c.admin = $4 AND c.name COLLATE \"C\" > $1 AND c.name COLLATE \"C\" < $2",
-                )
-            } else {
-                ("kms_clients c", "c.name COLLATE \"C\" > $1 AND c.name COLLATE \"C\" < $2")
-            };
-            let order = if filter.label.is_some() { "l.name" } else { "c.name COLLATE \"C\"" };
-            let (label, value) = filter.label.clone().unzip();
-            let rows = lease
-                .client()?
-                .query(
-                    &format!(
-                        "SELECT {CLIENT_COLUMNS_C} FROM {from}
-                         WHERE {driver} AND ($3::TEXT IS NULL) = ($7::TEXT IS NULL)
-                           AND ($4::BOOLEAN IS NULL OR c.admin = $4)
-                           AND ($5::BOOLEAN IS NULL OR (c.revoked_ms IS NOT NULL) = $5)
-                         ORDER BY {order} LIMIT $6"
-                    ),
-                    &[
-                        &low,
-                        &high,
-                        &label,
-                        &filter.admin,
-                        &filter.revoked,
-                        &i64::from(limit),
-                        &value,
-                    ],
-                )
-                .await?;
-            rows.iter().map(rows::client).collect()
+            on_connection!(self, |tx| logic::client_page(tx, &after, &filter, limit))
         })
     }
 

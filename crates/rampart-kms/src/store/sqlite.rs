@@ -28,14 +28,11 @@ use super::schema::{
     base_schema, check_version, migrations_after, BASE_SCHEMA_VERSION, SQLITE_AUDIT_NO_DELETE,
 };
 use super::sql::Dialect;
-use super::sql::{
-    self, audit_columns, key_material, Sql, AUDIT_LIST_COLUMNS, AUDIT_LIST_FILTERS,
-    CLIENT_COLUMNS_C,
-};
+use super::sql::{self, audit_columns, key_material, Sql, AUDIT_LIST_COLUMNS, AUDIT_LIST_FILTERS};
 use super::{
-    name_range, segment_to_index, to_u32, to_u64, AuditDriver, AuditFilter, ClientFilter,
-    KeyFilter, KmipAttributeRow, KmipObject, MaterialRow, ServerPresence, StateChange, Store,
-    StoreFuture, AUDIT_CHAIN_COLUMNS, AUDIT_REFS_SEGMENT, REF_CLIENT, REF_KEY,
+    segment_to_index, to_u32, to_u64, AuditDriver, AuditFilter, ClientFilter, KeyFilter,
+    KmipAttributeRow, KmipObject, MaterialRow, ServerPresence, StateChange, Store, StoreFuture,
+    AUDIT_CHAIN_COLUMNS, AUDIT_REFS_SEGMENT, REF_CLIENT, REF_KEY,
 };
 use crate::audit::{seal_entry, ChainPage, ExportedEntry, Mark, GENESIS};
 use crate::error::{KmsError, Result};
@@ -663,60 +660,7 @@ impl Store for SqliteStore {
         filter: KeyFilter,
         limit: u32,
     ) -> StoreFuture<'_, Vec<KeyInfo>> {
-        self.read(move |conn| {
-            // The prefix becomes a range of the primary-key index. A state
-            // filter walks the (state, name) index instead, in the same
-            // order, so a state few keys are in costs only those keys;
-            // each candidate is kept when that version is its newest.
-            // The selector is checked on the rows either range yields.
-            // One statement: the page and its versions come from one
-            // snapshot.
-            // Only keys with a version count toward the limit (the page is
-            // joined with the versions): a key caught between its rows'
-            // writes must not shorten a page, which would end the walk.
-            let (low, high) = name_range(&after, filter.prefix.as_deref());
-            let page = if filter.selector.is_some() {
-                // A selector walks its range of the (selector, name)
-                // side table (schema step 10); a state is checked on the
-                // keys it yields.
-                "SELECT k.name, k.exportable, k.allow, k.created_ms
-                 FROM kms_key_selectors s JOIN kms_keys k ON k.name = s.name
-                 WHERE s.selector = ?3 AND s.name > ?1 AND s.name < ?2
-                   AND EXISTS (SELECT 1 FROM kms_key_versions e WHERE e.name = k.name)
-                   AND (?4 IS NULL OR (SELECT v.state FROM kms_key_versions v WHERE v.name = k.name
-                                       ORDER BY v.version DESC LIMIT 1) = ?4)
-                 ORDER BY s.name LIMIT ?5"
-            } else if filter.state.is_some() {
-                "SELECT k.name, k.exportable, k.allow, k.created_ms
-                 FROM kms_key_versions s INDEXED BY kms_key_versions_state
-                 JOIN kms_keys k ON k.name = s.name
-                 WHERE s.state = ?4 AND s.name > ?1 AND s.name < ?2
-                   AND s.version = (SELECT max(version) FROM kms_key_versions m
-                                    WHERE m.name = s.name)
-                   AND ?3 IS NULL
-                 ORDER BY s.name LIMIT ?5"
-            } else {
-                "SELECT name, exportable, allow, created_ms FROM kms_keys k
-                 WHERE name > ?1 AND name < ?2
-                   AND EXISTS (SELECT 1 FROM kms_key_versions e WHERE e.name = k.name)
-                   AND ?3 IS NULL AND ?4 IS NULL
-                 ORDER BY name LIMIT ?5"
-            };
-            let mut stmt = conn.prepare_cached(&format!(
-                "WITH page AS ({page})
-                 SELECT p.name, p.exportable, p.allow, p.created_ms, v.version, v.state,
-                        v.reason, v.created_ms, v.changed_ms
-                 FROM page p JOIN kms_key_versions v ON v.name = p.name
-                 ORDER BY p.name, v.version"
-            ))?;
-            let selector = filter.selector.as_ref().map(ToString::to_string);
-            let mut rows = stmt.query(params![low, high, selector, filter.state, limit])?;
-            let mut keys: Vec<KeyInfo> = Vec::new();
-            while let Some(r) = rows.next()? {
-                rows::push_key_page_row(&mut keys, r)?;
-            }
-            Ok(keys)
-        })
+        self.read(move |conn| ready(logic::key_page(&Lite(conn), &after, &filter, limit)))
     }
 
     fn get_key(&self, name: String) -> StoreFuture<'_, Option<KeyInfo>> {
@@ -809,38 +753,7 @@ impl Store for SqliteStore {
         filter: ClientFilter,
         limit: u32,
     ) -> StoreFuture<'_, Vec<ClientInfo>> {
-        self.read(move |conn| {
-            let (low, high) = name_range(&after, filter.prefix.as_deref());
-            // An admin filter walks the (admin, name) index: the few
-            // admin clients among thousands of hosts cost only themselves.
-            // A label walks its range of the (label, value, name) side
-            // table (schema step 10), the admin and revocation filters
-            // checked on the clients it yields.
-            let (from, by_label) = if filter.label.is_some() {
-                (
-                    "kms_client_labels l JOIN kms_clients c ON c.name = l.name",
-                    "l.label = ?3 AND l.value = ?7 AND l.name > ?1 AND l.name < ?2",
-                )
-            } else if filter.admin.is_some() {
-                (
-                    "kms_clients c INDEXED BY kms_clients_admin",
-                    "?3 IS NULL AND ?7 IS NULL AND c.name > ?1 AND c.name < ?2",
-                )
-            } else {
-                ("kms_clients c", "?3 IS NULL AND ?7 IS NULL AND c.name > ?1 AND c.name < ?2")
-            };
-            let (label, value) = filter.label.clone().unzip();
-            let text = format!(
-                "SELECT {CLIENT_COLUMNS_C} FROM {from}
-                 WHERE {by_label}
-                   AND (?4 IS NULL OR c.admin = ?4)
-                   AND (?5 IS NULL OR (c.revoked_ms IS NOT NULL) = ?5)
-                 ORDER BY c.name LIMIT ?6"
-            );
-            let params: [&dyn Param; 7] =
-                [&low, &high, &label, &filter.admin, &filter.revoked, &i64::from(limit), &value];
-            ready(Lite(conn).rows(&text, &params, |r| rows::client(r)))
-        })
+        self.read(move |conn| ready(logic::client_page(&Lite(conn), &after, &filter, limit)))
     }
 
     fn append_audit(
