@@ -2,7 +2,8 @@
 //! `scripts/serve-kill-trials` with 10 trials: `rampart serve` killed with
 //! SIGKILL under fio load (nbd engine), restarted, and every block fio
 //! wrote and saw flushed before the kill verified with its crc32c. The
-//! 100-trial run and its figures are in BENCHMARKS.md.
+//! 100-trial run and its figures are in BENCHMARKS.md,
+//! "Crash trials: `kill -9` of `rampart serve` under fio".
 
 use crate::helpers::serve_support as support;
 

@@ -11,7 +11,8 @@
 //! to what the clients see, and a decrypted one holds that plaintext on
 //! the device;
 //! `scripts/online-encrypt-decrypt-kill-trials` kills the server at random
-//! moments under load (10 trials here, 100 in BENCHMARKS.md).
+//! moments under load (10 trials here, 100 in BENCHMARKS.md,
+//! "Crash trials: `kill -9` of `rampart serve` under fio").
 
 use crate::helpers::serve_support as support;
 

@@ -8,7 +8,7 @@
 //! reencryption metadata, which `--resume-only` (online) or cryptsetup
 //! (offline) finishes; `scripts/online-reencrypt-kill-trials` kills the
 //! server at random moments under load (10 trials here, 100 in
-//! BENCHMARKS.md).
+//! BENCHMARKS.md, "Crash trials: `kill -9` of `rampart serve` under fio").
 
 use crate::helpers::serve_support as support;
 

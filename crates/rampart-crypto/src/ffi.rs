@@ -520,7 +520,7 @@ pub fn lock_all_memory() -> bool {
 /// them, each keeping the memory its threads freed: the key manager's
 /// peak RSS under a fleet's load was 200–203 MiB with the default and
 /// 187–189 MiB with two arenas, at the same throughput (BENCHMARKS.md, "Key
-/// manager: fleet scale", Zen 5 section). Call once at start, before the
+/// manager: fleet scale"). Call once at start, before the
 /// threads.
 /// Returns false where the C library has no such setting or refuses it.
 pub fn limit_malloc_arenas(arenas: u16) -> bool {

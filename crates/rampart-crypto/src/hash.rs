@@ -163,7 +163,7 @@ impl std::fmt::Debug for HmacKey {
 /// in one block, so its MAC is exactly two compressions with the block
 /// laid out here: AWS-LC's HMAC context, set up, copied, finished and
 /// wiped around the same two compressions, cost as much again (the audit
-/// walk MACs every entry's 32-byte hash: BENCHMARKS.md, "Key manager at
+/// walk MACs every entry's 32-byte hash: BENCHMARKS.md, "Key manager:
 /// fleet scale").
 struct Sha256Pads {
     inner: [u32; 8],

@@ -12,8 +12,8 @@
 #![allow(unsafe_code)]
 
 /// Messages hashed side by side: enough independent chains to keep the
-/// SHA unit busy; more only spill registers (BENCHMARKS.md has the
-/// measurements).
+/// SHA unit busy; more only spill registers (BENCHMARKS.md, "Re-encryption",
+/// has the measurements).
 pub(crate) const LANES: usize = 4;
 
 /// FIPS 180-4, 5.3.3.

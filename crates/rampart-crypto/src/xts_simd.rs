@@ -122,7 +122,7 @@ pub(crate) struct Schedule {
 /// A one-sector call cannot start on its blocks before its tweak has gone
 /// through the 10 or 14 dependent rounds of the tweak key (about 60 cycles
 /// on Zen 5: 11% of a 4 KiB sector of AES-256 there, BENCHMARKS.md
-/// "One-sector calls find their tweak ready"). Each one-sector call therefore encrypts, in the same
+/// "AES-XTS engine"). Each one-sector call therefore encrypts, in the same
 /// AES chain as its own tweak (another lane of the vector), the tweak of
 /// the sector after it, and keeps it here: a stream of one-sector calls
 /// in order (sequential 4 KiB I/O) finds its tweak ready. The value is a

@@ -347,7 +347,7 @@ async fn accept_loop(listener: Bound, shared: Arc<ServerState>, signals: Signals
 /// reply (nbdcopy's size) never fits: the reply is written in pieces, the
 /// task parking between them. With 2 MiB or more, 1 GiB `nbdcopy` reads
 /// were ahead of the default in five of six interleaved A/B runs
-/// (BENCHMARKS.md, "Unix sockets: a send buffer for whole replies"); with
+/// (BENCHMARKS.md, "Transparent encryption: `rampart serve`"); with
 /// 1 MiB, or 416 KiB (the cap at the usual `wmem_max` of 212992), they
 /// measured like the default. TCP sockets keep the kernel's autotuning, which a fixed size would turn
 /// off.
@@ -409,7 +409,7 @@ const CONNECTION_THREAD: &str = "rampart-conn";
 /// the Unix socket took 1.8x as long as into nbdkit's; with a thread per
 /// connection, Unix-socket writes went from 0.86–0.93x of nbdkit's rate to
 /// 0.99–1.04x and reads from 0.99–1.19x to 1.32–1.64x (BENCHMARKS.md,
-/// "A thread per connection").
+/// "Transparent encryption: `rampart serve`").
 fn connection_thread(stream: Accepted, peer: &str, shared: Arc<ServerState>, signals: Signals) {
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
