@@ -90,11 +90,9 @@ pub(crate) const AUDIT_REFS_SEGMENT: u64 = 65_536;
 /// then by name: a segment's rows written in one sorted run go in at the
 /// end of the table, a few pages, whereas rows added a batch at a time
 /// land at their names' places among the segment's earlier rows, nearly
-/// a page each (measured at full size: 8–40 µs and 0.7–4.4 KB of WAL per
-/// entry, and SQLite's single writer held 10–60 ms a pass, every audited
-/// request waiting behind it; BENCHMARKS.md, "The audit indexer held the
-/// writer"). What is not indexed yet, less than a segment, a filtered
-/// list scans.
+/// a page each, and held SQLite's single writer, which every audited
+/// request waits for (BENCHMARKS.md, "Key manager: fleet scale"). What is
+/// not indexed yet, less than a segment, a filtered list scans.
 pub(crate) fn segment_to_index(done: u64, head: u64) -> Option<u64> {
     let end = (done.checked_add(1)? / AUDIT_REFS_SEGMENT)
         .checked_add(1)?

@@ -238,10 +238,9 @@ pub struct SqliteStore {
 ///
 /// SQLite's automatic checkpoint runs inside the commit that fills the WAL
 /// to 1,000 pages, and a checkpoint syncs the WAL and the database file:
-/// two fsyncs of about 10 ms each on a virtual disk, during which the
-/// writer, and every request whose audit entry waits on it, stood still
-/// (the key manager's p99 under load; BENCHMARKS.md, "Key manager at fleet
-/// scale"). Durability is unchanged: commits never synced
+/// two fsyncs, during which the writer, and every request whose audit
+/// entry waits on it, stood still (the key manager's p99 under load;
+/// BENCHMARKS.md, "Key manager: fleet scale"). Durability is unchanged: commits never synced
 /// (synchronous=NORMAL), and a checkpoint is crash-safe wherever it runs.
 struct Checkpointer {
     /// Dropped to stop the thread.
@@ -478,10 +477,9 @@ impl SqliteStore {
     }
 
     /// A read on a free reader, in place; scans (pages of lists and of the
-    /// audit log) too. Sent to the blocking pool, they raised the fleet
-    /// run's peak RSS from 178 to 227 MiB: each of its threads keeps a
-    /// malloc arena of the pages it freed (BENCHMARKS.md, "Audit pages
-    /// checked on the blocking pool").
+    /// audit log) too: sent to the blocking pool, they raised the server's
+    /// peak memory, since each of its threads keeps a malloc arena of the
+    /// pages it freed.
     fn read<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
