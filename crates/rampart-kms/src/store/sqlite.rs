@@ -240,8 +240,9 @@ pub struct SqliteStore {
 /// to 1,000 pages, and a checkpoint syncs the WAL and the database file:
 /// two fsyncs, during which the writer, and every request whose audit
 /// entry waits on it, stood still (the key manager's p99 under load;
-/// BENCHMARKS.md, "Key manager: fleet scale"). Durability is unchanged: commits never synced
-/// (synchronous=NORMAL), and a checkpoint is crash-safe wherever it runs.
+/// BENCHMARKS.md, "Key manager: fleet scale"). Durability is unchanged:
+/// commits never synced (synchronous=NORMAL), and a checkpoint is
+/// crash-safe wherever it runs.
 struct Checkpointer {
     /// Dropped to stop the thread.
     stop: Option<mpsc::Sender<()>>,
