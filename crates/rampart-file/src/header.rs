@@ -1,5 +1,5 @@
 //! Rampart's file header: what precedes the Tink stream (see
-//! `docs/file-format.md`).
+//! `docs/src/file-format.md`).
 //!
 //! ```text
 //! magic "RAMPFILE" | version 1 | hkdf hash | key size | BE32 segment size

@@ -6,7 +6,7 @@
 //! file key, with the header as associated data. The body therefore
 //! decrypts with Google Tink given the file key, and header edits,
 //! truncation, extension, reordering and segment swaps are all detected.
-//! The format is specified in `docs/file-format.md`.
+//! The format is specified in `docs/src/file-format.md`.
 //!
 //! [`openssl`] reads `openssl enc` files, for migration.
 #![forbid(unsafe_code)]
