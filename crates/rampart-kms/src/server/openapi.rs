@@ -118,7 +118,7 @@ pub fn openapi_document() -> Value {
             "responses": { "200": { "description": "OpenAPI 3 document", "content": { "application/json": { "schema": { "type": "object" } } } },
                            "429": error_responses(&[])["429"],
                            "503": error_responses(&[503])["503"] } } },
-        "/metrics": { "get": { "operationId": "metrics", "summary": "Prometheus metrics: requests by operation and outcome, latency histograms, operations per client and per key, heartbeats of serving hosts (docs/metrics.md)",
+        "/metrics": { "get": { "operationId": "metrics", "summary": "Prometheus metrics: requests by operation and outcome, latency histograms, operations per client and per key, heartbeats of serving hosts (docs/src/metrics.md)",
             "responses": { "200": { "description": "Prometheus text format 0.0.4", "content": { "text/plain": { "schema": { "type": "string" } } } },
                            "429": error_responses(&[])["429"],
                            "503": error_responses(&[503])["503"] } } },
