@@ -17,7 +17,7 @@ use crate::commands::bind::{bind_new_volume, require_luks2};
 use crate::commands::header::{
     confirm, create_header_file, load, load_released, paths, pbkdf_choice, relock, unlock, warn,
 };
-use crate::commands::keysource::{KeySource, Kms};
+use crate::commands::keysource::{connect_kms, KeySource};
 use crate::errors::luks_error;
 use crate::passphrase::Source;
 use crate::{QuietExit, UsageError};
@@ -67,7 +67,7 @@ pub fn format(args: &FormatArgs) -> anyhow::Result<()> {
             )
             .into())
         }
-        Some(_) => Some(Kms::connect(&args.client)?),
+        Some(_) => Some(connect_kms(&args.client)?),
         None => None,
     };
     let header = paths.open_header(true)?;

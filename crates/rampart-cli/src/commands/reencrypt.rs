@@ -21,8 +21,7 @@ use crate::cli::{ReencryptArgs, ResilienceArg};
 use crate::commands::bind::bind_pbkdf;
 use crate::commands::copy::progress;
 use crate::commands::header::{load_released, paths, pbkdf_choice, relock, warn};
-use crate::commands::keysource::{KeySource, Kms};
-use crate::commands::kms::bundle_path;
+use crate::commands::keysource::{connect_kms, KeySource};
 use crate::errors::{
     luks_error, map_open_error, remote_error, serve_error, start_error, unlock_error,
 };
@@ -346,8 +345,8 @@ fn start(
     };
     let plan = rampart_unlock::plan_keyslots(luks, &header, &paths.data, &request)
         .map_err(unlock_error)?;
-    let kms = match bundle_path(&args.tokens.client) {
-        Some(_) if !plan.bindings().is_empty() => Some(Kms::connect(&args.tokens.client)?),
+    let kms = match &args.tokens.client.bundle {
+        Some(_) if !plan.bindings().is_empty() => Some(connect_kms(&args.tokens.client)?),
         _ => None,
     };
     drop(header);
@@ -363,7 +362,7 @@ fn start(
     };
     let started = rampart_unlock::start_reencryption(
         &plan,
-        kms.as_ref().map(|kms| &kms.0),
+        kms.as_ref(),
         &header,
         &mut luks,
         &paths.data,
