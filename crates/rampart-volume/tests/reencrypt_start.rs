@@ -13,7 +13,9 @@ use rampart_luks::{FormatOptions, Luks, PbkdfChoice, ReencryptMode};
 use rampart_test_support::{tool, TempDir};
 use rampart_volume::crashsim::SplitMix64;
 use rampart_volume::reencrypt_plan::ReencryptSettings;
-use rampart_volume::reencrypt_start::{start_decrypt, EncryptStart, StartError};
+use rampart_volume::reencrypt_start::{
+    start_decrypt, DecryptAttachedStart, EncryptStart, StartError,
+};
 use rampart_volume::{
     BlockDevice, Outcome, ReencryptOptions, Reencryption, Volume, VolumeError, VolumePaths,
 };
@@ -173,6 +175,63 @@ fn a_decryption_in_place_is_recorded_only_under_a_detached_header() {
     let (_, reloaded, _) = detached.load(false).unwrap();
     let state = reloaded.reencrypt_state().unwrap().expect("a decryption in progress");
     assert_eq!(state.mode, ReencryptMode::Decrypt);
+}
+
+#[test]
+fn a_decryption_moving_an_attached_header_needs_an_idle_luks2_one() {
+    let dir = TempDir::new("decrypt-attached-start");
+    let new_header = dir.path().join("new.hdr");
+    let plain = dir.sparse("plain.img", 8 * MIB);
+    let moving = VolumePaths::new(&plain, Some(&new_header));
+    match DecryptAttachedStart::prepare(&moving, &ReencryptSettings::default(), &new_header) {
+        Err(error @ StartError::NoAttachedHeader { .. }) => assert_eq!(
+            error.to_string(),
+            format!(
+                "{} does not exist, so {} must hold its LUKS2 header (to be exported to it)",
+                new_header.display(),
+                plain.display()
+            )
+        ),
+        other => panic!("a header was found on plaintext: {other:?}"),
+    }
+
+    let settings = ReencryptSettings {
+        cipher: Some("aes-xts-plain64".into()),
+        ..ReencryptSettings::default()
+    };
+    let message = refused(DecryptAttachedStart::prepare(&moving, &settings, &new_header));
+    assert!(message.starts_with("--decrypt takes no --cipher"), "{message}");
+
+    let luks1 = dir.sparse("luks1.img", 8 * MIB);
+    let opts = FormatOptions {
+        pbkdf: pbkdf(),
+        ..FormatOptions::default_for(rampart_luks::LuksVersion::Luks1)
+    };
+    Luks::format(&VolumePaths::new(&luks1, None).open_header(true).unwrap(), &opts, PASSPHRASE)
+        .unwrap();
+    let message = refused(DecryptAttachedStart::prepare(
+        &VolumePaths::new(&luks1, Some(&new_header)),
+        &ReencryptSettings::default(),
+        &new_header,
+    ));
+    assert_eq!(
+        message,
+        format!("{} is LUKS1: only LUKS2 volumes can be decrypted in place", luks1.display())
+    );
+
+    let luks2 = dir.sparse("luks2.img", 32 * MIB);
+    let attached = VolumePaths::new(&luks2, None);
+    let opts = FormatOptions { pbkdf: pbkdf(), ..FormatOptions::default() };
+    Luks::format(&attached.open_header(true).unwrap(), &opts, PASSPHRASE).unwrap();
+    let start = DecryptAttachedStart::prepare(
+        &VolumePaths::new(&luks2, Some(&new_header)),
+        &ReencryptSettings::default(),
+        &new_header,
+    )
+    .unwrap();
+    assert_eq!(start.header_path(), luks2.as_path());
+    assert!(start.luks.reencrypt_state().unwrap().is_none());
+    assert!(!new_header.exists(), "nothing is written before the key is asked for");
 }
 
 #[test]

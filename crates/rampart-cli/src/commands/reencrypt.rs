@@ -8,12 +8,12 @@ use std::time::Instant;
 
 use anyhow::Context;
 use rampart_crypto::{HashAlg, SecretBytes};
-use rampart_luks::{Luks, LuksVersion, Resilience};
+use rampart_luks::{Luks, LuksVersion};
 use rampart_serve::protocol::{DecryptAttached, RunOptions};
 use rampart_serve::remote;
 use rampart_unlock::{NewKeyShape, NewKeyslots, Rebound};
 use rampart_volume::reencrypt_plan::{PlanError, ReencryptSettings, ResilienceMode};
-use rampart_volume::reencrypt_start::{self, EncryptStart};
+use rampart_volume::reencrypt_start::{self, DecryptAttachedStart, EncryptStart};
 use rampart_volume::{Outcome, ReencryptError, ReencryptOptions, Reencryption, VolumePaths};
 use serde_json::json;
 
@@ -248,33 +248,12 @@ fn start_decrypt_attached(
     paths: &VolumePaths,
     new_header: &std::path::Path,
 ) -> anyhow::Result<(SecretBytes, String)> {
-    settings.check_decrypt().map_err(usage)?;
-    let attached = VolumePaths::new(&paths.data, None);
-    let (header, luks, report) = attached.load_released().with_context(|| {
-        format!(
-            "{} does not exist, so {} must hold its LUKS2 header (to be exported to it)",
-            new_header.display(),
-            paths.data.display()
-        )
-    })?;
-    warn(&report);
-    if luks.version() != LuksVersion::Luks2 {
-        return Err(UsageError(format!(
-            "{} is LUKS1: only LUKS2 volumes can be decrypted in place",
-            paths.data.display()
-        ))
-        .into());
-    }
-    if luks.reencrypt_state().map_err(luks_error)?.is_some() {
-        return Err(UsageError(format!(
-            "{} is being re-encrypted with its header attached: resume it with `rampart reencrypt --resume-only` without --header first",
-            paths.data.display()
-        ))
-        .into());
-    }
-    let served = remote::connect(luks.uuid());
+    let start = DecryptAttachedStart::prepare(paths, settings, new_header).map_err(start_error)?;
+    warn(&start.report);
+    let served = remote::connect(start.luks.uuid());
     let mut source = KeySource::new(&args.key, &args.tokens, "Enter passphrase: ");
-    let (_, key) = source.unlock(&luks, &header, attached.header_path())?;
+    let (_, key) = source.unlock(&start.luks, &start.header, start.header_path())?;
+    let DecryptAttachedStart { header, luks, .. } = start;
     drop(header);
     let resilience = settings.moved_decrypt_resilience().map_err(usage)?;
     let pbkdf = pbkdf_choice(&args.pbkdf, LuksVersion::Luks2)?;
@@ -283,17 +262,7 @@ fn start_decrypt_attached(
         Some(stream) => {
             let header = std::path::absolute(new_header)
                 .with_context(|| format!("cannot resolve {}", new_header.display()))?;
-            let (resilience, resilience_hash) = match &resilience {
-                Resilience::Checksum { hash, .. } => ("checksum", Some(hash.name().to_owned())),
-                other => (other.name(), None),
-            };
-            let start = DecryptAttached {
-                header,
-                resilience: resilience.to_owned(),
-                resilience_hash,
-                digest_hash: pbkdf.hash.name().to_owned(),
-                quick_digest: pbkdf.forced_iterations.is_some(),
-            };
+            let start = DecryptAttached::new(header, &resilience, &pbkdf);
             remote::start_decrypt_attached_remote(stream, start, &key)
                 .map_err(serve_error)
                 .with_context(context)?;
