@@ -13,6 +13,7 @@ mod clone;
 pub mod crashsim;
 mod crypt;
 mod file;
+pub mod format;
 pub mod gate;
 pub mod lock;
 mod mem;

@@ -10,6 +10,7 @@ mod crash_encrypt_decrypt;
 mod crash_headers;
 mod crash_reencrypt;
 mod crypt;
+mod format;
 mod reencrypt_plan;
 mod reencrypt_start;
 mod stream;

@@ -7,7 +7,8 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use anyhow::{bail, Context};
-use rampart_luks::{DataCipher, FormatOptions, Luks, LuksVersion, MetadataIo};
+use rampart_luks::{Luks, LuksVersion, MetadataIo};
+use rampart_volume::format::{self, FormatRequest};
 
 use crate::cli::{
     AddKeyArgs, ChangeKeyArgs, DumpArgs, FormatArgs, HeaderCommand, IsLuksArgs, KillSlotArgs,
@@ -15,48 +16,31 @@ use crate::cli::{
 };
 use crate::commands::bind::{bind_new_volume, require_luks2};
 use crate::commands::header::{
-    confirm, create_header_file, load, load_released, paths, pbkdf_choice, relock, unlock, warn,
+    confirm, load, load_released, paths, pbkdf_choice, relock, unlock, warn,
 };
 use crate::commands::keysource::{connect_kms, KeySource};
-use crate::errors::luks_error;
+use crate::errors::{format_error, luks_error};
 use crate::passphrase::Source;
 use crate::{QuietExit, UsageError};
 
 pub fn format(args: &FormatArgs) -> anyhow::Result<()> {
     let version = LuksVersion::from(args.luks_type);
-    let cipher = DataCipher::from_spec(&args.cipher).map_err(|e| UsageError(e.to_string()))?;
-    let key_bits = args.key_size.unwrap_or(cipher.default_key_bits());
-    cipher.check_key_bits(key_bits).map_err(|e| match e {
-        rampart_luks::Error::InvalidArgument(message) => UsageError(message),
-        other => UsageError(other.to_string()),
-    })?;
-    let sector_size = args.sector_size.unwrap_or(match version {
-        LuksVersion::Luks2 => 4096,
-        LuksVersion::Luks1 => 512,
-    });
-    let pbkdf = pbkdf_choice(&args.pbkdf, version)?;
     let paths = paths(&args.volume);
-    let options = FormatOptions {
+    let request = FormatRequest {
         version,
-        cipher,
-        key_bytes: key_bits / 8,
-        sector_size,
-        pbkdf,
+        cipher: &args.cipher,
+        key_bits: args.key_size,
+        sector_size: args.sector_size,
+        pbkdf: args.pbkdf.request(),
         label: args.label.clone(),
         subsystem: args.subsystem.clone(),
         metadata_size: args.luks2_metadata_size,
         keyslots_size: args.luks2_keyslots_size,
-        detached_header: paths.header.is_some(),
-        data_offset: args.offset.map(|sectors| sectors.saturating_mul(512)),
+        data_offset_sectors: args.offset,
         uuid: args.uuid.clone(),
     };
-
-    create_if_missing(&paths.data, args.size)?;
-    if let Some(header) = &paths.header {
-        if !header.exists() {
-            create_header_file(header)?;
-        }
-    }
+    let options = request.options(&paths).map_err(format_error)?;
+    format::create_files(&paths, args.size).map_err(format_error)?;
     // Binding at creation (`--key NAME`): LUKS2 only, and the bundle must
     // load before anything is written.
     let kms = match &args.kms_key {
@@ -88,17 +72,7 @@ pub fn format(args: &FormatArgs) -> anyhow::Result<()> {
         Source::new(args.key_file.as_deref(), "Enter passphrase for the new volume: ", true)
             .read()?;
     let (mut luks, volume_key) = Luks::format(&header, &options, passphrase.expose())?;
-    // The data area must exist behind a detached header too.
-    let data_len = std::fs::metadata(&paths.data)
-        .with_context(|| format!("cannot stat {}", paths.data.display()))?
-        .len();
-    if paths.header.is_none() && data_len <= luks.metadata_end() {
-        bail!(
-            "{} ({data_len} bytes) has no room for data after the {}-byte header; give a larger --size",
-            paths.data.display(),
-            luks.metadata_end()
-        );
-    }
+    format::check_data_room(&paths, &luks).map_err(format_error)?;
     if let (Some(kms), Some(key_name)) = (&kms, &args.kms_key) {
         require_luks2(&luks, &paths)?;
         bind_new_volume(kms, &header, &mut luks, &volume_key, key_name)?;
@@ -110,26 +84,6 @@ pub fn format(args: &FormatArgs) -> anyhow::Result<()> {
         crate::commands::wipe::wipe_device(&paths, volume.device())?;
     }
     Ok(())
-}
-
-/// Creates `path` with `size` bytes (sparse) when it does not exist.
-fn create_if_missing(path: &Path, size: Option<u64>) -> anyhow::Result<()> {
-    match (path.exists(), size) {
-        (true, _) => Ok(()),
-        (false, Some(size)) => {
-            let file = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(path)
-                .with_context(|| format!("cannot create {}", path.display()))?;
-            file.set_len(size).with_context(|| format!("cannot size {}", path.display()))?;
-            file.sync_all().with_context(|| format!("cannot sync {}", path.display()))
-        }
-        (false, None) => {
-            Err(UsageError(format!("{} does not exist; give --size to create it", path.display()))
-                .into())
-        }
-    }
 }
 
 pub fn dump(args: &DumpArgs) -> anyhow::Result<()> {
