@@ -1,6 +1,62 @@
+use std::fs::OpenOptions;
 use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
 
 use rampart_luks::{Luks, LuksVersion, MetadataIo};
+
+use crate::VolumeError;
+
+/// Why a header backup was not written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BackupError {
+    /// The header says it is larger than the file or device holding it.
+    #[error("the header ({size} bytes) is larger than {} ({available} bytes)", path.display())]
+    TooLarge { size: u64, path: PathBuf, available: u64 },
+    #[error(transparent)]
+    Volume(#[from] VolumeError),
+}
+
+/// Writes the header area of `header` (whose header is `luks`, read from
+/// `header_path`) to the new file `file`, owner-only and read-only as
+/// cryptsetup's `luksHeaderBackup` writes it: its keyslots open the volume
+/// with any passphrase they ever held.
+///
+/// # Errors
+/// TooLarge, or `file` exists already or cannot be written.
+pub fn backup_header(
+    header: &dyn MetadataIo,
+    luks: &Luks,
+    header_path: &Path,
+    file: &Path,
+) -> Result<(), BackupError> {
+    let size = luks.header_bytes();
+    let available = header.len().map_err(|e| VolumeError::io("cannot size the volume", e))?;
+    if size > available {
+        return Err(BackupError::TooLarge { size, path: header_path.to_owned(), available });
+    }
+    let out = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o400)
+        .open(file)
+        .map_err(|e| VolumeError::io(format!("cannot create {}", file.display()), e))?;
+    let mut buffer = vec![0u8; 1 << 20];
+    let mut offset = 0;
+    while offset < size {
+        let n = usize::try_from(size - offset).map_or(buffer.len(), |left| left.min(buffer.len()));
+        let chunk = &mut buffer[..n];
+        header
+            .read_at(offset, chunk)
+            .map_err(|e| VolumeError::io(format!("cannot read the header at byte {offset}"), e))?;
+        MetadataIo::write_at(&out, offset, chunk)
+            .map_err(|e| VolumeError::io(format!("cannot write the header at byte {offset}"), e))?;
+        offset += n as u64;
+    }
+    out.sync_all().map_err(|e| VolumeError::io(format!("cannot write {}", file.display()), e))?;
+    Ok(())
+}
 
 /// Copies the first `len` bytes of a header backup (`backup`, whose header
 /// is `restored`) over the header area of `target`, in the order that

@@ -11,6 +11,7 @@ mod crash_headers;
 mod crash_reencrypt;
 mod crypt;
 mod format;
+mod header_backup;
 mod reencrypt_plan;
 mod reencrypt_start;
 mod stream;

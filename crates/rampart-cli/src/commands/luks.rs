@@ -1,9 +1,8 @@
 //! The header verbs: format, dump, test-key, keyslot and token management,
 //! header backup/restore and repair.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{IsTerminal, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use anyhow::{bail, Context};
@@ -289,24 +288,7 @@ pub fn header(command: &HeaderCommand) -> anyhow::Result<()> {
         HeaderCommand::Backup { volume, file } => {
             let paths = paths(volume);
             let (header, luks) = load(&paths, false)?;
-            let size = luks.header_bytes();
-            let available = header.len().context("cannot size the volume")?;
-            if size > available {
-                bail!(
-                    "the header ({size} bytes) is larger than {} ({available} bytes)",
-                    paths.header_path().display()
-                );
-            }
-            // Owner-only, as cryptsetup's luksHeaderBackup: the keyslots in
-            // it open the volume with any passphrase they ever held.
-            let out = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o400)
-                .open(file)
-                .with_context(|| format!("cannot create {}", file.display()))?;
-            copy_prefix(&header, &out, size)?;
-            out.sync_all().with_context(|| format!("cannot write {}", file.display()))?;
+            rampart_volume::backup_header(&header, &luks, paths.header_path(), file)?;
             Ok(())
         }
         HeaderCommand::Restore { volume, file, batch_mode } => {
@@ -359,23 +341,6 @@ pub fn header(command: &HeaderCommand) -> anyhow::Result<()> {
             Ok(())
         }
     }
-}
-
-/// Copies the first `len` bytes of `from` to `to`, 1 MiB at a time (a
-/// header area can be as large as the data offset).
-fn copy_prefix(from: &dyn MetadataIo, to: &dyn MetadataIo, len: u64) -> anyhow::Result<()> {
-    let mut buffer = vec![0u8; 1 << 20];
-    let mut offset = 0;
-    while offset < len {
-        let n = usize::try_from(len - offset).map_or(buffer.len(), |left| left.min(buffer.len()));
-        let chunk = &mut buffer[..n];
-        from.read_at(offset, chunk)
-            .with_context(|| format!("cannot read the header at byte {offset}"))?;
-        to.write_at(offset, chunk)
-            .with_context(|| format!("cannot write the header at byte {offset}"))?;
-        offset += n as u64;
-    }
-    Ok(())
 }
 
 pub fn repair(args: &RepairArgs) -> anyhow::Result<()> {
