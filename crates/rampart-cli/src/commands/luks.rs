@@ -158,23 +158,14 @@ pub fn change_key(args: &ChangeKeyArgs) -> anyhow::Result<()> {
     let new = Source::new(args.new_key_file.as_deref(), "Enter new passphrase: ", true).read()?;
     let (header, mut luks) = relock(&paths, &volume_key)?;
     let old_slot = still_active(&luks, old_slot)?;
-    // The new slot is complete on disk before the old one goes, so a crash
-    // in between leaves both passphrases working, never neither. With every
-    // slot in use the change can only be made in place, as cryptsetup does.
-    let new_slot = match luks.add_keyslot(&header, &volume_key, new.expose(), &pbkdf, None) {
-        Ok(new_slot) => {
-            luks.remove_keyslot(&header, old_slot)?;
-            new_slot
-        }
-        Err(rampart_luks::Error::NoSpace(_)) => {
-            eprintln!(
-                "rampart: warning: every keyslot is in use; replacing keyslot {old_slot} in place"
-            );
-            luks.remove_keyslot(&header, old_slot)?;
-            luks.add_keyslot(&header, &volume_key, new.expose(), &pbkdf, Some(old_slot))?
-        }
-        Err(other) => return Err(luks_error(other)),
+    let in_place = || {
+        eprintln!(
+            "rampart: warning: every keyslot is in use; replacing keyslot {old_slot} in place"
+        );
     };
+    let new_slot = luks
+        .change_keyslot(&header, &volume_key, old_slot, new.expose(), &pbkdf, in_place)
+        .map_err(luks_error)?;
     if std::io::stderr().is_terminal() {
         eprintln!("Key slot {old_slot} replaced by key slot {new_slot}.");
     }
