@@ -8,7 +8,7 @@ use std::path::Path;
 use rampart_crypto::HashAlg;
 use rampart_luks::{FormatOptions, Luks, MemoryIo};
 use rampart_test_support::TempDir;
-use rampart_volume::{backup_header, BackupError, VolumeError};
+use rampart_volume::{backup_header, BackupError, HeaderBackup, VolumeError};
 
 const MIB: usize = 1 << 20;
 
@@ -62,4 +62,36 @@ fn a_header_larger_than_its_device_is_not_backed_up() {
     }
     assert!(!file.exists());
     drop(io);
+}
+
+#[test]
+fn a_backup_restores_over_a_damaged_header_and_a_bad_one_is_refused() {
+    let dir = TempDir::new("header-restore");
+    let (io, luks) = header(4 * MIB);
+    let file = dir.path().join("vol.backup");
+    backup_header(&io, &luks, Path::new("/dev/vol"), &file).unwrap();
+    let backup = HeaderBackup::read(&file).unwrap();
+    assert_eq!(backup.uuid(), luks.uuid());
+
+    let damaged = MemoryIo::from_vec(vec![0; 4 * MIB]);
+    backup.restore(&damaged, Path::new("/dev/vol")).unwrap();
+    let (restored, _) = Luks::load(&damaged).unwrap();
+    assert_eq!(restored.uuid(), luks.uuid());
+
+    match backup.restore(&MemoryIo::new(MIB), Path::new("/dev/small")) {
+        Err(error @ BackupError::BackupTooLarge { .. }) => assert_eq!(
+            error.to_string(),
+            format!("the header backup ({} bytes) is larger than /dev/small", luks.header_bytes())
+        ),
+        other => panic!("a backup larger than its target was restored: {other:?}"),
+    }
+
+    let garbage = dir.file("garbage.backup", &[7; 8192]);
+    match HeaderBackup::read(&garbage) {
+        Err(BackupError::Refused(message)) => assert!(
+            message.starts_with(&format!("{} is not a valid header backup: ", garbage.display())),
+            "{message}"
+        ),
+        other => panic!("garbage read as a backup: {other:?}"),
+    }
 }

@@ -6,8 +6,9 @@ use std::io::{IsTerminal, Read, Write};
 use std::path::Path;
 
 use anyhow::{bail, Context};
-use rampart_luks::{Luks, LuksVersion, MetadataIo};
+use rampart_luks::{Luks, LuksVersion};
 use rampart_volume::format::{self, FormatRequest};
+use rampart_volume::HeaderBackup;
 
 use crate::cli::{
     AddKeyArgs, ChangeKeyArgs, DumpArgs, FormatArgs, HeaderCommand, IsLuksArgs, KillSlotArgs,
@@ -18,7 +19,7 @@ use crate::commands::header::{
     confirm, load, load_released, paths, pbkdf_choice, relock, unlock, warn,
 };
 use crate::commands::keysource::{connect_kms, KeySource};
-use crate::errors::{format_error, luks_error};
+use crate::errors::{backup_error, format_error, luks_error};
 use crate::passphrase::Source;
 use crate::{QuietExit, UsageError};
 
@@ -279,57 +280,32 @@ pub fn header(command: &HeaderCommand) -> anyhow::Result<()> {
         HeaderCommand::Backup { volume, file } => {
             let paths = paths(volume);
             let (header, luks) = load(&paths, false)?;
-            rampart_volume::backup_header(&header, &luks, paths.header_path(), file)?;
+            rampart_volume::backup_header(&header, &luks, paths.header_path(), file)
+                .map_err(backup_error)?;
             Ok(())
         }
         HeaderCommand::Restore { volume, file, batch_mode } => {
             let paths = paths(volume);
-            let backup =
-                File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
-            let (restored, report) = Luks::load(&backup).map_err(|e| {
-                UsageError(format!("{} is not a valid header backup: {e}", file.display()))
-            })?;
-            warn(&report);
+            let backup = HeaderBackup::read(file).map_err(backup_error)?;
+            warn(&backup.report);
             let target = paths.open_header(true)?;
             if let Ok((current, _)) = Luks::load(&target) {
-                if current.uuid() != restored.uuid() && !batch_mode {
+                if current.uuid() != backup.uuid() && !batch_mode {
                     let question = format!(
                         "The backup's UUID {} differs from the volume's {}. Replace the header?",
-                        restored.uuid(),
+                        backup.uuid(),
                         current.uuid()
                     );
                     if !confirm(&question)? {
                         return Err(UsageError(format!(
                             "the backup belongs to another volume (UUID {}); add --batch-mode to restore it anyway",
-                            restored.uuid()
+                            backup.uuid()
                         ))
                         .into());
                     }
                 }
             }
-            // cryptsetup's LUKS1 backups end after the last keyslot's key
-            // material (rounded up to 4096 bytes), short of the data offset:
-            // restore what the backup holds when it covers every keyslot.
-            let backup_len = backup.len().context("cannot size the backup")?;
-            let size = restored.header_bytes().min(backup_len);
-            if size < restored.metadata_end() {
-                return Err(UsageError(format!(
-                    "{} is truncated: it has {backup_len} bytes but the header and keyslots need {}",
-                    file.display(),
-                    restored.metadata_end()
-                ))
-                .into());
-            }
-            let target_len = target.len().context("cannot size the volume")?;
-            if size > target_len {
-                bail!(
-                    "the header backup ({size} bytes) is larger than {}",
-                    paths.header_path().display()
-                );
-            }
-            rampart_volume::restore_header(&backup, &restored, &target, size)
-                .context("cannot restore the header")?;
-            Ok(())
+            backup.restore(&target, paths.header_path()).map_err(backup_error)
         }
     }
 }
