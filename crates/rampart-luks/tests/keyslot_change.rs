@@ -4,7 +4,19 @@
 
 use std::cell::Cell;
 
-use rampart_luks::{FormatOptions, HashAlg, Luks, LuksVersion, MemoryIo};
+use rampart_crypto::SecretBytes;
+use rampart_luks::{FormatOptions, HashAlg, Luks, LuksVersion, MemoryIo, PbkdfChoice};
+
+/// A LUKS1 volume in memory whose keyslot 0 opens with `old`.
+fn volume() -> (MemoryIo, Luks, SecretBytes, PbkdfChoice) {
+    let io = MemoryIo::new(4 << 20);
+    let opts = FormatOptions {
+        pbkdf: rampart_test_support::fast_pbkdf2(HashAlg::Sha256),
+        ..FormatOptions::default_for(LuksVersion::Luks1)
+    };
+    let (luks, key) = Luks::format(&io, &opts, b"old").unwrap();
+    (io, luks, key, opts.pbkdf)
+}
 
 fn opens(luks: &Luks, io: &MemoryIo, passphrase: &[u8]) -> Option<usize> {
     luks.unlock(io, passphrase, None).ok().map(|(slot, _)| slot)
@@ -12,14 +24,9 @@ fn opens(luks: &Luks, io: &MemoryIo, passphrase: &[u8]) -> Option<usize> {
 
 #[test]
 fn a_new_keyslot_takes_the_key_before_the_old_one_goes() {
-    let io = MemoryIo::new(4 << 20);
-    let opts = FormatOptions {
-        pbkdf: rampart_test_support::fast_pbkdf2(HashAlg::Sha256),
-        ..FormatOptions::default_for(LuksVersion::Luks1)
-    };
-    let (mut luks, key) = Luks::format(&io, &opts, b"old").unwrap();
+    let (io, mut luks, key, pbkdf) = volume();
     let told = Cell::new(false);
-    let slot = luks.change_keyslot(&io, &key, 0, b"new", &opts.pbkdf, || told.set(true)).unwrap();
+    let slot = luks.change_keyslot(&io, &key, 0, b"new", &pbkdf, || told.set(true)).unwrap();
     assert_eq!(slot, 1);
     assert!(!told.get(), "a free keyslot needs no change in place");
     assert_eq!(luks.active_keyslots(), [1]);
@@ -29,17 +36,12 @@ fn a_new_keyslot_takes_the_key_before_the_old_one_goes() {
 
 #[test]
 fn with_every_keyslot_in_use_the_change_is_made_in_place() {
-    let io = MemoryIo::new(4 << 20);
-    let opts = FormatOptions {
-        pbkdf: rampart_test_support::fast_pbkdf2(HashAlg::Sha256),
-        ..FormatOptions::default_for(LuksVersion::Luks1)
-    };
-    let (mut luks, key) = Luks::format(&io, &opts, b"old").unwrap();
+    let (io, mut luks, key, pbkdf) = volume();
     for n in 1..8 {
-        luks.add_keyslot(&io, &key, format!("other {n}").as_bytes(), &opts.pbkdf, None).unwrap();
+        luks.add_keyslot(&io, &key, format!("other {n}").as_bytes(), &pbkdf, None).unwrap();
     }
     let told = Cell::new(false);
-    let slot = luks.change_keyslot(&io, &key, 3, b"new", &opts.pbkdf, || told.set(true)).unwrap();
+    let slot = luks.change_keyslot(&io, &key, 3, b"new", &pbkdf, || told.set(true)).unwrap();
     assert_eq!(slot, 3);
     assert!(told.get(), "the change in place is said before it is made");
     assert_eq!(luks.active_keyslots().len(), 8);

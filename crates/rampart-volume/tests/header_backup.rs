@@ -24,12 +24,18 @@ fn header(len: usize) -> (MemoryIo, Luks) {
     (io, luks)
 }
 
-#[test]
-fn a_backup_holds_the_header_area_read_only_and_never_overwrites() {
-    let dir = TempDir::new("header-backup");
+/// A 4 MiB header and its backup in `dir`.
+fn backed_up(dir: &TempDir) -> (MemoryIo, Luks, std::path::PathBuf) {
     let (io, luks) = header(4 * MIB);
     let file = dir.path().join("vol.backup");
     backup_header(&io, &luks, Path::new("/dev/vol"), &file).unwrap();
+    (io, luks, file)
+}
+
+#[test]
+fn a_backup_holds_the_header_area_read_only_and_never_overwrites() {
+    let dir = TempDir::new("header-backup");
+    let (io, luks, file) = backed_up(&dir);
     let backup = std::fs::read(&file).unwrap();
     assert_eq!(backup.len() as u64, luks.header_bytes());
     let (restored, _) = Luks::load(&MemoryIo::from_vec(backup)).unwrap();
@@ -67,9 +73,7 @@ fn a_header_larger_than_its_device_is_not_backed_up() {
 #[test]
 fn a_backup_restores_over_a_damaged_header_and_a_bad_one_is_refused() {
     let dir = TempDir::new("header-restore");
-    let (io, luks) = header(4 * MIB);
-    let file = dir.path().join("vol.backup");
-    backup_header(&io, &luks, Path::new("/dev/vol"), &file).unwrap();
+    let (_, luks, file) = backed_up(&dir);
     let backup = HeaderBackup::read(&file).unwrap();
     assert_eq!(backup.uuid(), luks.uuid());
 
