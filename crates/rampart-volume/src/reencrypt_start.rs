@@ -60,6 +60,32 @@ pub fn device_len(paths: &VolumePaths) -> Result<u64, VolumeError> {
     MetadataIo::len(&file).map_err(|e| VolumeError::io("cannot size the data device", e))
 }
 
+/// Whether the header of `paths` records a reencryption in progress: an
+/// encryption in place (`reencrypt --encrypt`) started before is resumed,
+/// not started again.
+#[must_use]
+pub fn in_progress(paths: &VolumePaths) -> bool {
+    paths
+        .open_header(false)
+        .ok()
+        .and_then(|header| Luks::load(&header).ok())
+        .is_some_and(|(luks, _)| matches!(luks.reencrypt_state(), Ok(Some(_))))
+}
+
+/// Only LUKS2 records a reencryption in its header.
+///
+/// # Errors
+/// Refused: a LUKS1 volume.
+pub fn require_luks2(luks: &Luks, header_path: &Path) -> Result<(), StartError> {
+    if luks.version() != LuksVersion::Luks2 {
+        return Err(StartError::Refused(format!(
+            "{} is LUKS1: only LUKS2 volumes can be re-encrypted in place",
+            header_path.display()
+        )));
+    }
+    Ok(())
+}
+
 /// An encryption in place (`reencrypt --encrypt`) checked and planned,
 /// before its passphrase is asked for: nothing is written until
 /// [`EncryptStart::write`].

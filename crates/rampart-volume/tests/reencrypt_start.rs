@@ -9,12 +9,12 @@ use std::process::Command;
 use std::sync::atomic::AtomicBool;
 
 use rampart_crypto::{HashAlg, SecretBytes};
-use rampart_luks::{FormatOptions, Luks, PbkdfChoice, ReencryptMode};
+use rampart_luks::{FormatOptions, Luks, LuksVersion, PbkdfChoice, ReencryptMode};
 use rampart_test_support::{tool, TempDir};
 use rampart_volume::crashsim::SplitMix64;
 use rampart_volume::reencrypt_plan::ReencryptSettings;
 use rampart_volume::reencrypt_start::{
-    start_decrypt, DecryptAttachedStart, EncryptStart, StartError,
+    require_luks2, start_decrypt, DecryptAttachedStart, EncryptStart, StartError,
 };
 use rampart_volume::{
     BlockDevice, Outcome, ReencryptOptions, Reencryption, Volume, VolumeError, VolumePaths,
@@ -203,10 +203,7 @@ fn a_decryption_moving_an_attached_header_needs_an_idle_luks2_one() {
     assert!(message.starts_with("--decrypt takes no --cipher"), "{message}");
 
     let luks1 = dir.sparse("luks1.img", 8 * MIB);
-    let opts = FormatOptions {
-        pbkdf: pbkdf(),
-        ..FormatOptions::default_for(rampart_luks::LuksVersion::Luks1)
-    };
+    let opts = FormatOptions { pbkdf: pbkdf(), ..FormatOptions::default_for(LuksVersion::Luks1) };
     Luks::format(&VolumePaths::new(&luks1, None).open_header(true).unwrap(), &opts, PASSPHRASE)
         .unwrap();
     let message = refused(DecryptAttachedStart::prepare(
@@ -250,4 +247,36 @@ fn a_relock_refuses_a_header_whose_key_changed_meanwhile() {
         ),
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn only_a_luks2_header_records_a_reencryption_in_progress() {
+    let dir = TempDir::new("in-progress");
+    let luks1 = dir.sparse("luks1.img", 8 * MIB);
+    let paths = VolumePaths::new(&luks1, None);
+    assert!(!rampart_volume::reencrypt_start::in_progress(&paths), "plaintext");
+    let opts = FormatOptions { pbkdf: pbkdf(), ..FormatOptions::default_for(LuksVersion::Luks1) };
+    let (luks, _) = Luks::format(&paths.open_header(true).unwrap(), &opts, PASSPHRASE).unwrap();
+    assert!(!rampart_volume::reencrypt_start::in_progress(&paths));
+    let message = refused(require_luks2(&luks, &luks1));
+    assert_eq!(
+        message,
+        format!("{} is LUKS1: only LUKS2 volumes can be re-encrypted in place", luks1.display())
+    );
+
+    let data = dir.sparse("vol.img", 8 * MIB);
+    let header = dir.sparse("vol.hdr", 0);
+    let detached = VolumePaths::new(&data, Some(&header));
+    let opts = FormatOptions {
+        pbkdf: pbkdf(),
+        detached_header: true,
+        data_offset: Some(0),
+        ..FormatOptions::default()
+    };
+    let (luks, key) =
+        Luks::format(&detached.open_header(true).unwrap(), &opts, PASSPHRASE).unwrap();
+    require_luks2(&luks, &header).unwrap();
+    assert!(!rampart_volume::reencrypt_start::in_progress(&detached));
+    start_decrypt(&detached, &ReencryptSettings::default(), &luks, &key, &pbkdf()).unwrap();
+    assert!(rampart_volume::reencrypt_start::in_progress(&detached));
 }

@@ -92,12 +92,7 @@ pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
     let paths = paths(&args.volume);
     let settings = settings(args);
     if args.encrypt {
-        let header_in_progress = paths
-            .open_header(false)
-            .ok()
-            .and_then(|h| Luks::load(&h).ok())
-            .is_some_and(|(l, _)| matches!(l.reencrypt_state(), Ok(Some(_))));
-        if !header_in_progress {
+        if !reencrypt_start::in_progress(&paths) {
             let (old_key, new_key) = start_encrypt(args, &settings, &paths)?;
             if args.init_only {
                 if !args.quiet && !args.json {
@@ -139,13 +134,7 @@ pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
     let served = remote::connect(luks.uuid());
     report.warnings.retain(|w| !w.starts_with("a reencryption is in progress"));
     warn(&report);
-    if luks.version() != LuksVersion::Luks2 {
-        return Err(UsageError(format!(
-            "{} is LUKS1: only LUKS2 volumes can be re-encrypted in place",
-            paths.header_path().display()
-        ))
-        .into());
-    }
+    reencrypt_start::require_luks2(&luks, paths.header_path()).map_err(start_error)?;
     let state = luks.reencrypt_state().map_err(luks_error)?;
     // Bound volumes open through their tokens with a client bundle; the
     // passphrase is read only when needed.
