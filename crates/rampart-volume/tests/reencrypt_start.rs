@@ -145,9 +145,8 @@ fn an_encrypted_volume_or_header_is_never_encrypted_again() {
     assert!(!detached.exists());
 }
 
-#[test]
-fn a_decryption_in_place_is_recorded_only_under_a_detached_header() {
-    let dir = TempDir::new("decrypt-start");
+/// A LUKS2 volume of 8 MiB in `dir` whose header is detached.
+fn detached_volume(dir: &TempDir) -> (VolumePaths, Luks, SecretBytes) {
     let data = dir.sparse("vol.img", 8 * MIB);
     let header = dir.sparse("vol.hdr", 0);
     let detached = VolumePaths::new(&data, Some(&header));
@@ -159,6 +158,14 @@ fn a_decryption_in_place_is_recorded_only_under_a_detached_header() {
     };
     let (luks, key) =
         Luks::format(&detached.open_header(true).unwrap(), &opts, PASSPHRASE).unwrap();
+    (detached, luks, key)
+}
+
+#[test]
+fn a_decryption_in_place_is_recorded_only_under_a_detached_header() {
+    let dir = TempDir::new("decrypt-start");
+    let (detached, luks, key) = detached_volume(&dir);
+    let data = detached.data.clone();
 
     let attached = VolumePaths::new(&data, None);
     let message =
@@ -264,17 +271,8 @@ fn only_a_luks2_header_records_a_reencryption_in_progress() {
         format!("{} is LUKS1: only LUKS2 volumes can be re-encrypted in place", luks1.display())
     );
 
-    let data = dir.sparse("vol.img", 8 * MIB);
-    let header = dir.sparse("vol.hdr", 0);
-    let detached = VolumePaths::new(&data, Some(&header));
-    let opts = FormatOptions {
-        pbkdf: pbkdf(),
-        detached_header: true,
-        data_offset: Some(0),
-        ..FormatOptions::default()
-    };
-    let (luks, key) =
-        Luks::format(&detached.open_header(true).unwrap(), &opts, PASSPHRASE).unwrap();
+    let (detached, luks, key) = detached_volume(&dir);
+    let header = detached.header.clone().unwrap();
     require_luks2(&luks, &header).unwrap();
     assert!(!rampart_volume::reencrypt_start::in_progress(&detached));
     start_decrypt(&detached, &ReencryptSettings::default(), &luks, &key, &pbkdf()).unwrap();

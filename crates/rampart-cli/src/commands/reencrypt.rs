@@ -91,17 +91,15 @@ fn device_len(paths: &VolumePaths) -> anyhow::Result<u64> {
 pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
     let paths = paths(&args.volume);
     let settings = settings(args);
-    if args.encrypt {
-        if !reencrypt_start::in_progress(&paths) {
-            let (old_key, new_key) = start_encrypt(args, &settings, &paths)?;
-            if args.init_only {
-                if !args.quiet && !args.json {
-                    eprintln!("Encryption of {} initialised.", paths.data.display());
-                }
-                return Ok(());
+    if args.encrypt && !reencrypt_start::in_progress(&paths) {
+        let (old_key, new_key) = start_encrypt(args, &settings, &paths)?;
+        if args.init_only {
+            if !args.quiet && !args.json {
+                eprintln!("Encryption of {} initialised.", paths.data.display());
             }
-            return resume(args, &paths, &old_key, &new_key, None);
+            return Ok(());
         }
+        return resume(args, &paths, &old_key, &new_key, None);
     }
     // `--decrypt --header NEWFILE` on a volume whose header is attached:
     // the header is exported to NEWFILE and the data moved down over it.
