@@ -4,8 +4,9 @@
 
 use rampart_kms::client::ClientError;
 use rampart_serve::ServeError;
+use rampart_volume::format::FormatError;
 use rampart_volume::reencrypt_start::StartError;
-use rampart_volume::VolumeError;
+use rampart_volume::{BackupError, VolumeError};
 
 use crate::UsageError;
 
@@ -34,6 +35,23 @@ pub fn start_error(error: StartError) -> anyhow::Error {
     match error {
         StartError::Refused(message) => UsageError(message).into(),
         StartError::Volume(e) => map_open_error(e),
+        other => other.into(),
+    }
+}
+
+/// A format request the volume or its files refuse is exit status 2.
+pub fn format_error(error: FormatError) -> anyhow::Error {
+    match error {
+        FormatError::Refused(message) => UsageError(message).into(),
+        FormatError::Volume(e) => map_open_error(e),
+        other => other.into(),
+    }
+}
+
+/// A header backup that cannot be restored is exit status 2.
+pub fn backup_error(error: BackupError) -> anyhow::Error {
+    match error {
+        BackupError::Refused(message) => UsageError(message).into(),
         other => other.into(),
     }
 }

@@ -14,6 +14,7 @@ mod helpers {
 }
 
 mod cli;
+mod docs_pages;
 mod file_encryption;
 mod file_kms;
 mod kernel_dm_crypt;

@@ -352,6 +352,38 @@ impl Luks {
         }
     }
 
+    /// Moves keyslot `old_slot`'s volume key to `passphrase` (cryptsetup's
+    /// `luksChangeKey`); returns the new keyslot. The new keyslot is
+    /// complete on disk before the old one goes, so a crash in between
+    /// leaves both passphrases working, never neither; with every keyslot
+    /// in use the change can only be made in place, as cryptsetup does,
+    /// and `in_place` is called first.
+    ///
+    /// # Errors
+    /// As [`Self::add_keyslot`] and [`Self::remove_keyslot`].
+    pub fn change_keyslot(
+        &mut self,
+        io: &dyn MetadataIo,
+        volume_key: &SecretBytes,
+        old_slot: usize,
+        passphrase: &[u8],
+        pbkdf: &PbkdfChoice,
+        in_place: impl FnOnce(),
+    ) -> Result<usize> {
+        match self.add_keyslot(io, volume_key, passphrase, pbkdf, None) {
+            Ok(new_slot) => {
+                self.remove_keyslot(io, old_slot)?;
+                Ok(new_slot)
+            }
+            Err(Error::NoSpace(_)) => {
+                in_place();
+                self.remove_keyslot(io, old_slot)?;
+                self.add_keyslot(io, volume_key, passphrase, pbkdf, Some(old_slot))
+            }
+            Err(other) => Err(other),
+        }
+    }
+
     /// The ids of the keyslots in use.
     #[must_use]
     pub fn active_keyslots(&self) -> Vec<usize> {

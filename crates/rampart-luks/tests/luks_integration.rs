@@ -12,4 +12,5 @@ mod corpus;
 mod corpus_cryptsetup;
 mod crash;
 mod interop;
+mod keyslot_change;
 mod new_keyslot_settings;

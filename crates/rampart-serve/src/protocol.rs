@@ -114,6 +114,24 @@ fn hash(name: &str) -> Result<HashAlg, ServeError> {
 }
 
 impl DecryptAttached {
+    /// The request to export the header to `header` (absolute) with the
+    /// moved chunk under `resilience` and a reencryption digest of `pbkdf`:
+    /// what [`Self::resilience`] and [`Self::pbkdf`] read back on the server.
+    #[must_use]
+    pub fn new(header: PathBuf, resilience: &Resilience, pbkdf: &PbkdfChoice) -> Self {
+        let (name, resilience_hash) = match resilience {
+            Resilience::Checksum { hash, .. } => ("checksum", Some(hash.name().to_owned())),
+            other => (other.name(), None),
+        };
+        Self {
+            header,
+            resilience: name.to_owned(),
+            resilience_hash,
+            digest_hash: pbkdf.hash.name().to_owned(),
+            quick_digest: pbkdf.forced_iterations.is_some(),
+        }
+    }
+
     pub(crate) fn resilience(&self) -> Result<Resilience, ServeError> {
         Ok(match self.resilience.as_str() {
             "checksum" => Resilience::Checksum {

@@ -252,3 +252,24 @@ fn a_server_that_goes_away_floods_or_garbles_is_reported() {
     let stopped = b"{\"event\":\"stopped\",\"done\":5,\"total\":9}\n";
     assert_eq!(against_reply(stopped).unwrap(), Outcome::Stopped { done: 5 });
 }
+
+#[test]
+fn a_decryption_request_carries_the_resilience_and_digest_asked_for() {
+    use rampart_crypto::HashAlg;
+    use rampart_luks::{PbkdfChoice, Resilience};
+
+    let header = PathBuf::from("/srv/vol.header");
+    let checksum = Resilience::Checksum { hash: HashAlg::Sha512, block_size: 4096 };
+    let forced = PbkdfChoice { forced_iterations: Some(1000), ..PbkdfChoice::default() };
+    let start = DecryptAttached::new(header.clone(), &checksum, &forced);
+    assert_eq!(start.header, header);
+    assert_eq!(
+        (start.resilience.as_str(), start.resilience_hash.as_deref()),
+        ("checksum", Some("sha512"))
+    );
+    assert_eq!((start.digest_hash.as_str(), start.quick_digest), ("sha256", true));
+
+    let start = DecryptAttached::new(header, &Resilience::Journal, &PbkdfChoice::default());
+    assert_eq!((start.resilience.as_str(), start.resilience_hash), ("journal", None));
+    assert!(!start.quick_digest);
+}

@@ -1,7 +1,8 @@
 //! Where a volume's key comes from: its `rampart-kms` tokens first (a
 //! keyslot passphrase wrapped by the key manager), then a passphrase; and
 //! how a volume is bound to a key-manager key (bind, unbind, rewrap) and
-//! moved to a reencryption's new volume key.
+//! moved to a reencryption's new volume key; and the key manager as a
+//! `rampart-file` recipient.
 //!
 //! Nothing here reads the terminal or prints: the passphrase and the
 //! warning about a failed token go through [`Prompter`], which the command
@@ -10,6 +11,7 @@
 
 mod binding;
 mod error;
+mod file;
 mod kms;
 mod reencrypt;
 mod source;
@@ -19,6 +21,7 @@ pub use binding::{
     Binding, Rewrap, MAX_ID,
 };
 pub use error::{client_is_usage, combine_failures, luks_is_usage, Error};
+pub use file::{passphrase_cost, KmsKey};
 pub use kms::{runtime, Kms, NO_BUNDLE};
 pub use rampart_kms::binding::{context, BoundToken, TOKEN_TYPE};
 pub use reencrypt::{

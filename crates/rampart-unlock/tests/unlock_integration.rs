@@ -5,5 +5,6 @@
 mod common;
 
 mod binding;
+mod file_recipient;
 mod key_source;
 mod reencrypt_keyslots;

@@ -13,6 +13,7 @@ mod clone;
 pub mod crashsim;
 mod crypt;
 mod file;
+pub mod format;
 pub mod gate;
 pub mod lock;
 mod mem;
@@ -34,7 +35,7 @@ pub use mem::MemDevice;
 pub use ordered::read_in_order;
 pub use reencrypt::{Outcome, ReencryptError, ReencryptOptions, ReencryptingDevice, Reencryption};
 pub use replaceable::ReplaceableDevice;
-pub use restore::restore_header;
+pub use restore::{backup_header, restore_header, BackupError, HeaderBackup};
 pub use volume::{
     sector_cipher_kind, segment_device, HeaderFile, ReleasedHeader, Volume, VolumeError,
     VolumePaths,

@@ -7,12 +7,15 @@
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
 
 use rampart_crypto::SecretBytes;
-use rampart_luks::{Luks, MetadataIo, PbkdfChoice, ReencryptState, Resilience};
+use rampart_luks::{
+    LoadReport, Luks, LuksVersion, MetadataIo, PbkdfChoice, ReencryptState, Resilience,
+};
 
 use crate::reencrypt_plan::{EncryptStartPlan, PlanError, ReencryptSettings};
-use crate::{Reencryption, VolumeError, VolumePaths};
+use crate::{Reencryption, ReleasedHeader, VolumeError, VolumePaths};
 
 /// Why a reencryption could not start.
 #[derive(Debug, thiserror::Error)]
@@ -24,6 +27,15 @@ pub enum StartError {
     Refused(String),
     #[error(transparent)]
     Volume(#[from] VolumeError),
+    /// `--header NEWFILE` names no header yet and the data device holds
+    /// none either, so there is no header to export.
+    #[error("{} does not exist, so {} must hold its LUKS2 header (to be exported to it)", new_header.display(), data.display())]
+    NoAttachedHeader {
+        new_header: PathBuf,
+        data: PathBuf,
+        #[source]
+        source: VolumeError,
+    },
 }
 
 impl From<PlanError> for StartError {
@@ -46,6 +58,32 @@ pub fn device_len(paths: &VolumePaths) -> Result<u64, VolumeError> {
     let file = File::open(&paths.data)
         .map_err(|e| VolumeError::io(format!("cannot open {}", paths.data.display()), e))?;
     MetadataIo::len(&file).map_err(|e| VolumeError::io("cannot size the data device", e))
+}
+
+/// Whether the header of `paths` records a reencryption in progress: an
+/// encryption in place (`reencrypt --encrypt`) started before is resumed,
+/// not started again.
+#[must_use]
+pub fn in_progress(paths: &VolumePaths) -> bool {
+    paths
+        .open_header(false)
+        .ok()
+        .and_then(|header| Luks::load(&header).ok())
+        .is_some_and(|(luks, _)| matches!(luks.reencrypt_state(), Ok(Some(_))))
+}
+
+/// Only LUKS2 records a reencryption in its header.
+///
+/// # Errors
+/// Refused: a LUKS1 volume.
+pub fn require_luks2(luks: &Luks, header_path: &Path) -> Result<(), StartError> {
+    if luks.version() != LuksVersion::Luks2 {
+        return Err(StartError::Refused(format!(
+            "{} is LUKS1: only LUKS2 volumes can be re-encrypted in place",
+            header_path.display()
+        )));
+    }
+    Ok(())
 }
 
 /// An encryption in place (`reencrypt --encrypt`) checked and planned,
@@ -151,6 +189,64 @@ impl EncryptStart {
             }
         };
         Ok(key)
+    }
+}
+
+/// A decryption of a volume whose header is attached, to be exported to a
+/// new header file while the data moves down over it (`reencrypt --decrypt
+/// --header NEWFILE`, as cryptsetup 2.6; see
+/// [`crate::reencrypt::start_decrypt_shift`]), checked and loaded before
+/// its key is asked for.
+#[derive(Debug)]
+pub struct DecryptAttachedStart {
+    /// The attached header, its lock released for the unlock.
+    pub header: ReleasedHeader,
+    pub luks: Luks,
+    /// The load's warnings, for the caller to show.
+    pub report: LoadReport,
+    attached: VolumePaths,
+}
+
+impl DecryptAttachedStart {
+    /// Loads the header attached to `paths.data` (`new_header` does not
+    /// exist yet) and checks that a decryption in place may start.
+    ///
+    /// # Errors
+    /// Refused: options a decryption does not take, a LUKS1 volume, a
+    /// reencryption in progress. NoAttachedHeader: the data device holds
+    /// no header to export.
+    pub fn prepare(
+        paths: &VolumePaths,
+        settings: &ReencryptSettings,
+        new_header: &Path,
+    ) -> Result<Self, StartError> {
+        settings.check_decrypt()?;
+        let attached = VolumePaths::new(&paths.data, None);
+        let (header, luks, report) =
+            attached.load_released().map_err(|source| StartError::NoAttachedHeader {
+                new_header: new_header.to_owned(),
+                data: paths.data.clone(),
+                source,
+            })?;
+        if luks.version() != LuksVersion::Luks2 {
+            return Err(StartError::Refused(format!(
+                "{} is LUKS1: only LUKS2 volumes can be decrypted in place",
+                paths.data.display()
+            )));
+        }
+        if luks.reencrypt_state()?.is_some() {
+            return Err(StartError::Refused(format!(
+                "{} is being re-encrypted with its header attached: resume it with `rampart reencrypt --resume-only` without --header first",
+                paths.data.display()
+            )));
+        }
+        Ok(Self { header, luks, report, attached })
+    }
+
+    /// Where the header is read from to unlock (the data device).
+    #[must_use]
+    pub fn header_path(&self) -> &Path {
+        self.attached.header_path()
     }
 }
 

@@ -9,11 +9,13 @@ use std::process::Command;
 use std::sync::atomic::AtomicBool;
 
 use rampart_crypto::{HashAlg, SecretBytes};
-use rampart_luks::{FormatOptions, Luks, PbkdfChoice, ReencryptMode};
+use rampart_luks::{FormatOptions, Luks, LuksVersion, PbkdfChoice, ReencryptMode};
 use rampart_test_support::{tool, TempDir};
 use rampart_volume::crashsim::SplitMix64;
 use rampart_volume::reencrypt_plan::ReencryptSettings;
-use rampart_volume::reencrypt_start::{start_decrypt, EncryptStart, StartError};
+use rampart_volume::reencrypt_start::{
+    require_luks2, start_decrypt, DecryptAttachedStart, EncryptStart, StartError,
+};
 use rampart_volume::{
     BlockDevice, Outcome, ReencryptOptions, Reencryption, Volume, VolumeError, VolumePaths,
 };
@@ -143,9 +145,8 @@ fn an_encrypted_volume_or_header_is_never_encrypted_again() {
     assert!(!detached.exists());
 }
 
-#[test]
-fn a_decryption_in_place_is_recorded_only_under_a_detached_header() {
-    let dir = TempDir::new("decrypt-start");
+/// A LUKS2 volume of 8 MiB in `dir` whose header is detached.
+fn detached_volume(dir: &TempDir) -> (VolumePaths, Luks, SecretBytes) {
     let data = dir.sparse("vol.img", 8 * MIB);
     let header = dir.sparse("vol.hdr", 0);
     let detached = VolumePaths::new(&data, Some(&header));
@@ -157,6 +158,14 @@ fn a_decryption_in_place_is_recorded_only_under_a_detached_header() {
     };
     let (luks, key) =
         Luks::format(&detached.open_header(true).unwrap(), &opts, PASSPHRASE).unwrap();
+    (detached, luks, key)
+}
+
+#[test]
+fn a_decryption_in_place_is_recorded_only_under_a_detached_header() {
+    let dir = TempDir::new("decrypt-start");
+    let (detached, luks, key) = detached_volume(&dir);
+    let data = detached.data.clone();
 
     let attached = VolumePaths::new(&data, None);
     let message =
@@ -176,6 +185,60 @@ fn a_decryption_in_place_is_recorded_only_under_a_detached_header() {
 }
 
 #[test]
+fn a_decryption_moving_an_attached_header_needs_an_idle_luks2_one() {
+    let dir = TempDir::new("decrypt-attached-start");
+    let new_header = dir.path().join("new.hdr");
+    let plain = dir.sparse("plain.img", 8 * MIB);
+    let moving = VolumePaths::new(&plain, Some(&new_header));
+    match DecryptAttachedStart::prepare(&moving, &ReencryptSettings::default(), &new_header) {
+        Err(error @ StartError::NoAttachedHeader { .. }) => assert_eq!(
+            error.to_string(),
+            format!(
+                "{} does not exist, so {} must hold its LUKS2 header (to be exported to it)",
+                new_header.display(),
+                plain.display()
+            )
+        ),
+        other => panic!("a header was found on plaintext: {other:?}"),
+    }
+
+    let settings = ReencryptSettings {
+        cipher: Some("aes-xts-plain64".into()),
+        ..ReencryptSettings::default()
+    };
+    let message = refused(DecryptAttachedStart::prepare(&moving, &settings, &new_header));
+    assert!(message.starts_with("--decrypt takes no --cipher"), "{message}");
+
+    let luks1 = dir.sparse("luks1.img", 8 * MIB);
+    let opts = FormatOptions { pbkdf: pbkdf(), ..FormatOptions::default_for(LuksVersion::Luks1) };
+    Luks::format(&VolumePaths::new(&luks1, None).open_header(true).unwrap(), &opts, PASSPHRASE)
+        .unwrap();
+    let message = refused(DecryptAttachedStart::prepare(
+        &VolumePaths::new(&luks1, Some(&new_header)),
+        &ReencryptSettings::default(),
+        &new_header,
+    ));
+    assert_eq!(
+        message,
+        format!("{} is LUKS1: only LUKS2 volumes can be decrypted in place", luks1.display())
+    );
+
+    let luks2 = dir.sparse("luks2.img", 32 * MIB);
+    let attached = VolumePaths::new(&luks2, None);
+    let opts = FormatOptions { pbkdf: pbkdf(), ..FormatOptions::default() };
+    Luks::format(&attached.open_header(true).unwrap(), &opts, PASSPHRASE).unwrap();
+    let start = DecryptAttachedStart::prepare(
+        &VolumePaths::new(&luks2, Some(&new_header)),
+        &ReencryptSettings::default(),
+        &new_header,
+    )
+    .unwrap();
+    assert_eq!(start.header_path(), luks2.as_path());
+    assert!(start.luks.reencrypt_state().unwrap().is_none());
+    assert!(!new_header.exists(), "nothing is written before the key is asked for");
+}
+
+#[test]
 fn a_relock_refuses_a_header_whose_key_changed_meanwhile() {
     let dir = TempDir::new("relock");
     let paths = VolumePaths::new(&dir.sparse("vol.img", 32 * MIB), None);
@@ -191,4 +254,27 @@ fn a_relock_refuses_a_header_whose_key_changed_meanwhile() {
         ),
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn only_a_luks2_header_records_a_reencryption_in_progress() {
+    let dir = TempDir::new("in-progress");
+    let luks1 = dir.sparse("luks1.img", 8 * MIB);
+    let paths = VolumePaths::new(&luks1, None);
+    assert!(!rampart_volume::reencrypt_start::in_progress(&paths), "plaintext");
+    let opts = FormatOptions { pbkdf: pbkdf(), ..FormatOptions::default_for(LuksVersion::Luks1) };
+    let (luks, _) = Luks::format(&paths.open_header(true).unwrap(), &opts, PASSPHRASE).unwrap();
+    assert!(!rampart_volume::reencrypt_start::in_progress(&paths));
+    let message = refused(require_luks2(&luks, &luks1));
+    assert_eq!(
+        message,
+        format!("{} is LUKS1: only LUKS2 volumes can be re-encrypted in place", luks1.display())
+    );
+
+    let (detached, luks, key) = detached_volume(&dir);
+    let header = detached.header.clone().unwrap();
+    require_luks2(&luks, &header).unwrap();
+    assert!(!rampart_volume::reencrypt_start::in_progress(&detached));
+    start_decrypt(&detached, &ReencryptSettings::default(), &luks, &key, &pbkdf()).unwrap();
+    assert!(rampart_volume::reencrypt_start::in_progress(&detached));
 }

@@ -10,6 +10,8 @@ mod crash_encrypt_decrypt;
 mod crash_headers;
 mod crash_reencrypt;
 mod crypt;
+mod format;
+mod header_backup;
 mod reencrypt_plan;
 mod reencrypt_start;
 mod stream;

@@ -6,12 +6,12 @@ use std::io::IsTerminal;
 use anyhow::Context;
 use rampart_crypto::SecretBytes;
 use rampart_luks::{Luks, MetadataIo, PbkdfChoice};
-use rampart_unlock::{check_ids, Binding, BoundToken, Rewrap};
+use rampart_unlock::{check_ids, Binding, BoundToken, Kms, Rewrap};
 use rampart_volume::VolumePaths;
 
 use crate::cli::{BindArgs, KeyArgs, PbkdfArgs, RewrapArgs, UnbindArgs, UnlockArgs};
 use crate::commands::header::{load, load_released, paths, relock, unlock as unlock_passphrase};
-use crate::commands::keysource::{print_passphrase, Kms};
+use crate::commands::keysource::{connect_kms, print_passphrase};
 use crate::errors::unlock_error;
 use crate::UsageError;
 
@@ -43,7 +43,7 @@ fn bind_volume(
     volume_key: &SecretBytes,
     binding: &Binding<'_>,
 ) -> anyhow::Result<BoundToken> {
-    rampart_unlock::bind_volume(&kms.0, header, luks, volume_key, binding).map_err(unlock_error)
+    rampart_unlock::bind_volume(kms, header, luks, volume_key, binding).map_err(unlock_error)
 }
 
 pub fn bind(args: &BindArgs) -> anyhow::Result<()> {
@@ -67,7 +67,7 @@ pub fn bind(args: &BindArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let kms = Kms::connect(&args.client)?;
+    let kms = connect_kms(&args.client)?;
     let existing = KeyArgs { key_file: args.key_file.clone(), key_slot: None };
     let (_, volume_key) =
         unlock_passphrase(&luks, &released, &existing, "Enter any existing passphrase: ")?;
@@ -124,8 +124,8 @@ pub fn rewrap(args: &RewrapArgs) -> anyhow::Result<()> {
     // key manager is asked.
     rampart_unlock::chosen_tokens(&luks, paths.header_path(), args.token_id)
         .map_err(unlock_error)?;
-    let kms = Kms::connect(&args.client)?;
-    rampart_unlock::rewrap(&kms.0, &header, &mut luks, paths.header_path(), args.token_id, |done| {
+    let kms = connect_kms(&args.client)?;
+    rampart_unlock::rewrap(&kms, &header, &mut luks, paths.header_path(), args.token_id, |done| {
         match done {
             Rewrap::Newest { id, key, version } => {
                 outln!("token {id}: key {key} version {version} is already the newest")
@@ -152,15 +152,10 @@ pub fn unlock(args: &UnlockArgs) -> anyhow::Result<()> {
     require_luks2(&luks, &paths)?;
     rampart_unlock::chosen_tokens(&luks, paths.header_path(), args.token_id)
         .map_err(unlock_error)?;
-    let kms = Kms::connect(&args.client)?;
-    let (slot, id, passphrase) = rampart_unlock::token_passphrase(
-        &kms.0,
-        &header,
-        &luks,
-        paths.header_path(),
-        args.token_id,
-    )
-    .map_err(unlock_error)?;
+    let kms = connect_kms(&args.client)?;
+    let (slot, id, passphrase) =
+        rampart_unlock::token_passphrase(&kms, &header, &luks, paths.header_path(), args.token_id)
+            .map_err(unlock_error)?;
     if args.print_passphrase {
         print_passphrase(&passphrase)?;
     } else if std::io::stderr().is_terminal() {

@@ -14,7 +14,7 @@ use crate::cli::CloneArgs;
 use crate::commands::bind::{bind_new_volume, require_luks2};
 use crate::commands::copy::{open_with, progress, readers};
 use crate::commands::header::{confirm, paths, pbkdf_choice};
-use crate::commands::keysource::{KeySource, Kms};
+use crate::commands::keysource::{connect_kms, KeySource};
 use crate::errors::{luks_error, map_open_error};
 use crate::passphrase::Source;
 use crate::UsageError;
@@ -44,7 +44,7 @@ pub fn clone(args: &CloneArgs) -> anyhow::Result<()> {
     let kms = match &args.kms_key {
         Some(_) => {
             require_luks2(src, &src_paths)?;
-            Some(Kms::connect(&args.tokens.client)?)
+            Some(connect_kms(&args.tokens.client)?)
         }
         None => None,
     };

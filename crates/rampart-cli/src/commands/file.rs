@@ -7,27 +7,24 @@
 //! partial output and leaves an existing file untouched. Standard output
 //! gets only authenticated segments, and stops before the first that fails.
 
-use std::cell::OnceCell;
 use std::fs::File;
 use std::io::{self, IsTerminal, Read};
 use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Context;
-use rampart_crypto::{Argon2Params, Argon2Variant, SecretBytes};
+use rampart_crypto::SecretBytes;
 use rampart_file::openssl::{self, Cipher, Kdf};
 use rampart_file::output::{is_stdio, Output, OutputError};
-use rampart_file::recipient::STANZA_KMS;
-use rampart_file::{Identity, Passphrase, RawKey, Recipient, Summary, UnwrapFailure};
-use rampart_kms::keys::WrappedHeader;
-use rampart_luks::{KdfParams, LuksVersion, PbkdfKind};
+use rampart_file::{Identity, Passphrase, RawKey, Recipient, Summary};
+use rampart_luks::LuksVersion;
+use rampart_unlock::KmsKey;
 use serde_json::json;
 
 use crate::cli::{DecryptArgs, EncryptArgs};
 use crate::commands::copy::{progress, ticker};
 use crate::commands::header::pbkdf_choice;
-use crate::commands::keysource::Kms;
-use crate::commands::kms::{bundle_path, ClientArgs};
+use crate::errors::unlock_error;
 use crate::passphrase::Source;
 use crate::UsageError;
 
@@ -40,93 +37,9 @@ fn file_error(error: rampart_file::Error) -> anyhow::Error {
     }
 }
 
-/// The key manager as a recipient (encrypt) and an identity (decrypt).
-struct KmsKey<'a> {
-    client: &'a ClientArgs,
-    /// The key to wrap with (encrypt only).
-    key: Option<String>,
-    kms: OnceCell<Result<Kms, String>>,
-}
-
-impl KmsKey<'_> {
-    fn kms(&self) -> Result<&Kms, String> {
-        self.kms
-            .get_or_init(|| Kms::connect(self.client).map_err(|e| format!("{e:#}")))
-            .as_ref()
-            .map_err(Clone::clone)
-    }
-}
-
-impl Recipient for KmsKey<'_> {
-    fn kind(&self) -> u8 {
-        STANZA_KMS
-    }
-
-    fn describe(&self) -> String {
-        format!("kms:{}", self.key.as_deref().unwrap_or_default())
-    }
-
-    fn wrap(&self, file_key: &SecretBytes, context: &[u8]) -> rampart_file::Result<Vec<u8>> {
-        let key = self.key.as_deref().unwrap_or_default();
-        let kms =
-            self.kms().map_err(|e| rampart_file::Error::NoKey { reasons: e, runtime: true })?;
-        let (wrapped, _) =
-            kms.wrap(key, file_key, context).map_err(|e| rampart_file::Error::NoKey {
-                reasons: format!("the key manager did not wrap with key {key}: {e:#}"),
-                runtime: e.downcast_ref::<UsageError>().is_none(),
-            })?;
-        Ok(wrapped.into_bytes())
-    }
-}
-
-impl Identity for KmsKey<'_> {
-    fn kind(&self) -> u8 {
-        STANZA_KMS
-    }
-
-    fn describe(&self) -> String {
-        "key manager".into()
-    }
-
-    fn unwrap(&self, body: &[u8], context: &[u8]) -> Result<SecretBytes, UnwrapFailure> {
-        let wrapped = std::str::from_utf8(body)
-            .map_err(|_| UnwrapFailure::refused("the stanza is not a key-manager ciphertext"))?;
-        let header = WrappedHeader::parse(wrapped)
-            .map_err(|e| UnwrapFailure::refused(format!("the stanza: {e}")))?;
-        let kms = self.kms().map_err(|message| UnwrapFailure { message, runtime: true })?;
-        kms.unwrap(wrapped, context).map_err(|e| UnwrapFailure {
-            message: format!("key {} version {}: {e:#}", header.name, header.version),
-            runtime: e.downcast_ref::<UsageError>().is_none(),
-        })
-    }
-}
-
 fn read_raw_key(path: &Path) -> anyhow::Result<RawKey> {
     let key = Source::KeyFile(path).read()?;
     RawKey::new(key).map_err(|e| UsageError(format!("{}: {e}", path.display())).into())
-}
-
-/// The Argon2 cost of a new passphrase stanza, chosen as `format` does.
-fn argon2_params(args: &EncryptArgs) -> anyhow::Result<Argon2Params> {
-    let choice = pbkdf_choice(&args.pbkdf, LuksVersion::Luks2)?;
-    if choice.kind == PbkdfKind::Pbkdf2 {
-        return Err(
-            UsageError("file passphrases use Argon2: --pbkdf argon2id or argon2i".into()).into()
-        );
-    }
-    match rampart_luks::pbkdf_for_time(&choice, 32).map_err(crate::errors::luks_error)? {
-        KdfParams::Argon2 { kind, time, memory_kib, parallel } => Ok(Argon2Params {
-            variant: if kind == PbkdfKind::Argon2i {
-                Argon2Variant::Argon2i
-            } else {
-                Argon2Variant::Argon2id
-            },
-            time,
-            memory_kib,
-            parallelism: parallel,
-        }),
-        KdfParams::Pbkdf2 { .. } => Err(UsageError("file passphrases use Argon2".into()).into()),
-    }
 }
 
 /// The passphrase: `--key-file` or the prompt, which cannot share
@@ -210,21 +123,19 @@ pub fn encrypt(args: &EncryptArgs) -> anyhow::Result<()> {
         recipients.push(Box::new(read_raw_key(path)?));
     }
     if let Some(key) = &args.kms_key {
-        if bundle_path(&args.client).is_none() {
+        if args.client.bundle.is_none() {
             return Err(UsageError(
                 "--key needs a client bundle: --kms BUNDLE or $RAMPART_KMS".into(),
             )
             .into());
         }
-        recipients.push(Box::new(KmsKey {
-            client: &args.client,
-            key: Some(key.clone()),
-            kms: OnceCell::new(),
-        }));
+        recipients.push(Box::new(KmsKey::recipient(args.client.bundle.clone(), key.clone())));
     }
     if args.keys.key_file.is_some() || recipients.is_empty() {
         let passphrase = read_passphrase(&args.input, args.keys.key_file.as_deref(), true)?;
-        recipients.push(Box::new(Passphrase::new(passphrase, argon2_params(args)?)));
+        let choice = pbkdf_choice(&args.pbkdf, LuksVersion::Luks2)?;
+        let cost = rampart_unlock::passphrase_cost(&choice).map_err(unlock_error)?;
+        recipients.push(Box::new(Passphrase::new(passphrase, cost)));
     }
     let (mut input, size) = open_input(&args.input)?;
     let output = create_output(&args.output)?;
@@ -264,8 +175,8 @@ pub fn decrypt(args: &DecryptArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.keys.raw_key_file {
         identities.push(Box::new(read_raw_key(path)?));
     }
-    if bundle_path(&args.client).is_some() {
-        identities.push(Box::new(KmsKey { client: &args.client, key: None, kms: OnceCell::new() }));
+    if args.client.bundle.is_some() {
+        identities.push(Box::new(KmsKey::identity(args.client.bundle.clone())));
     }
     if args.keys.key_file.is_some() || identities.is_empty() {
         let passphrase = read_passphrase(&args.input, args.keys.key_file.as_deref(), false)?;

@@ -2,10 +2,7 @@
 //! it under cryptsetup's locks (with its warnings said once), unlocking
 //! it with a passphrase, the KDF options, and the confirmation prompt.
 
-use std::fs::OpenOptions;
 use std::io::{IsTerminal, Write};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
 
 use anyhow::Context;
 use rampart_crypto::SecretBytes;
@@ -87,16 +84,4 @@ pub fn confirm(question: &str) -> anyhow::Result<bool> {
     let mut answer = String::new();
     std::io::stdin().read_line(&mut answer).context("cannot read the answer")?;
     Ok(answer.trim_end() == "YES")
-}
-
-/// Creates an empty detached header file, owner-only as cryptsetup
-/// creates one: its keyslots are key material.
-pub fn create_header_file(path: &Path) -> anyhow::Result<()> {
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .with_context(|| format!("cannot create header file {}", path.display()))?;
-    Ok(())
 }

@@ -10,40 +10,16 @@ use rampart_luks::{Luks, MetadataIo};
 use rampart_unlock::{KeySettings, Prompter};
 
 use crate::cli::{KeyArgs, TokenArgs};
-use crate::commands::kms::{self, ClientArgs};
+use crate::commands::kms::ClientArgs;
 use crate::errors::unlock_error;
 use crate::passphrase::Source;
 
 pub use rampart_unlock::BoundToken;
 
-/// A connection to the key manager through a client bundle
-/// ([`rampart_unlock::Kms`] with the command's errors).
-#[derive(Debug)]
-pub struct Kms(pub rampart_unlock::Kms);
-
-impl Kms {
-    /// Connects with the bundle of `--kms`/`$RAMPART_KMS` (required).
-    pub fn connect(args: &ClientArgs) -> anyhow::Result<Self> {
-        rampart_unlock::Kms::connect(kms::bundle_path(args).as_deref())
-            .map(Self)
-            .map_err(unlock_error)
-    }
-
-    /// Wraps `secret` under the newest version of `key`; returns the
-    /// ciphertext and that version.
-    pub fn wrap(
-        &self,
-        key: &str,
-        secret: &SecretBytes,
-        context: &[u8],
-    ) -> anyhow::Result<(String, u32)> {
-        self.0.wrap(key, secret, context).map_err(unlock_error)
-    }
-
-    /// Unwraps `wrapped`, bound to `context`.
-    pub fn unwrap(&self, wrapped: &str, context: &[u8]) -> anyhow::Result<SecretBytes> {
-        self.0.unwrap(wrapped, context).map_err(unlock_error)
-    }
+/// Connects to the key manager with the bundle of `--kms`/`$RAMPART_KMS`
+/// (required).
+pub fn connect_kms(client: &ClientArgs) -> anyhow::Result<rampart_unlock::Kms> {
+    rampart_unlock::Kms::connect(client.bundle.as_deref()).map_err(unlock_error)
 }
 
 /// The passphrase from `--key-file` or the prompt, and the warning line
@@ -82,7 +58,7 @@ impl<'a> KeySource<'a> {
     pub fn new(key: &'a KeyArgs, tokens: &'a TokenArgs, prompt: &'a str) -> Self {
         let settings = KeySettings {
             key_slot: key.key_slot,
-            bundle: kms::bundle_path(&tokens.client),
+            bundle: tokens.client.bundle.clone(),
             token_only: tokens.token_only,
             passphrase_given: key.key_file.is_some(),
             passphrase_only_when_given: false,

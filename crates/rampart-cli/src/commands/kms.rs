@@ -71,15 +71,11 @@ fn map_admin(error: AdminError) -> anyhow::Error {
 }
 
 /// The client bundle's path: `--kms BUNDLE`, else `$RAMPART_KMS`, else none.
-pub(crate) fn bundle_path(args: &ClientArgs) -> Option<PathBuf> {
-    args.bundle.clone()
-}
-
 pub(crate) fn load_bundle(args: &ClientArgs) -> anyhow::Result<Bundle> {
-    let path = bundle_path(args).ok_or_else(|| {
+    let path = args.bundle.as_deref().ok_or_else(|| {
         UsageError("no client bundle: give --kms BUNDLE or set RAMPART_KMS".into())
     })?;
-    Bundle::read(&path).map_err(map_kms)
+    Bundle::read(path).map_err(map_kms)
 }
 
 pub(crate) fn connect(args: &ClientArgs) -> anyhow::Result<KmsClient> {

@@ -1,13 +1,14 @@
 //! The header verbs: format, dump, test-key, keyslot and token management,
 //! header backup/restore and repair.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{IsTerminal, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use anyhow::{bail, Context};
-use rampart_luks::{DataCipher, FormatOptions, Luks, LuksVersion, MetadataIo};
+use rampart_luks::{Luks, LuksVersion};
+use rampart_volume::format::{self, FormatRequest};
+use rampart_volume::HeaderBackup;
 
 use crate::cli::{
     AddKeyArgs, ChangeKeyArgs, DumpArgs, FormatArgs, HeaderCommand, IsLuksArgs, KillSlotArgs,
@@ -15,48 +16,31 @@ use crate::cli::{
 };
 use crate::commands::bind::{bind_new_volume, require_luks2};
 use crate::commands::header::{
-    confirm, create_header_file, load, load_released, paths, pbkdf_choice, relock, unlock, warn,
+    confirm, load, load_released, paths, pbkdf_choice, relock, unlock, warn,
 };
-use crate::commands::keysource::{KeySource, Kms};
-use crate::errors::luks_error;
+use crate::commands::keysource::{connect_kms, KeySource};
+use crate::errors::{backup_error, format_error, luks_error};
 use crate::passphrase::Source;
 use crate::{QuietExit, UsageError};
 
 pub fn format(args: &FormatArgs) -> anyhow::Result<()> {
     let version = LuksVersion::from(args.luks_type);
-    let cipher = DataCipher::from_spec(&args.cipher).map_err(|e| UsageError(e.to_string()))?;
-    let key_bits = args.key_size.unwrap_or(cipher.default_key_bits());
-    cipher.check_key_bits(key_bits).map_err(|e| match e {
-        rampart_luks::Error::InvalidArgument(message) => UsageError(message),
-        other => UsageError(other.to_string()),
-    })?;
-    let sector_size = args.sector_size.unwrap_or(match version {
-        LuksVersion::Luks2 => 4096,
-        LuksVersion::Luks1 => 512,
-    });
-    let pbkdf = pbkdf_choice(&args.pbkdf, version)?;
     let paths = paths(&args.volume);
-    let options = FormatOptions {
+    let request = FormatRequest {
         version,
-        cipher,
-        key_bytes: key_bits / 8,
-        sector_size,
-        pbkdf,
+        cipher: &args.cipher,
+        key_bits: args.key_size,
+        sector_size: args.sector_size,
+        pbkdf: args.pbkdf.request(),
         label: args.label.clone(),
         subsystem: args.subsystem.clone(),
         metadata_size: args.luks2_metadata_size,
         keyslots_size: args.luks2_keyslots_size,
-        detached_header: paths.header.is_some(),
-        data_offset: args.offset.map(|sectors| sectors.saturating_mul(512)),
+        data_offset_sectors: args.offset,
         uuid: args.uuid.clone(),
     };
-
-    create_if_missing(&paths.data, args.size)?;
-    if let Some(header) = &paths.header {
-        if !header.exists() {
-            create_header_file(header)?;
-        }
-    }
+    let options = request.options(&paths).map_err(format_error)?;
+    format::create_files(&paths, args.size).map_err(format_error)?;
     // Binding at creation (`--key NAME`): LUKS2 only, and the bundle must
     // load before anything is written.
     let kms = match &args.kms_key {
@@ -67,7 +51,7 @@ pub fn format(args: &FormatArgs) -> anyhow::Result<()> {
             )
             .into())
         }
-        Some(_) => Some(Kms::connect(&args.client)?),
+        Some(_) => Some(connect_kms(&args.client)?),
         None => None,
     };
     let header = paths.open_header(true)?;
@@ -88,17 +72,7 @@ pub fn format(args: &FormatArgs) -> anyhow::Result<()> {
         Source::new(args.key_file.as_deref(), "Enter passphrase for the new volume: ", true)
             .read()?;
     let (mut luks, volume_key) = Luks::format(&header, &options, passphrase.expose())?;
-    // The data area must exist behind a detached header too.
-    let data_len = std::fs::metadata(&paths.data)
-        .with_context(|| format!("cannot stat {}", paths.data.display()))?
-        .len();
-    if paths.header.is_none() && data_len <= luks.metadata_end() {
-        bail!(
-            "{} ({data_len} bytes) has no room for data after the {}-byte header; give a larger --size",
-            paths.data.display(),
-            luks.metadata_end()
-        );
-    }
+    format::check_data_room(&paths, &luks).map_err(format_error)?;
     if let (Some(kms), Some(key_name)) = (&kms, &args.kms_key) {
         require_luks2(&luks, &paths)?;
         bind_new_volume(kms, &header, &mut luks, &volume_key, key_name)?;
@@ -110,26 +84,6 @@ pub fn format(args: &FormatArgs) -> anyhow::Result<()> {
         crate::commands::wipe::wipe_device(&paths, volume.device())?;
     }
     Ok(())
-}
-
-/// Creates `path` with `size` bytes (sparse) when it does not exist.
-fn create_if_missing(path: &Path, size: Option<u64>) -> anyhow::Result<()> {
-    match (path.exists(), size) {
-        (true, _) => Ok(()),
-        (false, Some(size)) => {
-            let file = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(path)
-                .with_context(|| format!("cannot create {}", path.display()))?;
-            file.set_len(size).with_context(|| format!("cannot size {}", path.display()))?;
-            file.sync_all().with_context(|| format!("cannot sync {}", path.display()))
-        }
-        (false, None) => {
-            Err(UsageError(format!("{} does not exist; give --size to create it", path.display()))
-                .into())
-        }
-    }
 }
 
 pub fn dump(args: &DumpArgs) -> anyhow::Result<()> {
@@ -205,23 +159,14 @@ pub fn change_key(args: &ChangeKeyArgs) -> anyhow::Result<()> {
     let new = Source::new(args.new_key_file.as_deref(), "Enter new passphrase: ", true).read()?;
     let (header, mut luks) = relock(&paths, &volume_key)?;
     let old_slot = still_active(&luks, old_slot)?;
-    // The new slot is complete on disk before the old one goes, so a crash
-    // in between leaves both passphrases working, never neither. With every
-    // slot in use the change can only be made in place, as cryptsetup does.
-    let new_slot = match luks.add_keyslot(&header, &volume_key, new.expose(), &pbkdf, None) {
-        Ok(new_slot) => {
-            luks.remove_keyslot(&header, old_slot)?;
-            new_slot
-        }
-        Err(rampart_luks::Error::NoSpace(_)) => {
-            eprintln!(
-                "rampart: warning: every keyslot is in use; replacing keyslot {old_slot} in place"
-            );
-            luks.remove_keyslot(&header, old_slot)?;
-            luks.add_keyslot(&header, &volume_key, new.expose(), &pbkdf, Some(old_slot))?
-        }
-        Err(other) => return Err(luks_error(other)),
+    let in_place = || {
+        eprintln!(
+            "rampart: warning: every keyslot is in use; replacing keyslot {old_slot} in place"
+        );
     };
+    let new_slot = luks
+        .change_keyslot(&header, &volume_key, old_slot, new.expose(), &pbkdf, in_place)
+        .map_err(luks_error)?;
     if std::io::stderr().is_terminal() {
         eprintln!("Key slot {old_slot} replaced by key slot {new_slot}.");
     }
@@ -335,93 +280,34 @@ pub fn header(command: &HeaderCommand) -> anyhow::Result<()> {
         HeaderCommand::Backup { volume, file } => {
             let paths = paths(volume);
             let (header, luks) = load(&paths, false)?;
-            let size = luks.header_bytes();
-            let available = header.len().context("cannot size the volume")?;
-            if size > available {
-                bail!(
-                    "the header ({size} bytes) is larger than {} ({available} bytes)",
-                    paths.header_path().display()
-                );
-            }
-            // Owner-only, as cryptsetup's luksHeaderBackup: the keyslots in
-            // it open the volume with any passphrase they ever held.
-            let out = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o400)
-                .open(file)
-                .with_context(|| format!("cannot create {}", file.display()))?;
-            copy_prefix(&header, &out, size)?;
-            out.sync_all().with_context(|| format!("cannot write {}", file.display()))?;
+            rampart_volume::backup_header(&header, &luks, paths.header_path(), file)
+                .map_err(backup_error)?;
             Ok(())
         }
         HeaderCommand::Restore { volume, file, batch_mode } => {
             let paths = paths(volume);
-            let backup =
-                File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
-            let (restored, report) = Luks::load(&backup).map_err(|e| {
-                UsageError(format!("{} is not a valid header backup: {e}", file.display()))
-            })?;
-            warn(&report);
+            let backup = HeaderBackup::read(file).map_err(backup_error)?;
+            warn(&backup.report);
             let target = paths.open_header(true)?;
             if let Ok((current, _)) = Luks::load(&target) {
-                if current.uuid() != restored.uuid() && !batch_mode {
+                if current.uuid() != backup.uuid() && !batch_mode {
                     let question = format!(
                         "The backup's UUID {} differs from the volume's {}. Replace the header?",
-                        restored.uuid(),
+                        backup.uuid(),
                         current.uuid()
                     );
                     if !confirm(&question)? {
                         return Err(UsageError(format!(
                             "the backup belongs to another volume (UUID {}); add --batch-mode to restore it anyway",
-                            restored.uuid()
+                            backup.uuid()
                         ))
                         .into());
                     }
                 }
             }
-            // cryptsetup's LUKS1 backups end after the last keyslot's key
-            // material (rounded up to 4096 bytes), short of the data offset:
-            // restore what the backup holds when it covers every keyslot.
-            let backup_len = backup.len().context("cannot size the backup")?;
-            let size = restored.header_bytes().min(backup_len);
-            if size < restored.metadata_end() {
-                return Err(UsageError(format!(
-                    "{} is truncated: it has {backup_len} bytes but the header and keyslots need {}",
-                    file.display(),
-                    restored.metadata_end()
-                ))
-                .into());
-            }
-            let target_len = target.len().context("cannot size the volume")?;
-            if size > target_len {
-                bail!(
-                    "the header backup ({size} bytes) is larger than {}",
-                    paths.header_path().display()
-                );
-            }
-            rampart_volume::restore_header(&backup, &restored, &target, size)
-                .context("cannot restore the header")?;
-            Ok(())
+            backup.restore(&target, paths.header_path()).map_err(backup_error)
         }
     }
-}
-
-/// Copies the first `len` bytes of `from` to `to`, 1 MiB at a time (a
-/// header area can be as large as the data offset).
-fn copy_prefix(from: &dyn MetadataIo, to: &dyn MetadataIo, len: u64) -> anyhow::Result<()> {
-    let mut buffer = vec![0u8; 1 << 20];
-    let mut offset = 0;
-    while offset < len {
-        let n = usize::try_from(len - offset).map_or(buffer.len(), |left| left.min(buffer.len()));
-        let chunk = &mut buffer[..n];
-        from.read_at(offset, chunk)
-            .with_context(|| format!("cannot read the header at byte {offset}"))?;
-        to.write_at(offset, chunk)
-            .with_context(|| format!("cannot write the header at byte {offset}"))?;
-        offset += n as u64;
-    }
-    Ok(())
 }
 
 pub fn repair(args: &RepairArgs) -> anyhow::Result<()> {

@@ -8,12 +8,12 @@ use std::time::Instant;
 
 use anyhow::Context;
 use rampart_crypto::{HashAlg, SecretBytes};
-use rampart_luks::{Luks, LuksVersion, Resilience};
+use rampart_luks::{Luks, LuksVersion};
 use rampart_serve::protocol::{DecryptAttached, RunOptions};
 use rampart_serve::remote;
 use rampart_unlock::{NewKeyShape, NewKeyslots, Rebound};
 use rampart_volume::reencrypt_plan::{PlanError, ReencryptSettings, ResilienceMode};
-use rampart_volume::reencrypt_start::{self, EncryptStart};
+use rampart_volume::reencrypt_start::{self, DecryptAttachedStart, EncryptStart};
 use rampart_volume::{Outcome, ReencryptError, ReencryptOptions, Reencryption, VolumePaths};
 use serde_json::json;
 
@@ -21,8 +21,7 @@ use crate::cli::{ReencryptArgs, ResilienceArg};
 use crate::commands::bind::bind_pbkdf;
 use crate::commands::copy::progress;
 use crate::commands::header::{load_released, paths, pbkdf_choice, relock, warn};
-use crate::commands::keysource::{KeySource, Kms};
-use crate::commands::kms::bundle_path;
+use crate::commands::keysource::{connect_kms, KeySource};
 use crate::errors::{
     luks_error, map_open_error, remote_error, serve_error, start_error, unlock_error,
 };
@@ -92,22 +91,15 @@ fn device_len(paths: &VolumePaths) -> anyhow::Result<u64> {
 pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
     let paths = paths(&args.volume);
     let settings = settings(args);
-    if args.encrypt {
-        let header_in_progress = paths
-            .open_header(false)
-            .ok()
-            .and_then(|h| Luks::load(&h).ok())
-            .is_some_and(|(l, _)| matches!(l.reencrypt_state(), Ok(Some(_))));
-        if !header_in_progress {
-            let (old_key, new_key) = start_encrypt(args, &settings, &paths)?;
-            if args.init_only {
-                if !args.quiet && !args.json {
-                    eprintln!("Encryption of {} initialised.", paths.data.display());
-                }
-                return Ok(());
+    if args.encrypt && !reencrypt_start::in_progress(&paths) {
+        let (old_key, new_key) = start_encrypt(args, &settings, &paths)?;
+        if args.init_only {
+            if !args.quiet && !args.json {
+                eprintln!("Encryption of {} initialised.", paths.data.display());
             }
-            return resume(args, &paths, &old_key, &new_key, None);
+            return Ok(());
         }
+        return resume(args, &paths, &old_key, &new_key, None);
     }
     // `--decrypt --header NEWFILE` on a volume whose header is attached:
     // the header is exported to NEWFILE and the data moved down over it.
@@ -140,13 +132,7 @@ pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
     let served = remote::connect(luks.uuid());
     report.warnings.retain(|w| !w.starts_with("a reencryption is in progress"));
     warn(&report);
-    if luks.version() != LuksVersion::Luks2 {
-        return Err(UsageError(format!(
-            "{} is LUKS1: only LUKS2 volumes can be re-encrypted in place",
-            paths.header_path().display()
-        ))
-        .into());
-    }
+    reencrypt_start::require_luks2(&luks, paths.header_path()).map_err(start_error)?;
     let state = luks.reencrypt_state().map_err(luks_error)?;
     // Bound volumes open through their tokens with a client bundle; the
     // passphrase is read only when needed.
@@ -249,33 +235,12 @@ fn start_decrypt_attached(
     paths: &VolumePaths,
     new_header: &std::path::Path,
 ) -> anyhow::Result<(SecretBytes, String)> {
-    settings.check_decrypt().map_err(usage)?;
-    let attached = VolumePaths::new(&paths.data, None);
-    let (header, luks, report) = attached.load_released().with_context(|| {
-        format!(
-            "{} does not exist, so {} must hold its LUKS2 header (to be exported to it)",
-            new_header.display(),
-            paths.data.display()
-        )
-    })?;
-    warn(&report);
-    if luks.version() != LuksVersion::Luks2 {
-        return Err(UsageError(format!(
-            "{} is LUKS1: only LUKS2 volumes can be decrypted in place",
-            paths.data.display()
-        ))
-        .into());
-    }
-    if luks.reencrypt_state().map_err(luks_error)?.is_some() {
-        return Err(UsageError(format!(
-            "{} is being re-encrypted with its header attached: resume it with `rampart reencrypt --resume-only` without --header first",
-            paths.data.display()
-        ))
-        .into());
-    }
-    let served = remote::connect(luks.uuid());
+    let start = DecryptAttachedStart::prepare(paths, settings, new_header).map_err(start_error)?;
+    warn(&start.report);
+    let served = remote::connect(start.luks.uuid());
     let mut source = KeySource::new(&args.key, &args.tokens, "Enter passphrase: ");
-    let (_, key) = source.unlock(&luks, &header, attached.header_path())?;
+    let (_, key) = source.unlock(&start.luks, &start.header, start.header_path())?;
+    let DecryptAttachedStart { header, luks, .. } = start;
     drop(header);
     let resilience = settings.moved_decrypt_resilience().map_err(usage)?;
     let pbkdf = pbkdf_choice(&args.pbkdf, LuksVersion::Luks2)?;
@@ -284,17 +249,7 @@ fn start_decrypt_attached(
         Some(stream) => {
             let header = std::path::absolute(new_header)
                 .with_context(|| format!("cannot resolve {}", new_header.display()))?;
-            let (resilience, resilience_hash) = match &resilience {
-                Resilience::Checksum { hash, .. } => ("checksum", Some(hash.name().to_owned())),
-                other => (other.name(), None),
-            };
-            let start = DecryptAttached {
-                header,
-                resilience: resilience.to_owned(),
-                resilience_hash,
-                digest_hash: pbkdf.hash.name().to_owned(),
-                quick_digest: pbkdf.forced_iterations.is_some(),
-            };
+            let start = DecryptAttached::new(header, &resilience, &pbkdf);
             remote::start_decrypt_attached_remote(stream, start, &key)
                 .map_err(serve_error)
                 .with_context(context)?;
@@ -346,8 +301,8 @@ fn start(
     };
     let plan = rampart_unlock::plan_keyslots(luks, &header, &paths.data, &request)
         .map_err(unlock_error)?;
-    let kms = match bundle_path(&args.tokens.client) {
-        Some(_) if !plan.bindings().is_empty() => Some(Kms::connect(&args.tokens.client)?),
+    let kms = match &args.tokens.client.bundle {
+        Some(_) if !plan.bindings().is_empty() => Some(connect_kms(&args.tokens.client)?),
         _ => None,
     };
     drop(header);
@@ -363,7 +318,7 @@ fn start(
     };
     let started = rampart_unlock::start_reencryption(
         &plan,
-        kms.as_ref().map(|kms| &kms.0),
+        kms.as_ref(),
         &header,
         &mut luks,
         &paths.data,
