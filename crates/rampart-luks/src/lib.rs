@@ -135,6 +135,16 @@ pub struct LoadReport {
     pub warnings: Vec<String>,
 }
 
+/// Why [`Luks::check_removal`] refused to remove a keyslot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RemovalRefused {
+    /// The keyslot is not in use.
+    NotActive,
+    /// It is the last keyslot.
+    Last,
+}
+
 /// A loaded, verified LUKS header of either version. It holds no key
 /// material.
 #[derive(Clone)]
@@ -350,6 +360,27 @@ impl Luks {
             Inner::V1(h) => h.remove_keyslot(io, slot),
             Inner::V2(h) => h.remove_keyslot(io, slot),
         }
+    }
+
+    /// Whether keyslot `slot` may be removed: it must be in use, and it may
+    /// be the last one only with `allow_last`, since without it the data
+    /// can never be decrypted again.
+    ///
+    /// # Errors
+    /// Why not.
+    pub fn check_removal(
+        &self,
+        slot: usize,
+        allow_last: bool,
+    ) -> std::result::Result<(), RemovalRefused> {
+        let active = self.active_keyslots();
+        if !active.contains(&slot) {
+            return Err(RemovalRefused::NotActive);
+        }
+        if active.len() == 1 && !allow_last {
+            return Err(RemovalRefused::Last);
+        }
+        Ok(())
     }
 
     /// Moves keyslot `old_slot`'s volume key to `passphrase` (cryptsetup's

@@ -5,7 +5,9 @@
 use std::cell::Cell;
 
 use rampart_crypto::SecretBytes;
-use rampart_luks::{FormatOptions, HashAlg, Luks, LuksVersion, MemoryIo, PbkdfChoice};
+use rampart_luks::{
+    FormatOptions, HashAlg, Luks, LuksVersion, MemoryIo, PbkdfChoice, RemovalRefused,
+};
 
 /// A LUKS1 volume in memory whose keyslot 0 opens with `old`.
 fn volume() -> (MemoryIo, Luks, SecretBytes, PbkdfChoice) {
@@ -48,4 +50,16 @@ fn with_every_keyslot_in_use_the_change_is_made_in_place() {
     assert_eq!(opens(&luks, &io, b"new"), Some(3));
     assert_eq!(opens(&luks, &io, b"other 3"), None);
     assert_eq!(opens(&luks, &io, b"old"), Some(0));
+}
+
+#[test]
+fn a_keyslot_is_removed_only_while_in_use_and_the_last_only_when_allowed() {
+    let (io, mut luks, key, pbkdf) = volume();
+    assert_eq!(luks.check_removal(3, true), Err(RemovalRefused::NotActive));
+    assert_eq!(luks.check_removal(0, false), Err(RemovalRefused::Last));
+    assert_eq!(luks.check_removal(0, true), Ok(()));
+    let second = luks.add_keyslot(&io, &key, b"second", &pbkdf, None).unwrap();
+    assert_eq!(luks.check_removal(0, false), Ok(()));
+    luks.remove_keyslot(&io, second).unwrap();
+    assert_eq!(luks.check_removal(second, true), Err(RemovalRefused::NotActive));
 }

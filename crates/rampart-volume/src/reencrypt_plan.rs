@@ -59,6 +59,10 @@ pub struct ReencryptSettings {
     pub resilience_hash: Option<HashAlg>,
     /// Bytes given up for the header when encrypting (`--reduce-device-size`).
     pub reduce_device_size: Option<u64>,
+    /// Only the reencryption metadata is to be written (`--init-only`).
+    pub init_only: bool,
+    /// Only a reencryption in progress is to be resumed (`--resume-only`).
+    pub resume_only: bool,
 }
 
 /// The shape of a new volume key.
@@ -205,12 +209,28 @@ impl ReencryptSettings {
     /// # Errors
     /// Any of them given for `data`, being re-encrypted as `state` says.
     pub fn check_resume(&self, data: &Path, state: &ReencryptState) -> Result<(), PlanError> {
+        if self.init_only {
+            return usage(format!("the reencryption of {} is already initialised", data.display()));
+        }
         if self.shapes_new_key() || self.reduce_device_size.is_some() {
             return usage(format!(
                 "{} is already being re-encrypted ({} resilience); resume it without --cipher, --key-size, --sector-size, --new-key-file or --reduce-device-size",
                 data.display(),
                 state.resilience.name()
             ));
+        }
+        Ok(())
+    }
+
+    /// A start (of a reencryption, or of an encryption in place when
+    /// `encrypting`) is refused when only a resume was asked for.
+    ///
+    /// # Errors
+    /// `--resume-only` given for `data`, which nothing is being done to.
+    pub fn check_start(&self, data: &Path, encrypting: bool) -> Result<(), PlanError> {
+        if self.resume_only {
+            let what = if encrypting { "encrypted" } else { "re-encrypted" };
+            return usage(format!("{} is not being {what}: nothing to resume", data.display()));
         }
         Ok(())
     }

@@ -189,6 +189,28 @@ fn resuming_takes_no_start_options() {
 }
 
 #[test]
+fn init_only_refuses_a_run_in_progress_and_resume_only_a_start() {
+    let recorded = state(ReencryptMode::Reencrypt, checksum(HashAlg::Sha256, 4096));
+    let init_only = ReencryptSettings { init_only: true, ..ReencryptSettings::default() };
+    refused(
+        init_only.check_resume(data(), &recorded),
+        "the reencryption of vol.img is already initialised",
+    );
+    assert!(init_only.check_start(data(), false).is_ok());
+    let resume_only = ReencryptSettings { resume_only: true, ..ReencryptSettings::default() };
+    assert!(resume_only.check_resume(data(), &recorded).is_ok());
+    refused(
+        resume_only.check_start(data(), false),
+        "vol.img is not being re-encrypted: nothing to resume",
+    );
+    refused(
+        resume_only.check_start(data(), true),
+        "vol.img is not being encrypted: nothing to resume",
+    );
+    assert!(ReencryptSettings::default().check_start(data(), true).is_ok());
+}
+
+#[test]
 fn decryption_takes_no_new_key_options() {
     let wanted = "--decrypt takes no --cipher, --key-size, --sector-size or --new-key-file";
     assert!(ReencryptSettings::default().check_decrypt().is_ok());

@@ -6,7 +6,7 @@ use std::io::{IsTerminal, Read, Write};
 use std::path::Path;
 
 use anyhow::{bail, Context};
-use rampart_luks::{Luks, LuksVersion};
+use rampart_luks::{Luks, LuksVersion, RemovalRefused};
 use rampart_volume::format::{self, FormatRequest};
 use rampart_volume::HeaderBackup;
 
@@ -158,7 +158,9 @@ pub fn change_key(args: &ChangeKeyArgs) -> anyhow::Result<()> {
     let pbkdf = pbkdf_choice(&args.pbkdf, luks.version())?;
     let new = Source::new(args.new_key_file.as_deref(), "Enter new passphrase: ", true).read()?;
     let (header, mut luks) = relock(&paths, &volume_key)?;
-    let old_slot = still_active(&luks, old_slot)?;
+    if luks.check_removal(old_slot, true).is_err() {
+        bail!(removed_meanwhile(old_slot));
+    }
     let in_place = || {
         eprintln!(
             "rampart: warning: every keyslot is in use; replacing keyslot {old_slot} in place"
@@ -178,44 +180,41 @@ pub fn remove_key(args: &RemoveKeyArgs) -> anyhow::Result<()> {
     let (header, luks) = load_released(&paths)?;
     let (slot, volume_key) = unlock(&luks, &header, &args.key, "Enter passphrase to be deleted: ")?;
     let (header, mut luks) = relock(&paths, &volume_key)?;
-    let slot = still_active(&luks, slot)?;
-    if luks.active_keyslots().len() == 1 && !args.batch_mode {
-        return Err(UsageError(format!(
-            "keyslot {slot} is the last one; removing it makes the data unrecoverable (add --batch-mode to do it anyway)"
-        ))
-        .into());
+    match luks.check_removal(slot, args.batch_mode) {
+        Err(RemovalRefused::NotActive) => bail!(removed_meanwhile(slot)),
+        Err(_) => return Err(UsageError(last_keyslot(slot, "removing")).into()),
+        Ok(()) => {}
     }
     luks.remove_keyslot(&header, slot)?;
     Ok(())
 }
 
-/// `slot`, if the header loaded again still has it.
-fn still_active(luks: &Luks, slot: usize) -> anyhow::Result<usize> {
-    if luks.active_keyslots().contains(&slot) {
-        Ok(slot)
-    } else {
-        bail!("keyslot {slot} was removed by another program meanwhile; nothing was written")
-    }
+/// The keyslot vanished between the passphrase check and the write.
+fn removed_meanwhile(slot: usize) -> String {
+    format!("keyslot {slot} was removed by another program meanwhile; nothing was written")
+}
+
+fn last_keyslot(slot: usize, doing: &str) -> String {
+    format!(
+        "keyslot {slot} is the last one; {doing} it makes the data unrecoverable (add --batch-mode to do it anyway)"
+    )
 }
 
 pub fn kill_slot(args: &KillSlotArgs) -> anyhow::Result<()> {
     let paths = paths(&args.volume);
     let (released, luks) = load_released(&paths)?;
-    let active = luks.active_keyslots();
-    if !active.contains(&args.slot) {
-        return Err(UsageError(format!("keyslot {} is not active", args.slot)).into());
+    match luks.check_removal(args.slot, args.batch_mode) {
+        Err(RemovalRefused::NotActive) => {
+            return Err(UsageError(format!("keyslot {} is not active", args.slot)).into())
+        }
+        Err(_) => return Err(UsageError(last_keyslot(args.slot, "wiping")).into()),
+        Ok(()) => {}
     }
-    let others: Vec<usize> = active.iter().copied().filter(|&s| s != args.slot).collect();
+    let others: Vec<usize> =
+        luks.active_keyslots().into_iter().filter(|&s| s != args.slot).collect();
     let (header, mut luks) = if args.batch_mode {
         load(&paths, true)?
     } else {
-        if others.is_empty() {
-            return Err(UsageError(format!(
-                "keyslot {} is the last one; wiping it makes the data unrecoverable (add --batch-mode to do it anyway)",
-                args.slot
-            ))
-            .into());
-        }
         // Prove the right to change the volume with a passphrase of a slot
         // that stays.
         let passphrase =
@@ -228,7 +227,9 @@ pub fn kill_slot(args: &KillSlotArgs) -> anyhow::Result<()> {
             .ok_or_else(|| luks_error(rampart_luks::Error::NoKey))?;
         relock(&paths, &volume_key)?
     };
-    still_active(&luks, args.slot)?;
+    if luks.check_removal(args.slot, true).is_err() {
+        bail!(removed_meanwhile(args.slot));
+    }
     luks.remove_keyslot(&header, args.slot)?;
     Ok(())
 }

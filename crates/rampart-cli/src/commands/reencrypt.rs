@@ -75,6 +75,8 @@ fn settings(args: &ReencryptArgs) -> ReencryptSettings {
         }),
         resilience_hash: args.resilience_hash.map(HashAlg::from),
         reduce_device_size: args.reduce_device_size,
+        init_only: args.init_only,
+        resume_only: args.resume_only,
     }
 }
 
@@ -140,13 +142,6 @@ pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
     let (old_key, new_key) = match state {
         Some(state) => {
             settings.check_resume(&paths.data, &state).map_err(usage)?;
-            if args.init_only {
-                return Err(UsageError(format!(
-                    "the reencryption of {} is already initialised",
-                    paths.data.display()
-                ))
-                .into());
-            }
             let keys = source.unlock_reencrypting(&luks, &header, paths.header_path())?;
             drop(header);
             if settings.changes_resilience(&state) {
@@ -166,24 +161,19 @@ pub fn run(args: &ReencryptArgs) -> anyhow::Result<()> {
             }
             keys
         }
-        None if args.resume_only => {
-            return Err(UsageError(format!(
-                "{} is not being re-encrypted: nothing to resume",
-                paths.data.display()
-            ))
-            .into())
-        }
-        None if args.decrypt => {
-            let (_, key) = source.unlock(&luks, &header, paths.header_path())?;
-            drop(header);
-            let pbkdf = pbkdf_choice(&args.pbkdf, LuksVersion::Luks2)?;
-            reencrypt_start::start_decrypt(&paths, &settings, &luks, &key, &pbkdf)
-                .map_err(start_error)?;
-            (key, SecretBytes::new(Vec::new()))
-        }
         None => {
-            drop(header);
-            start(args, &settings, &paths, &luks, &mut source)?
+            settings.check_start(&paths.data, false).map_err(usage)?;
+            if args.decrypt {
+                let (_, key) = source.unlock(&luks, &header, paths.header_path())?;
+                drop(header);
+                let pbkdf = pbkdf_choice(&args.pbkdf, LuksVersion::Luks2)?;
+                reencrypt_start::start_decrypt(&paths, &settings, &luks, &key, &pbkdf)
+                    .map_err(start_error)?;
+                (key, SecretBytes::new(Vec::new()))
+            } else {
+                drop(header);
+                start(args, &settings, &paths, &luks, &mut source)?
+            }
         }
     };
     if args.init_only {
@@ -203,13 +193,7 @@ fn start_encrypt(
     settings: &ReencryptSettings,
     paths: &VolumePaths,
 ) -> anyhow::Result<(SecretBytes, SecretBytes)> {
-    if args.resume_only {
-        return Err(UsageError(format!(
-            "{} is not being encrypted: nothing to resume",
-            paths.data.display()
-        ))
-        .into());
-    }
+    settings.check_start(&paths.data, true).map_err(usage)?;
     let start = EncryptStart::prepare(paths, settings).map_err(start_error)?;
     let pbkdf = pbkdf_choice(&args.pbkdf, LuksVersion::Luks2)?;
     let passphrase = Source::new(
