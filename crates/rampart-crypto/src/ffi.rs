@@ -517,11 +517,9 @@ pub fn lock_all_memory() -> bool {
 /// Caps the malloc arenas of this process at `arenas` (glibc's
 /// `M_ARENA_MAX`; by default eight per core). A server whose threads come
 /// and go (tokio's blocking pool) otherwise gets an arena for many of
-/// them, each keeping the memory its threads freed: the key manager's
-/// peak RSS under a fleet's load was 200–203 MiB with the default and
-/// 187–189 MiB with two arenas, at the same throughput (BENCHMARKS.md, "Key
-/// manager: fleet scale"). Call once at start, before the
-/// threads.
+/// them, each keeping the memory its threads freed, so a few arenas keep
+/// the key manager's peak memory lower at the same throughput. Call once
+/// at start, before the threads.
 /// Returns false where the C library has no such setting or refuses it.
 pub fn limit_malloc_arenas(arenas: u16) -> bool {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]

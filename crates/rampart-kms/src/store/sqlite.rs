@@ -40,10 +40,9 @@ use crate::keys::RootKey;
 use crate::model::{AuditDraft, AuditEntry, ClientInfo, KeyInfo, Labels};
 
 const READERS: usize = 3;
-/// Reference rows per transaction when a segment is indexed: sorted
-/// inserts at the table's end take about 0.7 µs a row, so the writer,
-/// which every audited request waits for, is held a couple of
-/// milliseconds at a time.
+/// Reference rows per transaction when a segment is indexed: small
+/// enough that the writer, which every audited request waits for, is
+/// held only a couple of milliseconds at a time.
 const INDEX_CHUNK_ROWS: usize = 2048;
 /// Page cache of the writer and of each reader, in KiB (as the negative
 /// `cache_size` SQLite takes): bounded, so the server's memory does not
