@@ -212,9 +212,9 @@ impl Sha256Pads {
             ffi::sha256_compress(&mut state, block);
         }
         // Only the message's bytes (the outer hash's is the inner digest);
-        // the rest is padding. Byte by byte, the whole 128 bytes of both
-        // calls took a quarter of a MAC's time (55 of 240 ns on Zen 3), and
-        // the audit walk makes one MAC per entry.
+        // the rest is padding: zeroing the whole 128 bytes of both calls,
+        // byte by byte, was a large part of a MAC's time, and the audit walk
+        // makes one MAC per entry (BENCHMARKS.md, "Key manager: fleet scale").
         blocks[..message.len()].zeroize();
         state
     }

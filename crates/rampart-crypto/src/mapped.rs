@@ -160,8 +160,8 @@ impl MappedFile {
     /// Whether every page of `[start, end)` is in the page cache. Data that
     /// is not should be read with `pread`: a fault on a mapping reads it
     /// synchronously, a little at a time, where `pread` starts the kernel's
-    /// readahead (measured: a cold 1 GiB volume took 9.6 s through the
-    /// mapping and under 1 s through `pread`). A page evicted between this
+    /// readahead, so data not yet cached reads far faster through `pread`.
+    /// A page evicted between this
     /// check and the read is still read correctly, only slowly.
     fn in_page_cache(&self, start: usize, end: usize) -> bool {
         const BATCH: usize = 256;

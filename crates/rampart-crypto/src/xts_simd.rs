@@ -21,15 +21,15 @@
 //!
 //! Measured on Zen 5 (BENCHMARKS.md, "AES-XTS engine"): the AES
 //! instructions share the vector pipes with the shifts, shuffles and
-//! carry-less multiplies of the tweak arithmetic, which costs about a
-//! tenth of the AES throughput; replacing the multiply by shifts, or the
+//! carry-less multiplies of the tweak arithmetic, which takes a share of
+//! the AES throughput; replacing the multiply by shifts, or the
 //! 64-bit shifts by byte shifts, or doubling tweaks in general-purpose
 //! registers (which the compiler vectorizes back), all measured slower.
 //! Intel's cores put 512-bit AES and 512-bit bit shifts on one port, so
 //! the step between groups (· α^32, four whole bytes) is done by byte
-//! shifts and the multiply alone ([`Path::Vaes512ByteShift`], 7–10% faster
-//! on Emerald Rapids, 2–6% on a Zen 5 that issues two 512-bit AES
-//! instructions per cycle): the default; bit shifts stay a forced path.
+//! shifts and the multiply alone ([`Path::Vaes512ByteShift`], faster there
+//! and on a Zen 5 that issues two 512-bit AES instructions per cycle): the
+//! default; bit shifts stay a forced path.
 //!
 //! Constant time: no branch and no memory address depends on a key, an
 //! encrypted tweak or the data; only on lengths, the sector count and
@@ -120,9 +120,9 @@ pub(crate) struct Schedule {
 }
 
 /// A one-sector call cannot start on its blocks before its tweak has gone
-/// through the 10 or 14 dependent rounds of the tweak key (about 60 cycles
-/// on Zen 5: 11% of a 4 KiB sector of AES-256 there, BENCHMARKS.md
-/// "AES-XTS engine"). Each one-sector call therefore encrypts, in the same
+/// through the 10 or 14 dependent rounds of the tweak key, a latency a
+/// 4 KiB sector's blocks then wait for (BENCHMARKS.md, "AES-XTS engine").
+/// Each one-sector call therefore encrypts, in the same
 /// AES chain as its own tweak (another lane of the vector), the tweak of
 /// the sector after it, and keeps it here: a stream of one-sector calls
 /// in order (sequential 4 KiB I/O) finds its tweak ready. The value is a
@@ -451,7 +451,7 @@ trait Lanes: Copy {
     /// block's, `t0`: lane `l` of vector `j` is `t0` · α^(`j`·`BLOCKS` + `l`).
     /// Each from `t0` directly (variable shifts), not each from the one
     /// before: a chain of eight dependent multiplications held up the
-    /// start of every sector (measured 8–25% slower with VAES-512).
+    /// start of every sector (BENCHMARKS.md, "AES-XTS engine").
     unsafe fn group(t0: __m128i) -> [Self; WIDTH];
     /// Every lane · α^(8 · `BLOCKS`): the tweaks eight vectors on.
     unsafe fn advance(self) -> Self;
@@ -1110,7 +1110,7 @@ unsafe fn groups_vaes512<const R: usize, const ENC: bool, const BYTE_SHIFT: bool
 /// both), few enough to keep the data and tweaks of a group in registers,
 /// with the round keys beside them on 512-bit vectors ([`groups_vaes512`])
 /// and read from memory by each instruction on narrower ones. Sixteen
-/// chains with the tweaks in memory measured 20% slower on the later Zen 5:
+/// chains, with the tweaks in memory, were slower on the later Zen 5:
 /// each group then waited for the tweaks the last one stored.
 const WIDTH: usize = 8;
 

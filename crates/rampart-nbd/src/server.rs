@@ -401,12 +401,9 @@ const CONNECTION_THREAD: &str = "rampart-conn";
 /// workers take any connection's tasks: the kernel wakes a connection's
 /// thread where its client just wrote or read, so the socket buffers one
 /// side fills are still in that core's cache when the other side copies
-/// them. On two cores with `nbdcopy` (a thread per connection), the shared
-/// workers ran each connection on either core, and the client's copy into
-/// the Unix socket took 1.8x as long as into nbdkit's; with a thread per
-/// connection, Unix-socket writes went from 0.86–0.93x of nbdkit's rate to
-/// 0.99–1.04x and reads from 0.99–1.19x to 1.32–1.64x (BENCHMARKS.md,
-/// "Transparent encryption: `rampart serve`").
+/// them, where shared workers moved each connection between cores and
+/// left the client's copies into the socket slower than with nbdkit
+/// (BENCHMARKS.md, "Transparent encryption: `rampart serve`").
 fn connection_thread(stream: Accepted, peer: &str, shared: Arc<ServerState>, signals: Signals) {
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,

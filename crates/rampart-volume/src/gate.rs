@@ -151,10 +151,8 @@ impl ZoneGate {
     /// inside it to finish; reads of it go on until [`Self::close_zone`].
     /// When clients were busy during the previous hotzone, first rests
     /// for two fifths of the time that hotzone took (at most
-    /// [`MAX_REST`]). Measured under 4 KiB random reads at queue depth 32
-    /// (BENCHMARKS.md, "Online re-encryption"): a rest of the whole
-    /// hotzone's time left the reencryption under 0.3x of its offline
-    /// rate, a quarter left the clients under half their IOPS.
+    /// [`MAX_REST`]): a longer rest starved the reencryption and a shorter
+    /// one the clients (BENCHMARKS.md, "Online re-encryption").
     pub fn begin_zone(&self, start: u64, len: u64) {
         let rest = {
             let state = self.lock();

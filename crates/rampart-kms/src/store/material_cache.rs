@@ -4,10 +4,9 @@
 //! Why: in WAL mode SQLite discards a reader's whole page cache whenever
 //! another connection has committed, and the audit writer commits a group
 //! every millisecond or so under load. Every unwrap therefore walked its
-//! key's B-trees from the root again through `pread`: at a million keys,
-//! seven page reads per request, a quarter of the server's time (measured
-//! with `scripts/bench-kms-fleet`: 0.72-0.83x the throughput of a store
-//! holding one key; 0.91-0.96x with the reads gone).
+//! key's B-trees from the root again through `pread`, and at a million
+//! keys those page reads were a large share of every request's time
+//! (`scripts/bench-kms-fleet`; BENCHMARKS.md, "Key manager: fleet scale").
 //!
 //! Coherence: an entry is good only for the generation it was read in,
 //! and every write of the store that is not to the audit log alone moves

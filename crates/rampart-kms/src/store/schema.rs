@@ -285,8 +285,8 @@ DELETE FROM kms_kmip_attributes;",
     },
     // The audit filters without their cost on every request: schema step
     // 6's four (column, seq) indexes made every audited request update
-    // four more B-trees (about a fifth of SQLite's unwrap throughput at
-    // concurrency 16), two of them at random places once a fleet's keys
+    // four more B-trees, which cost unwrap throughput (BENCHMARKS.md, "Key
+    // manager: fleet scale"), two of them at random places once a fleet's keys
     // and hosts fill the log. Now operations and outcomes are indexed
     // only where they are rare (partial indexes: not the data-path
     // operations, not `ok`), and the key and client of each entry go to
