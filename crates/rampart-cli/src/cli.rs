@@ -123,18 +123,24 @@ pub enum Command {
     /// Decrypt a `rampart encrypt` file or pipe (all of it or a range), or
     /// an `openssl enc` file with --openssl.
     Decrypt(DecryptArgs),
-    /// Write the manual pages and the bash, zsh and fish completions
-    /// (for packagers).
+    /// Write the manual pages, the bash, zsh and fish completions (for
+    /// packagers) and the book's Markdown command reference.
     #[command(hide = true)]
     GenerateDocs(GenerateDocsArgs),
 }
 
-/// `rampart generate-docs`.
+/// `rampart generate-docs`: at least one of --out and --markdown.
 #[derive(Debug, clap::Args)]
+#[group(required = true, multiple = true)]
 pub struct GenerateDocsArgs {
     /// Directory to write man/ and completions/ into (created if missing).
     #[arg(long, value_name = "DIR")]
-    pub out: PathBuf,
+    pub out: Option<PathBuf>,
+    /// Directory to write the command reference into as Markdown, one
+    /// page per manual page (the book's docs/src/commands); pages of
+    /// commands that no longer exist are removed from it.
+    #[arg(long, value_name = "DIR")]
+    pub markdown: Option<PathBuf>,
 }
 
 /// A file's passphrase and raw key (`encrypt` and `decrypt`).

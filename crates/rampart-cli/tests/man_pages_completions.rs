@@ -1,11 +1,15 @@
 #![allow(clippy::unwrap_used)]
 //! `rampart generate-docs`: manual pages that man-db renders without
-//! warnings, one per subcommand (nested ones included), and shell
-//! completions that bash loads and that complete subcommands and flags.
+//! warnings, one per subcommand (nested ones included), shell
+//! completions that bash loads and that complete subcommands and flags,
+//! and the book's Markdown command reference (docs/src/commands), which
+//! must be what the binary generates now, page for page with the manual
+//! pages, and all in the book's summary.
 
 use crate::helpers::kms_support;
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use kms_support::common::{describe, output_with, p, tool};
@@ -125,4 +129,108 @@ fn generate_docs_refuses_an_unwritable_directory() {
     let err = String::from_utf8_lossy(&run.stderr);
     assert!(err.starts_with("rampart: error: cannot create"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+/// How to bring docs/src/commands up to date, for the failure messages.
+const REGENERATE: &str = "cargo run -p rampart-cli -- generate-docs --markdown docs/src/commands";
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The files of `dir` by name, with their contents.
+fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let path = e.unwrap().path();
+            (path.file_name().unwrap().to_str().unwrap().to_owned(), std::fs::read(&path).unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn the_books_command_reference_is_current() {
+    let tmp = TempDir::new("markdown");
+    let out = tmp.join("docs");
+    let fresh = tmp.join("commands");
+    let run = rampart(&["generate-docs", "--out", p(&out), "--markdown", p(&fresh)]);
+    assert!(run.status.success(), "{}", describe("generate-docs --markdown", &run));
+    let fresh = files(&fresh);
+    let committed = files(&repo_root().join("docs/src/commands"));
+
+    let mut stale: Vec<String> = Vec::new();
+    for (name, text) in &fresh {
+        match committed.get(name) {
+            None => stale.push(format!("{name} is missing")),
+            Some(old) if old != text => stale.push(format!("{name} differs")),
+            Some(_) => {}
+        }
+    }
+    stale.extend(
+        committed.keys().filter(|n| !fresh.contains_key(*n)).map(|n| format!("{n} is extra")),
+    );
+    assert!(
+        stale.is_empty(),
+        "docs/src/commands is not the reference this binary generates ({}): regenerate it \
+         with `{REGENERATE}` and commit it",
+        stale.join(", ")
+    );
+
+    // One Markdown page per manual page, by the same name.
+    let man: Vec<String> =
+        files(&out.join("man")).keys().map(|n| n.trim_end_matches(".1").to_owned()).collect();
+    let markdown: Vec<String> =
+        fresh.keys().map(|n| n.trim_end_matches(".md").to_owned()).collect();
+    assert_eq!(man, markdown, "manual pages and Markdown pages differ");
+    assert!(!markdown.iter().any(|n| n.contains("generate-docs")), "{markdown:?}");
+
+    // mdBook renders only the pages its summary lists: the Command
+    // reference part must be the command tree of rampart.md, in order.
+    let root = String::from_utf8(fresh["rampart.md"].clone()).unwrap();
+    let tree = root.split("## Commands\n\n").nth(1).unwrap().split("\n\n").next().unwrap();
+    let mut expected = String::from("# Command reference\n\n- [rampart](commands/rampart.md)\n");
+    for line in tree.lines() {
+        let (entry, _about) = line.split_once("): ").unwrap_or((line, ""));
+        let entry = entry.trim_end_matches(')').replacen("](", "](commands/", 1);
+        expected.push_str(&format!("  {entry})\n"));
+    }
+    let summary = std::fs::read_to_string(repo_root().join("docs/src/SUMMARY.md")).unwrap();
+    assert!(
+        summary.contains(&expected),
+        "docs/src/SUMMARY.md lacks this Command reference part, the command tree of \
+         docs/src/commands/rampart.md (after `{REGENERATE}`):\n{expected}"
+    );
+}
+
+#[test]
+fn markdown_pages_show_usage_options_defaults_and_values() {
+    let tmp = TempDir::new("markdown-pages");
+    let dir = tmp.join("commands");
+    // A page of a command that no longer exists is removed; other files stay.
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("rampart-gone.md"), "# rampart gone\n").unwrap();
+    std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+    let run = rampart(&["generate-docs", "--markdown", p(&dir)]);
+    assert!(run.status.success(), "{}", describe("generate-docs --markdown", &run));
+    assert!(!dir.join("rampart-gone.md").exists());
+    assert!(dir.join("notes.txt").exists());
+    assert!(!dir.join("man").exists(), "--markdown alone writes no manual pages");
+
+    let page = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
+    let create = page("rampart-kms-key-create.md");
+    assert!(create.starts_with("# rampart kms key create\n\nCreate a key\n"), "{create}");
+    assert!(create.contains("```text\nrampart kms key create [OPTIONS] <NAME>\n```"), "{create}");
+    assert!(create.contains("### `--allow`\n\n`--allow <SELECTOR>`\n\nWho may"), "{create}");
+    // Never a ```sh block: the docs tests would run it.
+    assert!(!create.contains("```sh"), "{create}");
+    let format = page("rampart-format.md");
+    assert!(format.contains("`-d`, `--key-file <FILE>`"), "{format}");
+    assert!(format.contains("Default: `luks2`.\n\nPossible values:\n\n- `luks2`\n- `luks1`\n"));
+    let kms = page("rampart-kms.md");
+    assert!(kms.contains("- [rampart kms key](rampart-kms-key.md): "), "{kms}");
+    assert!(kms.contains("  - [rampart kms key create](rampart-kms-key-create.md): Create a key"));
+
+    let refused = rampart(&["generate-docs"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", describe("generate-docs", &refused));
 }
