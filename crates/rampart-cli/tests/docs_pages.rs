@@ -1,33 +1,38 @@
 //! The documentation, run: every ```sh block of README.md and of each
 //! page of the book (docs/src) runs, page by page and in order, in a new
 //! scratch directory with this build's `rampart` first on PATH, so a
-//! command the pages show that stops working fails the tests. Blocks
-//! marked ```sh kernel set up a host (/etc, systemd, the kernel's NBD
-//! client and dm-crypt) and are told apart here; they are not run yet,
-//! as the test kernel's root file system is read-only. The ports a page listens on are `${PORT_A:-18443}`-style
-//! variables, which the harness sets to free ports; a page that names
-//! `$PG_URL` gets a throwaway PostgreSQL cluster of its own
-//! (scripts/pg-test-cluster).
+//! command the pages show that stops working fails the tests.
+//!
+//! A page with a ```sh kernel block (one that needs a Linux host: /etc,
+//! systemd, the kernel's NBD client, dm-crypt) runs whole under the test
+//! kernel (`scripts/kernel-vm --systemd`), as root on a machine with
+//! systemd as PID 1 where this build is installed as the Debian package
+//! installs it; its scratch directory is in the guest's memory. The ports
+//! a page listens on are `${PORT_A:-18443}`-style variables, which the
+//! harness sets to free ports; a page that names `$PG_URL` gets a
+//! throwaway PostgreSQL cluster of its own (scripts/pg-test-cluster).
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use crate::helpers::kernel_support::rampart_bin;
-use crate::helpers::kms_support::free_port;
+use crate::helpers::kernel_support::{rampart_bin, run_in_kernel_with_systemd};
+use crate::helpers::kms_support::{built_token_plugin, free_port, token_plugin_dir, TOKEN_PLUGIN};
 use crate::helpers::serve_support::tool;
 
 use super::helpers::common::{describe, output, TempDir};
 
-/// A page's runnable blocks, in order, split by where they run.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct Blocks {
-    host: Vec<String>,
-    kernel: Vec<String>,
+/// A runnable block of a page: ```sh, or ```sh kernel when it needs a
+/// Linux host.
+#[derive(Debug, PartialEq, Eq)]
+struct Block {
+    text: String,
+    kernel: bool,
 }
 
-/// The fenced blocks of `text` whose info string is `sh` (on the host)
-/// or `sh kernel` (under the test kernel); other languages are examples.
-fn blocks(text: &str) -> Blocks {
-    let mut found = Blocks::default();
+/// The fenced blocks of `text` whose info string is `sh` or `sh kernel`,
+/// in order; other languages are examples.
+fn blocks(text: &str) -> Vec<Block> {
+    let mut found = Vec::new();
     let mut lines = text.lines();
     while let Some(line) = lines.next() {
         let Some(info) = line.trim_start().strip_prefix("```") else { continue };
@@ -41,19 +46,22 @@ fn blocks(text: &str) -> Blocks {
             body.push('\n');
         }
         match info.split_whitespace().collect::<Vec<_>>().as_slice() {
-            ["sh"] => found.host.push(body),
-            ["sh", "kernel"] => found.kernel.push(body),
+            ["sh"] => found.push(Block { text: body, kernel: false }),
+            ["sh", "kernel"] => found.push(Block { text: body, kernel: true }),
             _ => {}
         }
     }
     found
 }
 
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
 /// README.md and every Markdown page under docs/src, by path.
 fn pages() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut pages = vec![root.join("README.md")];
-    let mut dirs = vec![root.join("docs/src")];
+    let mut pages = vec![root().join("README.md")];
+    let mut dirs = vec![root().join("docs/src")];
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
@@ -71,13 +79,12 @@ fn pages() -> Vec<PathBuf> {
 /// The variables pages take their ports from (`${PORT_A:-18443}`).
 const PORT_VARIABLES: [&str; 4] = ["PORT_A", "PORT_B", "PORT_KMIP", "PORT_NBD"];
 
-/// The page's blocks as one script: free ports in the port variables,
-/// each block announced on standard error (so a failure says which),
-/// background jobs stopped at the end. Under the kernel the shell is
-/// busybox's, which has no `pipefail`.
-fn script(blocks: &[String], kernel: bool) -> String {
+/// The page's blocks as one bash script: free ports in the port
+/// variables, each block announced on standard error (so a failure says
+/// which), background jobs stopped at the end.
+fn script(blocks: &[Block]) -> String {
     let bin_dir = Path::new(rampart_bin()).parent().unwrap();
-    let mut text = String::from(if kernel { "set -eu\n" } else { "set -euo pipefail\n" });
+    let mut text = String::from("set -euo pipefail\n");
     text.push_str("trap 'kill $(jobs -p) 2>/dev/null || true; wait' EXIT\n");
     text.push_str(&format!("export PATH={}:$PATH\n", bin_dir.display()));
     for variable in PORT_VARIABLES {
@@ -85,7 +92,7 @@ fn script(blocks: &[String], kernel: bool) -> String {
     }
     for (i, block) in blocks.iter().enumerate() {
         text.push_str(&format!("echo '--- block {}' >&2\n", i + 1));
-        text.push_str(block);
+        text.push_str(&block.text);
     }
     text
 }
@@ -110,40 +117,135 @@ impl Drop for PgCluster {
 }
 
 fn script_path(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts").join(name)
+    root().join("scripts").join(name)
 }
 
-fn run_page(page: &Path) -> Result<(), String> {
-    let text = std::fs::read_to_string(page).unwrap();
-    let found = blocks(&text);
+/// Runs a page on this machine.
+fn run_on_host(page: &Path, body: &str) -> Result<(), String> {
     let name = page.file_stem().unwrap().to_string_lossy().into_owned();
-    if !found.host.is_empty() {
-        let dir = TempDir::new(&format!("docs-{name}"));
-        let body = script(&found.host, false);
-        let cluster = body.contains("PG_URL").then(PgCluster::start);
-        let mut command = std::process::Command::new(tool("bash"));
-        command
-            .args(["-c", &body])
-            .current_dir(dir.path())
-            .env_remove("RAMPART_KMS")
-            .env("RAMPART_LOG", "warn");
-        if let Some(cluster) = &cluster {
-            command.env("PG_URL", &cluster.0);
-        }
-        let out = output(command);
-        if !out.status.success() {
-            return Err(format!("{}\n{}", page.display(), describe(&body, &out)));
-        }
+    let dir = TempDir::new(&format!("docs-{name}"));
+    let cluster = body.contains("PG_URL").then(PgCluster::start);
+    let mut command = std::process::Command::new(tool("bash"));
+    command
+        .args(["-c", body])
+        .current_dir(dir.path())
+        .env_remove("RAMPART_KMS")
+        .env("RAMPART_LOG", "warn");
+    if let Some(cluster) = &cluster {
+        command.env("PG_URL", &cluster.0);
+    }
+    let out = output(command);
+    if !out.status.success() {
+        return Err(format!("{}\n{}", page.display(), describe(body, &out)));
     }
     Ok(())
 }
 
+/// Runs a page under the test kernel, after installing this build where
+/// the Debian package puts it (scripts/build-deb): the binary, the token
+/// plugin, the units and the service user.
+fn run_under_kernel(page: &Path, body: &str) -> Result<(), String> {
+    let name = page.file_stem().unwrap().to_string_lossy().into_owned();
+    let share = TempDir::new(&format!("docs-kernel-{name}"));
+    let page_script = share.file("page.sh", body.as_bytes());
+    let plugin = match built_token_plugin() {
+        Some(built) => format!(
+            "install -m 0644 {} {}/{TOKEN_PLUGIN}",
+            built.display(),
+            token_plugin_dir().display()
+        ),
+        None => String::new(),
+    };
+    let packaging = root().join("packaging");
+    let pg = if body.contains("PG_URL") {
+        format!("export PG_URL=$({})\n", script_path("pg-test-cluster").display())
+    } else {
+        String::new()
+    };
+    let guest = format!(
+        "install -m 0755 {bin} /usr/bin/rampart\n\
+         {plugin}\n\
+         install -m 0644 {packaging}/systemd/*.service /usr/lib/systemd/system/\n\
+         install -m 0644 {packaging}/sysusers.d/rampart.conf /usr/lib/sysusers.d/\n\
+         systemd-sysusers\n\
+         systemctl daemon-reload\n\
+         {pg}\
+         mkdir -p /srv/docs-page && cd /srv/docs-page\n\
+         env -u RAMPART_KMS RAMPART_LOG=warn bash {page_script}\n",
+        bin = rampart_bin(),
+        packaging = packaging.display(),
+        page_script = page_script.display(),
+    );
+    let run = run_in_kernel_with_systemd(&share, &guest, Duration::from_secs(1200));
+    if !run.out.status.success() {
+        return Err(format!(
+            "{} (under the kernel)\n{}\n--- script output ---\n{}\n--- console ---\n{}",
+            page.display(),
+            describe(body, &run.out),
+            run.transcript,
+            run.console
+        ));
+    }
+    Ok(())
+}
+
+/// Runs the page at `path` (relative to the repository): under the kernel
+/// when a block needs it, else here.
+fn run_page(path: &str) {
+    let page = root().join(path);
+    let text = std::fs::read_to_string(&page).unwrap();
+    let found = blocks(&text);
+    assert!(!found.is_empty(), "{path} has no ```sh block: take it out of the page list");
+    let body = script(&found);
+    let result = if found.iter().any(|b| b.kernel) {
+        run_under_kernel(&page, &body)
+    } else {
+        run_on_host(&page, &body)
+    };
+    if let Err(failure) = result {
+        panic!("{failure}");
+    }
+}
+
+/// One test per page with shell blocks, so pages run side by side and a
+/// failure names its page.
+macro_rules! pages_run {
+    ($($name:ident: $path:literal,)*) => {
+        $(
+            #[test]
+            fn $name() {
+                run_page($path);
+            }
+        )*
+        /// The pages the tests above run.
+        const RUN_PAGES: &[&str] = &[$($path),*];
+    };
+}
+
+pages_run! {
+    readme_runs: "README.md",
+    page_install_runs: "docs/src/install.md",
+    page_cryptsetup_runs: "docs/src/cryptsetup.md",
+    page_serving_runs: "docs/src/serving.md",
+    page_key_manager_runs: "docs/src/key-manager.md",
+    page_boot_unlock_runs: "docs/src/boot-unlock.md",
+    page_kmip_clients_runs: "docs/src/kmip-clients.md",
+    page_files_runs: "docs/src/files.md",
+    page_operations_runs: "docs/src/operations.md",
+    page_reference_runs: "docs/src/reference.md",
+}
+
 #[test]
-fn every_shell_block_of_the_readme_and_the_book_runs() {
-    let pages = pages();
-    assert!(pages.len() > 5, "the book's pages are missing: {pages:?}");
-    let failures: Vec<String> = pages.iter().filter_map(|page| run_page(page).err()).collect();
-    assert!(failures.is_empty(), "{} page(s) failed:\n{}", failures.len(), failures.join("\n\n"));
+fn every_page_with_shell_blocks_is_run() {
+    let missing: Vec<String> = pages()
+        .iter()
+        .map(|page| page.strip_prefix(root()).unwrap().to_string_lossy().into_owned())
+        .filter(|path| {
+            !blocks(&std::fs::read_to_string(root().join(path)).unwrap()).is_empty()
+                && !RUN_PAGES.contains(&path.as_str())
+        })
+        .collect();
+    assert!(missing.is_empty(), "pages with shell blocks that no test runs: {missing:?}");
 }
 
 #[test]
@@ -152,7 +254,10 @@ fn blocks_are_found_by_their_info_string() {
                 - item\n  ```sh kernel\n  losetup -f\n  ```\n```console\n$ no\n```\n";
     assert_eq!(
         blocks(text),
-        Blocks { host: vec!["rampart --version\n".into()], kernel: vec!["losetup -f\n".into()] }
+        [
+            Block { text: "rampart --version\n".into(), kernel: false },
+            Block { text: "losetup -f\n".into(), kernel: true }
+        ]
     );
 }
 

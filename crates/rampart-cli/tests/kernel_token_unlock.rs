@@ -5,9 +5,9 @@
 //! client identity is revoked.
 //!
 //! cryptsetup 2.6 loads token plugins only from its compiled-in directory
-//! (no `--external-tokens-path`), which in the guest lies on the host's
-//! read-only tree: the guest mounts a tmpfs over it holding this build's
-//! plugin, so the host's directory is left alone. With
+//! (no `--external-tokens-path`): the guest copies this build's plugin
+//! there (its writes stay in the guest), so the host's directory is left
+//! alone. With
 //! `RAMPART_TOKEN_PLUGIN=installed` (`scripts/test-package`) the plugin
 //! the package installed there is used instead.
 
@@ -84,7 +84,7 @@ fn cryptsetup_maps_a_bound_volume_through_the_token_plugin_until_the_client_is_r
 
     let install = match built_token_plugin() {
         Some(built) => format!(
-            "mount -t tmpfs -o mode=0755 tmpfs {plugins}\ncp {built} {plugins}/{TOKEN_PLUGIN}",
+            "cp {built} {plugins}/{TOKEN_PLUGIN}",
             plugins = p(&token_plugin_dir()),
             built = p(&built),
         ),

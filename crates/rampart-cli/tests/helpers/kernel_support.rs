@@ -1,7 +1,8 @@
 //! Tests under a real Linux kernel: `scripts/kernel-vm` boots Debian's
-//! stock kernel in QEMU on this machine's tree (read-only) and runs a
-//! shell script there as root, where device-mapper (kernel dm-crypt),
-//! loop devices and the kernel's NBD client exist. `scripts/test`
+//! stock kernel in QEMU on this machine's tree (writes stay in the
+//! guest's memory) and runs a shell script there as root, where
+//! device-mapper (kernel dm-crypt), loop devices and the kernel's NBD
+//! client exist. `scripts/test`
 //! installs the kernel and checks that it boots before any test runs.
 //!
 //! Files in the shared directory report the 9p mount's block size
@@ -54,11 +55,31 @@ impl GuestRun {
 /// output and error go to `dir/guest.out` (returned as the transcript).
 /// `limit` bounds the whole boot.
 pub fn run_in_kernel(dir: &TempDir, script: &str, modules: &[&str], limit: Duration) -> GuestRun {
+    run_guest(dir, script, modules, limit, false)
+}
+
+/// [`run_in_kernel`] on a guest whose PID 1 is systemd (with udev and
+/// the journal): the script runs as a service once the basic system is
+/// up, and may start units with `systemctl`.
+pub fn run_in_kernel_with_systemd(dir: &TempDir, script: &str, limit: Duration) -> GuestRun {
+    run_guest(dir, script, &[], limit, true)
+}
+
+fn run_guest(
+    dir: &TempDir,
+    script: &str,
+    modules: &[&str],
+    limit: Duration,
+    systemd: bool,
+) -> GuestRun {
     let body =
         format!("set -e\nexec >{out} 2>&1\nset -x\n{script}\n", out = p(&dir.join("guest.out")));
     let script_file = dir.file("guest.sh", body.as_bytes());
-    let mut args =
-        vec![p(&kernel_vm()).to_owned(), p(dir.path()).to_owned(), p(&script_file).to_owned()];
+    let mut args = vec![p(&kernel_vm()).to_owned()];
+    if systemd {
+        args.push("--systemd".to_owned());
+    }
+    args.extend([p(dir.path()).to_owned(), p(&script_file).to_owned()]);
     args.extend(modules.iter().map(|m| (*m).to_owned()));
     let mut command = std::process::Command::new(tool("bash"));
     command.args(&args).env("RAMPART_VM_TIMEOUT", limit.as_secs().to_string());
