@@ -551,51 +551,6 @@ fn bind_rotate_rewrap_revoke_unbind() {
     assert!(err.contains("trying a passphrase"), "{err}");
 }
 
-/// The README's key-manager quick start, run as written (in a scratch
-/// directory, on a free port instead of 8443, with the test's binary).
-#[test]
-fn bind_readme_quickstart() {
-    nbd::require(&["bash", "nbdinfo"]);
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
-            .unwrap();
-    let start = readme.find("<!-- key-manager-quickstart -->").expect("quick start marker");
-    let body = &readme[start..];
-    let body = &body[body.find("```sh\n").unwrap() + 6..];
-    let body = &body[..body.find("```").unwrap()];
-    assert!(body.contains("format vol.img") && body.contains("nbdinfo"), "{body}");
-    let port = free_port().to_string();
-    let bin_dir = Path::new(kms_support::rampart_bin()).parent().unwrap();
-    let mut script = format!(
-        "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true; wait' EXIT\nexport PATH={}:$PATH\n",
-        bin_dir.display()
-    );
-    for line in body.lines().filter(|l| !l.starts_with("cargo build")) {
-        script.push_str(&line.replace("8443", &port));
-        script.push('\n');
-    }
-    let dir = TempDir::new("quickstart");
-    let out = Command::new(nbd::tool("bash"))
-        .args(["-c", &script])
-        .current_dir(dir.path())
-        .env_remove("RAMPART_KMS")
-        .env("RAMPART_LOG", "warn")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "quick start failed ({}):\n{script}\n{stdout}\n{stderr}",
-        out.status
-    );
-    let size = (1u64 << 30) - (16 << 20);
-    assert!(stdout.contains(&format!("export-size: {size}")), "{stdout}\n{stderr}");
-    assert!(stdout.contains("token 0: keyslot 1 bound to key vol-keys version 1"), "{stdout}");
-    assert!(!stderr.contains("passphrase"), "no passphrase was asked for: {stderr}");
-}
-
 /// `clone --key NAME`: the clone gets its own binding (a new volume key, a
 /// new wrapped passphrase) and, without --new-key-file, no passphrase at
 /// all; a source opened through its token has no passphrase to pass on.
