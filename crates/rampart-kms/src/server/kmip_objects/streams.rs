@@ -37,8 +37,9 @@ pub(crate) const MAX_RNG_RETRIEVE: usize = 64 * 1024;
 const CORRELATION_LEN: usize = 16;
 
 enum Work {
-    Hash(Hasher),
-    Mac { mac: Mac, uid: String },
+    Hash(Box<Hasher>),
+    // Boxed: an HMAC context is far larger than the map entry should be.
+    Mac { mac: Box<Mac>, uid: String },
 }
 
 struct Stream {
@@ -150,7 +151,7 @@ impl Session<'_> {
         let data = checked_data(request.data.as_ref())?;
         let hasher = match &request.correlation_value {
             Some(id) => match self.streams.take(Operation::HASH, id)?.work {
-                Work::Hash(h) => h,
+                Work::Hash(h) => *h,
                 Work::Mac { .. } => {
                     return Err(KmipError::InvalidField("not a Hash stream".into()));
                 }
@@ -174,7 +175,7 @@ impl Session<'_> {
         };
         let mut hasher = hasher;
         hasher.update(data);
-        match self.finish_or_keep(request, Operation::HASH, Work::Hash(hasher))? {
+        match self.finish_or_keep(request, Operation::HASH, Work::Hash(Box::new(hasher)))? {
             Step::Continue(id) => Ok(vec![Item::bytes(Tag::CORRELATION_VALUE, &id)]),
             Step::Done(Work::Hash(h)) => Ok(vec![Item::bytes(Tag::DATA, &h.finish())]),
             Step::Done(Work::Mac { .. }) => Err(KmipError::GeneralFailure("stream mix-up".into())),
@@ -201,7 +202,7 @@ impl Session<'_> {
                 }
                 // Access or state may have changed since the stream opened.
                 self.usable_key(&uid, bit, protect).await?;
-                (uid, mac)
+                (uid, *mac)
             }
             None => {
                 let uid = self.uid(request.unique_identifier.as_ref())?;
@@ -237,26 +238,29 @@ impl Session<'_> {
             }
         };
         mac.update(data);
-        let done =
-            match self.finish_or_keep(request, operation, Work::Mac { mac, uid: uid.clone() })? {
-                Step::Continue(id) => {
-                    let mut out = vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid)];
-                    if verify {
-                        // KMIP 1.4 §4.34 always answers a Validity Indicator: a
-                        // part before the last cannot be judged yet.
-                        out.push(Item::enumeration(
-                            Tag::VALIDITY_INDICATOR,
-                            ValidityIndicator::UNKNOWN.0,
-                        ));
-                    }
-                    out.push(Item::bytes(Tag::CORRELATION_VALUE, &id));
-                    return Ok(out);
+        let done = match self.finish_or_keep(
+            request,
+            operation,
+            Work::Mac { mac: Box::new(mac), uid: uid.clone() },
+        )? {
+            Step::Continue(id) => {
+                let mut out = vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid)];
+                if verify {
+                    // KMIP 1.4 §4.34 always answers a Validity Indicator: a
+                    // part before the last cannot be judged yet.
+                    out.push(Item::enumeration(
+                        Tag::VALIDITY_INDICATOR,
+                        ValidityIndicator::UNKNOWN.0,
+                    ));
                 }
-                Step::Done(Work::Mac { mac, .. }) => mac,
-                Step::Done(Work::Hash(_)) => {
-                    return Err(KmipError::GeneralFailure("stream mix-up".into()));
-                }
-            };
+                out.push(Item::bytes(Tag::CORRELATION_VALUE, &id));
+                return Ok(out);
+            }
+            Step::Done(Work::Mac { mac, .. }) => mac,
+            Step::Done(Work::Hash(_)) => {
+                return Err(KmipError::GeneralFailure("stream mix-up".into()));
+            }
+        };
         let mut out = vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid)];
         if verify {
             let tag = request
