@@ -308,7 +308,7 @@ impl ResponseBatchItem {
     }
 
     /// A batch item that ran but was undone because a later one failed
-    /// under Batch Error Continuation Option Undo (KMIP 1.4 §6.16): Result
+    /// under Batch Error Continuation Option Undo (KMIP 1.4 §6.13): Result
     /// Status Operation Undone, without its payload.
     #[must_use]
     pub fn undone(operation: Option<Operation>, id: Option<Vec<u8>>) -> Self {

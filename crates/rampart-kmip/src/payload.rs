@@ -831,7 +831,7 @@ impl CryptoRequest {
 }
 
 /// Hash, MAC and MAC Verify: single-part, or one part of a stream (KMIP
-/// 1.4 §4.33, §4.34, §4.37; KMIP 2.1 §6.1.27, §6.1.28, §6.1.30), where
+/// 1.4 §4.33, §4.34, §4.37, and the same operations of KMIP 2.1 §6.1), where
 /// the first part carries Init Indicator, later ones the Correlation Value
 /// the server returned, and the last Final Indicator.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,7 +12,7 @@
 //! closed, since the next message's start is unknown. Every batch item is
 //! audited as `kmip.<operation>`.
 //!
-//! Batches follow KMIP 1.4 §6.12, §6.16 and §7: items run in the order they
+//! Batches follow KMIP 1.4 §6.12, §6.13 and §7: items run in the order they
 //! were sent, whatever the Batch Order Option (in order is what True asks
 //! and one of the orders False allows); after a failure the Batch Error
 //! Continuation Option decides (Stop, the default: the rest are not run;
@@ -422,7 +422,7 @@ async fn run_batch(
         let first_failure = failed && response.result_status != ResultStatus::SUCCESS;
         items.push(response);
         if undo && first_failure {
-            // KMIP 1.4 §6.16: Undo undoes every operation before the failed
+            // KMIP 1.4 §6.13: Undo undoes every operation before the failed
             // one; these changed nothing, so undoing them is withdrawing
             // their answers.
             let last = items.len() - 1;

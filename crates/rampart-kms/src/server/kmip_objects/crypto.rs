@@ -1,4 +1,5 @@
-//! Get (with key wrapping), Encrypt, Decrypt and MAC.
+//! Get (with key wrapping), Encrypt and Decrypt, and the algorithms and
+//! lengths of the keys Create and Register make (MAC is in `streams`).
 
 use rampart_crypto::{
     fill_random, kw_wrap, kwp_wrap, Cbc, CbcIv, Ctr, Gcm, SecretBytes, GCM_NONCE_LEN, GCM_TAG_LEN,
@@ -396,8 +397,8 @@ pub(super) fn check_algorithm(algorithm: CryptographicAlgorithm, bits: i32) -> R
             Err(KmipError::InvalidField(format!("AES keys are 128, 192 or 256 bits, not {bits}")))
         }
         a if super::streams::mac_alg(a).is_some() => {
-            // Keys shorter than the hash's output weaken the MAC (RFC 2104
-            // §3), and longer than a block are hashed down anyway.
+            // RFC 2104 §3: shorter keys are weak, and keys longer than
+            // SHA-512's block would only be hashed down.
             if (128..=1024).contains(&bits) && bits % 8 == 0 {
                 Ok(())
             } else {

@@ -1,5 +1,5 @@
 //! Hash, MAC, MAC Verify, RNG Retrieve and RNG Seed (KMIP 1.4 §4.33–4.37,
-//! KMIP 2.1 §6.1.27–6.1.30, §6.1.43–6.1.44).
+//! and the same operations of KMIP 2.1 §6.1).
 //!
 //! Hash, MAC and MAC Verify are single-part, or streamed: a request with
 //! Init Indicator opens a stream and gets a Correlation Value back, later
