@@ -415,6 +415,56 @@ async fn hash_mac_and_rng(backend: Backend) {
         ValidityIndicator::VALID.0
     );
 
+    // A streamed MAC re-checks its key on each part: revoked between two
+    // parts, the key no longer MACs.
+    let (revoked, _) = hmac_key(&mut tls, CryptographicAlgorithm::HMAC_SHA256, MAC_BOTH).await;
+    let first = ok(&one(
+        &mut tls,
+        Operation::MAC,
+        vec![
+            Item::text(Tag::UNIQUE_IDENTIFIER, &revoked),
+            Item::bytes(Tag::DATA, b"part"),
+            Item::boolean(Tag::INIT_INDICATOR, true),
+        ],
+    )
+    .await);
+    let cv = bytes(&first, Tag::CORRELATION_VALUE);
+    ok(&one(
+        &mut tls,
+        Operation::REVOKE,
+        vec![
+            Item::text(Tag::UNIQUE_IDENTIFIER, &revoked),
+            Item::structure(
+                Tag::REVOCATION_REASON,
+                vec![Item::enumeration(Tag::REVOCATION_REASON_CODE, 0x05)],
+            ),
+        ],
+    )
+    .await);
+    let after = one(
+        &mut tls,
+        Operation::MAC,
+        vec![
+            Item::bytes(Tag::CORRELATION_VALUE, &cv),
+            Item::bytes(Tag::DATA, b"more"),
+            Item::boolean(Tag::FINAL_INDICATOR, true),
+        ],
+    )
+    .await;
+    assert_eq!(reason(&after), ResultReason::ILLEGAL_OPERATION);
+    // Wrongly typed stream fields are Invalid Field.
+    let typed = one(
+        &mut tls,
+        Operation::MAC,
+        vec![
+            Item::text(Tag::UNIQUE_IDENTIFIER, &keys[2].0),
+            Item::bytes(Tag::DATA, b"x"),
+            Item::int(Tag::INIT_INDICATOR, 1),
+        ],
+    )
+    .await;
+    assert_eq!(reason(&typed), ResultReason::INVALID_FIELD);
+
     // MAC refusals: a key that may only generate cannot verify, and the
     // reverse; a client the key's rule does not allow; no parameters on a
     // key that names no HMAC; MAC Verify without MAC Data.
@@ -629,6 +679,20 @@ async fn batch_options(backend: Backend) {
     let nope = Some(ResultReason::FEATURE_NOT_SUPPORTED);
     assert_eq!(statuses(&refused), [(f, nope), (f, nope)]);
     assert_eq!(key_count(&d).await, before, "nothing was created");
+
+    // Undo with a part of a stream: refused whole too.
+    let stream = (
+        Operation::HASH,
+        vec![
+            hashing(HashingAlgorithm::SHA256),
+            Item::bytes(Tag::DATA, b"abc"),
+            Item::boolean(Tag::INIT_INDICATOR, true),
+        ],
+    );
+    let refused =
+        exchange(&mut tls, &request(vec![hash(), stream], BatchErrorContinuationOption::UNDO))
+            .await;
+    assert_eq!(statuses(&refused), [(f, nope), (f, nope)]);
 
     // Batch Order Option, either way: the items run and answer in order.
     for order in [true, false] {
