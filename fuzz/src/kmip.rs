@@ -1,21 +1,18 @@
 //! The KMIP front end's parser of untrusted bytes: TTLV and messages.
 
 use rampart_kmip::message::{ProtocolVersion, RequestMessage, ResponseMessage};
+use rampart_kmip::payload::{parse_rng_retrieve, parse_rng_seed, StreamRequest};
 use rampart_kmip::ttlv::{self, HEADER_LEN};
 use rampart_kmip::{KmipError, Limits};
 
 /// Small limits, so that the fuzzer reaches the caps often.
-const LIMITS: Limits = Limits {
-    max_message_len: 64 * 1024,
-    max_depth: 16,
-    max_items: 2048,
-};
+const LIMITS: Limits = Limits { max_message_len: 64 * 1024, max_depth: 16, max_items: 2048 };
 
 /// The input as one message, read as the server does: the length from
 /// the first 8 bytes (refused before any buffer when too long or not a
 /// structure), then the item decoded with the bounded reader, parsed as a
 /// Request Message (or a Response Message, as the load generator does),
-/// and answered. Whatever decodes must encode back to the same bytes and
+/// its Hash, MAC and RNG payloads decoded, and answered. Whatever decodes must encode back to the same bytes and
 /// decode to the same item.
 pub fn kmip_ttlv(data: &[u8]) {
     if let Some(header) = data.get(..HEADER_LEN) {
@@ -39,13 +36,17 @@ pub fn kmip_ttlv(data: &[u8]) {
         Ok(request) => {
             let again = ttlv::decode(
                 &request.to_item().encode().expect("a request encodes"),
-                &Limits {
-                    max_message_len: usize::MAX,
-                    ..LIMITS
-                },
+                &Limits { max_message_len: usize::MAX, ..LIMITS },
             )
             .expect("an encoded request decodes");
             assert_eq!(RequestMessage::parse(&again).as_ref(), Ok(&request));
+            // The payload decoders of Hash, MAC, MAC Verify and RNG take the
+            // untrusted payloads as they come.
+            for item in &request.batch_items {
+                let _ = StreamRequest::parse(&item.payload).map(|r| r.is_streamed());
+                let _ = parse_rng_retrieve(&item.payload);
+                let _ = parse_rng_seed(&item.payload);
+            }
             let response = request.refuse_async(request.header.protocol_version, 0);
             let _ = response.encode_bounded(request.header.maximum_response_size);
         }

@@ -89,6 +89,7 @@ fn check_operations(v: &Value) {
         "ctr_matches_cryptography",
         "ctr_round_trip",
         "mac_matches",
+        "hmac_keys_match",
         "wrapped_unwraps",
         "check",
         "locate_after_rekey",

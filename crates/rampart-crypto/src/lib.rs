@@ -34,6 +34,7 @@ mod mapped;
 mod rng;
 mod secret;
 mod sha256_lanes;
+mod stream;
 mod xts;
 mod xts_simd;
 
@@ -51,6 +52,7 @@ pub use keywrap::{kw_unwrap, kw_wrap, kwp_unwrap, kwp_wrap};
 pub use mapped::MappedFile;
 pub use rng::{fill_random, random_secret};
 pub use secret::SecretBytes;
+pub use stream::{DigestAlg, Hasher, Mac, MacAlg};
 pub use xts::{xts_instruction_ceiling, CeilingRate, Xts, XtsPath};
 
 /// The AES block size in bytes.

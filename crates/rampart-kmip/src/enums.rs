@@ -230,6 +230,21 @@ kmip_enum!(
         SHA256 = 0x06 => "SHA-256",
         SHA384 = 0x07 => "SHA-384",
         SHA512 = 0x08 => "SHA-512",
+        SHA512_224 = 0x0C => "SHA-512/224",
+        SHA512_256 = 0x0D => "SHA-512/256",
+        SHA3_224 = 0x0E => "SHA3-224",
+        SHA3_256 = 0x0F => "SHA3-256",
+        SHA3_384 = 0x10 => "SHA3-384",
+        SHA3_512 = 0x11 => "SHA3-512",
+    }
+);
+
+kmip_enum!(
+    /// Validity Indicator (MAC Verify's answer).
+    ValidityIndicator {
+        VALID = 0x01 => "Valid",
+        INVALID = 0x02 => "Invalid",
+        UNKNOWN = 0x03 => "Unknown",
     }
 );
 

@@ -307,6 +307,21 @@ impl ResponseBatchItem {
         }
     }
 
+    /// A batch item that ran but was undone because a later one failed
+    /// under Batch Error Continuation Option Undo (KMIP 1.4 §6.13): Result
+    /// Status Operation Undone, without its payload.
+    #[must_use]
+    pub fn undone(operation: Option<Operation>, id: Option<Vec<u8>>) -> Self {
+        Self {
+            operation,
+            unique_batch_item_id: id,
+            result_status: ResultStatus::OPERATION_UNDONE,
+            result_reason: None,
+            result_message: Some("undone: a later batch item failed".into()),
+            payload: None,
+        }
+    }
+
     fn to_item(&self) -> Item {
         let mut items = Vec::new();
         if let Some(op) = self.operation {

@@ -830,6 +830,69 @@ impl CryptoRequest {
     }
 }
 
+/// Hash, MAC and MAC Verify: single-part, or one part of a stream (KMIP
+/// 1.4 §4.33, §4.34, §4.37, and the same operations of KMIP 2.1 §6.1), where
+/// the first part carries Init Indicator, later ones the Correlation Value
+/// the server returned, and the last Final Indicator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamRequest {
+    pub unique_identifier: Option<String>,
+    pub parameters: Option<CryptographicParameters>,
+    pub data: Option<Bytes>,
+    /// MAC Verify: the MAC to check.
+    pub mac_data: Option<Vec<u8>>,
+    pub correlation_value: Option<Vec<u8>>,
+    pub init: bool,
+    pub last: bool,
+}
+
+impl StreamRequest {
+    pub fn parse(payload: &Item) -> Result<Self, KmipError> {
+        let f = Fields::of(payload)?;
+        let flag = |tag| -> Result<bool, KmipError> {
+            Ok(f.optional(tag)?.map(Item::as_bool).transpose()?.unwrap_or(false))
+        };
+        Ok(Self {
+            unique_identifier: uid(&f)?,
+            parameters: f
+                .optional(Tag::CRYPTOGRAPHIC_PARAMETERS)?
+                .map(CryptographicParameters::parse)
+                .transpose()?,
+            data: bytes_field(&f, Tag::DATA)?,
+            mac_data: f
+                .optional(Tag::MAC_DATA)?
+                .map(|i| i.as_bytes().map(<[u8]>::to_vec))
+                .transpose()?,
+            correlation_value: f
+                .optional(Tag::CORRELATION_VALUE)?
+                .map(|i| i.as_bytes().map(<[u8]>::to_vec))
+                .transpose()?,
+            init: flag(Tag::INIT_INDICATOR)?,
+            last: flag(Tag::FINAL_INDICATOR)?,
+        })
+    }
+
+    /// Whether this request is one part of a stream rather than a whole
+    /// single-part operation.
+    #[must_use]
+    pub fn is_streamed(&self) -> bool {
+        self.correlation_value.is_some() || (self.init && !self.last)
+    }
+}
+
+/// RNG Retrieve (KMIP 1.4 §4.35): the number of bytes asked for.
+pub fn parse_rng_retrieve(payload: &Item) -> Result<i32, KmipError> {
+    let f = Fields::of(payload)?;
+    Ok(f.required(Tag::DATA_LENGTH)?.as_int()?)
+}
+
+/// RNG Seed (KMIP 1.4 §4.36): the seed data offered.
+pub fn parse_rng_seed(payload: &Item) -> Result<Bytes, KmipError> {
+    let f = Fields::of(payload)?;
+    Ok(bytes_field(&f, Tag::DATA)?
+        .ok_or(TtlvError::Missing { tag: Tag::DATA, within: payload.tag })?)
+}
+
 /// Query.
 pub fn parse_query(payload: &Item) -> Result<Vec<QueryFunction>, KmipError> {
     Ok(Fields::of(payload)?

@@ -223,6 +223,14 @@ impl Tag {
     pub const OFFSET_ITEMS: Self = Self(0x4200D4);
     /// Located Items.
     pub const LOCATED_ITEMS: Self = Self(0x4200D5);
+    /// Correlation Value (streamed cryptographic operations).
+    pub const CORRELATION_VALUE: Self = Self(0x4200D6);
+    /// Init Indicator.
+    pub const INIT_INDICATOR: Self = Self(0x4200D7);
+    /// Final Indicator.
+    pub const FINAL_INDICATOR: Self = Self(0x4200D8);
+    /// Validity Indicator.
+    pub const VALIDITY_INDICATOR: Self = Self(0x42009B);
     /// Authenticated Encryption Additional Data.
     pub const AUTHENTICATED_ENCRYPTION_ADDITIONAL_DATA: Self = Self(0x4200FE);
     /// Authenticated Encryption Tag.
@@ -349,6 +357,10 @@ impl Tag {
             Self::TAG_LENGTH => "Tag Length",
             Self::OFFSET_ITEMS => "Offset Items",
             Self::LOCATED_ITEMS => "Located Items",
+            Self::CORRELATION_VALUE => "Correlation Value",
+            Self::INIT_INDICATOR => "Init Indicator",
+            Self::FINAL_INDICATOR => "Final Indicator",
+            Self::VALIDITY_INDICATOR => "Validity Indicator",
             Self::AUTHENTICATED_ENCRYPTION_ADDITIONAL_DATA => {
                 "Authenticated Encryption Additional Data"
             }

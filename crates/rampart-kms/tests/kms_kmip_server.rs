@@ -180,14 +180,14 @@ async fn batches_stop_or_continue_and_every_item_is_audited() {
         ]
     );
     assert_eq!(versions(cont.batch_items[3].payload.as_ref().unwrap()), [ProtocolVersion::V1_4]);
-    // Undo is refused up front.
+    // Undo with an item that cannot be undone is refused whole, up front
+    // (kms_kmip_crypto_ops runs the batches Undo serves).
     request.header.batch_error_continuation = BatchErrorContinuationOption::UNDO;
     let undo = exchange(&mut tls, &request).await;
-    assert_eq!(undo.batch_items[0].result_reason, Some(ResultReason::FEATURE_NOT_SUPPORTED));
-    assert_eq!(
-        undo.batch_items[1].result_reason,
-        Some(ResultReason::OPERATION_CANCELED_BY_REQUESTER)
-    );
+    assert!(undo
+        .batch_items
+        .iter()
+        .all(|b| b.result_reason == Some(ResultReason::FEATURE_NOT_SUPPORTED)));
 
     let audit = d.audit_ops().await;
     let kmip: Vec<_> = audit.iter().filter(|(_, op, _)| op.starts_with("kmip.")).collect();

@@ -181,6 +181,19 @@ def main():
         _, mac = client.mac(data, uid=uid,
                             algorithm=enums.CryptographicAlgorithm.HMAC_SHA256)
         out["mac_matches"] = mac == hmac.new(key_bytes, data, hashlib.sha256).digest()
+        # MAC under keys of each HMAC algorithm, as PyKMIP creates them.
+        hmac_ok = []
+        for alg, digest in [(enums.CryptographicAlgorithm.HMAC_SHA1, hashlib.sha1),
+                            (enums.CryptographicAlgorithm.HMAC_SHA384, hashlib.sha384),
+                            (enums.CryptographicAlgorithm.HMAC_SHA512, hashlib.sha512)]:
+            hkey = client.create(alg, 256, name=prefix + "-" + alg.name.lower(),
+                                 cryptographic_usage_mask=[
+                                     enums.CryptographicUsageMask.MAC_GENERATE])
+            client.activate(hkey)
+            hkey_bytes = client.get(hkey).value
+            _, hmac_value = client.mac(data, uid=hkey, algorithm=alg)
+            hmac_ok.append(hmac_value == hmac.new(hkey_bytes, data, digest).digest())
+        out["hmac_keys_match"] = all(hmac_ok) and len(hmac_ok) == 3
 
         # Get wrapped by another key (AES key wrap, RFC 3394), unwrapped
         # here with the wrapping key's bytes.

@@ -12,16 +12,24 @@
 //! closed, since the next message's start is unknown. Every batch item is
 //! audited as `kmip.<operation>`.
 //!
-//! Batches follow KMIP 1.4 §7: items run in order; after a failure the Batch
-//! Error Continuation Option decides (Stop, the default: the rest are not
-//! run; Continue: they run; Undo is not supported and fails the batch up
-//! front); the response honours the Maximum Response Size; asynchronous
+//! Batches follow KMIP 1.4 §6.12, §6.13 and §7: items run in the order they
+//! were sent, whatever the Batch Order Option (in order is what True asks
+//! and one of the orders False allows); after a failure the Batch Error
+//! Continuation Option decides (Stop, the default: the rest are not run;
+//! Continue: they run; Undo: the items before it are undone). Undo is
+//! served for batches whose items change nothing (reads, Locate, Query,
+//! single-part cryptography, RNG), where undoing is answering Operation
+//! Undone; a batch under Undo with an item that changes objects or opens a
+//! stream is refused whole, before anything runs, with Feature Not
+//! Supported, since the store cannot roll those back. The response honours
+//! the Maximum Response Size (Response Too Large, §6.3); asynchronous
 //! requests are refused per item.
 //!
 //! Operations: Discover Versions and Query here; the object operations of
 //! the Baseline, Symmetric Key Lifecycle and Basic Cryptographic Server
 //! profiles (Create, Register, Get, attributes, Locate, Activate, Revoke,
-//! Destroy, Re-key, Check, Encrypt, Decrypt, MAC) in [`super::kmip_objects`],
+//! Destroy, Re-key, Check, Encrypt, Decrypt, MAC, MAC Verify, Hash, RNG
+//! Retrieve, RNG Seed) in [`super::kmip_objects`],
 //! over the REST API's store, policies and audit chain. Every other
 //! operation (Get Usage Allocation among them) is answered Operation Not
 //! Supported in a well-formed response.
@@ -45,7 +53,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_rustls::TlsAcceptor;
 
 use super::connection::tls_handshake;
-use super::kmip_objects::Session;
+use super::kmip_objects::{Session, Streams};
 use super::service;
 use super::state::State;
 use super::writes;
@@ -72,7 +80,7 @@ pub const VERSIONS: [ProtocolVersion; 7] = [
 ];
 
 /// The operations this front end serves (what Query Operations lists).
-pub const OPERATIONS: [Operation; 19] = [
+pub const OPERATIONS: [Operation; 23] = [
     Operation::CREATE,
     Operation::REGISTER,
     Operation::RE_KEY,
@@ -92,6 +100,10 @@ pub const OPERATIONS: [Operation; 19] = [
     Operation::ENCRYPT,
     Operation::DECRYPT,
     Operation::MAC,
+    Operation::MAC_VERIFY,
+    Operation::HASH,
+    Operation::RNG_RETRIEVE,
+    Operation::RNG_SEED,
 ];
 
 /// The object types Create and Register make (what Query Objects lists).
@@ -162,6 +174,7 @@ async fn serve_messages<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
     idle: Duration,
 ) -> Result<(), Ended> {
+    let mut streams = Streams::default();
     loop {
         let mut header = [0u8; HEADER_LEN];
         read_exact_within(stream, &mut header, idle).await?;
@@ -172,7 +185,9 @@ async fn serve_messages<S: AsyncRead + AsyncWrite + Unpin>(
                 message[..HEADER_LEN].copy_from_slice(&header);
                 read_exact_within(stream, &mut message[HEADER_LEN..], idle).await?;
                 match client {
-                    Some(client) => (handle_message(state, client, &message).await, None),
+                    Some(client) => {
+                        (handle_message(state, client, &message, &mut streams).await, None)
+                    }
                     None => {
                         let err = KmipError::AuthenticationNotSuccessful;
                         audit(
@@ -253,7 +268,12 @@ fn operation_name(op: Operation) -> String {
 }
 
 /// Answers one framed message (any bytes: it is decoded here).
-pub(crate) async fn handle_message(state: &State, client: &ClientInfo, bytes: &[u8]) -> Vec<u8> {
+pub(crate) async fn handle_message(
+    state: &State,
+    client: &ClientInfo,
+    bytes: &[u8],
+    streams: &mut Streams,
+) -> Vec<u8> {
     let decoded = ttlv::decode(bytes, &TTLV_LIMITS).map_err(KmipError::from);
     let request = match decoded.and_then(|item| RequestMessage::parse(&item)) {
         Ok(request) => request,
@@ -289,7 +309,7 @@ pub(crate) async fn handle_message(state: &State, client: &ClientInfo, bytes: &[
         }
         request.refuse_async(version, now)
     } else {
-        run_batch(state, client, &request, now).await
+        run_batch(state, client, &request, now, streams).await
     };
     response
         .encode_bounded(max)
@@ -301,12 +321,42 @@ async fn run_batch(
     client: &ClientInfo,
     request: &RequestMessage,
     now: i64,
+    streams: &mut Streams,
 ) -> ResponseMessage {
     let version = request.header.protocol_version;
     let continuation = request.header.batch_error_continuation;
+    let undo = continuation == BatchErrorContinuationOption::UNDO;
     let mut items = Vec::with_capacity(request.batch_items.len());
+    if undo {
+        if let Some(item) = request.batch_items.iter().find(|i| !undoable(i)) {
+            let err = KmipError::FeatureNotSupported(format!(
+                "Batch Error Continuation Option Undo with {} (only batches that change \
+                 nothing can be undone)",
+                item.operation
+            ));
+            for item in &request.batch_items {
+                audit(
+                    state,
+                    &client.name,
+                    &operation_name(item.operation),
+                    "invalid",
+                    err.to_string(),
+                )
+                .await;
+                items.push(ResponseBatchItem::failure(
+                    Some(item.operation),
+                    item.unique_batch_item_id.clone(),
+                    &err,
+                ));
+            }
+            return ResponseMessage {
+                header: ResponseHeader { protocol_version: version, time_stamp: now },
+                batch_items: items,
+            };
+        }
+    }
     let mut failed = false;
-    let mut session = Session { state, client, version, placeholder: None, touched: None };
+    let mut session = Session { state, client, version, placeholder: None, touched: None, streams };
     for item in &request.batch_items {
         let op_name = operation_name(item.operation);
         if failed && continuation != BatchErrorContinuationOption::CONTINUE {
@@ -325,11 +375,7 @@ async fn run_batch(
             continue;
         }
         session.touched = None;
-        let result = if continuation == BatchErrorContinuationOption::UNDO {
-            Err(KmipError::FeatureNotSupported("Batch Error Continuation Option Undo".into()))
-        } else {
-            dispatch(&mut session, item).await
-        };
+        let result = dispatch(&mut session, item).await;
         let (response, outcome, detail) = match result {
             Ok(fields) => (
                 ResponseBatchItem::success(
@@ -373,11 +419,57 @@ async fn run_batch(
             continue;
         }
         debug_assert!(response.result_status == ResultStatus::SUCCESS || failed);
+        let first_failure = failed && response.result_status != ResultStatus::SUCCESS;
         items.push(response);
+        if undo && first_failure {
+            // KMIP 1.4 §6.13: Undo undoes every operation before the failed
+            // one; these changed nothing, so undoing them is withdrawing
+            // their answers.
+            let last = items.len() - 1;
+            for (done, sent) in items[..last].iter_mut().zip(&request.batch_items) {
+                if done.result_status == ResultStatus::SUCCESS {
+                    *done =
+                        ResponseBatchItem::undone(done.operation, done.unique_batch_item_id.take());
+                    audit(
+                        state,
+                        &client.name,
+                        &operation_name(sent.operation),
+                        "invalid",
+                        "undone: a later batch item failed".into(),
+                    )
+                    .await;
+                }
+            }
+        }
     }
     ResponseMessage {
         header: ResponseHeader { protocol_version: version, time_stamp: now },
         batch_items: items,
+    }
+}
+
+/// Whether a batch item changes nothing, so that Undo can undo it by
+/// withdrawing its answer: reads, Locate, Query and single-part
+/// cryptography (RNG Seed mixes nothing in).
+fn undoable(item: &RequestBatchItem) -> bool {
+    match item.operation {
+        Operation::GET
+        | Operation::GET_ATTRIBUTES
+        | Operation::GET_ATTRIBUTE_LIST
+        | Operation::LOCATE
+        | Operation::CHECK
+        | Operation::QUERY
+        | Operation::DISCOVER_VERSIONS
+        | Operation::ENCRYPT
+        | Operation::DECRYPT
+        | Operation::RNG_RETRIEVE
+        | Operation::RNG_SEED => true,
+        Operation::MAC | Operation::MAC_VERIFY | Operation::HASH => {
+            // A part of a stream opens, feeds or closes connection state.
+            rampart_kmip::payload::StreamRequest::parse(&item.payload)
+                .map_or(true, |r| !r.is_streamed())
+        }
+        _ => false,
     }
 }
 

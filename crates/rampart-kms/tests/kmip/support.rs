@@ -9,22 +9,33 @@ use rampart_kms::store::Store;
 use rampart_kms::testing::{TestDeployment, TestServer};
 use rampart_kms::Bundle;
 
-use crate::common::TempDir;
+use crate::common::{Backend, PgCluster, TempDir};
 
 pub struct Deployment {
     pub dir: PathBuf,
     pub store: Arc<dyn Store>,
     pub kmip: String,
     pub admin: Bundle,
-    // Dropped in this order: the server stops, then its directory goes.
+    // Dropped in this order: the server stops, then its directory and its
+    // cluster go.
     _server: TestServer,
     _temp: TempDir,
+    _cluster: Option<PgCluster>,
 }
 
 impl Deployment {
     pub async fn new(tag: &str) -> Self {
+        Self::on(Backend::Sqlite, tag).await
+    }
+
+    /// A deployment on `backend` (PostgreSQL: a fresh database in the test
+    /// cluster).
+    pub async fn on(backend: Backend, tag: &str) -> Self {
         let temp = TempDir::new(&format!("kmip-{tag}"));
-        let how = TestDeployment { kmip: true, ..TestDeployment::default() };
+        let cluster = (backend == Backend::Postgres).then(PgCluster::get);
+        let pg = cluster.as_ref().map(|c| c.database(&tag.replace('-', "_")));
+        let how =
+            TestDeployment { kmip: true, store_url: pg.as_deref(), ..TestDeployment::default() };
         let server = TestServer::start(&temp.path().join("data"), &how, |_| {}).await;
         Self {
             dir: temp.path().to_owned(),
@@ -33,6 +44,7 @@ impl Deployment {
             admin: server.admin.clone(),
             _server: server,
             _temp: temp,
+            _cluster: cluster,
         }
     }
 

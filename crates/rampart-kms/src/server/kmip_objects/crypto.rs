@@ -1,8 +1,8 @@
-//! Get (with key wrapping), Encrypt, Decrypt and MAC.
+//! Get (with key wrapping), Encrypt and Decrypt, and the algorithms and
+//! lengths of the keys Create and Register make (MAC is in `streams`).
 
 use rampart_crypto::{
-    fill_random, hmac, kw_wrap, kwp_wrap, Cbc, CbcIv, Ctr, Gcm, HashAlg, SecretBytes,
-    GCM_NONCE_LEN, GCM_TAG_LEN,
+    fill_random, kw_wrap, kwp_wrap, Cbc, CbcIv, Ctr, Gcm, SecretBytes, GCM_NONCE_LEN, GCM_TAG_LEN,
 };
 use rampart_kmip::enums::{
     usage_mask, BlockCipherMode, CryptographicAlgorithm, KeyFormatType, ObjectType, PaddingMethod,
@@ -349,35 +349,6 @@ impl Session<'_> {
         }
         Ok(out)
     }
-
-    pub(super) async fn mac(&mut self, request: &CryptoRequest) -> R<Vec<Item>> {
-        let uid = self.uid(request.unique_identifier.as_ref())?;
-        let (obj, key) = self.usable_key(&uid, usage_mask::MAC_GENERATE, true).await?;
-        let algorithm = request
-            .parameters
-            .as_ref()
-            .and_then(|p| p.cryptographic_algorithm)
-            .or_else(|| {
-                obj.kmip
-                    .as_ref()
-                    .and_then(|k| k.algorithm)
-                    .map(CryptographicAlgorithm)
-                    .filter(|a| *a == CryptographicAlgorithm::HMAC_SHA256)
-            })
-            .ok_or_else(|| {
-                KmipError::MissingData("Cryptographic Parameters naming HMAC-SHA256".into())
-            })?;
-        if algorithm != CryptographicAlgorithm::HMAC_SHA256 {
-            return Err(KmipError::FeatureNotSupported(format!(
-                "MAC with {algorithm} (HMAC-SHA256 is served)"
-            )));
-        }
-        if request.data.len() > MAX_DATA {
-            return Err(KmipError::InvalidField(format!("Data is larger than {MAX_DATA} bytes")));
-        }
-        let mac = hmac(HashAlg::Sha256, key.expose(), request.data.as_slice());
-        Ok(vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid), Item::bytes(Tag::MAC_DATA, mac.expose())])
-    }
 }
 
 /// Encoding Option (KMIP 1.4 §9.1.3.2.32).
@@ -425,14 +396,19 @@ pub(super) fn check_algorithm(algorithm: CryptographicAlgorithm, bits: i32) -> R
         CryptographicAlgorithm::AES => {
             Err(KmipError::InvalidField(format!("AES keys are 128, 192 or 256 bits, not {bits}")))
         }
-        CryptographicAlgorithm::HMAC_SHA256 if (128..=512).contains(&bits) && bits % 8 == 0 => {
-            Ok(())
+        a if super::streams::mac_alg(a).is_some() => {
+            // RFC 2104 §3: shorter keys are weak, and keys longer than
+            // SHA-512's block would only be hashed down.
+            if (128..=1024).contains(&bits) && bits % 8 == 0 {
+                Ok(())
+            } else {
+                Err(KmipError::InvalidField(format!(
+                    "{a} keys are 128 to 1024 bits in whole bytes, not {bits}"
+                )))
+            }
         }
-        CryptographicAlgorithm::HMAC_SHA256 => Err(KmipError::InvalidField(format!(
-            "HMAC-SHA256 keys are 128 to 512 bits, not {bits}"
-        ))),
         other => Err(KmipError::FeatureNotSupported(format!(
-            "Cryptographic Algorithm {other} (AES and HMAC-SHA256 keys are served)"
+            "Cryptographic Algorithm {other} (AES and HMAC-SHA1/224/256/384/512 keys are served)"
         ))),
     }
 }

@@ -29,7 +29,8 @@
 //!
 //! Here: the batch item dispatch. The objects and their states are in
 //! `object`, the session (loading, access, material) in `session`, and
-//! the operations in `lifecycle`, `attributes`, `locate` and `crypto`.
+//! the operations in `lifecycle`, `attributes`, `locate`, `crypto` and
+//! `streams` (Hash, MAC, MAC Verify, RNG Retrieve and RNG Seed).
 
 mod attributes;
 mod crypto;
@@ -38,11 +39,13 @@ mod lifecycle;
 mod locate;
 mod object;
 mod session;
+mod streams;
 
 use rampart_kmip::enums::Operation;
 use rampart_kmip::payload::{
-    AttributeChangeRequest, CreateRequest, CryptoRequest, GetRequest, LocateRequest, ObjectRequest,
-    ReKeyRequest, RegisterRequest, RevokeRequest,
+    parse_rng_retrieve, parse_rng_seed, AttributeChangeRequest, CreateRequest, CryptoRequest,
+    GetRequest, LocateRequest, ObjectRequest, ReKeyRequest, RegisterRequest, RevokeRequest,
+    StreamRequest,
 };
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::Item;
@@ -53,6 +56,7 @@ use self::crypto::encoding_option;
 use self::errors::R;
 
 pub(crate) use self::session::Session;
+pub(crate) use self::streams::Streams;
 
 impl Session<'_> {
     /// Runs one batch item.
@@ -87,7 +91,11 @@ impl Session<'_> {
             Operation::CHECK => self.check(payload).await,
             Operation::ENCRYPT => self.encrypt(&CryptoRequest::parse(payload)?, true).await,
             Operation::DECRYPT => self.encrypt(&CryptoRequest::parse(payload)?, false).await,
-            Operation::MAC => self.mac(&CryptoRequest::parse(payload)?).await,
+            Operation::MAC => self.mac(&StreamRequest::parse(payload)?, false).await,
+            Operation::MAC_VERIFY => self.mac(&StreamRequest::parse(payload)?, true).await,
+            Operation::HASH => self.hash(&StreamRequest::parse(payload)?).await,
+            Operation::RNG_RETRIEVE => self.rng_retrieve(parse_rng_retrieve(payload)?),
+            Operation::RNG_SEED => self.rng_seed(&parse_rng_seed(payload)?),
             other => Err(KmipError::OperationNotSupported(other)),
         }?;
         // The object named by a successful item is the next one's ID

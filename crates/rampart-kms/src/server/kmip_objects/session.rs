@@ -23,6 +23,8 @@ pub(crate) struct Session<'a> {
     pub placeholder: Option<String>,
     /// The key and version the current batch item touched, for its audit entry.
     pub touched: Option<(String, Option<u32>)>,
+    /// The connection's open Hash and MAC streams.
+    pub streams: &'a mut super::Streams,
 }
 
 impl Session<'_> {
