@@ -18,9 +18,13 @@
 //! Besides placeholders, only what the capturing server chose freely is
 //! not compared: a Result Message's text (vendor-specific, and optional),
 //! the Vendor Identification and Server Information a Query returns (the
-//! capturing server's own), and a Digest Value (the digest of key
-//! material the capturing server generated). Items are matched by tag regardless of order, since the
-//! profiles list attributes in the capturing server's order.
+//! capturing server's own), and the Key Material and Digest Value of an
+//! object the server generated in the case (Create, Re-key...), which
+//! the capturing server drew at random. Items are matched by tag
+//! regardless of order, since the profiles list attributes in the
+//! capturing server's order; an item the server sends that the case does
+//! not list is a difference, except those the specification lets a
+//! server add (see `compare_children`).
 //!
 //! Which cases must pass: those of the profiles the server claims in its
 //! Query Profiles answer. Every other case is run too and its outcome
@@ -29,7 +33,7 @@
 //! `RAMPART_CONFORMANCE_RECORD=DIR` writes each case's status line to
 //! `DIR/<case>` instead of failing on a change (`cat DIR/* > status.txt`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -80,9 +84,17 @@ fn read_case(path: &Path) -> Vec<Exchange> {
         .collect()
 }
 
-/// What the placeholders of a case are bound to: XML value texts.
+/// What the placeholders of a case are bound to (XML value texts), and
+/// the objects the server generated in it.
 #[derive(Debug, Clone, Default)]
-struct Bindings(HashMap<String, String>);
+struct Bindings {
+    values: HashMap<String, String>,
+    /// Unique Identifiers that Create, Create Key Pair, Re-key, Derive
+    /// Key... answered: their key material is the server's own.
+    generated: HashSet<String>,
+    /// Whether the structure being compared describes one of those.
+    inside_generated: bool,
+}
 
 fn now() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64
@@ -111,7 +123,7 @@ fn bind_request(element: &Element, bindings: &Bindings) -> Result<Element, Strin
             let bound = match now_offset(value) {
                 Some(offset) => xml::format_date_time(now() + offset, None),
                 None => bindings
-                    .0
+                    .values
                     .get(value)
                     .cloned()
                     .ok_or_else(|| format!("request needs {value}, which no response bound"))?,
@@ -130,7 +142,42 @@ fn variable(tag: Tag) -> bool {
     tag == Tag::RESULT_MESSAGE
         || tag == Tag::VENDOR_IDENTIFICATION
         || tag == Tag::SERVER_INFORMATION
-        || xml::tag_name(tag) == Some("Digest Value")
+}
+
+/// Not compared in what describes an object the server generated: its key
+/// material and digest, which the capturing server drew at random.
+fn generated_value(tag: Tag) -> bool {
+    tag == Tag::KEY_MATERIAL || xml::tag_name(tag) == Some("Digest Value")
+}
+
+const GENERATING: [&str; 7] = [
+    "Create",
+    "CreateKeyPair",
+    "ReKey",
+    "ReKeyKeyPair",
+    "DeriveKey",
+    "CreateSplitKey",
+    "JoinSplitKey",
+];
+
+/// The identifiers a response's generating operations answered.
+fn generated_ids(response: &Item, out: &mut HashSet<String>) {
+    let Ok(fields) = Fields::of(response) else { return };
+    for batch in fields.all(Tag::BATCH_ITEM) {
+        let Ok(f) = Fields::of(batch) else { continue };
+        let op = f.optional(Tag::OPERATION).ok().flatten().and_then(|o| xml::value_text(o, None));
+        if !op.is_some_and(|op| GENERATING.contains(&op.as_str())) {
+            continue;
+        }
+        let Some(payload) = f.optional(Tag::RESPONSE_PAYLOAD).ok().flatten() else { continue };
+        let mut ids = Vec::new();
+        for name in
+            ["Unique Identifier", "Private Key Unique Identifier", "Public Key Unique Identifier"]
+        {
+            collect(payload, xml::tag_by_name(name).unwrap(), &mut ids);
+        }
+        out.extend(ids.iter().filter_map(|i| i.as_text().ok()).map(str::to_owned));
+    }
 }
 
 /// The expected element against the actual item: the differences, each
@@ -182,8 +229,17 @@ fn compare(
     if variable(tag) && expected_type == ItemType::Structure {
         return;
     }
+    if bindings.inside_generated && generated_value(tag) {
+        return;
+    }
     if let Value::Structure(children) = &actual.value {
+        let outer = bindings.inside_generated;
+        bindings.inside_generated |= children.iter().any(|c| {
+            c.tag == Tag::UNIQUE_IDENTIFIER
+                && c.as_text().is_ok_and(|id| bindings.generated.contains(id))
+        });
         compare_children(expected, children, &path, bindings, diffs);
+        bindings.inside_generated = outer;
         return;
     }
     let text = expected.attribute("value").unwrap_or("");
@@ -192,11 +248,11 @@ fn compare(
         if now_offset(text).is_some() {
             return;
         }
-        match bindings.0.get(text) {
+        match bindings.values.get(text) {
             Some(bound) if *bound == got => {}
             Some(bound) => diffs.push(format!("{path}: {text} is {bound:?}, got {got:?}")),
             None => {
-                bindings.0.insert(text.to_owned(), got);
+                bindings.values.insert(text.to_owned(), got);
             }
         }
         return;
@@ -288,8 +344,14 @@ fn compare_children(
         }
     }
     for (item, _) in actual.iter().zip(&used).filter(|(_, &u)| !u) {
-        // KMIP 1.x: an Attribute Index of 0 may be sent or left out.
-        if item.tag == Tag::ATTRIBUTE_INDEX && item.value == Value::Integer(0) {
+        // What the specification lets a server add at its discretion: an
+        // Attribute Index of 0 (KMIP 1.x, the default), a Result Message,
+        // and Located Items, which a server "MAY elect to return ... even
+        // if Offset Items is not present" (KMIP 1.4 §4.9, 2.1 §6.1.28).
+        if item.tag == Tag::ATTRIBUTE_INDEX && item.value == Value::Integer(0)
+            || item.tag == Tag::RESULT_MESSAGE
+            || item.tag == Tag::LOCATED_ITEMS
+        {
             continue;
         }
         let what = match attribute_key(item) {
@@ -350,6 +412,7 @@ async fn replay(server: &TestServer, exchanges: &[Exchange]) -> Outcome {
             Ok(item) => item,
             Err(e) => return fail(format!("{what}: {e}"), String::new()),
         };
+        generated_ids(&response, &mut bindings.generated);
         let mut diffs = Vec::new();
         compare(&step.response, &response, None, "", &mut bindings, &mut diffs);
         if !diffs.is_empty() {
