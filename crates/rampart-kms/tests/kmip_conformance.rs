@@ -524,26 +524,51 @@ async fn claimed_profiles(server: &TestServer) -> Vec<(String, String)> {
         let response = exchange(&mut tls, &bytes).await.unwrap();
         let mut names = Vec::new();
         collect(&response, xml::tag_by_name("Profile Name").unwrap(), &mut names);
-        for name in names {
-            let Value::Enumeration(v) = name.value else { continue };
-            for text in xml::enumeration_names("Profile Name", v) {
-                // KMIP 1.x names carry their version; 2.x names apply to 2.1.
-                let version = if text.ends_with("KMIP v1.4") {
-                    "1.4"
-                } else if text.contains("KMIP v1.") {
-                    continue;
-                } else {
-                    "2.1"
-                };
-                for (profile, fragment) in PROFILE_NAMES {
-                    if text.starts_with(fragment) {
-                        claimed.push((version.to_owned(), profile.to_owned()));
-                    }
-                }
+        claimed.extend(names.iter().filter_map(|n| n.as_enum().ok()).flat_map(profiles_named));
+    }
+    claimed
+}
+
+/// The (version, profile) pairs of the corpus a Profile Name value
+/// stands for: KMIP 1.x names carry their version, 2.x names apply to 2.1.
+fn profiles_named(value: u32) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for text in xml::enumeration_names("Profile Name", value) {
+        let version = if text.ends_with("KMIP v1.4") {
+            "1.4"
+        } else if text.contains("KMIP v1.") {
+            continue;
+        } else {
+            "2.1"
+        };
+        for (profile, fragment) in PROFILE_NAMES {
+            if text.starts_with(fragment) {
+                out.push((version.to_owned(), profile.to_owned()));
             }
         }
     }
-    claimed
+    out
+}
+
+#[test]
+fn profile_names_map_to_the_profiles_of_the_corpus() {
+    let pair = |v: &str, p: &str| vec![(v.to_owned(), p.to_owned())];
+    // Symmetric Key Lifecycle Server KMIP v1.4, and its KMIP 2.x name.
+    assert_eq!(profiles_named(0x82), pair("1.4", "SKLC"));
+    assert_eq!(profiles_named(0x109), pair("2.1", "SKLC"));
+    assert_eq!(profiles_named(0x12B), pair("2.1", "BL"));
+    assert_eq!(profiles_named(0x86), pair("1.4", "CS-BC"));
+    // Baseline Server Basic KMIP v1.2: no case of the corpus.
+    assert_eq!(profiles_named(0x01), vec![]);
+    // A client profile claims nothing for a server.
+    assert_eq!(profiles_named(0x108), vec![]);
+    // Every profile of the corpus has a name.
+    for dir in ["1.4", "2.1"] {
+        for profile in std::fs::read_dir(corpus().join(dir)).unwrap() {
+            let name = profile.unwrap().file_name().into_string().unwrap();
+            assert!(PROFILE_NAMES.iter().any(|(p, _)| *p == name), "{name}");
+        }
+    }
 }
 
 fn collect<'a>(item: &'a Item, tag: Tag, out: &mut Vec<&'a Item>) {
