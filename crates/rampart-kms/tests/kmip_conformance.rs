@@ -18,6 +18,7 @@
 //! Besides placeholders, only what the capturing server chose freely is
 //! not compared: a Result Message's text (vendor-specific, and optional),
 //! the Vendor Identification and Server Information a Query returns (the
+//! capturing server's own), a Server Correlation Value (optional, and the
 //! capturing server's own), and the Key Material and Digest Value of an
 //! object the server generated in the case (Create, Re-key...), which
 //! the capturing server drew at random. Items are matched by tag
@@ -31,7 +32,9 @@
 //! must be the one recorded in `kmip/conformance/status.txt`, so a case
 //! that starts passing (or stops) fails the test until it is recorded:
 //! `RAMPART_CONFORMANCE_RECORD=DIR` writes each case's status line to
-//! `DIR/<case>` instead of failing on a change (`cat DIR/* > status.txt`).
+//! `DIR/<case>` instead of failing on a change (`cat DIR/* > status.txt`),
+//! and `RAMPART_CONFORMANCE_KEEP_GOING=1` reports every failing exchange
+//! of a case, not only the first.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -142,6 +145,7 @@ fn variable(tag: Tag) -> bool {
     tag == Tag::RESULT_MESSAGE
         || tag == Tag::VENDOR_IDENTIFICATION
         || tag == Tag::SERVER_INFORMATION
+        || xml::tag_name(tag) == Some("Server Correlation Value")
 }
 
 /// Not compared in what describes an object the server generated: its key
@@ -395,36 +399,52 @@ fn operation_of(request: &Element) -> String {
 
 /// Replays one case on a server; the outcome.
 async fn replay(server: &TestServer, exchanges: &[Exchange]) -> Outcome {
+    // RAMPART_CONFORMANCE_KEEP_GOING: on past a failing exchange, to see
+    // everything a case still needs (the outcome stays the first failure's).
+    let keep_going = std::env::var_os("RAMPART_CONFORMANCE_KEEP_GOING").is_some();
     let endpoint = server.kmip.clone().unwrap();
     let mut tls = connect(&server.admin, &endpoint, &rustls::version::TLS13).await;
     let mut bindings = Bindings::default();
+    let mut outcome = Outcome { passed: true, reason: String::new(), detail: String::new() };
+    let mut fail = |reason: String, detail: String| {
+        if outcome.passed {
+            outcome.passed = false;
+            outcome.reason = reason.clone();
+        }
+        outcome.detail.push_str(&format!("{reason}\n{detail}"));
+    };
     for (n, step) in exchanges.iter().enumerate() {
         let what = format!("exchange {} ({})", n + 1, operation_of(&step.request));
-        let fail = |reason: String, detail: String| Outcome { passed: false, reason, detail };
         let request = match bind_request(&step.request, &bindings)
             .and_then(|r| xml::to_item(&r).map_err(|e| e.to_string()))
             .and_then(|r| r.encode().map_err(|e| e.to_string()))
         {
             Ok(bytes) => bytes,
-            Err(e) => return fail(format!("{what}: {e}"), String::new()),
+            Err(e) => {
+                fail(format!("{what}: {e}"), String::new());
+                break;
+            }
         };
         let response = match exchange(&mut tls, &request).await {
             Ok(item) => item,
-            Err(e) => return fail(format!("{what}: {e}"), String::new()),
+            Err(e) => {
+                fail(format!("{what}: {e}"), String::new());
+                break;
+            }
         };
         generated_ids(&response, &mut bindings.generated);
         let mut diffs = Vec::new();
         compare(&step.response, &response, None, "", &mut bindings, &mut diffs);
         if !diffs.is_empty() {
-            let detail = format!(
-                "{what}:\n  {}\nresponse received:\n{}",
-                diffs.join("\n  "),
-                xml::to_xml(&response)
-            );
-            return fail(format!("{what}: {}", summary(&diffs, &response)), detail);
+            let detail =
+                format!("  {}\nresponse received:\n{}", diffs.join("\n  "), xml::to_xml(&response));
+            fail(format!("{what}: {}", summary(&diffs, &response)), detail);
+            if !keep_going {
+                break;
+            }
         }
     }
-    Outcome { passed: true, reason: String::new(), detail: String::new() }
+    outcome
 }
 
 /// One line for the status file: the server's Result Reason when it
