@@ -128,6 +128,8 @@ kmip_enum!(
         SENSITIVE = 0x16 => "Sensitive",
         NOT_EXTRACTABLE = 0x17 => "Not Extractable",
         OBJECT_ALREADY_EXISTS = 0x18 => "Object Already Exists",
+        // KMIP 2.0 and later.
+        INCOMPATIBLE_CRYPTOGRAPHIC_USAGE_MASK = 0x29 => "Incompatible Cryptographic Usage Mask",
         GENERAL_FAILURE = 0x100 => "General Failure",
     }
 );

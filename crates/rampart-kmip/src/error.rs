@@ -43,6 +43,10 @@ pub enum KmipError {
     IllegalOperation(String),
     #[error("cryptographic failure: {0}")]
     CryptographicFailure(String),
+    /// KMIP 2.x: the object's Cryptographic Usage Mask does not allow what
+    /// was asked (KMIP 1.x answers this with Permission Denied).
+    #[error("incompatible cryptographic usage mask: {0}")]
+    IncompatibleCryptographicUsageMask(String),
     #[error("key format type {0} is not supported")]
     KeyFormatTypeNotSupported(u32),
     #[error("key compression is not supported")]
@@ -82,6 +86,9 @@ impl KmipError {
             Self::PermissionDenied(_) => ResultReason::PERMISSION_DENIED,
             Self::IllegalOperation(_) => ResultReason::ILLEGAL_OPERATION,
             Self::CryptographicFailure(_) => ResultReason::CRYPTOGRAPHIC_FAILURE,
+            Self::IncompatibleCryptographicUsageMask(_) => {
+                ResultReason::INCOMPATIBLE_CRYPTOGRAPHIC_USAGE_MASK
+            }
             Self::KeyFormatTypeNotSupported(_) => ResultReason::KEY_FORMAT_TYPE_NOT_SUPPORTED,
             Self::KeyCompressionTypeNotSupported => {
                 ResultReason::KEY_COMPRESSION_TYPE_NOT_SUPPORTED

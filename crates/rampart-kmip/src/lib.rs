@@ -12,6 +12,9 @@
 //! * [`message`] — request and response messages: header, batch items,
 //!   Batch Error Continuation Option, Maximum Response Size, Asynchronous
 //!   Indicator.
+//! * [`xml`] — the TTLV-XML encoding of the KMIP Profiles' test cases:
+//!   a bounded reader and a writer, with the names of every tag,
+//!   enumeration and mask of KMIP 1.0–2.1.
 //! * [`error::KmipError`] — every failure (a codec failure wrapped as
 //!   [`error::KmipError::Ttlv`]), mapped to a KMIP Result Reason in one
 //!   place ([`error::KmipError::result_reason`]).
@@ -26,6 +29,7 @@ pub mod message;
 pub mod payload;
 pub mod tag;
 pub mod ttlv;
+pub mod xml;
 
 pub use error::KmipError;
 pub use ttlv::{Item, Limits, TtlvError, Value};

@@ -9,6 +9,7 @@ mod common;
 #[path = "kmip/support.rs"]
 mod kmip_support;
 
+mod kmip_conformance;
 mod kms_audit_archive;
 mod kms_audit_filters;
 mod kms_audit_group_commit;

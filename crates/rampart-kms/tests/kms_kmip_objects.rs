@@ -11,7 +11,8 @@
 //! (Re-key copies them and moves the Names; a REST rotation's version
 //! inherits until changed; a per-key store migrates); Locate over
 //! thousands of keys (walked a store page at a time, at most 10,000
-//! identifiers an answer); and refusals with Result Reasons.
+//! identifiers an answer); and refusals with Result Reasons (a Check
+//! against the usage mask with each version's).
 
 use rampart_kmip::enums::{
     BlockCipherMode, CryptographicAlgorithm, LinkType, ObjectType, Operation, ResultReason,
@@ -934,4 +935,34 @@ async fn a_locate_answers_at_most_ten_thousand_identifiers_and_counts_every_matc
         assert!(found.iter().all(|i| i.tag != Tag::LOCATED_ITEMS), "{:?}", &found[..1]);
         assert_eq!(uids(&found), want);
     }
+}
+
+/// A Check asking for a usage the key's Cryptographic Usage Mask does not
+/// allow fails with the Result Reason each version's Check SHALL return:
+/// Permission Denied in KMIP 1.4 (§11.11), Incompatible Cryptographic
+/// Usage Mask in KMIP 2.1 (§6.1.7.1), as BL-M-3-21 expects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_against_the_usage_mask_fails_with_each_versions_result_reason() {
+    let d = Deployment::new("check-mask").await;
+    let mut tls = connect(&d.admin, &d.kmip, &rustls::version::TLS13).await;
+    // Encrypt (0x04) only.
+    let created = ok(&one(
+        &mut tls,
+        Operation::CREATE,
+        aes(128, vec![attr("Cryptographic Usage Mask", Value::Integer(0x04))]),
+    )
+    .await);
+    let uid = uid_of(&created);
+    let check = |mask: i32| {
+        vec![
+            Item::text(Tag::UNIQUE_IDENTIFIER, uid.clone()),
+            Item::int(Tag::CRYPTOGRAPHIC_USAGE_MASK, mask),
+        ]
+    };
+    ok(&one(&mut tls, Operation::CHECK, check(0x04)).await);
+    // Decrypt (0x08) is not allowed.
+    let v14 = one(&mut tls, Operation::CHECK, check(0x08)).await;
+    assert_eq!(reason(&v14), Some(ResultReason::PERMISSION_DENIED));
+    let v21 = v21(&mut tls, Operation::CHECK, check(0x08)).await;
+    assert_eq!(reason(&v21), Some(ResultReason::INCOMPATIBLE_CRYPTOGRAPHIC_USAGE_MASK));
 }

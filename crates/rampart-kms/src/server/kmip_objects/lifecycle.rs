@@ -7,6 +7,7 @@ use rampart_kmip::enums::{
     usage_mask, CryptographicAlgorithm, KeyFormatType, ObjectType, RevocationReasonCode,
     State as KState,
 };
+use rampart_kmip::message::ProtocolVersion;
 use rampart_kmip::payload::{
     attribute_tag_of, AttributeSet, CreateRequest, ManagedObject, Name, ObjectRequest,
     ReKeyRequest, RegisterRequest, RevokeRequest,
@@ -413,9 +414,15 @@ impl Session<'_> {
         if let Some(mask) = f.optional(Tag::CRYPTOGRAPHIC_USAGE_MASK)? {
             let asked = mask.as_int()?;
             if obj.usage_mask().is_some_and(|m| m & asked != asked) {
-                return Err(KmipError::IllegalOperation(format!(
-                    "object {uid} does not allow usage mask 0x{asked:X}"
-                )));
+                // The Result Reasons Check SHALL return: Permission Denied
+                // in KMIP 1.x (1.4 §11.11), Incompatible Cryptographic
+                // Usage Mask from 2.0 (2.1 §6.1.7.1).
+                let why = format!("object {uid} does not allow usage mask 0x{asked:X}");
+                return Err(if self.version >= ProtocolVersion::V2_0 {
+                    KmipError::IncompatibleCryptographicUsageMask(why)
+                } else {
+                    KmipError::PermissionDenied(why)
+                });
             }
         }
         if f.optional(Tag::USAGE_LIMITS_COUNT)?.is_some() {
