@@ -21,7 +21,8 @@
 //! capturing server's own), a Server Correlation Value (optional, and the
 //! capturing server's own), and the Key Material and Digest Value of an
 //! object the server generated in the case (Create, Re-key...), which
-//! the capturing server drew at random. Items are matched by tag
+//! the capturing server drew at random, as it drew the Data an RNG
+//! Retrieve answers. Items are matched by tag
 //! regardless of order, since the profiles list attributes in the
 //! capturing server's order; an item the server sends that the case does
 //! not list is a difference, except those the specification lets a
@@ -97,6 +98,9 @@ struct Bindings {
     generated: HashSet<String>,
     /// Whether the structure being compared describes one of those.
     inside_generated: bool,
+    /// Whether the batch item being compared is an RNG Retrieve, whose
+    /// Data the server draws at random.
+    inside_random: bool,
 }
 
 fn now() -> i64 {
@@ -236,14 +240,22 @@ fn compare(
     if bindings.inside_generated && generated_value(tag) {
         return;
     }
+    if bindings.inside_random && tag == Tag::DATA {
+        return;
+    }
     if let Value::Structure(children) = &actual.value {
-        let outer = bindings.inside_generated;
+        let (outer, outer_random) = (bindings.inside_generated, bindings.inside_random);
         bindings.inside_generated |= children.iter().any(|c| {
             c.tag == Tag::UNIQUE_IDENTIFIER
                 && c.as_text().is_ok_and(|id| bindings.generated.contains(id))
         });
+        bindings.inside_random |= tag == Tag::BATCH_ITEM
+            && children.iter().any(|c| {
+                c.tag == Tag::OPERATION
+                    && xml::value_text(c, None).is_some_and(|op| op == "RNGRetrieve")
+            });
         compare_children(expected, children, &path, bindings, diffs);
-        bindings.inside_generated = outer;
+        (bindings.inside_generated, bindings.inside_random) = (outer, outer_random);
         return;
     }
     let text = expected.attribute("value").unwrap_or("");
