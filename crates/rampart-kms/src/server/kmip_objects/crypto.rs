@@ -2,7 +2,8 @@
 //! lengths of the keys Create and Register make (MAC is in `streams`).
 
 use rampart_crypto::{
-    fill_random, kw_wrap, kwp_wrap, Cbc, CbcIv, Ctr, Gcm, SecretBytes, GCM_NONCE_LEN, GCM_TAG_LEN,
+    fill_random, kw_wrap, kwp_wrap, Cbc, CbcIv, Ctr, Gcm, MacAlg, SecretBytes, GCM_NONCE_LEN,
+    GCM_TAG_LEN,
 };
 use rampart_kmip::enums::{
     usage_mask, BlockCipherMode, CryptographicAlgorithm, KeyFormatType, ObjectType, PaddingMethod,
@@ -396,7 +397,7 @@ pub(super) fn check_algorithm(algorithm: CryptographicAlgorithm, bits: i32) -> R
         CryptographicAlgorithm::AES => {
             Err(KmipError::InvalidField(format!("AES keys are 128, 192 or 256 bits, not {bits}")))
         }
-        a if super::streams::mac_alg(a).is_some() => {
+        a if mac_alg(a).is_some() => {
             // RFC 2104 §3: shorter keys are weak, and keys longer than
             // SHA-512's block would only be hashed down.
             if (128..=1024).contains(&bits) && bits % 8 == 0 {
@@ -411,4 +412,16 @@ pub(super) fn check_algorithm(algorithm: CryptographicAlgorithm, bits: i32) -> R
             "Cryptographic Algorithm {other} (AES and HMAC-SHA1/224/256/384/512 keys are served)"
         ))),
     }
+}
+
+/// The HMAC a Cryptographic Algorithm names.
+pub(super) fn mac_alg(alg: CryptographicAlgorithm) -> Option<MacAlg> {
+    Some(match alg {
+        CryptographicAlgorithm::HMAC_SHA1 => MacAlg::HmacSha1,
+        CryptographicAlgorithm::HMAC_SHA224 => MacAlg::HmacSha224,
+        CryptographicAlgorithm::HMAC_SHA256 => MacAlg::HmacSha256,
+        CryptographicAlgorithm::HMAC_SHA384 => MacAlg::HmacSha384,
+        CryptographicAlgorithm::HMAC_SHA512 => MacAlg::HmacSha512,
+        _ => None?,
+    })
 }

@@ -39,6 +39,7 @@ mod lifecycle;
 mod locate;
 mod object;
 mod session;
+mod stream_table;
 mod streams;
 
 use rampart_kmip::enums::Operation;
@@ -56,7 +57,7 @@ use self::crypto::encoding_option;
 use self::errors::R;
 
 pub(crate) use self::session::Session;
-pub(crate) use self::streams::Streams;
+pub(crate) use self::stream_table::Streams;
 
 impl Session<'_> {
     /// Runs one batch item.

@@ -8,6 +8,7 @@ use rampart_kmip::KmipError;
 
 use super::errors::{kms, R};
 use super::object::{parse_uid, Obj};
+use super::stream_table::Streams;
 use crate::model::{ClientInfo, KeyVersionInfo};
 use crate::server::service::access;
 use crate::server::state::State;
@@ -24,7 +25,7 @@ pub(crate) struct Session<'a> {
     /// The key and version the current batch item touched, for its audit entry.
     pub touched: Option<(String, Option<u32>)>,
     /// The connection's open Hash and MAC streams.
-    pub streams: &'a mut super::Streams,
+    pub streams: &'a mut Streams,
 }
 
 impl Session<'_> {

@@ -4,13 +4,11 @@
 //! Hash, MAC and MAC Verify are single-part, or streamed: a request with
 //! Init Indicator opens a stream and gets a Correlation Value back, later
 //! requests name it, and the one with Final Indicator gets the result.
-//! Open streams belong to the connection ([`Streams`]): a digest or HMAC
+//! Open streams belong to the connection (`stream_table::Streams`): a digest or HMAC
 //! context each, never the data, at most [`MAX_STREAMS`] at once, dropped
 //! when the connection ends. A streamed MAC re-checks its key (access,
 //! state, usage mask) on every part, since either may change between
 //! messages.
-
-use std::collections::HashMap;
 
 use rampart_crypto::{fill_random, DigestAlg, Hasher, Mac, MacAlg};
 use rampart_kmip::enums::{
@@ -21,71 +19,14 @@ use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::{Bytes, Item};
 use rampart_kmip::KmipError;
 
-use super::crypto::MAX_DATA;
+use super::crypto::{mac_alg, MAX_DATA};
 use super::errors::{crypto, R};
 use super::session::Session;
-
-/// Streams one connection may have open at once.
-pub(crate) const MAX_STREAMS: usize = 16;
+use super::stream_table::{Stream, Work};
 
 /// The most bytes one RNG Retrieve returns: checked before anything is
 /// allocated, so a request's Data Length never sizes a buffer past it.
 pub(crate) const MAX_RNG_RETRIEVE: usize = 64 * 1024;
-
-/// Correlation Values are random, so one connection cannot guess another
-/// stream's (they are per connection anyway).
-const CORRELATION_LEN: usize = 16;
-
-enum Work {
-    Hash(Box<Hasher>),
-    // Boxed: an HMAC context is far larger than the map entry should be.
-    Mac { mac: Box<Mac>, uid: String },
-}
-
-struct Stream {
-    operation: Operation,
-    work: Work,
-}
-
-/// The streamed operations open on one connection.
-#[derive(Default)]
-pub(crate) struct Streams {
-    open: HashMap<Vec<u8>, Stream>,
-}
-
-impl std::fmt::Debug for Streams {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Streams({} open)", self.open.len())
-    }
-}
-
-impl Streams {
-    fn open(&mut self, operation: Operation, work: Work) -> R<Vec<u8>> {
-        if self.open.len() >= MAX_STREAMS {
-            return Err(KmipError::IllegalOperation(format!(
-                "this connection already has {MAX_STREAMS} open streams: finish one first"
-            )));
-        }
-        let mut id = vec![0u8; CORRELATION_LEN];
-        fill_random(&mut id).map_err(crypto)?;
-        self.open.insert(id.clone(), Stream { operation, work });
-        Ok(id)
-    }
-
-    fn take(&mut self, operation: Operation, id: &[u8]) -> R<Stream> {
-        let stream = self.open.remove(id).ok_or_else(|| {
-            KmipError::InvalidField("the Correlation Value names no open stream".into())
-        })?;
-        if stream.operation != operation {
-            let other = stream.operation;
-            self.open.insert(id.to_vec(), stream);
-            return Err(KmipError::InvalidField(format!(
-                "the Correlation Value names a {other} stream, not {operation}"
-            )));
-        }
-        Ok(stream)
-    }
-}
 
 /// The digest a Hashing Algorithm names, where AWS-LC has it.
 fn digest_alg(alg: HashingAlgorithm) -> R<DigestAlg> {
@@ -104,18 +45,6 @@ fn digest_alg(alg: HashingAlgorithm) -> R<DigestAlg> {
                 "Hashing Algorithm {other} (SHA-1, SHA-2 and SHA3-256/384/512 are served)"
             )))
         }
-    })
-}
-
-/// The HMAC a Cryptographic Algorithm names.
-pub(super) fn mac_alg(alg: CryptographicAlgorithm) -> Option<MacAlg> {
-    Some(match alg {
-        CryptographicAlgorithm::HMAC_SHA1 => MacAlg::HmacSha1,
-        CryptographicAlgorithm::HMAC_SHA224 => MacAlg::HmacSha224,
-        CryptographicAlgorithm::HMAC_SHA256 => MacAlg::HmacSha256,
-        CryptographicAlgorithm::HMAC_SHA384 => MacAlg::HmacSha384,
-        CryptographicAlgorithm::HMAC_SHA512 => MacAlg::HmacSha512,
-        _ => None?,
     })
 }
 
@@ -291,7 +220,7 @@ impl Session<'_> {
         }
         match &request.correlation_value {
             Some(id) => {
-                self.streams.open.insert(id.clone(), Stream { operation, work });
+                self.streams.put_back(id.clone(), Stream { operation, work });
                 Ok(Step::Continue(id.clone()))
             }
             None => Ok(Step::Continue(self.streams.open(operation, work)?)),
