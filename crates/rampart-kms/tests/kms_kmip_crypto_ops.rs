@@ -17,26 +17,13 @@ use rampart_kmip::message::{
     Attribute, ProtocolVersion, RequestMessage, ResponseBatchItem, ResponseMessage,
 };
 use rampart_kmip::tag::Tag;
-use rampart_kmip::ttlv::{self, Item, Value};
-use rampart_kmip::Limits;
+use rampart_kmip::ttlv::{Item, Value};
 use rampart_kms::client::KmsClient;
 use rampart_kms::model::Labels;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::common::Backend;
 use crate::kmip_support as support;
-use support::{connect, Deployment, Tls};
-
-async fn exchange(tls: &mut Tls, request: &RequestMessage) -> ResponseMessage {
-    tls.write_all(&request.to_item().encode().unwrap()).await.unwrap();
-    let mut header = [0u8; 8];
-    tls.read_exact(&mut header).await.unwrap();
-    let len = ttlv::message_len(&header, &Limits::default()).unwrap();
-    let mut message = vec![0u8; len];
-    message[..8].copy_from_slice(&header);
-    tls.read_exact(&mut message[8..]).await.unwrap();
-    ResponseMessage::parse(&ttlv::decode(&message, &Limits::default()).unwrap()).unwrap()
-}
+use support::{connect, exchange, Deployment, Tls};
 
 async fn one_in(
     tls: &mut Tls,

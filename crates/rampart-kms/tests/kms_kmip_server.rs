@@ -15,30 +15,14 @@ use std::time::Duration;
 use rampart_kmip::enums::{
     BatchErrorContinuationOption, Operation, QueryFunction, ResultReason, ResultStatus,
 };
-use rampart_kmip::message::{ProtocolVersion, RequestMessage, ResponseMessage};
+use rampart_kmip::message::{ProtocolVersion, RequestMessage};
 use rampart_kmip::tag::Tag;
-use rampart_kmip::ttlv::{self, Fields, Item};
-use rampart_kmip::Limits;
+use rampart_kmip::ttlv::{Fields, Item};
 use rampart_kms::client::KmsClient;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 
 use crate::kmip_support as support;
-use support::{connect, Deployment, Tls};
-
-async fn exchange_bytes(tls: &mut Tls, bytes: &[u8]) -> ResponseMessage {
-    tls.write_all(bytes).await.unwrap();
-    let mut header = [0u8; 8];
-    tls.read_exact(&mut header).await.unwrap();
-    let len = ttlv::message_len(&header, &Limits::default()).unwrap();
-    let mut message = vec![0u8; len];
-    message[..8].copy_from_slice(&header);
-    tls.read_exact(&mut message[8..]).await.unwrap();
-    ResponseMessage::parse(&ttlv::decode(&message, &Limits::default()).unwrap()).unwrap()
-}
-
-async fn exchange(tls: &mut Tls, request: &RequestMessage) -> ResponseMessage {
-    exchange_bytes(tls, &request.to_item().encode().unwrap()).await
-}
+use support::{connect, exchange, exchange_bytes, Deployment, Tls};
 
 fn versions(payload: &Item) -> Vec<ProtocolVersion> {
     Fields::of(payload)

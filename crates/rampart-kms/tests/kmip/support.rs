@@ -10,6 +10,10 @@ use rampart_kms::testing::{TestDeployment, TestServer};
 use rampart_kms::Bundle;
 
 use crate::common::{Backend, PgCluster, TempDir};
+use rampart_kmip::message::{RequestMessage, ResponseMessage};
+use rampart_kmip::ttlv;
+use rampart_kmip::Limits;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 pub struct Deployment {
     pub dir: PathBuf,
@@ -89,4 +93,21 @@ pub async fn connect(
     let tcp = tokio::net::TcpStream::connect(endpoint).await.unwrap();
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
     connector.connect("127.0.0.1".try_into().unwrap(), tcp).await.unwrap()
+}
+
+/// Sends one encoded request and reads the response.
+pub async fn exchange_bytes(tls: &mut Tls, bytes: &[u8]) -> ResponseMessage {
+    tls.write_all(bytes).await.unwrap();
+    let mut header = [0u8; 8];
+    tls.read_exact(&mut header).await.unwrap();
+    let len = ttlv::message_len(&header, &Limits::default()).unwrap();
+    let mut message = vec![0u8; len];
+    message[..8].copy_from_slice(&header);
+    tls.read_exact(&mut message[8..]).await.unwrap();
+    ResponseMessage::parse(&ttlv::decode(&message, &Limits::default()).unwrap()).unwrap()
+}
+
+/// Sends one request and reads the response.
+pub async fn exchange(tls: &mut Tls, request: &RequestMessage) -> ResponseMessage {
+    exchange_bytes(tls, &request.to_item().encode().unwrap()).await
 }
