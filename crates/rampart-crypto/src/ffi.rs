@@ -24,6 +24,8 @@ use crate::{CryptoError, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum EvpCipher {
     Aes128Ecb,
+    Aes192Ecb,
+    Aes256Ecb,
     Aes128Cbc,
     Aes192Cbc,
     Aes256Cbc,
@@ -31,15 +33,29 @@ pub(crate) enum EvpCipher {
     Aes192Ctr,
     Aes256Ctr,
     Aes256Xts,
+    /// Three-key Triple DES (SP 800-67), ECB and CBC.
+    Des3Ecb,
+    Des3Cbc,
 }
 
 impl EvpCipher {
     fn key_len(self) -> usize {
         match self {
             Self::Aes128Ecb | Self::Aes128Cbc | Self::Aes128Ctr => 16,
-            Self::Aes192Cbc | Self::Aes192Ctr => 24,
-            Self::Aes256Cbc | Self::Aes256Ctr => 32,
+            Self::Aes192Ecb | Self::Aes192Cbc | Self::Aes192Ctr | Self::Des3Ecb | Self::Des3Cbc => {
+                24
+            }
+            Self::Aes256Ecb | Self::Aes256Cbc | Self::Aes256Ctr => 32,
             Self::Aes256Xts => 64,
+        }
+    }
+
+    /// The IV length the cipher reads on every (re)start.
+    fn iv_len(self) -> usize {
+        match self {
+            Self::Aes128Ecb | Self::Aes192Ecb | Self::Aes256Ecb | Self::Des3Ecb => 0,
+            Self::Des3Cbc => 8,
+            _ => 16,
         }
     }
 
@@ -48,6 +64,10 @@ impl EvpCipher {
         unsafe {
             match self {
                 Self::Aes128Ecb => sys::EVP_aes_128_ecb(),
+                Self::Aes192Ecb => sys::EVP_aes_192_ecb(),
+                Self::Aes256Ecb => sys::EVP_aes_256_ecb(),
+                Self::Des3Ecb => sys::EVP_des_ede3(),
+                Self::Des3Cbc => sys::EVP_des_ede3_cbc(),
                 Self::Aes128Cbc => sys::EVP_aes_128_cbc(),
                 Self::Aes192Cbc => sys::EVP_aes_192_cbc(),
                 Self::Aes256Cbc => sys::EVP_aes_256_cbc(),
@@ -129,7 +149,39 @@ impl CipherCtx {
     /// Sets a fresh 16-byte IV (or XTS tweak) and transforms `data` in place.
     pub(crate) fn apply_with_iv(&mut self, iv: &[u8; 16], data: &mut [u8]) -> Result<()> {
         // SAFETY: ctx is initialised; enc = -1 keeps the direction; the IV is
-        // 16 bytes, which is the IV length of every cipher in EvpCipher.
+        // 16 bytes, at least the IV length of every cipher in EvpCipher
+        // (AWS-LC reads that many, none for ECB).
+        let ok = unsafe {
+            sys::EVP_CipherInit_ex(
+                self.ctx.as_ptr(),
+                std::ptr::null(),
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                iv.as_ptr(),
+                -1,
+            )
+        };
+        if ok != 1 {
+            return Err(CryptoError::Backend("EVP_CipherInit_ex(iv)"));
+        }
+        self.apply(data)
+    }
+
+    /// Sets a fresh IV of the cipher's own IV length (8 bytes for Triple
+    /// DES CBC) and transforms `data` in place.
+    pub(crate) fn apply_with_iv_bytes(&mut self, iv: &[u8], data: &mut [u8]) -> Result<()> {
+        if iv.len() != self.cipher.iv_len() {
+            return Err(CryptoError::InvalidLength {
+                what: "IV",
+                len: iv.len(),
+                requirement: "the cipher's IV length",
+            });
+        }
+        if iv.is_empty() {
+            return self.apply(data);
+        }
+        // SAFETY: ctx is initialised; enc = -1 keeps the direction; the IV
+        // is exactly the cipher's IV length, checked above.
         let ok = unsafe {
             sys::EVP_CipherInit_ex(
                 self.ctx.as_ptr(),
@@ -212,6 +264,327 @@ impl Drop for CipherCtx {
         // SAFETY: we own the context; free cleanses the key schedule.
         unsafe { sys::EVP_CIPHER_CTX_free(self.ctx.as_ptr()) }
     }
+}
+
+/// A keyed AES-GCM `EVP_CIPHER_CTX` for one message, with an IV of any
+/// length from 1 byte (SP 800-38D §7.1: a 96-bit IV is used as is, any
+/// other length through GHASH) and tags of 1 to 16 bytes; callers enforce
+/// the lengths their protocol allows.
+pub(crate) struct GcmCtx {
+    ctx: NonNull<sys::EVP_CIPHER_CTX>,
+    encrypt: bool,
+}
+
+// SAFETY: as for CipherCtx: no thread affinity, `&mut self` everywhere.
+unsafe impl Send for GcmCtx {}
+
+impl std::fmt::Debug for GcmCtx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GcmCtx").field("encrypt", &self.encrypt).finish_non_exhaustive()
+    }
+}
+
+/// An input length as the `int` the EVP update functions take.
+fn c_len(len: usize) -> Result<i32> {
+    i32::try_from(len).map_err(|_| CryptoError::InvalidLength {
+        what: "cipher input",
+        len,
+        requirement: "less than 2 GiB",
+    })
+}
+
+impl GcmCtx {
+    pub(crate) fn new(key: &[u8], iv: &[u8], encrypt: bool) -> Result<Self> {
+        // SAFETY: these functions return pointers to static method tables.
+        let cipher = unsafe {
+            match key.len() {
+                16 => sys::EVP_aes_128_gcm(),
+                24 => sys::EVP_aes_192_gcm(),
+                32 => sys::EVP_aes_256_gcm(),
+                len => {
+                    return Err(CryptoError::InvalidKeyLength {
+                        algorithm: "AES-GCM",
+                        len,
+                        expected: "16, 24 or 32",
+                    })
+                }
+            }
+        };
+        if iv.is_empty() {
+            return Err(CryptoError::InvalidLength {
+                what: "GCM IV",
+                len: 0,
+                requirement: "at least 1 byte",
+            });
+        }
+        let iv_len = c_len(iv.len())?;
+        // SAFETY: plain allocation; null is handled.
+        let raw = unsafe { sys::EVP_CIPHER_CTX_new() };
+        let ctx = NonNull::new(raw).ok_or(CryptoError::Backend("EVP_CIPHER_CTX_new"))?;
+        let this = Self { ctx, encrypt };
+        // SAFETY: ctx is valid and the cipher table static; key and IV are
+        // set in the second call, once the IV length is known.
+        let ok = unsafe {
+            sys::EVP_CipherInit_ex(
+                this.ctx.as_ptr(),
+                cipher,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                std::ptr::null(),
+                i32::from(encrypt),
+            ) == 1
+                && sys::EVP_CIPHER_CTX_ctrl(
+                    this.ctx.as_ptr(),
+                    sys::EVP_CTRL_GCM_SET_IVLEN,
+                    iv_len,
+                    std::ptr::null_mut(),
+                ) == 1
+        };
+        if !ok {
+            return Err(CryptoError::Backend("EVP_CipherInit_ex(gcm)"));
+        }
+        // SAFETY: the key is exactly the cipher's key length (chosen from
+        // it above) and the IV exactly the IV length just set.
+        let ok = unsafe {
+            sys::EVP_CipherInit_ex(
+                this.ctx.as_ptr(),
+                std::ptr::null(),
+                std::ptr::null_mut(),
+                key.as_ptr(),
+                iv.as_ptr(),
+                i32::from(encrypt),
+            )
+        };
+        if ok != 1 {
+            return Err(CryptoError::Backend("EVP_CipherInit_ex(gcm key)"));
+        }
+        Ok(this)
+    }
+
+    /// Adds additional authenticated data (before any data).
+    pub(crate) fn aad(&mut self, aad: &[u8]) -> Result<()> {
+        if aad.is_empty() {
+            return Ok(());
+        }
+        let len = c_len(aad.len())?;
+        let mut written = 0;
+        // SAFETY: a null output makes this an AAD update; aad is valid for
+        // len bytes.
+        let ok = unsafe {
+            sys::EVP_CipherUpdate(
+                self.ctx.as_ptr(),
+                std::ptr::null_mut(),
+                &mut written,
+                aad.as_ptr(),
+                len,
+            )
+        };
+        if ok != 1 {
+            return Err(CryptoError::Backend("EVP_CipherUpdate(aad)"));
+        }
+        Ok(())
+    }
+
+    /// Encrypts or decrypts `data` in place, continuing the message.
+    pub(crate) fn update(&mut self, data: &mut [u8]) -> Result<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        let len = c_len(data.len())?;
+        let mut written = 0;
+        // SAFETY: GCM is a stream mode: it writes exactly len bytes, and
+        // AWS-LC supports in and out being the same buffer.
+        let ok = unsafe {
+            sys::EVP_CipherUpdate(
+                self.ctx.as_ptr(),
+                data.as_mut_ptr(),
+                &mut written,
+                data.as_ptr(),
+                len,
+            )
+        };
+        if ok != 1 || written != len {
+            return Err(CryptoError::Backend("EVP_CipherUpdate(gcm)"));
+        }
+        Ok(())
+    }
+
+    /// Ends an encryption; the first `tag.len()` (1 to 16) bytes of the tag.
+    pub(crate) fn finish_encrypt(self, tag: &mut [u8]) -> Result<()> {
+        if !self.encrypt || tag.is_empty() || tag.len() > 16 {
+            return Err(CryptoError::InvalidParameter("GCM tag length"));
+        }
+        let len = c_len(tag.len())?;
+        let mut rest = [0u8; 16];
+        let mut written = 0;
+        // SAFETY: GCM's final writes nothing (rest has room for a block
+        // anyway); GET_TAG copies len <= 16 bytes into tag.
+        let ok = unsafe {
+            sys::EVP_CipherFinal_ex(self.ctx.as_ptr(), rest.as_mut_ptr(), &mut written) == 1
+                && sys::EVP_CIPHER_CTX_ctrl(
+                    self.ctx.as_ptr(),
+                    sys::EVP_CTRL_GCM_GET_TAG,
+                    len,
+                    tag.as_mut_ptr().cast::<c_void>(),
+                ) == 1
+        };
+        if !ok {
+            return Err(CryptoError::Backend("EVP_CipherFinal_ex(gcm)"));
+        }
+        Ok(())
+    }
+
+    /// Ends a decryption: whether `tag` (1 to 16 bytes, a prefix of the
+    /// full tag) authenticates what was decrypted.
+    pub(crate) fn finish_decrypt(self, tag: &[u8]) -> Result<()> {
+        if self.encrypt || tag.is_empty() || tag.len() > 16 {
+            return Err(CryptoError::InvalidParameter("GCM tag length"));
+        }
+        let len = c_len(tag.len())?;
+        let mut expected = [0u8; 16];
+        expected[..tag.len()].copy_from_slice(tag);
+        let mut rest = [0u8; 16];
+        let mut written = 0;
+        // SAFETY: SET_TAG reads len <= 16 bytes from expected; final writes
+        // nothing for GCM and compares the first len bytes of the tag.
+        let ok = unsafe {
+            sys::EVP_CIPHER_CTX_ctrl(
+                self.ctx.as_ptr(),
+                sys::EVP_CTRL_GCM_SET_TAG,
+                len,
+                expected.as_mut_ptr().cast::<c_void>(),
+            ) == 1
+                && sys::EVP_CipherFinal_ex(self.ctx.as_ptr(), rest.as_mut_ptr(), &mut written)
+                    == 1
+        };
+        if !ok {
+            return Err(CryptoError::AuthenticationFailed);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for GcmCtx {
+    fn drop(&mut self) {
+        // SAFETY: we own the context; free cleanses the key schedule.
+        unsafe { sys::EVP_CIPHER_CTX_free(self.ctx.as_ptr()) }
+    }
+}
+
+/// ChaCha20 (RFC 8439 §2.4) of `data` in place: key 32 bytes, nonce 12,
+/// first block counter `counter`. The caller keeps the counter from
+/// wrapping.
+pub(crate) fn chacha20(key: &[u8; 32], nonce: &[u8; 12], counter: u32, data: &mut [u8]) {
+    if data.is_empty() {
+        return;
+    }
+    // SAFETY: key and nonce are the fixed sizes the function reads; in and
+    // out are the same valid buffer, which CRYPTO_chacha_20 allows.
+    unsafe {
+        sys::CRYPTO_chacha_20(
+            data.as_mut_ptr(),
+            data.as_ptr(),
+            data.len(),
+            key.as_ptr(),
+            nonce.as_ptr(),
+            counter,
+        );
+    }
+}
+
+/// An `EVP_AEAD_CTX` of ChaCha20-Poly1305 (RFC 8439 §2.8) with a tag of
+/// `tag_len` bytes (1 to 16: a truncated tag is a prefix of the full one).
+struct AeadCtx(NonNull<sys::EVP_AEAD_CTX>);
+
+impl AeadCtx {
+    fn chacha20_poly1305(key: &[u8; 32], tag_len: usize) -> Result<Self> {
+        if tag_len == 0 || tag_len > 16 {
+            return Err(CryptoError::InvalidParameter("ChaCha20-Poly1305 tag length"));
+        }
+        // SAFETY: the AEAD table is static; the key is the 32 bytes it
+        // reads; null is handled.
+        let raw = unsafe {
+            sys::EVP_AEAD_CTX_new(sys::EVP_aead_chacha20_poly1305(), key.as_ptr(), 32, tag_len)
+        };
+        NonNull::new(raw).map(Self).ok_or(CryptoError::Backend("EVP_AEAD_CTX_new"))
+    }
+}
+
+impl Drop for AeadCtx {
+    fn drop(&mut self) {
+        // SAFETY: we own the context; free cleanses the key.
+        unsafe { sys::EVP_AEAD_CTX_free(self.0.as_ptr()) }
+    }
+}
+
+/// ChaCha20-Poly1305 encryption of `data` in place under a 12-byte nonce;
+/// writes the tag (its first `tag.len()` bytes) into `tag`.
+pub(crate) fn chacha20_poly1305_seal(
+    key: &[u8; 32],
+    nonce: &[u8; 12],
+    aad: &[u8],
+    data: &mut [u8],
+    tag: &mut [u8],
+) -> Result<()> {
+    let ctx = AeadCtx::chacha20_poly1305(key, tag.len())?;
+    let mut tag_len = 0usize;
+    // SAFETY: out and in are the same buffer of data.len() bytes (exact
+    // aliasing is allowed); tag has room for tag.len() bytes, the context's
+    // tag length; nonce and aad are valid for their lengths.
+    let ok = unsafe {
+        sys::EVP_AEAD_CTX_seal_scatter(
+            ctx.0.as_ptr(),
+            data.as_mut_ptr(),
+            tag.as_mut_ptr(),
+            &mut tag_len,
+            tag.len(),
+            nonce.as_ptr(),
+            nonce.len(),
+            data.as_ptr(),
+            data.len(),
+            std::ptr::null(),
+            0,
+            aad.as_ptr(),
+            aad.len(),
+        )
+    };
+    if ok != 1 || tag_len != tag.len() {
+        return Err(CryptoError::Backend("EVP_AEAD_CTX_seal_scatter"));
+    }
+    Ok(())
+}
+
+/// The inverse of [`chacha20_poly1305_seal`]; on a mismatch `data` is
+/// zeroed and [`CryptoError::AuthenticationFailed`] returned.
+pub(crate) fn chacha20_poly1305_open(
+    key: &[u8; 32],
+    nonce: &[u8; 12],
+    aad: &[u8],
+    data: &mut [u8],
+    tag: &[u8],
+) -> Result<()> {
+    let ctx = AeadCtx::chacha20_poly1305(key, tag.len())?;
+    // SAFETY: out and in are the same buffer (exact aliasing is allowed);
+    // tag, nonce and aad are valid for their lengths.
+    let ok = unsafe {
+        sys::EVP_AEAD_CTX_open_gather(
+            ctx.0.as_ptr(),
+            data.as_mut_ptr(),
+            nonce.as_ptr(),
+            nonce.len(),
+            data.as_ptr(),
+            data.len(),
+            tag.as_ptr(),
+            tag.len(),
+            aad.as_ptr(),
+            aad.len(),
+        )
+    };
+    if ok != 1 {
+        data.fill(0);
+        return Err(CryptoError::AuthenticationFailed);
+    }
+    Ok(())
 }
 
 /// An expanded AES encryption key for single-block use (ESSIV IVs, XTS

@@ -20,6 +20,8 @@
 //! Secrets are held in [`SecretBytes`], which zeroizes on drop, never prints
 //! its contents and compares in constant time.
 
+mod aead;
+mod block;
 mod cbc;
 pub mod cpu;
 mod ctr;
@@ -38,6 +40,11 @@ mod stream;
 mod xts;
 mod xts_simd;
 
+pub use aead::{
+    chacha20, chacha20_poly1305_open, chacha20_poly1305_seal, gcm_open, gcm_seal,
+    gcm_tag_len_allowed, GcmStream,
+};
+pub use block::{pkcs5_pad, pkcs5_unpadded_len, BlockAlg, BlockCipher, BlockMode};
 pub use cbc::{Cbc, CbcIv};
 pub use ctr::Ctr;
 pub use error::CryptoError;
