@@ -69,7 +69,13 @@ impl GcmStream {
 }
 
 /// AES-GCM encryption of `data` in place; the tag of `tag_len` bytes.
-pub fn gcm_seal(key: &[u8], iv: &[u8], aad: &[u8], data: &mut [u8], tag_len: usize) -> Result<Vec<u8>> {
+pub fn gcm_seal(
+    key: &[u8],
+    iv: &[u8],
+    aad: &[u8],
+    data: &mut [u8],
+    tag_len: usize,
+) -> Result<Vec<u8>> {
     let mut gcm = GcmStream::new(key, iv, true)?;
     gcm.aad(aad)?;
     gcm.update(data)?;

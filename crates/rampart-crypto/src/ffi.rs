@@ -277,6 +277,9 @@ pub(crate) struct GcmCtx {
 
 // SAFETY: as for CipherCtx: no thread affinity, `&mut self` everywhere.
 unsafe impl Send for GcmCtx {}
+// SAFETY: no method touches the context through `&self` (Debug reads only
+// the direction flag), so shared references cannot race on it.
+unsafe impl Sync for GcmCtx {}
 
 impl std::fmt::Debug for GcmCtx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -454,8 +457,7 @@ impl GcmCtx {
                 len,
                 expected.as_mut_ptr().cast::<c_void>(),
             ) == 1
-                && sys::EVP_CipherFinal_ex(self.ctx.as_ptr(), rest.as_mut_ptr(), &mut written)
-                    == 1
+                && sys::EVP_CipherFinal_ex(self.ctx.as_ptr(), rest.as_mut_ptr(), &mut written) == 1
         };
         if !ok {
             return Err(CryptoError::AuthenticationFailed);

@@ -185,6 +185,8 @@ kmip_enum!(
         HMAC_SHA384 = 0x0A => "HMAC-SHA384",
         HMAC_SHA512 = 0x0B => "HMAC-SHA512",
         HMAC_MD5 = 0x0C => "HMAC-MD5",
+        CHACHA20 = 0x1C => "ChaCha20",
+        CHACHA20_POLY1305 = 0x1E => "ChaCha20Poly1305",
     }
 );
 
@@ -204,6 +206,7 @@ kmip_enum!(
         XTS = 0x0B => "XTS",
         AES_KEY_WRAP_PADDING = 0x0C => "AESKeyWrapPadding",
         NIST_KEY_WRAP = 0x0D => "NISTKeyWrap",
+        AEAD = 0x12 => "AEAD",
     }
 );
 

@@ -35,6 +35,10 @@ pub enum KmipError {
     InvalidField(String),
     #[error("missing data: {0}")]
     MissingData(String),
+    /// A payload lacks a field its other fields make necessary (KMIP 1.4
+    /// §11.1: an error parsing the payload).
+    #[error("invalid message: {0}")]
+    InvalidMessage(String),
     #[error("permission denied: {0}")]
     PermissionDenied(String),
     /// Not allowed in the object's state, or otherwise against the rules
@@ -79,7 +83,8 @@ impl KmipError {
             Self::Ttlv(_)
             | Self::UnexpectedTag { .. }
             | Self::BatchCountMismatch { .. }
-            | Self::UnsupportedVersion { .. } => ResultReason::INVALID_MESSAGE,
+            | Self::UnsupportedVersion { .. }
+            | Self::InvalidMessage(_) => ResultReason::INVALID_MESSAGE,
             Self::OperationNotSupported(_) => ResultReason::OPERATION_NOT_SUPPORTED,
             Self::FeatureNotSupported(_) => ResultReason::FEATURE_NOT_SUPPORTED,
             Self::ItemNotFound(_) => ResultReason::ITEM_NOT_FOUND,

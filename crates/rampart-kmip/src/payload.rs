@@ -314,7 +314,12 @@ pub struct CryptographicParameters {
     pub random_iv: Option<bool>,
     pub iv_length: Option<i32>,
     pub tag_length: Option<i32>,
+    /// KMIP 2.x Initial Counter Value (ChaCha20's first block counter).
+    pub initial_counter_value: Option<i32>,
 }
+
+/// Initial Counter Value (KMIP 2.1 §4.21).
+const TAG_INITIAL_COUNTER_VALUE: Tag = Tag(0x42_00D1);
 
 impl CryptographicParameters {
     pub fn parse(item: &Item) -> Result<Self, KmipError> {
@@ -329,7 +334,26 @@ impl CryptographicParameters {
             random_iv: f.optional(Tag::RANDOM_IV)?.map(Item::as_bool).transpose()?,
             iv_length: i(Tag::IV_LENGTH)?,
             tag_length: i(Tag::TAG_LENGTH)?,
+            initial_counter_value: i(TAG_INITIAL_COUNTER_VALUE)?,
         })
+    }
+
+    /// These parameters, each field not given taken from `defaults` (a
+    /// key's Cryptographic Parameters attribute: KMIP 1.4 §4.29, §4.30).
+    #[must_use]
+    pub fn or(self, defaults: &Self) -> Self {
+        Self {
+            block_cipher_mode: self.block_cipher_mode.or(defaults.block_cipher_mode),
+            padding_method: self.padding_method.or(defaults.padding_method),
+            hashing_algorithm: self.hashing_algorithm.or(defaults.hashing_algorithm),
+            cryptographic_algorithm: self
+                .cryptographic_algorithm
+                .or(defaults.cryptographic_algorithm),
+            random_iv: self.random_iv.or(defaults.random_iv),
+            iv_length: self.iv_length.or(defaults.iv_length),
+            tag_length: self.tag_length.or(defaults.tag_length),
+            initial_counter_value: self.initial_counter_value.or(defaults.initial_counter_value),
+        }
     }
 }
 
@@ -790,30 +814,42 @@ impl ReKeyRequest {
     }
 }
 
-/// Encrypt, Decrypt and MAC.
+/// Encrypt and Decrypt: single-part, or one part of a stream (KMIP 1.4
+/// §4.29, §4.30: the first part carries Init Indicator and the additional
+/// data, later ones the Correlation Value, the last Final Indicator).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CryptoRequest {
     pub unique_identifier: Option<String>,
     pub parameters: Option<CryptographicParameters>,
+    /// Empty when a part of a stream carries none.
     pub data: Bytes,
     pub iv_counter_nonce: Option<Vec<u8>>,
     pub aad: Option<Vec<u8>>,
     /// Decrypt with an authenticated mode: the tag to check.
     pub tag: Option<Vec<u8>>,
+    pub correlation_value: Option<Vec<u8>>,
+    pub init: bool,
+    pub last: bool,
 }
 
 impl CryptoRequest {
     pub fn parse(payload: &Item) -> Result<Self, KmipError> {
         let f = Fields::of(payload)?;
-        for streaming in [Tag(0x42_00D6), Tag(0x42_00D7), Tag(0x42_00D8)] {
-            if f.optional(streaming)?.is_some() {
-                return Err(KmipError::FeatureNotSupported(
-                    "streaming cryptographic operations".into(),
-                ));
-            }
-        }
         let vec = |tag| -> Result<Option<Vec<u8>>, KmipError> {
             Ok(f.optional(tag)?.map(|i| i.as_bytes().map(<[u8]>::to_vec)).transpose()?)
+        };
+        let flag = |tag| -> Result<bool, KmipError> {
+            Ok(f.optional(tag)?.map(Item::as_bool).transpose()?.unwrap_or(false))
+        };
+        let correlation_value = vec(Tag::CORRELATION_VALUE)?;
+        let init = flag(Tag::INIT_INDICATOR)?;
+        let last = flag(Tag::FINAL_INDICATOR)?;
+        let streamed = correlation_value.is_some() || init;
+        // Data is required of a single-part operation only.
+        let data = match bytes_field(&f, Tag::DATA)? {
+            Some(d) => d,
+            None if streamed => Bytes::from(&[][..]),
+            None => return Err(TtlvError::Missing { tag: Tag::DATA, within: payload.tag }.into()),
         };
         Ok(Self {
             unique_identifier: uid(&f)?,
@@ -821,12 +857,21 @@ impl CryptoRequest {
                 .optional(Tag::CRYPTOGRAPHIC_PARAMETERS)?
                 .map(CryptographicParameters::parse)
                 .transpose()?,
-            data: bytes_field(&f, Tag::DATA)?
-                .ok_or(TtlvError::Missing { tag: Tag::DATA, within: payload.tag })?,
+            data,
             iv_counter_nonce: vec(Tag::IV_COUNTER_NONCE)?,
             aad: vec(Tag::AUTHENTICATED_ENCRYPTION_ADDITIONAL_DATA)?,
             tag: vec(Tag::AUTHENTICATED_ENCRYPTION_TAG)?,
+            correlation_value,
+            init,
+            last,
         })
+    }
+
+    /// Whether this request is one part of a stream rather than a whole
+    /// single-part operation.
+    #[must_use]
+    pub fn is_streamed(&self) -> bool {
+        self.correlation_value.is_some() || (self.init && !self.last)
     }
 }
 

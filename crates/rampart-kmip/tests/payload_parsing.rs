@@ -301,12 +301,19 @@ fn revoke_links_and_crypto_requests() {
     );
     let no_data = CryptoRequest::parse(&payload(vec![Item::text(Tag::UNIQUE_IDENTIFIER, "1")]));
     assert!(matches!(no_data, Err(KmipError::Ttlv(TtlvError::Missing { tag: Tag::DATA, .. }))));
-    // Streaming (Correlation Value / Init / Final Indicator) is refused.
-    let streaming = CryptoRequest::parse(&payload(vec![
+    // The first part of a stream: Init Indicator, Data optional.
+    let first = CryptoRequest::parse(&payload(vec![
         Item::bytes(Tag::DATA, &[0; 16]),
-        Item::boolean(Tag(0x42_00D7), true),
-    ]));
-    assert!(matches!(streaming, Err(KmipError::FeatureNotSupported(_))));
+        Item::boolean(Tag::INIT_INDICATOR, true),
+    ]))
+    .unwrap();
+    assert!(first.init && !first.last && first.is_streamed());
+    let last = CryptoRequest::parse(&payload(vec![
+        Item::bytes(Tag::CORRELATION_VALUE, &[7; 16]),
+        Item::boolean(Tag::FINAL_INDICATOR, true),
+    ]))
+    .unwrap();
+    assert!(last.last && last.is_streamed() && last.data.is_empty());
 }
 
 #[test]

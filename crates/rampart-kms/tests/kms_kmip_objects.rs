@@ -284,13 +284,13 @@ async fn gcm_with_additional_data_cbc_192_and_ttlv_wrapped_get() {
     )
     .await;
     assert_eq!(reason(&short_iv), Some(ResultReason::INVALID_FIELD));
-    let ecb = one(
+    let cfb = one(
         &mut tls,
         Operation::ENCRYPT,
-        vec![id(), params(BlockCipherMode::ECB), Item::bytes(Tag::DATA, plain)],
+        vec![id(), params(BlockCipherMode::CFB), Item::bytes(Tag::DATA, plain)],
     )
     .await;
-    assert_eq!(reason(&ecb), Some(ResultReason::FEATURE_NOT_SUPPORTED));
+    assert_eq!(reason(&cfb), Some(ResultReason::FEATURE_NOT_SUPPORTED));
 
     // AES-192 CBC round trip.
     let uid192 = create_active(&mut tls, 192).await;

@@ -1,15 +1,13 @@
-//! Get (with key wrapping), Encrypt and Decrypt, and the algorithms and
-//! lengths of the keys Create and Register make (MAC is in `streams`).
+//! Get (with key wrapping), the checks before a key is used, and the
+//! algorithms and lengths of the keys Create and Register make (Encrypt
+//! and Decrypt are in `ciphers`, MAC in `streams`).
 
-use rampart_crypto::{
-    fill_random, kw_wrap, kwp_wrap, Cbc, CbcIv, Ctr, Gcm, MacAlg, SecretBytes, GCM_NONCE_LEN,
-    GCM_TAG_LEN,
-};
+use rampart_crypto::{kw_wrap, kwp_wrap, MacAlg, SecretBytes};
 use rampart_kmip::enums::{
-    usage_mask, BlockCipherMode, CryptographicAlgorithm, KeyFormatType, ObjectType, PaddingMethod,
-    SecretDataType, State as KState, WrappingMethod,
+    usage_mask, BlockCipherMode, CryptographicAlgorithm, KeyFormatType, ObjectType, SecretDataType,
+    State as KState, WrappingMethod,
 };
-use rampart_kmip::payload::{CryptoRequest, GetRequest, KeyBlock, ManagedObject};
+use rampart_kmip::payload::{GetRequest, KeyBlock, ManagedObject};
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::{Fields, Item};
 use rampart_kmip::KmipError;
@@ -57,7 +55,14 @@ impl Session<'_> {
                         .and_then(|k| k.algorithm)
                         .unwrap_or(CryptographicAlgorithm::AES.0),
                 )),
-                Some(i32::try_from(material.len() * 8).unwrap_or(i32::MAX)),
+                // Triple DES keys are 168 bits in 24 bytes: the length the
+                // object was made with.
+                Some(
+                    obj.kmip
+                        .as_ref()
+                        .and_then(|k| k.length)
+                        .unwrap_or_else(|| i32::try_from(material.len() * 8).unwrap_or(i32::MAX)),
+                ),
             ),
             _ => (None, None),
         };
@@ -206,6 +211,23 @@ impl Session<'_> {
         protect: bool,
     ) -> R<(Obj, SecretBytes)> {
         let obj = self.load(uid).await?;
+        self.check_usable(obj, bit, protect).await
+    }
+
+    /// As [`Session::usable_key`], with the key's stored attributes (its
+    /// Cryptographic Parameters give a request's defaults).
+    pub(super) async fn usable_key_with_attributes(
+        &mut self,
+        uid: &str,
+        bit: i32,
+        protect: bool,
+    ) -> R<(Obj, SecretBytes)> {
+        let obj = self.load_with_attributes(uid).await?;
+        self.check_usable(obj, bit, protect).await
+    }
+
+    async fn check_usable(&mut self, obj: Obj, bit: i32, protect: bool) -> R<(Obj, SecretBytes)> {
+        let uid = obj.uid();
         self.require_use(&obj)?;
         if obj.object_type() != ObjectType::SYMMETRIC_KEY {
             return Err(KmipError::IllegalOperation(format!("object {uid} is not a key")));
@@ -224,131 +246,6 @@ impl Session<'_> {
         }
         let material = self.material(&obj).await?;
         Ok((obj, material))
-    }
-
-    pub(super) async fn encrypt(&mut self, request: &CryptoRequest, encrypt: bool) -> R<Vec<Item>> {
-        let uid = self.uid(request.unique_identifier.as_ref())?;
-        let bit = if encrypt { usage_mask::ENCRYPT } else { usage_mask::DECRYPT };
-        let (obj, key) = self.usable_key(&uid, bit, encrypt).await?;
-        if obj
-            .kmip
-            .as_ref()
-            .and_then(|k| k.algorithm)
-            .is_some_and(|a| a != CryptographicAlgorithm::AES.0)
-        {
-            return Err(KmipError::IllegalOperation(format!("object {uid} is not an AES key")));
-        }
-        if request.data.len() > MAX_DATA {
-            return Err(KmipError::InvalidField(format!("Data is larger than {MAX_DATA} bytes")));
-        }
-        let params = request.parameters.clone().unwrap_or_default();
-        if params.cryptographic_algorithm.is_some_and(|a| a != CryptographicAlgorithm::AES) {
-            return Err(KmipError::FeatureNotSupported(
-                "Encrypt and Decrypt with algorithms other than AES".into(),
-            ));
-        }
-        let mode = params.block_cipher_mode.ok_or_else(|| {
-            KmipError::MissingData("Cryptographic Parameters with a Block Cipher Mode".into())
-        })?;
-        let given_iv = request.iv_counter_nonce.clone();
-        let mut out = vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid)];
-        let mut data = SecretBytes::from_slice(request.data.as_slice());
-        match mode {
-            BlockCipherMode::GCM => {
-                let tag_len = params.tag_length.unwrap_or(16);
-                if usize::try_from(tag_len).ok() != Some(GCM_TAG_LEN) {
-                    return Err(KmipError::FeatureNotSupported(format!(
-                        "GCM tags of {tag_len} bytes (16 only)"
-                    )));
-                }
-                if params.iv_length.is_some_and(|l| l != 96) {
-                    return Err(KmipError::FeatureNotSupported(
-                        "GCM IVs other than 96 bits".into(),
-                    ));
-                }
-                let gcm = Gcm::new(key.expose()).map_err(crypto)?;
-                let aad = request.aad.clone().unwrap_or_default();
-                let nonce = iv_or_random::<GCM_NONCE_LEN>(given_iv.as_deref(), encrypt)?;
-                if encrypt {
-                    let tag = gcm.seal(&nonce, &aad, data.expose_mut()).map_err(crypto)?;
-                    out.push(Item::bytes(Tag::DATA, data.expose()));
-                    if given_iv.is_none() {
-                        out.push(Item::bytes(Tag::IV_COUNTER_NONCE, &nonce));
-                    }
-                    out.push(Item::bytes(Tag::AUTHENTICATED_ENCRYPTION_TAG, &tag));
-                } else {
-                    let tag: [u8; GCM_TAG_LEN] = request
-                        .tag
-                        .as_deref()
-                        .and_then(|t| t.try_into().ok())
-                        .ok_or_else(|| {
-                            KmipError::MissingData("a 16-byte Authenticated Encryption Tag".into())
-                        })?;
-                    gcm.open(&nonce, &aad, data.expose_mut(), &tag).map_err(|_| {
-                        KmipError::CryptographicFailure(
-                            "the data or its additional data does not authenticate".into(),
-                        )
-                    })?;
-                    out.push(Item::bytes(Tag::DATA, data.expose()));
-                }
-            }
-            BlockCipherMode::CBC => {
-                let padding = params.padding_method.unwrap_or(PaddingMethod::PKCS5);
-                if ![PaddingMethod::PKCS5, PaddingMethod::NONE].contains(&padding) {
-                    return Err(KmipError::FeatureNotSupported(format!(
-                        "CBC with Padding Method {padding}"
-                    )));
-                }
-                let iv = iv_or_random::<16>(given_iv.as_deref(), encrypt)?;
-                let mut cbc = Cbc::new(key.expose(), CbcIv::Plain64).map_err(crypto)?;
-                if encrypt {
-                    let mut buf = data.expose().to_vec();
-                    if padding == PaddingMethod::PKCS5 {
-                        let pad = 16 - buf.len() % 16;
-                        buf.resize(buf.len() + pad, u8::try_from(pad).unwrap_or(16));
-                    }
-                    let mut buf = SecretBytes::new(buf);
-                    cbc.encrypt_with_iv(&iv, buf.expose_mut()).map_err(crypto)?;
-                    out.push(Item::bytes(Tag::DATA, buf.expose()));
-                    if given_iv.is_none() {
-                        out.push(Item::bytes(Tag::IV_COUNTER_NONCE, &iv));
-                    }
-                } else {
-                    cbc.decrypt_with_iv(&iv, data.expose_mut()).map_err(crypto)?;
-                    let plain = data.expose();
-                    let len = if padding == PaddingMethod::PKCS5 {
-                        let pad = usize::from(*plain.last().unwrap_or(&0));
-                        let good = (1..=16).contains(&pad)
-                            && pad <= plain.len()
-                            && plain[plain.len() - pad..].iter().all(|&b| usize::from(b) == pad);
-                        if !good {
-                            return Err(KmipError::CryptographicFailure(
-                                "bad PKCS5 padding".into(),
-                            ));
-                        }
-                        plain.len() - pad
-                    } else {
-                        plain.len()
-                    };
-                    out.push(Item::bytes(Tag::DATA, &plain[..len]));
-                }
-            }
-            BlockCipherMode::CTR => {
-                let iv = iv_or_random::<16>(given_iv.as_deref(), encrypt)?;
-                let mut ctr = Ctr::new(key.expose()).map_err(crypto)?;
-                ctr.apply(&iv, data.expose_mut()).map_err(crypto)?;
-                out.push(Item::bytes(Tag::DATA, data.expose()));
-                if encrypt && given_iv.is_none() {
-                    out.push(Item::bytes(Tag::IV_COUNTER_NONCE, &iv));
-                }
-            }
-            other => {
-                return Err(KmipError::FeatureNotSupported(format!(
-                    "Block Cipher Mode {other} (GCM, CBC and CTR are served)"
-                )))
-            }
-        }
-        Ok(out)
     }
 }
 
@@ -371,37 +268,44 @@ pub(super) fn encoding_option(payload: &Item) -> R<u32> {
     }
 }
 
-/// The IV, nonce or counter a request gave (exactly `N` bytes), or for
-/// an encryption without one a random one (KMIP 1.4 §4.29: the server
-/// generates it and returns it).
-pub(super) fn iv_or_random<const N: usize>(given: Option<&[u8]>, encrypt: bool) -> R<[u8; N]> {
-    match given {
-        Some(iv) => iv.try_into().map_err(|_| {
-            KmipError::InvalidField(format!(
-                "the IV/Counter/Nonce must be {N} bytes, not {}",
-                iv.len()
-            ))
-        }),
-        None if encrypt => {
-            let mut iv = [0u8; N];
-            fill_random(&mut iv).map_err(crypto)?;
-            Ok(iv)
-        }
-        None => Err(KmipError::MissingData("the IV/Counter/Nonce".into())),
-    }
+/// The algorithm of a symmetric key (AES for a key the REST API made).
+pub(super) fn key_algorithm(obj: &Obj) -> CryptographicAlgorithm {
+    CryptographicAlgorithm(
+        obj.kmip.as_ref().and_then(|k| k.algorithm).unwrap_or(CryptographicAlgorithm::AES.0),
+    )
 }
 
-pub(super) fn check_algorithm(algorithm: CryptographicAlgorithm, bits: i32) -> R<()> {
+/// The key material length (bytes) of an `algorithm` key of `bits`, the
+/// Cryptographic Length Create and Register accept: AES 128, 192 or 256;
+/// Triple DES 168 or 192 (three keys, 24 bytes with their parity bits)
+/// and 112 or 128 (two keys, 16 bytes; SP 800-67 §3.1); ChaCha20 and
+/// ChaCha20-Poly1305 256 (RFC 8439 §2.3); HMACs 128 to 1024.
+pub(super) fn check_algorithm(algorithm: CryptographicAlgorithm, bits: i32) -> R<usize> {
+    let bytes = usize::try_from(bits / 8).unwrap_or(0);
     match algorithm {
-        CryptographicAlgorithm::AES if [128, 192, 256].contains(&bits) => Ok(()),
+        CryptographicAlgorithm::AES if [128, 192, 256].contains(&bits) => Ok(bytes),
         CryptographicAlgorithm::AES => {
             Err(KmipError::InvalidField(format!("AES keys are 128, 192 or 256 bits, not {bits}")))
+        }
+        CryptographicAlgorithm::TRIPLE_DES => match bits {
+            168 | 192 => Ok(24),
+            112 | 128 => Ok(16),
+            _ => Err(KmipError::InvalidField(format!(
+                "Triple DES keys are 168 or 192 bits (three keys), 112 or 128 (two), not {bits}"
+            ))),
+        },
+        CryptographicAlgorithm::CHACHA20 | CryptographicAlgorithm::CHACHA20_POLY1305 => {
+            if bits == 256 {
+                Ok(32)
+            } else {
+                Err(KmipError::InvalidField(format!("{algorithm} keys are 256 bits, not {bits}")))
+            }
         }
         a if mac_alg(a).is_some() => {
             // RFC 2104 §3: shorter keys are weak, and keys longer than
             // SHA-512's block would only be hashed down.
             if (128..=1024).contains(&bits) && bits % 8 == 0 {
-                Ok(())
+                Ok(bytes)
             } else {
                 Err(KmipError::InvalidField(format!(
                     "{a} keys are 128 to 1024 bits in whole bytes, not {bits}"
@@ -409,8 +313,16 @@ pub(super) fn check_algorithm(algorithm: CryptographicAlgorithm, bits: i32) -> R
             }
         }
         other => Err(KmipError::FeatureNotSupported(format!(
-            "Cryptographic Algorithm {other} (AES and HMAC-SHA1/224/256/384/512 keys are served)"
+            "Cryptographic Algorithm {other} (AES, Triple DES, ChaCha20, ChaCha20-Poly1305 and \
+             HMAC-SHA1/224/256/384/512 keys are served)"
         ))),
+    }
+}
+
+/// Odd parity in each byte's low bit, as DES keys carry it (FIPS 46-3).
+pub(super) fn set_des_parity(key: &mut [u8]) {
+    for b in key {
+        *b = (*b & 0xFE) | u8::from((*b >> 1).count_ones() % 2 == 0);
     }
 }
 

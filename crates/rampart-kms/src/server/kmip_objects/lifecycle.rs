@@ -16,7 +16,7 @@ use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::{Fields, Item};
 use rampart_kmip::KmipError;
 
-use super::crypto::check_algorithm;
+use super::crypto::{check_algorithm, mac_alg, set_des_parity};
 use super::errors::{crypto, kms, R};
 use super::object::{encode_value, is_stored, unique_identifier, SINGLE};
 use super::session::Session;
@@ -175,8 +175,8 @@ impl Session<'_> {
         let length = new
             .length
             .ok_or_else(|| KmipError::MissingData("the Cryptographic Length attribute".into()))?;
-        check_algorithm(algorithm, length)?;
-        new.usage_mask.get_or_insert(if algorithm == CryptographicAlgorithm::AES {
+        let bytes = check_algorithm(algorithm, length)?;
+        new.usage_mask.get_or_insert(if mac_alg(algorithm).is_none() {
             usage_mask::ENCRYPT
                 | usage_mask::DECRYPT
                 | usage_mask::WRAP_KEY
@@ -184,7 +184,10 @@ impl Session<'_> {
         } else {
             usage_mask::MAC_GENERATE | usage_mask::MAC_VERIFY
         });
-        let material = random_secret(usize::try_from(length / 8).unwrap_or(32)).map_err(crypto)?;
+        let mut material = random_secret(bytes).map_err(crypto)?;
+        if algorithm == CryptographicAlgorithm::TRIPLE_DES {
+            set_des_parity(material.expose_mut());
+        }
         let uid = self.store_new(request.object_type, new, &material).await?;
         Ok(vec![
             Item::enumeration(Tag::OBJECT_TYPE, request.object_type.0),
@@ -215,13 +218,16 @@ impl Session<'_> {
                     .ok_or_else(|| {
                         KmipError::MissingData("the key's Cryptographic Algorithm".into())
                     })?;
-                let bits = i32::try_from(material.len() * 8).unwrap_or(i32::MAX);
-                if block.length.or(new.length).is_some_and(|l| l != bits) {
+                let bits = block
+                    .length
+                    .or(new.length)
+                    .unwrap_or_else(|| i32::try_from(material.len() * 8).unwrap_or(i32::MAX));
+                if check_algorithm(algorithm, bits)? != material.len() {
                     return Err(KmipError::InvalidField(format!(
-                        "the Cryptographic Length does not match the {bits}-bit key"
+                        "the Cryptographic Length {bits} does not match the {}-byte key",
+                        material.len()
                     )));
                 }
-                check_algorithm(algorithm, bits)?;
                 new.algorithm = Some(algorithm.0);
                 new.length = Some(bits);
             }
@@ -387,7 +393,10 @@ impl Session<'_> {
                 .as_ref()
                 .and_then(|k| k.algorithm)
                 .or(Some(CryptographicAlgorithm::AES.0)),
-            length: Some(i32::try_from(material.len() * 8).unwrap_or(i32::MAX)),
+            length: template
+                .as_ref()
+                .and_then(|k| k.length)
+                .or_else(|| Some(i32::try_from(material.len() * 8).unwrap_or(i32::MAX))),
             usage_mask: template.as_ref().and_then(|k| k.usage_mask),
             secret_type: None,
             owner: template.map_or_else(|| self.client.name.clone(), |k| k.owner),

@@ -29,10 +29,12 @@
 //!
 //! Here: the batch item dispatch. The objects and their states are in
 //! `object`, the session (loading, access, material) in `session`, and
-//! the operations in `lifecycle`, `attributes`, `locate`, `crypto` and
-//! `streams` (Hash, MAC, MAC Verify, RNG Retrieve and RNG Seed).
+//! the operations in `lifecycle`, `attributes`, `locate`, `crypto` (Get),
+//! `ciphers` (Encrypt, Decrypt) and `streams` (Hash, MAC, MAC Verify, RNG
+//! Retrieve and RNG Seed).
 
 mod attributes;
+mod ciphers;
 mod crypto;
 mod errors;
 mod lifecycle;

@@ -1,10 +1,10 @@
-//! The streamed operations (Hash, MAC, MAC Verify) one connection has
-//! open: a digest or HMAC context each, keyed by a random Correlation
-//! Value, at most [`MAX_STREAMS`] at once.
+//! The streamed operations (Hash, MAC, MAC Verify, AES-GCM Encrypt) one
+//! connection has open: a digest, HMAC or GCM context each, keyed by a
+//! random Correlation Value, at most [`MAX_STREAMS`] at once.
 
 use std::collections::HashMap;
 
-use rampart_crypto::{fill_random, Hasher, Mac};
+use rampart_crypto::{fill_random, GcmStream, Hasher, Mac};
 use rampart_kmip::enums::Operation;
 use rampart_kmip::KmipError;
 
@@ -20,7 +20,16 @@ const CORRELATION_LEN: usize = 16;
 pub(super) enum Work {
     Hash(Box<Hasher>),
     // Boxed: an HMAC context is far larger than the map entry should be.
-    Mac { mac: Box<Mac>, uid: String },
+    Mac {
+        mac: Box<Mac>,
+        uid: String,
+    },
+    /// An AES-GCM encryption and the tag length it ends with.
+    Gcm {
+        gcm: Box<GcmStream>,
+        uid: String,
+        tag_len: usize,
+    },
 }
 
 pub(super) struct Stream {
@@ -60,8 +69,10 @@ impl Streams {
     }
 
     pub(super) fn take(&mut self, operation: Operation, id: &[u8]) -> R<Stream> {
+        // KMIP 1.4 §11.30-§11.38: no outstanding operation with the
+        // Correlation Value is Item Not Found.
         let stream = self.open.remove(id).ok_or_else(|| {
-            KmipError::InvalidField("the Correlation Value names no open stream".into())
+            KmipError::ItemNotFound("the Correlation Value names no open stream".into())
         })?;
         if stream.operation != operation {
             let other = stream.operation;

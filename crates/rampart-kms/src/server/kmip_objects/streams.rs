@@ -19,6 +19,7 @@ use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::{Bytes, Item};
 use rampart_kmip::KmipError;
 
+use super::ciphers::key_parameters;
 use super::crypto::{mac_alg, MAX_DATA};
 use super::errors::{crypto, R};
 use super::session::Session;
@@ -81,7 +82,7 @@ impl Session<'_> {
         let hasher = match &request.correlation_value {
             Some(id) => match self.streams.take(Operation::HASH, id)?.work {
                 Work::Hash(h) => *h,
-                Work::Mac { .. } => {
+                Work::Mac { .. } | Work::Gcm { .. } => {
                     return Err(KmipError::InvalidField("not a Hash stream".into()));
                 }
             },
@@ -107,7 +108,9 @@ impl Session<'_> {
         match self.finish_or_keep(request, Operation::HASH, Work::Hash(Box::new(hasher)))? {
             Step::Continue(id) => Ok(vec![Item::bytes(Tag::CORRELATION_VALUE, &id)]),
             Step::Done(Work::Hash(h)) => Ok(vec![Item::bytes(Tag::DATA, &h.finish())]),
-            Step::Done(Work::Mac { .. }) => Err(KmipError::GeneralFailure("stream mix-up".into())),
+            Step::Done(Work::Mac { .. } | Work::Gcm { .. }) => {
+                Err(KmipError::GeneralFailure("stream mix-up".into()))
+            }
         }
     }
 
@@ -135,8 +138,12 @@ impl Session<'_> {
             }
             None => {
                 let uid = self.uid(request.unique_identifier.as_ref())?;
-                let (obj, key) = self.usable_key(&uid, bit, protect).await?;
-                let params = request.parameters.as_ref();
+                let (obj, key) = self.usable_key_with_attributes(&uid, bit, protect).await?;
+                // KMIP 1.4 §4.33: parameters the request leaves out are the
+                // key's Cryptographic Parameters.
+                let params =
+                    Some(request.parameters.clone().unwrap_or_default().or(&key_parameters(&obj)?));
+                let params = params.as_ref();
                 let key_alg =
                     obj.kmip.as_ref().and_then(|k| k.algorithm).map(CryptographicAlgorithm);
                 // KMIP 1.4 §4.33: the Cryptographic Parameters name the MAC
@@ -186,7 +193,7 @@ impl Session<'_> {
                 return Ok(out);
             }
             Step::Done(Work::Mac { mac, .. }) => mac,
-            Step::Done(Work::Hash(_)) => {
+            Step::Done(Work::Hash(_) | Work::Gcm { .. }) => {
                 return Err(KmipError::GeneralFailure("stream mix-up".into()));
             }
         };
