@@ -7,3 +7,4 @@
 
 mod differential;
 mod kat;
+mod kat_ciphers;

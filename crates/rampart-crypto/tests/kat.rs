@@ -11,19 +11,19 @@ use rampart_crypto::{
 };
 
 /// One vector: field name → value, in file order.
-struct Vector {
-    line: usize,
+pub(crate) struct Vector {
+    pub(crate) line: usize,
     fields: HashMap<String, String>,
 }
 
 impl Vector {
-    fn text(&self, name: &str) -> &str {
+    pub(crate) fn text(&self, name: &str) -> &str {
         self.fields
             .get(name)
             .unwrap_or_else(|| panic!("vector at line {} has no field {name}", self.line))
     }
 
-    fn hex(&self, name: &str) -> Vec<u8> {
+    pub(crate) fn hex(&self, name: &str) -> Vec<u8> {
         hex::decode(self.text(name))
             .unwrap_or_else(|e| panic!("vector at line {}: {name} is not hex: {e}", self.line))
     }
@@ -37,7 +37,7 @@ impl Vector {
     }
 }
 
-fn load(file: &str) -> Vec<Vector> {
+pub(crate) fn load(file: &str) -> Vec<Vector> {
     let path = format!("{}/tests/vectors/{file}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let mut vectors = Vec::new();
