@@ -276,17 +276,20 @@ pub(super) fn key_algorithm(obj: &Obj) -> CryptographicAlgorithm {
 }
 
 /// The key material length (bytes) of an `algorithm` key of `bits`, the
-/// Cryptographic Length Create and Register accept: AES 128, 192 or 256;
+/// Cryptographic Length Create and Register accept: AES 128, 192 or 256
+/// (and 512, two keys for XTS);
 /// Triple DES 168 or 192 (three keys, 24 bytes with their parity bits)
 /// and 112 or 128 (two keys, 16 bytes; SP 800-67 §3.1); ChaCha20 and
 /// ChaCha20-Poly1305 256 (RFC 8439 §2.3); HMACs 128 to 1024.
 pub(super) fn check_algorithm(algorithm: CryptographicAlgorithm, bits: i32) -> R<usize> {
     let bytes = usize::try_from(bits / 8).unwrap_or(0);
     match algorithm {
-        CryptographicAlgorithm::AES if [128, 192, 256].contains(&bits) => Ok(bytes),
-        CryptographicAlgorithm::AES => {
-            Err(KmipError::InvalidField(format!("AES keys are 128, 192 or 256 bits, not {bits}")))
-        }
+        // 512 bits: the two AES-256 keys of XTS-AES-256 (IEEE 1619; the AES
+        // XTS profiles' keys of 256 or 512 bits), which other modes refuse.
+        CryptographicAlgorithm::AES if [128, 192, 256, 512].contains(&bits) => Ok(bytes),
+        CryptographicAlgorithm::AES => Err(KmipError::InvalidField(format!(
+            "AES keys are 128, 192 or 256 bits (512 for XTS), not {bits}"
+        ))),
         CryptographicAlgorithm::TRIPLE_DES => match bits {
             168 | 192 => Ok(24),
             112 | 128 => Ok(16),
