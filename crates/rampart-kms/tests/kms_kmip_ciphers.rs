@@ -617,3 +617,23 @@ async fn defaults_random_ivs_streams_and_refusals(backend: Backend) {
 }
 
 on_each_store!(defaults_random_ivs_streams_and_refusals);
+
+async fn rest_wrap_takes_aes_256_keys_only(backend: Backend) {
+    use CryptographicAlgorithm as A;
+    let d = Deployment::on(backend, "restwrapalg").await;
+    let mut tls = connect(&d.admin, &d.kmip, &rustls::version::TLS13).await;
+    let admin = rampart_kms::client::KmsClient::new(&d.admin).unwrap();
+    let aes256 = register(&mut tls, A::AES, 256, &random(32), None).await;
+    let name = |uid: &str| uid.split('/').next().unwrap().to_owned();
+    let wrapped = admin.wrap(&name(&aes256), b"data key", b"ctx").await.unwrap();
+    assert!(wrapped.starts_with("rampart:v1:"));
+    for (alg, bits, len) in
+        [(A::AES, 128, 16), (A::AES, 192, 24), (A::TRIPLE_DES, 192, 24), (A::CHACHA20, 256, 32)]
+    {
+        let uid = register(&mut tls, alg, bits, &random(len), None).await;
+        let refused = admin.wrap(&name(&uid), b"data key", b"ctx").await.unwrap_err();
+        assert!(refused.to_string().contains("AES-256"), "{alg} {bits}: {refused}");
+    }
+}
+
+on_each_store!(rest_wrap_takes_aes_256_keys_only);
