@@ -233,7 +233,8 @@ async fn hash_mac_and_rng(backend: Backend) {
         vec![Item::bytes(Tag::CORRELATION_VALUE, &cv), Item::bytes(Tag::DATA, b"x")],
     )
     .await;
-    assert_eq!(reason(&again), ResultReason::INVALID_FIELD);
+    // KMIP 1.4 §11.38: no outstanding operation with the Correlation Value.
+    assert_eq!(reason(&again), ResultReason::ITEM_NOT_FOUND);
 
     // Hash refusals.
     let refusals = [
@@ -257,7 +258,7 @@ async fn hash_mac_and_rng(backend: Backend) {
         ),
         (
             vec![Item::bytes(Tag::CORRELATION_VALUE, b"nope"), Item::bytes(Tag::DATA, b"x")],
-            ResultReason::INVALID_FIELD,
+            ResultReason::ITEM_NOT_FOUND,
         ),
     ];
     for (fields, want) in refusals {
@@ -747,7 +748,7 @@ async fn open_streams_are_bounded_per_connection() {
         ],
     )
     .await;
-    assert_eq!(reason(&foreign), ResultReason::INVALID_FIELD);
+    assert_eq!(reason(&foreign), ResultReason::ITEM_NOT_FOUND);
     // Finishing one makes room again.
     let done = ok(&one(
         &mut tls,
