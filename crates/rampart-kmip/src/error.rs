@@ -51,6 +51,10 @@ pub enum KmipError {
     /// was asked (KMIP 1.x answers this with Permission Denied).
     #[error("incompatible cryptographic usage mask: {0}")]
     IncompatibleCryptographicUsageMask(String),
+    /// KMIP 2.x: the key's dates forbid the use (KMIP 1.x answers this
+    /// with Permission Denied).
+    #[error("wrong key lifecycle state: {0}")]
+    WrongKeyLifecycleState(String),
     #[error("key format type {0} is not supported")]
     KeyFormatTypeNotSupported(u32),
     #[error("key compression is not supported")]
@@ -94,6 +98,7 @@ impl KmipError {
             Self::IncompatibleCryptographicUsageMask(_) => {
                 ResultReason::INCOMPATIBLE_CRYPTOGRAPHIC_USAGE_MASK
             }
+            Self::WrongKeyLifecycleState(_) => ResultReason::WRONG_KEY_LIFECYCLE_STATE,
             Self::KeyFormatTypeNotSupported(_) => ResultReason::KEY_FORMAT_TYPE_NOT_SUPPORTED,
             Self::KeyCompressionTypeNotSupported => {
                 ResultReason::KEY_COMPRESSION_TYPE_NOT_SUPPORTED

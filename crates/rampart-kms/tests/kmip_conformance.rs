@@ -23,7 +23,8 @@
 //! object the server generated in the case (Create, Re-key...), which
 //! the capturing server drew at random, with the Data, MAC Data and tags
 //! of operations under such a key, as it drew the Data an RNG Retrieve
-//! answers. Items are matched by tag
+//! answers and the IV (with the Data under it) of an Encrypt that asked
+//! for a random IV. Items are matched by tag
 //! regardless of order, since the profiles list attributes in the
 //! capturing server's order; an item the server sends that the case does
 //! not list is a difference, except those the specification lets a
@@ -100,7 +101,7 @@ struct Bindings {
     /// Whether the structure being compared describes one of those.
     inside_generated: bool,
     /// Whether the batch item being compared is an RNG Retrieve, whose
-    /// Data the server draws at random.
+    /// Data the server draws at random, or an Encrypt with a drawn IV.
     inside_random: bool,
 }
 
@@ -249,7 +250,8 @@ fn compare(
     if bindings.inside_generated && generated_value(tag) && !placeholder {
         return;
     }
-    if bindings.inside_random && tag == Tag::DATA {
+    if bindings.inside_random && (tag == Tag::DATA || tag == Tag::IV_COUNTER_NONCE) && !placeholder
+    {
         return;
     }
     if let Value::Structure(children) = &actual.value {
@@ -263,6 +265,11 @@ fn compare(
                 c.tag == Tag::OPERATION
                     && xml::value_text(c, None).is_some_and(|op| op == "RNGRetrieve")
             });
+        // An Encrypt answering an IV/Counter/Nonce drew it (a given one is
+        // not returned): its Data and IV are the server's random choice.
+        bindings.inside_random |= tag == Tag::RESPONSE_PAYLOAD
+            && children.iter().any(|c| c.tag == Tag::IV_COUNTER_NONCE)
+            && children.iter().any(|c| c.tag == Tag::DATA);
         compare_children(expected, children, &path, bindings, diffs);
         (bindings.inside_generated, bindings.inside_random) = (outer, outer_random);
         return;

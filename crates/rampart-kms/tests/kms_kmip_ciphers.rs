@@ -165,8 +165,11 @@ fn case(
     }
 }
 
-/// The reference ciphertext and tag of each `(case, key, iv, data)`.
-fn reference(runs: &[(Case, Vec<u8>, Vec<u8>, Vec<u8>)]) -> Vec<(Vec<u8>, Vec<u8>)> {
+/// A case with its key, IV and data.
+type Run = (Case, Vec<u8>, Vec<u8>, Vec<u8>);
+
+/// The reference ciphertext and tag of each run.
+fn reference(runs: &[Run]) -> Vec<(Vec<u8>, Vec<u8>)> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kmip/cipher_reference.py");
     let mut child = Command::new("python3")
         .arg(script)

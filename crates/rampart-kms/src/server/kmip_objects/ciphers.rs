@@ -150,7 +150,7 @@ impl Session<'_> {
             return self.continue_stream(request, encrypt, bit, id).await;
         }
         let uid = self.uid(request.unique_identifier.as_ref())?;
-        let (obj, key) = self.usable_key_with_attributes(&uid, bit, encrypt).await?;
+        let (obj, key) = self.usable_key(&uid, bit, encrypt).await?;
         let algorithm = key_algorithm(&obj);
         let asked = request.parameters.clone().unwrap_or_default();
         if asked.cryptographic_algorithm.is_some_and(|a| a != algorithm) {
@@ -164,6 +164,11 @@ impl Session<'_> {
         if request.is_streamed() {
             let (id, part, drawn) =
                 self.open_stream(request, encrypt, &params, algorithm, &key, uid)?;
+            if let Err(refused) = self.allocate_usage(&obj, request.data.len()).await {
+                // The stream closes with the refusal.
+                drop(self.streams.take(Operation::ENCRYPT, &id));
+                return Err(refused);
+            }
             out.push(Item::bytes(Tag::DATA, part.expose()));
             if let Some(iv) = drawn {
                 out.push(Item::bytes(Tag::IV_COUNTER_NONCE, &iv));
@@ -172,6 +177,11 @@ impl Session<'_> {
             return Ok(out);
         }
         let result = run(request, encrypt, &params, algorithm, &key)?;
+        if encrypt {
+            // Allocated once the encryption has succeeded, so a refused
+            // request spends nothing of the key's Usage Limits.
+            self.allocate_usage(&obj, request.data.len()).await?;
+        }
         out.push(Item::bytes(Tag::DATA, result.data.expose()));
         if let Some(iv) = result.drawn_iv {
             out.push(Item::bytes(Tag::IV_COUNTER_NONCE, &iv));
@@ -238,7 +248,8 @@ impl Session<'_> {
             ));
         }
         // Access or state may have changed since the stream opened.
-        self.usable_key(&uid, bit, encrypt).await?;
+        let (obj, _) = self.usable_key(&uid, bit, encrypt).await?;
+        self.allocate_usage(&obj, request.data.len()).await?;
         let mut part = SecretBytes::from_slice(request.data.as_slice());
         gcm.update(part.expose_mut()).map_err(crypto)?;
         let mut out = vec![

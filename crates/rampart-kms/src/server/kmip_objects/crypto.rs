@@ -7,6 +7,7 @@ use rampart_kmip::enums::{
     usage_mask, BlockCipherMode, CryptographicAlgorithm, KeyFormatType, ObjectType, SecretDataType,
     State as KState, WrappingMethod,
 };
+use rampart_kmip::message::ProtocolVersion;
 use rampart_kmip::payload::{GetRequest, KeyBlock, ManagedObject};
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::{Fields, Item};
@@ -204,19 +205,12 @@ impl Session<'_> {
 
     // ---- Cryptographic operations ---------------------------------------
 
+    /// The key `uid` if this client may use it now for `bit` (an
+    /// encryption or MAC when `protect`), with its material. Loaded with
+    /// its stored attributes: its Cryptographic Parameters give a
+    /// request's defaults, its Process Start and Protect Stop Dates limit
+    /// its use.
     pub(super) async fn usable_key(
-        &mut self,
-        uid: &str,
-        bit: i32,
-        protect: bool,
-    ) -> R<(Obj, SecretBytes)> {
-        let obj = self.load(uid).await?;
-        self.check_usable(obj, bit, protect).await
-    }
-
-    /// As [`Session::usable_key`], with the key's stored attributes (its
-    /// Cryptographic Parameters give a request's defaults).
-    pub(super) async fn usable_key_with_attributes(
         &mut self,
         uid: &str,
         bit: i32,
@@ -243,6 +237,27 @@ impl Session<'_> {
             return Err(KmipError::IllegalOperation(format!(
                 "object {uid} is {state}: it cannot be used for this operation"
             )));
+        }
+        // KMIP 1.4 §3.25, §3.26: before its Process Start Date a key does
+        // not process (decrypt, verify), from its Protect Stop Date it no
+        // longer protects (encrypt, MAC). The profiles' CS-BC-M-14 answers
+        // Permission Denied in 1.4 and Wrong Key Lifecycle State in 2.1.
+        let now = now_ms();
+        let (date, refused) = if protect {
+            ("Protect Stop Date", obj.stored_date_ms("Protect Stop Date").is_some_and(|d| d <= now))
+        } else {
+            (
+                "Process Start Date",
+                obj.stored_date_ms("Process Start Date").is_some_and(|d| d > now),
+            )
+        };
+        if refused {
+            let why = format!("object {uid} may not be used for this operation (its {date})");
+            return Err(if self.version >= ProtocolVersion::V2_0 {
+                KmipError::WrongKeyLifecycleState(why)
+            } else {
+                KmipError::PermissionDenied(why)
+            });
         }
         let material = self.material(&obj).await?;
         Ok((obj, material))

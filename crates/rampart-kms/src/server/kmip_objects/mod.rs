@@ -30,7 +30,7 @@
 //! Here: the batch item dispatch. The objects and their states are in
 //! `object`, the session (loading, access, material) in `session`, and
 //! the operations in `lifecycle`, `attributes`, `locate`, `crypto` (Get),
-//! `ciphers` (Encrypt, Decrypt) and `streams` (Hash, MAC, MAC Verify, RNG
+//! `ciphers` (Encrypt, Decrypt, with `usage_limits`) and `streams` (Hash, MAC, MAC Verify, RNG
 //! Retrieve and RNG Seed).
 
 mod attributes;
@@ -43,6 +43,7 @@ mod object;
 mod session;
 mod stream_table;
 mod streams;
+mod usage_limits;
 
 use rampart_kmip::enums::Operation;
 use rampart_kmip::payload::{

@@ -44,18 +44,27 @@ pub(super) fn decode_value(text: &str) -> Option<Item> {
 
 /// Attributes a client sets and the store keeps as they were sent (with
 /// the custom `x-`/`y-` ones); every other attribute is the server's.
-pub(super) const STORED: [&str; 6] = [
+pub(super) const STORED: [&str; 9] = [
     "Name",
     "Object Group",
     "Contact Information",
     "Application Specific Information",
     "Operation Policy Name",
     "Cryptographic Parameters",
+    "Process Start Date",
+    "Protect Stop Date",
+    "Usage Limits",
 ];
 
 /// Of those, the ones an object has at most one of.
-pub(super) const SINGLE: [&str; 3] =
-    ["Contact Information", "Operation Policy Name", "Cryptographic Parameters"];
+pub(super) const SINGLE: [&str; 6] = [
+    "Contact Information",
+    "Operation Policy Name",
+    "Cryptographic Parameters",
+    "Process Start Date",
+    "Protect Stop Date",
+    "Usage Limits",
+];
 
 pub(super) fn is_stored(name: &str) -> bool {
     STORED.contains(&name) || is_custom_attribute(name)
@@ -152,6 +161,13 @@ impl Obj {
                 }
             }
         }
+    }
+
+    /// The Process Start Date (KMIP 1.4 §3.25) or Protect Stop Date
+    /// (§3.26) a client set, in Unix milliseconds.
+    pub(super) fn stored_date_ms(&self, name: &str) -> Option<i64> {
+        let value = self.stored_values(name).into_iter().next()?;
+        value.as_date_time().ok().map(|s| s.saturating_mul(1000))
     }
 
     /// The stored values of attribute `name`, in order.

@@ -35,9 +35,8 @@ impl Session<'_> {
         })
     }
 
-    /// The object `uid`, without its stored attributes (what every
-    /// operation but the attribute ones and Re-key needs: one store read
-    /// fewer on Get, Encrypt, Decrypt and MAC).
+    /// The object `uid`, without its stored attributes (what Get and the
+    /// life-cycle operations need: one store read fewer).
     pub(super) async fn load(&mut self, uid: &str) -> R<Obj> {
         self.load_object(uid, false).await
     }

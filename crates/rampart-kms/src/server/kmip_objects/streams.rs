@@ -138,7 +138,7 @@ impl Session<'_> {
             }
             None => {
                 let uid = self.uid(request.unique_identifier.as_ref())?;
-                let (obj, key) = self.usable_key_with_attributes(&uid, bit, protect).await?;
+                let (obj, key) = self.usable_key(&uid, bit, protect).await?;
                 // KMIP 1.4 §4.33: parameters the request leaves out are the
                 // key's Cryptographic Parameters.
                 let params =
