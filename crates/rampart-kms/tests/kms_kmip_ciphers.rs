@@ -4,7 +4,8 @@
 //! checked against Python's `cryptography` with the same key, IV and
 //! additional data, and each reference ciphertext decrypted by the
 //! server; defaults from the key's Cryptographic Parameters, a streamed
-//! GCM encryption, and the Result Reasons of the wrong combinations.
+//! GCM encryption, Usage Limits, REST wrapping with non-AES-256 keys, and
+//! the Result Reasons of the wrong combinations.
 
 use std::io::Write;
 use std::path::Path;
@@ -640,3 +641,64 @@ async fn rest_wrap_takes_aes_256_keys_only(backend: Backend) {
 }
 
 on_each_store!(rest_wrap_takes_aes_256_keys_only);
+
+async fn usage_limits_are_spent_once_across_connections(backend: Backend) {
+    use BlockCipherMode as M;
+    let d = Deployment::on(backend, "usagelimits").await;
+    let mut tls = connect(&d.admin, &d.kmip, &rustls::version::TLS13).await;
+    let mut second = connect(&d.admin, &d.kmip, &rustls::version::TLS13).await;
+    let v14 = ProtocolVersion::V1_4;
+    let material = Item::structure(
+        Tag::KEY_BLOCK,
+        vec![
+            Item::enumeration(Tag::KEY_FORMAT_TYPE, 0x01),
+            Item::structure(Tag::KEY_VALUE, vec![Item::bytes(Tag::KEY_MATERIAL, &random(16))]),
+            Item::enumeration(Tag::CRYPTOGRAPHIC_ALGORITHM, CryptographicAlgorithm::AES.0),
+            Item::int(Tag::CRYPTOGRAPHIC_LENGTH, 128),
+        ],
+    );
+    // 48 bytes of Usage Limits (Unit Byte).
+    let limits = Value::Structure(vec![
+        Item::long(Tag(0x42_0097), 48),
+        Item::enumeration(Tag(0x42_0098), 0x01),
+    ]);
+    let registered = ok(&one(
+        &mut tls,
+        v14,
+        Operation::REGISTER,
+        vec![
+            Item::enumeration(Tag::OBJECT_TYPE, ObjectType::SYMMETRIC_KEY.0),
+            Item::structure(
+                Tag::TEMPLATE_ATTRIBUTE,
+                vec![
+                    attr("Activation Date", Value::DateTime(now() - 60)),
+                    attr("Usage Limits", limits),
+                    attr(
+                        "Cryptographic Parameters",
+                        Value::Structure(vec![Item::enumeration(Tag::BLOCK_CIPHER_MODE, M::ECB.0)]),
+                    ),
+                ],
+            ),
+            Item::structure(Tag::SYMMETRIC_KEY, vec![material]),
+        ],
+    )
+    .await);
+    let uid = registered.iter().find(|i| i.tag == Tag::UNIQUE_IDENTIFIER).unwrap();
+    let encrypt = |len: usize| vec![uid.clone(), Item::bytes(Tag::DATA, &vec![0; len])];
+    // A refused encryption (not whole blocks) spends nothing.
+    assert_eq!(
+        reason(&one(&mut tls, v14, Operation::ENCRYPT, encrypt(7)).await),
+        ResultReason::INVALID_FIELD
+    );
+    ok(&one(&mut tls, v14, Operation::ENCRYPT, encrypt(32)).await);
+    // The other connection sees what is left: 16 bytes, not 32.
+    let over = one(&mut second, v14, Operation::ENCRYPT, encrypt(32)).await;
+    assert_eq!(reason(&over), ResultReason::PERMISSION_DENIED);
+    ok(&one(&mut second, v14, Operation::ENCRYPT, encrypt(16)).await);
+    let spent = one(&mut tls, v14, Operation::ENCRYPT, encrypt(16)).await;
+    assert_eq!(reason(&spent), ResultReason::PERMISSION_DENIED);
+    // Decryption is not limited.
+    ok(&one(&mut tls, v14, Operation::DECRYPT, encrypt(16)).await);
+}
+
+on_each_store!(usage_limits_are_spent_once_across_connections);
