@@ -681,6 +681,21 @@ async fn batch_options(backend: Backend) {
         exchange(&mut tls, &request(vec![hash(), stream], BatchErrorContinuationOption::UNDO))
             .await;
     assert_eq!(statuses(&refused), [(f, nope), (f, nope)]);
+    // So is the first part of a streamed Encrypt, which opens a stream.
+    let encrypt_stream = (
+        Operation::ENCRYPT,
+        vec![
+            Item::text(Tag::UNIQUE_IDENTIFIER, "any/1"),
+            Item::bytes(Tag::DATA, b"abc"),
+            Item::boolean(Tag::INIT_INDICATOR, true),
+        ],
+    );
+    let refused = exchange(
+        &mut tls,
+        &request(vec![hash(), encrypt_stream], BatchErrorContinuationOption::UNDO),
+    )
+    .await;
+    assert_eq!(statuses(&refused), [(f, nope), (f, nope)]);
 
     // Batch Order Option, either way: the items run and answer in order.
     for order in [true, false] {

@@ -18,7 +18,8 @@
 //! Continuation Option decides (Stop, the default: the rest are not run;
 //! Continue: they run; Undo: the items before it are undone). Undo is
 //! served for batches whose items change nothing (reads, Locate, Query,
-//! single-part cryptography, RNG), where undoing is answering Operation
+//! single-part cryptography, RNG; an Encrypt under Usage Limits keeps the
+//! allocation it took), where undoing is answering Operation
 //! Undone; a batch under Undo with an item that changes objects or opens a
 //! stream is refused whole, before anything runs, with Feature Not
 //! Supported, since the store cannot roll those back. The response honours
@@ -460,13 +461,15 @@ fn undoable(item: &RequestBatchItem) -> bool {
         | Operation::CHECK
         | Operation::QUERY
         | Operation::DISCOVER_VERSIONS
-        | Operation::ENCRYPT
-        | Operation::DECRYPT
         | Operation::RNG_RETRIEVE
         | Operation::RNG_SEED => true,
         Operation::MAC | Operation::MAC_VERIFY | Operation::HASH => {
             // A part of a stream opens, feeds or closes connection state.
             rampart_kmip::payload::StreamRequest::parse(&item.payload)
+                .map_or(true, |r| !r.is_streamed())
+        }
+        Operation::ENCRYPT | Operation::DECRYPT => {
+            rampart_kmip::payload::CryptoRequest::parse(&item.payload)
                 .map_or(true, |r| !r.is_streamed())
         }
         _ => false,
