@@ -318,7 +318,7 @@ pub struct CryptographicParameters {
     pub initial_counter_value: Option<i32>,
 }
 
-/// Initial Counter Value (KMIP 2.1 §4.21).
+/// Initial Counter Value (a field of KMIP 2.1 §4.16 Cryptographic Parameters).
 const TAG_INITIAL_COUNTER_VALUE: Tag = Tag(0x42_00D1);
 
 impl CryptographicParameters {

@@ -1,4 +1,4 @@
-//! Encrypt and Decrypt (KMIP 1.4 §4.29, §4.30; 2.1 §6.1.17, §6.1.14).
+//! Encrypt and Decrypt (KMIP 1.4 §4.29, §4.30; 2.1 §6.1.17, §6.1.11).
 //!
 //! The algorithm is the key's; the mode, padding, IV and tag lengths come
 //! from the request's Cryptographic Parameters, each field the request

@@ -12,7 +12,7 @@ use super::object::{encode_value, Obj};
 use super::session::Session;
 
 const NAME: &str = "Usage Limits";
-/// Usage Limits Total and Unit (KMIP 1.4 §9.1.3.2.18 Usage Limits Unit:
+/// Usage Limits Total and Unit (KMIP 1.4 §9.1.3.2.31 Usage Limits Unit:
 /// Byte 1, Object 2).
 const TAG_TOTAL: Tag = Tag(0x42_0097);
 const TAG_UNIT: Tag = Tag(0x42_0098);
