@@ -65,7 +65,7 @@ fn random(len: usize) -> Vec<u8> {
     out
 }
 
-/// An active symmetric key registered with `material`, and optionally
+/// An active encryption key registered with `material`, and optionally
 /// its Cryptographic Parameters attribute.
 async fn register(
     tls: &mut Tls,
@@ -74,8 +74,20 @@ async fn register(
     material: &[u8],
     params: Option<Vec<Item>>,
 ) -> String {
+    register_for(tls, 0x04 | 0x08, alg, bits, material, params).await
+}
+
+/// As [`register`], for the uses in `mask`.
+async fn register_for(
+    tls: &mut Tls,
+    mask: i32,
+    alg: CryptographicAlgorithm,
+    bits: i32,
+    material: &[u8],
+    params: Option<Vec<Item>>,
+) -> String {
     let mut attrs = vec![
-        attr("Cryptographic Usage Mask", Value::Integer(0x04 | 0x08)),
+        attr("Cryptographic Usage Mask", Value::Integer(mask)),
         attr("Activation Date", Value::DateTime(now() - 3600)),
     ];
     if let Some(p) = params {
@@ -503,13 +515,36 @@ async fn defaults_random_ivs_streams_and_refusals(backend: Backend) {
         v14,
         Operation::ENCRYPT,
         vec![
-            Item::text(Tag::UNIQUE_IDENTIFIER, des),
+            Item::text(Tag::UNIQUE_IDENTIFIER, des.clone()),
             params(vec![mode(M::GCM)]),
             Item::bytes(Tag::DATA, &[0; 16]),
         ],
     )
     .await;
     assert_eq!(reason(&gcm_des), ResultReason::INVALID_FIELD);
+    // Nor does a Triple DES key wrap keys for Get (the key wraps are AES's),
+    // even one whose usage mask says Wrap Key.
+    let des = register_for(&mut tls, 0x10, A::TRIPLE_DES, 192, &random(24), None).await;
+    let wrapped_by_des = one(
+        &mut tls,
+        v14,
+        Operation::GET,
+        vec![
+            pid(),
+            Item::structure(
+                Tag::KEY_WRAPPING_SPECIFICATION,
+                vec![
+                    Item::enumeration(Tag::WRAPPING_METHOD, 0x01),
+                    Item::structure(
+                        Tag::ENCRYPTION_KEY_INFORMATION,
+                        vec![Item::text(Tag::UNIQUE_IDENTIFIER, des)],
+                    ),
+                ],
+            ),
+        ],
+    )
+    .await;
+    assert_eq!(reason(&wrapped_by_des), ResultReason::PERMISSION_DENIED);
     let chacha = register(&mut tls, A::CHACHA20, 256, &random(32), None).await;
     let ctr_chacha = one(
         &mut tls,

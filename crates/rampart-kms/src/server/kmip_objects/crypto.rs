@@ -97,6 +97,15 @@ impl Session<'_> {
                     spec.encryption_key
                 )));
             }
+            // The key wraps are AES's (RFC 3394, 5649): a Triple DES or
+            // ChaCha20 key is not able to be used for wrapping (KMIP 1.4
+            // §11.12: Permission Denied), whatever its length.
+            if key_algorithm(&wrapper) != CryptographicAlgorithm::AES {
+                return Err(KmipError::PermissionDenied(format!(
+                    "key {} is not an AES key: the key wraps need one",
+                    spec.encryption_key
+                )));
+            }
             if wrapper.usage_mask().is_some_and(|m| m & usage_mask::WRAP_KEY == 0) {
                 return Err(KmipError::PermissionDenied(format!(
                     "key {} may not wrap keys (Cryptographic Usage Mask)",
