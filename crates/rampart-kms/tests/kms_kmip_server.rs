@@ -331,10 +331,11 @@ async fn kmip_over_https_answers_curl_in_ttlv_xml_and_json() {
     std::fs::write(files.join("key.pem"), d.admin.key.expose()).unwrap();
     std::fs::write(files.join("ca.pem"), &d.admin.ca_cert).unwrap();
     let port = d.kmip.rsplit_once(':').unwrap().1.to_owned();
-    let curl = |method: &str, path: &str, content_type: &str, body: &[u8]| {
+    let curl_with = |extra: &[&str], method: &str, path: &str, content_type: &str, body: &[u8]| {
         std::fs::write(files.join("request"), body).unwrap();
         let out = std::process::Command::new("curl")
             .current_dir(&files)
+            .args(extra)
             .args(["-sS", "--cacert", "ca.pem", "--cert", "cert.pem", "--key", "key.pem"])
             .args(["--resolve", &format!("localhost:{port}:127.0.0.1"), "-X", method])
             .args(["-H", &format!("Content-Type: {content_type}"), "-H", "Cache-Control: no-cache"])
@@ -345,6 +346,9 @@ async fn kmip_over_https_answers_curl_in_ttlv_xml_and_json() {
         assert!(out.status.success(), "curl: {}", String::from_utf8_lossy(&out.stderr));
         let headers = std::fs::read_to_string(files.join("headers")).unwrap().to_ascii_lowercase();
         (headers, std::fs::read(files.join("response")).unwrap())
+    };
+    let curl = |method: &str, path: &str, content_type: &str, body: &[u8]| {
+        curl_with(&[], method, path, content_type, body)
     };
     let query = r#"<RequestMessage><RequestHeader><ProtocolVersion>
         <ProtocolVersionMajor type="Integer" value="1"/><ProtocolVersionMinor type="Integer" value="4"/>
@@ -368,6 +372,10 @@ async fn kmip_over_https_answers_curl_in_ttlv_xml_and_json() {
         .map(|o| Operation(o.as_enum().unwrap()))
         .collect();
     assert!(operations.contains(&Operation::CREATE), "{text}");
+    // §2.5: HTTP/1.0 too.
+    let (headers, old) = curl_with(&["--http1.0"], "POST", "/kmip", "text/xml", query.as_bytes());
+    assert!(headers.starts_with("http/1.0 200"), "{headers}");
+    assert!(String::from_utf8(old).unwrap().contains("ResponseMessage"));
 
     // JSON: a Create, whose key the TTLV encoding then gets on the same port.
     let create = r#"{"tag":"RequestMessage","value":[
