@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the seed corpora of the nbd_server, kms_request, kms_bundle,
-kmip_ttlv and kms_audit_archive fuzz targets (corpus/<target>/). Run it again after changing
+kmip_ttlv, kmip_text and kms_audit_archive fuzz targets (corpus/<target>/). Run it again after changing
 it and commit the result (the kms_bundle seeds get a new throwaway key pair
 each time). The kms_bundle seeds need `openssl` (a throwaway
 CA, certificate and key made for the corpus, used nowhere else)."""
@@ -294,9 +294,53 @@ def kms_audit_archive_seeds():
         write("kms_audit_archive", name, data)
 
 
+def kmip_text_seeds():
+    """A few messages of the published KMIP Profiles test cases
+    (crates/rampart-kms/tests/kmip/conformance/) in their XML, and each also
+    turned into the JSON encoding here, by KMIP Additional Message Encodings
+    4.1.6's rules: Integers, Long Integers and Intervals as numbers (masks
+    as '|'-separated names), Booleans as JSON booleans, the rest as strings."""
+    import xml.etree.ElementTree as ET
+    root = os.path.join(HERE, "..", "crates", "rampart-kms", "tests", "kmip", "conformance")
+    cases = ["1.4/SKLC/SKLC-M-1-14.xml", "2.1/SKLC/SKLC-M-1-21.xml", "1.4/CS-BC/CS-BC-M-GCM-1-14.xml",
+             "2.1/BL/BL-M-1-21.xml", "1.4/CS-AC/CS-AC-M-1-14.xml", "2.1/AKLC/AKLC-M-1-21.xml",
+             "1.4/MSGENC-JSON/MSGENC-JSON-M-1-14.xml"]
+
+    def to_json(e):
+        out = {"tag": e.tag}
+        typ = e.get("type")
+        if typ is None:
+            out["value"] = [to_json(c) for c in e]
+            return out
+        out["type"] = typ
+        v = e.get("value", "")
+        if typ in ("Integer", "LongInteger", "Interval"):
+            try:
+                out["value"] = int(v)
+            except ValueError:
+                out["value"] = "|".join(v.split())
+        elif typ == "Boolean":
+            out["value"] = v == "true"
+        else:
+            out["value"] = v
+        return out
+
+    for case in cases:
+        doc = ET.parse(os.path.join(root, case)).getroot()
+        name = os.path.basename(case)[:-4]
+        for n, message in enumerate(list(doc)[:4]):
+            # Placeholders ($NOW, $UNIQUE_IDENTIFIER_0) are not values.
+            if any(v.startswith("$") for e in message.iter() for v in [e.get("value", "")]):
+                continue
+            kind = "request" if message.tag == "RequestMessage" else "response"
+            write("kmip_text", f"{name}-{n}-{kind}.xml", ET.tostring(message))
+            write("kmip_text", f"{name}-{n}-{kind}.json", json.dumps(to_json(message)).encode())
+
+
 if __name__ == "__main__":
     nbd_seeds()
     kms_request_seeds()
     kms_bundle_seeds()
     kmip_ttlv_seeds()
     kms_audit_archive_seeds()
+    kmip_text_seeds()

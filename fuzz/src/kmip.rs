@@ -1,9 +1,11 @@
-//! The KMIP front end's parser of untrusted bytes: TTLV and messages.
+//! The KMIP front end's parsers of untrusted bytes: TTLV, its XML and JSON
+//! encodings, and messages.
 
 use rampart_kmip::message::{ProtocolVersion, RequestMessage, ResponseMessage};
 use rampart_kmip::payload::{parse_rng_retrieve, parse_rng_seed, StreamRequest};
 use rampart_kmip::ttlv::{self, HEADER_LEN};
-use rampart_kmip::{KmipError, Limits};
+use rampart_kmip::xml::{self, XmlLimits};
+use rampart_kmip::{json, KmipError, Limits};
 
 /// Small limits, so that the fuzzer reaches the caps often.
 const LIMITS: Limits = Limits { max_message_len: 64 * 1024, max_depth: 16, max_items: 2048 };
@@ -63,4 +65,47 @@ pub fn kmip_ttlv(data: &[u8]) {
             .and_then(|i| ResponseMessage::parse(&i));
         assert_eq!(back.as_ref().ok(), Some(&response));
     }
+}
+
+/// Small limits for the text encodings too.
+const TEXT_LIMITS: XmlLimits = XmlLimits { max_len: 64 * 1024, max_depth: 16, max_elements: 2048 };
+
+/// The input as a text-encoded message, read as `POST /kmip` does: TTLV-XML
+/// when its first byte is even (`<` is), JSON when odd (`{` is). Whatever
+/// converts to an item must encode as TTLV, and the text the server would
+/// write for that item must read back to the same item, in both
+/// encodings, so a response is never unreadable by the encoding's client.
+pub fn kmip_text(data: &[u8]) {
+    let Some(first) = data.first() else { return };
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let item = if first % 2 == 0 {
+        let Ok(elements) = xml::parse_document(text, &TEXT_LIMITS) else { return };
+        let Some(element) = elements.first() else { return };
+        match xml::to_item(element) {
+            Ok(item) => item,
+            Err(err) => {
+                let _ = KmipError::from(err).result_reason();
+                return;
+            }
+        }
+    } else {
+        match json::from_json(text, &TEXT_LIMITS) {
+            Ok(item) => item,
+            Err(err) => {
+                let _ = KmipError::from(err).result_reason();
+                return;
+            }
+        }
+    };
+    let bytes = item.encode().expect("a converted item encodes");
+    let _ = RequestMessage::parse(&item);
+    let roomy = Limits { max_message_len: usize::MAX, max_depth: 64, max_items: usize::MAX };
+    assert_eq!(ttlv::decode(&bytes, &roomy).as_ref(), Ok(&item));
+    let as_xml = xml::to_xml(&item);
+    let roomy_text = XmlLimits { max_len: usize::MAX, max_depth: 64, max_elements: usize::MAX };
+    let back = xml::parse_document(&as_xml, &roomy_text).expect("written XML reads");
+    assert_eq!(back.len(), 1);
+    assert_eq!(xml::to_item(&back[0]).as_ref(), Ok(&item), "XML round trip");
+    let as_json = json::to_json(&item);
+    assert_eq!(json::from_json(&as_json, &roomy_text).as_ref(), Ok(&item), "JSON round trip");
 }

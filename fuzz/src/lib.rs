@@ -14,7 +14,7 @@ mod nbd;
 
 pub use audit::kms_audit_archive;
 pub use file::{file_format, openssl_enc};
-pub use kmip::kmip_ttlv;
+pub use kmip::{kmip_text, kmip_ttlv};
 pub use kms::{kms_binding_token, kms_bundle, kms_request};
 pub use nbd::nbd_server;
 

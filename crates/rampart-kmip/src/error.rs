@@ -15,6 +15,11 @@ pub enum KmipError {
     /// missing or repeated.
     #[error(transparent)]
     Ttlv(#[from] TtlvError),
+    /// An XML- or JSON-encoded message that does not read as TTLV.
+    #[error(transparent)]
+    Text(#[from] crate::xml::XmlError),
+    #[error("bad message encoding: {0}")]
+    BadEncoding(String),
 
     // Message structure.
     #[error("expected {expected}, found {found}")]
@@ -85,6 +90,8 @@ impl KmipError {
                 ResultReason::MISSING_DATA
             }
             Self::Ttlv(_)
+            | Self::Text(_)
+            | Self::BadEncoding(_)
             | Self::UnexpectedTag { .. }
             | Self::BatchCountMismatch { .. }
             | Self::UnsupportedVersion { .. }

@@ -15,6 +15,8 @@
 //! * [`xml`] — the TTLV-XML encoding of the KMIP Profiles' test cases:
 //!   a bounded reader and a writer, with the names of every tag,
 //!   enumeration and mask of KMIP 1.0–2.1.
+//! * [`json`] — the JSON encoding of the same (KMIP Additional Message
+//!   Encodings), with the same names and bounds.
 //! * [`error::KmipError`] — every failure (a codec failure wrapped as
 //!   [`error::KmipError::Ttlv`]), mapped to a KMIP Result Reason in one
 //!   place ([`error::KmipError::result_reason`]).
@@ -25,6 +27,7 @@
 
 pub mod enums;
 pub mod error;
+pub mod json;
 pub mod message;
 pub mod payload;
 pub mod tag;

@@ -27,8 +27,16 @@
 //! for a random IV. Items are matched by tag
 //! regardless of order, since the profiles list attributes in the
 //! capturing server's order; an item the server sends that the case does
-//! not list is a difference, except those the specification lets a
-//! server add (see `compare_children`).
+//! not list is a difference, except those the specification and the
+//! profiles' "Permitted Test Case Variations" let a server add (see
+//! `compare_children`): attributes beyond those the response notes, and
+//! in a Query answer Operations, Object Types, Extensions and Application
+//! Namespaces, which may also be absent unless the profile requires them
+//! (an Operation or Object Type the profile's mandatory cases send).
+//!
+//! The HTTPS, XML and JSON Server profiles' cases travel as KMIP over
+//! HTTPS does: each request `POST /kmip` on the KMIP port, in TTLV, XML
+//! or JSON, the response headers checked as the profiles require.
 //!
 //! Which cases must pass: those of the profiles the server claims in its
 //! Query Profiles answer. Every other case is run too and its outcome
@@ -43,6 +51,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use rampart_kmip::json;
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::{self, Fields, Item, ItemType, Value};
 use rampart_kmip::xml::{self, Element, XmlLimits};
@@ -103,6 +112,11 @@ struct Bindings {
     /// Whether the batch item being compared is an RNG Retrieve, whose
     /// Data the server draws at random, or an Encrypt with a drawn IV.
     inside_random: bool,
+    /// Whether the batch item being compared is a Query's.
+    inside_query: bool,
+    /// The operations and object types the profile requires (see
+    /// [`required_by_profile`]).
+    required: std::sync::Arc<HashSet<String>>,
 }
 
 fn now() -> i64 {
@@ -255,23 +269,24 @@ fn compare(
         return;
     }
     if let Value::Structure(children) = &actual.value {
-        let (outer, outer_random) = (bindings.inside_generated, bindings.inside_random);
+        let outer = (bindings.inside_generated, bindings.inside_random, bindings.inside_query);
         bindings.inside_generated |= children.iter().any(|c| {
             c.tag == Tag::UNIQUE_IDENTIFIER
                 && c.as_text().is_ok_and(|id| bindings.generated.contains(id))
         });
-        bindings.inside_random |= tag == Tag::BATCH_ITEM
-            && children.iter().any(|c| {
-                c.tag == Tag::OPERATION
-                    && xml::value_text(c, None).is_some_and(|op| op == "RNGRetrieve")
-            });
+        let operation = (tag == Tag::BATCH_ITEM)
+            .then(|| children.iter().find(|c| c.tag == Tag::OPERATION))
+            .flatten()
+            .and_then(|c| xml::value_text(c, None));
+        bindings.inside_random |= operation.as_deref() == Some("RNGRetrieve");
+        bindings.inside_query |= operation.as_deref() == Some("Query");
         // An Encrypt answering an IV/Counter/Nonce drew it (a given one is
         // not returned): its Data and IV are the server's random choice.
         bindings.inside_random |= tag == Tag::RESPONSE_PAYLOAD
             && children.iter().any(|c| c.tag == Tag::IV_COUNTER_NONCE)
             && children.iter().any(|c| c.tag == Tag::DATA);
         compare_children(expected, children, &path, bindings, diffs);
-        (bindings.inside_generated, bindings.inside_random) = (outer, outer_random);
+        (bindings.inside_generated, bindings.inside_random, bindings.inside_query) = outer;
         return;
     }
     let text = expected.attribute("value").unwrap_or("");
@@ -353,7 +368,7 @@ fn compare_children(
         }
     }
     for (n, child) in expected.children.iter().enumerate() {
-        if pairs[n].is_some() {
+        if pairs[n].is_some() || may_be_absent_from_query(child, bindings) {
             continue;
         }
         let closest = candidates(child, &used).into_iter().min_by_key(|&i| {
@@ -383,6 +398,9 @@ fn compare_children(
         if item.tag == Tag::ATTRIBUTE_INDEX && item.value == Value::Integer(0)
             || item.tag == Tag::RESULT_MESSAGE
             || item.tag == Tag::LOCATED_ITEMS
+            || bindings.inside_query
+                && QUERY_VARIABLE.iter().any(|n| xml::tag_name(item.tag) == Some(n))
+            || additional_attribute(xml::tag_by_name(&expected.name), item.tag)
         {
             continue;
         }
@@ -395,9 +413,107 @@ fn compare_children(
     }
 }
 
-async fn exchange(tls: &mut Tls, request: &[u8]) -> Result<Item, String> {
+/// How a case's messages travel: binary TTLV on the KMIP connection, or
+/// (the HTTPS, XML and JSON Server profiles) `POST /kmip` on it in the
+/// profile's encoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Transport {
+    Ttlv,
+    Https,
+    HttpsXml,
+    HttpsJson,
+}
+
+impl Transport {
+    fn of(profile: &str) -> Self {
+        match profile {
+            "MSGENC-HTTPS" => Self::Https,
+            "MSGENC-XML" => Self::HttpsXml,
+            "MSGENC-JSON" => Self::HttpsJson,
+            _ => Self::Ttlv,
+        }
+    }
+
+    fn content_type(self) -> &'static str {
+        match self {
+            Self::Ttlv | Self::Https => "application/octet-stream",
+            Self::HttpsXml => "text/xml",
+            Self::HttpsJson => "application/json",
+        }
+    }
+}
+
+/// What a Query answer may list beyond (or instead of) what the capturing
+/// server listed: the "Permitted Test Case Variations" of the KMIP
+/// Profiles (Variable Items) let Object Types and Operations other than
+/// those the profile requires vary, and Extensions and Application
+/// Namespaces too.
+const QUERY_VARIABLE: [&str; 4] =
+    ["Operation", "Object Type", "Application Namespace", "Extension Information"];
+
+/// Whether an expected item of a Query answer may be missing: one of
+/// [`QUERY_VARIABLE`] that the profile does not require.
+fn may_be_absent_from_query(expected: &Element, bindings: &Bindings) -> bool {
+    if !bindings.inside_query {
+        return false;
+    }
+    let Some(name) = xml::tag_by_name(&expected.name).and_then(xml::tag_name) else {
+        return false;
+    };
+    match name {
+        "Operation" | "Object Type" => {
+            !expected.attribute("value").is_some_and(|v| bindings.required.contains(v))
+        }
+        "Application Namespace" | "Extension Information" => true,
+        _ => false,
+    }
+}
+
+/// Whether an item a server sends beyond the published response is one of
+/// the "additional attributes beyond those noted in the response" the
+/// Permitted Test Case Variations allow: an Attribute (or Attribute Name)
+/// of a KMIP 1.x response payload, or anything in a 2.x Attributes
+/// structure or Get Attribute List's Attribute References.
+fn additional_attribute(parent: Option<Tag>, item: Tag) -> bool {
+    match parent {
+        Some(Tag::RESPONSE_PAYLOAD) => {
+            item == Tag::ATTRIBUTE
+                || item == Tag::ATTRIBUTE_NAME
+                || xml::tag_name(item) == Some("Attribute Reference")
+        }
+        Some(parent) => xml::tag_name(parent) == Some("Attributes"),
+        None => false,
+    }
+}
+
+/// The operations and object types a profile requires, as far as the
+/// replayer can tell: every Operation and Object Type its mandatory cases
+/// (of `version_dir`) send.
+fn required_by_profile(version_dir: &Path) -> HashSet<String> {
+    let mut out = HashSet::new();
+    fn walk(element: &Element, out: &mut HashSet<String>) {
+        if matches!(element.name.as_str(), "Operation" | "ObjectType") {
+            if let Some(v) = element.attribute("value") {
+                out.insert(v.to_owned());
+            }
+        }
+        element.children.iter().for_each(|c| walk(c, out));
+    }
+    for case in CASES.iter().filter(|c| Path::new(c).parent() == Some(version_dir)) {
+        for exchange in read_case(&corpus().join(case)) {
+            walk(&exchange.request, &mut out);
+        }
+    }
+    out
+}
+
+async fn exchange(tls: &mut Tls, transport: Transport, request: &Item) -> Result<Item, String> {
+    let bytes = request.encode().map_err(|e| e.to_string())?;
     let run = async {
-        tls.write_all(request).await.map_err(|e| format!("sending: {e}"))?;
+        if transport != Transport::Ttlv {
+            return http_exchange(tls, transport, request, &bytes).await;
+        }
+        tls.write_all(&bytes).await.map_err(|e| format!("sending: {e}"))?;
         let mut header = [0u8; 8];
         tls.read_exact(&mut header).await.map_err(|e| format!("reading the response: {e}"))?;
         let len = ttlv::message_len(&header, &Limits::default()).map_err(|e| e.to_string())?;
@@ -413,6 +529,80 @@ async fn exchange(tls: &mut Tls, request: &[u8]) -> Result<Item, String> {
         .unwrap_or_else(|_| Err("no response within 30 s".to_owned()))
 }
 
+/// One HTTP/1.1 exchange as KMIP Additional Message Encodings §2.4 has a
+/// client send it, checking the response headers §2.5 requires.
+async fn http_exchange(
+    tls: &mut Tls,
+    transport: Transport,
+    request: &Item,
+    ttlv_bytes: &[u8],
+) -> Result<Item, String> {
+    let body = match transport {
+        Transport::HttpsXml => xml::to_xml(request).into_bytes(),
+        Transport::HttpsJson => json::to_json(request).into_bytes(),
+        _ => ttlv_bytes.to_vec(),
+    };
+    let head = format!(
+        "POST /kmip HTTP/1.1\r\nHost: localhost\r\nContent-Type: {}\r\nContent-Length: {}\r\n\
+         Cache-Control: no-cache\r\n\r\n",
+        transport.content_type(),
+        body.len()
+    );
+    tls.write_all(head.as_bytes()).await.map_err(|e| format!("sending: {e}"))?;
+    tls.write_all(&body).await.map_err(|e| format!("sending: {e}"))?;
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8; 1];
+        tls.read_exact(&mut byte).await.map_err(|e| format!("reading the response: {e}"))?;
+        head.push(byte[0]);
+        if head.len() > 16 << 10 {
+            return Err("HTTP response headers over 16 KiB".into());
+        }
+    }
+    let head = String::from_utf8(head).map_err(|_| "HTTP response headers not UTF-8")?;
+    let mut lines = head.split("\r\n");
+    let status = lines.next().unwrap_or_default();
+    if !status.starts_with("HTTP/1.1 200 ") {
+        return Err(format!("HTTP status {status:?}, not 200"));
+    }
+    let headers: HashMap<String, String> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    if headers.get("content-type").map(String::as_str) != Some(transport.content_type()) {
+        return Err(format!(
+            "Content-Type {:?}, not {}",
+            headers.get("content-type"),
+            transport.content_type()
+        ));
+    }
+    if headers.get("cache-control").map(String::as_str) != Some("no-cache") {
+        return Err(format!("Cache-Control {:?}, not no-cache", headers.get("cache-control")));
+    }
+    let len: usize = headers
+        .get("content-length")
+        .and_then(|v| v.parse().ok())
+        .ok_or("no Content-Length in the HTTP response")?;
+    let mut body = vec![0u8; len];
+    tls.read_exact(&mut body).await.map_err(|e| format!("reading the response: {e}"))?;
+    match transport {
+        Transport::HttpsXml => {
+            let text = String::from_utf8(body).map_err(|_| "XML response not UTF-8")?;
+            let top =
+                xml::parse_document(&text, &XmlLimits::default()).map_err(|e| e.to_string())?;
+            let [message] = top.as_slice() else {
+                return Err("XML response not one element".into());
+            };
+            xml::to_item(message).map_err(|e| e.to_string())
+        }
+        Transport::HttpsJson => {
+            let text = String::from_utf8(body).map_err(|_| "JSON response not UTF-8")?;
+            json::from_json(&text, &XmlLimits::default()).map_err(|e| e.to_string())
+        }
+        _ => ttlv::decode(&body, &Limits::default()).map_err(|e| e.to_string()),
+    }
+}
+
 /// The operation of a published request, for messages.
 fn operation_of(request: &Element) -> String {
     request
@@ -426,13 +616,18 @@ fn operation_of(request: &Element) -> String {
 }
 
 /// Replays one case on a server; the outcome.
-async fn replay(server: &TestServer, exchanges: &[Exchange]) -> Outcome {
+async fn replay(
+    server: &TestServer,
+    exchanges: &[Exchange],
+    transport: Transport,
+    required: &std::sync::Arc<HashSet<String>>,
+) -> Outcome {
     // RAMPART_CONFORMANCE_KEEP_GOING: on past a failing exchange, to see
     // everything a case still needs (the outcome stays the first failure's).
     let keep_going = std::env::var_os("RAMPART_CONFORMANCE_KEEP_GOING").is_some();
     let endpoint = server.kmip.clone().unwrap();
     let mut tls = connect(&server.admin, &endpoint, &rustls::version::TLS13).await;
-    let mut bindings = Bindings::default();
+    let mut bindings = Bindings { required: required.clone(), ..Bindings::default() };
     let mut outcome = Outcome { passed: true, reason: String::new(), detail: String::new() };
     let mut fail = |reason: String, detail: String| {
         if outcome.passed {
@@ -445,15 +640,14 @@ async fn replay(server: &TestServer, exchanges: &[Exchange]) -> Outcome {
         let what = format!("exchange {} ({})", n + 1, operation_of(&step.request));
         let request = match bind_request(&step.request, &bindings)
             .and_then(|r| xml::to_item(&r).map_err(|e| e.to_string()))
-            .and_then(|r| r.encode().map_err(|e| e.to_string()))
         {
-            Ok(bytes) => bytes,
+            Ok(item) => item,
             Err(e) => {
                 fail(format!("{what}: {e}"), String::new());
                 break;
             }
         };
-        let response = match exchange(&mut tls, &request).await {
+        let response = match exchange(&mut tls, transport, &request).await {
             Ok(item) => item,
             Err(e) => {
                 fail(format!("{what}: {e}"), String::new());
@@ -568,8 +762,8 @@ async fn claimed_profiles(server: &TestServer) -> Vec<(String, String)> {
             </RequestPayload></BatchItem></RequestMessage>"#
         );
         let request = xml::parse_document(&query, &XmlLimits::default()).unwrap();
-        let bytes = xml::to_item(&request[0]).unwrap().encode().unwrap();
-        let response = exchange(&mut tls, &bytes).await.unwrap();
+        let request = xml::to_item(&request[0]).unwrap();
+        let response = exchange(&mut tls, Transport::Ttlv, &request).await.unwrap();
         let mut names = Vec::new();
         collect(&response, xml::tag_by_name("Profile Name").unwrap(), &mut names);
         claimed.extend(names.iter().filter_map(|n| n.as_enum().ok()).flat_map(profiles_named));
@@ -668,6 +862,7 @@ async fn run_case(relative: &str) {
         .filter(|c| starts_with_locate && Path::new(c).parent() == Some(directory))
         .copied()
         .collect();
+    let required = std::sync::Arc::new(required_by_profile(directory));
     let mut outcomes = Vec::new();
     let pg = std::env::var_os("RAMPART_TEST_PG_URL").map(|_| PgCluster::get());
     let mut claimed = false;
@@ -679,9 +874,10 @@ async fn run_case(relative: &str) {
         let profiles = claimed_profiles(&server).await;
         claimed |= profiles.contains(&(version.clone(), profile_of(&case).to_owned()));
         for earlier in &prerequisites {
-            replay(&server, &read_case(&corpus().join(earlier))).await;
+            replay(&server, &read_case(&corpus().join(earlier)), Transport::Ttlv, &required).await;
         }
-        outcomes.push((store, replay(&server, &exchanges).await));
+        let transport = Transport::of(profile_of(&case));
+        outcomes.push((store, replay(&server, &exchanges, transport, &required).await));
     }
     let (_, first) = &outcomes[0];
     let line = status_line(&case, first);

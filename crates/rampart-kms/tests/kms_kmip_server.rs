@@ -316,3 +316,126 @@ async fn an_unregistered_certificate_gets_authentication_not_successful() {
         "{audit:?}"
     );
 }
+
+/// `curl` as a KMIP-over-HTTPS client (KMIP Additional Message Encodings
+/// §2): `POST /kmip` on the KMIP port in each encoding, answered 200 in
+/// the same one with the headers §2.5 requires; what is not a KMIP
+/// request gets an HTTP error, a malformed message a KMIP one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kmip_over_https_answers_curl_in_ttlv_xml_and_json() {
+    use rampart_kmip::xml::{self, XmlLimits};
+    let d = Deployment::new("https").await;
+    let files = d.dir.join("curl");
+    std::fs::create_dir_all(&files).unwrap();
+    std::fs::write(files.join("cert.pem"), &d.admin.cert).unwrap();
+    std::fs::write(files.join("key.pem"), d.admin.key.expose()).unwrap();
+    std::fs::write(files.join("ca.pem"), &d.admin.ca_cert).unwrap();
+    let port = d.kmip.rsplit_once(':').unwrap().1.to_owned();
+    let curl_with = |extra: &[&str], method: &str, path: &str, content_type: &str, body: &[u8]| {
+        std::fs::write(files.join("request"), body).unwrap();
+        let out = std::process::Command::new("curl")
+            .current_dir(&files)
+            .args(extra)
+            .args(["-sS", "--cacert", "ca.pem", "--cert", "cert.pem", "--key", "key.pem"])
+            .args(["--resolve", &format!("localhost:{port}:127.0.0.1"), "-X", method])
+            .args(["-H", &format!("Content-Type: {content_type}"), "-H", "Cache-Control: no-cache"])
+            .args(["--data-binary", "@request", "-D", "headers", "-o", "response"])
+            .arg(format!("https://localhost:{port}{path}"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "curl: {}", String::from_utf8_lossy(&out.stderr));
+        let headers = std::fs::read_to_string(files.join("headers")).unwrap().to_ascii_lowercase();
+        (headers, std::fs::read(files.join("response")).unwrap())
+    };
+    let curl = |method: &str, path: &str, content_type: &str, body: &[u8]| {
+        curl_with(&[], method, path, content_type, body)
+    };
+    let query = r#"<RequestMessage><RequestHeader><ProtocolVersion>
+        <ProtocolVersionMajor type="Integer" value="1"/><ProtocolVersionMinor type="Integer" value="4"/>
+        </ProtocolVersion><BatchCount type="Integer" value="1"/></RequestHeader>
+        <BatchItem><Operation type="Enumeration" value="Query"/><RequestPayload>
+        <QueryFunction type="Enumeration" value="QueryOperations"/></RequestPayload></BatchItem>
+        </RequestMessage>"#;
+    let (headers, body) = curl("POST", "/kmip", "text/xml", query.as_bytes());
+    assert!(headers.starts_with("http/1.1 200"), "{headers}");
+    assert!(headers.contains("content-type: text/xml\r\n"), "{headers}");
+    assert!(headers.contains("cache-control: no-cache\r\n"), "{headers}");
+    assert!(headers.contains(&format!("content-length: {}\r\n", body.len())), "{headers}");
+    let text = String::from_utf8(body).unwrap();
+    let top = xml::parse_document(&text, &XmlLimits::default()).unwrap();
+    let response = xml::to_item(&top[0]).unwrap();
+    let batch = Fields::of(&response).unwrap().all(Tag::BATCH_ITEM).next().unwrap().clone();
+    let payload = Fields::of(&batch).unwrap().required(Tag::RESPONSE_PAYLOAD).unwrap().clone();
+    let operations: Vec<_> = Fields::of(&payload)
+        .unwrap()
+        .all(Tag::OPERATION)
+        .map(|o| Operation(o.as_enum().unwrap()))
+        .collect();
+    assert!(operations.contains(&Operation::CREATE), "{text}");
+    // §2.5: HTTP/1.0 too.
+    let (headers, old) = curl_with(&["--http1.0"], "POST", "/kmip", "text/xml", query.as_bytes());
+    assert!(headers.starts_with("http/1.0 200"), "{headers}");
+    assert!(String::from_utf8(old).unwrap().contains("ResponseMessage"));
+
+    // JSON: a Create, whose key the TTLV encoding then gets on the same port.
+    let create = r#"{"tag":"RequestMessage","value":[
+        {"tag":"RequestHeader","value":[{"tag":"ProtocolVersion","value":[
+            {"tag":"ProtocolVersionMajor","type":"Integer","value":2},
+            {"tag":"ProtocolVersionMinor","type":"Integer","value":1}]},
+            {"tag":"BatchCount","type":"Integer","value":1}]},
+        {"tag":"BatchItem","value":[{"tag":"Operation","type":"Enumeration","value":"Create"},
+            {"tag":"RequestPayload","value":[
+                {"tag":"ObjectType","type":"Enumeration","value":"SymmetricKey"},
+                {"tag":"Attributes","value":[
+                    {"tag":"CryptographicAlgorithm","type":"Enumeration","value":"AES"},
+                    {"tag":"CryptographicLength","type":"Integer","value":256},
+                    {"tag":"CryptographicUsageMask","type":"Integer","value":"Encrypt|Decrypt"}]}]}]}]}"#;
+    let (headers, body) = curl("POST", "/kmip", "application/json", create.as_bytes());
+    assert!(headers.contains("content-type: application/json\r\n"), "{headers}");
+    let text = String::from_utf8(body).unwrap();
+    let response = rampart_kmip::json::from_json(&text, &XmlLimits::default()).unwrap();
+    let mut ids = Vec::new();
+    fn find<'a>(item: &'a Item, tag: Tag, out: &mut Vec<&'a Item>) {
+        if item.tag == tag {
+            out.push(item);
+        }
+        if let rampart_kmip::Value::Structure(c) = &item.value {
+            c.iter().for_each(|c| find(c, tag, out));
+        }
+    }
+    find(&response, Tag::UNIQUE_IDENTIFIER, &mut ids);
+    let uid =
+        ids.first().unwrap_or_else(|| panic!("no Unique Identifier: {text}")).as_text().unwrap();
+    let get = RequestMessage::new(
+        ProtocolVersion::V2_1,
+        vec![(Operation::GET, vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid)])],
+    );
+    let (headers, body) =
+        curl("POST", "/kmip", "application/octet-stream", &get.to_item().encode().unwrap());
+    assert!(headers.contains("content-type: application/octet-stream\r\n"), "{headers}");
+    let got = rampart_kmip::ttlv::decode(&body, &rampart_kmip::Limits::default()).unwrap();
+    let answer = rampart_kmip::message::ResponseMessage::parse(&got).unwrap();
+    assert_eq!(answer.batch_items[0].result_status, ResultStatus::SUCCESS);
+
+    // A malformed message is a KMIP error (Invalid Message) in a 200.
+    let (headers, body) = curl("POST", "/kmip", "application/json", b"{\"tag\":\"NoSuchTag\"}");
+    assert!(headers.starts_with("http/1.1 200"), "{headers}");
+    let response =
+        rampart_kmip::json::from_json(std::str::from_utf8(&body).unwrap(), &XmlLimits::default())
+            .unwrap();
+    let answer = rampart_kmip::message::ResponseMessage::parse(&response).unwrap();
+    assert_eq!(answer.batch_items[0].result_reason, Some(ResultReason::INVALID_MESSAGE));
+    // Not KMIP requests: HTTP errors.
+    assert!(curl("POST", "/other", "text/xml", query.as_bytes()).0.starts_with("http/1.1 404"));
+    let (headers, _) = curl("PUT", "/kmip", "text/xml", query.as_bytes());
+    assert!(headers.starts_with("http/1.1 405") && headers.contains("allow: post"), "{headers}");
+    assert!(curl("POST", "/kmip", "text/plain", query.as_bytes()).0.starts_with("http/1.1 415"));
+    let audit = d.audit_ops().await;
+    for op in ["kmip.query", "kmip.create", "kmip.get"] {
+        assert!(
+            audit.iter().any(|(c, o, r)| c == "admin" && o == op && r == "ok"),
+            "{op}: {audit:?}"
+        );
+    }
+    assert!(audit.iter().any(|(_, o, r)| o == "kmip.message" && r == "invalid"), "{audit:?}");
+}

@@ -770,7 +770,7 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
     (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
-mod hex {
+pub(crate) mod hex {
     pub fn decode(text: &str) -> Option<Vec<u8>> {
         let b = text.as_bytes();
         if b.len() % 2 != 0 {

@@ -1,6 +1,9 @@
 //! The KMIP front end: binary TTLV messages (`rampart-kmip`) over TLS 1.2
 //! or 1.3 with the same mandatory client certificates, client identities,
 //! connection limits, timeouts and hash-chained audit as the REST API.
+//! (The same port serves KMIP over HTTPS: [`super::kmip_connection`] tells
+//! the two apart, [`super::kmip_http`] turns HTTP bodies into the messages
+//! answered here.)
 //!
 //! A connection carries request messages one after another. Each is read
 //! under the idle timeout: its length from the first 8 bytes (refused
@@ -35,8 +38,6 @@
 //! operation (Get Usage Allocation among them) is answered Operation Not
 //! Supported in a well-formed response.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use rampart_kmip::enums::{
@@ -51,13 +52,10 @@ use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::{self, Item, HEADER_LEN};
 use rampart_kmip::{KmipError, Limits as TtlvLimits};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio_rustls::TlsAcceptor;
 
-use super::connection::tls_handshake;
 use super::kmip_objects::{Session, Streams};
 use super::service;
 use super::state::State;
-use super::writes;
 use crate::model::{now_ms, ClientInfo};
 
 /// The standard KMIP port (IANA).
@@ -110,32 +108,9 @@ pub const OPERATIONS: [Operation; 23] = [
 /// The object types Create and Register make (what Query Objects lists).
 pub const OBJECT_TYPES: [ObjectType; 2] = [ObjectType::SYMMETRIC_KEY, ObjectType::SECRET_DATA];
 
-/// Serves one KMIP connection (from [`super::connection::accept_loop`]).
-pub(super) async fn serve_connection(
-    state: Arc<State>,
-    acceptor: TlsAcceptor,
-    tcp: tokio::net::TcpStream,
-    peer: SocketAddr,
-) {
-    let limits = state.limits.clone();
-    let Some((stream, fp)) =
-        tls_handshake(&state, &acceptor, tcp, peer, "kmip.tls.handshake").await
-    else {
-        return;
-    };
-    let client = state.identify(&fp).await;
-    let mut stream = writes::StallGuard::new(stream, limits.idle_timeout);
-    if let Err(error) =
-        serve_messages(&state, &fp, client.as_ref().ok(), &mut stream, limits.idle_timeout).await
-    {
-        tracing::debug!("KMIP connection from {peer} ended: {error}");
-    }
-    let _ = tokio::time::timeout(Duration::from_secs(1), stream.shutdown()).await;
-}
-
 /// Why a connection ended.
 #[derive(Debug)]
-enum Ended {
+pub(super) enum Ended {
     Closed,
     Io(std::io::Error),
     Idle,
@@ -155,7 +130,7 @@ impl std::fmt::Display for Ended {
     }
 }
 
-async fn read_exact_within<S: AsyncRead + Unpin>(
+pub(super) async fn read_exact_within<S: AsyncRead + Unpin>(
     stream: &mut S,
     buf: &mut [u8],
     limit: Duration,
@@ -168,7 +143,7 @@ async fn read_exact_within<S: AsyncRead + Unpin>(
     }
 }
 
-async fn serve_messages<S: AsyncRead + AsyncWrite + Unpin>(
+pub(super) async fn serve_messages<S: AsyncRead + AsyncWrite + Unpin>(
     state: &State,
     fp: &str,
     client: Option<&ClientInfo>,
@@ -220,13 +195,13 @@ async fn serve_messages<S: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
-fn error_response(err: &KmipError) -> Vec<u8> {
+pub(super) fn error_response(err: &KmipError) -> Vec<u8> {
     ResponseMessage::error(ProtocolVersion::V1_0, now_ms() / 1000, err)
         .encode_bounded(None)
         .unwrap_or_default()
 }
 
-async fn audit(
+pub(super) async fn audit(
     state: &State,
     client: &str,
     operation: &str,

@@ -21,6 +21,8 @@ mod audit_log;
 mod connection;
 mod console;
 pub mod kmip;
+mod kmip_connection;
+pub mod kmip_http;
 mod kmip_objects;
 mod limits;
 mod metrics;
@@ -471,7 +473,7 @@ impl Server {
     ) -> Result<()> {
         let acceptor = self.kmip_tls.clone();
         accept_loop(&self.state, listener, shutdown, move |state, tcp, peer| {
-            kmip::serve_connection(state, acceptor.clone(), tcp, peer)
+            kmip_connection::serve_connection(state, acceptor.clone(), tcp, peer)
         })
         .await;
         Ok(())
