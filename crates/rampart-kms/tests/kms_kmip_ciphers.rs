@@ -13,14 +13,13 @@ use std::process::{Command, Stdio};
 
 use rampart_kmip::enums::{
     BlockCipherMode, CryptographicAlgorithm, ObjectType, Operation, PaddingMethod, ResultReason,
-    ResultStatus,
 };
 use rampart_kmip::message::{Attribute, ProtocolVersion, RequestMessage, ResponseBatchItem};
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::{Item, Value};
 
 use crate::common::Backend;
-use crate::kmip_support::{connect, exchange, Deployment, Tls};
+use crate::kmip_support::{connect, exchange, ok, reason, Deployment, Tls};
 
 async fn one(
     tls: &mut Tls,
@@ -29,22 +28,6 @@ async fn one(
     fields: Vec<Item>,
 ) -> ResponseBatchItem {
     exchange(tls, &RequestMessage::new(version, vec![(op, fields)])).await.batch_items.remove(0)
-}
-
-fn ok(item: &ResponseBatchItem) -> Vec<Item> {
-    assert_eq!(
-        item.result_status,
-        ResultStatus::SUCCESS,
-        "{:?}: {:?}",
-        item.result_reason,
-        item.result_message
-    );
-    item.payload.as_ref().unwrap().children().unwrap().to_vec()
-}
-
-fn reason(item: &ResponseBatchItem) -> ResultReason {
-    assert_eq!(item.result_status, ResultStatus::OPERATION_FAILED, "{item:?}");
-    item.result_reason.unwrap()
 }
 
 fn find(items: &[Item], tag: Tag) -> Option<Vec<u8>> {

@@ -24,6 +24,7 @@ use rampart_kms::model::Labels;
 use crate::common::Backend;
 use crate::kmip_support as support;
 use support::{connect, exchange, Deployment, Tls};
+use support::{ok, reason};
 
 async fn one_in(
     tls: &mut Tls,
@@ -36,22 +37,6 @@ async fn one_in(
 
 async fn one(tls: &mut Tls, op: Operation, fields: Vec<Item>) -> ResponseBatchItem {
     one_in(tls, ProtocolVersion::V1_4, op, fields).await
-}
-
-fn ok(item: &ResponseBatchItem) -> Vec<Item> {
-    assert_eq!(
-        item.result_status,
-        ResultStatus::SUCCESS,
-        "{:?}: {:?}",
-        item.result_reason,
-        item.result_message
-    );
-    item.payload.as_ref().unwrap().children().unwrap().to_vec()
-}
-
-fn reason(item: &ResponseBatchItem) -> ResultReason {
-    assert_eq!(item.result_status, ResultStatus::OPERATION_FAILED, "{item:?}");
-    item.result_reason.unwrap()
 }
 
 fn field(items: &[Item], tag: Tag) -> &Item {

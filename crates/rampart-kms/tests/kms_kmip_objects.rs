@@ -24,6 +24,7 @@ use rampart_kmip::ttlv::{self, Fields, Item, Value};
 use rampart_kmip::Limits;
 
 use crate::kmip_support as support;
+use support::ok;
 use support::{connect, exchange, Deployment, Tls};
 
 async fn batch(
@@ -36,17 +37,6 @@ async fn batch(
 
 async fn one(tls: &mut Tls, op: Operation, fields: Vec<Item>) -> ResponseBatchItem {
     batch(tls, ProtocolVersion::V1_4, vec![(op, fields)]).await.remove(0)
-}
-
-fn ok(item: &ResponseBatchItem) -> Vec<Item> {
-    assert_eq!(
-        item.result_status,
-        ResultStatus::SUCCESS,
-        "{:?}: {:?}",
-        item.result_reason,
-        item.result_message
-    );
-    item.payload.as_ref().unwrap().children().unwrap().to_vec()
 }
 
 fn reason(item: &ResponseBatchItem) -> Option<ResultReason> {

@@ -23,10 +23,7 @@ fn python() -> String {
 async fn pykmip_discovers_versions_queries_and_gets_result_reasons() {
     let d = Deployment::new("pykmip").await;
     let files = d.dir.join("client");
-    std::fs::create_dir_all(&files).unwrap();
-    std::fs::write(files.join("cert.pem"), &d.admin.cert).unwrap();
-    std::fs::write(files.join("key.pem"), d.admin.key.expose()).unwrap();
-    std::fs::write(files.join("ca.pem"), &d.admin.ca_cert).unwrap();
+    support::write_pem_files(&d.admin, &files);
     let (host, port) = d.kmip.rsplit_once(':').unwrap();
     let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kmip/pykmip_driver.py");
     let python = python();

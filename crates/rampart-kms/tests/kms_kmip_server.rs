@@ -326,10 +326,7 @@ async fn kmip_over_https_answers_curl_in_ttlv_xml_and_json() {
     use rampart_kmip::xml::{self, XmlLimits};
     let d = Deployment::new("https").await;
     let files = d.dir.join("curl");
-    std::fs::create_dir_all(&files).unwrap();
-    std::fs::write(files.join("cert.pem"), &d.admin.cert).unwrap();
-    std::fs::write(files.join("key.pem"), d.admin.key.expose()).unwrap();
-    std::fs::write(files.join("ca.pem"), &d.admin.ca_cert).unwrap();
+    support::write_pem_files(&d.admin, &files);
     let port = d.kmip.rsplit_once(':').unwrap().1.to_owned();
     let curl_with = |extra: &[&str], method: &str, path: &str, content_type: &str, body: &[u8]| {
         std::fs::write(files.join("request"), body).unwrap();

@@ -10,7 +10,8 @@ use rampart_kms::testing::{TestDeployment, TestServer};
 use rampart_kms::Bundle;
 
 use crate::common::{Backend, PgCluster, TempDir};
-use rampart_kmip::message::{RequestMessage, ResponseMessage};
+use rampart_kmip::enums::{ResultReason, ResultStatus};
+use rampart_kmip::message::{RequestMessage, ResponseBatchItem, ResponseMessage};
 use rampart_kmip::ttlv;
 use rampart_kmip::Limits;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -110,4 +111,31 @@ pub async fn exchange_bytes(tls: &mut Tls, bytes: &[u8]) -> ResponseMessage {
 /// Sends one request and reads the response.
 pub async fn exchange(tls: &mut Tls, request: &RequestMessage) -> ResponseMessage {
     exchange_bytes(tls, &request.to_item().encode().unwrap()).await
+}
+
+/// A successful batch item's payload fields (the item, in the message).
+pub fn ok(item: &ResponseBatchItem) -> Vec<rampart_kmip::ttlv::Item> {
+    assert_eq!(
+        item.result_status,
+        ResultStatus::SUCCESS,
+        "{:?}: {:?}",
+        item.result_reason,
+        item.result_message
+    );
+    item.payload.as_ref().unwrap().children().unwrap().to_vec()
+}
+
+/// A failed batch item's Result Reason.
+pub fn reason(item: &ResponseBatchItem) -> ResultReason {
+    assert_eq!(item.result_status, ResultStatus::OPERATION_FAILED, "{item:?}");
+    item.result_reason.unwrap()
+}
+
+/// The bundle's certificate, key and CA as `cert.pem`, `key.pem` and
+/// `ca.pem` in `dir`, as `rampart kms client pem` writes them.
+pub fn write_pem_files(bundle: &Bundle, dir: &std::path::Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("cert.pem"), &bundle.cert).unwrap();
+    std::fs::write(dir.join("key.pem"), bundle.key.expose()).unwrap();
+    std::fs::write(dir.join("ca.pem"), &bundle.ca_cert).unwrap();
 }
