@@ -1,7 +1,7 @@
 //! The JSON encoding of TTLV from "KMIP Additional Message Encodings
 //! Version 1.0" §4.1, which the KMIP Profiles' JSON Server profile
-//! requires: each item is an object `{"tag": ..., "type": ..., "value":
-//! ...}`, the tag a specification name or `0x42XXXX`, the type omitted for
+//! requires: each item is an object with the members `tag`, `type` and
+//! `value`, the tag a specification name or `0x42XXXX`, the type omitted for
 //! a Structure (whose value is an array of items, or null). Values are
 //! written as the encoding's examples write them (names for enumerations
 //! and masks, hex for Byte Strings and Big Integers, ISO 8601 for dates,
