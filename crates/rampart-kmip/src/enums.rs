@@ -130,6 +130,7 @@ kmip_enum!(
         OBJECT_ALREADY_EXISTS = 0x18 => "Object Already Exists",
         // KMIP 2.0 and later.
         INCOMPATIBLE_CRYPTOGRAPHIC_USAGE_MASK = 0x29 => "Incompatible Cryptographic Usage Mask",
+        WRONG_KEY_LIFECYCLE_STATE = 0x43 => "Wrong Key Lifecycle State",
         GENERAL_FAILURE = 0x100 => "General Failure",
     }
 );

@@ -59,6 +59,13 @@ pub enum KmipError {
     ResponseTooLarge { len: usize, max: usize },
     #[error("not extractable: {0}")]
     NotExtractable(String),
+    /// The object's state forbids the operation (KMIP 2.x; KMIP 1.x
+    /// answers this with Permission Denied).
+    #[error("wrong key lifecycle state: {0}")]
+    WrongKeyLifecycleState(String),
+    /// The object is Sensitive and was asked for unwrapped.
+    #[error("sensitive: {0}")]
+    Sensitive(String),
     #[error("authentication failed")]
     AuthenticationNotSuccessful,
     #[error("server failure: {0}")]
@@ -97,6 +104,8 @@ impl KmipError {
             Self::IndexOutOfBounds(_) => ResultReason::INDEX_OUT_OF_BOUNDS,
             Self::ResponseTooLarge { .. } => ResultReason::RESPONSE_TOO_LARGE,
             Self::NotExtractable(_) => ResultReason::NOT_EXTRACTABLE,
+            Self::Sensitive(_) => ResultReason::SENSITIVE,
+            Self::WrongKeyLifecycleState(_) => ResultReason::WRONG_KEY_LIFECYCLE_STATE,
             Self::AuthenticationNotSuccessful => ResultReason::AUTHENTICATION_NOT_SUCCESSFUL,
             Self::GeneralFailure(_) => ResultReason::GENERAL_FAILURE,
         }

@@ -22,7 +22,8 @@
 //! capturing server's own), and the Key Material and Digest Value of an
 //! object the server generated in the case (Create, Re-key...), which
 //! the capturing server drew at random, as it drew the Data an RNG
-//! Retrieve answers. Items are matched by tag
+//! Retrieve answers, and that object's Random Number Generator beyond
+//! naming an RNG Algorithm (which generator drew it is the server's own). Items are matched by tag
 //! regardless of order, since the profiles list attributes in the
 //! capturing server's order; an item the server sends that the case does
 //! not list is a difference, except those the specification lets a
@@ -153,7 +154,9 @@ fn variable(tag: Tag) -> bool {
 }
 
 /// Not compared in what describes an object the server generated: its key
-/// material and digest, which the capturing server drew at random.
+/// material and digest, which the capturing server drew at random (nor
+/// its Random Number Generator beyond its RNG Algorithm being named: the
+/// capturing server's generator is its own).
 fn generated_value(tag: Tag) -> bool {
     tag == Tag::KEY_MATERIAL || xml::tag_name(tag) == Some("Digest Value")
 }
@@ -240,6 +243,17 @@ fn compare(
     if bindings.inside_generated && generated_value(tag) {
         return;
     }
+    let rng = tag == xml::tag_by_name("Random Number Generator").unwrap()
+        || tag == Tag::ATTRIBUTE_VALUE && context == Some("Random Number Generator");
+    if bindings.inside_generated && rng && expected_type == ItemType::Structure {
+        // The generator of an object the server generated is the
+        // capturing server's own: that one is named is what is compared.
+        let rng_algorithm = xml::tag_by_name("RNG Algorithm");
+        if !actual.children().is_ok_and(|c| c.iter().any(|i| Some(i.tag) == rng_algorithm)) {
+            diffs.push(format!("{path}: no RNG Algorithm"));
+        }
+        return;
+    }
     if bindings.inside_random && tag == Tag::DATA {
         return;
     }
@@ -285,8 +299,11 @@ fn compare(
 
 /// The Attribute Name an Attribute carries, which pairs it up.
 fn attribute_key(item: &Item) -> Option<String> {
-    let f = Fields::of(item).ok()?;
-    Some(f.optional(Tag::ATTRIBUTE_NAME).ok()??.as_text().ok()?.to_owned())
+    // The first, as `expected_key` reads it: a Get Attribute List answer
+    // (KMIP 1.x) carries many.
+    let children = item.children().ok()?;
+    let name = children.iter().find(|c| c.tag == Tag::ATTRIBUTE_NAME)?;
+    Some(name.as_text().ok()?.to_owned())
 }
 
 fn expected_key(element: &Element) -> Option<String> {

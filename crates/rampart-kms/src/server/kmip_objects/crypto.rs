@@ -42,12 +42,18 @@ impl Session<'_> {
             KeyFormatType::RAW
         };
         let format = request.key_format_type.unwrap_or(default_format);
-        if format != default_format {
+        // A symmetric key is also served as a Transparent Symmetric Key
+        // (its Key Material a structure holding Key), unwrapped.
+        let transparent = format == KeyFormatType::TRANSPARENT_SYMMETRIC_KEY
+            && object_type == ObjectType::SYMMETRIC_KEY
+            && request.wrapping.is_none();
+        if format != default_format && !transparent {
             return Err(KmipError::KeyFormatTypeNotSupported(format.0));
         }
         if matches!(obj.state(now_ms()), KState::DESTROYED | KState::DESTROYED_COMPROMISED) {
             return Err(KmipError::IllegalOperation(format!("object {uid} is destroyed")));
         }
+        self.check_serve(&obj, request.wrapping.is_some(), false).await?;
         let material = self.material(&obj).await?;
         let (algorithm, length) = match object_type {
             ObjectType::SYMMETRIC_KEY => (
@@ -156,6 +162,7 @@ impl Session<'_> {
                 ],
             ));
             let block = Item::structure(Tag::KEY_BLOCK, items);
+            self.check_serve(&obj, true, true).await?;
             let object = match object_type {
                 ObjectType::SECRET_DATA => Item::structure(
                     Tag::SECRET_DATA,
@@ -190,6 +197,7 @@ impl Session<'_> {
             },
             _ => ManagedObject::SymmetricKey(block),
         };
+        self.check_serve(&obj, false, true).await?;
         Ok(vec![
             Item::enumeration(Tag::OBJECT_TYPE, object_type.0),
             Item::text(Tag::UNIQUE_IDENTIFIER, uid),

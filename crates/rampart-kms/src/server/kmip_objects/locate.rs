@@ -12,7 +12,7 @@ use rampart_kmip::KmipError;
 use super::errors::{kms, R};
 use super::object::{encode_value, is_stored, Obj};
 use super::session::{inherit_object, Session};
-use crate::model::{check_name, now_ms, KeyInfo};
+use crate::model::{check_name, now_ms, KeyInfo, KeyState};
 use crate::server::service::access;
 use crate::store::{KeyFilter, MAX_PAGE};
 
@@ -177,6 +177,13 @@ impl Session<'_> {
             if by_name && !obj.is_latest() {
                 continue;
             }
+            // KMIP 2.1 §6.1.28: destroyed objects only when the Storage
+            // Status Mask asks for them (Destroyed Storage).
+            let destroyed_asked =
+                request.storage_status_mask.is_some_and(|m| m & STORAGE_DESTROYED != 0);
+            if version.state == KeyState::Destroyed && !destroyed_asked {
+                continue;
+            }
             if matches_criteria(&obj, &request.attributes, now)? {
                 hits.total += 1;
                 if hits.total > hits.offset && hits.page.len() < hits.max {
@@ -187,6 +194,9 @@ impl Session<'_> {
         Ok(())
     }
 }
+
+/// Storage Status Mask Destroyed Storage (KMIP 2.1 §11.x).
+const STORAGE_DESTROYED: i32 = 0x04;
 
 /// Keys read per store query while Locate (or a Name check) walks keys.
 pub(super) const LOCATE_PAGE: u32 = 1000;

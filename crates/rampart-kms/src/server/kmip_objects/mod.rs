@@ -38,6 +38,7 @@ mod errors;
 mod lifecycle;
 mod locate;
 mod object;
+mod server_attributes;
 mod session;
 mod stream_table;
 mod streams;

@@ -77,6 +77,17 @@ impl Session<'_> {
         Ok(Obj { key, version: version_info, kmip, source, stored })
     }
 
+    /// The error for an operation the object's state forbids: Wrong Key
+    /// Lifecycle State from KMIP 2.0 (2.1 §11), Permission Denied before
+    /// (the KMIP 1.4 profiles' SKLC-M-2 and SKLC-M-3).
+    pub(super) fn wrong_state(&self, why: String) -> KmipError {
+        if self.version >= ProtocolVersion::V2_0 {
+            KmipError::WrongKeyLifecycleState(why)
+        } else {
+            KmipError::PermissionDenied(why)
+        }
+    }
+
     pub(super) fn require_visible(&self, obj: &Obj) -> R<()> {
         access::require_visible(self.client, &obj.key.name, &obj.key.allow).map_err(kms)
     }
