@@ -59,6 +59,10 @@ pub enum KmipError {
     ResponseTooLarge { len: usize, max: usize },
     #[error("not extractable: {0}")]
     NotExtractable(String),
+    /// No object has the Unique Identifier asked (KMIP 2.x; KMIP 1.x
+    /// answers this with Item Not Found).
+    #[error("no such object: {0}")]
+    ObjectNotFound(String),
     /// The object's state forbids the operation (KMIP 2.x; KMIP 1.x
     /// answers this with Permission Denied).
     #[error("wrong key lifecycle state: {0}")]
@@ -105,6 +109,7 @@ impl KmipError {
             Self::ResponseTooLarge { .. } => ResultReason::RESPONSE_TOO_LARGE,
             Self::NotExtractable(_) => ResultReason::NOT_EXTRACTABLE,
             Self::Sensitive(_) => ResultReason::SENSITIVE,
+            Self::ObjectNotFound(_) => ResultReason::OBJECT_NOT_FOUND,
             Self::WrongKeyLifecycleState(_) => ResultReason::WRONG_KEY_LIFECYCLE_STATE,
             Self::AuthenticationNotSuccessful => ResultReason::AUTHENTICATION_NOT_SUCCESSFUL,
             Self::GeneralFailure(_) => ResultReason::GENERAL_FAILURE,

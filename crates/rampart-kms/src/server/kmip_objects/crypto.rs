@@ -36,24 +36,35 @@ impl Session<'_> {
             )));
         }
         let object_type = obj.object_type();
+        if matches!(obj.state(now_ms()), KState::DESTROYED | KState::DESTROYED_COMPROMISED) {
+            return Err(KmipError::IllegalOperation(format!("object {uid} is destroyed")));
+        }
+        let wrapping = request.wrapping.is_some();
+        let registered = self.check_serve(&obj, wrapping, false).await?;
         let default_format = if object_type == ObjectType::SECRET_DATA {
             KeyFormatType::OPAQUE
         } else {
             KeyFormatType::RAW
         };
-        let format = request.key_format_type.unwrap_or(default_format);
-        // A symmetric key is also served as a Transparent Symmetric Key
-        // (its Key Material a structure holding Key), unwrapped.
-        let transparent = format == KeyFormatType::TRANSPARENT_SYMMETRIC_KEY
-            && object_type == ObjectType::SYMMETRIC_KEY
-            && request.wrapping.is_none();
-        if format != default_format && !transparent {
+        // Unwrapped, an object is served in the format it was registered in
+        // unless another is asked; a symmetric key also as a Transparent
+        // Symmetric Key (its Key Material a structure holding Key), a
+        // Secret Data as Raw or Opaque (the same bytes).
+        let servable = |f: KeyFormatType| {
+            f == default_format
+                || !wrapping
+                    && match object_type {
+                        ObjectType::SYMMETRIC_KEY => f == KeyFormatType::TRANSPARENT_SYMMETRIC_KEY,
+                        ObjectType::SECRET_DATA => f == KeyFormatType::RAW,
+                        _ => false,
+                    }
+        };
+        let format = request
+            .key_format_type
+            .unwrap_or_else(|| registered.filter(|f| servable(*f)).unwrap_or(default_format));
+        if !servable(format) {
             return Err(KmipError::KeyFormatTypeNotSupported(format.0));
         }
-        if matches!(obj.state(now_ms()), KState::DESTROYED | KState::DESTROYED_COMPROMISED) {
-            return Err(KmipError::IllegalOperation(format!("object {uid} is destroyed")));
-        }
-        self.check_serve(&obj, request.wrapping.is_some(), false).await?;
         let material = self.material(&obj).await?;
         let (algorithm, length) = match object_type {
             ObjectType::SYMMETRIC_KEY => (

@@ -270,6 +270,19 @@ pub(super) fn matches_criteria(obj: &Obj, criteria: &AttributeSet, now: i64) -> 
     let attrs = obj.attributes(now);
     for c in &criteria.0 {
         let Some(want) = &c.value else { continue };
+        if let Some((from, to)) = date_range(criteria, &c.name) {
+            // KMIP 2.1 §6.1.28 (1.4 §4.9): a date given twice is a range,
+            // its ends included.
+            let within = attrs
+                .iter()
+                .filter(|a| a.name == c.name)
+                .filter_map(|a| a.value.as_ref()?.as_date_time().ok())
+                .any(|at| from <= at && at <= to);
+            if !within {
+                return Ok(false);
+            }
+            continue;
+        }
         let want = encode_value(&c.name, want)?;
         let has = attrs
             .iter()
@@ -289,4 +302,15 @@ pub(super) fn matches_criteria(obj: &Obj, criteria: &AttributeSet, now: i64) -> 
         }
     }
     Ok(true)
+}
+
+/// The range a Locate asks of date attribute `name`: its two values, in
+/// order, when it gives exactly two Date-Times.
+fn date_range(criteria: &AttributeSet, name: &str) -> Option<(i64, i64)> {
+    let dates: Vec<i64> =
+        criteria.values(name).map(|v| v.as_date_time().ok()).collect::<Option<_>>()?;
+    match dates.as_slice() {
+        [a, b] => Some(((*a).min(*b), (*a).max(*b))),
+        _ => None,
+    }
 }

@@ -369,10 +369,16 @@ impl Session<'_> {
     }
 
     /// Refuses serving `obj`'s material that its Extractable (§3.50) or,
-    /// unwrapped, its Sensitive (§3.48) attribute forbids; once served, its
-    /// Fresh attribute (§3.34) turns False (`served`).
-    pub(super) async fn check_serve(&self, obj: &Obj, wrapped: bool, served: bool) -> R<()> {
-        let Some(source) = obj.source else { return Ok(()) };
+    /// unwrapped, its Sensitive (§3.48) attribute forbids, and answers the
+    /// Key Format Type it was registered in (its Digest's); once served
+    /// (`served`), its Fresh attribute (§3.34) turns False.
+    pub(super) async fn check_serve(
+        &self,
+        obj: &Obj,
+        wrapped: bool,
+        served: bool,
+    ) -> R<Option<KeyFormatType>> {
+        let Some(source) = obj.source else { return Ok(None) };
         let store = &self.state.store;
         let rows = store.kmip_attributes(obj.key.name.clone(), Some(source)).await.map_err(kms)?;
         let flag = |name: &str| {
@@ -394,7 +400,15 @@ impl Session<'_> {
                     obj.uid()
                 )));
             }
-            return Ok(());
+            let format = rows
+                .iter()
+                .filter(|a| source == obj.version.version && a.name == "Digest")
+                .filter_map(|a| decode_value(&a.value))
+                .find_map(|d| {
+                    let f = rampart_kmip::ttlv::Fields::of(&d).ok()?;
+                    Some(KeyFormatType(f.optional(Tag::KEY_FORMAT_TYPE).ok()??.as_enum().ok()?))
+                });
+            return Ok(format);
         }
         if source == obj.version.version && flag("Fresh") == Some(true) {
             let no = encode_value("Fresh", &value(Value::Boolean(false)))?;
@@ -403,6 +417,6 @@ impl Session<'_> {
                 .await
                 .map_err(kms)?;
         }
-        Ok(())
+        Ok(None)
     }
 }
