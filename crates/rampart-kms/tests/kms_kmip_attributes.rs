@@ -146,6 +146,15 @@ async fn server_attributes_are_set_at_creation_and_keep_their_rules(backend: Bac
     assert!(single(&a, "Extractable").as_bool().unwrap());
     assert!(!single(&a, "Never Extractable").as_bool().unwrap());
     assert_eq!(single(&a, "Lease Time").as_interval().unwrap(), 3600);
+    // Obtain Lease answers the same lease and the Last Change Date.
+    let lease = ok(&one(&mut tls, Operation::OBTAIN_LEASE, vec![uid(&u)]).await);
+    let lease_time = lease.iter().find(|i| i.tag == Tag::LEASE_TIME).unwrap();
+    assert_eq!(lease_time.as_interval().unwrap(), 3600);
+    let changed = lease.iter().find(|i| i.tag == Tag::LAST_CHANGE_DATE).unwrap();
+    assert_eq!(
+        changed.as_date_time().unwrap(),
+        single(&a, "Last Change Date").as_date_time().unwrap()
+    );
     assert_eq!(
         single(&a, "Original Creation Date").as_date_time().unwrap(),
         single(&a, "Initial Date").as_date_time().unwrap()

@@ -439,6 +439,7 @@ fn undoable(item: &RequestBatchItem) -> bool {
         | Operation::GET_ATTRIBUTE_LIST
         | Operation::LOCATE
         | Operation::CHECK
+        | Operation::OBTAIN_LEASE
         | Operation::QUERY
         | Operation::DISCOVER_VERSIONS
         | Operation::ENCRYPT

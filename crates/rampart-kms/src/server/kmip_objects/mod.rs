@@ -36,6 +36,7 @@ mod attributes;
 mod crypto;
 mod errors;
 mod interop;
+mod lease;
 mod lifecycle;
 mod locate;
 mod object;
@@ -96,6 +97,7 @@ pub const OPERATIONS: &[Operation] = &[
     Operation::ACTIVATE,
     Operation::REVOKE,
     Operation::DESTROY,
+    Operation::OBTAIN_LEASE,
     Operation::ENCRYPT,
     Operation::DECRYPT,
     Operation::MAC,
@@ -148,6 +150,7 @@ impl Session<'_> {
             Operation::HASH => self.hash(&StreamRequest::parse(payload)?).await,
             Operation::RNG_RETRIEVE => self.rng_retrieve(parse_rng_retrieve(payload)?),
             Operation::RNG_SEED => self.rng_seed(&parse_rng_seed(payload)?),
+            Operation::OBTAIN_LEASE => self.obtain_lease(&ObjectRequest::parse(payload)?).await,
             Operation::LOG => self.log(payload),
             Operation::INTEROP => self.interop(payload),
             other => Err(KmipError::OperationNotSupported(other)),
