@@ -2,7 +2,8 @@
 //! on each store, with raw TTLV over real TLS: Digest (checked with
 //! Python's hashlib over the material Get returns, and over the TTLV of a
 //! registered Transparent Symmetric Key), Fresh turning False once the key
-//! is served, Random Number Generator, Original Creation Date, Sensitive
+//! is served, a REST key's Digest at its first KMIP read, Random Number
+//! Generator, Original Creation Date, Sensitive
 //! and Extractable (refusing Get) with Always Sensitive and Never
 //! Extractable following them, the attributes KMIP 2.x adds (Short Unique
 //! Identifier, Key Format Type), which attributes a client may add, modify
@@ -296,6 +297,30 @@ async fn a_registered_transparent_key_is_digested_and_served_as_registered(backe
     assert_eq!((format, got.as_bytes().unwrap()), (KeyFormatType::RAW.0, &key[..]));
 }
 on_each_store!(a_registered_transparent_key_is_digested_and_served_as_registered);
+
+async fn a_rest_key_gets_its_digest_at_its_first_kmip_read(backend: Backend) {
+    let d = Deployment::on(backend, "rest-digest").await;
+    let rest =
+        rampart_kms::client::KmsClient::with_policy(&d.admin, crate::common::fast()).unwrap();
+    rest.create_key("rest-made", &["client:admin".into()], true).await.unwrap();
+    rest.rotate_key("rest-made").await.unwrap();
+    let mut tls = connect(&d.admin, &d.kmip, &rustls::version::TLS13).await;
+    for u in ["rest-made/1", "rest-made/2", "rest-made/1"] {
+        let a = attributes(&mut tls, u).await;
+        let (format, material) =
+            get_fields(&ok(&one(&mut tls, Operation::GET, vec![uid(u)]).await));
+        assert_eq!(format, KeyFormatType::RAW.0);
+        let (_, value, _) = digest_parts(&single(&a, "Digest"));
+        assert_eq!(value, sha256(material.as_bytes().unwrap()), "{u}");
+    }
+    // The newest version is still named by the key's own name.
+    let a = attributes(&mut tls, "rest-made/2").await;
+    let name = single(&a, "Name");
+    let name =
+        Fields::of(&name).unwrap().required(Tag::NAME_VALUE).unwrap().as_text().unwrap().to_owned();
+    assert_eq!(name, "rest-made");
+}
+on_each_store!(a_rest_key_gets_its_digest_at_its_first_kmip_read);
 
 async fn locate_leaves_destroyed_objects_out_unless_asked_and_reads_date_ranges(backend: Backend) {
     let d = Deployment::on(backend, "locate-states").await;

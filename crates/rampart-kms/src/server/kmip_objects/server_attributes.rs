@@ -25,6 +25,7 @@ use super::errors::{kms, R};
 use super::object::{decode_value, encode_value, Obj};
 use super::session::Session;
 use crate::model::KeyState;
+use crate::store::KmipAttributeRow;
 
 /// The lease a client gets on an object, in seconds (Lease Time, §3.20):
 /// a client SHALL obtain a new lease (Obtain Lease) after it.
@@ -336,6 +337,17 @@ impl Session<'_> {
         let format = default_format(obj.object_type());
         let digest = encode_value("Digest", &digest_value(format, material.expose())?)?;
         drop(material);
+        if obj.kmip.is_none() && !obj.is_latest() {
+            // An older version of a key KMIP never touched: storing would
+            // give the key its first KMIP object here, and its newest
+            // version (which shows the newest older object's attributes)
+            // would lose its implicit Name. Shown, not stored.
+            let row =
+                KmipAttributeRow { version: v, name: "Digest".into(), position: 0, value: digest };
+            obj.stored.push(row);
+            obj.source = Some(v);
+            return Ok(());
+        }
         let store = &self.state.store;
         let key = obj.key.name.clone();
         let inherit = obj.source.filter(|s| *s != v);
