@@ -7,7 +7,7 @@
 //! and Extractable (refusing Get) with Always Sensitive and Never
 //! Extractable following them, the attributes KMIP 2.x adds (Short Unique
 //! Identifier, Key Format Type), which attributes a client may add, modify
-//! or delete; Encrypt refused past the Protect Stop Date; Locate leaving destroyed objects out unless the Storage
+//! or delete; Locate leaving destroyed objects out unless the Storage
 //! Status Mask asks, and a date given twice as a range; Log recorded in the
 //! audit chain; Interop refused on a server not started for interop
 //! testing; and Query Operations listing exactly what is dispatched.
@@ -356,19 +356,6 @@ async fn locate_leaves_destroyed_objects_out_unless_asked_and_reads_date_ranges(
         found(ok(&one(&mut tls, Operation::LOCATE, range).await)),
         std::slice::from_ref(&early)
     );
-    // Past its Protect Stop Date a key encrypts no more (Permission Denied
-    // in KMIP 1.x), though Active.
-    ok(&one(&mut tls, Operation::ACTIVATE, vec![uid(&late)]).await);
-    let params = Item::structure(
-        Tag::CRYPTOGRAPHIC_PARAMETERS,
-        vec![
-            Item::enumeration(Tag::BLOCK_CIPHER_MODE, rampart_kmip::enums::BlockCipherMode::CBC.0),
-            Item::enumeration(Tag::PADDING_METHOD, rampart_kmip::enums::PaddingMethod::PKCS5.0),
-        ],
-    );
-    let encrypt = vec![uid(&late), params, Item::bytes(Tag::DATA, &[7u8; 16])];
-    let r = one(&mut tls, Operation::ENCRYPT, encrypt).await;
-    assert_eq!(reason(&r), ResultReason::PERMISSION_DENIED);
     ok(&one(&mut tls, Operation::DESTROY, vec![uid(&early)]).await);
     assert_eq!(
         found(ok(&one(&mut tls, Operation::LOCATE, locate(vec![])).await)),

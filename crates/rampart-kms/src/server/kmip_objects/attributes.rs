@@ -15,7 +15,7 @@ use super::errors::{kms, R};
 use super::locate::Holders;
 use super::object::{decode_value, encode_value, Obj, SINGLE};
 pub(super) use super::server_attributes::Change;
-use super::server_attributes::{check_change, client_sets, complete, follow_on, not_kept};
+use super::server_attributes::{check_change, client_sets, complete, follow_on};
 use super::session::Session;
 use crate::model::{check_name, now_ms};
 use crate::server::service::access;
@@ -247,7 +247,7 @@ impl Session<'_> {
                     obj.kmip = Some(kmip);
                 }
             }
-            n if attribute_tag_of(n).is_some() && !not_kept(n) => {
+            n if attribute_tag_of(n).is_some() => {
                 return Err(KmipError::InvalidField(format!(
                     "attribute {n} is set by the server, not by the client"
                 )));

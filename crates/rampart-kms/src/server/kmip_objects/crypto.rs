@@ -249,7 +249,6 @@ impl Session<'_> {
         let uid = self.uid(request.unique_identifier.as_ref())?;
         let bit = if encrypt { usage_mask::ENCRYPT } else { usage_mask::DECRYPT };
         let (obj, key) = self.usable_key(&uid, bit, encrypt).await?;
-        self.check_usage_dates(&obj, encrypt, now_ms()).await?;
         if obj
             .kmip
             .as_ref()

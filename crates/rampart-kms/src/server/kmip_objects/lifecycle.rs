@@ -57,7 +57,7 @@ impl Session<'_> {
                     }
                     new.stored.push((name.to_owned(), encode_value(name, value)?));
                 }
-                name if attribute_tag_of(name).is_some() && !server::not_kept(name) => {
+                name if attribute_tag_of(name).is_some() => {
                     return Err(KmipError::InvalidField(format!(
                         "attribute {name} is set by the server, not by the client"
                     )));

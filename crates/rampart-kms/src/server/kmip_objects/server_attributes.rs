@@ -83,13 +83,6 @@ pub(super) const RULES: [Rule; 11] = [
     Rule { registered_only: true, ..rule("Fresh", false, false, false) },
 ];
 
-/// Attributes a client may set by the specification that this server does
-/// not keep (it would have to enforce them): answered Feature Not
-/// Supported, not refused as the server's own.
-pub(super) fn not_kept(name: &str) -> bool {
-    name == "Usage Limits"
-}
-
 pub(super) fn rule_of(name: &str) -> Option<&'static Rule> {
     RULES.iter().find(|r| r.name == name)
 }
@@ -384,32 +377,6 @@ impl Session<'_> {
         obj.source = Some(v);
         obj.stored = store.kmip_attributes(key, Some(v)).await.map_err(kms)?;
         Ok(())
-    }
-
-    /// Refuses Encrypt (`protect`) past the key's Protect Stop Date and
-    /// Decrypt before its Process Start Date (KMIP 1.4 §3.25, §3.26): Wrong
-    /// Key Lifecycle State in 2.x, Permission Denied in 1.x.
-    pub(super) async fn check_usage_dates(&self, obj: &Obj, protect: bool, now: i64) -> R<()> {
-        let Some(source) = obj.source else { return Ok(()) };
-        let name = if protect { "Protect Stop Date" } else { "Process Start Date" };
-        let store = &self.state.store;
-        let rows = store.kmip_attributes(obj.key.name.clone(), Some(source)).await.map_err(kms)?;
-        let at = rows
-            .iter()
-            .find(|a| a.name == name)
-            .and_then(|a| decode_value(&a.value))
-            .and_then(|v| v.as_date_time().ok())
-            .map(|s| s.saturating_mul(1000));
-        match at {
-            Some(at) if protect && at <= now => {
-                Err(self.wrong_state(format!("object {} is past its Protect Stop Date", obj.uid())))
-            }
-            Some(at) if !protect && now < at => {
-                Err(self
-                    .wrong_state(format!("object {} is before its Process Start Date", obj.uid())))
-            }
-            _ => Ok(()),
-        }
     }
 
     /// Refuses serving `obj`'s material that its Extractable (§3.50) or,
