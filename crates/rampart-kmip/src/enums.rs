@@ -88,6 +88,11 @@ kmip_enum!(
         JOIN_SPLIT_KEY = 0x29 => "Join Split Key",
         IMPORT = 0x2A => "Import",
         EXPORT = 0x2B => "Export",
+        // KMIP 2.0 and later.
+        LOG = 0x2C => "Log",
+        ADJUST_ATTRIBUTE = 0x30 => "Adjust Attribute",
+        SET_ATTRIBUTE = 0x31 => "Set Attribute",
+        INTEROP = 0x34 => "Interop",
     }
 );
 
@@ -130,6 +135,7 @@ kmip_enum!(
         OBJECT_ALREADY_EXISTS = 0x18 => "Object Already Exists",
         // KMIP 2.0 and later.
         INCOMPATIBLE_CRYPTOGRAPHIC_USAGE_MASK = 0x29 => "Incompatible Cryptographic Usage Mask",
+        OBJECT_NOT_FOUND = 0x37 => "Object Not Found",
         WRONG_KEY_LIFECYCLE_STATE = 0x43 => "Wrong Key Lifecycle State",
         GENERAL_FAILURE = 0x100 => "General Failure",
     }

@@ -56,8 +56,8 @@ pub enum KmipError {
     /// was asked (KMIP 1.x answers this with Permission Denied).
     #[error("incompatible cryptographic usage mask: {0}")]
     IncompatibleCryptographicUsageMask(String),
-    /// KMIP 2.x: the key's dates forbid the use (KMIP 1.x answers this
-    /// with Permission Denied).
+    /// KMIP 2.x: the object's state or dates forbid the operation (KMIP
+    /// 1.x answers this with Permission Denied).
     #[error("wrong key lifecycle state: {0}")]
     WrongKeyLifecycleState(String),
     #[error("key format type {0} is not supported")]
@@ -72,6 +72,13 @@ pub enum KmipError {
     ResponseTooLarge { len: usize, max: usize },
     #[error("not extractable: {0}")]
     NotExtractable(String),
+    /// No object has the Unique Identifier asked (KMIP 2.x; KMIP 1.x
+    /// answers this with Item Not Found).
+    #[error("no such object: {0}")]
+    ObjectNotFound(String),
+    /// The object is Sensitive and was asked for unwrapped.
+    #[error("sensitive: {0}")]
+    Sensitive(String),
     #[error("authentication failed")]
     AuthenticationNotSuccessful,
     #[error("server failure: {0}")]
@@ -114,6 +121,8 @@ impl KmipError {
             Self::IndexOutOfBounds(_) => ResultReason::INDEX_OUT_OF_BOUNDS,
             Self::ResponseTooLarge { .. } => ResultReason::RESPONSE_TOO_LARGE,
             Self::NotExtractable(_) => ResultReason::NOT_EXTRACTABLE,
+            Self::Sensitive(_) => ResultReason::SENSITIVE,
+            Self::ObjectNotFound(_) => ResultReason::OBJECT_NOT_FOUND,
             Self::AuthenticationNotSuccessful => ResultReason::AUTHENTICATION_NOT_SUCCESSFUL,
             Self::GeneralFailure(_) => ResultReason::GENERAL_FAILURE,
         }

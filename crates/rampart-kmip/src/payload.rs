@@ -52,6 +52,20 @@ const NAMED_TAGS: &[(&str, Tag)] = &[
     ("Digest", Tag::DIGEST),
     ("Lease Time", Tag::LEASE_TIME),
     ("Usage Limits", Tag::USAGE_LIMITS),
+    ("Key Format Type", Tag::KEY_FORMAT_TYPE),
+    ("Object Group Member", Tag(0x4200AC)),
+    ("Key Value Location", Tag(0x4200B8)),
+    ("Key Value Present", Tag(0x4200BB)),
+    ("Alternative Name", Tag(0x4200BF)),
+    ("Random Number Generator", Tag(0x4200DE)),
+    ("Description", Tag(0x4200FC)),
+    ("Comment", Tag(0x4200FD)),
+    ("Sensitive", Tag(0x420120)),
+    ("Always Sensitive", Tag(0x420121)),
+    ("Extractable", Tag(0x420122)),
+    ("Never Extractable", Tag(0x420123)),
+    ("Short Unique Identifier", Tag(0x420136)),
+    ("Protection Storage Mask", Tag(0x42015E)),
 ];
 
 /// The KMIP 1.x attribute name of a KMIP 2.x attribute tag.
@@ -417,6 +431,13 @@ impl KeyBlock {
         let mut items = vec![Item::enumeration(Tag::KEY_FORMAT_TYPE, self.format.0)];
         if self.wrapping.is_some() {
             items.push(Item::bytes(Tag::KEY_VALUE, self.material.as_slice()));
+        } else if self.format == KeyFormatType::TRANSPARENT_SYMMETRIC_KEY {
+            // KMIP 1.4 §2.1.7.1: a structure holding Key.
+            let key = Item::bytes(Tag::KEY, self.material.as_slice());
+            items.push(Item::structure(
+                Tag::KEY_VALUE,
+                vec![Item::structure(Tag::KEY_MATERIAL, vec![key])],
+            ));
         } else {
             items.push(Item::structure(
                 Tag::KEY_VALUE,
@@ -745,6 +766,9 @@ impl AttributeChangeRequest {
 pub struct LocateRequest {
     pub maximum_items: Option<i32>,
     pub offset_items: Option<i32>,
+    /// Storage Status Mask (KMIP 1.4 §9.1.3.3.2, 2.1 §11.x): which of
+    /// on-line (1), archived (2) and destroyed (4) objects are searched.
+    pub storage_status_mask: Option<i32>,
     pub attributes: AttributeSet,
 }
 
@@ -761,6 +785,7 @@ impl LocateRequest {
         Ok(Self {
             maximum_items: int(Tag::MAXIMUM_ITEMS)?,
             offset_items: int(Tag::OFFSET_ITEMS)?,
+            storage_status_mask: int(Tag(0x42008E))?,
             attributes,
         })
     }

@@ -235,6 +235,7 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
                     syslog: args.audit_syslog.then(|| args.audit_syslog_socket.clone()),
                 },
             },
+            kmip_interop: args.kmip_interop,
         },
         store: args.store.clone(),
         listen: args.listen.clone(),

@@ -53,7 +53,10 @@ def attrs(client, uid, names=None):
     out = {}
     for a in found:
         value = a.attribute_value
-        if hasattr(value, "name_value"):
+        if hasattr(value, "digest_value"):
+            value = [value.hashing_algorithm.value.name, value.digest_value.value.hex(),
+                     value.key_format_type.value.name]
+        elif hasattr(value, "name_value"):
             value = value.name_value.value
         elif hasattr(value, "link_type"):
             value = [value.link_type.value.name, value.linked_object_identifier.value]
@@ -92,8 +95,20 @@ def main():
         key_bytes = client.get(uid).value
         out["key_len"] = len(key_bytes)
 
-        # Get Attributes, Get Attribute List.
-        all_attrs = attrs(client, uid)
+        # Get Attributes, Get Attribute List. PyKMIP's client cannot read
+        # every attribute a KMIP 1.4 server holds (Random Number Generator,
+        # Alternative Name...), so it asks for those it reads.
+        all_attrs = attrs(client, uid, [
+            "Name", "Object Type", "Cryptographic Algorithm", "Cryptographic Length",
+            "Cryptographic Usage Mask", "State", "Unique Identifier", "Initial Date",
+            "Activation Date", "Last Change Date", "Digest", "Fresh", "Sensitive",
+            "Extractable", "Lease Time", "Original Creation Date"])
+        out["served_attributes"] = {k: all_attrs.get(k) for k in (
+            "Fresh", "Sensitive", "Extractable", "Lease Time")}
+        out["digest"] = all_attrs.get("Digest")
+        out["digest_of_key"] = hashlib.sha256(key_bytes).hexdigest()
+        out["original_is_initial"] = (all_attrs.get("Original Creation Date")
+                                      == all_attrs.get("Initial Date"))
         out["attributes"] = {k: v for k, v in all_attrs.items()
                              if k in ("Name", "Object Type", "Cryptographic Algorithm",
                                       "Cryptographic Length", "Cryptographic Usage Mask",

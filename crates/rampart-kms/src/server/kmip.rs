@@ -53,7 +53,7 @@ use rampart_kmip::ttlv::{self, Item, HEADER_LEN};
 use rampart_kmip::{KmipError, Limits as TtlvLimits};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::kmip_objects::{Session, Streams};
+use super::kmip_objects::{self, Session, Streams};
 use super::service;
 use super::state::State;
 use crate::model::{now_ms, ClientInfo};
@@ -78,32 +78,11 @@ pub const VERSIONS: [ProtocolVersion; 7] = [
     ProtocolVersion::V1_0,
 ];
 
-/// The operations this front end serves (what Query Operations lists).
-pub const OPERATIONS: [Operation; 23] = [
-    Operation::CREATE,
-    Operation::REGISTER,
-    Operation::RE_KEY,
-    Operation::LOCATE,
-    Operation::CHECK,
-    Operation::GET,
-    Operation::GET_ATTRIBUTES,
-    Operation::GET_ATTRIBUTE_LIST,
-    Operation::ADD_ATTRIBUTE,
-    Operation::MODIFY_ATTRIBUTE,
-    Operation::DELETE_ATTRIBUTE,
-    Operation::ACTIVATE,
-    Operation::REVOKE,
-    Operation::DESTROY,
-    Operation::QUERY,
-    Operation::DISCOVER_VERSIONS,
-    Operation::ENCRYPT,
-    Operation::DECRYPT,
-    Operation::MAC,
-    Operation::MAC_VERIFY,
-    Operation::HASH,
-    Operation::RNG_RETRIEVE,
-    Operation::RNG_SEED,
-];
+/// The operations this front end serves, what Query Operations lists
+/// (Interop only on a server started for interop testing): Discover
+/// Versions and Query here, the rest in the object dispatch, gated by
+/// this same table.
+pub use super::kmip_objects::OPERATIONS;
 
 /// The object types Create and Register make (what Query Objects lists).
 pub const OBJECT_TYPES: [ObjectType; 2] = [ObjectType::SYMMETRIC_KEY, ObjectType::SECRET_DATA];
@@ -332,7 +311,8 @@ async fn run_batch(
         }
     }
     let mut failed = false;
-    let mut session = Session { state, client, version, placeholder: None, touched: None, streams };
+    let mut session =
+        Session { state, client, version, placeholder: None, touched: None, note: None, streams };
     for item in &request.batch_items {
         let op_name = operation_name(item.operation);
         if failed && continuation != BatchErrorContinuationOption::CONTINUE {
@@ -351,6 +331,7 @@ async fn run_batch(
             continue;
         }
         session.touched = None;
+        session.note = None;
         let result = dispatch(&mut session, item).await;
         let (response, outcome, detail) = match result {
             Ok(fields) => (
@@ -360,7 +341,7 @@ async fn run_batch(
                     fields,
                 ),
                 "ok",
-                "Success".to_owned(),
+                session.note.take().unwrap_or_else(|| "Success".to_owned()),
             ),
             Err(err) => {
                 failed = true;
@@ -434,6 +415,7 @@ fn undoable(item: &RequestBatchItem) -> bool {
         | Operation::GET_ATTRIBUTE_LIST
         | Operation::LOCATE
         | Operation::CHECK
+        | Operation::OBTAIN_LEASE
         | Operation::QUERY
         | Operation::DISCOVER_VERSIONS
         | Operation::RNG_RETRIEVE
@@ -464,7 +446,7 @@ async fn dispatch(
                 .map(ProtocolVersion::to_item)
                 .collect())
         }
-        Operation::QUERY => query(version, &parse_query(&item.payload)?),
+        Operation::QUERY => query(session.state, version, &parse_query(&item.payload)?),
         // Everything else needs the key manager unsealed.
         _ if session.state.root().is_none() => {
             Err(KmipError::GeneralFailure("the key manager is sealed".into()))
@@ -473,12 +455,18 @@ async fn dispatch(
     }
 }
 
-fn query(version: ProtocolVersion, functions: &[QueryFunction]) -> Result<Vec<Item>, KmipError> {
+fn query(
+    state: &State,
+    version: ProtocolVersion,
+    functions: &[QueryFunction],
+) -> Result<Vec<Item>, KmipError> {
     let mut out = Vec::new();
     for f in functions {
         match *f {
             QueryFunction::OPERATIONS => {
-                out.extend(OPERATIONS.iter().map(|op| Item::enumeration(Tag::OPERATION, op.0)));
+                let listed =
+                    OPERATIONS.iter().filter(|op| kmip_objects::listed(state, **op, version));
+                out.extend(listed.map(|op| Item::enumeration(Tag::OPERATION, op.0)));
             }
             QueryFunction::OBJECTS => {
                 out.extend(OBJECT_TYPES.iter().map(|t| Item::enumeration(Tag::OBJECT_TYPE, t.0)));

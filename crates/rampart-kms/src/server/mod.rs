@@ -140,6 +140,9 @@ pub struct ServerOptions {
     pub hsm_pin_file: Option<PathBuf>,
     pub limits: Limits,
     pub audit: AuditOptions,
+    /// Answer the KMIP Interop operation (KMIP 2.1 §6.1.26: for interop
+    /// testing only, never on a production server).
+    pub kmip_interop: bool,
 }
 
 impl ServerOptions {
@@ -153,6 +156,7 @@ impl ServerOptions {
             hsm_pin_file: None,
             limits: Limits::default(),
             audit: AuditOptions::default(),
+            kmip_interop: false,
         }
     }
 }
@@ -388,6 +392,7 @@ impl Server {
             metrics: Metrics::default(),
             rate: limits::RateLimiter::new(&opts.limits),
             limits: opts.limits.clone(),
+            kmip_interop: opts.kmip_interop,
             heartbeat_answers: Mutex::new(HashMap::new()),
             checkpoint_wake: Arc::clone(&checkpoint_wake),
             sink_reopen,

@@ -34,6 +34,8 @@ pub(crate) type RevokedSet = Arc<RwLock<HashSet<String>>>;
 
 /// Shared server state.
 pub(crate) struct State {
+    /// Whether KMIP Interop is answered (interop testing only).
+    pub(crate) kmip_interop: bool,
     pub(super) store: Arc<dyn Store>,
     pub(super) seal: SealConfig,
     pub(super) root_check: Vec<u8>,

@@ -241,6 +241,12 @@ pub struct ServeArgs {
     /// unless given.
     #[arg(long, value_name = "HOST:PORT")]
     pub kmip_listen: Option<String>,
+    /// Answer the KMIP Interop operation (Begin, End, Reset of an interop
+    /// test, audited), which the KMIP specification forbids on a
+    /// production server: for interoperability test runs only. Off unless
+    /// given.
+    #[arg(long)]
+    pub kmip_interop: bool,
     /// `sqlite` (default: DIR/kms.db) or a postgres:// URL.
     #[arg(long, value_name = "STORE")]
     pub store: Option<String>,

@@ -13,7 +13,9 @@ use rampart_kmip::KmipError;
 
 use super::errors::{kms, R};
 use super::locate::Holders;
-use super::object::{decode_value, encode_value, is_stored, Obj, SINGLE};
+use super::object::{decode_value, encode_value, Obj, SINGLE};
+pub(super) use super::server_attributes::Change;
+use super::server_attributes::{check_change, client_sets, complete, follow_on};
 use super::session::Session;
 use crate::model::{check_name, now_ms};
 use crate::server::service::access;
@@ -40,9 +42,11 @@ impl Session<'_> {
 
     pub(super) async fn get_attributes(&mut self, request: &ObjectRequest) -> R<Vec<Item>> {
         let uid = self.uid(request.unique_identifier.as_ref())?;
-        let obj = self.load_with_attributes(&uid).await?;
+        let mut obj = self.load_with_attributes(&uid).await?;
         self.require_visible(&obj)?;
+        self.ensure_own_rows(&mut obj).await?;
         let mut attrs = obj.attributes(now_ms());
+        complete(&obj, &mut attrs, self.version);
         if !request.attribute_names.is_empty() {
             attrs.retain(|a| request.attribute_names.contains(&a.name));
         }
@@ -53,10 +57,13 @@ impl Session<'_> {
 
     pub(super) async fn get_attribute_list(&mut self, request: &ObjectRequest) -> R<Vec<Item>> {
         let uid = self.uid(request.unique_identifier.as_ref())?;
-        let obj = self.load_with_attributes(&uid).await?;
+        let mut obj = self.load_with_attributes(&uid).await?;
         self.require_visible(&obj)?;
+        self.ensure_own_rows(&mut obj).await?;
+        let mut attrs = obj.attributes(now_ms());
+        complete(&obj, &mut attrs, self.version);
         let mut names: Vec<String> = Vec::new();
-        for a in obj.attributes(now_ms()) {
+        for a in attrs {
             if !names.contains(&a.name) {
                 names.push(a.name);
             }
@@ -80,6 +87,7 @@ impl Session<'_> {
         let uid = self.uid(request.unique_identifier.as_ref())?;
         let mut obj = self.load_with_attributes(&uid).await?;
         self.require_manage(&obj)?;
+        self.ensure_own_rows(&mut obj).await?;
         let now = now_ms();
         let name = request.attribute.name.clone();
         let index = request.attribute.index.unwrap_or(0);
@@ -105,7 +113,7 @@ impl Session<'_> {
                 })?;
                 if name == "Activation Date" {
                     if !pre_active {
-                        return Err(KmipError::IllegalOperation(format!(
+                        return Err(self.wrong_state(format!(
                             "the Activation Date of {uid} can change only while it is Pre-Active"
                         )));
                     }
@@ -128,9 +136,10 @@ impl Session<'_> {
                 result_value = value.clone();
                 result_index = 0;
             }
-            n if is_stored(n) => {
+            n if client_sets(n) => {
                 let mut values: Vec<String> =
                     obj.stored.iter().filter(|a| a.name == name).map(|a| a.value.clone()).collect();
+                check_change(change, &name, values.len(), &obj, now)?;
                 if name == "Name" && values.is_empty() && obj.kmip.is_none() {
                     // A REST key's implicit Name becomes a stored one.
                     values =
@@ -217,6 +226,20 @@ impl Session<'_> {
                         self.state.store.kmip_put_object(kmip, None).await.map_err(kms)?;
                     }
                 }
+                if let Some((other, v)) = follow_on(&name, result_value.as_ref()) {
+                    let v = encode_value(other, &v)?;
+                    let store = &self.state.store;
+                    store
+                        .kmip_set_attribute(
+                            obj.key.name.clone(),
+                            version,
+                            other.into(),
+                            vec![v],
+                            None,
+                        )
+                        .await
+                        .map_err(kms)?;
+                }
                 if obj.kmip.is_none() {
                     // A REST key gets a KMIP object once it has KMIP attributes.
                     let kmip = obj.rest_key_object();
@@ -283,11 +306,4 @@ impl Session<'_> {
         }
         Ok(())
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Change {
-    Add,
-    Modify,
-    Delete,
 }

@@ -7,7 +7,6 @@ use rampart_kmip::enums::{
     usage_mask, BlockCipherMode, CryptographicAlgorithm, KeyFormatType, ObjectType, SecretDataType,
     State as KState, WrappingMethod,
 };
-use rampart_kmip::message::ProtocolVersion;
 use rampart_kmip::payload::{GetRequest, KeyBlock, ManagedObject};
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::{Fields, Item};
@@ -35,17 +34,34 @@ impl Session<'_> {
             )));
         }
         let object_type = obj.object_type();
+        if matches!(obj.state(now_ms()), KState::DESTROYED | KState::DESTROYED_COMPROMISED) {
+            return Err(KmipError::IllegalOperation(format!("object {uid} is destroyed")));
+        }
+        let wrapping = request.wrapping.is_some();
+        let registered = self.check_serve(&obj, wrapping, false).await?;
         let default_format = if object_type == ObjectType::SECRET_DATA {
             KeyFormatType::OPAQUE
         } else {
             KeyFormatType::RAW
         };
-        let format = request.key_format_type.unwrap_or(default_format);
-        if format != default_format {
+        // Unwrapped, an object is served in the format it was registered in
+        // unless another is asked; a symmetric key also as a Transparent
+        // Symmetric Key (its Key Material a structure holding Key), a
+        // Secret Data as Raw or Opaque (the same bytes).
+        let servable = |f: KeyFormatType| {
+            f == default_format
+                || !wrapping
+                    && match object_type {
+                        ObjectType::SYMMETRIC_KEY => f == KeyFormatType::TRANSPARENT_SYMMETRIC_KEY,
+                        ObjectType::SECRET_DATA => f == KeyFormatType::RAW,
+                        _ => false,
+                    }
+        };
+        let format = request
+            .key_format_type
+            .unwrap_or_else(|| registered.filter(|f| servable(*f)).unwrap_or(default_format));
+        if !servable(format) {
             return Err(KmipError::KeyFormatTypeNotSupported(format.0));
-        }
-        if matches!(obj.state(now_ms()), KState::DESTROYED | KState::DESTROYED_COMPROMISED) {
-            return Err(KmipError::IllegalOperation(format!("object {uid} is destroyed")));
         }
         let material = self.material(&obj).await?;
         let (algorithm, length) = match object_type {
@@ -171,6 +187,7 @@ impl Session<'_> {
                 ],
             ));
             let block = Item::structure(Tag::KEY_BLOCK, items);
+            self.check_serve(&obj, true, true).await?;
             let object = match object_type {
                 ObjectType::SECRET_DATA => Item::structure(
                     Tag::SECRET_DATA,
@@ -205,6 +222,7 @@ impl Session<'_> {
             },
             _ => ManagedObject::SymmetricKey(block),
         };
+        self.check_serve(&obj, false, true).await?;
         Ok(vec![
             Item::enumeration(Tag::OBJECT_TYPE, object_type.0),
             Item::text(Tag::UNIQUE_IDENTIFIER, uid),
@@ -262,11 +280,7 @@ impl Session<'_> {
         };
         if refused {
             let why = format!("object {uid} may not be used for this operation (its {date})");
-            return Err(if self.version >= ProtocolVersion::V2_0 {
-                KmipError::WrongKeyLifecycleState(why)
-            } else {
-                KmipError::PermissionDenied(why)
-            });
+            return Err(self.wrong_state(why));
         }
         let material = self.material(&obj).await?;
         Ok((obj, material))

@@ -18,7 +18,8 @@ use rampart_kmip::KmipError;
 
 use super::crypto::{check_algorithm, mac_alg, set_des_parity};
 use super::errors::{crypto, kms, R};
-use super::object::{encode_value, is_stored, unique_identifier, SINGLE};
+use super::object::{encode_value, unique_identifier, SINGLE};
+use super::server_attributes::{self as server, client_sets};
 use super::session::Session;
 use crate::model::{check_name, now_ms, KeyState, Selector, MAX_REASON};
 use crate::server::service::{access, keys};
@@ -50,7 +51,7 @@ impl Session<'_> {
                 "Activation Date" => new.activation_ms = Some(value.as_date_time()? * 1000),
                 "Deactivation Date" => new.deactivation_ms = Some(value.as_date_time()? * 1000),
                 "Object Type" if value.as_enum()? == object_type.0 => {}
-                name if is_stored(name) => {
+                name if client_sets(name) => {
                     if name == "Name" {
                         new.names.push(Name::parse(value)?);
                     }
@@ -122,13 +123,20 @@ impl Session<'_> {
     pub(super) async fn store_new(
         &mut self,
         object_type: ObjectType,
-        new: NewObject,
+        mut new: NewObject,
         material: &SecretBytes,
     ) -> R<String> {
         let root = self.state.require_root().map_err(kms)?;
         let name = self.key_name_for(&new.names).await?;
         self.touched = Some((name.clone(), Some(1)));
         let now = now_ms();
+        // What the server sets on every object with key material (Digest,
+        // Fresh, ...): the material was drawn here unless registered.
+        let format = new.registered_format.unwrap_or(server::default_format(object_type));
+        let generated = new.registered_format.is_none();
+        server::check_template(&new.stored, generated)?;
+        let extra = server::initial_rows(&new.stored, format, material.expose(), generated, now)?;
+        new.stored.extend(extra);
         let sealed = root.seal_material(&name, 1, material).map_err(kms)?;
         let allow = vec![Selector::Client(self.client.name.clone())];
         let key = keys::new_key(name.clone(), true, allow, now);
@@ -203,6 +211,7 @@ impl Session<'_> {
             return Err(KmipError::FeatureNotSupported("registering wrapped key material".into()));
         }
         let material = SecretBytes::from_slice(block.material.as_slice());
+        new.registered_format = Some(block.format);
         match &request.object {
             ManagedObject::SymmetricKey(block) => {
                 if ![KeyFormatType::RAW, KeyFormatType::TRANSPARENT_SYMMETRIC_KEY]
@@ -325,7 +334,7 @@ impl Session<'_> {
         self.require_manage(&obj)?;
         match obj.state(now_ms()) {
             KState::ACTIVE => {
-                return Err(KmipError::IllegalOperation(format!(
+                return Err(self.wrong_state(format!(
                     "object {uid} is Active: revoke it before destroying it"
                 )));
             }
@@ -374,9 +383,13 @@ impl Session<'_> {
         // Specific Information, Cryptographic Parameters, custom ones...)
         // and takes its Names away from it.
         let version = obj.version.version + 1;
-        let attributes = obj
+        // What describes the old material (Digest, Fresh...) is not copied;
+        // the new material's is added below.
+        let mut attributes = obj
             .stored
             .iter()
+            .filter(|a| !server::OBJECT_BOUND.contains(&a.name.as_str()))
+            .filter(|a| !matches!(a.name.as_str(), "Always Sensitive" | "Never Extractable"))
             .map(|a| KmipAttributeRow { version, ..a.clone() })
             .collect::<Vec<_>>();
         let root = self.state.require_root().map_err(kms)?;
@@ -405,6 +418,12 @@ impl Session<'_> {
             compromise_occurrence_ms: None,
             compromised: false,
         };
+        let kept: Vec<(String, String)> =
+            attributes.iter().map(|a| (a.name.clone(), a.value.clone())).collect();
+        let rows = server::initial_rows(&kept, KeyFormatType::RAW, material.expose(), true, now)?;
+        for (name, value) in rows {
+            attributes.push(KmipAttributeRow { version, name, position: 0, value });
+        }
         let sealed = root.seal_material(&obj.key.name, version, &material).map_err(kms)?;
         self.state.store.kmip_add_version(object, now, sealed, attributes).await.map_err(kms)?;
         self.touched = Some((obj.key.name.clone(), Some(version)));
@@ -453,4 +472,7 @@ pub(super) struct NewObject {
     pub(super) names: Vec<Name>,
     /// (attribute name, encoded value), in order.
     pub(super) stored: Vec<(String, String)>,
+    /// The Key Format Type of registered material (`None`: the server
+    /// generates it).
+    pub(super) registered_format: Option<KeyFormatType>,
 }

@@ -12,7 +12,7 @@ use rampart_kmip::KmipError;
 use super::errors::{kms, R};
 use super::object::{encode_value, is_stored, Obj};
 use super::session::{inherit_object, Session};
-use crate::model::{check_name, now_ms, KeyInfo};
+use crate::model::{check_name, now_ms, KeyInfo, KeyState};
 use crate::server::service::access;
 use crate::store::{KeyFilter, MAX_PAGE};
 
@@ -24,7 +24,8 @@ impl Session<'_> {
         let store = &self.state.store;
         let mut stored = Vec::new();
         for a in &request.attributes.0 {
-            if !is_stored(&a.name) {
+            // A date asked as a range is no single value an index holds.
+            if !is_stored(&a.name) || date_range(&request.attributes, &a.name).is_some() {
                 continue;
             }
             let value = a
@@ -177,6 +178,13 @@ impl Session<'_> {
             if by_name && !obj.is_latest() {
                 continue;
             }
+            // KMIP 2.1 §6.1.28: destroyed objects only when the Storage
+            // Status Mask asks for them (Destroyed Storage).
+            let destroyed_asked =
+                request.storage_status_mask.is_some_and(|m| m & STORAGE_DESTROYED != 0);
+            if version.state == KeyState::Destroyed && !destroyed_asked {
+                continue;
+            }
             if matches_criteria(&obj, &request.attributes, now)? {
                 hits.total += 1;
                 if hits.total > hits.offset && hits.page.len() < hits.max {
@@ -187,6 +195,9 @@ impl Session<'_> {
         Ok(())
     }
 }
+
+/// Storage Status Mask Destroyed Storage (KMIP 2.1 §11.x).
+const STORAGE_DESTROYED: i32 = 0x04;
 
 /// Keys read per store query while Locate (or a Name check) walks keys.
 pub(super) const LOCATE_PAGE: u32 = 1000;
@@ -260,6 +271,19 @@ pub(super) fn matches_criteria(obj: &Obj, criteria: &AttributeSet, now: i64) -> 
     let attrs = obj.attributes(now);
     for c in &criteria.0 {
         let Some(want) = &c.value else { continue };
+        if let Some((from, to)) = date_range(criteria, &c.name) {
+            // KMIP 2.1 §6.1.28 (1.4 §4.9): a date given twice is a range,
+            // its ends included.
+            let within = attrs
+                .iter()
+                .filter(|a| a.name == c.name)
+                .filter_map(|a| a.value.as_ref()?.as_date_time().ok())
+                .any(|at| from <= at && at <= to);
+            if !within {
+                return Ok(false);
+            }
+            continue;
+        }
         let want = encode_value(&c.name, want)?;
         let has = attrs
             .iter()
@@ -279,4 +303,15 @@ pub(super) fn matches_criteria(obj: &Obj, criteria: &AttributeSet, now: i64) -> 
         }
     }
     Ok(true)
+}
+
+/// The range a Locate asks of date attribute `name`: its two values, in
+/// order, when it gives exactly two Date-Times.
+fn date_range(criteria: &AttributeSet, name: &str) -> Option<(i64, i64)> {
+    let dates: Vec<i64> =
+        criteria.values(name).map(|v| v.as_date_time().ok()).collect::<Option<_>>()?;
+    match dates.as_slice() {
+        [a, b] => Some(((*a).min(*b), (*a).max(*b))),
+        _ => None,
+    }
 }

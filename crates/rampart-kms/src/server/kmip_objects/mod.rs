@@ -37,15 +37,19 @@ mod attributes;
 mod ciphers;
 mod crypto;
 mod errors;
+mod interop;
+mod lease;
 mod lifecycle;
 mod locate;
 mod object;
+mod server_attributes;
 mod session;
 mod stream_table;
 mod streams;
 mod usage_limits;
 
 use rampart_kmip::enums::Operation;
+use rampart_kmip::message::ProtocolVersion;
 use rampart_kmip::payload::{
     parse_rng_retrieve, parse_rng_seed, AttributeChangeRequest, CreateRequest, CryptoRequest,
     GetRequest, LocateRequest, ObjectRequest, ReKeyRequest, RegisterRequest, RevokeRequest,
@@ -60,11 +64,60 @@ use self::crypto::encoding_option;
 use self::errors::R;
 
 pub(crate) use self::session::Session;
+
+/// Whether this server serves `operation` (of [`OPERATIONS`]) to a client
+/// speaking `version`, which Query Operations then lists: Log and Interop
+/// are KMIP 2.x operations, and Interop is on only for interop testing.
+pub(crate) fn listed(
+    state: &crate::server::state::State,
+    operation: Operation,
+    version: ProtocolVersion,
+) -> bool {
+    let since_2 = matches!(operation, Operation::LOG | Operation::INTEROP);
+    OPERATIONS.contains(&operation)
+        && (!since_2 || version >= ProtocolVersion::V2_0)
+        && (operation != Operation::INTEROP || state.kmip_interop)
+}
 pub(crate) use self::stream_table::Streams;
+
+/// Every operation the KMIP front end serves (what Query Operations
+/// lists): Discover Versions and Query, answered by `server::kmip`, and
+/// those [`Session::run`] dispatches, which refuses any other.
+pub const OPERATIONS: &[Operation] = &[
+    Operation::DISCOVER_VERSIONS,
+    Operation::QUERY,
+    Operation::CREATE,
+    Operation::REGISTER,
+    Operation::RE_KEY,
+    Operation::LOCATE,
+    Operation::CHECK,
+    Operation::GET,
+    Operation::GET_ATTRIBUTES,
+    Operation::GET_ATTRIBUTE_LIST,
+    Operation::ADD_ATTRIBUTE,
+    Operation::MODIFY_ATTRIBUTE,
+    Operation::DELETE_ATTRIBUTE,
+    Operation::ACTIVATE,
+    Operation::REVOKE,
+    Operation::DESTROY,
+    Operation::OBTAIN_LEASE,
+    Operation::ENCRYPT,
+    Operation::DECRYPT,
+    Operation::MAC,
+    Operation::MAC_VERIFY,
+    Operation::HASH,
+    Operation::RNG_RETRIEVE,
+    Operation::RNG_SEED,
+    Operation::LOG,
+    Operation::INTEROP,
+];
 
 impl Session<'_> {
     /// Runs one batch item.
     pub(crate) async fn run(&mut self, operation: Operation, payload: &Item) -> R<Vec<Item>> {
+        if !listed(self.state, operation, self.version) {
+            return Err(KmipError::OperationNotSupported(operation));
+        }
         let result = match operation {
             Operation::CREATE => self.create(&CreateRequest::parse(payload)?).await,
             Operation::REGISTER => self.register(RegisterRequest::parse(payload)?).await,
@@ -100,6 +153,9 @@ impl Session<'_> {
             Operation::HASH => self.hash(&StreamRequest::parse(payload)?).await,
             Operation::RNG_RETRIEVE => self.rng_retrieve(parse_rng_retrieve(payload)?),
             Operation::RNG_SEED => self.rng_seed(&parse_rng_seed(payload)?),
+            Operation::OBTAIN_LEASE => self.obtain_lease(&ObjectRequest::parse(payload)?).await,
+            Operation::LOG => self.log(payload),
+            Operation::INTEROP => self.interop(payload),
             other => Err(KmipError::OperationNotSupported(other)),
         }?;
         // The object named by a successful item is the next one's ID

@@ -24,6 +24,9 @@ pub(crate) struct Session<'a> {
     pub placeholder: Option<String>,
     /// The key and version the current batch item touched, for its audit entry.
     pub touched: Option<(String, Option<u32>)>,
+    /// What the audit entry of the current batch item records instead of
+    /// its bare outcome (a client's Log Message, an Interop test step).
+    pub note: Option<String>,
     /// The connection's open Hash and MAC streams.
     pub streams: &'a mut Streams,
 }
@@ -47,6 +50,17 @@ impl Session<'_> {
     }
 
     pub(super) async fn load_object(&mut self, uid: &str, with_attributes: bool) -> R<Obj> {
+        let result = self.load_found(uid, with_attributes).await;
+        match result {
+            // KMIP 2.x names a missing object Object Not Found (2.1 §11).
+            Err(KmipError::ItemNotFound(why)) if self.version >= ProtocolVersion::V2_0 => {
+                Err(KmipError::ObjectNotFound(why))
+            }
+            other => other,
+        }
+    }
+
+    async fn load_found(&mut self, uid: &str, with_attributes: bool) -> R<Obj> {
         let (name, version) = parse_uid(uid)?;
         self.touched = Some((name.clone(), Some(version)));
         let key = self
@@ -74,6 +88,17 @@ impl Session<'_> {
             _ => Vec::new(),
         };
         Ok(Obj { key, version: version_info, kmip, source, stored })
+    }
+
+    /// The error for an operation the object's state forbids: Wrong Key
+    /// Lifecycle State from KMIP 2.0 (2.1 §11), Permission Denied before
+    /// (the KMIP 1.4 profiles' SKLC-M-2 and SKLC-M-3).
+    pub(super) fn wrong_state(&self, why: String) -> KmipError {
+        if self.version >= ProtocolVersion::V2_0 {
+            KmipError::WrongKeyLifecycleState(why)
+        } else {
+            KmipError::PermissionDenied(why)
+        }
     }
 
     pub(super) fn require_visible(&self, obj: &Obj) -> R<()> {
