@@ -23,12 +23,14 @@
 mod cbc;
 pub mod cpu;
 mod ctr;
+mod der;
 mod error;
 mod ffi;
 mod gcm;
 mod hash;
 mod kdf;
 mod keywrap;
+pub mod key_formats;
 pub mod ktls;
 mod mapped;
 mod rng;
