@@ -26,6 +26,7 @@
 pub mod enums;
 pub mod error;
 pub mod message;
+pub mod object_parts;
 pub mod payload;
 pub mod tag;
 pub mod ttlv;

@@ -66,6 +66,7 @@ impl Session<'_> {
             material: material.expose().into(),
             algorithm,
             length,
+            integers: Vec::new(),
             wrapping: None,
         };
         if let Some(spec) = &request.wrapping {
