@@ -192,8 +192,7 @@ fn rsa_bits(modulus: &[u8], public_exponent: &[u8]) -> Result<u32> {
     if !(RSA_MIN_BITS..=RSA_MAX_BITS).contains(&bits) {
         return Err(CryptoError::Unsupported("an RSA modulus outside 1024 to 8192 bits"));
     }
-    if der::bit_length(public_exponent) < 2 || public_exponent.last().is_some_and(|b| b & 1 == 0)
-    {
+    if der::bit_length(public_exponent) < 2 || public_exponent.last().is_some_and(|b| b & 1 == 0) {
         return Err(malformed("RSA public exponent"));
     }
     Ok(bits)

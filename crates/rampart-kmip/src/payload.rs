@@ -56,6 +56,12 @@ const NAMED_TAGS: &[(&str, Tag)] = &[
     ("Digest", Tag::DIGEST),
     ("Lease Time", Tag::LEASE_TIME),
     ("Usage Limits", Tag::USAGE_LIMITS),
+    ("Certificate Type", Tag::CERTIFICATE_TYPE),
+    ("Certificate Length", Tag::CERTIFICATE_LENGTH),
+    ("X.509 Certificate Identifier", Tag::X509_CERTIFICATE_IDENTIFIER),
+    ("X.509 Certificate Subject", Tag::X509_CERTIFICATE_SUBJECT),
+    ("X.509 Certificate Issuer", Tag::X509_CERTIFICATE_ISSUER),
+    ("Digital Signature Algorithm", Tag::DIGITAL_SIGNATURE_ALGORITHM),
 ];
 
 /// The KMIP 1.x attribute name of a KMIP 2.x attribute tag.
@@ -417,6 +423,10 @@ impl KeyBlock {
             items.push(Item::bytes(Tag::KEY_VALUE, self.material.as_slice()));
         } else if !self.integers.is_empty() {
             items.push(Item::structure(Tag::KEY_VALUE, vec![transparent_item(&self.integers)]));
+        } else if self.format == KeyFormatType::TRANSPARENT_SYMMETRIC_KEY {
+            let key = Item::bytes(Tag::KEY, self.material.as_slice());
+            let material = Item::structure(Tag::KEY_MATERIAL, vec![key]);
+            items.push(Item::structure(Tag::KEY_VALUE, vec![material]));
         } else {
             items.push(Item::structure(
                 Tag::KEY_VALUE,
@@ -684,9 +694,7 @@ impl CreateKeyPairRequest {
             match (f.optional(one)?, f.optional(two)?) {
                 (Some(t), None) | (None, Some(t)) => AttributeSet::parse(t),
                 (None, None) => Ok(AttributeSet::default()),
-                (Some(_), Some(_)) => {
-                    Err(KmipError::InvalidField(format!("both {one} and {two}")))
-                }
+                (Some(_), Some(_)) => Err(KmipError::InvalidField(format!("both {one} and {two}"))),
             }
         };
         Ok(Self {

@@ -475,7 +475,9 @@ impl Tag {
             Self::CERTIFICATE_ISSUER => "Certificate Issuer",
             Self::CERTIFICATE_ISSUER_DISTINGUISHED_NAME => "Certificate Issuer Distinguished Name",
             Self::CERTIFICATE_SUBJECT => "Certificate Subject",
-            Self::CERTIFICATE_SUBJECT_DISTINGUISHED_NAME => "Certificate Subject Distinguished Name",
+            Self::CERTIFICATE_SUBJECT_DISTINGUISHED_NAME => {
+                "Certificate Subject Distinguished Name"
+            }
             Self::CERTIFICATE_TYPE => "Certificate Type",
             Self::CERTIFICATE_VALUE => "Certificate Value",
             Self::COMMON_TEMPLATE_ATTRIBUTE => "Common Template-Attribute",

@@ -1,15 +1,14 @@
-//! Get (with key wrapping), Encrypt and Decrypt, and the algorithms and
-//! lengths of the keys Create and Register make (MAC is in `streams`).
+//! Encrypt and Decrypt, the algorithms and lengths of the keys Create and
+//! Register make (MAC is in `streams`, Get in `get`), and the Encoding
+//! Option of a Get's key wrapping.
 
 use rampart_crypto::{
-    fill_random, kw_wrap, kwp_wrap, Cbc, CbcIv, Ctr, Gcm, MacAlg, SecretBytes, GCM_NONCE_LEN,
-    GCM_TAG_LEN,
+    fill_random, Cbc, CbcIv, Ctr, Gcm, MacAlg, SecretBytes, GCM_NONCE_LEN, GCM_TAG_LEN,
 };
 use rampart_kmip::enums::{
-    usage_mask, BlockCipherMode, CryptographicAlgorithm, KeyFormatType, ObjectType, PaddingMethod,
-    SecretDataType, State as KState, WrappingMethod,
+    usage_mask, BlockCipherMode, CryptographicAlgorithm, ObjectType, PaddingMethod, State as KState,
 };
-use rampart_kmip::payload::{CryptoRequest, GetRequest, KeyBlock, ManagedObject};
+use rampart_kmip::payload::CryptoRequest;
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::{Fields, Item};
 use rampart_kmip::KmipError;
@@ -23,181 +22,6 @@ use crate::model::{now_ms, KeyState};
 pub(super) const MAX_DATA: usize = 512 * 1024;
 
 impl Session<'_> {
-    // ---- Get, attributes -------------------------------------------------
-
-    pub(super) async fn get(&mut self, request: &GetRequest, encoding: u32) -> R<Vec<Item>> {
-        let uid = self.uid(request.unique_identifier.as_ref())?;
-        let obj = self.load(&uid).await?;
-        self.require_use(&obj)?;
-        if !obj.key.exportable {
-            return Err(KmipError::NotExtractable(format!(
-                "key {} is not exportable",
-                obj.key.name
-            )));
-        }
-        let object_type = obj.object_type();
-        let default_format = if object_type == ObjectType::SECRET_DATA {
-            KeyFormatType::OPAQUE
-        } else {
-            KeyFormatType::RAW
-        };
-        let format = request.key_format_type.unwrap_or(default_format);
-        if format != default_format {
-            return Err(KmipError::KeyFormatTypeNotSupported(format.0));
-        }
-        if matches!(obj.state(now_ms()), KState::DESTROYED | KState::DESTROYED_COMPROMISED) {
-            return Err(KmipError::IllegalOperation(format!("object {uid} is destroyed")));
-        }
-        let material = self.material(&obj).await?;
-        let (algorithm, length) = match object_type {
-            ObjectType::SYMMETRIC_KEY => (
-                Some(CryptographicAlgorithm(
-                    obj.kmip
-                        .as_ref()
-                        .and_then(|k| k.algorithm)
-                        .unwrap_or(CryptographicAlgorithm::AES.0),
-                )),
-                Some(i32::try_from(material.len() * 8).unwrap_or(i32::MAX)),
-            ),
-            _ => (None, None),
-        };
-        let block = KeyBlock {
-            format,
-            material: material.expose().into(),
-            algorithm,
-            length,
-            integers: Vec::new(),
-            wrapping: None,
-        };
-        if let Some(spec) = &request.wrapping {
-            if spec.method != WrappingMethod::ENCRYPT {
-                return Err(KmipError::FeatureNotSupported(format!(
-                    "Wrapping Method {}",
-                    spec.method
-                )));
-            }
-            let mode = spec
-                .parameters
-                .as_ref()
-                .and_then(|p| p.block_cipher_mode)
-                .unwrap_or(BlockCipherMode::NIST_KEY_WRAP);
-            let wrapper = self.load(&spec.encryption_key).await?;
-            self.touched = Some((obj.key.name.clone(), Some(obj.version.version)));
-            self.require_use(&wrapper)?;
-            if wrapper.object_type() != ObjectType::SYMMETRIC_KEY
-                || wrapper.state(now_ms()) != KState::ACTIVE
-            {
-                return Err(KmipError::IllegalOperation(format!(
-                    "wrapping key {} is not an active symmetric key",
-                    spec.encryption_key
-                )));
-            }
-            if wrapper.usage_mask().is_some_and(|m| m & usage_mask::WRAP_KEY == 0) {
-                return Err(KmipError::PermissionDenied(format!(
-                    "key {} may not wrap keys (Cryptographic Usage Mask)",
-                    spec.encryption_key
-                )));
-            }
-            let kek = self.material(&wrapper).await?;
-            // KMIP 1.4 §2.1.3: with TTLV Encoding (the default) the Key
-            // Value structure's TTLV is wrapped and sent as a Byte String;
-            // with No Encoding the Key Material alone is wrapped and stays
-            // inside the Key Value structure.
-            let plain = if encoding == ENCODING_TTLV {
-                SecretBytes::new(
-                    Item::structure(
-                        Tag::KEY_VALUE,
-                        vec![Item::bytes(Tag::KEY_MATERIAL, material.expose())],
-                    )
-                    .encode()?,
-                )
-            } else {
-                SecretBytes::from_slice(material.expose())
-            };
-            let wrapped = match mode {
-                BlockCipherMode::NIST_KEY_WRAP => kw_wrap(kek.expose(), plain.expose()),
-                BlockCipherMode::AES_KEY_WRAP_PADDING => kwp_wrap(kek.expose(), plain.expose()),
-                other => {
-                    return Err(KmipError::FeatureNotSupported(format!(
-                        "key wrapping with Block Cipher Mode {other}"
-                    )))
-                }
-            }
-            .map_err(crypto)?;
-            let mut items = vec![Item::enumeration(Tag::KEY_FORMAT_TYPE, format.0)];
-            if encoding == ENCODING_TTLV {
-                items.push(Item::bytes(Tag::KEY_VALUE, &wrapped));
-            } else {
-                items.push(Item::structure(
-                    Tag::KEY_VALUE,
-                    vec![Item::bytes(Tag::KEY_MATERIAL, &wrapped)],
-                ));
-            }
-            if let Some(a) = algorithm {
-                items.push(Item::enumeration(Tag::CRYPTOGRAPHIC_ALGORITHM, a.0));
-            }
-            if let Some(l) = length {
-                items.push(Item::int(Tag::CRYPTOGRAPHIC_LENGTH, l));
-            }
-            items.push(Item::structure(
-                Tag::KEY_WRAPPING_DATA,
-                vec![
-                    Item::enumeration(Tag::WRAPPING_METHOD, WrappingMethod::ENCRYPT.0),
-                    Item::structure(
-                        Tag::ENCRYPTION_KEY_INFORMATION,
-                        vec![
-                            Item::text(Tag::UNIQUE_IDENTIFIER, spec.encryption_key.clone()),
-                            Item::structure(
-                                Tag::CRYPTOGRAPHIC_PARAMETERS,
-                                vec![Item::enumeration(Tag::BLOCK_CIPHER_MODE, mode.0)],
-                            ),
-                        ],
-                    ),
-                    Item::enumeration(TAG_ENCODING_OPTION, encoding),
-                ],
-            ));
-            let block = Item::structure(Tag::KEY_BLOCK, items);
-            let object = match object_type {
-                ObjectType::SECRET_DATA => Item::structure(
-                    Tag::SECRET_DATA,
-                    vec![
-                        Item::enumeration(
-                            Tag::SECRET_DATA_TYPE,
-                            obj.kmip
-                                .as_ref()
-                                .and_then(|k| k.secret_type)
-                                .unwrap_or(SecretDataType::PASSWORD.0),
-                        ),
-                        block,
-                    ],
-                ),
-                _ => Item::structure(Tag::SYMMETRIC_KEY, vec![block]),
-            };
-            return Ok(vec![
-                Item::enumeration(Tag::OBJECT_TYPE, object_type.0),
-                Item::text(Tag::UNIQUE_IDENTIFIER, uid),
-                object,
-            ]);
-        }
-        let object = match object_type {
-            ObjectType::SECRET_DATA => ManagedObject::SecretData {
-                data_type: SecretDataType(
-                    obj.kmip
-                        .as_ref()
-                        .and_then(|k| k.secret_type)
-                        .unwrap_or(SecretDataType::PASSWORD.0),
-                ),
-                block,
-            },
-            _ => ManagedObject::SymmetricKey(block),
-        };
-        Ok(vec![
-            Item::enumeration(Tag::OBJECT_TYPE, object_type.0),
-            Item::text(Tag::UNIQUE_IDENTIFIER, uid),
-            object.to_item(),
-        ])
-    }
-
     // ---- Cryptographic operations ---------------------------------------
 
     pub(super) async fn usable_key(

@@ -4,13 +4,11 @@ use std::collections::BTreeMap;
 
 use rampart_crypto::{fill_random, random_secret, SecretBytes};
 use rampart_kmip::enums::{
-    usage_mask, CryptographicAlgorithm, KeyFormatType, ObjectType, RevocationReasonCode,
-    State as KState,
+    usage_mask, CryptographicAlgorithm, ObjectType, RevocationReasonCode, State as KState,
 };
 use rampart_kmip::message::ProtocolVersion;
 use rampart_kmip::payload::{
-    attribute_tag_of, AttributeSet, CreateRequest, ManagedObject, Name, ObjectRequest,
-    ReKeyRequest, RegisterRequest, RevokeRequest,
+    attribute_tag_of, AttributeSet, CreateRequest, Name, ObjectRequest, ReKeyRequest, RevokeRequest,
 };
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::{Fields, Item};
@@ -22,7 +20,7 @@ use super::object::{encode_value, is_stored, unique_identifier, SINGLE};
 use super::session::Session;
 use crate::model::{check_name, now_ms, KeyState, Selector, MAX_REASON};
 use crate::server::service::{access, keys};
-use crate::store::{KmipAttributeRow, KmipObject, StateChange};
+use crate::store::{KmipAttributeRow, KmipObject, NewKmipKey, StateChange};
 
 /// Largest Secret Data registered.
 pub(super) const MAX_SECRET: usize = 64 * 1024;
@@ -125,9 +123,25 @@ impl Session<'_> {
         new: NewObject,
         material: &SecretBytes,
     ) -> R<String> {
-        let root = self.state.require_root().map_err(kms)?;
         let name = self.key_name_for(&new.names).await?;
         self.touched = Some((name.clone(), Some(1)));
+        let key = self.new_key(&name, object_type, new, material)?;
+        let NewKmipKey { key, material, object, attributes } = key;
+        self.state.store.kmip_create_key(key, material, object, attributes).await.map_err(kms)?;
+        Ok(unique_identifier(&name, 1))
+    }
+
+    /// A new key `name` holding one KMIP object, its material sealed, for
+    /// the store to create.
+    pub(super) fn new_key(
+        &self,
+        name: &str,
+        object_type: ObjectType,
+        new: NewObject,
+        material: &SecretBytes,
+    ) -> R<NewKmipKey> {
+        let root = self.state.require_root().map_err(kms)?;
+        let name = name.to_owned();
         let now = now_ms();
         let sealed = root.seal_material(&name, 1, material).map_err(kms)?;
         let allow = vec![Selector::Client(self.client.name.clone())];
@@ -157,8 +171,7 @@ impl Session<'_> {
                 KmipAttributeRow { version: 1, name: attr, position: *p - 1, value }
             })
             .collect();
-        self.state.store.kmip_create_key(key, sealed, object, rows).await.map_err(kms)?;
-        Ok(unique_identifier(&name, 1))
+        Ok(NewKmipKey { key, material: sealed, object, attributes: rows })
     }
 
     pub(super) async fn create(&mut self, request: &CreateRequest) -> R<Vec<Item>> {
@@ -190,54 +203,6 @@ impl Session<'_> {
             Item::enumeration(Tag::OBJECT_TYPE, request.object_type.0),
             Item::text(Tag::UNIQUE_IDENTIFIER, uid),
         ])
-    }
-
-    pub(super) async fn register(&mut self, request: RegisterRequest) -> R<Vec<Item>> {
-        let object_type = request.object.object_type();
-        let mut new = self.template(&request.attributes, object_type).await?;
-        let block = request.object.key_block();
-        if block.wrapping.is_some() {
-            return Err(KmipError::FeatureNotSupported("registering wrapped key material".into()));
-        }
-        let material = SecretBytes::from_slice(block.material.as_slice());
-        match &request.object {
-            ManagedObject::SymmetricKey(block) => {
-                if ![KeyFormatType::RAW, KeyFormatType::TRANSPARENT_SYMMETRIC_KEY]
-                    .contains(&block.format)
-                {
-                    return Err(KmipError::KeyFormatTypeNotSupported(block.format.0));
-                }
-                let algorithm = block
-                    .algorithm
-                    .map(|a| a.0)
-                    .or(new.algorithm)
-                    .map(CryptographicAlgorithm)
-                    .ok_or_else(|| {
-                        KmipError::MissingData("the key's Cryptographic Algorithm".into())
-                    })?;
-                let bits = i32::try_from(material.len() * 8).unwrap_or(i32::MAX);
-                if block.length.or(new.length).is_some_and(|l| l != bits) {
-                    return Err(KmipError::InvalidField(format!(
-                        "the Cryptographic Length does not match the {bits}-bit key"
-                    )));
-                }
-                check_algorithm(algorithm, bits)?;
-                new.algorithm = Some(algorithm.0);
-                new.length = Some(bits);
-            }
-            ManagedObject::SecretData { data_type, .. } => {
-                if material.is_empty() || material.len() > MAX_SECRET {
-                    return Err(KmipError::InvalidField(format!(
-                        "Secret Data must be 1 to {MAX_SECRET} bytes"
-                    )));
-                }
-                new.secret_type = Some(data_type.0);
-                new.algorithm = None;
-                new.length = None;
-            }
-        }
-        let uid = self.store_new(object_type, new, &material).await?;
-        Ok(vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid)])
     }
 
     // ---- Life cycle ------------------------------------------------------

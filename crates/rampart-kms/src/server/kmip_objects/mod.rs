@@ -33,20 +33,25 @@
 //! `streams` (Hash, MAC, MAC Verify, RNG Retrieve and RNG Seed).
 
 mod attributes;
+mod certificate;
 mod crypto;
 mod errors;
+mod get;
+mod key_formats;
+mod key_pair;
 mod lifecycle;
 mod locate;
 mod object;
+mod register;
 mod session;
 mod stream_table;
 mod streams;
 
 use rampart_kmip::enums::Operation;
 use rampart_kmip::payload::{
-    parse_rng_retrieve, parse_rng_seed, AttributeChangeRequest, CreateRequest, CryptoRequest,
-    GetRequest, LocateRequest, ObjectRequest, ReKeyRequest, RegisterRequest, RevokeRequest,
-    StreamRequest,
+    parse_rng_retrieve, parse_rng_seed, AttributeChangeRequest, CreateKeyPairRequest,
+    CreateRequest, CryptoRequest, GetRequest, LocateRequest, ObjectRequest, ReKeyRequest,
+    RegisterRequest, RevokeRequest, StreamRequest,
 };
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::Item;
@@ -65,6 +70,9 @@ impl Session<'_> {
         let result = match operation {
             Operation::CREATE => self.create(&CreateRequest::parse(payload)?).await,
             Operation::REGISTER => self.register(RegisterRequest::parse(payload)?).await,
+            Operation::CREATE_KEY_PAIR => {
+                self.create_key_pair(&CreateKeyPairRequest::parse(payload)?).await
+            }
             Operation::GET => {
                 let encoding = encoding_option(payload)?;
                 self.get(&GetRequest::parse(payload)?, encoding).await
