@@ -275,7 +275,7 @@ print(k.public_key().public_bytes(s.Encoding.DER, s.PublicFormat.SubjectPublicKe
     )
     .await);
     let state = |attrs: &[Attribute]| value_of(attrs, "State").value.clone();
-    assert_eq!(state(&attributes(&mut tls, &private).await), Value::Enumeration(6));
+    assert_eq!(state(&attributes(&mut tls, &private).await), Value::Enumeration(5));
     assert_eq!(state(&attributes(&mut tls, &public).await), Value::Enumeration(1));
 }
 on_each_store!(a_created_pair_is_linked_and_its_halves_match);
