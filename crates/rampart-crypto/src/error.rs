@@ -16,6 +16,10 @@ pub enum CryptoError {
     AuthenticationFailed,
     #[error("invalid parameter: {0}")]
     InvalidParameter(&'static str),
+    #[error("malformed key encoding: {0}")]
+    InvalidEncoding(&'static str),
+    #[error("unsupported: {0}")]
+    Unsupported(&'static str),
     #[error("AWS-LC operation failed: {0}")]
     Backend(&'static str),
 }

@@ -192,8 +192,10 @@ kmip_enum!(
         HMAC_SHA384 = 0x0A => "HMAC-SHA384",
         HMAC_SHA512 = 0x0B => "HMAC-SHA512",
         HMAC_MD5 = 0x0C => "HMAC-MD5",
+        EC = 0x1A => "EC",
         CHACHA20 = 0x1C => "ChaCha20",
         CHACHA20_POLY1305 = 0x1E => "ChaCha20Poly1305",
+        ED25519 = 0x37 => "Ed25519",
     }
 );
 
@@ -270,6 +272,44 @@ kmip_enum!(
         X509 = 0x05 => "X.509",
         EC_PRIVATE_KEY = 0x06 => "ECPrivateKey",
         TRANSPARENT_SYMMETRIC_KEY = 0x07 => "Transparent Symmetric Key",
+        TRANSPARENT_RSA_PRIVATE_KEY = 0x0A => "Transparent RSA Private Key",
+        TRANSPARENT_RSA_PUBLIC_KEY = 0x0B => "Transparent RSA Public Key",
+    }
+);
+
+kmip_enum!(
+    /// Certificate Type.
+    CertificateType {
+        X509 = 0x01 => "X.509",
+        PGP = 0x02 => "PGP",
+    }
+);
+
+kmip_enum!(
+    /// Split Key Method.
+    SplitKeyMethod {
+        XOR = 0x01 => "XOR",
+        POLYNOMIAL_SHARING_GF_2_16 = 0x02 => "Polynomial Sharing GF (2^16)",
+        POLYNOMIAL_SHARING_PRIME_FIELD = 0x03 => "Polynomial Sharing Prime Field",
+        POLYNOMIAL_SHARING_GF_2_8 = 0x04 => "Polynomial Sharing GF (2^8)",
+    }
+);
+
+kmip_enum!(
+    /// Digital Signature Algorithm (of a certificate).
+    DigitalSignatureAlgorithm {
+        MD5_WITH_RSA = 0x02 => "MD5 with RSA Encryption",
+        SHA1_WITH_RSA = 0x03 => "SHA-1 with RSA Encryption",
+        SHA224_WITH_RSA = 0x04 => "SHA-224 with RSA Encryption",
+        SHA256_WITH_RSA = 0x05 => "SHA-256 with RSA Encryption",
+        SHA384_WITH_RSA = 0x06 => "SHA-384 with RSA Encryption",
+        SHA512_WITH_RSA = 0x07 => "SHA-512 with RSA Encryption",
+        RSASSA_PSS = 0x08 => "RSASSA-PSS",
+        ECDSA_WITH_SHA1 = 0x0C => "ECDSA with SHA-1",
+        ECDSA_WITH_SHA224 = 0x0D => "ECDSA with SHA224",
+        ECDSA_WITH_SHA256 = 0x0E => "ECDSA with SHA256",
+        ECDSA_WITH_SHA384 = 0x0F => "ECDSA with SHA384",
+        ECDSA_WITH_SHA512 = 0x10 => "ECDSA with SHA512",
     }
 );
 

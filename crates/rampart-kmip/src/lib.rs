@@ -29,6 +29,7 @@ pub mod enums;
 pub mod error;
 pub mod json;
 pub mod message;
+pub mod object_parts;
 pub mod payload;
 pub mod tag;
 pub mod ttlv;

@@ -14,6 +14,10 @@ use crate::enums::{
 };
 use crate::error::KmipError;
 use crate::message::{Attribute, ProtocolVersion};
+use crate::object_parts::{
+    is_transparent_integers, parse_transparent, transparent_item, Certificate, OpaqueObject,
+    SplitKeyFields,
+};
 use crate::tag::Tag;
 use crate::ttlv::{Bytes, Fields, Item, TtlvError, Value};
 
@@ -66,6 +70,12 @@ const NAMED_TAGS: &[(&str, Tag)] = &[
     ("Never Extractable", Tag(0x420123)),
     ("Short Unique Identifier", Tag(0x420136)),
     ("Protection Storage Mask", Tag(0x42015E)),
+    ("Certificate Type", Tag::CERTIFICATE_TYPE),
+    ("Certificate Length", Tag::CERTIFICATE_LENGTH),
+    ("X.509 Certificate Identifier", Tag::X509_CERTIFICATE_IDENTIFIER),
+    ("X.509 Certificate Subject", Tag::X509_CERTIFICATE_SUBJECT),
+    ("X.509 Certificate Issuer", Tag::X509_CERTIFICATE_ISSUER),
+    ("Digital Signature Algorithm", Tag::DIGITAL_SIGNATURE_ALGORITHM),
 ];
 
 /// The KMIP 1.x attribute name of a KMIP 2.x attribute tag.
@@ -206,7 +216,15 @@ impl AttributeSet {
     pub fn parse(item: &Item) -> Result<Self, KmipError> {
         let f = Fields::of(item)?;
         let mut out = Vec::new();
-        if item.tag == Tag::ATTRIBUTES {
+        // The 2.x shapes: Attributes, and Create Key Pair's Common,
+        // Private Key and Public Key Attributes.
+        if matches!(
+            item.tag,
+            Tag::ATTRIBUTES
+                | Tag::COMMON_ATTRIBUTES
+                | Tag::PRIVATE_KEY_ATTRIBUTES
+                | Tag::PUBLIC_KEY_ATTRIBUTES
+        ) {
             for child in f.items {
                 out.push(attribute_2x(child)?);
             }
@@ -371,12 +389,16 @@ impl CryptographicParameters {
     }
 }
 
-/// A Key Block with key material in Raw (or Transparent Symmetric Key)
-/// format, unwrapped or wrapped.
+/// A Key Block: key material as a Byte String (Raw, Opaque, PKCS#1,
+/// PKCS#8, X.509), a Transparent Symmetric Key's Key, or the integers of
+/// a transparent RSA key; unwrapped or wrapped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyBlock {
     pub format: KeyFormatType,
+    /// The key's bytes (empty for a transparent RSA key).
     pub material: Bytes,
+    /// A transparent RSA key's integers (magnitudes) by tag; else empty.
+    pub integers: Vec<(Tag, Bytes)>,
     pub algorithm: Option<CryptographicAlgorithm>,
     pub length: Option<i32>,
     /// Present when the material is wrapped.
@@ -391,6 +413,7 @@ impl KeyBlock {
             return Err(KmipError::KeyCompressionTypeNotSupported);
         }
         let value = f.required(Tag::KEY_VALUE)?;
+        let mut integers = Vec::new();
         let material = match &value.value {
             // A wrapped key's Key Value is a Byte String.
             Value::ByteString(b) => b.clone(),
@@ -399,6 +422,10 @@ impl KeyBlock {
                 let m = v.required(Tag::KEY_MATERIAL)?;
                 match &m.value {
                     Value::ByteString(b) => b.clone(),
+                    Value::Structure(_) if is_transparent_integers(format) => {
+                        integers = parse_transparent(m, format)?;
+                        Bytes::default()
+                    }
                     // Transparent Symmetric Key: a structure holding Key.
                     Value::Structure(_) => {
                         Bytes::from(Fields::of(m)?.required(Tag::KEY)?.as_bytes()?)
@@ -413,6 +440,7 @@ impl KeyBlock {
         Ok(Self {
             format,
             material,
+            integers,
             algorithm: f
                 .optional(Tag::CRYPTOGRAPHIC_ALGORITHM)?
                 .map(Item::as_enum)
@@ -431,13 +459,12 @@ impl KeyBlock {
         let mut items = vec![Item::enumeration(Tag::KEY_FORMAT_TYPE, self.format.0)];
         if self.wrapping.is_some() {
             items.push(Item::bytes(Tag::KEY_VALUE, self.material.as_slice()));
+        } else if !self.integers.is_empty() {
+            items.push(Item::structure(Tag::KEY_VALUE, vec![transparent_item(&self.integers)]));
         } else if self.format == KeyFormatType::TRANSPARENT_SYMMETRIC_KEY {
-            // KMIP 1.4 §2.1.7.1: a structure holding Key.
             let key = Item::bytes(Tag::KEY, self.material.as_slice());
-            items.push(Item::structure(
-                Tag::KEY_VALUE,
-                vec![Item::structure(Tag::KEY_MATERIAL, vec![key])],
-            ));
+            let material = Item::structure(Tag::KEY_MATERIAL, vec![key]);
+            items.push(Item::structure(Tag::KEY_VALUE, vec![material]));
         } else {
             items.push(Item::structure(
                 Tag::KEY_VALUE,
@@ -544,11 +571,17 @@ impl KeyWrappingSpecification {
     }
 }
 
-/// A managed object as Register sends and Get returns it.
+/// A managed object as Register sends and Get returns it (KMIP 1.4
+/// §2.2; Templates and PGP Keys are not supported).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ManagedObject {
     SymmetricKey(KeyBlock),
     SecretData { data_type: SecretDataType, block: KeyBlock },
+    PrivateKey(KeyBlock),
+    PublicKey(KeyBlock),
+    SplitKey { fields: SplitKeyFields, block: KeyBlock },
+    Certificate(Certificate),
+    OpaqueObject(OpaqueObject),
 }
 
 impl ManagedObject {
@@ -557,29 +590,55 @@ impl ManagedObject {
         match self {
             Self::SymmetricKey(_) => ObjectType::SYMMETRIC_KEY,
             Self::SecretData { .. } => ObjectType::SECRET_DATA,
+            Self::PrivateKey(_) => ObjectType::PRIVATE_KEY,
+            Self::PublicKey(_) => ObjectType::PUBLIC_KEY,
+            Self::SplitKey { .. } => ObjectType::SPLIT_KEY,
+            Self::Certificate(_) => ObjectType::CERTIFICATE,
+            Self::OpaqueObject(_) => ObjectType::OPAQUE_OBJECT,
         }
     }
 
+    /// The Key Block, for the object types that have one.
     #[must_use]
-    pub fn key_block(&self) -> &KeyBlock {
+    pub fn key_block(&self) -> Option<&KeyBlock> {
         match self {
-            Self::SymmetricKey(b) | Self::SecretData { block: b, .. } => b,
+            Self::SymmetricKey(b)
+            | Self::PrivateKey(b)
+            | Self::PublicKey(b)
+            | Self::SecretData { block: b, .. }
+            | Self::SplitKey { block: b, .. } => Some(b),
+            Self::Certificate(_) | Self::OpaqueObject(_) => None,
         }
     }
 
     /// The object of `object_type` among a payload's fields.
     pub fn parse(object_type: ObjectType, f: &Fields<'_>) -> Result<Self, KmipError> {
+        let block = |tag| -> Result<KeyBlock, KmipError> {
+            KeyBlock::parse(Fields::of(f.required(tag)?)?.required(Tag::KEY_BLOCK)?)
+        };
         match object_type {
-            ObjectType::SYMMETRIC_KEY => {
-                let o = Fields::of(f.required(Tag::SYMMETRIC_KEY)?)?;
-                Ok(Self::SymmetricKey(KeyBlock::parse(o.required(Tag::KEY_BLOCK)?)?))
-            }
+            ObjectType::SYMMETRIC_KEY => Ok(Self::SymmetricKey(block(Tag::SYMMETRIC_KEY)?)),
             ObjectType::SECRET_DATA => {
                 let o = Fields::of(f.required(Tag::SECRET_DATA)?)?;
                 Ok(Self::SecretData {
                     data_type: SecretDataType(o.required(Tag::SECRET_DATA_TYPE)?.as_enum()?),
                     block: KeyBlock::parse(o.required(Tag::KEY_BLOCK)?)?,
                 })
+            }
+            ObjectType::PRIVATE_KEY => Ok(Self::PrivateKey(block(Tag::PRIVATE_KEY)?)),
+            ObjectType::PUBLIC_KEY => Ok(Self::PublicKey(block(Tag::PUBLIC_KEY)?)),
+            ObjectType::SPLIT_KEY => {
+                let o = Fields::of(f.required(Tag::SPLIT_KEY)?)?;
+                Ok(Self::SplitKey {
+                    fields: SplitKeyFields::parse(&o)?,
+                    block: KeyBlock::parse(o.required(Tag::KEY_BLOCK)?)?,
+                })
+            }
+            ObjectType::CERTIFICATE => {
+                Ok(Self::Certificate(Certificate::parse(f.required(Tag::CERTIFICATE)?)?))
+            }
+            ObjectType::OPAQUE_OBJECT => {
+                Ok(Self::OpaqueObject(OpaqueObject::parse(f.required(Tag::OPAQUE_OBJECT)?)?))
             }
             other => Err(KmipError::FeatureNotSupported(format!("object type {other}"))),
         }
@@ -589,10 +648,19 @@ impl ManagedObject {
     pub fn to_item(&self) -> Item {
         match self {
             Self::SymmetricKey(b) => Item::structure(Tag::SYMMETRIC_KEY, vec![b.to_item()]),
+            Self::PrivateKey(b) => Item::structure(Tag::PRIVATE_KEY, vec![b.to_item()]),
+            Self::PublicKey(b) => Item::structure(Tag::PUBLIC_KEY, vec![b.to_item()]),
             Self::SecretData { data_type, block } => Item::structure(
                 Tag::SECRET_DATA,
                 vec![Item::enumeration(Tag::SECRET_DATA_TYPE, data_type.0), block.to_item()],
             ),
+            Self::SplitKey { fields, block } => {
+                let mut items = fields.items();
+                items.push(block.to_item());
+                Item::structure(Tag::SPLIT_KEY, items)
+            }
+            Self::Certificate(c) => c.to_item(),
+            Self::OpaqueObject(o) => o.to_item(),
         }
     }
 }
@@ -644,6 +712,34 @@ impl RegisterRequest {
         let f = Fields::of(payload)?;
         let object_type = ObjectType(f.required(Tag::OBJECT_TYPE)?.as_enum()?);
         Ok(Self { attributes: template(&f)?, object: ManagedObject::parse(object_type, &f)? })
+    }
+}
+
+/// Create Key Pair (KMIP 1.4 §4.2, 2.1 §6.1.4): the attributes common to
+/// both keys and those of each, as 1.x Template-Attributes or 2.x
+/// Attributes structures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateKeyPairRequest {
+    pub common: AttributeSet,
+    pub private: AttributeSet,
+    pub public: AttributeSet,
+}
+
+impl CreateKeyPairRequest {
+    pub fn parse(payload: &Item) -> Result<Self, KmipError> {
+        let f = Fields::of(payload)?;
+        let set = |one: Tag, two: Tag| -> Result<AttributeSet, KmipError> {
+            match (f.optional(one)?, f.optional(two)?) {
+                (Some(t), None) | (None, Some(t)) => AttributeSet::parse(t),
+                (None, None) => Ok(AttributeSet::default()),
+                (Some(_), Some(_)) => Err(KmipError::InvalidField(format!("both {one} and {two}"))),
+            }
+        };
+        Ok(Self {
+            common: set(Tag::COMMON_TEMPLATE_ATTRIBUTE, Tag::COMMON_ATTRIBUTES)?,
+            private: set(Tag::PRIVATE_KEY_TEMPLATE_ATTRIBUTE, Tag::PRIVATE_KEY_ATTRIBUTES)?,
+            public: set(Tag::PUBLIC_KEY_TEMPLATE_ATTRIBUTE, Tag::PUBLIC_KEY_ATTRIBUTES)?,
+        })
     }
 }
 

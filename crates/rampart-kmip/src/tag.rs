@@ -370,6 +370,152 @@ impl Tag {
             Self::ATTRIBUTE_REFERENCE => "Attribute Reference",
             Self::CURRENT_ATTRIBUTE => "Current Attribute",
             Self::NEW_ATTRIBUTE => "New Attribute",
+            _ => return self.object_tag_name(),
+        })
+    }
+}
+
+/// The tags of the managed objects other than Symmetric Key and Secret
+/// Data (KMIP 1.4 §2.2, KMIP 2.1 §2), their key formats and attributes,
+/// and Create Key Pair's fields.
+impl Tag {
+    /// Certificate.
+    pub const CERTIFICATE: Self = Self(0x420013);
+    /// Certificate Identifier.
+    pub const CERTIFICATE_IDENTIFIER: Self = Self(0x420014);
+    /// Certificate Issuer.
+    pub const CERTIFICATE_ISSUER: Self = Self(0x420015);
+    /// Certificate Issuer Distinguished Name.
+    pub const CERTIFICATE_ISSUER_DISTINGUISHED_NAME: Self = Self(0x420017);
+    /// Certificate Subject.
+    pub const CERTIFICATE_SUBJECT: Self = Self(0x42001A);
+    /// Certificate Subject Distinguished Name.
+    pub const CERTIFICATE_SUBJECT_DISTINGUISHED_NAME: Self = Self(0x42001C);
+    /// Certificate Type.
+    pub const CERTIFICATE_TYPE: Self = Self(0x42001D);
+    /// Certificate Value.
+    pub const CERTIFICATE_VALUE: Self = Self(0x42001E);
+    /// Common Template-Attribute.
+    pub const COMMON_TEMPLATE_ATTRIBUTE: Self = Self(0x42001F);
+    /// CRT Coefficient.
+    pub const CRT_COEFFICIENT: Self = Self(0x420027);
+    /// Issuer.
+    pub const ISSUER: Self = Self(0x42003B);
+    /// Key Part Identifier.
+    pub const KEY_PART_IDENTIFIER: Self = Self(0x420044);
+    /// Modulus.
+    pub const MODULUS: Self = Self(0x420052);
+    /// Opaque Data Type.
+    pub const OPAQUE_DATA_TYPE: Self = Self(0x420059);
+    /// Opaque Data Value.
+    pub const OPAQUE_DATA_VALUE: Self = Self(0x42005A);
+    /// Opaque Object.
+    pub const OPAQUE_OBJECT: Self = Self(0x42005B);
+    /// P.
+    pub const P: Self = Self(0x42005E);
+    /// Prime Exponent P.
+    pub const PRIME_EXPONENT_P: Self = Self(0x420060);
+    /// Prime Exponent Q.
+    pub const PRIME_EXPONENT_Q: Self = Self(0x420061);
+    /// Prime Field Size.
+    pub const PRIME_FIELD_SIZE: Self = Self(0x420062);
+    /// Private Exponent.
+    pub const PRIVATE_EXPONENT: Self = Self(0x420063);
+    /// Private Key.
+    pub const PRIVATE_KEY: Self = Self(0x420064);
+    /// Private Key Template-Attribute.
+    pub const PRIVATE_KEY_TEMPLATE_ATTRIBUTE: Self = Self(0x420065);
+    /// Private Key Unique Identifier.
+    pub const PRIVATE_KEY_UNIQUE_IDENTIFIER: Self = Self(0x420066);
+    /// Public Exponent.
+    pub const PUBLIC_EXPONENT: Self = Self(0x42006C);
+    /// Public Key.
+    pub const PUBLIC_KEY: Self = Self(0x42006D);
+    /// Public Key Template-Attribute.
+    pub const PUBLIC_KEY_TEMPLATE_ATTRIBUTE: Self = Self(0x42006E);
+    /// Public Key Unique Identifier.
+    pub const PUBLIC_KEY_UNIQUE_IDENTIFIER: Self = Self(0x42006F);
+    /// Q.
+    pub const Q: Self = Self(0x420071);
+    /// Serial Number.
+    pub const SERIAL_NUMBER: Self = Self(0x420087);
+    /// Split Key.
+    pub const SPLIT_KEY: Self = Self(0x420089);
+    /// Split Key Method.
+    pub const SPLIT_KEY_METHOD: Self = Self(0x42008A);
+    /// Split Key Parts.
+    pub const SPLIT_KEY_PARTS: Self = Self(0x42008B);
+    /// Split Key Threshold.
+    pub const SPLIT_KEY_THRESHOLD: Self = Self(0x42008C);
+    /// Certificate Length.
+    pub const CERTIFICATE_LENGTH: Self = Self(0x4200AD);
+    /// Digital Signature Algorithm.
+    pub const DIGITAL_SIGNATURE_ALGORITHM: Self = Self(0x4200AE);
+    /// Certificate Serial Number.
+    pub const CERTIFICATE_SERIAL_NUMBER: Self = Self(0x4200AF);
+    /// Issuer Distinguished Name.
+    pub const ISSUER_DISTINGUISHED_NAME: Self = Self(0x4200B2);
+    /// Subject Distinguished Name.
+    pub const SUBJECT_DISTINGUISHED_NAME: Self = Self(0x4200B4);
+    /// X.509 Certificate Identifier.
+    pub const X509_CERTIFICATE_IDENTIFIER: Self = Self(0x4200B5);
+    /// X.509 Certificate Issuer.
+    pub const X509_CERTIFICATE_ISSUER: Self = Self(0x4200B6);
+    /// X.509 Certificate Subject.
+    pub const X509_CERTIFICATE_SUBJECT: Self = Self(0x4200B7);
+    /// Private Key Attributes.
+    pub const PRIVATE_KEY_ATTRIBUTES: Self = Self(0x420127);
+    /// Public Key Attributes.
+    pub const PUBLIC_KEY_ATTRIBUTES: Self = Self(0x420128);
+
+    fn object_tag_name(self) -> Option<&'static str> {
+        Some(match self {
+            Self::CERTIFICATE => "Certificate",
+            Self::CERTIFICATE_IDENTIFIER => "Certificate Identifier",
+            Self::CERTIFICATE_ISSUER => "Certificate Issuer",
+            Self::CERTIFICATE_ISSUER_DISTINGUISHED_NAME => "Certificate Issuer Distinguished Name",
+            Self::CERTIFICATE_SUBJECT => "Certificate Subject",
+            Self::CERTIFICATE_SUBJECT_DISTINGUISHED_NAME => {
+                "Certificate Subject Distinguished Name"
+            }
+            Self::CERTIFICATE_TYPE => "Certificate Type",
+            Self::CERTIFICATE_VALUE => "Certificate Value",
+            Self::COMMON_TEMPLATE_ATTRIBUTE => "Common Template-Attribute",
+            Self::CRT_COEFFICIENT => "CRT Coefficient",
+            Self::ISSUER => "Issuer",
+            Self::KEY_PART_IDENTIFIER => "Key Part Identifier",
+            Self::MODULUS => "Modulus",
+            Self::OPAQUE_DATA_TYPE => "Opaque Data Type",
+            Self::OPAQUE_DATA_VALUE => "Opaque Data Value",
+            Self::OPAQUE_OBJECT => "Opaque Object",
+            Self::P => "P",
+            Self::PRIME_EXPONENT_P => "Prime Exponent P",
+            Self::PRIME_EXPONENT_Q => "Prime Exponent Q",
+            Self::PRIME_FIELD_SIZE => "Prime Field Size",
+            Self::PRIVATE_EXPONENT => "Private Exponent",
+            Self::PRIVATE_KEY => "Private Key",
+            Self::PRIVATE_KEY_TEMPLATE_ATTRIBUTE => "Private Key Template-Attribute",
+            Self::PRIVATE_KEY_UNIQUE_IDENTIFIER => "Private Key Unique Identifier",
+            Self::PUBLIC_EXPONENT => "Public Exponent",
+            Self::PUBLIC_KEY => "Public Key",
+            Self::PUBLIC_KEY_TEMPLATE_ATTRIBUTE => "Public Key Template-Attribute",
+            Self::PUBLIC_KEY_UNIQUE_IDENTIFIER => "Public Key Unique Identifier",
+            Self::Q => "Q",
+            Self::SERIAL_NUMBER => "Serial Number",
+            Self::SPLIT_KEY => "Split Key",
+            Self::SPLIT_KEY_METHOD => "Split Key Method",
+            Self::SPLIT_KEY_PARTS => "Split Key Parts",
+            Self::SPLIT_KEY_THRESHOLD => "Split Key Threshold",
+            Self::CERTIFICATE_LENGTH => "Certificate Length",
+            Self::DIGITAL_SIGNATURE_ALGORITHM => "Digital Signature Algorithm",
+            Self::CERTIFICATE_SERIAL_NUMBER => "Certificate Serial Number",
+            Self::ISSUER_DISTINGUISHED_NAME => "Issuer Distinguished Name",
+            Self::SUBJECT_DISTINGUISHED_NAME => "Subject Distinguished Name",
+            Self::X509_CERTIFICATE_IDENTIFIER => "X.509 Certificate Identifier",
+            Self::X509_CERTIFICATE_ISSUER => "X.509 Certificate Issuer",
+            Self::X509_CERTIFICATE_SUBJECT => "X.509 Certificate Subject",
+            Self::PRIVATE_KEY_ATTRIBUTES => "Private Key Attributes",
+            Self::PUBLIC_KEY_ATTRIBUTES => "Public Key Attributes",
             _ => return None,
         })
     }

@@ -116,6 +116,7 @@ fn aes_block(material: &[u8]) -> KeyBlock {
         material: Bytes::from(material),
         algorithm: Some(CryptographicAlgorithm::AES),
         length: Some(i32::try_from(material.len() * 8).unwrap()),
+        integers: Vec::new(),
         wrapping: None,
     }
 }
@@ -133,7 +134,7 @@ fn register_symmetric_key_and_secret_data() {
     ]))
     .unwrap();
     assert_eq!(req.object, key);
-    assert_eq!(req.object.key_block().material.as_slice(), [0x11; 32]);
+    assert_eq!(req.object.key_block().unwrap().material.as_slice(), [0x11; 32]);
     assert_eq!(req.attributes.single("x-purpose").unwrap().unwrap().as_text().unwrap(), "db");
 
     let secret = ManagedObject::SecretData {
@@ -143,6 +144,7 @@ fn register_symmetric_key_and_secret_data() {
             material: Bytes::from(&b"hunter2"[..]),
             algorithm: None,
             length: None,
+            integers: Vec::new(),
             wrapping: None,
         },
     };
@@ -154,12 +156,12 @@ fn register_symmetric_key_and_secret_data() {
     assert_eq!(req.object, secret);
     assert_eq!(req.object.object_type(), ObjectType::SECRET_DATA);
 
-    // An object type the profiles do not serve, and a missing object.
-    let cert = RegisterRequest::parse(&payload(vec![Item::enumeration(
+    // An object type the server does not keep, and a missing object.
+    let template = RegisterRequest::parse(&payload(vec![Item::enumeration(
         Tag::OBJECT_TYPE,
-        ObjectType::CERTIFICATE.0,
+        ObjectType::TEMPLATE.0,
     )]));
-    assert!(matches!(cert, Err(KmipError::FeatureNotSupported(_))));
+    assert!(matches!(template, Err(KmipError::FeatureNotSupported(_))));
     let none = RegisterRequest::parse(&payload(vec![Item::enumeration(
         Tag::OBJECT_TYPE,
         ObjectType::SYMMETRIC_KEY.0,
@@ -464,4 +466,112 @@ fn kmip_2_1_vendor_attributes_round_trip_as_the_sased_test_cases_encode_them() {
 
 fn payload_of(fields: Vec<Item>) -> Item {
     Item::structure(Tag::REQUEST_PAYLOAD, fields)
+}
+
+fn register(object: &ManagedObject) -> Result<RegisterRequest, KmipError> {
+    RegisterRequest::parse(&payload(vec![
+        Item::enumeration(Tag::OBJECT_TYPE, object.object_type().0),
+        object.to_item(),
+    ]))
+}
+
+#[test]
+fn every_object_type_reads_back_as_it_was_written() {
+    use rampart_kmip::enums::{CertificateType, SplitKeyMethod};
+    use rampart_kmip::object_parts::{Certificate, OpaqueObject, SplitKeyFields};
+    let block = |format, material: &[u8]| KeyBlock {
+        format,
+        material: Bytes::from(material),
+        algorithm: Some(CryptographicAlgorithm::RSA),
+        length: Some(2048),
+        integers: Vec::new(),
+        wrapping: None,
+    };
+    let transparent = KeyBlock {
+        integers: vec![
+            (Tag::MODULUS, Bytes::from(&[0xC1; 256][..])),
+            (Tag::PUBLIC_EXPONENT, Bytes::from(&[1, 0, 1][..])),
+        ],
+        ..block(KeyFormatType::TRANSPARENT_RSA_PUBLIC_KEY, &[])
+    };
+    for object in [
+        ManagedObject::PrivateKey(block(KeyFormatType::PKCS1, &[0x30, 0])),
+        ManagedObject::PublicKey(block(KeyFormatType::X509, &[0x30, 0])),
+        ManagedObject::PublicKey(transparent),
+        ManagedObject::Certificate(Certificate {
+            certificate_type: CertificateType::X509,
+            value: Bytes::from(&[0x30, 0x00][..]),
+        }),
+        ManagedObject::OpaqueObject(OpaqueObject {
+            data_type: 0x8000_0001,
+            value: Bytes::from(&b"opaque"[..]),
+        }),
+        ManagedObject::SplitKey {
+            fields: SplitKeyFields {
+                parts: 3,
+                key_part_identifier: 1,
+                threshold: 2,
+                method: SplitKeyMethod::XOR,
+                prime_field_size: None,
+            },
+            block: aes_block(&[9; 32]),
+        },
+    ] {
+        assert_eq!(register(&object).unwrap().object, object);
+    }
+}
+
+#[test]
+fn malformed_object_bodies_are_invalid_fields() {
+    // A transparent RSA public key needs both integers, each a
+    // non-negative Big Integer; no other field belongs in it.
+    let material = |items| {
+        Item::structure(
+            Tag::PUBLIC_KEY,
+            vec![Item::structure(
+                Tag::KEY_BLOCK,
+                vec![
+                    Item::enumeration(
+                        Tag::KEY_FORMAT_TYPE,
+                        KeyFormatType::TRANSPARENT_RSA_PUBLIC_KEY.0,
+                    ),
+                    Item::structure(
+                        Tag::KEY_VALUE,
+                        vec![Item::structure(Tag::KEY_MATERIAL, items)],
+                    ),
+                ],
+            )],
+        )
+    };
+    let big = |tag, b: &[u8]| Item::new(tag, Value::BigInteger(b.to_vec()));
+    let parse = |items| {
+        RegisterRequest::parse(&payload(vec![
+            Item::enumeration(Tag::OBJECT_TYPE, ObjectType::PUBLIC_KEY.0),
+            material(items),
+        ]))
+    };
+    assert!(matches!(
+        parse(vec![big(Tag::PUBLIC_EXPONENT, &[0, 0, 0, 0, 0, 1, 0, 1])]),
+        Err(KmipError::MissingData(_))
+    ));
+    assert!(matches!(
+        parse(vec![big(Tag::MODULUS, &[0xFF; 8]), big(Tag::PUBLIC_EXPONENT, &[1; 8])]),
+        Err(KmipError::InvalidField(_))
+    ));
+    assert!(matches!(
+        parse(vec![big(Tag::MODULUS, &[1; 8]), big(Tag::P, &[1; 8])]),
+        Err(KmipError::InvalidField(_))
+    ));
+    // An empty certificate.
+    let cert = RegisterRequest::parse(&payload(vec![
+        Item::enumeration(Tag::OBJECT_TYPE, ObjectType::CERTIFICATE.0),
+        Item::structure(
+            Tag::CERTIFICATE,
+            vec![
+                Item::enumeration(Tag::CERTIFICATE_TYPE, 1),
+                Item::bytes(Tag::CERTIFICATE_VALUE, &[]),
+            ],
+        ),
+    ]));
+    assert!(matches!(cert, Err(KmipError::InvalidField(_))));
 }

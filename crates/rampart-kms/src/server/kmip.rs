@@ -84,8 +84,17 @@ pub const VERSIONS: [ProtocolVersion; 7] = [
 /// this same table.
 pub use super::kmip_objects::OPERATIONS;
 
-/// The object types Create and Register make (what Query Objects lists).
-pub const OBJECT_TYPES: [ObjectType; 2] = [ObjectType::SYMMETRIC_KEY, ObjectType::SECRET_DATA];
+/// The object types Create, Create Key Pair and Register make (what Query
+/// Objects lists).
+pub const OBJECT_TYPES: [ObjectType; 7] = [
+    ObjectType::CERTIFICATE,
+    ObjectType::SYMMETRIC_KEY,
+    ObjectType::PUBLIC_KEY,
+    ObjectType::PRIVATE_KEY,
+    ObjectType::SPLIT_KEY,
+    ObjectType::SECRET_DATA,
+    ObjectType::OPAQUE_OBJECT,
+];
 
 /// Why a connection ended.
 #[derive(Debug)]

@@ -15,7 +15,7 @@ use super::rules;
 use super::sql::{self, Dialect, AUDIT_LIST_COLUMNS, AUDIT_LIST_FILTERS};
 use super::{
     encode_labels, encode_policy, meta, name_range, to_u64, AuditFilter, ClientFilter, KeyFilter,
-    KmipAttributeRow, KmipObject, ServerPresence, StateChange,
+    KmipAttributeRow, KmipObject, NewKmipKey, ServerPresence, StateChange,
 };
 
 /// A sequence number as the stores keep it (BIGINT).
@@ -391,6 +391,15 @@ pub(crate) async fn kmip_create_key(
     put_kmip_object(tx, object).await?;
     for a in attributes {
         insert_kmip_attribute(tx, &key.name, a).await?;
+    }
+    Ok(())
+}
+
+/// Creates several keys as [`kmip_create_key`], in the caller's one
+/// transaction (the two halves of a KMIP key pair).
+pub(crate) async fn kmip_create_keys(tx: &impl Tx, keys: &[NewKmipKey]) -> Result<()> {
+    for k in keys {
+        kmip_create_key(tx, &k.key, &k.material, &k.object, &k.attributes).await?;
     }
     Ok(())
 }

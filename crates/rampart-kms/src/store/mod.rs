@@ -149,11 +149,14 @@ pub struct MaterialRow {
 /// What of a version's KMIP object limits its use over every front end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KmipUse {
-    /// KMIP Object Type (2: Symmetric Key, 7: Secret Data).
+    /// KMIP Object Type (2: Symmetric Key, 7: Secret Data, 4: Private Key...).
     pub object_type: u32,
     /// Unix milliseconds; `None`: Pre-Active until activated.
     pub activation_ms: Option<i64>,
     pub deactivation_ms: Option<i64>,
+    /// KMIP Cryptographic Algorithm and Length, where the object has them.
+    pub algorithm: Option<u32>,
+    pub length: Option<i32>,
 }
 
 /// The KMIP object of one key version (schema step 3). Dates in Unix
@@ -166,6 +169,12 @@ pub struct KmipObject {
     pub algorithm: Option<u32>,
     pub length: Option<i32>,
     pub usage_mask: Option<i32>,
+    /// The enumeration that completes the object type: a Secret Data's
+    /// Secret Data Type, an Opaque Object's Opaque Data Type, a
+    /// Certificate's Certificate Type, and for a private or public key
+    /// the Key Format Type it was registered in (Get answers in it by
+    /// default; the material itself is always PKCS#8 or
+    /// SubjectPublicKeyInfo).
     pub secret_type: Option<u32>,
     /// The client that created or registered it.
     pub owner: String,
@@ -173,6 +182,16 @@ pub struct KmipObject {
     pub deactivation_ms: Option<i64>,
     pub compromise_occurrence_ms: Option<i64>,
     pub compromised: bool,
+}
+
+/// A key to create with its version 1's KMIP object and attributes (see
+/// [`Store::kmip_create_keys`]); the material is sealed.
+#[derive(Debug, Clone)]
+pub struct NewKmipKey {
+    pub key: KeyInfo,
+    pub material: Vec<u8>,
+    pub object: KmipObject,
+    pub attributes: Vec<KmipAttributeRow>,
 }
 
 /// One stored KMIP attribute value of a KMIP object (key version): the
@@ -486,6 +505,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         object: KmipObject,
         attributes: Vec<KmipAttributeRow>,
     ) -> StoreFuture<'_, ()>;
+
+    /// Creates keys as [`Store::kmip_create_key`], all or none, in one
+    /// transaction (the private and public key of a KMIP key pair).
+    fn kmip_create_keys(&self, keys: Vec<NewKmipKey>) -> StoreFuture<'_, ()>;
 
     /// Adds version `object.version` (the newest plus one, as
     /// [`Store::add_version`]) with its KMIP object and attributes, in one

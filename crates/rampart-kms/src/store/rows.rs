@@ -133,6 +133,8 @@ pub(crate) fn material_row(r: &impl Columns, at: usize) -> Result<MaterialRow> {
                 object_type: to_u32(object_type, "KMIP object type")?,
                 activation_ms: r.get(at + 9)?,
                 deactivation_ms: r.get(at + 10)?,
+                algorithm: r.get::<Option<i64>>(at + 11)?.and_then(|v| u32::try_from(v).ok()),
+                length: r.get::<Option<i64>>(at + 12)?.and_then(|v| i32::try_from(v).ok()),
             }),
             None => None,
         },

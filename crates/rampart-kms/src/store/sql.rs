@@ -118,7 +118,7 @@ pub(crate) use audit_columns;
 macro_rules! key_material {
     () => {
         "k.allow, k.exportable, v.version, v.state, v.reason, v.created_ms, v.changed_ms,
-             v.material, o.object_type, o.activation_ms, o.deactivation_ms
+             v.material, o.object_type, o.activation_ms, o.deactivation_ms, o.algorithm, o.length
          FROM kms_keys k JOIN kms_key_versions v ON v.name = k.name
          LEFT JOIN kms_kmip_objects o ON o.key_name = v.name AND o.version = v.version"
     };

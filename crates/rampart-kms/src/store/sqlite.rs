@@ -31,8 +31,8 @@ use super::sql::Dialect;
 use super::sql::{self, audit_columns, key_material, Sql, AUDIT_LIST_COLUMNS, AUDIT_LIST_FILTERS};
 use super::{
     segment_to_index, to_u32, to_u64, AuditDriver, AuditFilter, ClientFilter, KeyFilter,
-    KmipAttributeRow, KmipObject, MaterialRow, ServerPresence, StateChange, Store, StoreFuture,
-    AUDIT_CHAIN_COLUMNS, AUDIT_REFS_SEGMENT, REF_CLIENT, REF_KEY,
+    KmipAttributeRow, KmipObject, MaterialRow, NewKmipKey, ServerPresence, StateChange, Store,
+    StoreFuture, AUDIT_CHAIN_COLUMNS, AUDIT_REFS_SEGMENT, REF_CLIENT, REF_KEY,
 };
 use crate::audit::{seal_entry, ChainPage, ExportedEntry, Mark, GENESIS};
 use crate::error::{KmsError, Result};
@@ -1034,6 +1034,10 @@ impl Store for SqliteStore {
                 ready(logic::kmip_create_key(tx, &key, &material, &object, &attributes))
             })
         })
+    }
+
+    fn kmip_create_keys(&self, keys: Vec<NewKmipKey>) -> StoreFuture<'_, ()> {
+        self.write(move |conn| immediate(conn, |tx| ready(logic::kmip_create_keys(tx, &keys))))
     }
 
     fn kmip_add_version(

@@ -1,4 +1,4 @@
-//! Create, Register, Activate, Revoke, Destroy, Re-key and Check.
+//! Create, Activate, Revoke, Destroy, Re-key and Check.
 
 use std::collections::BTreeMap;
 
@@ -9,8 +9,7 @@ use rampart_kmip::enums::{
 };
 use rampart_kmip::message::ProtocolVersion;
 use rampart_kmip::payload::{
-    attribute_tag_of, AttributeSet, CreateRequest, ManagedObject, Name, ObjectRequest,
-    ReKeyRequest, RegisterRequest, RevokeRequest,
+    attribute_tag_of, AttributeSet, CreateRequest, Name, ObjectRequest, ReKeyRequest, RevokeRequest,
 };
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::{Fields, Item};
@@ -18,12 +17,13 @@ use rampart_kmip::KmipError;
 
 use super::crypto::{check_algorithm, mac_alg, set_des_parity};
 use super::errors::{crypto, kms, R};
+use super::key_formats::{digest_input, generated_format};
 use super::object::{encode_value, unique_identifier, SINGLE};
 use super::server_attributes::{self as server, client_sets};
 use super::session::Session;
 use crate::model::{check_name, now_ms, KeyState, Selector, MAX_REASON};
 use crate::server::service::{access, keys};
-use crate::store::{KmipAttributeRow, KmipObject, StateChange};
+use crate::store::{KmipAttributeRow, KmipObject, NewKmipKey, StateChange};
 
 /// Largest Secret Data registered.
 pub(super) const MAX_SECRET: usize = 64 * 1024;
@@ -123,19 +123,37 @@ impl Session<'_> {
     pub(super) async fn store_new(
         &mut self,
         object_type: ObjectType,
-        mut new: NewObject,
+        new: NewObject,
         material: &SecretBytes,
     ) -> R<String> {
-        let root = self.state.require_root().map_err(kms)?;
         let name = self.key_name_for(&new.names).await?;
         self.touched = Some((name.clone(), Some(1)));
+        let key = self.new_key(&name, object_type, new, material)?;
+        let NewKmipKey { key, material, object, attributes } = key;
+        self.state.store.kmip_create_key(key, material, object, attributes).await.map_err(kms)?;
+        Ok(unique_identifier(&name, 1))
+    }
+
+    /// A new key `name` holding one KMIP object, its material sealed, for
+    /// the store to create.
+    pub(super) fn new_key(
+        &self,
+        name: &str,
+        object_type: ObjectType,
+        mut new: NewObject,
+        material: &SecretBytes,
+    ) -> R<NewKmipKey> {
+        let root = self.state.require_root().map_err(kms)?;
+        let name = name.to_owned();
         let now = now_ms();
         // What the server sets on every object with key material (Digest,
         // Fresh, ...): the material was drawn here unless registered.
-        let format = new.registered_format.unwrap_or(server::default_format(object_type));
+        let format =
+            new.registered_format.unwrap_or_else(|| generated_format(object_type, new.algorithm));
         let generated = new.registered_format.is_none();
         server::check_template(&new.stored, generated)?;
-        let extra = server::initial_rows(&new.stored, format, material.expose(), generated, now)?;
+        let digested = digest_input(object_type, format, material)?;
+        let extra = server::initial_rows(&new.stored, format, digested.expose(), generated, now)?;
         new.stored.extend(extra);
         let sealed = root.seal_material(&name, 1, material).map_err(kms)?;
         let allow = vec![Selector::Client(self.client.name.clone())];
@@ -165,8 +183,7 @@ impl Session<'_> {
                 KmipAttributeRow { version: 1, name: attr, position: *p - 1, value }
             })
             .collect();
-        self.state.store.kmip_create_key(key, sealed, object, rows).await.map_err(kms)?;
-        Ok(unique_identifier(&name, 1))
+        Ok(NewKmipKey { key, material: sealed, object, attributes: rows })
     }
 
     pub(super) async fn create(&mut self, request: &CreateRequest) -> R<Vec<Item>> {
@@ -201,58 +218,6 @@ impl Session<'_> {
             Item::enumeration(Tag::OBJECT_TYPE, request.object_type.0),
             Item::text(Tag::UNIQUE_IDENTIFIER, uid),
         ])
-    }
-
-    pub(super) async fn register(&mut self, request: RegisterRequest) -> R<Vec<Item>> {
-        let object_type = request.object.object_type();
-        let mut new = self.template(&request.attributes, object_type).await?;
-        let block = request.object.key_block();
-        if block.wrapping.is_some() {
-            return Err(KmipError::FeatureNotSupported("registering wrapped key material".into()));
-        }
-        let material = SecretBytes::from_slice(block.material.as_slice());
-        new.registered_format = Some(block.format);
-        match &request.object {
-            ManagedObject::SymmetricKey(block) => {
-                if ![KeyFormatType::RAW, KeyFormatType::TRANSPARENT_SYMMETRIC_KEY]
-                    .contains(&block.format)
-                {
-                    return Err(KmipError::KeyFormatTypeNotSupported(block.format.0));
-                }
-                let algorithm = block
-                    .algorithm
-                    .map(|a| a.0)
-                    .or(new.algorithm)
-                    .map(CryptographicAlgorithm)
-                    .ok_or_else(|| {
-                        KmipError::MissingData("the key's Cryptographic Algorithm".into())
-                    })?;
-                let bits = block
-                    .length
-                    .or(new.length)
-                    .unwrap_or_else(|| i32::try_from(material.len() * 8).unwrap_or(i32::MAX));
-                if check_algorithm(algorithm, bits)? != material.len() {
-                    return Err(KmipError::InvalidField(format!(
-                        "the Cryptographic Length {bits} does not match the {}-byte key",
-                        material.len()
-                    )));
-                }
-                new.algorithm = Some(algorithm.0);
-                new.length = Some(bits);
-            }
-            ManagedObject::SecretData { data_type, .. } => {
-                if material.is_empty() || material.len() > MAX_SECRET {
-                    return Err(KmipError::InvalidField(format!(
-                        "Secret Data must be 1 to {MAX_SECRET} bytes"
-                    )));
-                }
-                new.secret_type = Some(data_type.0);
-                new.algorithm = None;
-                new.length = None;
-            }
-        }
-        let uid = self.store_new(object_type, new, &material).await?;
-        Ok(vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid)])
     }
 
     // ---- Life cycle ------------------------------------------------------

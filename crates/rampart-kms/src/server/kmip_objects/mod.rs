@@ -34,14 +34,19 @@
 //! Retrieve and RNG Seed).
 
 mod attributes;
+mod certificate;
 mod ciphers;
 mod crypto;
 mod errors;
+mod get;
 mod interop;
+mod key_formats;
+mod key_pair;
 mod lease;
 mod lifecycle;
 mod locate;
 mod object;
+mod register;
 mod server_attributes;
 mod session;
 mod stream_table;
@@ -51,9 +56,9 @@ mod usage_limits;
 use rampart_kmip::enums::Operation;
 use rampart_kmip::message::ProtocolVersion;
 use rampart_kmip::payload::{
-    parse_rng_retrieve, parse_rng_seed, AttributeChangeRequest, CreateRequest, CryptoRequest,
-    GetRequest, LocateRequest, ObjectRequest, ReKeyRequest, RegisterRequest, RevokeRequest,
-    StreamRequest,
+    parse_rng_retrieve, parse_rng_seed, AttributeChangeRequest, CreateKeyPairRequest,
+    CreateRequest, CryptoRequest, GetRequest, LocateRequest, ObjectRequest, ReKeyRequest,
+    RegisterRequest, RevokeRequest, StreamRequest,
 };
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::Item;
@@ -87,6 +92,7 @@ pub const OPERATIONS: &[Operation] = &[
     Operation::DISCOVER_VERSIONS,
     Operation::QUERY,
     Operation::CREATE,
+    Operation::CREATE_KEY_PAIR,
     Operation::REGISTER,
     Operation::RE_KEY,
     Operation::LOCATE,
@@ -121,6 +127,9 @@ impl Session<'_> {
         let result = match operation {
             Operation::CREATE => self.create(&CreateRequest::parse(payload)?).await,
             Operation::REGISTER => self.register(RegisterRequest::parse(payload)?).await,
+            Operation::CREATE_KEY_PAIR => {
+                self.create_key_pair(&CreateKeyPairRequest::parse(payload)?).await
+            }
             Operation::GET => {
                 let encoding = encoding_option(payload)?;
                 self.get(&GetRequest::parse(payload)?, encoding).await

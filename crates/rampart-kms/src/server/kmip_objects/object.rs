@@ -7,7 +7,7 @@ use rampart_kmip::enums::{
     CryptographicAlgorithm, LinkType, ObjectType, RevocationReasonCode, State as KState,
 };
 use rampart_kmip::message::Attribute;
-use rampart_kmip::payload::{is_custom_attribute, Name};
+use rampart_kmip::payload::{is_custom_attribute, Link, Name};
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::{self, Item, Value};
 use rampart_kmip::KmipError;
@@ -31,6 +31,8 @@ pub(super) fn seconds(ms: i64) -> i64 {
 pub(super) fn encode_value(name: &str, item: &Item) -> R<String> {
     let value = if name == "Name" {
         Name::parse(item)?.to_value(Tag::ATTRIBUTE_VALUE)
+    } else if name == "Link" {
+        Link::parse(item)?.to_value(Tag::ATTRIBUTE_VALUE)
     } else {
         Item::new(Tag::ATTRIBUTE_VALUE, item.value.clone())
     };
@@ -44,7 +46,9 @@ pub(super) fn decode_value(text: &str) -> Option<Item> {
 
 /// Attributes a client sets and the store keeps as they were sent (with
 /// the custom `x-`/`y-` ones); every other attribute is the server's.
-pub(super) const STORED: [&str; 9] = [
+/// Links are kept the same way: the server writes the Private and Public
+/// Key Links of a key pair, a client may add its own (KMIP 1.4 §3.35).
+pub(super) const STORED: [&str; 10] = [
     "Name",
     "Object Group",
     "Contact Information",
@@ -54,7 +58,16 @@ pub(super) const STORED: [&str; 9] = [
     "Process Start Date",
     "Protect Stop Date",
     "Usage Limits",
+    "Link",
 ];
+
+/// Stored rows the server keeps for itself and never shows as
+/// attributes (a Split Key's fields) begin with this; no attribute name
+/// a client can send does.
+pub(super) const INTERNAL_ROW: &str = "rampart:";
+
+/// The stored row of a Split Key's fields (their TTLV, as a structure).
+pub(super) const SPLIT_KEY_ROW: &str = "rampart:split-key";
 
 /// Of those, the ones an object has at most one of.
 pub(super) const SINGLE: [&str; 6] = [
@@ -211,6 +224,14 @@ impl Obj {
             add("Cryptographic Algorithm", Value::Enumeration(alg));
             let len = self.kmip.as_ref().and_then(|k| k.length).unwrap_or(256);
             add("Cryptographic Length", Value::Integer(len));
+        } else if let Some(k) = &self.kmip {
+            // Asymmetric keys, split keys, and a certificate's public key.
+            if let Some(alg) = k.algorithm {
+                add("Cryptographic Algorithm", Value::Enumeration(alg));
+            }
+            if let Some(len) = k.length {
+                add("Cryptographic Length", Value::Integer(len));
+            }
         }
         if let Some(mask) = self.usage_mask() {
             add("Cryptographic Usage Mask", Value::Integer(mask));
@@ -278,7 +299,9 @@ impl Obj {
             out.push(Attribute { name: "Name".into(), index: None, value: Some(value) });
         }
         let mut other: BTreeMap<&str, Vec<Item>> = BTreeMap::new();
-        for row in self.stored.iter().filter(|a| a.name != "Name") {
+        for row in
+            self.stored.iter().filter(|a| a.name != "Name" && !a.name.starts_with(INTERNAL_ROW))
+        {
             if let Some(item) = decode_value(&row.value) {
                 other.entry(row.name.as_str()).or_default().push(item);
             }

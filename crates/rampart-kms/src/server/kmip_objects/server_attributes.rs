@@ -248,12 +248,15 @@ pub(super) fn follow_on(name: &str, new_value: Option<&Item>) -> Option<(&'stati
     }
 }
 
-/// The default Key Format Type an object is served in.
+/// The Key Format Type of an object's stored material, which its Digest
+/// is of: a private key is kept as PKCS#8, a public key and a
+/// certificate as X.509 DER.
 pub(super) fn default_format(object_type: ObjectType) -> KeyFormatType {
-    if object_type == ObjectType::SECRET_DATA {
-        KeyFormatType::OPAQUE
-    } else {
-        KeyFormatType::RAW
+    match object_type {
+        ObjectType::SECRET_DATA | ObjectType::OPAQUE_OBJECT => KeyFormatType::OPAQUE,
+        ObjectType::PRIVATE_KEY => KeyFormatType::PKCS8,
+        ObjectType::PUBLIC_KEY | ObjectType::CERTIFICATE => KeyFormatType::X509,
+        _ => KeyFormatType::RAW,
     }
 }
 
@@ -285,8 +288,16 @@ pub(super) fn complete(obj: &Obj, attrs: &mut Vec<Attribute>, version: ProtocolV
         }
     }
     if version >= ProtocolVersion::V2_0 {
-        let format = default_format(obj.object_type());
-        attrs.push(Attribute::new("Key Format Type", Value::Enumeration(format.0)));
+        // 2.1 §4.27: the format the object was registered or made in, as
+        // its Digest names it; only an object with a Key Block has one.
+        let digested = attrs.iter().filter(|a| a.name == "Digest").find_map(|a| {
+            let f = rampart_kmip::ttlv::Fields::of(a.value.as_ref()?).ok()?;
+            Some(KeyFormatType(f.optional(Tag::KEY_FORMAT_TYPE).ok()??.as_enum().ok()?))
+        });
+        if !matches!(obj.object_type(), ObjectType::CERTIFICATE | ObjectType::OPAQUE_OBJECT) {
+            let format = digested.unwrap_or(default_format(obj.object_type()));
+            attrs.push(Attribute::new("Key Format Type", Value::Enumeration(format.0)));
+        }
         // 2.1 §4.56: the SHA-256 hash of the Unique Identifier.
         let short = digest(HashAlg::Sha256, obj.uid().as_bytes()).expose().to_vec();
         attrs.push(Attribute::new(

@@ -3,6 +3,8 @@
 
 use crate::error::{KmsError, Result};
 use crate::model::{now_ms, ClientInfo, Selector};
+use rampart_kmip::enums::{CryptographicAlgorithm, ObjectType};
+
 use crate::store::KmipUse;
 
 /// How a data operation uses a key version (the REST operations that
@@ -76,8 +78,11 @@ pub(crate) fn require_manage(
 /// The KMIP dates and object type of a key version bound its REST use as
 /// they bound its KMIP use: nothing before its Activation Date (KMIP
 /// Pre-Active), no new wrap from its Deactivation Date on (unwrapping
-/// stays allowed, as KMIP lets a Deactivated key decrypt), and Secret Data
-/// is exported but never used as a key.
+/// stays allowed, as KMIP lets a Deactivated key decrypt). The REST API
+/// wraps with AES-256 keys only: any other object (a symmetric key of
+/// another algorithm or length, Secret Data, a private key...) is refused
+/// for wrapping, and only symmetric keys and Secret Data are exported
+/// (the REST API has no format for the others).
 pub(crate) fn check_kmip_dates(
     kmip: &KmipUse,
     name: &str,
@@ -85,9 +90,30 @@ pub(crate) fn check_kmip_dates(
     key_use: KeyUse,
 ) -> Result<()> {
     let now = now_ms();
-    if kmip.object_type != 2 && key_use != KeyUse::Export {
+    let object_type = ObjectType(kmip.object_type);
+    let aes_256 = object_type == ObjectType::SYMMETRIC_KEY
+        && kmip.algorithm.is_none_or(|a| a == CryptographicAlgorithm::AES.0)
+        && kmip.length.is_none_or(|l| l == 256);
+    let exported = matches!(object_type, ObjectType::SYMMETRIC_KEY | ObjectType::SECRET_DATA);
+    if key_use == KeyUse::Export && !exported {
         return Err(KmsError::Forbidden(format!(
-            "key {name} version {version} is KMIP Secret Data, not a key"
+            "key {name} version {version} is a KMIP {object_type}: the REST API exports \
+             symmetric keys and Secret Data only (use KMIP Get)"
+        )));
+    }
+    if key_use != KeyUse::Export && !aes_256 {
+        let what = if object_type == ObjectType::SYMMETRIC_KEY {
+            let algorithm = kmip
+                .algorithm
+                .map_or_else(|| "unknown".to_owned(), |a| CryptographicAlgorithm(a).to_string());
+            let length = kmip.length.map_or_else(|| "?".to_owned(), |l| l.to_string());
+            format!("a KMIP {algorithm} {length}-bit symmetric key")
+        } else {
+            format!("a KMIP {object_type}")
+        };
+        return Err(KmsError::Forbidden(format!(
+            "key {name} version {version} is {what}, not an AES-256 key: the REST API wraps \
+             with AES-256 keys only"
         )));
     }
     if kmip.activation_ms.is_none_or(|at| at > now) {
@@ -170,8 +196,13 @@ mod tests {
     #[test]
     fn kmip_dates_bound_rest_use() {
         let now = now_ms();
-        let key =
-            KmipUse { object_type: 2, activation_ms: Some(now - 1000), deactivation_ms: None };
+        let key = KmipUse {
+            object_type: 2,
+            activation_ms: Some(now - 1000),
+            deactivation_ms: None,
+            algorithm: Some(3),
+            length: Some(256),
+        };
         for key_use in [KeyUse::Wrap, KeyUse::Unwrap, KeyUse::Export] {
             assert!(check_kmip_dates(&key, "k", 1, key_use).is_ok());
         }
@@ -187,6 +218,15 @@ mod tests {
         let secret = KmipUse { object_type: 7, ..key };
         assert!(check_kmip_dates(&secret, "k", 1, KeyUse::Export).is_ok());
         let error = check_kmip_dates(&secret, "k", 1, KeyUse::Wrap).unwrap_err();
-        assert!(error.to_string().contains("is KMIP Secret Data, not a key"), "{error}");
+        assert!(error.to_string().contains("is a KMIP Secret Data, not an AES-256"), "{error}");
+        let private = KmipUse { object_type: 4, algorithm: Some(4), length: Some(2048), ..key };
+        for key_use in [KeyUse::Wrap, KeyUse::Unwrap, KeyUse::Export] {
+            let error = check_kmip_dates(&private, "k", 1, key_use).unwrap_err();
+            assert!(error.to_string().contains("is a KMIP Private Key"), "{error}");
+        }
+        let hmac = KmipUse { algorithm: Some(9), length: Some(256), ..key };
+        let error = check_kmip_dates(&hmac, "k", 1, KeyUse::Wrap).unwrap_err();
+        assert!(error.to_string().contains("HMAC-SHA256 256-bit symmetric key"), "{error}");
+        assert!(check_kmip_dates(&hmac, "k", 1, KeyUse::Export).is_ok());
     }
 }

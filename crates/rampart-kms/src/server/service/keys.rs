@@ -150,15 +150,13 @@ pub(crate) async fn usable(
     match (&row.version.state, &row.material) {
         (KeyState::Active, Some(blob)) => {
             let material = root.open_material(name, v, blob)?;
-            if key_use != KeyUse::Export {
-                // A key KMIP made names its algorithm in its KMIP object.
-                let algorithm = match &row.kmip {
-                    Some(_) => {
-                        state.store.kmip_object(name.to_owned(), v).await?.and_then(|k| k.algorithm)
-                    }
-                    None => None,
-                };
-                check_wrapping_key(&row, algorithm, name, v, &material)?;
+            // `check_kmip_dates` refused every KMIP object that is not an
+            // AES-256 key; a REST key is one by construction.
+            if key_use != KeyUse::Export && material.len() != KEY_BYTES {
+                return Err(KmsError::InvalidRequest(format!(
+                    "key {name} version {v} is not an AES-256 key: wrap and unwrap use \
+                     AES-256 keys only"
+                )));
             }
             Ok((row, material))
         }
@@ -167,27 +165,4 @@ pub(crate) async fn usable(
         }
         _ => Err(KmsError::KeyDestroyed { name: name.to_owned(), version: v }),
     }
-}
-
-/// The REST API wraps with AES-256-GCM: a key KMIP made with another
-/// algorithm or length (Triple DES, ChaCha20, HMAC, AES-128...) or of
-/// another object type is refused, rather than read as an AES key of
-/// whatever length its material has.
-fn check_wrapping_key(
-    row: &MaterialRow,
-    algorithm: Option<u32>,
-    name: &str,
-    version: u32,
-    material: &SecretBytes,
-) -> Result<()> {
-    let aes = rampart_kmip::enums::CryptographicAlgorithm::AES.0;
-    let symmetric = rampart_kmip::enums::ObjectType::SYMMETRIC_KEY.0;
-    let kmip_ok = row.kmip.as_ref().is_none_or(|k| k.object_type == symmetric)
-        && algorithm.is_none_or(|a| a == aes);
-    if kmip_ok && material.len() == KEY_BYTES {
-        return Ok(());
-    }
-    Err(KmsError::InvalidRequest(format!(
-        "key {name} version {version} is not an AES-256 key: wrap and unwrap use AES-256 keys only"
-    )))
 }

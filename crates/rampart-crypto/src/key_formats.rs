@@ -1,0 +1,509 @@
+//! Asymmetric key formats: reading the encodings clients send keys in
+//! into one canonical form per kind (PKCS#8 `PrivateKeyInfo` for private
+//! keys, `SubjectPublicKeyInfo` for public keys), checking that the key
+//! parses, and writing the other forms back: PKCS#1 `RSAPrivateKey` and
+//! `RSAPublicKey` (RFC 8017 Appendix A.1), and the integers of an RSA key.
+//!
+//! RSA keys are accepted from 1024 to 8192 bits; from 2048 bits AWS-LC
+//! checks the key's consistency as well as its encoding. EC keys are on
+//! P-256, P-384 or P-521 (RFC 5480), Ed25519 keys as RFC 8410 defines.
+
+use aws_lc_rs::encoding::AsDer;
+use aws_lc_rs::signature::{self as sig, KeyPair as _};
+use zeroize::Zeroizing;
+
+use crate::der::{self, Reader, BIT_STRING, NULL, OCTET_STRING, OID, SEQUENCE};
+use crate::{CryptoError, Result, SecretBytes};
+
+/// rsaEncryption (1.2.840.113549.1.1.1).
+const OID_RSA: &[u8] = &[0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x01, 0x01];
+/// id-ecPublicKey (1.2.840.10045.2.1).
+const OID_EC: &[u8] = &[0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x02, 0x01];
+/// id-Ed25519 (1.3.101.112).
+const OID_ED25519: &[u8] = &[0x2B, 0x65, 0x70];
+/// prime256v1 (1.2.840.10045.3.1.7).
+const OID_P256: &[u8] = &[0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07];
+/// secp384r1 (1.3.132.0.34).
+const OID_P384: &[u8] = &[0x2B, 0x81, 0x04, 0x00, 0x22];
+/// secp521r1 (1.3.132.0.35).
+const OID_P521: &[u8] = &[0x2B, 0x81, 0x04, 0x00, 0x23];
+
+/// Smallest and largest RSA modulus accepted, in bits.
+pub const RSA_MIN_BITS: u32 = 1024;
+pub const RSA_MAX_BITS: u32 = 8192;
+
+/// An elliptic curve keys may be on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Curve {
+    P256,
+    P384,
+    P521,
+}
+
+impl Curve {
+    /// The curve's size in bits (its Cryptographic Length).
+    #[must_use]
+    pub fn bits(self) -> u32 {
+        match self {
+            Self::P256 => 256,
+            Self::P384 => 384,
+            Self::P521 => 521,
+        }
+    }
+
+    fn oid(self) -> &'static [u8] {
+        match self {
+            Self::P256 => OID_P256,
+            Self::P384 => OID_P384,
+            Self::P521 => OID_P521,
+        }
+    }
+
+    fn from_oid(oid: &[u8]) -> Result<Self> {
+        match oid {
+            OID_P256 => Ok(Self::P256),
+            OID_P384 => Ok(Self::P384),
+            OID_P521 => Ok(Self::P521),
+            _ => Err(CryptoError::Unsupported("an elliptic curve other than P-256, P-384, P-521")),
+        }
+    }
+
+    fn signing(self) -> &'static sig::EcdsaSigningAlgorithm {
+        match self {
+            Self::P256 => &sig::ECDSA_P256_SHA256_ASN1_SIGNING,
+            Self::P384 => &sig::ECDSA_P384_SHA384_ASN1_SIGNING,
+            Self::P521 => &sig::ECDSA_P521_SHA512_ASN1_SIGNING,
+        }
+    }
+
+    fn verifying(self) -> &'static sig::EcdsaVerificationAlgorithm {
+        match self {
+            Self::P256 => &sig::ECDSA_P256_SHA256_ASN1,
+            Self::P384 => &sig::ECDSA_P384_SHA384_ASN1,
+            Self::P521 => &sig::ECDSA_P521_SHA512_ASN1,
+        }
+    }
+}
+
+/// What kind of asymmetric key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyKind {
+    Rsa,
+    Ec(Curve),
+    Ed25519,
+}
+
+/// A parsed key's kind and size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyInfo {
+    pub kind: KeyKind,
+    /// The modulus size (RSA), the curve size (EC), 256 for Ed25519.
+    pub bits: u32,
+}
+
+fn malformed(what: &'static str) -> CryptoError {
+    CryptoError::InvalidEncoding(what)
+}
+
+/// An AlgorithmIdentifier: the key kind it names.
+fn read_algorithm(r: &mut Reader<'_>) -> Result<KeyKind> {
+    let mut alg = r.sequence("AlgorithmIdentifier")?;
+    let oid = alg.expect(OID, "AlgorithmIdentifier")?;
+    let kind = match oid {
+        OID_RSA => {
+            // The parameters are NULL (RFC 8017 Appendix A.1); some
+            // encoders leave them out.
+            if !alg.is_empty() {
+                alg.expect(NULL, "RSA parameters")?;
+            }
+            KeyKind::Rsa
+        }
+        OID_EC => KeyKind::Ec(Curve::from_oid(alg.expect(OID, "EC named curve")?)?),
+        // RFC 8410 §3: the parameters are absent.
+        OID_ED25519 => KeyKind::Ed25519,
+        _ => return Err(CryptoError::Unsupported("a key algorithm other than RSA, EC, Ed25519")),
+    };
+    alg.finish("AlgorithmIdentifier")?;
+    Ok(kind)
+}
+
+fn put_algorithm(out: &mut Zeroizing<Vec<u8>>, kind: KeyKind) {
+    let mut alg = Zeroizing::new(Vec::new());
+    match kind {
+        KeyKind::Rsa => {
+            der::put(&mut alg, OID, OID_RSA);
+            der::put(&mut alg, NULL, &[]);
+        }
+        KeyKind::Ec(curve) => {
+            der::put(&mut alg, OID, OID_EC);
+            der::put(&mut alg, OID, curve.oid());
+        }
+        KeyKind::Ed25519 => der::put(&mut alg, OID, OID_ED25519),
+    }
+    der::put(out, SEQUENCE, &alg);
+}
+
+/// The integers of an RSA private key (RFC 8017 §3.2, second form), each
+/// a big-endian magnitude.
+pub struct RsaPrivateParts {
+    pub modulus: Vec<u8>,
+    pub public_exponent: Vec<u8>,
+    pub private_exponent: SecretBytes,
+    pub p: SecretBytes,
+    pub q: SecretBytes,
+    pub prime_exponent_p: SecretBytes,
+    pub prime_exponent_q: SecretBytes,
+    pub crt_coefficient: SecretBytes,
+}
+
+impl std::fmt::Debug for RsaPrivateParts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RsaPrivateParts({} bits)", der::bit_length(&self.modulus))
+    }
+}
+
+/// Reads a PKCS#1 `RSAPrivateKey` (two primes only).
+fn read_rsa_private(pkcs1: &[u8]) -> Result<RsaPrivateParts> {
+    let mut outer = Reader::new(pkcs1);
+    let mut r = outer.sequence("RSAPrivateKey")?;
+    outer.finish("RSAPrivateKey")?;
+    if r.small("RSAPrivateKey version")? != 0 {
+        return Err(CryptoError::Unsupported("multi-prime RSA keys"));
+    }
+    let mut secret = |what| r.unsigned(what).map(SecretBytes::from_slice);
+    let modulus = secret("RSA modulus")?.expose().to_vec();
+    let public_exponent = secret("RSA public exponent")?.expose().to_vec();
+    let parts = RsaPrivateParts {
+        modulus,
+        public_exponent,
+        private_exponent: secret("RSA private exponent")?,
+        p: secret("RSA prime p")?,
+        q: secret("RSA prime q")?,
+        prime_exponent_p: secret("RSA exponent dP")?,
+        prime_exponent_q: secret("RSA exponent dQ")?,
+        crt_coefficient: secret("RSA coefficient qInv")?,
+    };
+    r.finish("RSAPrivateKey")?;
+    Ok(parts)
+}
+
+fn rsa_bits(modulus: &[u8], public_exponent: &[u8]) -> Result<u32> {
+    let bits = der::bit_length(modulus);
+    if !(RSA_MIN_BITS..=RSA_MAX_BITS).contains(&bits) {
+        return Err(CryptoError::Unsupported("an RSA modulus outside 1024 to 8192 bits"));
+    }
+    if der::bit_length(public_exponent) < 2 || public_exponent.last().is_some_and(|b| b & 1 == 0) {
+        return Err(malformed("RSA public exponent"));
+    }
+    Ok(bits)
+}
+
+/// PKCS#1 `RSAPrivateKey` of the parts.
+fn write_rsa_private(parts: &RsaPrivateParts) -> Zeroizing<Vec<u8>> {
+    let mut body = Zeroizing::new(Vec::new());
+    der::put_unsigned(&mut body, &[0]);
+    der::put_unsigned(&mut body, &parts.modulus);
+    der::put_unsigned(&mut body, &parts.public_exponent);
+    for secret in [
+        &parts.private_exponent,
+        &parts.p,
+        &parts.q,
+        &parts.prime_exponent_p,
+        &parts.prime_exponent_q,
+        &parts.crt_coefficient,
+    ] {
+        der::put_unsigned(&mut body, secret.expose());
+    }
+    der::element(SEQUENCE, &body)
+}
+
+/// PKCS#8 `PrivateKeyInfo` (version 0) around a private key encoding.
+fn wrap_pkcs8(kind: KeyKind, private: &[u8]) -> SecretBytes {
+    let mut body = Zeroizing::new(Vec::new());
+    der::put_unsigned(&mut body, &[0]);
+    put_algorithm(&mut body, kind);
+    der::put(&mut body, OCTET_STRING, private);
+    SecretBytes::new(std::mem::take(&mut *der::element(SEQUENCE, &body)))
+}
+
+/// A PKCS#8 key's kind and its inner private key encoding.
+fn unwrap_pkcs8(pkcs8: &[u8]) -> Result<(KeyKind, &[u8])> {
+    let mut outer = Reader::new(pkcs8);
+    let mut r = outer.sequence("PrivateKeyInfo")?;
+    outer.finish("PrivateKeyInfo")?;
+    // Version 1 is RFC 5958's OneAsymmetricKey, which may add the public key.
+    if r.small("PrivateKeyInfo version")? > 1 {
+        return Err(malformed("PrivateKeyInfo version"));
+    }
+    let kind = read_algorithm(&mut r)?;
+    let private = r.expect(OCTET_STRING, "PrivateKeyInfo privateKey")?;
+    // [0] attributes and [1] publicKey may follow; they are not kept.
+    while !r.is_empty() {
+        match r.any()? {
+            (0xA0 | 0x81 | 0xA1, _) => {}
+            _ => return Err(malformed("PrivateKeyInfo")),
+        }
+    }
+    Ok((kind, private))
+}
+
+/// Checks a PKCS#8 private key (encoding, and the key itself where AWS-LC
+/// can) and says what it is.
+pub fn private_key_info(pkcs8: &[u8]) -> Result<KeyInfo> {
+    let (kind, private) = unwrap_pkcs8(pkcs8)?;
+    let rejected = |_| malformed("the private key (AWS-LC rejects it)");
+    let bits = match kind {
+        KeyKind::Rsa => {
+            let parts = read_rsa_private(private)?;
+            let bits = rsa_bits(&parts.modulus, &parts.public_exponent)?;
+            if bits >= 2048 {
+                aws_lc_rs::rsa::KeyPair::from_pkcs8(pkcs8).map_err(rejected)?;
+            }
+            bits
+        }
+        KeyKind::Ec(curve) => {
+            sig::EcdsaKeyPair::from_pkcs8(curve.signing(), pkcs8).map_err(rejected)?;
+            curve.bits()
+        }
+        KeyKind::Ed25519 => {
+            sig::Ed25519KeyPair::from_pkcs8_maybe_unchecked(pkcs8).map_err(rejected)?;
+            256
+        }
+    };
+    Ok(KeyInfo { kind, bits })
+}
+
+/// PKCS#8 of a PKCS#1 `RSAPrivateKey` (checked as [`private_key_info`]).
+pub fn rsa_private_pkcs8_from_pkcs1(pkcs1: &[u8]) -> Result<SecretBytes> {
+    read_rsa_private(pkcs1)?;
+    let pkcs8 = wrap_pkcs8(KeyKind::Rsa, pkcs1);
+    private_key_info(pkcs8.expose())?;
+    Ok(pkcs8)
+}
+
+/// The PKCS#1 `RSAPrivateKey` inside a PKCS#8 RSA key.
+pub fn rsa_private_pkcs1(pkcs8: &[u8]) -> Result<SecretBytes> {
+    match unwrap_pkcs8(pkcs8)? {
+        (KeyKind::Rsa, private) => {
+            read_rsa_private(private)?;
+            Ok(SecretBytes::from_slice(private))
+        }
+        _ => Err(CryptoError::Unsupported("PKCS#1 of a key that is not RSA")),
+    }
+}
+
+/// The integers of a PKCS#8 RSA key.
+pub fn rsa_private_parts(pkcs8: &[u8]) -> Result<RsaPrivateParts> {
+    match unwrap_pkcs8(pkcs8)? {
+        (KeyKind::Rsa, private) => read_rsa_private(private),
+        _ => Err(CryptoError::Unsupported("RSA integers of a key that is not RSA")),
+    }
+}
+
+/// PKCS#8 of an RSA key's integers (checked as [`private_key_info`]).
+pub fn rsa_private_pkcs8_from_parts(parts: &RsaPrivateParts) -> Result<SecretBytes> {
+    rsa_private_pkcs8_from_pkcs1(&write_rsa_private(parts))
+}
+
+/// The `SubjectPublicKeyInfo` of a PKCS#8 private key's public half.
+pub fn public_key_of(pkcs8: &[u8]) -> Result<Vec<u8>> {
+    let (kind, private) = unwrap_pkcs8(pkcs8)?;
+    let der = |d: std::result::Result<aws_lc_rs::encoding::PublicKeyX509Der<'_>, _>| {
+        d.map(|d| d.as_ref().to_vec()).map_err(|_| CryptoError::Backend("public key encoding"))
+    };
+    let rejected = |_| malformed("the private key (AWS-LC rejects it)");
+    match kind {
+        KeyKind::Rsa => {
+            let parts = read_rsa_private(private)?;
+            rsa_public_spki(&parts.modulus, &parts.public_exponent)
+        }
+        KeyKind::Ec(curve) => {
+            let pair = sig::EcdsaKeyPair::from_pkcs8(curve.signing(), pkcs8).map_err(rejected)?;
+            der(pair.public_key().as_der())
+        }
+        KeyKind::Ed25519 => {
+            let pair = sig::Ed25519KeyPair::from_pkcs8_maybe_unchecked(pkcs8).map_err(rejected)?;
+            der(pair.public_key().as_der())
+        }
+    }
+}
+
+/// A `SubjectPublicKeyInfo`'s kind and its key bits (the BIT STRING's
+/// contents: an `RSAPublicKey`, an EC point, an Ed25519 key).
+fn unwrap_spki(spki: &[u8]) -> Result<(KeyKind, &[u8])> {
+    let mut outer = Reader::new(spki);
+    let mut r = outer.sequence("SubjectPublicKeyInfo")?;
+    outer.finish("SubjectPublicKeyInfo")?;
+    let kind = read_algorithm(&mut r)?;
+    let bits = r.expect(BIT_STRING, "subjectPublicKey")?;
+    r.finish("SubjectPublicKeyInfo")?;
+    match bits.split_first() {
+        Some((0, key)) => Ok((kind, key)),
+        _ => Err(malformed("subjectPublicKey")),
+    }
+}
+
+fn read_rsa_public(pkcs1: &[u8]) -> Result<(&[u8], &[u8])> {
+    let mut outer = Reader::new(pkcs1);
+    let mut r = outer.sequence("RSAPublicKey")?;
+    outer.finish("RSAPublicKey")?;
+    let n = r.unsigned("RSA modulus")?;
+    let e = r.unsigned("RSA public exponent")?;
+    r.finish("RSAPublicKey")?;
+    Ok((n, e))
+}
+
+/// Checks a `SubjectPublicKeyInfo` and says what key it holds.
+pub fn public_key_info(spki: &[u8]) -> Result<KeyInfo> {
+    let (kind, key) = unwrap_spki(spki)?;
+    let rejected = |_| malformed("the public key (AWS-LC rejects it)");
+    let bits = match kind {
+        KeyKind::Rsa => {
+            let (n, e) = read_rsa_public(key)?;
+            let bits = rsa_bits(n, e)?;
+            sig::ParsedPublicKey::new(&sig::RSA_PKCS1_1024_8192_SHA256_FOR_LEGACY_USE_ONLY, key)
+                .map_err(rejected)?;
+            bits
+        }
+        KeyKind::Ec(curve) => {
+            sig::ParsedPublicKey::new(curve.verifying(), key).map_err(rejected)?;
+            curve.bits()
+        }
+        KeyKind::Ed25519 => {
+            sig::ParsedPublicKey::new(&sig::ED25519, key).map_err(rejected)?;
+            256
+        }
+    };
+    Ok(KeyInfo { kind, bits })
+}
+
+/// The `SubjectPublicKeyInfo` of an RSA modulus and public exponent.
+pub fn rsa_public_spki(modulus: &[u8], public_exponent: &[u8]) -> Result<Vec<u8>> {
+    rsa_bits(modulus, public_exponent)?;
+    let mut pkcs1 = Zeroizing::new(Vec::new());
+    der::put_unsigned(&mut pkcs1, modulus);
+    der::put_unsigned(&mut pkcs1, public_exponent);
+    spki_from_rsa_public(&der::element(SEQUENCE, &pkcs1))
+}
+
+/// The `SubjectPublicKeyInfo` of a PKCS#1 `RSAPublicKey` (checked).
+pub fn spki_from_rsa_public(pkcs1: &[u8]) -> Result<Vec<u8>> {
+    read_rsa_public(pkcs1)?;
+    let mut bits = Zeroizing::new(vec![0u8]);
+    bits.extend_from_slice(pkcs1);
+    let mut body = Zeroizing::new(Vec::new());
+    put_algorithm(&mut body, KeyKind::Rsa);
+    der::put(&mut body, BIT_STRING, &bits);
+    let spki = der::element(SEQUENCE, &body).to_vec();
+    public_key_info(&spki)?;
+    Ok(spki)
+}
+
+/// The PKCS#1 `RSAPublicKey` inside an RSA `SubjectPublicKeyInfo`.
+pub fn rsa_public_pkcs1(spki: &[u8]) -> Result<Vec<u8>> {
+    match unwrap_spki(spki)? {
+        (KeyKind::Rsa, key) => {
+            read_rsa_public(key)?;
+            Ok(key.to_vec())
+        }
+        _ => Err(CryptoError::Unsupported("PKCS#1 of a key that is not RSA")),
+    }
+}
+
+/// The modulus and public exponent of an RSA `SubjectPublicKeyInfo`.
+pub fn rsa_public_parts(spki: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
+    match unwrap_spki(spki)? {
+        (KeyKind::Rsa, key) => {
+            let (n, e) = read_rsa_public(key)?;
+            Ok((n.to_vec(), e.to_vec()))
+        }
+        _ => Err(CryptoError::Unsupported("RSA integers of a key that is not RSA")),
+    }
+}
+
+/// A new key pair: its private key (PKCS#8) and public key (SPKI). RSA
+/// sizes are those AWS-LC generates: 2048, 3072, 4096 and 8192 bits.
+pub fn generate_key_pair(kind: KeyKind, bits: u32) -> Result<(SecretBytes, Vec<u8>)> {
+    let failed = |_| CryptoError::Backend("key pair generation");
+    let pkcs8 = match kind {
+        KeyKind::Rsa => {
+            use aws_lc_rs::rsa::KeySize;
+            let size = match bits {
+                2048 => KeySize::Rsa2048,
+                3072 => KeySize::Rsa3072,
+                4096 => KeySize::Rsa4096,
+                8192 => KeySize::Rsa8192,
+                _ => return Err(CryptoError::Unsupported("that RSA key size")),
+            };
+            let pair = aws_lc_rs::rsa::KeyPair::generate(size).map_err(failed)?;
+            let der: aws_lc_rs::encoding::Pkcs8V1Der<'_> = pair.as_der().map_err(failed)?;
+            SecretBytes::from_slice(der.as_ref())
+        }
+        KeyKind::Ec(curve) => {
+            let pair = sig::EcdsaKeyPair::generate(curve.signing()).map_err(failed)?;
+            SecretBytes::from_slice(pair.to_pkcs8v1().map_err(failed)?.as_ref())
+        }
+        KeyKind::Ed25519 => {
+            let pair = sig::Ed25519KeyPair::generate().map_err(failed)?;
+            SecretBytes::from_slice(pair.to_pkcs8v1().map_err(failed)?.as_ref())
+        }
+    };
+    let public = public_key_of(pkcs8.expose())?;
+    Ok((pkcs8, public))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rsa_keys_convert_between_pkcs1_pkcs8_and_their_integers() {
+        let (pkcs8, spki) = generate_key_pair(KeyKind::Rsa, 2048).unwrap();
+        let info = private_key_info(pkcs8.expose()).unwrap();
+        assert_eq!(info, KeyInfo { kind: KeyKind::Rsa, bits: 2048 });
+        let pkcs1 = rsa_private_pkcs1(pkcs8.expose()).unwrap();
+        let back = rsa_private_pkcs8_from_pkcs1(pkcs1.expose()).unwrap();
+        assert_eq!(rsa_private_pkcs1(back.expose()).unwrap().expose(), pkcs1.expose());
+        let parts = rsa_private_parts(pkcs8.expose()).unwrap();
+        let rebuilt = rsa_private_pkcs8_from_parts(&parts).unwrap();
+        assert_eq!(rsa_private_pkcs1(rebuilt.expose()).unwrap().expose(), pkcs1.expose());
+        assert_eq!(public_key_of(pkcs8.expose()).unwrap(), spki);
+        let public_pkcs1 = rsa_public_pkcs1(&spki).unwrap();
+        assert_eq!(spki_from_rsa_public(&public_pkcs1).unwrap(), spki);
+        let (n, e) = rsa_public_parts(&spki).unwrap();
+        assert_eq!(rsa_public_spki(&n, &e).unwrap(), spki);
+        assert_eq!(public_key_info(&spki).unwrap().bits, 2048);
+    }
+
+    #[test]
+    fn ec_and_ed25519_keys_parse_with_their_public_halves() {
+        for curve in [Curve::P256, Curve::P384, Curve::P521] {
+            let (pkcs8, spki) = generate_key_pair(KeyKind::Ec(curve), 0).unwrap();
+            let info = private_key_info(pkcs8.expose()).unwrap();
+            assert_eq!(info, KeyInfo { kind: KeyKind::Ec(curve), bits: curve.bits() });
+            assert_eq!(public_key_info(&spki).unwrap(), info);
+            assert!(rsa_private_pkcs1(pkcs8.expose()).is_err());
+        }
+        let (pkcs8, spki) = generate_key_pair(KeyKind::Ed25519, 0).unwrap();
+        assert_eq!(private_key_info(pkcs8.expose()).unwrap().kind, KeyKind::Ed25519);
+        assert_eq!(public_key_info(&spki).unwrap().kind, KeyKind::Ed25519);
+    }
+
+    #[test]
+    fn damaged_keys_are_refused() {
+        let (pkcs8, spki) = generate_key_pair(KeyKind::Rsa, 2048).unwrap();
+        let bytes = pkcs8.expose();
+        for cut in [0, 1, 10, bytes.len() / 2, bytes.len() - 1] {
+            assert!(private_key_info(&bytes[..cut]).is_err());
+        }
+        let mut flipped = bytes.to_vec();
+        // A bit of the private exponent: the encoding holds, the key does not.
+        let at = flipped.len() - 300;
+        flipped[at] ^= 0x01;
+        assert!(private_key_info(&flipped).is_err());
+        let mut trailing = spki.clone();
+        trailing.push(0);
+        assert!(public_key_info(&trailing).is_err());
+        assert!(rsa_private_pkcs8_from_pkcs1(&spki).is_err());
+    }
+}
