@@ -13,13 +13,16 @@
 //! volume's page cache lent in place to the cipher, and the SIGBUS handler
 //! that makes that safe) and [`ktls`] (a TLS session's record keys handed
 //! to the Linux kernel). Every other module is safe Rust built on those or
-//! on `aws-lc-rs`. Every `unsafe` block says why it is sound in a
+//! on `aws-lc-rs` ([`ffi`]'s `pkey` submodule holds the public-key
+//! operations behind [`PrivateKey`] and [`PublicKey`]). Every `unsafe`
+//! block says why it is sound in a
 //! `// SAFETY:` comment (clippy's `undocumented_unsafe_blocks`, denied for
 //! the whole workspace).
 //!
 //! Secrets are held in [`SecretBytes`], which zeroizes on drop, never prints
 //! its contents and compares in constant time.
 
+mod asymmetric;
 mod cbc;
 pub mod cpu;
 mod ctr;
@@ -28,6 +31,7 @@ mod ffi;
 mod gcm;
 mod hash;
 mod kdf;
+mod keygen;
 mod keywrap;
 pub mod ktls;
 mod mapped;
@@ -38,6 +42,7 @@ mod stream;
 mod xts;
 mod xts_simd;
 
+pub use asymmetric::{Curve, KeyAlg, PrivateKey, PublicKey, RsaEncryption, SignatureScheme};
 pub use cbc::{Cbc, CbcIv};
 pub use ctr::Ctr;
 pub use error::CryptoError;
@@ -48,6 +53,7 @@ pub use ffi::{
 pub use gcm::{Gcm, GCM_NONCE_LEN, GCM_TAG_LEN};
 pub use hash::{digest, digest_blocks, digest_into, hkdf, hmac, HashAlg, HmacKey};
 pub use kdf::{argon2, argon2_with_secret, pbkdf2, Argon2Params, Argon2Variant};
+pub use keygen::{generate_ec, generate_ed25519, generate_rsa, KeyPairDer};
 pub use keywrap::{kw_unwrap, kw_wrap, kwp_unwrap, kwp_wrap};
 pub use mapped::MappedFile;
 pub use rng::{fill_random, random_secret};
