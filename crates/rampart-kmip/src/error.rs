@@ -47,6 +47,14 @@ pub enum KmipError {
     /// was asked (KMIP 1.x answers this with Permission Denied).
     #[error("incompatible cryptographic usage mask: {0}")]
     IncompatibleCryptographicUsageMask(String),
+    /// KMIP 2.x: the object is not of a type the operation takes (KMIP
+    /// 1.x answers this with Permission Denied or Illegal Operation).
+    #[error("invalid object type: {0}")]
+    InvalidObjectType(String),
+    /// KMIP 2.x: the object's state or its Process Start / Protect Stop
+    /// Dates do not allow the operation now.
+    #[error("wrong key lifecycle state: {0}")]
+    WrongKeyLifecycleState(String),
     #[error("key format type {0} is not supported")]
     KeyFormatTypeNotSupported(u32),
     #[error("key compression is not supported")]
@@ -89,6 +97,8 @@ impl KmipError {
             Self::IncompatibleCryptographicUsageMask(_) => {
                 ResultReason::INCOMPATIBLE_CRYPTOGRAPHIC_USAGE_MASK
             }
+            Self::InvalidObjectType(_) => ResultReason::INVALID_OBJECT_TYPE,
+            Self::WrongKeyLifecycleState(_) => ResultReason::WRONG_KEY_LIFECYCLE_STATE,
             Self::KeyFormatTypeNotSupported(_) => ResultReason::KEY_FORMAT_TYPE_NOT_SUPPORTED,
             Self::KeyCompressionTypeNotSupported => {
                 ResultReason::KEY_COMPRESSION_TYPE_NOT_SUPPORTED

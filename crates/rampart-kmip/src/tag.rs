@@ -231,6 +231,22 @@ impl Tag {
     pub const FINAL_INDICATOR: Self = Self(0x4200D8);
     /// Validity Indicator.
     pub const VALIDITY_INDICATOR: Self = Self(0x42009B);
+    /// Digital Signature Algorithm.
+    pub const DIGITAL_SIGNATURE_ALGORITHM: Self = Self(0x4200AE);
+    /// Signature Data.
+    pub const SIGNATURE_DATA: Self = Self(0x4200C3);
+    /// Salt Length.
+    pub const SALT_LENGTH: Self = Self(0x420100);
+    /// Mask Generator.
+    pub const MASK_GENERATOR: Self = Self(0x420101);
+    /// Mask Generator Hashing Algorithm.
+    pub const MASK_GENERATOR_HASHING_ALGORITHM: Self = Self(0x420102);
+    /// P Source.
+    pub const P_SOURCE: Self = Self(0x420103);
+    /// Trailer Field.
+    pub const TRAILER_FIELD: Self = Self(0x420104);
+    /// Digested Data.
+    pub const DIGESTED_DATA: Self = Self(0x420107);
     /// Authenticated Encryption Additional Data.
     pub const AUTHENTICATED_ENCRYPTION_ADDITIONAL_DATA: Self = Self(0x4200FE);
     /// Authenticated Encryption Tag.
@@ -361,6 +377,14 @@ impl Tag {
             Self::INIT_INDICATOR => "Init Indicator",
             Self::FINAL_INDICATOR => "Final Indicator",
             Self::VALIDITY_INDICATOR => "Validity Indicator",
+            Self::DIGITAL_SIGNATURE_ALGORITHM => "Digital Signature Algorithm",
+            Self::SIGNATURE_DATA => "Signature Data",
+            Self::SALT_LENGTH => "Salt Length",
+            Self::MASK_GENERATOR => "Mask Generator",
+            Self::MASK_GENERATOR_HASHING_ALGORITHM => "Mask Generator Hashing Algorithm",
+            Self::P_SOURCE => "P Source",
+            Self::TRAILER_FIELD => "Trailer Field",
+            Self::DIGESTED_DATA => "Digested Data",
             Self::AUTHENTICATED_ENCRYPTION_ADDITIONAL_DATA => {
                 "Authenticated Encryption Additional Data"
             }

@@ -228,6 +228,10 @@ impl Session<'_> {
 
     pub(super) async fn encrypt(&mut self, request: &CryptoRequest, encrypt: bool) -> R<Vec<Item>> {
         let uid = self.uid(request.unique_identifier.as_ref())?;
+        // A public or private key encrypts with RSA (`rsa_crypt`).
+        if self.is_asymmetric(&uid).await? {
+            return self.rsa_crypt(uid, request, encrypt).await;
+        }
         let bit = if encrypt { usage_mask::ENCRYPT } else { usage_mask::DECRYPT };
         let (obj, key) = self.usable_key(&uid, bit, encrypt).await?;
         if obj

@@ -30,15 +30,20 @@
 //! Here: the batch item dispatch. The objects and their states are in
 //! `object`, the session (loading, access, material) in `session`, and
 //! the operations in `lifecycle`, `attributes`, `locate`, `crypto` and
-//! `streams` (Hash, MAC, MAC Verify, RNG Retrieve and RNG Seed).
+//! `streams` (Hash, MAC, MAC Verify, RNG Retrieve and RNG Seed); the
+//! public-key ones in `signing` (Sign, Signature Verify) and `rsa_crypt`
+//! (RSA Encrypt and Decrypt), over the keys `asym_key` loads and checks.
 
+mod asym_key;
 mod attributes;
 mod crypto;
 mod errors;
 mod lifecycle;
 mod locate;
 mod object;
+mod rsa_crypt;
 mod session;
+mod signing;
 mod stream_table;
 mod streams;
 
@@ -46,7 +51,7 @@ use rampart_kmip::enums::Operation;
 use rampart_kmip::payload::{
     parse_rng_retrieve, parse_rng_seed, AttributeChangeRequest, CreateRequest, CryptoRequest,
     GetRequest, LocateRequest, ObjectRequest, ReKeyRequest, RegisterRequest, RevokeRequest,
-    StreamRequest,
+    SignRequest, StreamRequest,
 };
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::Item;
@@ -94,6 +99,10 @@ impl Session<'_> {
             Operation::DECRYPT => self.encrypt(&CryptoRequest::parse(payload)?, false).await,
             Operation::MAC => self.mac(&StreamRequest::parse(payload)?, false).await,
             Operation::MAC_VERIFY => self.mac(&StreamRequest::parse(payload)?, true).await,
+            Operation::SIGN => self.sign(&SignRequest::parse(payload)?).await,
+            Operation::SIGNATURE_VERIFY => {
+                self.signature_verify(&SignRequest::parse(payload)?).await
+            }
             Operation::HASH => self.hash(&StreamRequest::parse(payload)?).await,
             Operation::RNG_RETRIEVE => self.rng_retrieve(parse_rng_retrieve(payload)?),
             Operation::RNG_SEED => self.rng_seed(&parse_rng_seed(payload)?),
