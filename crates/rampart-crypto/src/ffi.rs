@@ -20,6 +20,8 @@ use aws_lc_sys as sys;
 
 use crate::{CryptoError, Result};
 
+pub(crate) mod pkey;
+
 /// The AWS-LC EVP ciphers Rampart drives directly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum EvpCipher {

@@ -12,6 +12,7 @@ use aws_lc_rs::encoding::AsDer;
 use aws_lc_rs::signature::{self as sig, KeyPair as _};
 use zeroize::Zeroizing;
 
+use crate::asymmetric::{Curve, KeyAlg};
 use crate::der::{self, Reader, BIT_STRING, NULL, OCTET_STRING, OID, SEQUENCE};
 use crate::{CryptoError, Result, SecretBytes};
 
@@ -32,71 +33,43 @@ const OID_P521: &[u8] = &[0x2B, 0x81, 0x04, 0x00, 0x23];
 pub const RSA_MIN_BITS: u32 = 1024;
 pub const RSA_MAX_BITS: u32 = 8192;
 
-/// An elliptic curve keys may be on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Curve {
-    P256,
-    P384,
-    P521,
-}
-
-impl Curve {
-    /// The curve's size in bits (its Cryptographic Length).
-    #[must_use]
-    pub fn bits(self) -> u32 {
-        match self {
-            Self::P256 => 256,
-            Self::P384 => 384,
-            Self::P521 => 521,
-        }
-    }
-
-    fn oid(self) -> &'static [u8] {
-        match self {
-            Self::P256 => OID_P256,
-            Self::P384 => OID_P384,
-            Self::P521 => OID_P521,
-        }
-    }
-
-    fn from_oid(oid: &[u8]) -> Result<Self> {
-        match oid {
-            OID_P256 => Ok(Self::P256),
-            OID_P384 => Ok(Self::P384),
-            OID_P521 => Ok(Self::P521),
-            _ => Err(CryptoError::Unsupported("an elliptic curve other than P-256, P-384, P-521")),
-        }
-    }
-
-    fn signing(self) -> &'static sig::EcdsaSigningAlgorithm {
-        match self {
-            Self::P256 => &sig::ECDSA_P256_SHA256_ASN1_SIGNING,
-            Self::P384 => &sig::ECDSA_P384_SHA384_ASN1_SIGNING,
-            Self::P521 => &sig::ECDSA_P521_SHA512_ASN1_SIGNING,
-        }
-    }
-
-    fn verifying(self) -> &'static sig::EcdsaVerificationAlgorithm {
-        match self {
-            Self::P256 => &sig::ECDSA_P256_SHA256_ASN1,
-            Self::P384 => &sig::ECDSA_P384_SHA384_ASN1,
-            Self::P521 => &sig::ECDSA_P521_SHA512_ASN1,
-        }
+fn curve_oid(curve: Curve) -> &'static [u8] {
+    match curve {
+        Curve::P256 => OID_P256,
+        Curve::P384 => OID_P384,
+        Curve::P521 => OID_P521,
     }
 }
 
-/// What kind of asymmetric key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KeyKind {
-    Rsa,
-    Ec(Curve),
-    Ed25519,
+fn curve_from_oid(oid: &[u8]) -> Result<Curve> {
+    match oid {
+        OID_P256 => Ok(Curve::P256),
+        OID_P384 => Ok(Curve::P384),
+        OID_P521 => Ok(Curve::P521),
+        _ => Err(CryptoError::Unsupported("an elliptic curve other than P-256, P-384, P-521")),
+    }
+}
+
+fn curve_signing(curve: Curve) -> &'static sig::EcdsaSigningAlgorithm {
+    match curve {
+        Curve::P256 => &sig::ECDSA_P256_SHA256_ASN1_SIGNING,
+        Curve::P384 => &sig::ECDSA_P384_SHA384_ASN1_SIGNING,
+        Curve::P521 => &sig::ECDSA_P521_SHA512_ASN1_SIGNING,
+    }
+}
+
+fn curve_verifying(curve: Curve) -> &'static sig::EcdsaVerificationAlgorithm {
+    match curve {
+        Curve::P256 => &sig::ECDSA_P256_SHA256_ASN1,
+        Curve::P384 => &sig::ECDSA_P384_SHA384_ASN1,
+        Curve::P521 => &sig::ECDSA_P521_SHA512_ASN1,
+    }
 }
 
 /// A parsed key's kind and size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KeyInfo {
-    pub kind: KeyKind,
+    pub kind: KeyAlg,
     /// The modulus size (RSA), the curve size (EC), 256 for Ed25519.
     pub bits: u32,
 }
@@ -106,7 +79,7 @@ fn malformed(what: &'static str) -> CryptoError {
 }
 
 /// An AlgorithmIdentifier: the key kind it names.
-fn read_algorithm(r: &mut Reader<'_>) -> Result<KeyKind> {
+fn read_algorithm(r: &mut Reader<'_>) -> Result<KeyAlg> {
     let mut alg = r.sequence("AlgorithmIdentifier")?;
     let oid = alg.expect(OID, "AlgorithmIdentifier")?;
     let kind = match oid {
@@ -116,29 +89,29 @@ fn read_algorithm(r: &mut Reader<'_>) -> Result<KeyKind> {
             if !alg.is_empty() {
                 alg.expect(NULL, "RSA parameters")?;
             }
-            KeyKind::Rsa
+            KeyAlg::Rsa
         }
-        OID_EC => KeyKind::Ec(Curve::from_oid(alg.expect(OID, "EC named curve")?)?),
+        OID_EC => KeyAlg::Ec(curve_from_oid(alg.expect(OID, "EC named curve")?)?),
         // RFC 8410 §3: the parameters are absent.
-        OID_ED25519 => KeyKind::Ed25519,
+        OID_ED25519 => KeyAlg::Ed25519,
         _ => return Err(CryptoError::Unsupported("a key algorithm other than RSA, EC, Ed25519")),
     };
     alg.finish("AlgorithmIdentifier")?;
     Ok(kind)
 }
 
-fn put_algorithm(out: &mut Zeroizing<Vec<u8>>, kind: KeyKind) {
+fn put_algorithm(out: &mut Zeroizing<Vec<u8>>, kind: KeyAlg) {
     let mut alg = Zeroizing::new(Vec::new());
     match kind {
-        KeyKind::Rsa => {
+        KeyAlg::Rsa => {
             der::put(&mut alg, OID, OID_RSA);
             der::put(&mut alg, NULL, &[]);
         }
-        KeyKind::Ec(curve) => {
+        KeyAlg::Ec(curve) => {
             der::put(&mut alg, OID, OID_EC);
-            der::put(&mut alg, OID, curve.oid());
+            der::put(&mut alg, OID, curve_oid(curve));
         }
-        KeyKind::Ed25519 => der::put(&mut alg, OID, OID_ED25519),
+        KeyAlg::Ed25519 => der::put(&mut alg, OID, OID_ED25519),
     }
     der::put(out, SEQUENCE, &alg);
 }
@@ -218,7 +191,7 @@ fn write_rsa_private(parts: &RsaPrivateParts) -> Zeroizing<Vec<u8>> {
 }
 
 /// PKCS#8 `PrivateKeyInfo` (version 0) around a private key encoding.
-fn wrap_pkcs8(kind: KeyKind, private: &[u8]) -> SecretBytes {
+fn wrap_pkcs8(kind: KeyAlg, private: &[u8]) -> SecretBytes {
     let mut body = Zeroizing::new(Vec::new());
     der::put_unsigned(&mut body, &[0]);
     put_algorithm(&mut body, kind);
@@ -227,7 +200,7 @@ fn wrap_pkcs8(kind: KeyKind, private: &[u8]) -> SecretBytes {
 }
 
 /// A PKCS#8 key's kind and its inner private key encoding.
-fn unwrap_pkcs8(pkcs8: &[u8]) -> Result<(KeyKind, &[u8])> {
+fn unwrap_pkcs8(pkcs8: &[u8]) -> Result<(KeyAlg, &[u8])> {
     let mut outer = Reader::new(pkcs8);
     let mut r = outer.sequence("PrivateKeyInfo")?;
     outer.finish("PrivateKeyInfo")?;
@@ -253,7 +226,7 @@ pub fn private_key_info(pkcs8: &[u8]) -> Result<KeyInfo> {
     let (kind, private) = unwrap_pkcs8(pkcs8)?;
     let rejected = |_| malformed("the private key (AWS-LC rejects it)");
     let bits = match kind {
-        KeyKind::Rsa => {
+        KeyAlg::Rsa => {
             let parts = read_rsa_private(private)?;
             let bits = rsa_bits(&parts.modulus, &parts.public_exponent)?;
             if bits >= 2048 {
@@ -261,11 +234,11 @@ pub fn private_key_info(pkcs8: &[u8]) -> Result<KeyInfo> {
             }
             bits
         }
-        KeyKind::Ec(curve) => {
-            sig::EcdsaKeyPair::from_pkcs8(curve.signing(), pkcs8).map_err(rejected)?;
+        KeyAlg::Ec(curve) => {
+            sig::EcdsaKeyPair::from_pkcs8(curve_signing(curve), pkcs8).map_err(rejected)?;
             curve.bits()
         }
-        KeyKind::Ed25519 => {
+        KeyAlg::Ed25519 => {
             sig::Ed25519KeyPair::from_pkcs8_maybe_unchecked(pkcs8).map_err(rejected)?;
             256
         }
@@ -276,7 +249,7 @@ pub fn private_key_info(pkcs8: &[u8]) -> Result<KeyInfo> {
 /// PKCS#8 of a PKCS#1 `RSAPrivateKey` (checked as [`private_key_info`]).
 pub fn rsa_private_pkcs8_from_pkcs1(pkcs1: &[u8]) -> Result<SecretBytes> {
     read_rsa_private(pkcs1)?;
-    let pkcs8 = wrap_pkcs8(KeyKind::Rsa, pkcs1);
+    let pkcs8 = wrap_pkcs8(KeyAlg::Rsa, pkcs1);
     private_key_info(pkcs8.expose())?;
     Ok(pkcs8)
 }
@@ -284,7 +257,7 @@ pub fn rsa_private_pkcs8_from_pkcs1(pkcs1: &[u8]) -> Result<SecretBytes> {
 /// The PKCS#1 `RSAPrivateKey` inside a PKCS#8 RSA key.
 pub fn rsa_private_pkcs1(pkcs8: &[u8]) -> Result<SecretBytes> {
     match unwrap_pkcs8(pkcs8)? {
-        (KeyKind::Rsa, private) => {
+        (KeyAlg::Rsa, private) => {
             read_rsa_private(private)?;
             Ok(SecretBytes::from_slice(private))
         }
@@ -295,7 +268,7 @@ pub fn rsa_private_pkcs1(pkcs8: &[u8]) -> Result<SecretBytes> {
 /// The integers of a PKCS#8 RSA key.
 pub fn rsa_private_parts(pkcs8: &[u8]) -> Result<RsaPrivateParts> {
     match unwrap_pkcs8(pkcs8)? {
-        (KeyKind::Rsa, private) => read_rsa_private(private),
+        (KeyAlg::Rsa, private) => read_rsa_private(private),
         _ => Err(CryptoError::Unsupported("RSA integers of a key that is not RSA")),
     }
 }
@@ -313,15 +286,16 @@ pub fn public_key_of(pkcs8: &[u8]) -> Result<Vec<u8>> {
     };
     let rejected = |_| malformed("the private key (AWS-LC rejects it)");
     match kind {
-        KeyKind::Rsa => {
+        KeyAlg::Rsa => {
             let parts = read_rsa_private(private)?;
             rsa_public_spki(&parts.modulus, &parts.public_exponent)
         }
-        KeyKind::Ec(curve) => {
-            let pair = sig::EcdsaKeyPair::from_pkcs8(curve.signing(), pkcs8).map_err(rejected)?;
+        KeyAlg::Ec(curve) => {
+            let pair =
+                sig::EcdsaKeyPair::from_pkcs8(curve_signing(curve), pkcs8).map_err(rejected)?;
             der(pair.public_key().as_der())
         }
-        KeyKind::Ed25519 => {
+        KeyAlg::Ed25519 => {
             let pair = sig::Ed25519KeyPair::from_pkcs8_maybe_unchecked(pkcs8).map_err(rejected)?;
             der(pair.public_key().as_der())
         }
@@ -330,7 +304,7 @@ pub fn public_key_of(pkcs8: &[u8]) -> Result<Vec<u8>> {
 
 /// A `SubjectPublicKeyInfo`'s kind and its key bits (the BIT STRING's
 /// contents: an `RSAPublicKey`, an EC point, an Ed25519 key).
-fn unwrap_spki(spki: &[u8]) -> Result<(KeyKind, &[u8])> {
+fn unwrap_spki(spki: &[u8]) -> Result<(KeyAlg, &[u8])> {
     let mut outer = Reader::new(spki);
     let mut r = outer.sequence("SubjectPublicKeyInfo")?;
     outer.finish("SubjectPublicKeyInfo")?;
@@ -358,18 +332,18 @@ pub fn public_key_info(spki: &[u8]) -> Result<KeyInfo> {
     let (kind, key) = unwrap_spki(spki)?;
     let rejected = |_| malformed("the public key (AWS-LC rejects it)");
     let bits = match kind {
-        KeyKind::Rsa => {
+        KeyAlg::Rsa => {
             let (n, e) = read_rsa_public(key)?;
             let bits = rsa_bits(n, e)?;
             sig::ParsedPublicKey::new(&sig::RSA_PKCS1_1024_8192_SHA256_FOR_LEGACY_USE_ONLY, key)
                 .map_err(rejected)?;
             bits
         }
-        KeyKind::Ec(curve) => {
-            sig::ParsedPublicKey::new(curve.verifying(), key).map_err(rejected)?;
+        KeyAlg::Ec(curve) => {
+            sig::ParsedPublicKey::new(curve_verifying(curve), key).map_err(rejected)?;
             curve.bits()
         }
-        KeyKind::Ed25519 => {
+        KeyAlg::Ed25519 => {
             sig::ParsedPublicKey::new(&sig::ED25519, key).map_err(rejected)?;
             256
         }
@@ -392,7 +366,7 @@ pub fn spki_from_rsa_public(pkcs1: &[u8]) -> Result<Vec<u8>> {
     let mut bits = Zeroizing::new(vec![0u8]);
     bits.extend_from_slice(pkcs1);
     let mut body = Zeroizing::new(Vec::new());
-    put_algorithm(&mut body, KeyKind::Rsa);
+    put_algorithm(&mut body, KeyAlg::Rsa);
     der::put(&mut body, BIT_STRING, &bits);
     let spki = der::element(SEQUENCE, &body).to_vec();
     public_key_info(&spki)?;
@@ -402,7 +376,7 @@ pub fn spki_from_rsa_public(pkcs1: &[u8]) -> Result<Vec<u8>> {
 /// The PKCS#1 `RSAPublicKey` inside an RSA `SubjectPublicKeyInfo`.
 pub fn rsa_public_pkcs1(spki: &[u8]) -> Result<Vec<u8>> {
     match unwrap_spki(spki)? {
-        (KeyKind::Rsa, key) => {
+        (KeyAlg::Rsa, key) => {
             read_rsa_public(key)?;
             Ok(key.to_vec())
         }
@@ -413,7 +387,7 @@ pub fn rsa_public_pkcs1(spki: &[u8]) -> Result<Vec<u8>> {
 /// The modulus and public exponent of an RSA `SubjectPublicKeyInfo`.
 pub fn rsa_public_parts(spki: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
     match unwrap_spki(spki)? {
-        (KeyKind::Rsa, key) => {
+        (KeyAlg::Rsa, key) => {
             let (n, e) = read_rsa_public(key)?;
             Ok((n.to_vec(), e.to_vec()))
         }
@@ -421,46 +395,17 @@ pub fn rsa_public_parts(spki: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
     }
 }
 
-/// A new key pair: its private key (PKCS#8) and public key (SPKI). RSA
-/// sizes are those AWS-LC generates: 2048, 3072, 4096 and 8192 bits.
-pub fn generate_key_pair(kind: KeyKind, bits: u32) -> Result<(SecretBytes, Vec<u8>)> {
-    let failed = |_| CryptoError::Backend("key pair generation");
-    let pkcs8 = match kind {
-        KeyKind::Rsa => {
-            use aws_lc_rs::rsa::KeySize;
-            let size = match bits {
-                2048 => KeySize::Rsa2048,
-                3072 => KeySize::Rsa3072,
-                4096 => KeySize::Rsa4096,
-                8192 => KeySize::Rsa8192,
-                _ => return Err(CryptoError::Unsupported("that RSA key size")),
-            };
-            let pair = aws_lc_rs::rsa::KeyPair::generate(size).map_err(failed)?;
-            let der: aws_lc_rs::encoding::Pkcs8V1Der<'_> = pair.as_der().map_err(failed)?;
-            SecretBytes::from_slice(der.as_ref())
-        }
-        KeyKind::Ec(curve) => {
-            let pair = sig::EcdsaKeyPair::generate(curve.signing()).map_err(failed)?;
-            SecretBytes::from_slice(pair.to_pkcs8v1().map_err(failed)?.as_ref())
-        }
-        KeyKind::Ed25519 => {
-            let pair = sig::Ed25519KeyPair::generate().map_err(failed)?;
-            SecretBytes::from_slice(pair.to_pkcs8v1().map_err(failed)?.as_ref())
-        }
-    };
-    let public = public_key_of(pkcs8.expose())?;
-    Ok((pkcs8, public))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::keygen::{generate_key_pair, KeyPairDer};
 
     #[test]
     fn rsa_keys_convert_between_pkcs1_pkcs8_and_their_integers() {
-        let (pkcs8, spki) = generate_key_pair(KeyKind::Rsa, 2048).unwrap();
+        let KeyPairDer { private_pkcs8: pkcs8, public_spki: spki } =
+            generate_key_pair(KeyAlg::Rsa, 2048).unwrap();
         let info = private_key_info(pkcs8.expose()).unwrap();
-        assert_eq!(info, KeyInfo { kind: KeyKind::Rsa, bits: 2048 });
+        assert_eq!(info, KeyInfo { kind: KeyAlg::Rsa, bits: 2048 });
         let pkcs1 = rsa_private_pkcs1(pkcs8.expose()).unwrap();
         let back = rsa_private_pkcs8_from_pkcs1(pkcs1.expose()).unwrap();
         assert_eq!(rsa_private_pkcs1(back.expose()).unwrap().expose(), pkcs1.expose());
@@ -478,20 +423,23 @@ mod tests {
     #[test]
     fn ec_and_ed25519_keys_parse_with_their_public_halves() {
         for curve in [Curve::P256, Curve::P384, Curve::P521] {
-            let (pkcs8, spki) = generate_key_pair(KeyKind::Ec(curve), 0).unwrap();
+            let KeyPairDer { private_pkcs8: pkcs8, public_spki: spki } =
+                generate_key_pair(KeyAlg::Ec(curve), 0).unwrap();
             let info = private_key_info(pkcs8.expose()).unwrap();
-            assert_eq!(info, KeyInfo { kind: KeyKind::Ec(curve), bits: curve.bits() });
+            assert_eq!(info, KeyInfo { kind: KeyAlg::Ec(curve), bits: curve.bits() });
             assert_eq!(public_key_info(&spki).unwrap(), info);
             assert!(rsa_private_pkcs1(pkcs8.expose()).is_err());
         }
-        let (pkcs8, spki) = generate_key_pair(KeyKind::Ed25519, 0).unwrap();
-        assert_eq!(private_key_info(pkcs8.expose()).unwrap().kind, KeyKind::Ed25519);
-        assert_eq!(public_key_info(&spki).unwrap().kind, KeyKind::Ed25519);
+        let KeyPairDer { private_pkcs8: pkcs8, public_spki: spki } =
+            generate_key_pair(KeyAlg::Ed25519, 0).unwrap();
+        assert_eq!(private_key_info(pkcs8.expose()).unwrap().kind, KeyAlg::Ed25519);
+        assert_eq!(public_key_info(&spki).unwrap().kind, KeyAlg::Ed25519);
     }
 
     #[test]
     fn damaged_keys_are_refused() {
-        let (pkcs8, spki) = generate_key_pair(KeyKind::Rsa, 2048).unwrap();
+        let KeyPairDer { private_pkcs8: pkcs8, public_spki: spki } =
+            generate_key_pair(KeyAlg::Rsa, 2048).unwrap();
         let bytes = pkcs8.expose();
         for cut in [0, 1, 10, bytes.len() / 2, bytes.len() - 1] {
             assert!(private_key_info(&bytes[..cut]).is_err());

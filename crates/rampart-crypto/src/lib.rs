@@ -13,7 +13,9 @@
 //! volume's page cache lent in place to the cipher, and the SIGBUS handler
 //! that makes that safe) and [`ktls`] (a TLS session's record keys handed
 //! to the Linux kernel). Every other module is safe Rust built on those or
-//! on `aws-lc-rs`. Every `unsafe` block says why it is sound in a
+//! on `aws-lc-rs` ([`ffi`]'s `pkey` submodule holds the public-key
+//! operations behind [`PrivateKey`] and [`PublicKey`]). Every `unsafe`
+//! block says why it is sound in a
 //! `// SAFETY:` comment (clippy's `undocumented_unsafe_blocks`, denied for
 //! the whole workspace).
 //!
@@ -21,6 +23,7 @@
 //! its contents and compares in constant time.
 
 mod aead;
+mod asymmetric;
 mod block;
 mod cbc;
 pub mod cpu;
@@ -32,6 +35,7 @@ mod gcm;
 mod hash;
 mod kdf;
 pub mod key_formats;
+mod keygen;
 mod keywrap;
 pub mod ktls;
 mod mapped;
@@ -46,6 +50,7 @@ pub use aead::{
     chacha20, chacha20_poly1305_open, chacha20_poly1305_seal, gcm_open, gcm_seal,
     gcm_tag_len_allowed, GcmStream,
 };
+pub use asymmetric::{Curve, KeyAlg, PrivateKey, PublicKey, RsaEncryption, SignatureScheme};
 pub use block::{pkcs5_pad, pkcs5_unpadded_len, BlockAlg, BlockCipher, BlockMode};
 pub use cbc::{Cbc, CbcIv};
 pub use ctr::Ctr;
@@ -57,6 +62,7 @@ pub use ffi::{
 pub use gcm::{Gcm, GCM_NONCE_LEN, GCM_TAG_LEN};
 pub use hash::{digest, digest_blocks, digest_into, hkdf, hmac, HashAlg, HmacKey};
 pub use kdf::{argon2, argon2_with_secret, pbkdf2, Argon2Params, Argon2Variant};
+pub use keygen::{generate_ec, generate_ed25519, generate_key_pair, generate_rsa, KeyPairDer};
 pub use keywrap::{kw_unwrap, kw_wrap, kwp_unwrap, kwp_wrap};
 pub use mapped::MappedFile;
 pub use rng::{fill_random, random_secret};

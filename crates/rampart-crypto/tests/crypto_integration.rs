@@ -5,6 +5,7 @@
 // A failed set-up step in a test or a helper should panic.
 #![allow(clippy::unwrap_used)]
 
+mod asymmetric;
 mod differential;
 mod kat;
 mod kat_ciphers;

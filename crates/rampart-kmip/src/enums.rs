@@ -135,6 +135,7 @@ kmip_enum!(
         OBJECT_ALREADY_EXISTS = 0x18 => "Object Already Exists",
         // KMIP 2.0 and later.
         INCOMPATIBLE_CRYPTOGRAPHIC_USAGE_MASK = 0x29 => "Incompatible Cryptographic Usage Mask",
+        INVALID_OBJECT_TYPE = 0x30 => "Invalid Object Type",
         OBJECT_NOT_FOUND = 0x37 => "Object Not Found",
         WRONG_KEY_LIFECYCLE_STATE = 0x43 => "Wrong Key Lifecycle State",
         GENERAL_FAILURE = 0x100 => "General Failure",
@@ -296,24 +297,6 @@ kmip_enum!(
 );
 
 kmip_enum!(
-    /// Digital Signature Algorithm (of a certificate).
-    DigitalSignatureAlgorithm {
-        MD5_WITH_RSA = 0x02 => "MD5 with RSA Encryption",
-        SHA1_WITH_RSA = 0x03 => "SHA-1 with RSA Encryption",
-        SHA224_WITH_RSA = 0x04 => "SHA-224 with RSA Encryption",
-        SHA256_WITH_RSA = 0x05 => "SHA-256 with RSA Encryption",
-        SHA384_WITH_RSA = 0x06 => "SHA-384 with RSA Encryption",
-        SHA512_WITH_RSA = 0x07 => "SHA-512 with RSA Encryption",
-        RSASSA_PSS = 0x08 => "RSASSA-PSS",
-        ECDSA_WITH_SHA1 = 0x0C => "ECDSA with SHA-1",
-        ECDSA_WITH_SHA224 = 0x0D => "ECDSA with SHA224",
-        ECDSA_WITH_SHA256 = 0x0E => "ECDSA with SHA256",
-        ECDSA_WITH_SHA384 = 0x0F => "ECDSA with SHA384",
-        ECDSA_WITH_SHA512 = 0x10 => "ECDSA with SHA512",
-    }
-);
-
-kmip_enum!(
     /// Name Type.
     NameType {
         UNINTERPRETED_TEXT_STRING = 0x01 => "Uninterpreted Text String",
@@ -394,6 +377,36 @@ kmip_enum!(
         USERNAME_AND_PASSWORD = 0x01 => "Username and Password",
         DEVICE = 0x02 => "Device",
         ATTESTATION = 0x03 => "Attestation",
+    }
+);
+
+kmip_enum!(
+    /// Digital Signature Algorithm (KMIP 1.4 §9.1.3.2.7): of a signature
+    /// and of a certificate.
+    DigitalSignatureAlgorithm {
+        MD2_WITH_RSA = 0x01 => "MD2 with RSA Encryption",
+        MD5_WITH_RSA = 0x02 => "MD5 with RSA Encryption",
+        SHA1_WITH_RSA = 0x03 => "SHA-1 with RSA Encryption",
+        SHA224_WITH_RSA = 0x04 => "SHA-224 with RSA Encryption",
+        SHA256_WITH_RSA = 0x05 => "SHA-256 with RSA Encryption",
+        SHA384_WITH_RSA = 0x06 => "SHA-384 with RSA Encryption",
+        SHA512_WITH_RSA = 0x07 => "SHA-512 with RSA Encryption",
+        RSASSA_PSS = 0x08 => "RSASSA-PSS",
+        DSA_WITH_SHA1 = 0x09 => "DSA with SHA-1",
+        DSA_WITH_SHA224 = 0x0A => "DSA with SHA224",
+        DSA_WITH_SHA256 = 0x0B => "DSA with SHA256",
+        ECDSA_WITH_SHA1 = 0x0C => "ECDSA with SHA-1",
+        ECDSA_WITH_SHA224 = 0x0D => "ECDSA with SHA224",
+        ECDSA_WITH_SHA256 = 0x0E => "ECDSA with SHA256",
+        ECDSA_WITH_SHA384 = 0x0F => "ECDSA with SHA384",
+        ECDSA_WITH_SHA512 = 0x10 => "ECDSA with SHA512",
+    }
+);
+
+kmip_enum!(
+    /// Mask Generator (KMIP 1.4 §9.1.3.2.49).
+    MaskGenerator {
+        MGF1 = 0x01 => "MGF1",
     }
 );
 

@@ -56,6 +56,10 @@ pub enum KmipError {
     /// was asked (KMIP 1.x answers this with Permission Denied).
     #[error("incompatible cryptographic usage mask: {0}")]
     IncompatibleCryptographicUsageMask(String),
+    /// KMIP 2.x: the object is not of a type the operation takes (KMIP
+    /// 1.x answers this with Permission Denied or Illegal Operation).
+    #[error("invalid object type: {0}")]
+    InvalidObjectType(String),
     /// KMIP 2.x: the object's state or dates forbid the operation (KMIP
     /// 1.x answers this with Permission Denied).
     #[error("wrong key lifecycle state: {0}")]
@@ -112,6 +116,7 @@ impl KmipError {
             Self::IncompatibleCryptographicUsageMask(_) => {
                 ResultReason::INCOMPATIBLE_CRYPTOGRAPHIC_USAGE_MASK
             }
+            Self::InvalidObjectType(_) => ResultReason::INVALID_OBJECT_TYPE,
             Self::WrongKeyLifecycleState(_) => ResultReason::WRONG_KEY_LIFECYCLE_STATE,
             Self::KeyFormatTypeNotSupported(_) => ResultReason::KEY_FORMAT_TYPE_NOT_SUPPORTED,
             Self::KeyCompressionTypeNotSupported => {

@@ -9,8 +9,9 @@
 //! in 1.x, so the server has one model whatever version the client speaks.
 
 use crate::enums::{
-    BlockCipherMode, CryptographicAlgorithm, HashingAlgorithm, KeyFormatType, LinkType, NameType,
-    ObjectType, PaddingMethod, QueryFunction, RevocationReasonCode, SecretDataType, WrappingMethod,
+    BlockCipherMode, CryptographicAlgorithm, DigitalSignatureAlgorithm, HashingAlgorithm,
+    KeyFormatType, LinkType, MaskGenerator, NameType, ObjectType, PaddingMethod, QueryFunction,
+    RevocationReasonCode, SecretDataType, WrappingMethod,
 };
 use crate::error::KmipError;
 use crate::message::{Attribute, ProtocolVersion};
@@ -348,6 +349,13 @@ pub struct CryptographicParameters {
     pub tag_length: Option<i32>,
     /// KMIP 2.x Initial Counter Value (ChaCha20's first block counter).
     pub initial_counter_value: Option<i32>,
+    // Public-key operations (signatures, RSA padding).
+    pub digital_signature_algorithm: Option<DigitalSignatureAlgorithm>,
+    pub salt_length: Option<i32>,
+    pub mask_generator: Option<MaskGenerator>,
+    pub mask_generator_hashing_algorithm: Option<HashingAlgorithm>,
+    pub p_source: Option<Vec<u8>>,
+    pub trailer_field: Option<i32>,
 }
 
 /// Initial Counter Value (a field of KMIP 2.1 §4.16 Cryptographic Parameters).
@@ -367,6 +375,17 @@ impl CryptographicParameters {
             iv_length: i(Tag::IV_LENGTH)?,
             tag_length: i(Tag::TAG_LENGTH)?,
             initial_counter_value: i(TAG_INITIAL_COUNTER_VALUE)?,
+            digital_signature_algorithm: e(Tag::DIGITAL_SIGNATURE_ALGORITHM)?
+                .map(DigitalSignatureAlgorithm),
+            salt_length: i(Tag::SALT_LENGTH)?,
+            mask_generator: e(Tag::MASK_GENERATOR)?.map(MaskGenerator),
+            mask_generator_hashing_algorithm: e(Tag::MASK_GENERATOR_HASHING_ALGORITHM)?
+                .map(HashingAlgorithm),
+            p_source: f
+                .optional(Tag::P_SOURCE)?
+                .map(|i| i.as_bytes().map(<[u8]>::to_vec))
+                .transpose()?,
+            trailer_field: i(Tag::TRAILER_FIELD)?,
         })
     }
 
@@ -385,6 +404,16 @@ impl CryptographicParameters {
             iv_length: self.iv_length.or(defaults.iv_length),
             tag_length: self.tag_length.or(defaults.tag_length),
             initial_counter_value: self.initial_counter_value.or(defaults.initial_counter_value),
+            digital_signature_algorithm: self
+                .digital_signature_algorithm
+                .or(defaults.digital_signature_algorithm),
+            salt_length: self.salt_length.or(defaults.salt_length),
+            mask_generator: self.mask_generator.or(defaults.mask_generator),
+            mask_generator_hashing_algorithm: self
+                .mask_generator_hashing_algorithm
+                .or(defaults.mask_generator_hashing_algorithm),
+            p_source: self.p_source.or_else(|| defaults.p_source.clone()),
+            trailer_field: self.trailer_field.or(defaults.trailer_field),
         }
     }
 }
@@ -1043,6 +1072,46 @@ impl StreamRequest {
     #[must_use]
     pub fn is_streamed(&self) -> bool {
         self.correlation_value.is_some() || (self.init && !self.last)
+    }
+}
+
+/// Sign and Signature Verify (KMIP 1.4 §4.31, §4.32; 2.1 §6.1.55,
+/// §6.1.56), single-part: the data to sign or whose signature to check,
+/// or its digest (Digested Data, KMIP 1.4 onwards), and for Verify the
+/// signature. A streamed request (Init Indicator, Final Indicator or
+/// Correlation Value) is refused here, since no profile case streams a
+/// signature.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignRequest {
+    pub unique_identifier: Option<String>,
+    pub parameters: Option<CryptographicParameters>,
+    pub data: Option<Bytes>,
+    pub digested_data: Option<Bytes>,
+    /// Signature Verify: the signature to check.
+    pub signature: Option<Vec<u8>>,
+}
+
+impl SignRequest {
+    pub fn parse(payload: &Item) -> Result<Self, KmipError> {
+        let f = Fields::of(payload)?;
+        for streaming in [Tag::CORRELATION_VALUE, Tag::INIT_INDICATOR, Tag::FINAL_INDICATOR] {
+            if f.optional(streaming)?.is_some() {
+                return Err(KmipError::FeatureNotSupported("streamed signatures".into()));
+            }
+        }
+        Ok(Self {
+            unique_identifier: uid(&f)?,
+            parameters: f
+                .optional(Tag::CRYPTOGRAPHIC_PARAMETERS)?
+                .map(CryptographicParameters::parse)
+                .transpose()?,
+            data: bytes_field(&f, Tag::DATA)?,
+            digested_data: bytes_field(&f, Tag::DIGESTED_DATA)?,
+            signature: f
+                .optional(Tag::SIGNATURE_DATA)?
+                .map(|i| i.as_bytes().map(<[u8]>::to_vec))
+                .transpose()?,
+        })
     }
 }
 

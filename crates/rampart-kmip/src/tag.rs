@@ -231,6 +231,22 @@ impl Tag {
     pub const FINAL_INDICATOR: Self = Self(0x4200D8);
     /// Validity Indicator.
     pub const VALIDITY_INDICATOR: Self = Self(0x42009B);
+    /// Digital Signature Algorithm.
+    pub const DIGITAL_SIGNATURE_ALGORITHM: Self = Self(0x4200AE);
+    /// Signature Data.
+    pub const SIGNATURE_DATA: Self = Self(0x4200C3);
+    /// Salt Length.
+    pub const SALT_LENGTH: Self = Self(0x420100);
+    /// Mask Generator.
+    pub const MASK_GENERATOR: Self = Self(0x420101);
+    /// Mask Generator Hashing Algorithm.
+    pub const MASK_GENERATOR_HASHING_ALGORITHM: Self = Self(0x420102);
+    /// P Source.
+    pub const P_SOURCE: Self = Self(0x420103);
+    /// Trailer Field.
+    pub const TRAILER_FIELD: Self = Self(0x420104);
+    /// Digested Data.
+    pub const DIGESTED_DATA: Self = Self(0x420107);
     /// Authenticated Encryption Additional Data.
     pub const AUTHENTICATED_ENCRYPTION_ADDITIONAL_DATA: Self = Self(0x4200FE);
     /// Authenticated Encryption Tag.
@@ -361,6 +377,14 @@ impl Tag {
             Self::INIT_INDICATOR => "Init Indicator",
             Self::FINAL_INDICATOR => "Final Indicator",
             Self::VALIDITY_INDICATOR => "Validity Indicator",
+            Self::DIGITAL_SIGNATURE_ALGORITHM => "Digital Signature Algorithm",
+            Self::SIGNATURE_DATA => "Signature Data",
+            Self::SALT_LENGTH => "Salt Length",
+            Self::MASK_GENERATOR => "Mask Generator",
+            Self::MASK_GENERATOR_HASHING_ALGORITHM => "Mask Generator Hashing Algorithm",
+            Self::P_SOURCE => "P Source",
+            Self::TRAILER_FIELD => "Trailer Field",
+            Self::DIGESTED_DATA => "Digested Data",
             Self::AUTHENTICATED_ENCRYPTION_ADDITIONAL_DATA => {
                 "Authenticated Encryption Additional Data"
             }
@@ -449,8 +473,6 @@ impl Tag {
     pub const SPLIT_KEY_THRESHOLD: Self = Self(0x42008C);
     /// Certificate Length.
     pub const CERTIFICATE_LENGTH: Self = Self(0x4200AD);
-    /// Digital Signature Algorithm.
-    pub const DIGITAL_SIGNATURE_ALGORITHM: Self = Self(0x4200AE);
     /// Certificate Serial Number.
     pub const CERTIFICATE_SERIAL_NUMBER: Self = Self(0x4200AF);
     /// Issuer Distinguished Name.
@@ -507,7 +529,6 @@ impl Tag {
             Self::SPLIT_KEY_PARTS => "Split Key Parts",
             Self::SPLIT_KEY_THRESHOLD => "Split Key Threshold",
             Self::CERTIFICATE_LENGTH => "Certificate Length",
-            Self::DIGITAL_SIGNATURE_ALGORITHM => "Digital Signature Algorithm",
             Self::CERTIFICATE_SERIAL_NUMBER => "Certificate Serial Number",
             Self::ISSUER_DISTINGUISHED_NAME => "Issuer Distinguished Name",
             Self::SUBJECT_DISTINGUISHED_NAME => "Subject Distinguished Name",

@@ -116,6 +116,9 @@ struct Bindings {
     inside_random: bool,
     /// Whether the batch item being compared is a Query's.
     inside_query: bool,
+    /// Whether the case has named a randomized RSA padding (OAEP, PKCS#1
+    /// v1.5), under which an Encrypt's ciphertext is the server's draw.
+    randomized_padding: bool,
     /// The operations and object types the profile requires (see
     /// [`required_by_profile`]).
     required: std::sync::Arc<HashSet<String>>,
@@ -292,7 +295,8 @@ fn compare(
             .then(|| children.iter().find(|c| c.tag == Tag::OPERATION))
             .flatten()
             .and_then(|c| xml::value_text(c, None));
-        bindings.inside_random |= operation.as_deref() == Some("RNGRetrieve");
+        bindings.inside_random |= operation.as_deref() == Some("RNGRetrieve")
+            || bindings.randomized_padding && operation.as_deref() == Some("Encrypt");
         bindings.inside_query |= operation.as_deref() == Some("Query");
         // An Encrypt answering an IV/Counter/Nonce drew it (a given one is
         // not returned): its Data and IV are the server's random choice.
@@ -626,6 +630,15 @@ async fn http_exchange(
 }
 
 /// The operation of a published request, for messages.
+/// Whether any element under `element` is a Padding Method of randomized
+/// RSA encryption.
+fn randomized_padding(element: &Element) -> bool {
+    element.children.iter().any(|c| {
+        c.name == "PaddingMethod" && matches!(c.attribute("value"), Some("OAEP" | "PKCS1_v1_5"))
+            || randomized_padding(c)
+    })
+}
+
 fn operation_of(request: &Element) -> String {
     request
         .children
@@ -684,6 +697,8 @@ async fn replay(
             }
         };
         generated_ids(&response, &mut bindings.generated);
+        // The padding is often the key's: named once, at its Register.
+        bindings.randomized_padding |= randomized_padding(&step.request);
         let mut diffs = Vec::new();
         compare(&step.response, &response, None, "", &mut bindings, &mut diffs);
         if !diffs.is_empty() {

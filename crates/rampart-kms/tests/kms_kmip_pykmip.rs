@@ -20,7 +20,7 @@ fn python() -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pykmip_discovers_versions_queries_and_gets_result_reasons() {
+async fn pykmip_queries_gets_result_reasons_and_keeps_every_object_type() {
     let d = Deployment::new("pykmip").await;
     let files = d.dir.join("client");
     support::write_pem_files(&d.admin, &files);
@@ -76,10 +76,26 @@ async fn pykmip_discovers_versions_queries_and_gets_result_reasons() {
         );
         assert_eq!(r["vendor"], "Rampart", "{version}: {r}");
     }
-    assert_eq!(v["unsupported"]["create_key_pair"], "succeeded", "{v}");
     assert_eq!(
-        v["unsupported"]["sign"],
+        v["unsupported"]["derive_key"],
         serde_json::json!(["OPERATION_FAILED", "OPERATION_NOT_SUPPORTED"]),
+        "{v}"
+    );
+    // Every object type, made or registered by PyKMIP and read back.
+    assert_eq!(
+        v["objects"],
+        serde_json::json!({
+            "key_pair": ["PublicKey", "PrivateKey", "X_509", "PKCS_8"],
+            "signature_verified_by_cryptography": true,
+            "signature_verify": "VALID",
+            "signature_verify_tampered": "INVALID",
+            "certificate": true,
+            "private_key": true,
+            "public_key": true,
+            "secret_data": true,
+            "opaque_object": true,
+            "split_key": [true, 3, 1, 2, "XOR"],
+        }),
         "{v}"
     );
     assert_eq!(
@@ -92,6 +108,11 @@ async fn pykmip_discovers_versions_queries_and_gets_result_reasons() {
     let count = |name: &str| audit.iter().filter(|(c, op, _)| c == "admin" && op == name).count();
     assert_eq!(count("kmip.discover_versions"), 6);
     assert_eq!(count("kmip.query"), 3);
+    assert_eq!(count("kmip.derive_key"), 1);
     assert_eq!(count("kmip.create_key_pair"), 1);
-    assert_eq!(count("kmip.get"), 1);
+    // The unknown object, the key pair's halves and six registered objects.
+    assert_eq!(count("kmip.get"), 9);
+    assert_eq!(count("kmip.register"), 6);
+    assert_eq!(count("kmip.sign"), 1);
+    assert_eq!(count("kmip.signature_verify"), 2);
 }

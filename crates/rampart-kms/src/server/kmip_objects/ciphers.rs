@@ -150,6 +150,10 @@ impl Session<'_> {
             return self.continue_stream(request, encrypt, bit, id).await;
         }
         let uid = self.uid(request.unique_identifier.as_ref())?;
+        // A public or private key encrypts with RSA (`rsa_crypt`).
+        if self.is_asymmetric(&uid).await? {
+            return self.rsa_crypt(uid, request, encrypt).await;
+        }
         let (obj, key) = self.usable_key(&uid, bit, encrypt).await?;
         let algorithm = key_algorithm(&obj);
         let asked = request.parameters.clone().unwrap_or_default();

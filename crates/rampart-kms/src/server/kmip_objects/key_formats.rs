@@ -4,7 +4,8 @@
 //! client registered. Register converts in; Get converts out to the
 //! format asked for, or by default to the registered one (KMIP 1.4 §4.11).
 
-use rampart_crypto::key_formats::{self as kf, KeyInfo, KeyKind, RsaPrivateParts};
+use rampart_crypto::key_formats::{self as kf, KeyInfo, RsaPrivateParts};
+use rampart_crypto::KeyAlg;
 use rampart_crypto::{CryptoError, SecretBytes};
 use rampart_kmip::enums::{CryptographicAlgorithm, KeyFormatType, ObjectType};
 use rampart_kmip::object_parts::transparent_item;
@@ -33,15 +34,15 @@ fn refused(format: KeyFormatType) -> impl Fn(CryptoError) -> KmipError {
 
 /// The KMIP algorithm of a key kind, and the ones a client may name it by.
 pub(super) fn algorithm_of(
-    kind: KeyKind,
+    kind: KeyAlg,
 ) -> (CryptographicAlgorithm, &'static [CryptographicAlgorithm]) {
     match kind {
-        KeyKind::Rsa => (CryptographicAlgorithm::RSA, &[CryptographicAlgorithm::RSA]),
-        KeyKind::Ec(_) => (
+        KeyAlg::Rsa => (CryptographicAlgorithm::RSA, &[CryptographicAlgorithm::RSA]),
+        KeyAlg::Ec(_) => (
             CryptographicAlgorithm::EC,
             &[CryptographicAlgorithm::EC, CryptographicAlgorithm::ECDSA],
         ),
-        KeyKind::Ed25519 => (CryptographicAlgorithm::ED25519, &[CryptographicAlgorithm::ED25519]),
+        KeyAlg::Ed25519 => (CryptographicAlgorithm::ED25519, &[CryptographicAlgorithm::ED25519]),
     }
 }
 
@@ -132,7 +133,7 @@ pub(super) fn public_key_in(block: &KeyBlock) -> R<(Vec<u8>, KeyInfo)> {
 }
 
 fn rsa_only(info: KeyInfo, format: KeyFormatType) -> R<()> {
-    if info.kind == KeyKind::Rsa {
+    if info.kind == KeyAlg::Rsa {
         Ok(())
     } else {
         Err(KmipError::KeyFormatTypeNotSupported(format.0))

@@ -5,7 +5,7 @@
 //! stored as PKCS#8, the public key as SubjectPublicKeyInfo; Get answers
 //! in PKCS#8 and X.509 unless another format is asked for.
 
-use rampart_crypto::key_formats::{generate_key_pair, Curve, KeyKind};
+use rampart_crypto::{generate_key_pair, Curve, KeyAlg, KeyPairDer};
 use rampart_kmip::enums::{usage_mask, CryptographicAlgorithm, LinkType, ObjectType};
 use rampart_kmip::payload::{AttributeSet, CreateKeyPairRequest, Link};
 use rampart_kmip::tag::Tag;
@@ -19,7 +19,7 @@ use super::session::Session;
 /// The key pairs Create Key Pair makes: RSA of 2048 to 4096 bits (larger
 /// ones take too long to generate in a request), EC on P-256, P-384 and
 /// P-521, and Ed25519.
-fn key_kind(algorithm: CryptographicAlgorithm, length: Option<i32>) -> R<(KeyKind, u32)> {
+fn key_kind(algorithm: CryptographicAlgorithm, length: Option<i32>) -> R<(KeyAlg, u32)> {
     let unsupported = || {
         KmipError::InvalidField(format!(
             "no {algorithm} key pair of {} bits (RSA: 2048, 3072, 4096; EC: 256, 384, 521; \
@@ -29,19 +29,19 @@ fn key_kind(algorithm: CryptographicAlgorithm, length: Option<i32>) -> R<(KeyKin
     };
     match algorithm {
         CryptographicAlgorithm::RSA => match length {
-            Some(l @ (2048 | 3072 | 4096)) => Ok((KeyKind::Rsa, l.unsigned_abs())),
+            Some(l @ (2048 | 3072 | 4096)) => Ok((KeyAlg::Rsa, l.unsigned_abs())),
             None => Err(KmipError::MissingData("the Cryptographic Length of the RSA key".into())),
             _ => Err(unsupported()),
         },
         CryptographicAlgorithm::EC | CryptographicAlgorithm::ECDSA => match length {
-            Some(256) => Ok((KeyKind::Ec(Curve::P256), 256)),
-            Some(384) => Ok((KeyKind::Ec(Curve::P384), 384)),
-            Some(521) => Ok((KeyKind::Ec(Curve::P521), 521)),
+            Some(256) => Ok((KeyAlg::Ec(Curve::P256), 256)),
+            Some(384) => Ok((KeyAlg::Ec(Curve::P384), 384)),
+            Some(521) => Ok((KeyAlg::Ec(Curve::P521), 521)),
             None => Err(KmipError::MissingData("the Cryptographic Length of the EC key".into())),
             _ => Err(unsupported()),
         },
         CryptographicAlgorithm::ED25519 => match length {
-            None | Some(255 | 256) => Ok((KeyKind::Ed25519, 256)),
+            None | Some(255 | 256) => Ok((KeyAlg::Ed25519, 256)),
             _ => Err(unsupported()),
         },
         other => Err(KmipError::InvalidField(format!("Create Key Pair of {other} keys"))),
@@ -99,10 +99,11 @@ impl Session<'_> {
         private.stored.push(link(LinkType::PUBLIC_KEY, &public_uid)?);
         public.stored.push(link(LinkType::PRIVATE_KEY, &private_uid)?);
         // RSA generation takes a while: off the connection's thread.
-        let (pkcs8, spki) = tokio::task::spawn_blocking(move || generate_key_pair(kind, bits))
-            .await
-            .map_err(|_| KmipError::GeneralFailure("key pair generation stopped".into()))?
-            .map_err(crypto)?;
+        let KeyPairDer { private_pkcs8: pkcs8, public_spki: spki } =
+            tokio::task::spawn_blocking(move || generate_key_pair(kind, bits))
+                .await
+                .map_err(|_| KmipError::GeneralFailure("key pair generation stopped".into()))?
+                .map_err(crypto)?;
         // Get answers in PKCS#8 and X.509 (the stored forms).
         private.secret_type = None;
         public.secret_type = None;

@@ -29,10 +29,14 @@
 //!
 //! Here: the batch item dispatch. The objects and their states are in
 //! `object`, the session (loading, access, material) in `session`, and
-//! the operations in `lifecycle`, `attributes`, `locate`, `crypto` (Get),
-//! `ciphers` (Encrypt, Decrypt, with `usage_limits`) and `streams` (Hash, MAC, MAC Verify, RNG
-//! Retrieve and RNG Seed).
+//! the operations in `lifecycle`, `attributes`, `locate`, `get`,
+//! `register`, `key_pair`, `ciphers` (Encrypt, Decrypt, with
+//! `usage_limits`) and `streams` (Hash, MAC, MAC Verify, RNG Retrieve and
+//! RNG Seed); the public-key ones in `signing` (Sign, Signature Verify)
+//! and `rsa_crypt` (RSA Encrypt and Decrypt), over the keys `asym_key`
+//! loads and checks.
 
+mod asym_key;
 mod attributes;
 mod certificate;
 mod ciphers;
@@ -47,8 +51,10 @@ mod lifecycle;
 mod locate;
 mod object;
 mod register;
+mod rsa_crypt;
 mod server_attributes;
 mod session;
+mod signing;
 mod stream_table;
 mod streams;
 mod usage_limits;
@@ -58,7 +64,7 @@ use rampart_kmip::message::ProtocolVersion;
 use rampart_kmip::payload::{
     parse_rng_retrieve, parse_rng_seed, AttributeChangeRequest, CreateKeyPairRequest,
     CreateRequest, CryptoRequest, GetRequest, LocateRequest, ObjectRequest, ReKeyRequest,
-    RegisterRequest, RevokeRequest, StreamRequest,
+    RegisterRequest, RevokeRequest, SignRequest, StreamRequest,
 };
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::Item;
@@ -109,6 +115,8 @@ pub const OPERATIONS: &[Operation] = &[
     Operation::OBTAIN_LEASE,
     Operation::ENCRYPT,
     Operation::DECRYPT,
+    Operation::SIGN,
+    Operation::SIGNATURE_VERIFY,
     Operation::MAC,
     Operation::MAC_VERIFY,
     Operation::HASH,
@@ -159,6 +167,10 @@ impl Session<'_> {
             Operation::DECRYPT => self.encrypt(&CryptoRequest::parse(payload)?, false).await,
             Operation::MAC => self.mac(&StreamRequest::parse(payload)?, false).await,
             Operation::MAC_VERIFY => self.mac(&StreamRequest::parse(payload)?, true).await,
+            Operation::SIGN => self.sign(&SignRequest::parse(payload)?).await,
+            Operation::SIGNATURE_VERIFY => {
+                self.signature_verify(&SignRequest::parse(payload)?).await
+            }
             Operation::HASH => self.hash(&StreamRequest::parse(payload)?).await,
             Operation::RNG_RETRIEVE => self.rng_retrieve(parse_rng_retrieve(payload)?),
             Operation::RNG_SEED => self.rng_seed(&parse_rng_seed(payload)?),
