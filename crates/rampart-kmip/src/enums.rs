@@ -135,7 +135,11 @@ kmip_enum!(
         OBJECT_ALREADY_EXISTS = 0x18 => "Object Already Exists",
         // KMIP 2.0 and later.
         INCOMPATIBLE_CRYPTOGRAPHIC_USAGE_MASK = 0x29 => "Incompatible Cryptographic Usage Mask",
+        ATTRIBUTE_READ_ONLY = 0x22 => "Attribute Read Only",
+        ATTRIBUTE_SINGLE_VALUED = 0x23 => "Attribute Single Valued",
         INVALID_OBJECT_TYPE = 0x30 => "Invalid Object Type",
+        NON_UNIQUE_NAME_ATTRIBUTE = 0x35 => "Non Unique Name Attribute",
+        OBJECT_DESTROYED = 0x36 => "Object Destroyed",
         OBJECT_NOT_FOUND = 0x37 => "Object Not Found",
         WRONG_KEY_LIFECYCLE_STATE = 0x43 => "Wrong Key Lifecycle State",
         GENERAL_FAILURE = 0x100 => "General Failure",

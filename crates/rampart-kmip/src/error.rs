@@ -1,10 +1,12 @@
 //! The one error type of the KMIP layer and the one place where errors
-//! become KMIP Result Reasons ([`KmipError::result_reason`]).
+//! become KMIP Result Reasons ([`KmipError::result_reason`]), and where
+//! the reasons KMIP 2.0 added become a 1.x client's ([`KmipError::for_version`]).
 //!
 //! No variant carries key material: messages name tags, operations and
 //! object identifiers only.
 
 use crate::enums::{Operation, ResultReason};
+use crate::message::ProtocolVersion;
 use crate::tag::Tag;
 use crate::ttlv::TtlvError;
 
@@ -80,6 +82,21 @@ pub enum KmipError {
     /// answers this with Item Not Found).
     #[error("no such object: {0}")]
     ObjectNotFound(String),
+    /// KMIP 2.x: the attribute is one only the server sets (1.x: Invalid
+    /// Field).
+    #[error("attribute {0} is set by the server, not by the client")]
+    AttributeReadOnly(String),
+    /// KMIP 2.x: the attribute takes one value and has it (1.x: Illegal
+    /// Operation).
+    #[error("attribute {0} takes one value (use Modify Attribute)")]
+    AttributeSingleValued(String),
+    /// KMIP 2.x: the Name is already an object's (1.x: Object Already
+    /// Exists).
+    #[error("the Name is not unique: {0}")]
+    NonUniqueName(String),
+    /// KMIP 2.x: the object is destroyed (1.x: Illegal Operation).
+    #[error("object destroyed: {0}")]
+    ObjectDestroyed(String),
     /// The object is Sensitive and was asked for unwrapped.
     #[error("sensitive: {0}")]
     Sensitive(String),
@@ -128,8 +145,37 @@ impl KmipError {
             Self::NotExtractable(_) => ResultReason::NOT_EXTRACTABLE,
             Self::Sensitive(_) => ResultReason::SENSITIVE,
             Self::ObjectNotFound(_) => ResultReason::OBJECT_NOT_FOUND,
+            Self::AttributeReadOnly(_) => ResultReason::ATTRIBUTE_READ_ONLY,
+            Self::AttributeSingleValued(_) => ResultReason::ATTRIBUTE_SINGLE_VALUED,
+            Self::NonUniqueName(_) => ResultReason::NON_UNIQUE_NAME_ATTRIBUTE,
+            Self::ObjectDestroyed(_) => ResultReason::OBJECT_DESTROYED,
             Self::AuthenticationNotSuccessful => ResultReason::AUTHENTICATION_NOT_SUCCESSFUL,
             Self::GeneralFailure(_) => ResultReason::GENERAL_FAILURE,
+        }
+    }
+
+    /// This error as a client speaking `version` is answered: the Result
+    /// Reasons KMIP 2.0 added become the ones KMIP 1.x gives the same
+    /// refusal (the 1.4 profiles' test cases answer those).
+    #[must_use]
+    pub fn for_version(self, version: ProtocolVersion) -> Self {
+        if version >= ProtocolVersion::V2_0 {
+            return self;
+        }
+        match self {
+            Self::ObjectNotFound(why) => Self::ItemNotFound(why),
+            Self::WrongKeyLifecycleState(why)
+            | Self::IncompatibleCryptographicUsageMask(why)
+            | Self::InvalidObjectType(why) => Self::PermissionDenied(why),
+            Self::AttributeReadOnly(why) => Self::InvalidField(format!(
+                "attribute {why} is set by the server, not by the client"
+            )),
+            Self::AttributeSingleValued(why) => {
+                Self::IllegalOperation(format!("attribute {why} takes one value"))
+            }
+            Self::NonUniqueName(why) => Self::ObjectAlreadyExists(why),
+            Self::ObjectDestroyed(why) => Self::IllegalOperation(format!("{why} is destroyed")),
+            other => other,
         }
     }
 
@@ -140,5 +186,32 @@ impl KmipError {
     #[must_use]
     pub fn is_framing(&self) -> bool {
         matches!(self, Self::Ttlv(TtlvError::TooLong { .. } | TtlvError::NotAStructure { .. }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_1_x_client_gets_only_the_reasons_kmip_1_4_defines() {
+        let errors = [
+            KmipError::ObjectNotFound("o".into()),
+            KmipError::WrongKeyLifecycleState("o".into()),
+            KmipError::IncompatibleCryptographicUsageMask("o".into()),
+            KmipError::InvalidObjectType("o".into()),
+            KmipError::AttributeReadOnly("State".into()),
+            KmipError::AttributeSingleValued("Description".into()),
+            KmipError::NonUniqueName("n".into()),
+            KmipError::ObjectDestroyed("o".into()),
+        ];
+        for err in errors {
+            let v2 = err.clone().for_version(ProtocolVersion::V2_1);
+            assert_eq!(v2, err);
+            assert!(v2.result_reason().0 > ResultReason::OBJECT_ALREADY_EXISTS.0, "{v2}");
+            // KMIP 1.4 §9.1.3.2.29 ends at Object Already Exists (0x18).
+            let v1 = err.for_version(ProtocolVersion::V1_4);
+            assert!(v1.result_reason().0 <= ResultReason::OBJECT_ALREADY_EXISTS.0, "{v1}");
+        }
     }
 }

@@ -354,6 +354,7 @@ async fn run_batch(
             ),
             Err(err) => {
                 failed = true;
+                let err = err.for_version(version);
                 let outcome = match err.result_reason() {
                     ResultReason::PERMISSION_DENIED
                     | ResultReason::AUTHENTICATION_NOT_SUCCESSFUL => "denied",

@@ -7,7 +7,6 @@
 
 use rampart_crypto::{DigestAlg, PrivateKey, PublicKey};
 use rampart_kmip::enums::{usage_mask, HashingAlgorithm, ObjectType, State as KState};
-use rampart_kmip::message::ProtocolVersion;
 use rampart_kmip::payload::CryptographicParameters;
 use rampart_kmip::KmipError;
 
@@ -75,7 +74,6 @@ impl Session<'_> {
     pub(super) async fn asymmetric_key(&mut self, uid: &str, usage: Use) -> R<(Obj, AsymKey)> {
         let obj = self.load_with_attributes(uid).await?;
         self.require_use(&obj)?;
-        let v2 = self.version >= ProtocolVersion::V2_0;
         let expected = usage.object_type();
         if obj.object_type() != expected {
             let why = format!(
@@ -83,30 +81,18 @@ impl Session<'_> {
                 obj.object_type(),
                 usage.verb()
             );
-            return Err(if v2 {
-                KmipError::InvalidObjectType(why)
-            } else {
-                KmipError::PermissionDenied(why)
-            });
+            return Err(KmipError::InvalidObjectType(why));
         }
         if obj.usage_mask().is_some_and(|m| m & usage.mask_bit() == 0) {
             let why = format!(
                 "the Cryptographic Usage Mask of {uid} does not allow it to {}",
                 usage.verb()
             );
-            return Err(if v2 {
-                KmipError::IncompatibleCryptographicUsageMask(why)
-            } else {
-                KmipError::PermissionDenied(why)
-            });
+            return Err(KmipError::IncompatibleCryptographicUsageMask(why));
         }
         if let Some(why) = lifecycle_refusal(&obj, usage, now_ms()) {
             let why = format!("object {uid} {why}");
-            return Err(if v2 {
-                KmipError::WrongKeyLifecycleState(why)
-            } else {
-                KmipError::PermissionDenied(why)
-            });
+            return Err(KmipError::WrongKeyLifecycleState(why));
         }
         let material = self.material(&obj).await?;
         let bad = |_| {

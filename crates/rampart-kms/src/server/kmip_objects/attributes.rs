@@ -95,7 +95,7 @@ impl Session<'_> {
         let need_value =
             || value.clone().ok_or_else(|| KmipError::MissingData(format!("the value of {name}")));
         if matches!(obj.state(now), KState::DESTROYED | KState::DESTROYED_COMPROMISED) {
-            return Err(KmipError::IllegalOperation(format!("object {uid} is destroyed")));
+            return Err(KmipError::ObjectDestroyed(format!("object {uid}")));
         }
         let result_value: Option<Item>;
         let result_index: i32;
@@ -113,7 +113,7 @@ impl Session<'_> {
                 })?;
                 if name == "Activation Date" {
                     if !pre_active {
-                        return Err(self.wrong_state(format!(
+                        return Err(KmipError::WrongKeyLifecycleState(format!(
                             "the Activation Date of {uid} can change only while it is Pre-Active"
                         )));
                     }
@@ -175,13 +175,19 @@ impl Session<'_> {
                 match change {
                     Change::Add => {
                         if SINGLE.contains(&name.as_str()) && !values.is_empty() {
-                            return Err(KmipError::IllegalOperation(format!(
-                                "{uid} already has {name} (use Modify Attribute)"
+                            return Err(KmipError::AttributeSingleValued(format!(
+                                "{name} of {uid}"
                             )));
                         }
                         let v = need_value()?;
                         if name == "Name" {
                             let n = Name::parse(&v)?;
+                            if values.contains(&encode_value(&name, &v)?) {
+                                return Err(KmipError::NonUniqueName(format!(
+                                    "{uid} already has the Name {}",
+                                    n.value
+                                )));
+                            }
                             self.check_name_free(&obj, &n).await?;
                         }
                         values.push(encode_value(&name, &v)?);
@@ -248,9 +254,7 @@ impl Session<'_> {
                 }
             }
             n if attribute_tag_of(n).is_some() => {
-                return Err(KmipError::InvalidField(format!(
-                    "attribute {n} is set by the server, not by the client"
-                )));
+                return Err(KmipError::AttributeReadOnly(n.to_owned()));
             }
             n => return Err(KmipError::FeatureNotSupported(format!("attribute {n}"))),
         }
@@ -276,7 +280,7 @@ impl Session<'_> {
                 }
                 if let Some(info) = store.get_key(key.clone()).await.map_err(kms)? {
                     if access::may_see(self.client, &info.allow) {
-                        return Err(KmipError::ObjectAlreadyExists(format!(
+                        return Err(KmipError::NonUniqueName(format!(
                             "an object named {} exists",
                             name.value
                         )));
@@ -297,7 +301,7 @@ impl Session<'_> {
                 if access::may_see(self.client, &info.allow)
                     && store.kmip_object(name.value.clone(), u32::MAX).await.map_err(kms)?.is_none()
                 {
-                    return Err(KmipError::ObjectAlreadyExists(format!(
+                    return Err(KmipError::NonUniqueName(format!(
                         "an object named {} exists",
                         name.value
                     )));

@@ -68,7 +68,7 @@ impl Session<'_> {
         };
         if refused {
             let why = format!("object {uid} may not be used for this operation (its {date})");
-            return Err(self.wrong_state(why));
+            return Err(KmipError::WrongKeyLifecycleState(why));
         }
         let material = self.material(&obj).await?;
         Ok((obj, material))

@@ -35,7 +35,7 @@ impl Session<'_> {
         }
         let object_type = obj.object_type();
         if matches!(obj.state(now_ms()), KState::DESTROYED | KState::DESTROYED_COMPROMISED) {
-            return Err(KmipError::IllegalOperation(format!("object {uid} is destroyed")));
+            return Err(KmipError::ObjectDestroyed(format!("object {uid}")));
         }
         let wrapping = request.wrapping.is_some();
         let registered = self.check_serve(&obj, wrapping, false).await?;

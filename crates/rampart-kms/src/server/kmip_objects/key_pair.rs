@@ -90,7 +90,7 @@ impl Session<'_> {
         let private_name = self.key_name_for(&private.names).await?;
         let public_name = self.key_name_for(&public.names).await?;
         if private_name == public_name {
-            return Err(KmipError::ObjectAlreadyExists(format!(
+            return Err(KmipError::NonUniqueName(format!(
                 "both keys of the pair are named {private_name}"
             )));
         }

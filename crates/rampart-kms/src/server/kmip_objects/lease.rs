@@ -22,7 +22,9 @@ impl Session<'_> {
         self.require_use(&obj)?;
         let now = now_ms();
         if matches!(obj.state(now), KState::DESTROYED | KState::DESTROYED_COMPROMISED) {
-            return Err(self.wrong_state(format!("object {uid} is destroyed: no lease")));
+            return Err(KmipError::WrongKeyLifecycleState(format!(
+                "object {uid} is destroyed: no lease"
+            )));
         }
         let last = obj
             .attributes(now)

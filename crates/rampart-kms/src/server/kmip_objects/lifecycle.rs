@@ -7,7 +7,6 @@ use rampart_kmip::enums::{
     usage_mask, CryptographicAlgorithm, KeyFormatType, ObjectType, RevocationReasonCode,
     State as KState,
 };
-use rampart_kmip::message::ProtocolVersion;
 use rampart_kmip::payload::{
     attribute_tag_of, AttributeSet, CreateRequest, Name, ObjectRequest, ReKeyRequest, RevokeRequest,
 };
@@ -106,7 +105,7 @@ impl Session<'_> {
                                 .map_err(kms)?
                                 .is_none() =>
                     {
-                        return Err(KmipError::ObjectAlreadyExists(format!(
+                        return Err(KmipError::NonUniqueName(format!(
                             "an object named {} exists",
                             first.value
                         )));
@@ -251,7 +250,7 @@ impl Session<'_> {
         );
         match obj.state(now) {
             KState::DESTROYED | KState::DESTROYED_COMPROMISED => {
-                return Err(KmipError::IllegalOperation(format!("object {uid} is destroyed")));
+                return Err(KmipError::ObjectDestroyed(format!("object {uid}")));
             }
             KState::COMPROMISED => {
                 return Err(KmipError::IllegalOperation(format!(
@@ -299,7 +298,7 @@ impl Session<'_> {
         self.require_manage(&obj)?;
         match obj.state(now_ms()) {
             KState::ACTIVE => {
-                return Err(self.wrong_state(format!(
+                return Err(KmipError::WrongKeyLifecycleState(format!(
                     "object {uid} is Active: revoke it before destroying it"
                 )));
             }
@@ -402,7 +401,7 @@ impl Session<'_> {
         let obj = self.load(&uid).await?;
         self.require_visible(&obj)?;
         if matches!(obj.state(now_ms()), KState::DESTROYED | KState::DESTROYED_COMPROMISED) {
-            return Err(KmipError::IllegalOperation(format!("object {uid} is destroyed")));
+            return Err(KmipError::ObjectDestroyed(format!("object {uid}")));
         }
         if let Some(mask) = f.optional(Tag::CRYPTOGRAPHIC_USAGE_MASK)? {
             let asked = mask.as_int()?;
@@ -411,11 +410,7 @@ impl Session<'_> {
                 // in KMIP 1.x (1.4 §11.11), Incompatible Cryptographic
                 // Usage Mask from 2.0 (2.1 §6.1.7.1).
                 let why = format!("object {uid} does not allow usage mask 0x{asked:X}");
-                return Err(if self.version >= ProtocolVersion::V2_0 {
-                    KmipError::IncompatibleCryptographicUsageMask(why)
-                } else {
-                    KmipError::PermissionDenied(why)
-                });
+                return Err(KmipError::IncompatibleCryptographicUsageMask(why));
             }
         }
         if f.optional(Tag::USAGE_LIMITS_COUNT)?.is_some() {

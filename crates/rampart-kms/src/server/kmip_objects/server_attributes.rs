@@ -202,10 +202,9 @@ pub(super) fn check_change(
 ) -> R<()> {
     let Some(r) = rule_of(name) else { return Ok(()) };
     match change {
-        Change::Add if existing > 0 && !r.multiple => Err(KmipError::IllegalOperation(format!(
-            "{} already has {name} (use Modify Attribute)",
-            obj.uid()
-        ))),
+        Change::Add if existing > 0 && !r.multiple => {
+            Err(KmipError::AttributeSingleValued(format!("{name} of {}", obj.uid())))
+        }
         Change::Add if r.registered_only && name != "Original Creation Date" => {
             Err(KmipError::IllegalOperation(format!("{name} is set by the server")))
         }

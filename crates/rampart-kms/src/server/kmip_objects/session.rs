@@ -53,9 +53,7 @@ impl Session<'_> {
         let result = self.load_found(uid, with_attributes).await;
         match result {
             // KMIP 2.x names a missing object Object Not Found (2.1 §11).
-            Err(KmipError::ItemNotFound(why)) if self.version >= ProtocolVersion::V2_0 => {
-                Err(KmipError::ObjectNotFound(why))
-            }
+            Err(KmipError::ItemNotFound(why)) => Err(KmipError::ObjectNotFound(why)),
             other => other,
         }
     }
@@ -90,17 +88,6 @@ impl Session<'_> {
         Ok(Obj { key, version: version_info, kmip, source, stored })
     }
 
-    /// The error for an operation the object's state forbids: Wrong Key
-    /// Lifecycle State from KMIP 2.0 (2.1 §11), Permission Denied before
-    /// (the KMIP 1.4 profiles' SKLC-M-2 and SKLC-M-3).
-    pub(super) fn wrong_state(&self, why: String) -> KmipError {
-        if self.version >= ProtocolVersion::V2_0 {
-            KmipError::WrongKeyLifecycleState(why)
-        } else {
-            KmipError::PermissionDenied(why)
-        }
-    }
-
     pub(super) fn require_visible(&self, obj: &Obj) -> R<()> {
         access::require_visible(self.client, &obj.key.name, &obj.key.allow).map_err(kms)
     }
@@ -131,9 +118,10 @@ impl Session<'_> {
             .await
             .map_err(kms)?
             .ok_or_else(|| KmipError::ItemNotFound(format!("object {}", obj.uid())))?;
-        let blob = row.material.as_deref().ok_or_else(|| {
-            KmipError::IllegalOperation(format!("object {} is destroyed", obj.uid()))
-        })?;
+        let blob = row
+            .material
+            .as_deref()
+            .ok_or_else(|| KmipError::ObjectDestroyed(format!("object {}", obj.uid())))?;
         root.open_material(&obj.key.name, obj.version.version, blob).map_err(kms)
     }
 }
