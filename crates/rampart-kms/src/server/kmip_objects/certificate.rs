@@ -4,7 +4,8 @@
 //! Identifier, Subject and Issuer (the DER of the names and the serial
 //! number), the deprecated 1.x Certificate Identifier, Subject and Issuer
 //! (the same as text, which 2.x clients do not see), the Digital
-//! Signature Algorithm, and the algorithm and length of its public key.
+//! Signature Algorithm, the 2.x Certificate Subject and Issuer name parts
+//! (CN, O, OU...), and the algorithm and length of its public key.
 
 use rampart_crypto::key_formats as kf;
 use rampart_kmip::enums::{CertificateType, DigitalSignatureAlgorithm as Dsa};
@@ -52,6 +53,23 @@ fn signature_algorithm(oid: &str) -> Option<Dsa> {
         _ => return None,
     })
 }
+
+/// The KMIP 2.x attributes of a certificate's subject and issuer names
+/// (2.1 §4.10–§4.11), by the OID of the name component each holds.
+const NAME_PARTS: [(&str, &str, &str); 12] = [
+    ("2.5.4.3", "Certificate Subject CN", "Certificate Issuer CN"),
+    ("2.5.4.10", "Certificate Subject O", "Certificate Issuer O"),
+    ("2.5.4.11", "Certificate Subject OU", "Certificate Issuer OU"),
+    ("1.2.840.113549.1.9.1", "Certificate Subject Email", "Certificate Issuer Email"),
+    ("2.5.4.6", "Certificate Subject C", "Certificate Issuer C"),
+    ("2.5.4.8", "Certificate Subject ST", "Certificate Issuer ST"),
+    ("2.5.4.7", "Certificate Subject L", "Certificate Issuer L"),
+    ("0.9.2342.19200300.100.1.1", "Certificate Subject UID", "Certificate Issuer UID"),
+    ("2.5.4.5", "Certificate Subject Serial Number", "Certificate Issuer Serial Number"),
+    ("2.5.4.12", "Certificate Subject Title", "Certificate Issuer Title"),
+    ("0.9.2342.19200300.100.1.25", "Certificate Subject DC", "Certificate Issuer DC"),
+    ("2.5.4.46", "Certificate Subject DN Qualifier", "Certificate Issuer DN Qualifier"),
+];
 
 /// Parses an X.509 certificate (DER, nothing after it) and derives its
 /// attributes; anything else is an Invalid Field.
@@ -115,6 +133,19 @@ pub(super) fn certificate_attributes(
             )]),
         ),
     ];
+    for (name, subject) in [(&tbs.subject, true), (&tbs.issuer, false)] {
+        for part in name.iter_attributes() {
+            let oid = part.attr_type().to_id_string();
+            let Some(&(_, of_subject, of_issuer)) = NAME_PARTS.iter().find(|p| p.0 == oid) else {
+                continue;
+            };
+            // A component that is not text (a rare BMPString...) is left out.
+            if let Ok(text) = part.as_str() {
+                let attribute = if subject { of_subject } else { of_issuer };
+                attributes.push((attribute, value(Value::TextString(text.to_owned()))));
+            }
+        }
+    }
     if let Some(dsa) = signature_algorithm(&cert.signature_algorithm.algorithm.to_id_string()) {
         attributes.push(("Digital Signature Algorithm", value(Value::Enumeration(dsa.0))));
     }

@@ -36,7 +36,6 @@ impl Session<'_> {
         attrs: &AttributeSet,
         object_type: ObjectType,
     ) -> R<NewObject> {
-        let now = now_ms();
         let mut new = NewObject::default();
         for a in &attrs.0 {
             let value = a
@@ -50,6 +49,10 @@ impl Session<'_> {
                 "Activation Date" => new.activation_ms = Some(value.as_date_time()? * 1000),
                 "Deactivation Date" => new.deactivation_ms = Some(value.as_date_time()? * 1000),
                 "Object Type" if value.as_enum()? == object_type.0 => {}
+                // The certificate's own, which Register checks it against.
+                "Certificate Type" if object_type == ObjectType::CERTIFICATE => {
+                    new.certificate_type = Some(value.as_enum()?);
+                }
                 name if client_sets(name) => {
                     if name == "Name" {
                         new.names.push(Name::parse(value)?);
@@ -78,7 +81,6 @@ impl Session<'_> {
                 ));
             }
         }
-        let _ = now;
         Ok(new)
     }
 
@@ -435,4 +437,6 @@ pub(super) struct NewObject {
     /// The Key Format Type of registered material (`None`: the server
     /// generates it).
     pub(super) registered_format: Option<KeyFormatType>,
+    /// The Certificate Type a Register's attributes name.
+    pub(super) certificate_type: Option<u32>,
 }

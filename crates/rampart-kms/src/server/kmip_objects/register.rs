@@ -86,6 +86,11 @@ impl Session<'_> {
                 SecretBytes::from_slice(part)
             }
             ManagedObject::Certificate(cert) => {
+                if new.certificate_type.is_some_and(|t| t != cert.certificate_type.0) {
+                    return Err(KmipError::InvalidField(
+                        "the Certificate Type attribute is not the certificate's".into(),
+                    ));
+                }
                 let der = cert.value.as_slice();
                 let derived = certificate_attributes(cert.certificate_type, der)?;
                 if new.algorithm.is_some() || new.length.is_some() {

@@ -263,10 +263,11 @@ pub(super) fn default_format(object_type: ObjectType) -> KeyFormatType {
 /// added are not shown to a 1.x client).
 pub(super) fn in_version(name: &str, version: ProtocolVersion) -> bool {
     version >= ProtocolVersion::V2_0
-        || !matches!(
+        || !(matches!(
             name,
             "Key Format Type" | "Short Unique Identifier" | "Protection Storage Mask"
-        )
+        ) || name.starts_with("Certificate Subject ")
+            || name.starts_with("Certificate Issuer "))
 }
 
 /// The attributes computed on reading, appended to `obj`'s, and the
