@@ -49,6 +49,9 @@ pub enum KeyAlg {
     Rsa,
     Ec(Curve),
     Ed25519,
+    /// DSA (FIPS 186-4): kept and converted between formats, never used
+    /// to sign here.
+    Dsa,
 }
 
 /// How a signature is made.

@@ -20,6 +20,8 @@ use crate::{CryptoError, Result, SecretBytes};
 const OID_RSA: &[u8] = &[0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x01, 0x01];
 /// id-ecPublicKey (1.2.840.10045.2.1).
 const OID_EC: &[u8] = &[0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x02, 0x01];
+/// id-dsa (1.2.840.10040.4.1).
+const OID_DSA: &[u8] = &[0x2A, 0x86, 0x48, 0xCE, 0x38, 0x04, 0x01];
 /// id-Ed25519 (1.3.101.112).
 const OID_ED25519: &[u8] = &[0x2B, 0x65, 0x70];
 /// prime256v1 (1.2.840.10045.3.1.7).
@@ -94,15 +96,31 @@ fn read_algorithm(r: &mut Reader<'_>) -> Result<KeyAlg> {
         OID_EC => KeyAlg::Ec(curve_from_oid(alg.expect(OID, "EC named curve")?)?),
         // RFC 8410 §3: the parameters are absent.
         OID_ED25519 => KeyAlg::Ed25519,
-        _ => return Err(CryptoError::Unsupported("a key algorithm other than RSA, EC, Ed25519")),
+        // The Dss-Parms are read by `read_dsa_params` from the same bytes.
+        OID_DSA => {
+            if !alg.is_empty() {
+                alg.expect(SEQUENCE, "DSA parameters")?;
+            }
+            KeyAlg::Dsa
+        }
+        _ => {
+            return Err(CryptoError::Unsupported(
+                "a key algorithm other than RSA, EC, Ed25519, DSA",
+            ))
+        }
     };
     alg.finish("AlgorithmIdentifier")?;
     Ok(kind)
 }
 
-fn put_algorithm(out: &mut Zeroizing<Vec<u8>>, kind: KeyAlg) {
+/// `dsa`: a DSA key's encoded Dss-Parms (empty for the other kinds).
+fn put_algorithm(out: &mut Zeroizing<Vec<u8>>, kind: KeyAlg, dsa: &[u8]) {
     let mut alg = Zeroizing::new(Vec::new());
     match kind {
+        KeyAlg::Dsa => {
+            der::put(&mut alg, OID, OID_DSA);
+            alg.extend_from_slice(dsa);
+        }
         KeyAlg::Rsa => {
             der::put(&mut alg, OID, OID_RSA);
             der::put(&mut alg, NULL, &[]);
@@ -194,7 +212,7 @@ fn write_rsa_private(parts: &RsaPrivateParts) -> Zeroizing<Vec<u8>> {
 fn wrap_pkcs8(kind: KeyAlg, private: &[u8]) -> SecretBytes {
     let mut body = Zeroizing::new(Vec::new());
     der::put_unsigned(&mut body, &[0]);
-    put_algorithm(&mut body, kind);
+    put_algorithm(&mut body, kind, &[]);
     der::put(&mut body, OCTET_STRING, private);
     SecretBytes::new(std::mem::take(&mut *der::element(SEQUENCE, &body)))
 }
@@ -242,6 +260,7 @@ pub fn private_key_info(pkcs8: &[u8]) -> Result<KeyInfo> {
             sig::Ed25519KeyPair::from_pkcs8_maybe_unchecked(pkcs8).map_err(rejected)?;
             256
         }
+        KeyAlg::Dsa => check_dsa(&dsa_private_parts(pkcs8)?, true)?,
     };
     Ok(KeyInfo { kind, bits })
 }
@@ -299,7 +318,131 @@ pub fn public_key_of(pkcs8: &[u8]) -> Result<Vec<u8>> {
             let pair = sig::Ed25519KeyPair::from_pkcs8_maybe_unchecked(pkcs8).map_err(rejected)?;
             der(pair.public_key().as_der())
         }
+        // y = g^x mod p is not computed here: DSA keys are only kept.
+        KeyAlg::Dsa => Err(CryptoError::Unsupported("the public half of a DSA private key")),
     }
+}
+
+/// A DSA key's integers (FIPS 186-4 §4.1), big-endian magnitudes: the
+/// domain parameters and the public `y` or the private `x`.
+pub struct DsaParts {
+    pub p: Vec<u8>,
+    pub q: Vec<u8>,
+    pub g: Vec<u8>,
+    /// `y` of a public key, `x` of a private one.
+    pub key: SecretBytes,
+}
+
+impl std::fmt::Debug for DsaParts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DsaParts({} bits)", der::bit_length(&self.p))
+    }
+}
+
+/// Whether magnitude `a` is less than magnitude `b`.
+fn less(a: &[u8], b: &[u8]) -> bool {
+    let trim =
+        |m: &[u8]| m.get(m.iter().take_while(|x| **x == 0).count()..).unwrap_or(&[]).to_vec();
+    let (a, b) = (trim(a), trim(b));
+    (a.len(), a) < (b.len(), b)
+}
+
+/// Checks a DSA key's integers as far as their sizes and ranges go (the
+/// primes are not tested: the key is kept, not used); its size in bits.
+fn check_dsa(parts: &DsaParts, private: bool) -> Result<u32> {
+    let bits = der::bit_length(&parts.p);
+    let q_bits = der::bit_length(&parts.q);
+    // 512 and 1024 bits are FIPS 186-2's sizes, which stored keys still use.
+    if !(512..=3072).contains(&bits) || !matches!(q_bits, 160 | 224 | 256) {
+        return Err(CryptoError::Unsupported("DSA keys outside FIPS 186's sizes"));
+    }
+    let one = [1u8];
+    let in_range = |v: &[u8], below: &[u8]| less(&one, v) && less(v, below);
+    let key_ok = if private {
+        der::bit_length(parts.key.expose()) > 0 && less(parts.key.expose(), &parts.q)
+    } else {
+        in_range(parts.key.expose(), &parts.p)
+    };
+    if !in_range(&parts.g, &parts.p) || !key_ok {
+        return Err(malformed("DSA key integers"));
+    }
+    Ok(bits)
+}
+
+fn read_dsa_params(r: &mut Reader<'_>) -> Result<(Vec<u8>, Vec<u8>, Vec<u8>)> {
+    let mut alg = r.sequence("AlgorithmIdentifier")?;
+    if alg.expect(OID, "AlgorithmIdentifier")? != OID_DSA {
+        return Err(CryptoError::Unsupported("DSA integers of a key that is not DSA"));
+    }
+    let mut params = alg.sequence("DSA parameters")?;
+    alg.finish("AlgorithmIdentifier")?;
+    let p = params.unsigned("DSA p")?.to_vec();
+    let q = params.unsigned("DSA q")?.to_vec();
+    let g = params.unsigned("DSA g")?.to_vec();
+    params.finish("DSA parameters")?;
+    Ok((p, q, g))
+}
+
+fn dsa_params_der(parts: &DsaParts) -> Zeroizing<Vec<u8>> {
+    let mut params = Zeroizing::new(Vec::new());
+    for v in [&parts.p, &parts.q, &parts.g] {
+        der::put_unsigned(&mut params, v);
+    }
+    der::element(SEQUENCE, &params)
+}
+
+/// The integers of a DSA `SubjectPublicKeyInfo` (RFC 3279 §2.3.2).
+pub fn dsa_public_parts(spki: &[u8]) -> Result<DsaParts> {
+    let mut outer = Reader::new(spki);
+    let mut r = outer.sequence("SubjectPublicKeyInfo")?;
+    outer.finish("SubjectPublicKeyInfo")?;
+    let (p, q, g) = read_dsa_params(&mut r)?;
+    let bits = r.expect(BIT_STRING, "subjectPublicKey")?;
+    r.finish("SubjectPublicKeyInfo")?;
+    let Some((0, key)) = bits.split_first() else { return Err(malformed("subjectPublicKey")) };
+    let mut y = Reader::new(key);
+    let value = y.unsigned("DSA y")?;
+    y.finish("DSA public key")?;
+    Ok(DsaParts { p, q, g, key: SecretBytes::from_slice(value) })
+}
+
+/// The integers of a DSA PKCS#8 private key (RFC 5958, RFC 3279).
+pub fn dsa_private_parts(pkcs8: &[u8]) -> Result<DsaParts> {
+    let mut outer = Reader::new(pkcs8);
+    let mut r = outer.sequence("PrivateKeyInfo")?;
+    outer.finish("PrivateKeyInfo")?;
+    if r.small("PrivateKeyInfo version")? > 1 {
+        return Err(malformed("PrivateKeyInfo version"));
+    }
+    let (p, q, g) = read_dsa_params(&mut r)?;
+    let private = r.expect(OCTET_STRING, "PrivateKeyInfo privateKey")?;
+    let mut x = Reader::new(private);
+    let value = SecretBytes::from_slice(x.unsigned("DSA x")?);
+    x.finish("DSA private key")?;
+    Ok(DsaParts { p, q, g, key: value })
+}
+
+/// The `SubjectPublicKeyInfo` of a DSA public key's integers (checked).
+pub fn dsa_public_spki(parts: &DsaParts) -> Result<Vec<u8>> {
+    check_dsa(parts, false)?;
+    let mut y = Zeroizing::new(vec![0u8]);
+    der::put_unsigned(&mut y, parts.key.expose());
+    let mut body = Zeroizing::new(Vec::new());
+    put_algorithm(&mut body, KeyAlg::Dsa, &dsa_params_der(parts));
+    der::put(&mut body, BIT_STRING, &y);
+    Ok(der::element(SEQUENCE, &body).to_vec())
+}
+
+/// PKCS#8 of a DSA private key's integers (checked).
+pub fn dsa_private_pkcs8(parts: &DsaParts) -> Result<SecretBytes> {
+    check_dsa(parts, true)?;
+    let mut x = Zeroizing::new(Vec::new());
+    der::put_unsigned(&mut x, parts.key.expose());
+    let mut body = Zeroizing::new(Vec::new());
+    der::put_unsigned(&mut body, &[0]);
+    put_algorithm(&mut body, KeyAlg::Dsa, &dsa_params_der(parts));
+    der::put(&mut body, OCTET_STRING, &x);
+    Ok(SecretBytes::new(std::mem::take(&mut *der::element(SEQUENCE, &body))))
 }
 
 /// A `SubjectPublicKeyInfo`'s kind and its key bits (the BIT STRING's
@@ -347,6 +490,7 @@ pub fn public_key_info(spki: &[u8]) -> Result<KeyInfo> {
             sig::ParsedPublicKey::new(&sig::ED25519, key).map_err(rejected)?;
             256
         }
+        KeyAlg::Dsa => check_dsa(&dsa_public_parts(spki)?, false)?,
     };
     Ok(KeyInfo { kind, bits })
 }
@@ -366,7 +510,7 @@ pub fn spki_from_rsa_public(pkcs1: &[u8]) -> Result<Vec<u8>> {
     let mut bits = Zeroizing::new(vec![0u8]);
     bits.extend_from_slice(pkcs1);
     let mut body = Zeroizing::new(Vec::new());
-    put_algorithm(&mut body, KeyAlg::Rsa);
+    put_algorithm(&mut body, KeyAlg::Rsa, &[]);
     der::put(&mut body, BIT_STRING, &bits);
     let spki = der::element(SEQUENCE, &body).to_vec();
     public_key_info(&spki)?;

@@ -88,11 +88,13 @@ pub fn generate_ed25519() -> Result<KeyPairDer> {
 /// A key pair of `alg`; `bits` is an RSA key's size (ignored otherwise).
 ///
 /// # Errors
-/// As [`generate_rsa`], [`generate_ec`] and [`generate_ed25519`].
+/// As [`generate_rsa`], [`generate_ec`] and [`generate_ed25519`];
+/// `Unsupported` for DSA, which keys are only kept.
 pub fn generate_key_pair(alg: KeyAlg, bits: u32) -> Result<KeyPairDer> {
     match alg {
         KeyAlg::Rsa => generate_rsa(bits),
         KeyAlg::Ec(curve) => generate_ec(curve),
         KeyAlg::Ed25519 => generate_ed25519(),
+        KeyAlg::Dsa => Err(CryptoError::Unsupported("DSA key generation")),
     }
 }

@@ -277,6 +277,8 @@ kmip_enum!(
         X509 = 0x05 => "X.509",
         EC_PRIVATE_KEY = 0x06 => "ECPrivateKey",
         TRANSPARENT_SYMMETRIC_KEY = 0x07 => "Transparent Symmetric Key",
+        TRANSPARENT_DSA_PRIVATE_KEY = 0x08 => "Transparent DSA Private Key",
+        TRANSPARENT_DSA_PUBLIC_KEY = 0x09 => "Transparent DSA Public Key",
         TRANSPARENT_RSA_PRIVATE_KEY = 0x0A => "Transparent RSA Private Key",
         TRANSPARENT_RSA_PUBLIC_KEY = 0x0B => "Transparent RSA Public Key",
     }

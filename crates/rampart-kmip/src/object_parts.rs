@@ -161,8 +161,9 @@ impl SplitKeyFields {
     }
 }
 
-/// The integers of a transparent RSA key format, in the order KMIP 1.4
-/// §2.1.7.6 and §2.1.7.7 list them, and whether each is required.
+/// The integers of a transparent RSA or DSA key format, in the order
+/// KMIP 1.4 §2.1.7.2, §2.1.7.3, §2.1.7.6 and §2.1.7.7 list them, and
+/// whether each is required.
 fn transparent_tags(format: KeyFormatType) -> Option<&'static [(Tag, bool)]> {
     match format {
         KeyFormatType::TRANSPARENT_RSA_PRIVATE_KEY => Some(&[
@@ -177,6 +178,12 @@ fn transparent_tags(format: KeyFormatType) -> Option<&'static [(Tag, bool)]> {
         ]),
         KeyFormatType::TRANSPARENT_RSA_PUBLIC_KEY => {
             Some(&[(Tag::MODULUS, true), (Tag::PUBLIC_EXPONENT, true)])
+        }
+        KeyFormatType::TRANSPARENT_DSA_PRIVATE_KEY => {
+            Some(&[(Tag::P, true), (Tag::Q, true), (Tag::G, true), (Tag::X, true)])
+        }
+        KeyFormatType::TRANSPARENT_DSA_PUBLIC_KEY => {
+            Some(&[(Tag::P, true), (Tag::Q, true), (Tag::G, true), (Tag::Y, true)])
         }
         _ => None,
     }

@@ -429,6 +429,12 @@ impl Tag {
     pub const KEY_PART_IDENTIFIER: Self = Self(0x420044);
     /// Modulus.
     pub const MODULUS: Self = Self(0x420052);
+    /// G (a DSA generator).
+    pub const G: Self = Self(0x420037);
+    /// X (a DSA private key).
+    pub const X: Self = Self(0x42009F);
+    /// Y (a DSA public key).
+    pub const Y: Self = Self(0x4200A0);
     /// Opaque Data Type.
     pub const OPAQUE_DATA_TYPE: Self = Self(0x420059);
     /// Opaque Data Value.
@@ -507,6 +513,9 @@ impl Tag {
             Self::ISSUER => "Issuer",
             Self::KEY_PART_IDENTIFIER => "Key Part Identifier",
             Self::MODULUS => "Modulus",
+            Self::G => "G",
+            Self::X => "X",
+            Self::Y => "Y",
             Self::OPAQUE_DATA_TYPE => "Opaque Data Type",
             Self::OPAQUE_DATA_VALUE => "Opaque Data Value",
             Self::OPAQUE_OBJECT => "Opaque Object",

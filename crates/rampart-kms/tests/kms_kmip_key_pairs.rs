@@ -207,6 +207,100 @@ async fn private_keys_come_back_in_every_format(backend: Backend) {
 }
 on_each_store!(private_keys_come_back_in_every_format);
 
+const DSA_KEY: &str = "
+from cryptography.hazmat.primitives.asymmetric import dsa
+from cryptography.hazmat.primitives import serialization as s
+k = dsa.generate_private_key(key_size=2048)
+n = k.private_numbers()
+pn = n.public_numbers.parameter_numbers
+for v in (pn.p, pn.q, pn.g, n.x, n.public_numbers.y):
+    h = format(v, 'x')
+    print(('0' if len(h) % 2 else '') + h)
+print(k.private_bytes(s.Encoding.DER, s.PrivateFormat.PKCS8, s.NoEncryption()).hex())
+print(k.public_key().public_bytes(s.Encoding.DER, s.PublicFormat.SubjectPublicKeyInfo).hex())
+";
+
+/// A transparent DSA key block of `integers` (P, Q, G and X or Y).
+fn dsa_block(format: KeyFormatType, integers: &[(Tag, &Vec<u8>)]) -> Item {
+    let material = integers
+        .iter()
+        .map(|(tag, v)| {
+            let mut wire = vec![0u8; 8 - v.len() % 8];
+            wire.extend_from_slice(v);
+            Item::new(*tag, Value::BigInteger(wire))
+        })
+        .collect();
+    Item::structure(
+        Tag::KEY_BLOCK,
+        vec![
+            Item::enumeration(Tag::KEY_FORMAT_TYPE, format.0),
+            Item::structure(Tag::KEY_VALUE, vec![Item::structure(Tag::KEY_MATERIAL, material)]),
+            Item::enumeration(Tag::CRYPTOGRAPHIC_ALGORITHM, CryptographicAlgorithm::DSA.0),
+            Item::int(Tag::CRYPTOGRAPHIC_LENGTH, 2048),
+        ],
+    )
+}
+
+async fn dsa_keys_are_kept_in_the_forms_cryptography_writes(backend: Backend) {
+    let d = Deployment::on(backend, "dsa-keys").await;
+    let mut tls = connect(&d.admin, &d.kmip, &rustls::version::TLS13).await;
+    let k = python(DSA_KEY);
+    let (p, q, g, x, y, pkcs8, spki) = (&k[0], &k[1], &k[2], &k[3], &k[4], &k[5], &k[6]);
+    let private = dsa_block(
+        KeyFormatType::TRANSPARENT_DSA_PRIVATE_KEY,
+        &[(Tag::P, p), (Tag::Q, q), (Tag::G, g), (Tag::X, x)],
+    );
+    let uid = text_of(
+        &ok(&register(
+            &mut tls,
+            ObjectType::PRIVATE_KEY,
+            Item::structure(Tag::PRIVATE_KEY, vec![private]),
+        )
+        .await),
+        Tag::UNIQUE_IDENTIFIER,
+    );
+    assert_eq!(&get_material(&mut tls, &uid, Some(KeyFormatType::PKCS8)).await, pkcs8);
+    // By default, the transparent form it was registered in.
+    let got =
+        ok(&get_with_format(&mut tls, &uid, KeyFormatType::TRANSPARENT_DSA_PRIVATE_KEY).await);
+    assert!(format!("{got:?}").contains("X (0x42009F)"), "{got:?}");
+    // Kept, not used: a DSA signature is Feature Not Supported.
+    ok(&one(&mut tls, Operation::ACTIVATE, vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid.clone())])
+        .await);
+    let sign = one(
+        &mut tls,
+        Operation::SIGN,
+        vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid.clone()), Item::bytes(Tag::DATA, b"m")],
+    )
+    .await;
+    assert_eq!(reason(&sign), ResultReason::FEATURE_NOT_SUPPORTED, "{:?}", sign.result_message);
+
+    let public = dsa_block(
+        KeyFormatType::TRANSPARENT_DSA_PUBLIC_KEY,
+        &[(Tag::P, p), (Tag::Q, q), (Tag::G, g), (Tag::Y, y)],
+    );
+    let uid = text_of(
+        &ok(&register(
+            &mut tls,
+            ObjectType::PUBLIC_KEY,
+            Item::structure(Tag::PUBLIC_KEY, vec![public]),
+        )
+        .await),
+        Tag::UNIQUE_IDENTIFIER,
+    );
+    assert_eq!(&get_material(&mut tls, &uid, Some(KeyFormatType::X509)).await, spki);
+    // A Y that is not below P is refused.
+    let bad = dsa_block(
+        KeyFormatType::TRANSPARENT_DSA_PUBLIC_KEY,
+        &[(Tag::P, p), (Tag::Q, q), (Tag::G, g), (Tag::Y, p)],
+    );
+    let refused =
+        register(&mut tls, ObjectType::PUBLIC_KEY, Item::structure(Tag::PUBLIC_KEY, vec![bad]))
+            .await;
+    assert_eq!(reason(&refused), ResultReason::INVALID_FIELD);
+}
+on_each_store!(dsa_keys_are_kept_in_the_forms_cryptography_writes);
+
 async fn a_created_pair_is_linked_and_its_halves_match(backend: Backend) {
     let d = Deployment::on(backend, "key-pair").await;
     let mut tls = connect(&d.admin, &d.kmip, &rustls::version::TLS13).await;

@@ -6,7 +6,9 @@
 //! over the key's own attribute.
 
 use rampart_crypto::{DigestAlg, PrivateKey, PublicKey};
-use rampart_kmip::enums::{usage_mask, HashingAlgorithm, ObjectType, State as KState};
+use rampart_kmip::enums::{
+    usage_mask, CryptographicAlgorithm, HashingAlgorithm, ObjectType, State as KState,
+};
 use rampart_kmip::payload::CryptographicParameters;
 use rampart_kmip::KmipError;
 
@@ -93,6 +95,11 @@ impl Session<'_> {
         if let Some(why) = lifecycle_refusal(&obj, usage, now_ms()) {
             let why = format!("object {uid} {why}");
             return Err(KmipError::WrongKeyLifecycleState(why));
+        }
+        if obj.kmip.as_ref().and_then(|k| k.algorithm) == Some(CryptographicAlgorithm::DSA.0) {
+            return Err(KmipError::FeatureNotSupported(format!(
+                "object {uid} is a DSA key: DSA keys are kept, not used"
+            )));
         }
         let material = self.material(&obj).await?;
         let bad = |_| {

@@ -257,18 +257,24 @@ fn response_format(
         }
         ObjectType::SPLIT_KEY => (KeyFormatType::RAW, &[KeyFormatType::RAW]),
         // Which of these apply to the key's algorithm is checked as it
-        // is converted (PKCS#1 and the transparent forms are RSA's).
+        // is converted (PKCS#1 and each transparent form are one algorithm's).
         ObjectType::PRIVATE_KEY => (
             registered_key.unwrap_or(KeyFormatType::PKCS8),
             &[
                 KeyFormatType::PKCS1,
                 KeyFormatType::PKCS8,
                 KeyFormatType::TRANSPARENT_RSA_PRIVATE_KEY,
+                KeyFormatType::TRANSPARENT_DSA_PRIVATE_KEY,
             ],
         ),
         ObjectType::PUBLIC_KEY => (
             registered_key.unwrap_or(KeyFormatType::X509),
-            &[KeyFormatType::PKCS1, KeyFormatType::X509, KeyFormatType::TRANSPARENT_RSA_PUBLIC_KEY],
+            &[
+                KeyFormatType::PKCS1,
+                KeyFormatType::X509,
+                KeyFormatType::TRANSPARENT_RSA_PUBLIC_KEY,
+                KeyFormatType::TRANSPARENT_DSA_PUBLIC_KEY,
+            ],
         ),
         // A certificate is X.509; an opaque object has no key format.
         ObjectType::CERTIFICATE => (KeyFormatType::X509, &[KeyFormatType::X509]),

@@ -43,6 +43,7 @@ pub(super) fn algorithm_of(
             &[CryptographicAlgorithm::EC, CryptographicAlgorithm::ECDSA],
         ),
         KeyAlg::Ed25519 => (CryptographicAlgorithm::ED25519, &[CryptographicAlgorithm::ED25519]),
+        KeyAlg::Dsa => (CryptographicAlgorithm::DSA, &[CryptographicAlgorithm::DSA]),
     }
 }
 
@@ -108,6 +109,9 @@ pub(super) fn private_key_in(block: &KeyBlock) -> R<(SecretBytes, KeyInfo)> {
             };
             kf::rsa_private_pkcs8_from_parts(&parts).map_err(refused(format))?
         }
+        KeyFormatType::TRANSPARENT_DSA_PRIVATE_KEY => {
+            kf::dsa_private_pkcs8(&dsa_parts(&block.integers, Tag::X)).map_err(refused(format))?
+        }
         other => return Err(KmipError::KeyFormatTypeNotSupported(other.0)),
     };
     let info = kf::private_key_info(pkcs8.expose()).map_err(refused(format))?;
@@ -126,6 +130,9 @@ pub(super) fn public_key_in(block: &KeyBlock) -> R<(Vec<u8>, KeyInfo)> {
             let e = integer(&block.integers, Tag::PUBLIC_EXPONENT).unwrap_or(&[]);
             kf::rsa_public_spki(n, e).map_err(refused(format))?
         }
+        KeyFormatType::TRANSPARENT_DSA_PUBLIC_KEY => {
+            kf::dsa_public_spki(&dsa_parts(&block.integers, Tag::Y)).map_err(refused(format))?
+        }
         other => return Err(KmipError::KeyFormatTypeNotSupported(other.0)),
     };
     let info = kf::public_key_info(&spki).map_err(refused(format))?;
@@ -133,11 +140,37 @@ pub(super) fn public_key_in(block: &KeyBlock) -> R<(Vec<u8>, KeyInfo)> {
 }
 
 fn rsa_only(info: KeyInfo, format: KeyFormatType) -> R<()> {
-    if info.kind == KeyAlg::Rsa {
+    only(KeyAlg::Rsa, info, format)
+}
+
+fn only(kind: KeyAlg, info: KeyInfo, format: KeyFormatType) -> R<()> {
+    if info.kind == kind {
         Ok(())
     } else {
         Err(KmipError::KeyFormatTypeNotSupported(format.0))
     }
+}
+
+/// A transparent DSA key's integers (parsed as required by
+/// `object_parts`), `key` naming its Y or X.
+fn dsa_parts(integers: &[(Tag, Bytes)], key: Tag) -> kf::DsaParts {
+    let get = |tag| integer(integers, tag).unwrap_or_default();
+    kf::DsaParts {
+        p: get(Tag::P).to_vec(),
+        q: get(Tag::Q).to_vec(),
+        g: get(Tag::G).to_vec(),
+        key: SecretBytes::from_slice(get(key)),
+    }
+}
+
+/// A DSA key's integers as a transparent Key Material holds them.
+fn dsa_integers(parts: &kf::DsaParts, key: Tag) -> Vec<(Tag, Bytes)> {
+    vec![
+        (Tag::P, Bytes::from(parts.p.as_slice())),
+        (Tag::Q, Bytes::from(parts.q.as_slice())),
+        (Tag::G, Bytes::from(parts.g.as_slice())),
+        (key, Bytes::from(parts.key.expose())),
+    ]
 }
 
 /// A stored private key (PKCS#8) in `format`.
@@ -166,6 +199,11 @@ pub(super) fn private_key_out(pkcs8: &SecretBytes, format: KeyFormatType) -> R<E
             ];
             Ok(Exported { material: Bytes::default(), integers })
         }
+        KeyFormatType::TRANSPARENT_DSA_PRIVATE_KEY => {
+            only(KeyAlg::Dsa, info, format)?;
+            let parts = kf::dsa_private_parts(pkcs8.expose()).map_err(failed)?;
+            Ok(Exported { material: Bytes::default(), integers: dsa_integers(&parts, Tag::X) })
+        }
         other => Err(KmipError::KeyFormatTypeNotSupported(other.0)),
     }
 }
@@ -187,6 +225,11 @@ pub(super) fn public_key_out(spki: &[u8], format: KeyFormatType) -> R<Exported> 
             let integers =
                 vec![(Tag::MODULUS, Bytes::new(n)), (Tag::PUBLIC_EXPONENT, Bytes::new(e))];
             Ok(Exported { material: Bytes::default(), integers })
+        }
+        KeyFormatType::TRANSPARENT_DSA_PUBLIC_KEY => {
+            only(KeyAlg::Dsa, info, format)?;
+            let parts = kf::dsa_public_parts(spki).map_err(failed)?;
+            Ok(Exported { material: Bytes::default(), integers: dsa_integers(&parts, Tag::Y) })
         }
         other => Err(KmipError::KeyFormatTypeNotSupported(other.0)),
     }

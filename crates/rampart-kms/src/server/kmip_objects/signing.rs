@@ -43,6 +43,11 @@ fn input(request: &SignRequest) -> R<Input<'_>> {
 /// Padding Method and Hashing Algorithm (KMIP 1.4 §4.31: "digital
 /// signature algorithm or cryptographic algorithm and hash algorithm").
 fn scheme(p: &CryptographicParameters, alg: KeyAlg) -> R<SignatureScheme> {
+    if alg == KeyAlg::Dsa {
+        return Err(KmipError::FeatureNotSupported(
+            "DSA signatures (DSA keys are kept only)".into(),
+        ));
+    }
     if let Some(named) = p.cryptographic_algorithm {
         let fits = match alg {
             KeyAlg::Rsa => named == CryptographicAlgorithm::RSA,
@@ -50,6 +55,7 @@ fn scheme(p: &CryptographicParameters, alg: KeyAlg) -> R<SignatureScheme> {
                 named == CryptographicAlgorithm::ECDSA || named == CryptographicAlgorithm::EC
             }
             KeyAlg::Ed25519 => named == CryptographicAlgorithm::ED25519,
+            KeyAlg::Dsa => false,
         };
         if !fits {
             return Err(KmipError::InvalidField(format!(
@@ -87,6 +93,9 @@ fn scheme(p: &CryptographicParameters, alg: KeyAlg) -> R<SignatureScheme> {
                 Curve::P521 => DigestAlg::Sha512,
             })),
             KeyAlg::Ed25519 => SignatureScheme::Ed25519,
+            KeyAlg::Dsa => {
+                return Err(KmipError::FeatureNotSupported("DSA signatures".into()));
+            }
         },
     };
     let scheme = match scheme {
