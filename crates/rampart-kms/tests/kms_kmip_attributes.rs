@@ -430,3 +430,32 @@ async fn query_operations_lists_exactly_the_operations_served() {
         }
     }
 }
+
+async fn only_keys_of_256_bits_are_made_quantum_safe(backend: Backend) {
+    let d = Deployment::on(backend, "quantum-safe").await;
+    let mut tls = connect(&d.admin, &d.kmip, &rustls::version::TLS13).await;
+    let quantum_safe = |name: &str, bits: i32| {
+        let mut c = create(name);
+        if let Value::Structure(t) = &mut c[1].value {
+            t.retain(|a| !format!("{a:?}").contains("Cryptographic Length"));
+            t.push(attr("Cryptographic Length", Value::Integer(bits)));
+            t.push(attr("Quantum Safe", Value::Boolean(true)));
+            t.push(attr("Protection Level", Value::Enumeration(1)));
+        }
+        c
+    };
+    let made = uid_of(&ok(&one(&mut tls, Operation::CREATE, quantum_safe("qs-256", 256)).await));
+    let fields = vec![uid(&made)];
+    let got =
+        ok(&run(&mut tls, ProtocolVersion::V2_1, vec![(Operation::GET_ATTRIBUTES, fields)]).await
+            [0]);
+    let shown = format!("{got:?}");
+    assert!(shown.contains("0x420147, value: Boolean(true)"), "{shown}");
+    // AES-128 is not quantum safe: General Failure, as the profiles' QS-M-2.
+    let refused = one(&mut tls, Operation::CREATE, quantum_safe("qs-128", 128)).await;
+    assert_eq!(reason(&refused), ResultReason::GENERAL_FAILURE);
+    // A 1.x client is not shown the 2.x attributes.
+    let old = format!("{:?}", attributes(&mut tls, &made).await);
+    assert!(!old.contains("Quantum Safe") && !old.contains("0x420147"), "{old}");
+}
+on_each_store!(only_keys_of_256_bits_are_made_quantum_safe);

@@ -153,6 +153,7 @@ impl Session<'_> {
             new.registered_format.unwrap_or_else(|| generated_format(object_type, new.algorithm));
         let generated = new.registered_format.is_none();
         server::check_template(&new.stored, generated)?;
+        server::check_quantum_safe(&new.stored, object_type, new.length)?;
         let digested = digest_input(object_type, format, material)?;
         let extra = server::initial_rows(&new.stored, format, digested.expose(), generated, now)?;
         new.stored.extend(extra);

@@ -66,8 +66,12 @@ const fn rule(name: &'static str, multiple: bool, modifiable: bool, deletable: b
 
 /// KMIP 1.4 §3.40–3.51 and §3.21–3.23, 2.1 §4 (the "Modifiable by
 /// client" and "Deletable by client" rows).
-pub(super) const RULES: [Rule; 11] = [
+pub(super) const RULES: [Rule; 14] = [
     rule("Alternative Name", true, true, true),
+    // KMIP 2.x (2.1 §4.38, §4.39, §4.45).
+    rule("Protection Level", false, true, true),
+    rule("Protection Period", false, true, true),
+    rule("Quantum Safe", false, true, true),
     rule("Key Value Location", true, true, true),
     rule("Description", false, true, true),
     rule("Comment", false, true, true),
@@ -135,6 +139,34 @@ fn row(name: &str, item: &Item) -> R<(String, String)> {
 
 /// Checks the client-set attributes of a new object against [`RULES`]:
 /// `generated` when the server makes the material (Create, Re-key).
+/// Refuses to make an object Quantum Safe (2.1 §4.45) that is not: a key
+/// of fewer than 256 bits (Grover's search halves a symmetric key's
+/// strength) or any public-key pair, which Shor's algorithm breaks. The
+/// profiles' QS-M-2 answers this General Failure.
+pub(super) fn check_quantum_safe(
+    stored: &[(String, String)],
+    object_type: ObjectType,
+    length: Option<i32>,
+) -> R<()> {
+    let asked = stored
+        .iter()
+        .filter(|(n, _)| n == "Quantum Safe")
+        .filter_map(|(_, v)| decode_value(v)?.as_bool().ok())
+        .any(|b| b);
+    let safe = match object_type {
+        ObjectType::SYMMETRIC_KEY => length.is_some_and(|l| l >= 256),
+        ObjectType::PRIVATE_KEY | ObjectType::PUBLIC_KEY | ObjectType::CERTIFICATE => false,
+        _ => true,
+    };
+    if asked && !safe {
+        return Err(KmipError::GeneralFailure(format!(
+            "a {object_type} of {} bits is not quantum safe",
+            length.unwrap_or(0)
+        )));
+    }
+    Ok(())
+}
+
 pub(super) fn check_template(stored: &[(String, String)], generated: bool) -> R<()> {
     for r in RULES {
         let n = stored.iter().filter(|(name, _)| name == r.name).count();
@@ -266,7 +298,8 @@ pub(super) fn in_version(name: &str, version: ProtocolVersion) -> bool {
         || !(matches!(
             name,
             "Key Format Type" | "Short Unique Identifier" | "Protection Storage Mask"
-        ) || name.starts_with("Certificate Subject ")
+        ) || matches!(name, "Protection Level" | "Protection Period" | "Quantum Safe")
+            || name.starts_with("Certificate Subject ")
             || name.starts_with("Certificate Issuer "))
 }
 
