@@ -296,7 +296,8 @@ def kms_audit_archive_seeds():
 
 def kmip_text_seeds():
     """A few messages of the published KMIP Profiles test cases
-    (crates/rampart-kms/tests/kmip/conformance/) in their XML, and each also
+    (crates/rampart-kms/tests/kmip/conformance/: every object type
+    registered, key pairs, signatures, RSA encryption) in their XML, and each also
     turned into the JSON encoding here, by KMIP Additional Message Encodings
     4.1.6's rules: Integers, Long Integers and Intervals as numbers (masks
     as '|'-separated names), Booleans as JSON booleans, the rest as strings."""
@@ -304,7 +305,11 @@ def kmip_text_seeds():
     root = os.path.join(HERE, "..", "crates", "rampart-kms", "tests", "kmip", "conformance")
     cases = ["1.4/SKLC/SKLC-M-1-14.xml", "2.1/SKLC/SKLC-M-1-21.xml", "1.4/CS-BC/CS-BC-M-GCM-1-14.xml",
              "2.1/BL/BL-M-1-21.xml", "1.4/CS-AC/CS-AC-M-1-14.xml", "2.1/AKLC/AKLC-M-1-21.xml",
-             "1.4/MSGENC-JSON/MSGENC-JSON-M-1-14.xml"]
+             "1.4/MSGENC-JSON/MSGENC-JSON-M-1-14.xml", "1.4/OMOS/OMOS-M-1-14.xml",
+             "2.1/BL/BL-M-6-21.xml", "2.1/BL/BL-M-7-21.xml", "2.1/BL/BL-M-8-21.xml",
+             "2.1/BL/BL-M-9-21.xml", "2.1/BL/BL-M-10-21.xml", "2.1/BL/BL-M-12-21.xml",
+             "2.1/BL/BL-M-13-21.xml", "1.4/CS-AC/CS-AC-M-OAEP-1-14.xml",
+             "2.1/CS-AC/CS-AC-M-3-21.xml"]
 
     def to_json(e):
         out = {"tag": e.tag}

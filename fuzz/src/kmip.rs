@@ -1,8 +1,13 @@
 //! The KMIP front end's parsers of untrusted bytes: TTLV, its XML and JSON
 //! encodings, and messages.
 
+use rampart_crypto::key_formats as kf;
 use rampart_kmip::message::{ProtocolVersion, RequestMessage, ResponseMessage};
-use rampart_kmip::payload::{parse_rng_retrieve, parse_rng_seed, StreamRequest};
+use rampart_kmip::payload::{
+    parse_rng_retrieve, parse_rng_seed, AttributeChangeRequest, CreateKeyPairRequest,
+    CreateRequest, CryptoRequest, GetRequest, LocateRequest, ManagedObject, ObjectRequest,
+    ReKeyRequest, RegisterRequest, RevokeRequest, SignRequest, StreamRequest,
+};
 use rampart_kmip::ttlv::{self, HEADER_LEN};
 use rampart_kmip::xml::{self, XmlLimits};
 use rampart_kmip::{json, KmipError, Limits};
@@ -42,13 +47,7 @@ pub fn kmip_ttlv(data: &[u8]) {
             )
             .expect("an encoded request decodes");
             assert_eq!(RequestMessage::parse(&again).as_ref(), Ok(&request));
-            // The payload decoders of Hash, MAC, MAC Verify and RNG take the
-            // untrusted payloads as they come.
-            for item in &request.batch_items {
-                let _ = StreamRequest::parse(&item.payload).map(|r| r.is_streamed());
-                let _ = parse_rng_retrieve(&item.payload);
-                let _ = parse_rng_seed(&item.payload);
-            }
+            payloads(&request);
             let response = request.refuse_async(request.header.protocol_version, 0);
             let _ = response.encode_bounded(request.header.maximum_response_size);
         }
@@ -64,6 +63,63 @@ pub fn kmip_ttlv(data: &[u8]) {
             .map_err(KmipError::from)
             .and_then(|i| ResponseMessage::parse(&i));
         assert_eq!(back.as_ref().ok(), Some(&response));
+    }
+}
+
+/// Every payload decoder takes each batch item's untrusted payload as it
+/// comes, whatever its operation says; the key material a Register
+/// carries goes through the DER readers the server stores keys with, and
+/// a key that reads converts to the other forms without failing.
+fn payloads(request: &RequestMessage) {
+    for item in &request.batch_items {
+        let p = &item.payload;
+        let _ = StreamRequest::parse(p).map(|r| r.is_streamed());
+        let _ = parse_rng_retrieve(p);
+        let _ = parse_rng_seed(p);
+        let _ = CreateRequest::parse(p);
+        let _ = CreateKeyPairRequest::parse(p);
+        let _ = GetRequest::parse(p);
+        let _ = ObjectRequest::parse(p);
+        let _ = AttributeChangeRequest::parse(p);
+        let _ = LocateRequest::parse(p);
+        let _ = RevokeRequest::parse(p);
+        let _ = ReKeyRequest::parse(p);
+        let _ = CryptoRequest::parse(p).map(|r| r.is_streamed());
+        let _ = SignRequest::parse(p);
+        if let Ok(register) = RegisterRequest::parse(p) {
+            let _ = register.object.to_item();
+            key_material(&register.object);
+        }
+    }
+}
+
+fn key_material(object: &ManagedObject) {
+    let material = |b: &rampart_kmip::payload::KeyBlock| b.material.as_slice().to_vec();
+    match object {
+        ManagedObject::PrivateKey(block) => {
+            let bytes = material(block);
+            if let Ok(pkcs8) = kf::rsa_private_pkcs8_from_pkcs1(&bytes) {
+                kf::rsa_private_pkcs1(pkcs8.expose()).expect("a PKCS#1 key read is written");
+            }
+            if kf::private_key_info(&bytes).is_ok() {
+                let _ = kf::rsa_private_parts(&bytes);
+                let _ = kf::dsa_private_parts(&bytes);
+                let _ = kf::public_key_of(&bytes);
+            }
+        }
+        ManagedObject::PublicKey(block) => {
+            let bytes = material(block);
+            if let Ok(spki) = kf::spki_from_rsa_public(&bytes) {
+                kf::rsa_public_pkcs1(&spki).expect("a PKCS#1 public key read is written");
+            }
+            if kf::public_key_info(&bytes).is_ok() {
+                let _ = kf::rsa_public_parts(&bytes);
+                if let Ok(parts) = kf::dsa_public_parts(&bytes) {
+                    let _ = kf::dsa_public_spki(&parts);
+                }
+            }
+        }
+        _ => {}
     }
 }
 
@@ -98,7 +154,9 @@ pub fn kmip_text(data: &[u8]) {
         }
     };
     let bytes = item.encode().expect("a converted item encodes");
-    let _ = RequestMessage::parse(&item);
+    if let Ok(request) = RequestMessage::parse(&item) {
+        payloads(&request);
+    }
     let roomy = Limits { max_message_len: usize::MAX, max_depth: 64, max_items: usize::MAX };
     assert_eq!(ttlv::decode(&bytes, &roomy).as_ref(), Ok(&item));
     let as_xml = xml::to_xml(&item);
