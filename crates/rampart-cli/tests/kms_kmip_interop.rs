@@ -125,18 +125,32 @@ fn check_operations(v: &Value) {
     assert_eq!(v["get_destroyed"], failed("ILLEGAL_OPERATION"), "{v}");
     assert_eq!(v["compromised_state"], json!(["COMPROMISED"]), "{v}");
     assert_eq!(v["get_unknown"], failed("ITEM_NOT_FOUND"), "{v}");
-    assert_eq!(v["create_key_pair"], failed("OPERATION_NOT_SUPPORTED"), "{v}");
-    assert_eq!(v["sign"], failed("OPERATION_NOT_SUPPORTED"), "{v}");
-    // A KMIP 1.4 connection: no Log (2.x), no Interop (interop testing only).
+    assert_eq!(v["key_pair_signature_verified"], true, "{v}");
+    assert_eq!(v["key_pair"], json!(["interop-rsa-public/1", "interop-rsa-private/1"]), "{v}");
+    assert_eq!(v["derive_key"], failed("OPERATION_NOT_SUPPORTED"), "{v}");
+    // A KMIP 1.4 connection: no Log or Set Attribute (2.x), no Interop
+    // (interop testing only).
     let mut served: Vec<String> = rampart_kms::server::kmip::OPERATIONS
         .iter()
-        .filter(|op| !matches!(op.name(), Some("Log" | "Interop")))
+        .filter(|op| !matches!(op.name(), Some("Log" | "Interop" | "Set Attribute")))
         .map(|op| op.name().unwrap().to_ascii_uppercase().replace([' ', '-'], "_"))
         .map(|n| if n == "RE_KEY" { "REKEY".to_owned() } else { n })
         .collect();
     served.sort();
     assert_eq!(v["query_operations"], json!(served), "{v}");
-    assert_eq!(v["query_objects"], json!(["SECRET_DATA", "SYMMETRIC_KEY"]), "{v}");
+    // Every type Create, Create Key Pair and Register make (PyKMIP names
+    // an Opaque Object OPAQUE_DATA).
+    assert_eq!(rampart_kms::server::kmip::OBJECT_TYPES.len(), 7);
+    let objects = [
+        "CERTIFICATE",
+        "OPAQUE_DATA",
+        "PRIVATE_KEY",
+        "PUBLIC_KEY",
+        "SECRET_DATA",
+        "SPLIT_KEY",
+        "SYMMETRIC_KEY",
+    ];
+    assert_eq!(v["query_objects"], json!(objects), "{v}");
     assert_eq!(
         v["versions"],
         json!([[2, 1], [2, 0], [1, 4], [1, 3], [1, 2], [1, 1], [1, 0]]),

@@ -135,6 +135,7 @@ kmip_enum!(
         OBJECT_ALREADY_EXISTS = 0x18 => "Object Already Exists",
         // KMIP 2.0 and later.
         INCOMPATIBLE_CRYPTOGRAPHIC_USAGE_MASK = 0x29 => "Incompatible Cryptographic Usage Mask",
+        MULTI_VALUED_ATTRIBUTE = 0x1E => "Multi Valued Attribute",
         ATTRIBUTE_READ_ONLY = 0x22 => "Attribute Read Only",
         ATTRIBUTE_SINGLE_VALUED = 0x23 => "Attribute Single Valued",
         INVALID_OBJECT_TYPE = 0x30 => "Invalid Object Type",

@@ -90,6 +90,10 @@ pub enum KmipError {
     /// Operation).
     #[error("attribute {0} takes one value (use Modify Attribute)")]
     AttributeSingleValued(String),
+    /// KMIP 2.x: Set Attribute of an attribute that has several values
+    /// (1.x has no Set Attribute: Illegal Operation).
+    #[error("attribute {0} has several values (use Modify Attribute)")]
+    MultiValuedAttribute(String),
     /// KMIP 2.x: the Name is already an object's (1.x: Object Already
     /// Exists).
     #[error("the Name is not unique: {0}")]
@@ -147,6 +151,7 @@ impl KmipError {
             Self::ObjectNotFound(_) => ResultReason::OBJECT_NOT_FOUND,
             Self::AttributeReadOnly(_) => ResultReason::ATTRIBUTE_READ_ONLY,
             Self::AttributeSingleValued(_) => ResultReason::ATTRIBUTE_SINGLE_VALUED,
+            Self::MultiValuedAttribute(_) => ResultReason::MULTI_VALUED_ATTRIBUTE,
             Self::NonUniqueName(_) => ResultReason::NON_UNIQUE_NAME_ATTRIBUTE,
             Self::ObjectDestroyed(_) => ResultReason::OBJECT_DESTROYED,
             Self::AuthenticationNotSuccessful => ResultReason::AUTHENTICATION_NOT_SUCCESSFUL,
@@ -172,6 +177,9 @@ impl KmipError {
             )),
             Self::AttributeSingleValued(why) => {
                 Self::IllegalOperation(format!("attribute {why} takes one value"))
+            }
+            Self::MultiValuedAttribute(why) => {
+                Self::IllegalOperation(format!("attribute {why} has several values"))
             }
             Self::NonUniqueName(why) => Self::ObjectAlreadyExists(why),
             Self::ObjectDestroyed(why) => Self::IllegalOperation(format!("{why} is destroyed")),
@@ -202,6 +210,7 @@ mod tests {
             KmipError::InvalidObjectType("o".into()),
             KmipError::AttributeReadOnly("State".into()),
             KmipError::AttributeSingleValued("Description".into()),
+            KmipError::MultiValuedAttribute("Name".into()),
             KmipError::NonUniqueName("n".into()),
             KmipError::ObjectDestroyed("o".into()),
         ];

@@ -309,16 +309,33 @@ impl ResponseBatchItem {
 
     /// A batch item that ran but was undone because a later one failed
     /// under Batch Error Continuation Option Undo (KMIP 1.4 §6.13): Result
-    /// Status Operation Undone, without its payload.
+    /// Status Operation Undone. Of its payload only the Unique Identifiers
+    /// stay: the objects it named, not what it returned (key material,
+    /// data, random bytes).
     #[must_use]
-    pub fn undone(operation: Option<Operation>, id: Option<Vec<u8>>) -> Self {
+    pub fn undone(
+        operation: Option<Operation>,
+        id: Option<Vec<u8>>,
+        payload: Option<Item>,
+    ) -> Self {
+        let names = [
+            Tag::UNIQUE_IDENTIFIER,
+            Tag::PRIVATE_KEY_UNIQUE_IDENTIFIER,
+            Tag::PUBLIC_KEY_UNIQUE_IDENTIFIER,
+        ];
+        let payload =
+            payload.and_then(|p| p.children().ok().map(<[Item]>::to_vec)).and_then(|children| {
+                let kept: Vec<Item> =
+                    children.into_iter().filter(|i| names.contains(&i.tag)).collect();
+                (!kept.is_empty()).then(|| Item::structure(Tag::RESPONSE_PAYLOAD, kept))
+            });
         Self {
             operation,
             unique_batch_item_id: id,
             result_status: ResultStatus::OPERATION_UNDONE,
             result_reason: None,
             result_message: Some("undone: a later batch item failed".into()),
-            payload: None,
+            payload,
         }
     }
 

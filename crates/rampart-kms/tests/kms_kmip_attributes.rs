@@ -10,7 +10,8 @@
 //! or delete; Locate leaving destroyed objects out unless the Storage
 //! Status Mask asks, and a date given twice as a range; Log recorded in the
 //! audit chain; Interop refused on a server not started for interop
-//! testing; and Query Operations listing exactly what is dispatched.
+//! testing; KMIP 2.x Set Attribute; and Query Operations listing exactly
+//! what is dispatched.
 
 use rampart_kmip::enums::{
     CryptographicAlgorithm, KeyFormatType, ObjectType, Operation, ResultReason, ResultStatus,
@@ -459,3 +460,38 @@ async fn only_keys_of_256_bits_are_made_quantum_safe(backend: Backend) {
     assert!(!old.contains("Quantum Safe") && !old.contains("0x420147"), "{old}");
 }
 on_each_store!(only_keys_of_256_bits_are_made_quantum_safe);
+
+async fn set_2_1(tls: &mut Tls, fields: Vec<Item>) -> ResponseBatchItem {
+    run(tls, ProtocolVersion::V2_1, vec![(Operation::SET_ATTRIBUTE, fields)]).await.remove(0)
+}
+
+/// KMIP 2.x Set Attribute: adds an attribute the object lacks, replaces the
+/// one value it has, and refuses one with several values and a read-only
+/// one; a KMIP 1.x client is not served it.
+async fn set_attribute_adds_or_replaces_a_single_value(backend: Backend) {
+    let d = Deployment::on(backend, "set-attribute").await;
+    let mut tls = connect(&d.admin, &d.kmip, &rustls::version::TLS13).await;
+    let made = uid_of(&ok(&one(&mut tls, Operation::CREATE, create("set-attr")).await));
+    let set = |value: Item| vec![uid(&made), Item::structure(Tag::NEW_ATTRIBUTE, vec![value])];
+    for contact in ["ops@example.com", "security@example.com"] {
+        let answer =
+            ok(&set_2_1(&mut tls, set(Item::text(Tag::CONTACT_INFORMATION, contact))).await);
+        assert_eq!(uid_of(&answer), made);
+        let shown = single(&attributes(&mut tls, &made).await, "Contact Information");
+        assert_eq!(shown.as_text().unwrap(), contact, "added, then replaced");
+    }
+    // Two Object Groups: Set cannot tell which to replace.
+    for group in ["a", "b"] {
+        let fields = vec![uid(&made), attr("Object Group", Value::TextString(group.into()))];
+        ok(&one(&mut tls, Operation::ADD_ATTRIBUTE, fields).await);
+    }
+    let several = set_2_1(&mut tls, set(Item::text(Tag::OBJECT_GROUP, "c"))).await;
+    assert_eq!(reason(&several), ResultReason::MULTI_VALUED_ATTRIBUTE);
+    assert_eq!(values(&attributes(&mut tls, &made).await, "Object Group").len(), 2);
+    let state = set_2_1(&mut tls, set(Item::enumeration(Tag::STATE, 2))).await;
+    assert_eq!(reason(&state), ResultReason::ATTRIBUTE_READ_ONLY);
+    let fields = set(Item::text(Tag::CONTACT_INFORMATION, "x"));
+    let old = run(&mut tls, ProtocolVersion::V1_4, vec![(Operation::SET_ATTRIBUTE, fields)]).await;
+    assert_eq!(reason(&old[0]), ResultReason::OPERATION_NOT_SUPPORTED);
+}
+on_each_store!(set_attribute_adds_or_replaces_a_single_value);

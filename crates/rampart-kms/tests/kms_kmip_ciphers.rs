@@ -474,6 +474,22 @@ async fn defaults_random_ivs_streams_and_refusals(backend: Backend) {
     )
     .await;
     assert_eq!(reason(&no_tag), ResultReason::INVALID_MESSAGE);
+    // (A block of zeros, encrypted unpadded, decrypts to a last byte of 0:
+    // never a valid PKCS#5 padding, whatever the key.)
+    let zeros = ok(&one(
+        &mut tls,
+        v14,
+        Operation::ENCRYPT,
+        vec![
+            pid(),
+            params(vec![
+                mode(M::ECB),
+                Item::enumeration(Tag::PADDING_METHOD, PaddingMethod::NONE.0),
+            ]),
+            Item::bytes(Tag::DATA, &[0; 16]),
+        ],
+    )
+    .await);
     let bad_pad = one(
         &mut tls,
         v14,
@@ -484,7 +500,7 @@ async fn defaults_random_ivs_streams_and_refusals(backend: Backend) {
                 mode(M::ECB),
                 Item::enumeration(Tag::PADDING_METHOD, PaddingMethod::PKCS5.0),
             ]),
-            Item::bytes(Tag::DATA, &[0; 16]),
+            Item::bytes(Tag::DATA, &find(&zeros, Tag::DATA).unwrap()),
         ],
     )
     .await;

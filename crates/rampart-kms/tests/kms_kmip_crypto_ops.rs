@@ -544,10 +544,10 @@ async fn hash_mac_and_rng(backend: Backend) {
     .await);
     let listed: Vec<u32> = q.iter().map(|i| i.as_enum().unwrap()).collect();
     // Neither Interop (off but for interop testing) nor, to a KMIP 1.x
-    // client, Log.
+    // client, Log and Set Attribute.
     let served: Vec<u32> = rampart_kms::server::kmip::OPERATIONS
         .iter()
-        .filter(|o| ![Operation::INTEROP, Operation::LOG].contains(o))
+        .filter(|o| ![Operation::INTEROP, Operation::LOG, Operation::SET_ATTRIBUTE].contains(o))
         .map(|o| o.0)
         .collect();
     assert_eq!(listed, served);
@@ -650,14 +650,14 @@ async fn batch_options(backend: Backend) {
     let fine =
         exchange(&mut tls, &request(vec![rng(), hash()], BatchErrorContinuationOption::UNDO)).await;
     assert_eq!(statuses(&fine), [(s, None), (s, None)]);
-    // Undo with an item that changes objects: refused whole, nothing run.
+    // Undo after a Create: the key it made is gone again.
     let before = key_count(&d).await;
-    let refused =
+    let undone =
         exchange(&mut tls, &request(vec![create(), missing()], BatchErrorContinuationOption::UNDO))
             .await;
+    assert_eq!(statuses(&undone), [(u, None), (f, not_found)]);
+    assert_eq!(key_count(&d).await, before, "the created key was undone");
     let nope = Some(ResultReason::FEATURE_NOT_SUPPORTED);
-    assert_eq!(statuses(&refused), [(f, nope), (f, nope)]);
-    assert_eq!(key_count(&d).await, before, "nothing was created");
 
     // Undo with a part of a stream: refused whole too.
     let stream = (
@@ -721,6 +721,184 @@ async fn batch_options(backend: Backend) {
 }
 
 on_each_store!(batch_options);
+
+/// The Key Material of a symmetric key Get returned.
+fn key_material(got: Vec<Item>) -> Vec<u8> {
+    let key = field(&got, Tag::SYMMETRIC_KEY).children().unwrap();
+    let block = field(key, Tag::KEY_BLOCK).children().unwrap();
+    bytes(field(block, Tag::KEY_VALUE).children().unwrap(), Tag::KEY_MATERIAL)
+}
+
+/// The State, Names and client attributes of undo-kept/1.
+async fn shown(tls: &mut Tls) -> Vec<String> {
+    let request = vec![Item::text(Tag::UNIQUE_IDENTIFIER, "undo-kept/1")];
+    let attrs = ok(&one(tls, Operation::GET_ATTRIBUTES, request).await);
+    let mut seen: Vec<String> = attrs
+        .iter()
+        .filter(|i| i.tag == Tag::ATTRIBUTE)
+        .map(|i| Attribute::parse(i).unwrap())
+        .filter(|a| matches!(a.name.as_str(), "State" | "Name" | "x-note"))
+        .map(|a| format!("{}={:?}", a.name, a.value.unwrap().value))
+        .collect();
+    seen.sort();
+    seen
+}
+
+/// Batch Error Continuation Undo over items that change objects: what a
+/// batch made is gone and what it changed is as it was once a later item
+/// fails (a revocation and a destruction among them); a batch with an item
+/// that cannot be put back is refused whole.
+async fn undo_puts_back_what_a_failed_batch_changed(backend: Backend) {
+    let d = Deployment::on(backend, "undo").await;
+    let mut tls = connect(&d.admin, &d.kmip, &rustls::version::TLS12).await;
+    let plain = |ops| RequestMessage::new(ProtocolVersion::V1_4, ops);
+    let undo = |ops| {
+        let mut r = plain(ops);
+        r.header.batch_error_continuation = BatchErrorContinuationOption::UNDO;
+        r
+    };
+    let name = |n: &str| {
+        Value::Structure(vec![Item::text(Tag::NAME_VALUE, n), Item::enumeration(Tag::NAME_TYPE, 1)])
+    };
+    let uid = |u: &str| vec![Item::text(Tag::UNIQUE_IDENTIFIER, u)];
+    let create = |n: &str| {
+        let template = vec![
+            attr("Cryptographic Algorithm", Value::Enumeration(CryptographicAlgorithm::AES.0)),
+            attr("Cryptographic Length", Value::Integer(256)),
+            attr("Cryptographic Usage Mask", Value::Integer(0x0C)),
+            attr("Name", name(n)),
+        ];
+        (
+            Operation::CREATE,
+            vec![
+                Item::enumeration(Tag::OBJECT_TYPE, ObjectType::SYMMETRIC_KEY.0),
+                Item::structure(Tag::TEMPLATE_ATTRIBUTE, template),
+            ],
+        )
+    };
+    let pair = (
+        Operation::CREATE_KEY_PAIR,
+        vec![
+            Item::structure(
+                Tag::COMMON_TEMPLATE_ATTRIBUTE,
+                vec![
+                    attr(
+                        "Cryptographic Algorithm",
+                        Value::Enumeration(CryptographicAlgorithm::EC.0),
+                    ),
+                    attr("Cryptographic Length", Value::Integer(256)),
+                ],
+            ),
+            Item::structure(
+                Tag::PRIVATE_KEY_TEMPLATE_ATTRIBUTE,
+                vec![attr("Name", name("undo-private"))],
+            ),
+            Item::structure(
+                Tag::PUBLIC_KEY_TEMPLATE_ATTRIBUTE,
+                vec![attr("Name", name("undo-public"))],
+            ),
+        ],
+    );
+    let note = |u: &str, text: &str| {
+        let mut fields = uid(u);
+        fields.push(attr("x-note", Value::TextString(text.into())));
+        (Operation::ADD_ATTRIBUTE, fields)
+    };
+    let missing = || (Operation::GET, uid("nothing/1"));
+    let s = ResultStatus::SUCCESS;
+    let u = ResultStatus::OPERATION_UNDONE;
+    let f = ResultStatus::OPERATION_FAILED;
+    let not_found = Some(ResultReason::ITEM_NOT_FOUND);
+    let key_names = || async {
+        let filter = rampart_kms::store::KeyFilter::default();
+        let keys = d.store.key_page(String::new(), filter, 10_000).await.unwrap();
+        keys.into_iter().map(|k| k.name).collect::<Vec<_>>()
+    };
+
+    // Made, activated, read, annotated, then a failure: none of it stays.
+    let before = key_names().await;
+    let batch = undo(vec![
+        create("undo-made"),
+        (Operation::ACTIVATE, vec![]),
+        (Operation::GET, vec![]),
+        note("undo-made/1", "kept?"),
+        pair.clone(),
+        missing(),
+    ]);
+    let answer = exchange(&mut tls, &batch).await;
+    assert_eq!(
+        statuses(&answer),
+        [(u, None), (u, None), (u, None), (u, None), (u, None), (f, not_found)]
+    );
+    let get = answer.batch_items[2].payload.as_ref().unwrap().children().unwrap().to_vec();
+    assert_eq!(get, [Item::text(Tag::UNIQUE_IDENTIFIER, "undo-made/1")], "no key material");
+    assert_eq!(key_names().await, before, "the created key and key pair were undone");
+    let gone = one(&mut tls, Operation::GET, uid("undo-made/1")).await;
+    assert_eq!(reason(&gone), ResultReason::ITEM_NOT_FOUND);
+
+    // An existing key: its activation, attribute and Re-key are put back.
+    let made = ok(&exchange(&mut tls, &plain(vec![create("undo-kept")])).await.batch_items[0]);
+    assert_eq!(field(&made, Tag::UNIQUE_IDENTIFIER).as_text().unwrap(), "undo-kept/1");
+    let material = key_material(ok(&one(&mut tls, Operation::GET, uid("undo-kept/1")).await));
+    let earlier = shown(&mut tls).await;
+    assert!(earlier.iter().any(|a| a == "State=Enumeration(1)"), "Pre-Active: {earlier:?}");
+    let batch = undo(vec![
+        (Operation::ACTIVATE, uid("undo-kept/1")),
+        note("undo-kept/1", "undone"),
+        (Operation::RE_KEY, uid("undo-kept/1")),
+        missing(),
+    ]);
+    let answer = exchange(&mut tls, &batch).await;
+    assert_eq!(statuses(&answer), [(u, None), (u, None), (u, None), (f, not_found)]);
+    assert_eq!(shown(&mut tls).await, earlier, "the key is as the batch found it");
+    let key = d.store.get_key("undo-kept".into()).await.unwrap().unwrap();
+    assert_eq!(key.versions.len(), 1, "the Re-key's version was undone");
+    let again = key_material(ok(&one(&mut tls, Operation::GET, uid("undo-kept/1")).await));
+    assert_eq!(again, material);
+    // The same batch without the failure stands.
+    let batch = undo(vec![(Operation::ACTIVATE, uid("undo-kept/1")), note("undo-kept/1", "stays")]);
+    assert_eq!(statuses(&exchange(&mut tls, &batch).await), [(s, None), (s, None)]);
+    let stands = shown(&mut tls).await;
+    assert!(stands.iter().any(|a| a == "State=Enumeration(2)"), "Active: {stands:?}");
+
+    // Revoke and Destroy are put back too: the material is there again.
+    let revoke = vec![
+        Item::text(Tag::UNIQUE_IDENTIFIER, "undo-kept/1"),
+        Item::structure(
+            Tag::REVOCATION_REASON,
+            vec![Item::enumeration(Tag::REVOCATION_REASON_CODE, 1)],
+        ),
+    ];
+    let batch = undo(vec![
+        (Operation::REVOKE, revoke),
+        (Operation::DESTROY, uid("undo-kept/1")),
+        missing(),
+    ]);
+    let answer = exchange(&mut tls, &batch).await;
+    assert_eq!(statuses(&answer), [(u, None), (u, None), (f, not_found)]);
+    assert_eq!(shown(&mut tls).await, stands, "active again");
+    let again = key_material(ok(&one(&mut tls, Operation::GET, uid("undo-kept/1")).await));
+    assert_eq!(again, material, "the destroyed material is back");
+    let key = d.store.get_key("undo-kept".into()).await.unwrap().unwrap();
+    assert_eq!(key.versions[0].state, rampart_kms::model::KeyState::Active);
+
+    // A Log entry cannot be taken back: such a batch is refused whole.
+    let nope = Some(ResultReason::FEATURE_NOT_SUPPORTED);
+    let log = (Operation::LOG, vec![Item::text(Tag(0x42_0141), "kept")]); // Log Message
+    let batch = undo(vec![note("undo-kept/1", "never"), log]);
+    let mut two_one = batch.clone();
+    two_one.header.protocol_version = ProtocolVersion::V2_1;
+    assert_eq!(statuses(&exchange(&mut tls, &two_one).await), [(f, nope), (f, nope)]);
+    assert_eq!(shown(&mut tls).await, stands, "nothing of a refused batch ran");
+
+    let audit = d.audit_ops().await;
+    assert!(audit.iter().any(|(_, o, r)| o == "kmip.create" && r == "ok"));
+    assert!(audit.iter().any(|(_, o, r)| o == "kmip.re_key" && r == "invalid"), "undone, audited");
+    let admin = KmsClient::new(&d.admin).unwrap();
+    assert!(admin.audit_verify().await.unwrap().ok);
+}
+
+on_each_store!(undo_puts_back_what_a_failed_batch_changed);
 
 /// One connection keeps at most 16 streams open; another has its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

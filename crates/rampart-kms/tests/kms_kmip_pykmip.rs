@@ -51,12 +51,14 @@ async fn pykmip_queries_gets_result_reasons_and_keeps_every_object_type() {
         assert_eq!(r["asked_versions"], serde_json::json!([[1, 3], [1, 1]]), "{version}: {r}");
         assert_eq!(r["query_status"], "SUCCESS", "{version}: {r}");
         // Interop is listed only by a server started for interop testing,
-        // Log only to a KMIP 2.x client.
+        // Log and Set Attribute only to a KMIP 2.x client.
         use rampart_kmip::enums::Operation;
         let served: Vec<String> = rampart_kms::server::kmip::OPERATIONS
             .iter()
             .filter(|op| **op != Operation::INTEROP)
-            .filter(|op| **op != Operation::LOG || version == "2.0")
+            .filter(|op| {
+                ![Operation::LOG, Operation::SET_ATTRIBUTE].contains(op) || version == "2.0"
+            })
             .map(|op| op.name().unwrap().to_ascii_uppercase().replace([' ', '-'], "_"))
             .map(|n| if n == "RE_KEY" { "REKEY".to_owned() } else { n })
             .collect();

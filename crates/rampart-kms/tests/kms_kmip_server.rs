@@ -1,7 +1,7 @@
 //! The KMIP front end end to end: an in-process server on 127.0.0.1 with
 //! real TLS (1.2 and 1.3, client certificates from the deployment CA) and
 //! a real SQLite store, driven with raw TTLV messages: version
-//! negotiation, Query, batch semantics (Stop and Continue, Undo refused),
+//! negotiation, Query, batch semantics (Stop, Continue and Undo),
 //! Maximum Response Size, asynchronous requests refused, unsupported
 //! versions and operations answered with Result Reasons, malformed
 //! messages answered without losing the connection (or, when unframable,
@@ -169,18 +169,27 @@ async fn batches_stop_or_continue_and_every_item_is_audited() {
         ]
     );
     assert_eq!(versions(cont.batch_items[3].payload.as_ref().unwrap()), [ProtocolVersion::V1_4]);
-    // Undo with an item that cannot be undone is refused whole, up front
-    // (kms_kmip_crypto_ops runs the batches Undo serves).
+    // Undo: the item before the failure is undone, those after it not run
+    // (kms_kmip_crypto_ops undoes items that change objects).
     request.header.batch_error_continuation = BatchErrorContinuationOption::UNDO;
     let undo = exchange(&mut tls, &request).await;
-    assert!(undo
-        .batch_items
-        .iter()
-        .all(|b| b.result_reason == Some(ResultReason::FEATURE_NOT_SUPPORTED)));
+    let summary: Vec<_> =
+        undo.batch_items.iter().map(|b| (b.result_status, b.result_reason)).collect();
+    let canceled = Some(ResultReason::OPERATION_CANCELED_BY_REQUESTER);
+    assert_eq!(
+        summary,
+        [
+            (ResultStatus::OPERATION_UNDONE, None),
+            (ResultStatus::OPERATION_FAILED, Some(ResultReason::OPERATION_NOT_SUPPORTED)),
+            (ResultStatus::OPERATION_FAILED, canceled),
+            (ResultStatus::OPERATION_FAILED, canceled),
+        ]
+    );
 
     let audit = d.audit_ops().await;
     let kmip: Vec<_> = audit.iter().filter(|(_, op, _)| op.starts_with("kmip.")).collect();
-    assert_eq!(kmip.len(), 12, "{kmip:?}");
+    // Four items each batch, and the Undo batch's undone item once more.
+    assert_eq!(kmip.len(), 13, "{kmip:?}");
     assert!(kmip.iter().all(|(client, _, _)| client == "admin"));
     assert!(kmip.iter().any(|(_, op, outcome)| op == "kmip.discover_versions" && outcome == "ok"));
     assert!(kmip

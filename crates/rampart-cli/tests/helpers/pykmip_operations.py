@@ -119,9 +119,9 @@ def main():
         out["attribute_list"] = sorted(names)
 
         # Register a symmetric key and secret data; Get returns the bytes.
-        registered = os.urandom(16)
+        registered = os.urandom(32)
         uid_reg = client.register(objects.SymmetricKey(
-            enums.CryptographicAlgorithm.AES, 128, registered, masks=USAGE,
+            enums.CryptographicAlgorithm.AES, 256, registered, masks=USAGE,
             name=prefix + "-registered"))
         out["register_get_matches"] = client.get(uid_reg).value == registered
         secret = b"correct horse battery staple"
@@ -252,13 +252,31 @@ def main():
         client.revoke(enums.RevocationReasonCode.KEY_COMPROMISE, uid_secret)
         out["compromised_state"] = attrs(client, uid_secret, ["State"])["State"]
 
-        # Errors: unknown objects and unserved operations are answered.
+        # Errors: unknown objects and an unserved operation are answered.
         out["get_unknown"] = failure(lambda: client.get(prefix + "-nothing/1"))
-        out["create_key_pair"] = failure(lambda: client.create_key_pair(
-            enums.CryptographicAlgorithm.RSA, 2048))
-        out["sign"] = failure(lambda: client.sign(
-            b"x", uid=new_uid, cryptographic_parameters={
-                "cryptographic_algorithm": enums.CryptographicAlgorithm.RSA}))
+        # A key pair: made, signed with, the signature checked by cryptography.
+        public_uid, private_uid = client.create_key_pair(
+            enums.CryptographicAlgorithm.RSA, 2048,
+            public_name=prefix + "-rsa-public", private_name=prefix + "-rsa-private",
+            public_usage_mask=[enums.CryptographicUsageMask.VERIFY],
+            private_usage_mask=[enums.CryptographicUsageMask.SIGN])
+        client.activate(private_uid)
+        client.activate(public_uid)
+        signing = {"cryptographic_algorithm": enums.CryptographicAlgorithm.RSA,
+                   "padding_method": enums.PaddingMethod.PKCS1v15,
+                   "hashing_algorithm": enums.HashingAlgorithm.SHA_256}
+        signature = client.sign(b"signed over KMIP", uid=private_uid,
+                                cryptographic_parameters=signing)
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import padding
+        public = serialization.load_der_public_key(client.get(public_uid).value)
+        public.verify(signature, b"signed over KMIP", padding.PKCS1v15(), hashes.SHA256())
+        out["key_pair_signature_verified"] = True
+        out["key_pair"] = [public_uid, private_uid]
+        out["derive_key"] = failure(lambda: client.derive_key(
+            enums.ObjectType.SYMMETRIC_KEY, [new_uid], enums.DerivationMethod.HASH,
+            {"cryptographic_parameters": {
+                "hashing_algorithm": enums.HashingAlgorithm.SHA_256}}))
         out["ids"] = {"kek": kek, "registered": uid_reg, "secret": uid_secret}
 
     # Query and Discover Versions on a KMIP 1.4 connection.

@@ -19,13 +19,11 @@
 //! were sent, whatever the Batch Order Option (in order is what True asks
 //! and one of the orders False allows); after a failure the Batch Error
 //! Continuation Option decides (Stop, the default: the rest are not run;
-//! Continue: they run; Undo: the items before it are undone). Undo is
-//! served for batches whose items change nothing (reads, Locate, Query,
-//! single-part cryptography, RNG; an Encrypt under Usage Limits keeps the
-//! allocation it took), where undoing is answering Operation
-//! Undone; a batch under Undo with an item that changes objects or opens a
-//! stream is refused whole, before anything runs, with Feature Not
-//! Supported, since the store cannot roll those back. The response honours
+//! Continue: they run; Undo: the items before it are undone, what they
+//! changed put back by [`kmip_objects::UndoLog`]). A batch under Undo
+//! holding an item that cannot be put back (Log, Interop, a part of a
+//! stream) is refused whole, before anything runs, with Feature Not
+//! Supported. The response honours
 //! the Maximum Response Size (Response Too Large, §6.3); asynchronous
 //! requests are refused per item.
 //!
@@ -53,7 +51,7 @@ use rampart_kmip::ttlv::{self, Item, HEADER_LEN};
 use rampart_kmip::{KmipError, Limits as TtlvLimits};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::kmip_objects::{self, Session, Streams};
+use super::kmip_objects::{self, undoable, Session, Streams, UndoLog};
 use super::service;
 use super::state::State;
 use crate::model::{now_ms, ClientInfo};
@@ -83,6 +81,30 @@ pub const VERSIONS: [ProtocolVersion; 7] = [
 /// Versions and Query here, the rest in the object dispatch, gated by
 /// this same table.
 pub use super::kmip_objects::OPERATIONS;
+
+/// The KMIP 2.1 server profiles claimed in Query Profiles (Profile Name
+/// values, 2.1 §11.41): those whose every mandatory test case in the
+/// OASIS KMIP Profiles 2.1 passes (`tests/kmip_conformance.rs` fails
+/// when a claimed one does not). Not claimed: Advanced Cryptographic
+/// (CS-AC-M-6 as published cannot pass), PKCS#11 (no PKCS#11 operation),
+/// and every KMIP 1.x profile, whose Baseline has no published cases to
+/// prove it by.
+pub const PROFILES: [u32; 14] = [
+    0x12B, // Baseline Server
+    0x107, // Tape Library Server
+    0x109, // Symmetric Key Lifecycle Server
+    0x10B, // Asymmetric Key Lifecycle Server
+    0x10D, // Basic Cryptographic Server
+    0x111, // RNG Cryptographic Server
+    0x115, // Symmetric Key Foundry Server
+    0x117, // Opaque Managed Object Store Server
+    0x11D, // Storage Array with Self Encrypting Drive Server
+    0x11F, // HTTPS Server
+    0x121, // JSON Server
+    0x123, // XML Server
+    0x125, // AES XTS Server
+    0x127, // Quantum Safe Server
+];
 
 /// The object types Create, Create Key Pair and Register make (what Query
 /// Objects lists).
@@ -294,8 +316,8 @@ async fn run_batch(
     if undo {
         if let Some(item) = request.batch_items.iter().find(|i| !undoable(i)) {
             let err = KmipError::FeatureNotSupported(format!(
-                "Batch Error Continuation Option Undo with {} (only batches that change \
-                 nothing can be undone)",
+                "Batch Error Continuation Option Undo with {} (a log entry, an interop \
+                 step or a part of a stream cannot be undone)",
                 item.operation
             ));
             for item in &request.batch_items {
@@ -320,8 +342,16 @@ async fn run_batch(
         }
     }
     let mut failed = false;
-    let mut session =
-        Session { state, client, version, placeholder: None, touched: None, note: None, streams };
+    let mut session = Session {
+        state,
+        client,
+        version,
+        placeholder: None,
+        touched: None,
+        note: None,
+        streams,
+        undo: undo.then(UndoLog::default),
+    };
     for item in &request.batch_items {
         let op_name = operation_name(item.operation);
         if failed && continuation != BatchErrorContinuationOption::CONTINUE {
@@ -389,24 +419,7 @@ async fn run_batch(
         let first_failure = failed && response.result_status != ResultStatus::SUCCESS;
         items.push(response);
         if undo && first_failure {
-            // KMIP 1.4 §6.13: Undo undoes every operation before the failed
-            // one; these changed nothing, so undoing them is withdrawing
-            // their answers.
-            let last = items.len() - 1;
-            for (done, sent) in items[..last].iter_mut().zip(&request.batch_items) {
-                if done.result_status == ResultStatus::SUCCESS {
-                    *done =
-                        ResponseBatchItem::undone(done.operation, done.unique_batch_item_id.take());
-                    audit(
-                        state,
-                        &client.name,
-                        &operation_name(sent.operation),
-                        "invalid",
-                        "undone: a later batch item failed".into(),
-                    )
-                    .await;
-                }
-            }
+            undo_before(&mut session, &mut items, &request.batch_items).await;
         }
     }
     ResponseMessage {
@@ -415,31 +428,51 @@ async fn run_batch(
     }
 }
 
-/// Whether a batch item changes nothing, so that Undo can undo it by
-/// withdrawing its answer: reads, Locate, Query and single-part
-/// cryptography (RNG Seed mixes nothing in).
-fn undoable(item: &RequestBatchItem) -> bool {
-    match item.operation {
-        Operation::GET
-        | Operation::GET_ATTRIBUTES
-        | Operation::GET_ATTRIBUTE_LIST
-        | Operation::LOCATE
-        | Operation::CHECK
-        | Operation::OBTAIN_LEASE
-        | Operation::QUERY
-        | Operation::DISCOVER_VERSIONS
-        | Operation::RNG_RETRIEVE
-        | Operation::RNG_SEED => true,
-        Operation::MAC | Operation::MAC_VERIFY | Operation::HASH => {
-            // A part of a stream opens, feeds or closes connection state.
-            rampart_kmip::payload::StreamRequest::parse(&item.payload)
-                .map_or(true, |r| !r.is_streamed())
+/// Undoes the items before the last (failed) one: KMIP 1.4 §6.13. What
+/// they changed is put back and they are answered Operation Undone, naming
+/// the objects they named (as the profiles' BL-M-2 shows); when
+/// the store cannot put it back, they are answered General Failure
+/// instead, since their effects then stand in part.
+async fn undo_before(
+    session: &mut Session<'_>,
+    items: &mut [ResponseBatchItem],
+    sent: &[RequestBatchItem],
+) {
+    let (state, client) = (session.state, session.client);
+    let restored = session.undo().await;
+    if let Err(err) = &restored {
+        tracing::error!("cannot undo a KMIP batch: {err}");
+    }
+    let last = items.len() - 1;
+    for (done, sent) in items[..last].iter_mut().zip(sent) {
+        if done.result_status != ResultStatus::SUCCESS {
+            continue;
         }
-        Operation::ENCRYPT | Operation::DECRYPT => {
-            rampart_kmip::payload::CryptoRequest::parse(&item.payload)
-                .map_or(true, |r| !r.is_streamed())
-        }
-        _ => false,
+        let (item, outcome, detail) = match &restored {
+            Ok(_) => (
+                ResponseBatchItem::undone(
+                    done.operation,
+                    done.unique_batch_item_id.take(),
+                    done.payload.take(),
+                ),
+                "invalid",
+                "undone: a later batch item failed".to_owned(),
+            ),
+            Err(err) => {
+                let err = KmipError::GeneralFailure(format!(
+                    "a later batch item failed and this one could not be undone: {err}"
+                ));
+                let detail = err.to_string();
+                let item = ResponseBatchItem::failure(
+                    done.operation,
+                    done.unique_batch_item_id.take(),
+                    &err,
+                );
+                (item, "error", detail)
+            }
+        };
+        *done = item;
+        audit(state, &client.name, &operation_name(sent.operation), outcome, detail).await;
     }
 }
 
@@ -489,9 +522,24 @@ fn query(
                 }
                 out.push(Item::structure(Tag::SERVER_INFORMATION, info));
             }
+            QueryFunction::PROFILES if version >= ProtocolVersion::V2_0 => {
+                for name in PROFILES {
+                    out.push(Item::structure(
+                        Tag(0x42_00EB),
+                        vec![
+                            Item::enumeration(Tag(0x42_00EC), name),
+                            Item::structure(
+                                Tag(0x42_0142),
+                                vec![Item::int(Tag(0x42_0143), 2), Item::int(Tag(0x42_0144), 1)],
+                            ),
+                        ],
+                    ));
+                }
+            }
             // Application namespaces, extensions, attestation types, RNGs,
-            // validations, profiles, capabilities, registration methods:
-            // Rampart has none to list, which is a valid (empty) answer.
+            // validations, capabilities, registration methods (and profiles
+            // to a 1.x client): Rampart has none to list, which is a valid
+            // (empty) answer.
             _ => {}
         }
     }

@@ -15,7 +15,7 @@ use super::rules;
 use super::sql::{self, Dialect, AUDIT_LIST_COLUMNS, AUDIT_LIST_FILTERS};
 use super::{
     encode_labels, encode_policy, meta, name_range, to_u64, AuditFilter, ClientFilter, KeyFilter,
-    KmipAttributeRow, KmipObject, NewKmipKey, ServerPresence, StateChange,
+    KmipAttributeRow, KmipKeyState, KmipObject, NewKmipKey, ServerPresence, StateChange,
 };
 
 /// A sequence number as the stores keep it (BIGINT).
@@ -467,6 +467,52 @@ pub(crate) async fn kmip_set_attribute(
     for (position, value) in (0u32..).zip(values) {
         let row = KmipAttributeRow { version, name: name.to_owned(), position, value };
         insert_kmip_attribute(tx, key, &row).await?;
+    }
+    Ok(())
+}
+
+pub(crate) async fn kmip_key_state(tx: &impl Tx, key: &str) -> Result<Option<KmipKeyState>> {
+    let versions = tx.query(&sql::VERSION_ROWS, &[&key], |r| rows::version_row(r)).await?;
+    if versions.is_empty() {
+        return Ok(None);
+    }
+    let objects = tx.query(&sql::KMIP_KEY_OBJECTS, &[&key], |r| rows::kmip_object(r)).await?;
+    let attributes = kmip_attributes(tx, key, None).await?;
+    Ok(Some(KmipKeyState { versions, objects, attributes }))
+}
+
+pub(crate) async fn kmip_restore(
+    tx: &impl Tx,
+    key: &str,
+    earlier: Option<&KmipKeyState>,
+) -> Result<()> {
+    tx.run(&sql::KMIP_KEY_ATTRIBUTES_DELETE, &[&key]).await?;
+    tx.run(&sql::KMIP_KEY_OBJECTS_DELETE, &[&key]).await?;
+    let Some(state) = earlier else {
+        tx.shred_material(key, None).await?;
+        tx.run(&sql::KEY_SELECTORS_DELETE, &[&key]).await?;
+        tx.run(&sql::VERSIONS_AFTER_DELETE, &[&key, &0i64]).await?;
+        tx.run(&sql::KEY_DELETE, &[&key]).await?;
+        return Ok(());
+    };
+    // Versions are numbered from 1 without gaps: those after the newest
+    // kept are the ones the batch added.
+    let kept = state.versions.last().map_or(0, |v| i64::from(v.version));
+    let newest = tx.scalar::<Option<i64>>(&sql::NEWEST_VERSION, &[&key]).await?.flatten();
+    for version in kept + 1..=newest.unwrap_or(kept) {
+        tx.shred_material(key, Some(version)).await?;
+    }
+    tx.run(&sql::VERSIONS_AFTER_DELETE, &[&key, &kept]).await?;
+    for v in &state.versions {
+        let params: [&dyn Param; 6] =
+            [&key, &i64::from(v.version), &v.state, &v.reason, &v.changed_ms, &v.material];
+        tx.run(&sql::VERSION_PUT_BACK, &params).await?;
+    }
+    for object in &state.objects {
+        put_kmip_object(tx, object).await?;
+    }
+    for attribute in &state.attributes {
+        insert_kmip_attribute(tx, key, attribute).await?;
     }
     Ok(())
 }

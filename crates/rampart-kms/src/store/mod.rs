@@ -194,6 +194,38 @@ pub struct NewKmipKey {
     pub attributes: Vec<KmipAttributeRow>,
 }
 
+/// A key's state as a batch under Batch Error Continuation Undo found it
+/// (see [`Store::kmip_restore`]): its versions (state and sealed
+/// material), and the KMIP objects and attributes of those versions.
+#[derive(Debug, Clone)]
+pub struct KmipKeyState {
+    pub versions: Vec<VersionRow>,
+    pub objects: Vec<KmipObject>,
+    pub attributes: Vec<KmipAttributeRow>,
+}
+
+/// One key version's row as [`KmipKeyState`] keeps it.
+#[derive(Clone)]
+pub struct VersionRow {
+    pub version: u32,
+    /// `active`, `revoked` or `destroyed`.
+    pub state: String,
+    pub reason: Option<String>,
+    pub changed_ms: Option<i64>,
+    /// The sealed material (`None` once destroyed).
+    pub material: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for VersionRow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VersionRow")
+            .field("version", &self.version)
+            .field("state", &self.state)
+            .field("material", &self.material.as_ref().map(|m| format!("{} bytes", m.len())))
+            .finish_non_exhaustive()
+    }
+}
+
 /// One stored KMIP attribute value of a KMIP object (key version): the
 /// version, the attribute name, its position among that name's values,
 /// and the value (hex of its TTLV).
@@ -556,6 +588,19 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         values: Vec<String>,
         inherit: Option<u32>,
     ) -> StoreFuture<'_, ()>;
+
+    /// Key `key`'s KMIP state for [`Store::kmip_restore`]; `None` for an
+    /// unknown key.
+    fn kmip_key_state(&self, key: String) -> StoreFuture<'_, Option<KmipKeyState>>;
+
+    /// Undoes what a KMIP batch did to key `key` (Batch Error Continuation
+    /// Undo), in one transaction. With `earlier`, the versions it does not
+    /// hold go, their material shredded, those it holds get back their
+    /// state and sealed material (a revocation or destruction undone), and
+    /// the key's KMIP objects and attributes become exactly `earlier`'s.
+    /// Without, the key (which the batch made) goes whole: versions,
+    /// material, policy, objects and attributes.
+    fn kmip_restore(&self, key: String, earlier: Option<KmipKeyState>) -> StoreFuture<'_, ()>;
 
     /// Up to `limit` keys after `after` (in byte order) with a version
     /// whose attribute `name` has the value `value`: one range of the

@@ -36,8 +36,8 @@ use super::sql::Dialect;
 use super::sql::{self, audit_columns, key_material, Sql, AUDIT_LIST_COLUMNS, AUDIT_LIST_FILTERS};
 use super::{
     segment_to_index, to_u32, to_u64, AuditDriver, AuditFilter, ClientFilter, KeyFilter,
-    KmipAttributeRow, KmipObject, MaterialRow, NewKmipKey, ServerPresence, StateChange, Store,
-    StoreFuture, AUDIT_CHAIN_COLUMNS, AUDIT_REFS_SEGMENT,
+    KmipAttributeRow, KmipKeyState, KmipObject, MaterialRow, NewKmipKey, ServerPresence,
+    StateChange, Store, StoreFuture, AUDIT_CHAIN_COLUMNS, AUDIT_REFS_SEGMENT,
 };
 use crate::audit::{seal_entry, ChainPage, ExportedEntry, Mark, GENESIS};
 use crate::error::{KmsError, Result};
@@ -1090,6 +1090,16 @@ impl Store for PostgresStore {
         Box::pin(
             async move { in_transaction!(self, |tx| logic::kmip_put_object(tx, &object, inherit)) },
         )
+    }
+
+    fn kmip_key_state(&self, key: String) -> StoreFuture<'_, Option<KmipKeyState>> {
+        Box::pin(async move { on_connection!(self, |tx| logic::kmip_key_state(tx, &key)) })
+    }
+
+    fn kmip_restore(&self, key: String, earlier: Option<KmipKeyState>) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            in_transaction!(self, |tx| logic::kmip_restore(tx, &key, earlier.as_ref()))
+        })
     }
 
     fn kmip_object(&self, key: String, version: u32) -> StoreFuture<'_, Option<KmipObject>> {

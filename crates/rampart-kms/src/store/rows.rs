@@ -8,7 +8,7 @@ use crate::model::{AuditEntry, ClientInfo, ClientRevocation, KeyInfo, KeyVersion
 
 use super::{
     decode_labels, decode_policy, to_u32, to_u64, version_info, KmipAttributeRow, KmipObject,
-    KmipUse, MaterialRow, ServerPresence,
+    KmipUse, MaterialRow, ServerPresence, VersionRow,
 };
 
 /// A value both drivers read from a column.
@@ -100,6 +100,17 @@ pub(crate) fn key(r: &impl Columns) -> Result<KeyInfo> {
 pub(crate) fn version(r: &impl Columns, at: usize) -> Result<KeyVersionInfo> {
     r.with_str(at + 1, |state| {
         version_info(r.get(at)?, state, r.get(at + 2)?, r.get(at + 3)?, r.get(at + 4)?)
+    })
+}
+
+/// A row of [`sql::VERSION_ROWS`](super::sql::VERSION_ROWS).
+pub(crate) fn version_row(r: &impl Columns) -> Result<VersionRow> {
+    Ok(VersionRow {
+        version: to_u32(r.get(0)?, "key version")?,
+        state: r.get(1)?,
+        reason: r.get(2)?,
+        changed_ms: r.get(3)?,
+        material: r.get(4)?,
     })
 }
 

@@ -251,6 +251,33 @@ pub(crate) static KMIP_NAMES_KEEP: Sql = Sql::new(
     "DELETE FROM kms_kmip_version_attributes
      WHERE key_name = $1 AND name = 'Name' AND version <> $2",
 );
+/// Key $1's own KMIP objects, by version.
+pub(crate) static KMIP_KEY_OBJECTS: Sql = Sql::new(concat!(
+    "SELECT ",
+    kmip_object_columns!(),
+    " FROM kms_kmip_objects WHERE key_name = $1 ORDER BY version"
+));
+pub(crate) static KMIP_KEY_OBJECTS_DELETE: Sql =
+    Sql::new("DELETE FROM kms_kmip_objects WHERE key_name = $1");
+pub(crate) static KMIP_KEY_ATTRIBUTES_DELETE: Sql =
+    Sql::new("DELETE FROM kms_kmip_version_attributes WHERE key_name = $1");
+/// Key $1's versions after $2.
+pub(crate) static VERSIONS_AFTER_DELETE: Sql =
+    Sql::new("DELETE FROM kms_key_versions WHERE name = $1 AND version > $2");
+/// Key $1's versions as an Undo puts them back.
+pub(crate) static VERSION_ROWS: Sql = Sql::new(
+    "SELECT version, state, reason, changed_ms, material FROM kms_key_versions
+     WHERE name = $1 ORDER BY version",
+);
+/// Key $1's version $2 back as it was: state $3, reason $4, time $5,
+/// material $6.
+pub(crate) static VERSION_PUT_BACK: Sql = Sql::new(
+    "UPDATE kms_key_versions SET state = $3, reason = $4, changed_ms = $5, material = $6
+     WHERE name = $1 AND version = $2",
+);
+pub(crate) static KEY_SELECTORS_DELETE: Sql =
+    Sql::new("DELETE FROM kms_key_selectors WHERE name = $1");
+pub(crate) static KEY_DELETE: Sql = Sql::new("DELETE FROM kms_keys WHERE name = $1");
 /// Key $1's attributes of version $2 (of every version when NULL).
 pub(crate) static KMIP_ATTRIBUTES: Sql = Sql::new(
     "SELECT version, name, position, value FROM kms_kmip_version_attributes

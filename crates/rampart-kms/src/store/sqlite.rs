@@ -31,8 +31,8 @@ use super::sql::Dialect;
 use super::sql::{self, audit_columns, key_material, Sql, AUDIT_LIST_COLUMNS, AUDIT_LIST_FILTERS};
 use super::{
     segment_to_index, to_u32, to_u64, AuditDriver, AuditFilter, ClientFilter, KeyFilter,
-    KmipAttributeRow, KmipObject, MaterialRow, NewKmipKey, ServerPresence, StateChange, Store,
-    StoreFuture, AUDIT_CHAIN_COLUMNS, AUDIT_REFS_SEGMENT, REF_CLIENT, REF_KEY,
+    KmipAttributeRow, KmipKeyState, KmipObject, MaterialRow, NewKmipKey, ServerPresence,
+    StateChange, Store, StoreFuture, AUDIT_CHAIN_COLUMNS, AUDIT_REFS_SEGMENT, REF_CLIENT, REF_KEY,
 };
 use crate::audit::{seal_entry, ChainPage, ExportedEntry, Mark, GENESIS};
 use crate::error::{KmsError, Result};
@@ -1057,6 +1057,16 @@ impl Store for SqliteStore {
     fn kmip_put_object(&self, object: KmipObject, inherit: Option<u32>) -> StoreFuture<'_, ()> {
         self.write(move |conn| {
             immediate(conn, |tx| ready(logic::kmip_put_object(tx, &object, inherit)))
+        })
+    }
+
+    fn kmip_key_state(&self, key: String) -> StoreFuture<'_, Option<KmipKeyState>> {
+        self.read(move |conn| ready(logic::kmip_key_state(&Lite(conn), &key)))
+    }
+
+    fn kmip_restore(&self, key: String, earlier: Option<KmipKeyState>) -> StoreFuture<'_, ()> {
+        self.write(move |conn| {
+            immediate(conn, |tx| ready(logic::kmip_restore(tx, &key, earlier.as_ref())))
         })
     }
 

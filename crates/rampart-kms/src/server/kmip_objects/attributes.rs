@@ -1,5 +1,5 @@
-//! Get Attributes, Get Attribute List, Add, Modify and Delete Attribute:
-//! which attributes a client sets and how they are stored.
+//! Get Attributes, Get Attribute List, Add, Modify, Delete and Set
+//! Attribute: which attributes a client sets and how they are stored.
 
 use rampart_kmip::enums::State as KState;
 use rampart_kmip::message::{Attribute, ProtocolVersion};
@@ -264,6 +264,29 @@ impl Session<'_> {
             out.push(attribute.to_item());
         }
         Ok(out)
+    }
+
+    /// Set Attribute (KMIP 2.1 §6.1.51): Add Attribute when the object has
+    /// no value of the attribute, Modify Attribute of its one value when it
+    /// has one, Multi Valued Attribute when it has more.
+    pub(super) async fn set_attribute(&mut self, request: &AttributeChangeRequest) -> R<Vec<Item>> {
+        let uid = self.uid(request.unique_identifier.as_ref())?;
+        let mut obj = self.load_with_attributes(&uid).await?;
+        self.require_manage(&obj)?;
+        self.ensure_own_rows(&mut obj).await?;
+        let name = &request.attribute.name;
+        let mut attrs = obj.attributes(now_ms());
+        complete(&obj, &mut attrs, self.version);
+        let change = match attrs.iter().filter(|a| &a.name == name).count() {
+            0 => Change::Add,
+            1 => Change::Modify,
+            _ => return Err(KmipError::MultiValuedAttribute(format!("{name} of {uid}"))),
+        };
+        let mut single = request.clone();
+        single.unique_identifier = Some(uid);
+        single.attribute.index = None;
+        single.current = None;
+        self.change_attribute(change, &single).await
     }
 
     /// Refuses a Name stored on a key other than `except` that the client

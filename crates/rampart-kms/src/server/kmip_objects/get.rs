@@ -209,23 +209,25 @@ impl Session<'_> {
         if let Some(l) = block.length {
             items.push(Item::int(Tag::CRYPTOGRAPHIC_LENGTH, l));
         }
-        items.push(Item::structure(
-            Tag::KEY_WRAPPING_DATA,
-            vec![
-                Item::enumeration(Tag::WRAPPING_METHOD, WrappingMethod::ENCRYPT.0),
-                Item::structure(
-                    Tag::ENCRYPTION_KEY_INFORMATION,
-                    vec![
-                        Item::text(Tag::UNIQUE_IDENTIFIER, spec.encryption_key.clone()),
-                        Item::structure(
-                            Tag::CRYPTOGRAPHIC_PARAMETERS,
-                            vec![Item::enumeration(Tag::BLOCK_CIPHER_MODE, mode.0)],
-                        ),
-                    ],
-                ),
-                Item::enumeration(TAG_ENCODING_OPTION, encoding),
-            ],
-        ));
+        let mut wrapping = vec![
+            Item::enumeration(Tag::WRAPPING_METHOD, WrappingMethod::ENCRYPT.0),
+            Item::structure(
+                Tag::ENCRYPTION_KEY_INFORMATION,
+                vec![
+                    Item::text(Tag::UNIQUE_IDENTIFIER, spec.encryption_key.clone()),
+                    Item::structure(
+                        Tag::CRYPTOGRAPHIC_PARAMETERS,
+                        vec![Item::enumeration(Tag::BLOCK_CIPHER_MODE, mode.0)],
+                    ),
+                ],
+            ),
+        ];
+        // Absent means TTLV Encoding (KMIP 1.4 §2.1.5), as the profiles'
+        // AX-M-2 answers.
+        if encoding != ENCODING_TTLV {
+            wrapping.push(Item::enumeration(TAG_ENCODING_OPTION, encoding));
+        }
+        items.push(Item::structure(Tag::KEY_WRAPPING_DATA, wrapping));
         Ok(Item::structure(Tag::KEY_BLOCK, items))
     }
 }

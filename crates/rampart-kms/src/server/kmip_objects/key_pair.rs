@@ -112,8 +112,10 @@ impl Session<'_> {
             self.new_key(&private_name, ObjectType::PRIVATE_KEY, private, &pkcs8)?,
             self.new_key(&public_name, ObjectType::PUBLIC_KEY, public, &spki)?,
         ];
-        self.touched = Some((private_name, Some(1)));
         self.state.store.kmip_create_keys(keys).await.map_err(kms)?;
+        self.made(&private_name);
+        self.made(&public_name);
+        self.touched = Some((private_name, Some(1)));
         // §4.2: the ID Placeholder is the private key's Unique Identifier.
         self.placeholder = Some(private_uid.clone());
         Ok(vec![

@@ -132,6 +132,7 @@ impl Session<'_> {
         let key = self.new_key(&name, object_type, new, material)?;
         let NewKmipKey { key, material, object, attributes } = key;
         self.state.store.kmip_create_key(key, material, object, attributes).await.map_err(kms)?;
+        self.made(&name);
         Ok(unique_identifier(&name, 1))
     }
 

@@ -57,6 +57,7 @@ mod session;
 mod signing;
 mod stream_table;
 mod streams;
+mod undo;
 mod usage_limits;
 
 use rampart_kmip::enums::Operation;
@@ -78,18 +79,21 @@ pub(crate) use self::session::Session;
 
 /// Whether this server serves `operation` (of [`OPERATIONS`]) to a client
 /// speaking `version`, which Query Operations then lists: Log and Interop
-/// are KMIP 2.x operations, and Interop is on only for interop testing.
+/// and Set Attribute are KMIP 2.x operations, and Interop is on only for
+/// interop testing.
 pub(crate) fn listed(
     state: &crate::server::state::State,
     operation: Operation,
     version: ProtocolVersion,
 ) -> bool {
-    let since_2 = matches!(operation, Operation::LOG | Operation::INTEROP);
+    let since_2 =
+        matches!(operation, Operation::LOG | Operation::INTEROP | Operation::SET_ATTRIBUTE);
     OPERATIONS.contains(&operation)
         && (!since_2 || version >= ProtocolVersion::V2_0)
         && (operation != Operation::INTEROP || state.kmip_interop)
 }
 pub(crate) use self::stream_table::Streams;
+pub(crate) use self::undo::{undoable, UndoLog};
 
 /// Every operation the KMIP front end serves (what Query Operations
 /// lists): Discover Versions and Query, answered by `server::kmip`, and
@@ -109,6 +113,7 @@ pub const OPERATIONS: &[Operation] = &[
     Operation::ADD_ATTRIBUTE,
     Operation::MODIFY_ATTRIBUTE,
     Operation::DELETE_ATTRIBUTE,
+    Operation::SET_ATTRIBUTE,
     Operation::ACTIVATE,
     Operation::REVOKE,
     Operation::DESTROY,
@@ -156,6 +161,9 @@ impl Session<'_> {
             Operation::DELETE_ATTRIBUTE => {
                 self.change_attribute(Change::Delete, &AttributeChangeRequest::parse(payload)?)
                     .await
+            }
+            Operation::SET_ATTRIBUTE => {
+                self.set_attribute(&AttributeChangeRequest::parse(payload)?).await
             }
             Operation::LOCATE => self.locate(&LocateRequest::parse(payload)?).await,
             Operation::ACTIVATE => self.activate(&ObjectRequest::parse(payload)?).await,

@@ -9,6 +9,7 @@ use rampart_kmip::KmipError;
 use super::errors::{kms, R};
 use super::object::{parse_uid, Obj};
 use super::stream_table::Streams;
+use super::undo::UndoLog;
 use crate::model::{ClientInfo, KeyVersionInfo};
 use crate::server::service::access;
 use crate::server::state::State;
@@ -29,6 +30,8 @@ pub(crate) struct Session<'a> {
     pub note: Option<String>,
     /// The connection's open Hash and MAC streams.
     pub streams: &'a mut Streams,
+    /// Under Batch Error Continuation Undo: what undoing the batch restores.
+    pub undo: Option<UndoLog>,
 }
 
 impl Session<'_> {
@@ -61,6 +64,7 @@ impl Session<'_> {
     async fn load_found(&mut self, uid: &str, with_attributes: bool) -> R<Obj> {
         let (name, version) = parse_uid(uid)?;
         self.touched = Some((name.clone(), Some(version)));
+        self.remember(&name).await?;
         let key = self
             .state
             .store
