@@ -226,6 +226,20 @@ kmip_enum!(
 );
 
 kmip_enum!(
+    /// Derivation Method (KMIP 1.4 §9.1.3.2.21).
+    DerivationMethod {
+        PBKDF2 = 0x01 => "PBKDF2",
+        HASH = 0x02 => "HASH",
+        HMAC = 0x03 => "HMAC",
+        ENCRYPT = 0x04 => "ENCRYPT",
+        NIST800_108_C = 0x05 => "NIST800-108-C",
+        NIST800_108_F = 0x06 => "NIST800-108-F",
+        NIST800_108_DPI = 0x07 => "NIST800-108-DPI",
+        ASYMMETRIC_KEY = 0x08 => "Asymmetric Key",
+    }
+);
+
+kmip_enum!(
     /// Padding Method.
     PaddingMethod {
         NONE = 0x01 => "None",

@@ -9,9 +9,9 @@
 //! in 1.x, so the server has one model whatever version the client speaks.
 
 use crate::enums::{
-    BlockCipherMode, CryptographicAlgorithm, DigitalSignatureAlgorithm, HashingAlgorithm,
-    KeyFormatType, LinkType, MaskGenerator, NameType, ObjectType, PaddingMethod, QueryFunction,
-    RevocationReasonCode, SecretDataType, WrappingMethod,
+    BlockCipherMode, CryptographicAlgorithm, DerivationMethod, DigitalSignatureAlgorithm,
+    HashingAlgorithm, KeyFormatType, LinkType, MaskGenerator, NameType, ObjectType, PaddingMethod,
+    QueryFunction, RevocationReasonCode, SecretDataType, WrappingMethod,
 };
 use crate::error::KmipError;
 use crate::message::{Attribute, ProtocolVersion};
@@ -751,6 +751,49 @@ impl CreateRequest {
         let f = Fields::of(payload)?;
         Ok(Self {
             object_type: ObjectType(f.required(Tag::OBJECT_TYPE)?.as_enum()?),
+            attributes: template(&f)?,
+        })
+    }
+}
+
+/// Derive Key (KMIP 1.4 §4.6, 2.1 §6.1.13).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeriveKeyRequest {
+    pub object_type: ObjectType,
+    /// The objects to derive from (at least one; never the ID Placeholder).
+    pub unique_identifiers: Vec<String>,
+    pub method: DerivationMethod,
+    pub parameters: Option<CryptographicParameters>,
+    pub iv: Option<Bytes>,
+    pub data: Option<Bytes>,
+    pub salt: Option<Bytes>,
+    pub iteration_count: Option<i32>,
+    pub attributes: AttributeSet,
+}
+
+impl DeriveKeyRequest {
+    pub fn parse(payload: &Item) -> Result<Self, KmipError> {
+        let f = Fields::of(payload)?;
+        let unique_identifiers = f
+            .all(Tag::UNIQUE_IDENTIFIER)
+            .map(|i| i.as_text().map(str::to_owned))
+            .collect::<Result<Vec<_>, _>>()?;
+        if unique_identifiers.is_empty() {
+            return Err(KmipError::MissingData("the Unique Identifier to derive from".into()));
+        }
+        let p = Fields::of(f.required(Tag::DERIVATION_PARAMETERS)?)?;
+        Ok(Self {
+            object_type: ObjectType(f.required(Tag::OBJECT_TYPE)?.as_enum()?),
+            unique_identifiers,
+            method: DerivationMethod(f.required(Tag::DERIVATION_METHOD)?.as_enum()?),
+            parameters: p
+                .optional(Tag::CRYPTOGRAPHIC_PARAMETERS)?
+                .map(CryptographicParameters::parse)
+                .transpose()?,
+            iv: bytes_field(&p, Tag::INITIALIZATION_VECTOR)?,
+            data: bytes_field(&p, Tag::DERIVATION_DATA)?,
+            salt: bytes_field(&p, Tag::SALT)?,
+            iteration_count: p.optional(Tag::ITERATION_COUNT)?.map(Item::as_int).transpose()?,
             attributes: template(&f)?,
         })
     }

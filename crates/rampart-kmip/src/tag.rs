@@ -77,6 +77,11 @@ impl Tag {
     pub const INITIAL_DATE: Self = Self(0x420039);
     /// Initialization Vector.
     pub const INITIALIZATION_VECTOR: Self = Self(0x42003A);
+    pub const DERIVATION_DATA: Self = Self(0x420030);
+    pub const DERIVATION_METHOD: Self = Self(0x420031);
+    pub const DERIVATION_PARAMETERS: Self = Self(0x420032);
+    pub const ITERATION_COUNT: Self = Self(0x42003C);
+    pub const SALT: Self = Self(0x420084);
     /// IV/Counter/Nonce.
     pub const IV_COUNTER_NONCE: Self = Self(0x42003D);
     /// Key (inside a Transparent Symmetric Key).
@@ -300,6 +305,11 @@ impl Tag {
             Self::HASHING_ALGORITHM => "Hashing Algorithm",
             Self::INITIAL_DATE => "Initial Date",
             Self::INITIALIZATION_VECTOR => "Initialization Vector",
+            Self::DERIVATION_DATA => "Derivation Data",
+            Self::DERIVATION_METHOD => "Derivation Method",
+            Self::DERIVATION_PARAMETERS => "Derivation Parameters",
+            Self::ITERATION_COUNT => "Iteration Count",
+            Self::SALT => "Salt",
             Self::IV_COUNTER_NONCE => "IV/Counter/Nonce",
             Self::KEY => "Key",
             Self::KEY_BLOCK => "Key Block",

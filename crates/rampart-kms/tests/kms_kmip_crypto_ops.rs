@@ -954,3 +954,147 @@ async fn key_count(d: &Deployment) -> usize {
     let filter = rampart_kms::store::KeyFilter::default();
     d.store.key_page(String::new(), filter, 10_000).await.unwrap().len()
 }
+
+/// What Python's `cryptography` derives from `key`: PBKDF2-HMAC-SHA256
+/// (salt `salt-1`, 1,000 iterations, 32 bytes), SHA-512 (the first 32
+/// bytes), HMAC-SHA256 of `context data` (the first 16 bytes) and SP
+/// 800-108 counter mode with HMAC-SHA256 (label `label`, context
+/// `context`, 48 bytes); in hex, in that order.
+fn derived_by_cryptography(key: &[u8]) -> Vec<Vec<u8>> {
+    let script = r#"
+import sys
+from cryptography.hazmat.primitives import hashes, hmac
+from cryptography.hazmat.primitives.kdf.pbkdf2 import PBKDF2HMAC
+from cryptography.hazmat.primitives.kdf.kbkdf import KBKDFHMAC, Mode, CounterLocation
+k = bytes.fromhex(sys.argv[1])
+print(PBKDF2HMAC(hashes.SHA256(), 32, b"salt-1", 1000).derive(k).hex())
+h = hashes.Hash(hashes.SHA512()); h.update(k); print(h.finalize()[:32].hex())
+m = hmac.HMAC(k, hashes.SHA256()); m.update(b"context data"); print(m.finalize()[:16].hex())
+print(KBKDFHMAC(hashes.SHA256(), Mode.CounterMode, 48, 4, 4, CounterLocation.BeforeFixed,
+                b"label", b"context", None).derive(k).hex())
+"#;
+    let out = Command::new("python3").args(["-c", script, &hex(key)]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().lines().map(hex_decode).collect()
+}
+
+/// The material of the Symmetric Key or Secret Data `uid`.
+async fn object_material(tls: &mut Tls, uid: &str) -> Vec<u8> {
+    let got = ok(&one(tls, Operation::GET, vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid)]).await);
+    let object = got.iter().find(|i| [Tag::SYMMETRIC_KEY, Tag::SECRET_DATA].contains(&i.tag));
+    let block = field(object.unwrap().children().unwrap(), Tag::KEY_BLOCK).children().unwrap();
+    bytes(field(block, Tag::KEY_VALUE).children().unwrap(), Tag::KEY_MATERIAL)
+}
+
+/// Derive Key by PBKDF2, HASH, HMAC and SP 800-108 counter mode, each
+/// equal to what Python's `cryptography` derives from the same key; the
+/// derived object and its base linked both ways; and the refusals.
+async fn derive_key_matches_cryptography(backend: Backend) {
+    let d = Deployment::on(backend, "derive").await;
+    let mut tls = connect(&d.admin, &d.kmip, &rustls::version::TLS13).await;
+    const DERIVE: i32 = 0x0200;
+    let (base, key) = hmac_key(&mut tls, CryptographicAlgorithm::HMAC_SHA256, DERIVE).await;
+    let expected = derived_by_cryptography(&key);
+    let request = |base: &str, method: u32, parameters: Vec<Item>, object: ObjectType, bits| {
+        let mut template = vec![attr("Cryptographic Length", Value::Integer(bits))];
+        if object == ObjectType::SYMMETRIC_KEY {
+            let aes = Value::Enumeration(CryptographicAlgorithm::AES.0);
+            template.push(attr("Cryptographic Algorithm", aes));
+        }
+        vec![
+            Item::enumeration(Tag::OBJECT_TYPE, object.0),
+            Item::text(Tag::UNIQUE_IDENTIFIER, base),
+            Item::enumeration(Tag::DERIVATION_METHOD, method),
+            Item::structure(Tag::DERIVATION_PARAMETERS, parameters),
+            Item::structure(Tag::TEMPLATE_ATTRIBUTE, template),
+        ]
+    };
+    let sha256 = || hashing(HashingAlgorithm::SHA256);
+    let cases = [
+        (
+            1, // PBKDF2
+            vec![
+                sha256(),
+                Item::bytes(Tag::SALT, b"salt-1"),
+                Item::int(Tag::ITERATION_COUNT, 1000),
+            ],
+            ObjectType::SYMMETRIC_KEY,
+            256,
+        ),
+        (2, vec![hashing(HashingAlgorithm::SHA512)], ObjectType::SYMMETRIC_KEY, 256), // HASH
+        (
+            3,
+            vec![Item::bytes(Tag::DERIVATION_DATA, b"context data")],
+            ObjectType::SYMMETRIC_KEY,
+            128,
+        ), // HMAC
+        (
+            5, // NIST800-108-C
+            vec![sha256(), Item::bytes(Tag::DERIVATION_DATA, b"label\0context")],
+            ObjectType::SECRET_DATA,
+            384,
+        ),
+    ];
+    let mut derived = Vec::new();
+    for ((method, parameters, object, bits), want) in cases.into_iter().zip(&expected) {
+        let made = ok(&one(
+            &mut tls,
+            Operation::DERIVE_KEY,
+            request(&base, method, parameters, object, bits),
+        )
+        .await);
+        let uid = field(&made, Tag::UNIQUE_IDENTIFIER).as_text().unwrap().to_owned();
+        assert_eq!(&object_material(&mut tls, &uid).await, want, "method {method}");
+        derived.push(uid);
+    }
+    // Each derived object names its base, and the base each of them.
+    let links = |items: Vec<Item>| format!("{items:?}");
+    let base_attrs = links(ok(&one(
+        &mut tls,
+        Operation::GET_ATTRIBUTES,
+        vec![Item::text(Tag::UNIQUE_IDENTIFIER, &base)],
+    )
+    .await));
+    for uid in &derived {
+        assert!(base_attrs.contains(&format!("TextString({uid:?})")), "{base_attrs}");
+        let own = links(ok(&one(
+            &mut tls,
+            Operation::GET_ATTRIBUTES,
+            vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid)],
+        )
+        .await));
+        assert!(
+            own.contains("Enumeration(260)") && own.contains(&format!("TextString({base:?})")),
+            "{own}"
+        );
+    }
+    assert_eq!(base_attrs.matches("Enumeration(261)").count(), derived.len(), "{base_attrs}");
+
+    // Refused: a key not made for derivation, an output longer than the
+    // method gives, an Iteration Count of 0, ENCRYPT.
+    let (mac_only, _) = hmac_key(&mut tls, CryptographicAlgorithm::HMAC_SHA256, MAC_BOTH).await;
+    let data = || Item::bytes(Tag::DERIVATION_DATA, b"x");
+    for (base, method, parameters, bits, want) in [
+        (&mac_only, 3, vec![data()], 128, ResultReason::PERMISSION_DENIED),
+        (&base, 3, vec![data()], 512, ResultReason::INVALID_FIELD),
+        (
+            &base,
+            1,
+            vec![sha256(), Item::bytes(Tag::SALT, b"s"), Item::int(Tag::ITERATION_COUNT, 0)],
+            128,
+            ResultReason::INVALID_FIELD,
+        ),
+        (&base, 4, vec![data()], 128, ResultReason::FEATURE_NOT_SUPPORTED),
+    ] {
+        let fields = request(base, method, parameters, ObjectType::SYMMETRIC_KEY, bits);
+        assert_eq!(
+            reason(&one(&mut tls, Operation::DERIVE_KEY, fields).await),
+            want,
+            "method {method}"
+        );
+    }
+    let audit = d.audit_ops().await;
+    assert_eq!(audit.iter().filter(|(_, o, r)| o == "kmip.derive_key" && r == "ok").count(), 4);
+}
+
+on_each_store!(derive_key_matches_cryptography);

@@ -252,7 +252,7 @@ def main():
         client.revoke(enums.RevocationReasonCode.KEY_COMPROMISE, uid_secret)
         out["compromised_state"] = attrs(client, uid_secret, ["State"])["State"]
 
-        # Errors: unknown objects and an unserved operation are answered.
+        # Errors: an unknown object is answered.
         out["get_unknown"] = failure(lambda: client.get(prefix + "-nothing/1"))
         # A key pair: made, signed with, the signature checked by cryptography.
         public_uid, private_uid = client.create_key_pair(
@@ -273,10 +273,19 @@ def main():
         public.verify(signature, b"signed over KMIP", padding.PKCS1v15(), hashes.SHA256())
         out["key_pair_signature_verified"] = True
         out["key_pair"] = [public_uid, private_uid]
-        out["derive_key"] = failure(lambda: client.derive_key(
-            enums.ObjectType.SYMMETRIC_KEY, [new_uid], enums.DerivationMethod.HASH,
-            {"cryptographic_parameters": {
-                "hashing_algorithm": enums.HashingAlgorithm.SHA_256}}))
+        # Derive Key: PBKDF2 over a key made for it, checked with cryptography.
+        from cryptography.hazmat.primitives.kdf.pbkdf2 import PBKDF2HMAC
+        base = client.create(enums.CryptographicAlgorithm.AES, 256, name=prefix + "-kdf-base",
+                             cryptographic_usage_mask=[enums.CryptographicUsageMask.DERIVE_KEY])
+        client.activate(base)
+        derived = client.derive_key(
+            enums.ObjectType.SYMMETRIC_KEY, [base], enums.DerivationMethod.PBKDF2,
+            {"cryptographic_parameters": {"hashing_algorithm": enums.HashingAlgorithm.SHA_256},
+             "salt": b"rampart-salt", "iteration_count": 1000},
+            cryptographic_length=128, cryptographic_algorithm=enums.CryptographicAlgorithm.AES)
+        expected = PBKDF2HMAC(algorithm=hashes.SHA256(), length=16, salt=b"rampart-salt",
+                              iterations=1000).derive(client.get(base).value)
+        out["derived_matches_cryptography"] = client.get(derived).value == expected
         out["ids"] = {"kek": kek, "registered": uid_reg, "secret": uid_secret}
 
     # Query and Discover Versions on a KMIP 1.4 connection.

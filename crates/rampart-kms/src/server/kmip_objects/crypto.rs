@@ -4,7 +4,7 @@
 //! wrapping.
 
 use rampart_crypto::{MacAlg, SecretBytes};
-use rampart_kmip::enums::{CryptographicAlgorithm, ObjectType, State as KState};
+use rampart_kmip::enums::{usage_mask, CryptographicAlgorithm, ObjectType, State as KState};
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::{Fields, Item};
 use rampart_kmip::KmipError;
@@ -38,7 +38,9 @@ impl Session<'_> {
     async fn check_usable(&mut self, obj: Obj, bit: i32, protect: bool) -> R<(Obj, SecretBytes)> {
         let uid = obj.uid();
         self.require_use(&obj)?;
-        if obj.object_type() != ObjectType::SYMMETRIC_KEY {
+        // Secret Data (a password, a seed) is a derivation base too.
+        let derives = bit == usage_mask::DERIVE_KEY && obj.object_type() == ObjectType::SECRET_DATA;
+        if obj.object_type() != ObjectType::SYMMETRIC_KEY && !derives {
             return Err(KmipError::IllegalOperation(format!("object {uid} is not a key")));
         }
         if obj.usage_mask().is_some_and(|m| m & bit == 0) {

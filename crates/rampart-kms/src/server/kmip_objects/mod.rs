@@ -41,6 +41,7 @@ mod attributes;
 mod certificate;
 mod ciphers;
 mod crypto;
+mod derive;
 mod errors;
 mod get;
 mod interop;
@@ -64,8 +65,8 @@ use rampart_kmip::enums::Operation;
 use rampart_kmip::message::ProtocolVersion;
 use rampart_kmip::payload::{
     parse_rng_retrieve, parse_rng_seed, AttributeChangeRequest, CreateKeyPairRequest,
-    CreateRequest, CryptoRequest, GetRequest, LocateRequest, ObjectRequest, ReKeyRequest,
-    RegisterRequest, RevokeRequest, SignRequest, StreamRequest,
+    CreateRequest, CryptoRequest, DeriveKeyRequest, GetRequest, LocateRequest, ObjectRequest,
+    ReKeyRequest, RegisterRequest, RevokeRequest, SignRequest, StreamRequest,
 };
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::Item;
@@ -105,6 +106,7 @@ pub const OPERATIONS: &[Operation] = &[
     Operation::CREATE_KEY_PAIR,
     Operation::REGISTER,
     Operation::RE_KEY,
+    Operation::DERIVE_KEY,
     Operation::LOCATE,
     Operation::CHECK,
     Operation::GET,
@@ -170,6 +172,7 @@ impl Session<'_> {
             Operation::REVOKE => self.revoke(&RevokeRequest::parse(payload)?).await,
             Operation::DESTROY => self.destroy(&ObjectRequest::parse(payload)?).await,
             Operation::RE_KEY => self.rekey(&ReKeyRequest::parse(payload)?).await,
+            Operation::DERIVE_KEY => self.derive_key(&DeriveKeyRequest::parse(payload)?).await,
             Operation::CHECK => self.check(payload).await,
             Operation::ENCRYPT => self.encrypt(&CryptoRequest::parse(payload)?, true).await,
             Operation::DECRYPT => self.encrypt(&CryptoRequest::parse(payload)?, false).await,
