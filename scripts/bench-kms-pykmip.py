@@ -104,8 +104,17 @@ PSS = {
 }
 
 
+def create_rsa_pair(c):
+    return c.create_key_pair(
+        enums.CryptographicAlgorithm.RSA,
+        2048,
+        public_usage_mask=[enums.CryptographicUsageMask.VERIFY],
+        private_usage_mask=[enums.CryptographicUsageMask.SIGN],
+    )
+
+
 def op_create_key_pair_rsa(c, uid):
-    public, private = c.create_key_pair(enums.CryptographicAlgorithm.RSA, 2048)
+    public, private = create_rsa_pair(c)
     if not public or not private:
         raise SystemExit("PyKMIP's Create Key Pair returned no Unique Identifiers")
 
@@ -162,12 +171,7 @@ def bench(d, port, seconds, concurrencies, ops=None):
     ciphertext, _ = admin.encrypt(secret, uid=uid, cryptographic_parameters=PARAMS, iv_counter_nonce=iv)
     signer = None
     if ops is not None and "sign-rsa-2048-pss" in ops:
-        _, signer = admin.create_key_pair(
-            enums.CryptographicAlgorithm.RSA,
-            2048,
-            public_usage_mask=[enums.CryptographicUsageMask.VERIFY],
-            private_usage_mask=[enums.CryptographicUsageMask.SIGN],
-        )
+        _, signer = create_rsa_pair(admin)
         admin.activate(signer)
     admin.close()
     if ops is None:

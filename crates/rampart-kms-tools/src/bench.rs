@@ -293,7 +293,11 @@ impl KmipBench {
 
     /// The Unique Identifier of the object an operation works on (empty
     /// for none), found by its Name or made.
-    async fn subject(&self, client: &mut KmipClient, subject: Subject) -> Result<String, AdminError> {
+    async fn subject(
+        &self,
+        client: &mut KmipClient,
+        subject: Subject,
+    ) -> Result<String, AdminError> {
         let failed = |e: KmipClientError| AdminError::Other(Box::new(e));
         let name = match subject {
             Subject::None => return Ok(String::new()),

@@ -25,7 +25,6 @@ use rampart_kmip::message::{
     Attribute, ProtocolVersion, RequestMessage, ResponseBatchItem, ResponseMessage,
 };
 use rampart_kmip::object_parts::Certificate;
-use rampart_kmip::payload::ManagedObject;
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::{self, Fields, Item, Value};
 use rustls::pki_types::pem::PemObject;
@@ -441,9 +440,7 @@ impl KmipClient {
 
     /// Locate by Name: the Unique Identifiers found.
     pub async fn locate_name(&mut self, name: &str) -> Result<Vec<String>, KmipClientError> {
-        let fields = self
-            .one(Operation::LOCATE, vec![name_attribute(name)])
-            .await?;
+        let fields = self.one(Operation::LOCATE, vec![name_attribute(name)]).await?;
         fields
             .iter()
             .filter(|i| i.tag == Tag::UNIQUE_IDENTIFIER)
@@ -525,10 +522,7 @@ impl KmipClient {
         let expected = batch.len();
         let mut items = self.call(batch).await?;
         if items.len() != expected {
-            return Err(self.bad(format!(
-                "{} batch items for {expected} requested",
-                items.len()
-            )));
+            return Err(self.bad(format!("{} batch items for {expected} requested", items.len())));
         }
         let activated = if activate { items.pop() } else { None };
         let created = payload_of(Operation::CREATE_KEY_PAIR, items.remove(0))?;
@@ -547,8 +541,11 @@ impl KmipClient {
             public_key: text(Tag::PUBLIC_KEY_UNIQUE_IDENTIFIER)?,
         };
         if activate {
-            self.one(Operation::ACTIVATE, vec![Item::text(Tag::UNIQUE_IDENTIFIER, &ids.public_key)])
-                .await?;
+            self.one(
+                Operation::ACTIVATE,
+                vec![Item::text(Tag::UNIQUE_IDENTIFIER, &ids.public_key)],
+            )
+            .await?;
         }
         Ok(ids)
     }
@@ -590,10 +587,8 @@ impl KmipClient {
         der: &[u8],
         name: Option<&str>,
     ) -> Result<String, KmipClientError> {
-        let certificate = ManagedObject::Certificate(Certificate {
-            certificate_type: CertificateType::X509,
-            value: der.into(),
-        });
+        let certificate =
+            Certificate { certificate_type: CertificateType::X509, value: der.into() };
         let attributes = name.map(name_attribute).into_iter().collect();
         let fields = self
             .one(
