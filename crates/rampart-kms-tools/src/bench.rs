@@ -160,9 +160,9 @@ async fn kmip_once(
     }
 }
 
-/// Repeats `op` on object `uid` (unused by Create Key Pair) for `duration` in `concurrency` workers, each
-/// with its own connection (opened, and used once, before the clock
-/// starts: the handshakes are not measured).
+/// Repeats `op` on object `uid` (unused by Create Key Pair) for `duration`
+/// in `concurrency` workers, each with its own connection (opened, and
+/// used once, before the clock starts: the handshakes are not measured).
 pub async fn kmip(
     client: &KmipClient,
     uid: &str,
@@ -243,7 +243,8 @@ impl BenchRuns {
 /// objects found by their KMIP Names or made before the runs: the AES-256
 /// key `key` (Active), the key pairs `key-ecdsa-p256` and `key-rsa-2048`
 /// (their public keys `...-public`, all Active) and the certificate
-/// `key-certificate` (a self-signed ECDSA P-256 X.509 one, registered).
+/// `key-certificate` (an ECDSA P-256 X.509 one from a throwaway CA,
+/// registered).
 #[derive(Debug, Clone)]
 pub struct KmipBench {
     pub runs: BenchRuns,
@@ -325,7 +326,8 @@ impl KmipBench {
     }
 }
 
-/// A self-signed X.509 certificate (ECDSA P-256, a server's) to register.
+/// An X.509 certificate to register: a server's (ECDSA P-256) from a
+/// throwaway CA.
 fn bench_certificate() -> Result<Vec<u8>, AdminError> {
     let (ca, _) = rampart_kms::pki::Authority::generate("bench")?;
     let cert = ca.issue_server(&[], 30)?;
