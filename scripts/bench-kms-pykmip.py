@@ -15,6 +15,10 @@
       (AES-256-GCM Encrypt of 64 bytes, 16-byte tag; PyKMIP's server picks
       the IV, and its client returns the ciphertext and IV, not the tag);
       prints {"kmip": [{"operation", "runs"}...]} like `--kmip --json`.
+      Also `create-key-pair-rsa-2048` (a new RSA-2048 pair each time) and
+      `sign-rsa-2048-pss` (Sign of 64 bytes, PSS with SHA-256, by an
+      RSA-2048 private key made and activated before the runs): PyKMIP's
+      server signs with RSA only and makes no EC key pairs.
 """
 
 import json
@@ -93,7 +97,39 @@ def op_encrypt(c, uid):
         raise SystemExit("PyKMIP's GCM Encrypt returned no ciphertext or IV")
 
 
-OPS = {"get": ("get", op_get), "encrypt": ("encrypt-aes-256-gcm", op_encrypt)}
+PSS = {
+    "cryptographic_algorithm": enums.CryptographicAlgorithm.RSA,
+    "padding_method": enums.PaddingMethod.PSS,
+    "hashing_algorithm": enums.HashingAlgorithm.SHA_256,
+}
+
+
+def create_rsa_pair(c):
+    return c.create_key_pair(
+        enums.CryptographicAlgorithm.RSA,
+        2048,
+        public_usage_mask=[enums.CryptographicUsageMask.VERIFY],
+        private_usage_mask=[enums.CryptographicUsageMask.SIGN],
+    )
+
+
+def op_create_key_pair_rsa(c, uid):
+    public, private = create_rsa_pair(c)
+    if not public or not private:
+        raise SystemExit("PyKMIP's Create Key Pair returned no Unique Identifiers")
+
+
+def op_sign_rsa_pss(c, uid):
+    if len(c.sign(PAYLOAD, uid=uid, cryptographic_parameters=PSS)) != 256:
+        raise SystemExit("PyKMIP's Sign returned no RSA-2048 signature")
+
+
+OPS = {
+    "get": ("get", op_get),
+    "encrypt": ("encrypt-aes-256-gcm", op_encrypt),
+    "create-key-pair-rsa-2048": ("create-key-pair-rsa-2048", op_create_key_pair_rsa),
+    "sign-rsa-2048-pss": ("sign-rsa-2048-pss", op_sign_rsa_pss),
+}
 
 
 def worker(d, port, uid, ciphertext, iv, expected, start_at, seconds, out, op=None):
@@ -133,6 +169,10 @@ def bench(d, port, seconds, concurrencies, ops=None):
     secret = os.urandom(32)
     iv = os.urandom(16)
     ciphertext, _ = admin.encrypt(secret, uid=uid, cryptographic_parameters=PARAMS, iv_counter_nonce=iv)
+    signer = None
+    if ops is not None and "sign-rsa-2048-pss" in ops:
+        _, signer = create_rsa_pair(admin)
+        admin.activate(signer)
     admin.close()
     if ops is None:
         runs = measure(d, port, seconds, concurrencies, (uid, ciphertext, iv, secret), None)
@@ -140,7 +180,8 @@ def bench(d, port, seconds, concurrencies, ops=None):
         return
     reports = []
     for op in ops:
-        runs = measure(d, port, seconds, concurrencies, (uid, ciphertext, iv, secret), op)
+        on = signer if op == "sign-rsa-2048-pss" else uid
+        runs = measure(d, port, seconds, concurrencies, (on, ciphertext, iv, secret), op)
         reports.append({"operation": OPS[op][0], "runs": runs})
     print(json.dumps({"kmip": reports}, indent=2))
 

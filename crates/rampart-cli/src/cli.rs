@@ -1034,4 +1034,36 @@ mod tests {
         duplicate_ids(&built, "rampart", &mut duplicates);
         assert!(duplicates.is_empty(), "argument ids used twice: {duplicates:#?}");
     }
+
+    #[test]
+    fn kms_bench_kmip_takes_its_operations_by_name() {
+        use clap::Parser;
+
+        use crate::commands::kms::{KmipOperationArg as Op, KmsCommand};
+
+        let parse = |ops: &str| {
+            let args = ["rampart", "kms", "bench", "--kmip", "--key", "k", "--operations", ops];
+            match Args::try_parse_from(args).map(|a| a.command) {
+                Ok(super::Command::Kms(KmsCommand::Bench(bench))) => Ok(bench.operations),
+                Ok(other) => panic!("not kms bench: {other:?}"),
+                Err(e) => Err(e.kind()),
+            }
+        };
+        assert_eq!(
+            parse(
+                "get,encrypt,create-key-pair-rsa-2048,create-key-pair-ec-p256,sign-ecdsa-p256,\
+                 sign-rsa-2048-pss,get-certificate"
+            ),
+            Ok(vec![
+                Op::Get,
+                Op::Encrypt,
+                Op::CreateKeyPairRsa2048,
+                Op::CreateKeyPairEcP256,
+                Op::SignEcdsaP256,
+                Op::SignRsa2048Pss,
+                Op::GetCertificate,
+            ])
+        );
+        assert_eq!(parse("sign"), Err(clap::error::ErrorKind::InvalidValue));
+    }
 }

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use rampart_kms::deployment::AdminError;
-use rampart_kms::kmip_client::{KmipClient, KmipClientError, TlsVersions};
+use rampart_kms::kmip_client::{
+    EcCurve, KeyPairKind, KmipClient, KmipClientError, SignatureAlgorithm, TlsVersions,
+};
 use rampart_kms::server::kmip::DEFAULT_KMIP_PORT;
 use rampart_kms::Bundle;
 
@@ -57,17 +59,72 @@ pub enum KmipOperation {
     Get,
     /// AES-256-GCM Encrypt of a 64-byte payload (the server picks the IV).
     EncryptGcm,
+    /// Create Key Pair of a new RSA-2048 pair each time (unnamed, not
+    /// activated).
+    CreateKeyPairRsa2048,
+    /// Create Key Pair of a new EC P-256 pair each time.
+    CreateKeyPairEcP256,
+    /// Sign of a 64-byte message, ECDSA P-256 with SHA-256.
+    SignEcdsaP256,
+    /// Sign of a 64-byte message, RSA-2048 PSS with SHA-256.
+    SignRsa2048Pss,
+    /// Get of an X.509 certificate.
+    GetCertificate,
 }
 
 impl KmipOperation {
-    /// The name in the report (`get`, `encrypt-aes-256-gcm`).
+    /// Every operation, in the order of the report.
+    pub const ALL: [Self; 7] = [
+        Self::Get,
+        Self::EncryptGcm,
+        Self::CreateKeyPairRsa2048,
+        Self::CreateKeyPairEcP256,
+        Self::SignEcdsaP256,
+        Self::SignRsa2048Pss,
+        Self::GetCertificate,
+    ];
+
+    /// The name in the report (`get`, `encrypt-aes-256-gcm`,
+    /// `sign-ecdsa-p256`...).
     #[must_use]
     pub fn name(self) -> &'static str {
         match self {
             Self::Get => "get",
             Self::EncryptGcm => "encrypt-aes-256-gcm",
+            Self::CreateKeyPairRsa2048 => "create-key-pair-rsa-2048",
+            Self::CreateKeyPairEcP256 => "create-key-pair-ec-p256",
+            Self::SignEcdsaP256 => "sign-ecdsa-p256",
+            Self::SignRsa2048Pss => "sign-rsa-2048-pss",
+            Self::GetCertificate => "get-certificate",
         }
     }
+
+    /// The operation of a report name.
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|op| op.name() == name)
+    }
+
+    /// The object the runs work on, made once before them when it is not
+    /// there: the AES key for Get and Encrypt, a key pair for Sign, a
+    /// certificate for its Get; none for Create Key Pair.
+    fn subject(self) -> Subject {
+        match self {
+            Self::Get | Self::EncryptGcm => Subject::AesKey,
+            Self::CreateKeyPairRsa2048 | Self::CreateKeyPairEcP256 => Subject::None,
+            Self::SignEcdsaP256 => Subject::KeyPair(KeyPairKind::Ec(EcCurve::P256)),
+            Self::SignRsa2048Pss => Subject::KeyPair(KeyPairKind::Rsa(2048)),
+            Self::GetCertificate => Subject::Certificate,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Subject {
+    None,
+    AesKey,
+    KeyPair(KeyPairKind),
+    Certificate,
 }
 
 async fn kmip_once(
@@ -79,12 +136,33 @@ async fn kmip_once(
     match op {
         KmipOperation::Get => client.get(uid).await.map(drop),
         KmipOperation::EncryptGcm => client.encrypt_gcm(uid, payload).await.map(drop),
+        KmipOperation::CreateKeyPairRsa2048 => {
+            client.create_key_pair(KeyPairKind::Rsa(2048), None, false).await.map(drop)
+        }
+        KmipOperation::CreateKeyPairEcP256 => {
+            client.create_key_pair(KeyPairKind::Ec(EcCurve::P256), None, false).await.map(drop)
+        }
+        KmipOperation::SignEcdsaP256 => {
+            client.sign(uid, SignatureAlgorithm::EcdsaSha256, payload).await.map(drop)
+        }
+        KmipOperation::SignRsa2048Pss => {
+            let signature = client.sign(uid, SignatureAlgorithm::RsaPssSha256, payload).await?;
+            // Anything else is not an RSA-2048 signature.
+            if signature.len() != 256 {
+                return Err(KmipClientError::Protocol {
+                    address: client.connected_to().unwrap_or_default().to_owned(),
+                    message: format!("a {}-byte RSA-2048 signature", signature.len()),
+                });
+            }
+            Ok(())
+        }
+        KmipOperation::GetCertificate => client.get_certificate(uid).await.map(drop),
     }
 }
 
-/// Repeats `op` on key `uid` for `duration` in `concurrency` workers, each
-/// with its own connection (opened, and used once, before the clock
-/// starts: the handshakes are not measured).
+/// Repeats `op` on object `uid` (unused by Create Key Pair) for `duration`
+/// in `concurrency` workers, each with its own connection (opened, and
+/// used once, before the clock starts: the handshakes are not measured).
 pub async fn kmip(
     client: &KmipClient,
     uid: &str,
@@ -161,12 +239,16 @@ impl BenchRuns {
     }
 }
 
-/// `rampart kms bench --kmip`: each operation at each concurrency, on a
-/// key found by its KMIP Name (or created, AES-256 and Active).
+/// `rampart kms bench --kmip`: each operation at each concurrency, on
+/// objects found by their KMIP Names or made before the runs: the AES-256
+/// key `key` (Active), the key pairs `key-ecdsa-p256` and `key-rsa-2048`
+/// (their public keys `...-public`, all Active) and the certificate
+/// `key-certificate` (an ECDSA P-256 X.509 one from a throwaway CA,
+/// registered).
 #[derive(Debug, Clone)]
 pub struct KmipBench {
     pub runs: BenchRuns,
-    /// The key's KMIP Name.
+    /// The key's KMIP Name, and the prefix of the other objects' names.
     pub key: String,
     pub operations: Vec<KmipOperation>,
     pub tls: TlsVersions,
@@ -197,12 +279,9 @@ impl KmipBench {
         };
         let failed = |e: KmipClientError| AdminError::Other(Box::new(e));
         let mut client = KmipClient::new(bundle, &addresses, self.tls).map_err(failed)?;
-        let uid = match client.locate_name(&self.key).await.map_err(failed)?.into_iter().next() {
-            Some(uid) => uid,
-            None => client.create_aes(256, Some(&self.key)).await.map_err(failed)?,
-        };
         let mut reports = Vec::new();
         for &op in &self.operations {
+            let uid = self.subject(&mut client, op.subject()).await?;
             let mut runs = Vec::new();
             for &concurrency in &self.runs.concurrency {
                 let run = kmip(&client, &uid, op, concurrency, self.runs.duration()).await;
@@ -211,5 +290,85 @@ impl KmipBench {
             reports.push((op, runs));
         }
         Ok(reports)
+    }
+
+    /// The Unique Identifier of the object an operation works on (empty
+    /// for none), found by its Name or made.
+    async fn subject(
+        &self,
+        client: &mut KmipClient,
+        subject: Subject,
+    ) -> Result<String, AdminError> {
+        let failed = |e: KmipClientError| AdminError::Other(Box::new(e));
+        let name = match subject {
+            Subject::None => return Ok(String::new()),
+            Subject::AesKey => self.key.clone(),
+            Subject::KeyPair(KeyPairKind::Rsa(bits)) => format!("{}-rsa-{bits}", self.key),
+            Subject::KeyPair(_) => format!("{}-ecdsa-p256", self.key),
+            Subject::Certificate => format!("{}-certificate", self.key),
+        };
+        if let Some(uid) = client.locate_name(&name).await.map_err(failed)?.into_iter().next() {
+            return Ok(uid);
+        }
+        match subject {
+            Subject::None => Ok(String::new()),
+            Subject::AesKey => client.create_aes(256, Some(&name)).await.map_err(failed),
+            Subject::KeyPair(kind) => {
+                let public = format!("{name}-public");
+                let ids = client.create_key_pair(kind, Some((&name, &public)), true).await;
+                Ok(ids.map_err(failed)?.private_key)
+            }
+            Subject::Certificate => {
+                let der = bench_certificate()?;
+                client.register_certificate(&der, Some(&name)).await.map_err(failed)
+            }
+        }
+    }
+}
+
+/// An X.509 certificate to register: a server's (ECDSA P-256) from a
+/// throwaway CA.
+fn bench_certificate() -> Result<Vec<u8>, AdminError> {
+    let (ca, _) = rampart_kms::pki::Authority::generate("bench")?;
+    let cert = ca.issue_server(&[], 30)?;
+    Ok(rampart_kms::pki::pem_to_der(&cert.cert_pem)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_operation_has_its_own_name_and_is_found_by_it() {
+        let names: std::collections::HashSet<_> =
+            KmipOperation::ALL.iter().map(|op| op.name()).collect();
+        assert_eq!(names.len(), KmipOperation::ALL.len());
+        for op in KmipOperation::ALL {
+            assert_eq!(KmipOperation::from_name(op.name()), Some(op));
+        }
+        assert_eq!(KmipOperation::from_name("sign"), None);
+    }
+
+    #[test]
+    fn only_create_key_pair_runs_without_an_object_and_signs_use_their_own_pairs() {
+        for op in KmipOperation::ALL {
+            let none = op.subject() == Subject::None;
+            assert_eq!(
+                none,
+                matches!(
+                    op,
+                    KmipOperation::CreateKeyPairRsa2048 | KmipOperation::CreateKeyPairEcP256
+                ),
+                "{op:?}"
+            );
+        }
+        assert_eq!(
+            KmipOperation::SignRsa2048Pss.subject(),
+            Subject::KeyPair(KeyPairKind::Rsa(2048))
+        );
+        assert_eq!(
+            KmipOperation::SignEcdsaP256.subject(),
+            Subject::KeyPair(KeyPairKind::Ec(EcCurve::P256))
+        );
     }
 }

@@ -10,17 +10,21 @@
 //!
 //! Used by `rampart kms bench --kmip` and the failover tests; the
 //! operations it has helpers for are the ones those need (Create + Activate
-//! of AES keys, Get, AES-GCM Encrypt); [`KmipClient::call`] sends any batch.
+//! of AES keys, Get, AES-GCM Encrypt, Create Key Pair, Sign, Register and
+//! Get of a certificate); [`KmipClient::call`] sends any batch.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use rampart_kmip::enums::{
-    BlockCipherMode, CryptographicAlgorithm, ObjectType, Operation, ResultStatus,
+    usage_mask, BlockCipherMode, CertificateType, CryptographicAlgorithm,
+    DigitalSignatureAlgorithm, HashingAlgorithm, ObjectType, Operation, PaddingMethod,
+    ResultStatus,
 };
 use rampart_kmip::message::{
     Attribute, ProtocolVersion, RequestMessage, ResponseBatchItem, ResponseMessage,
 };
+use rampart_kmip::object_parts::Certificate;
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::{self, Fields, Item, Value};
 use rustls::pki_types::pem::PemObject;
@@ -62,6 +66,84 @@ pub enum TlsVersions {
     Negotiated,
     Tls12,
     Tls13,
+}
+
+/// The key pair Create Key Pair asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyPairKind {
+    /// RSA of this many bits (the server makes 2048, 3072 and 4096).
+    Rsa(i32),
+    /// EC on a NIST curve.
+    Ec(EcCurve),
+}
+
+/// The NIST curves of [`KeyPairKind::Ec`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EcCurve {
+    P256,
+    P384,
+    P521,
+}
+
+impl KeyPairKind {
+    /// The Cryptographic Algorithm and Length of the request (the server
+    /// names an EC curve by its length).
+    fn algorithm_and_length(self) -> (CryptographicAlgorithm, i32) {
+        match self {
+            Self::Rsa(bits) => (CryptographicAlgorithm::RSA, bits),
+            Self::Ec(EcCurve::P256) => (CryptographicAlgorithm::EC, 256),
+            Self::Ec(EcCurve::P384) => (CryptographicAlgorithm::EC, 384),
+            Self::Ec(EcCurve::P521) => (CryptographicAlgorithm::EC, 521),
+        }
+    }
+}
+
+/// The two Unique Identifiers of a new key pair.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyPairIds {
+    pub private_key: String,
+    pub public_key: String,
+}
+
+/// The signature Sign asks for, all over SHA-256.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SignatureAlgorithm {
+    /// RSASSA-PSS, MGF1 with SHA-256, the server's default salt length.
+    RsaPssSha256,
+    /// RSASSA-PKCS1-v1_5.
+    RsaPkcs1v15Sha256,
+    /// ECDSA (a DER signature).
+    EcdsaSha256,
+}
+
+impl SignatureAlgorithm {
+    /// The request's Cryptographic Parameters.
+    fn parameters(self) -> Vec<Item> {
+        let sha256 = Item::enumeration(Tag::HASHING_ALGORITHM, HashingAlgorithm::SHA256.0);
+        match self {
+            Self::RsaPssSha256 => vec![
+                Item::enumeration(Tag::PADDING_METHOD, PaddingMethod::PSS.0),
+                sha256,
+                Item::enumeration(Tag::CRYPTOGRAPHIC_ALGORITHM, CryptographicAlgorithm::RSA.0),
+            ],
+            Self::RsaPkcs1v15Sha256 => vec![
+                Item::enumeration(Tag::PADDING_METHOD, PaddingMethod::PKCS1_V1_5.0),
+                sha256,
+                Item::enumeration(Tag::CRYPTOGRAPHIC_ALGORITHM, CryptographicAlgorithm::RSA.0),
+            ],
+            Self::EcdsaSha256 => vec![
+                sha256,
+                Item::enumeration(Tag::CRYPTOGRAPHIC_ALGORITHM, CryptographicAlgorithm::ECDSA.0),
+                Item::enumeration(
+                    Tag::DIGITAL_SIGNATURE_ALGORITHM,
+                    DigitalSignatureAlgorithm::ECDSA_WITH_SHA256.0,
+                ),
+            ],
+        }
+    }
 }
 
 struct Target {
@@ -302,16 +384,7 @@ impl KmipClient {
             Attribute::new("Cryptographic Usage Mask", Value::Integer(0x4 | 0x8)).to_item(),
         ];
         if let Some(name) = name {
-            attributes.push(
-                Attribute::new(
-                    "Name",
-                    Value::Structure(vec![
-                        Item::text(Tag::NAME_VALUE, name),
-                        Item::enumeration(Tag::NAME_TYPE, 1),
-                    ]),
-                )
-                .to_item(),
-            );
+            attributes.push(name_attribute(name));
         }
         let mut items = self
             .call(vec![
@@ -367,19 +440,7 @@ impl KmipClient {
 
     /// Locate by Name: the Unique Identifiers found.
     pub async fn locate_name(&mut self, name: &str) -> Result<Vec<String>, KmipClientError> {
-        let fields = self
-            .one(
-                Operation::LOCATE,
-                vec![Attribute::new(
-                    "Name",
-                    Value::Structure(vec![
-                        Item::text(Tag::NAME_VALUE, name),
-                        Item::enumeration(Tag::NAME_TYPE, 1),
-                    ]),
-                )
-                .to_item()],
-            )
-            .await?;
+        let fields = self.one(Operation::LOCATE, vec![name_attribute(name)]).await?;
         fields
             .iter()
             .filter(|i| i.tag == Tag::UNIQUE_IDENTIFIER)
@@ -419,12 +480,157 @@ impl KmipClient {
         Ok((get(Tag::DATA)?, get(Tag::IV_COUNTER_NONCE)?, get(Tag::AUTHENTICATED_ENCRYPTION_TAG)?))
     }
 
+    /// Create Key Pair of `kind`, each key named when `names` (private,
+    /// public) are given; with `activate`, both keys are then activated
+    /// (the private key in the same batch, by the ID Placeholder).
+    pub async fn create_key_pair(
+        &mut self,
+        kind: KeyPairKind,
+        names: Option<(&str, &str)>,
+        activate: bool,
+    ) -> Result<KeyPairIds, KmipClientError> {
+        let (algorithm, length) = kind.algorithm_and_length();
+        let common = vec![
+            Attribute::new("Cryptographic Algorithm", Value::Enumeration(algorithm.0)).to_item(),
+            Attribute::new("Cryptographic Length", Value::Integer(length)).to_item(),
+        ];
+        let own = |mask: i32, name: Option<&str>| {
+            let mut attributes =
+                vec![Attribute::new("Cryptographic Usage Mask", Value::Integer(mask)).to_item()];
+            if let Some(name) = name {
+                attributes.push(name_attribute(name));
+            }
+            attributes
+        };
+        let mut batch = vec![(
+            Operation::CREATE_KEY_PAIR,
+            vec![
+                Item::structure(Tag::COMMON_TEMPLATE_ATTRIBUTE, common),
+                Item::structure(
+                    Tag::PRIVATE_KEY_TEMPLATE_ATTRIBUTE,
+                    own(usage_mask::SIGN, names.map(|n| n.0)),
+                ),
+                Item::structure(
+                    Tag::PUBLIC_KEY_TEMPLATE_ATTRIBUTE,
+                    own(usage_mask::VERIFY, names.map(|n| n.1)),
+                ),
+            ],
+        )];
+        if activate {
+            batch.push((Operation::ACTIVATE, Vec::new()));
+        }
+        let expected = batch.len();
+        let mut items = self.call(batch).await?;
+        if items.len() != expected {
+            return Err(self.bad(format!("{} batch items for {expected} requested", items.len())));
+        }
+        let activated = if activate { items.pop() } else { None };
+        let created = payload_of(Operation::CREATE_KEY_PAIR, items.remove(0))?;
+        activated.map(|i| payload_of(Operation::ACTIVATE, i)).transpose()?;
+        let text = |tag: Tag| -> Result<String, KmipClientError> {
+            created
+                .iter()
+                .find(|i| i.tag == tag)
+                .ok_or_else(|| self.bad(format!("Create Key Pair answered without {tag}")))?
+                .as_text()
+                .map(str::to_owned)
+                .map_err(|e| self.bad(e.to_string()))
+        };
+        let ids = KeyPairIds {
+            private_key: text(Tag::PRIVATE_KEY_UNIQUE_IDENTIFIER)?,
+            public_key: text(Tag::PUBLIC_KEY_UNIQUE_IDENTIFIER)?,
+        };
+        if activate {
+            self.one(
+                Operation::ACTIVATE,
+                vec![Item::text(Tag::UNIQUE_IDENTIFIER, &ids.public_key)],
+            )
+            .await?;
+        }
+        Ok(ids)
+    }
+
+    /// Sign of `data` (the whole message; the server hashes it) by the
+    /// private key `uid`: the signature.
+    pub async fn sign(
+        &mut self,
+        uid: &str,
+        algorithm: SignatureAlgorithm,
+        data: &[u8],
+    ) -> Result<Vec<u8>, KmipClientError> {
+        let fields = self
+            .one(
+                Operation::SIGN,
+                vec![
+                    Item::text(Tag::UNIQUE_IDENTIFIER, uid),
+                    Item::structure(Tag::CRYPTOGRAPHIC_PARAMETERS, algorithm.parameters()),
+                    Item::bytes(Tag::DATA, data),
+                ],
+            )
+            .await?;
+        let signature = fields
+            .iter()
+            .find(|i| i.tag == Tag::SIGNATURE_DATA)
+            .ok_or_else(|| self.bad("Sign answered without Signature Data".into()))?
+            .as_bytes()
+            .map_err(|e| self.bad(e.to_string()))?;
+        if signature.is_empty() {
+            return Err(self.bad("Sign answered an empty signature".into()));
+        }
+        Ok(signature.to_vec())
+    }
+
+    /// Register of an X.509 certificate (its DER), named `name` when
+    /// given: its Unique Identifier.
+    pub async fn register_certificate(
+        &mut self,
+        der: &[u8],
+        name: Option<&str>,
+    ) -> Result<String, KmipClientError> {
+        let certificate =
+            Certificate { certificate_type: CertificateType::X509, value: der.into() };
+        let attributes = name.map(name_attribute).into_iter().collect();
+        let fields = self
+            .one(
+                Operation::REGISTER,
+                vec![
+                    Item::enumeration(Tag::OBJECT_TYPE, ObjectType::CERTIFICATE.0),
+                    Item::structure(Tag::TEMPLATE_ATTRIBUTE, attributes),
+                    certificate.to_item(),
+                ],
+            )
+            .await?;
+        unique_identifier(&fields)
+    }
+
+    /// Get of a certificate: its type and value.
+    pub async fn get_certificate(&mut self, uid: &str) -> Result<Certificate, KmipClientError> {
+        let fields = self.get(uid).await?;
+        let object = fields
+            .iter()
+            .find(|i| i.tag == Tag::CERTIFICATE)
+            .ok_or_else(|| self.bad("Get answered no Certificate".into()))?;
+        Certificate::parse(object).map_err(|e| self.bad(format!("the Certificate: {e}")))
+    }
+
     fn bad(&self, message: String) -> KmipClientError {
         KmipClientError::Protocol {
             address: self.connected_to().unwrap_or_default().to_owned(),
             message,
         }
     }
+}
+
+/// A Name attribute of type Uninterpreted Text String.
+fn name_attribute(name: &str) -> Item {
+    Attribute::new(
+        "Name",
+        Value::Structure(vec![
+            Item::text(Tag::NAME_VALUE, name),
+            Item::enumeration(Tag::NAME_TYPE, 1),
+        ]),
+    )
+    .to_item()
 }
 
 /// The payload fields of a successful batch item; its Result Reason and

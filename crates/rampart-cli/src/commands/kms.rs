@@ -617,6 +617,11 @@ fn bench_kmip(args: &BenchArgs, runs: BenchRuns) -> anyhow::Result<()> {
             .map(|op| match op {
                 KmipOperationArg::Get => KmipOperation::Get,
                 KmipOperationArg::Encrypt => KmipOperation::EncryptGcm,
+                KmipOperationArg::CreateKeyPairRsa2048 => KmipOperation::CreateKeyPairRsa2048,
+                KmipOperationArg::CreateKeyPairEcP256 => KmipOperation::CreateKeyPairEcP256,
+                KmipOperationArg::SignEcdsaP256 => KmipOperation::SignEcdsaP256,
+                KmipOperationArg::SignRsa2048Pss => KmipOperation::SignRsa2048Pss,
+                KmipOperationArg::GetCertificate => KmipOperation::GetCertificate,
             })
             .collect(),
         tls: match args.tls {

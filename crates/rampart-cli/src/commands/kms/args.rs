@@ -110,8 +110,9 @@ pub struct BenchArgs {
     /// that name).
     #[arg(long, value_name = "NAME")]
     pub key: String,
-    /// Load the KMIP front end instead of the REST API: Get of the key and
-    /// AES-256-GCM Encrypt of 64 bytes over kept-open mTLS connections.
+    /// Load the KMIP front end instead of the REST API: the --operations
+    /// (by default Get of the key and AES-256-GCM Encrypt of 64 bytes)
+    /// over kept-open mTLS connections.
     #[arg(long)]
     pub kmip: bool,
     /// With --kmip: a server's KMIP address (repeatable; default: each
@@ -122,8 +123,12 @@ pub struct BenchArgs {
     /// both, the server picks).
     #[arg(long, default_value = "negotiated", value_name = "VERSION", requires = "kmip")]
     pub tls: TlsArg,
-    /// With --kmip: the operations to run (comma-separated: `get`,
-    /// `encrypt`).
+    /// With --kmip: the operations to run, comma-separated: `get` and
+    /// `encrypt` (AES-256-GCM) of the key; `create-key-pair-rsa-2048` and
+    /// `create-key-pair-ec-p256` (a new pair each time); `sign-ecdsa-p256`
+    /// and `sign-rsa-2048-pss` (SHA-256, 64 bytes, by the pair NAME-ecdsa-p256
+    /// or NAME-rsa-2048); `get-certificate` (of NAME-certificate). The pairs
+    /// and the certificate are made before the runs when missing.
     #[arg(
         long,
         value_delimiter = ',',
@@ -181,6 +186,15 @@ pub enum TlsArg {
 pub enum KmipOperationArg {
     Get,
     Encrypt,
+    #[value(name = "create-key-pair-rsa-2048")]
+    CreateKeyPairRsa2048,
+    #[value(name = "create-key-pair-ec-p256")]
+    CreateKeyPairEcP256,
+    #[value(name = "sign-ecdsa-p256")]
+    SignEcdsaP256,
+    #[value(name = "sign-rsa-2048-pss")]
+    SignRsa2048Pss,
+    GetCertificate,
 }
 
 #[derive(Debug, Args)]
