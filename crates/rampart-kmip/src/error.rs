@@ -19,7 +19,7 @@ pub enum KmipError {
     Ttlv(#[from] TtlvError),
     /// An XML- or JSON-encoded message that does not read as TTLV.
     #[error(transparent)]
-    Text(#[from] crate::xml::XmlError),
+    Text(#[from] crate::xml::TextError),
     #[error("bad message encoding: {0}")]
     BadEncoding(String),
 

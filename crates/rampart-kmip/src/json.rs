@@ -19,15 +19,15 @@ use zeroize::Zeroize;
 
 use crate::tag::Tag;
 use crate::ttlv::{Item, ItemType, Value};
-use crate::xml::{self, XmlError, XmlLimits};
+use crate::xml::{self, TextError, XmlLimits};
 
 /// Reads one JSON-encoded item (a message, in the profiles' use).
-pub fn from_json(text: &str, limits: &XmlLimits) -> Result<Item, XmlError> {
+pub fn from_json(text: &str, limits: &XmlLimits) -> Result<Item, TextError> {
     if text.len() > limits.max_len {
-        return Err(XmlError::TooLong { len: text.len(), max: limits.max_len });
+        return Err(TextError::TooLong { len: text.len(), max: limits.max_len });
     }
     let mut parsed: Json = serde_json::from_str(text)
-        .map_err(|_| XmlError::Syntax { at: 0, what: "not a JSON document" })?;
+        .map_err(|_| TextError::Syntax { at: 0, what: "not a JSON document" })?;
     let mut count = 0usize;
     let item = to_item(&parsed, None, 1, limits, &mut count);
     // The text may carry key material as hex: wipe the parsed copy.
@@ -53,8 +53,8 @@ fn wipe(json: &mut Json) {
     }
 }
 
-fn syntax(what: &'static str) -> XmlError {
-    XmlError::Syntax { at: 0, what }
+fn syntax(what: &'static str) -> TextError {
+    TextError::Syntax { at: 0, what }
 }
 
 fn to_item(
@@ -63,24 +63,24 @@ fn to_item(
     depth: usize,
     limits: &XmlLimits,
     count: &mut usize,
-) -> Result<Item, XmlError> {
+) -> Result<Item, TextError> {
     if depth > limits.max_depth {
-        return Err(XmlError::TooDeep { max: limits.max_depth });
+        return Err(TextError::TooDeep { max: limits.max_depth });
     }
     *count += 1;
     if *count > limits.max_elements {
-        return Err(XmlError::TooManyElements { max: limits.max_elements });
+        return Err(TextError::TooManyElements { max: limits.max_elements });
     }
     let object = json.as_object().ok_or_else(|| syntax("an item is not a JSON object"))?;
     let name = object
         .get("tag")
         .and_then(Json::as_str)
         .ok_or_else(|| syntax("an item has no \"tag\" string"))?;
-    let tag = xml::tag_by_name(name).ok_or_else(|| XmlError::UnknownTag(name.to_owned()))?;
+    let tag = xml::tag_by_name(name).ok_or_else(|| TextError::UnknownTag(name.to_owned()))?;
     let item_type = match object.get("type") {
         None | Some(Json::Null) => ItemType::Structure,
         Some(Json::String(t)) => {
-            xml::type_by_name(t).ok_or_else(|| XmlError::UnknownType { tag, found: t.clone() })?
+            xml::type_by_name(t).ok_or_else(|| TextError::UnknownType { tag, found: t.clone() })?
         }
         Some(_) => return Err(syntax("an item's \"type\" is not a string")),
     };
@@ -112,8 +112,8 @@ fn primitive(
     item_type: ItemType,
     value: &Json,
     context: Option<&str>,
-) -> Result<Value, XmlError> {
-    let bad = || XmlError::BadValue { tag, item_type };
+) -> Result<Value, TextError> {
+    let bad = || TextError::BadValue { tag, item_type };
     match (item_type, value) {
         (ItemType::TextString, Json::String(s)) => Ok(Value::TextString(s.clone())),
         (ItemType::TextString, _) => Err(bad()),
@@ -297,16 +297,16 @@ mod tests {
             r#"{{"tag":"AttributeName","type":"TextString","value":"{}"}}"#,
             "a".repeat(64)
         );
-        assert!(matches!(from_json(&long, &small), Err(XmlError::TooLong { .. })));
+        assert!(matches!(from_json(&long, &small), Err(TextError::TooLong { .. })));
         let deep =
             r#"{"tag":"A","value":[{"tag":"A","value":[{"tag":"A","value":[{"tag":"A"}]}]}]}"#
                 .replace('A', "RequestMessage");
         let roomy = XmlLimits { max_len: 1 << 10, ..small };
-        assert!(matches!(from_json(&deep, &roomy), Err(XmlError::TooDeep { max: 3 })));
+        assert!(matches!(from_json(&deep, &roomy), Err(TextError::TooDeep { max: 3 })));
         let wide = format!(
             r#"{{"tag":"RequestMessage","value":[{}]}}"#,
             [r#"{"tag":"BatchCount","type":"Integer","value":1}"#; 5].join(",")
         );
-        assert!(matches!(from_json(&wide, &roomy), Err(XmlError::TooManyElements { max: 4 })));
+        assert!(matches!(from_json(&wide, &roomy), Err(TextError::TooManyElements { max: 4 })));
     }
 }

@@ -23,18 +23,19 @@ mod names;
 use crate::tag::Tag;
 use crate::ttlv::{Bytes, Item, ItemType, Value};
 
-/// A failure to read or convert TTLV-XML. Errors name tags, types and
-/// byte offsets, never a value (a Byte String may be key material).
+/// A failure to read or convert a text encoding of TTLV (TTLV-XML here,
+/// TTLV-JSON in [`crate::json`]). Errors name tags, types and byte
+/// offsets, never a value (a Byte String may be key material).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum XmlError {
-    #[error("XML document of {len} bytes is longer than the {max} accepted")]
+pub enum TextError {
+    #[error("a document of {len} bytes is longer than the {max} accepted")]
     TooLong { len: usize, max: usize },
-    #[error("XML elements nested deeper than {max}")]
+    #[error("items nested deeper than {max}")]
     TooDeep { max: usize },
-    #[error("more than {max} XML elements in one document")]
+    #[error("more than {max} items in one document")]
     TooManyElements { max: usize },
-    #[error("XML syntax error at byte {at}: {what}")]
+    #[error("syntax error at byte {at}: {what}")]
     Syntax { at: usize, what: &'static str },
     #[error("unknown tag name {0:?}")]
     UnknownTag(String),
@@ -91,12 +92,12 @@ impl Element {
 /// Reads a document into its top-level elements (a KMIP test case file is
 /// a `<KMIP>` element around request and response messages; a single
 /// message is one element).
-pub fn parse_document(text: &str, limits: &XmlLimits) -> Result<Vec<Element>, XmlError> {
+pub fn parse_document(text: &str, limits: &XmlLimits) -> Result<Vec<Element>, TextError> {
     if text.len() > limits.max_len {
-        return Err(XmlError::TooLong { len: text.len(), max: limits.max_len });
+        return Err(TextError::TooLong { len: text.len(), max: limits.max_len });
     }
     let b = text.as_bytes();
-    let syntax = |at: usize, what: &'static str| XmlError::Syntax { at, what };
+    let syntax = |at: usize, what: &'static str| TextError::Syntax { at, what };
     let mut i = 0usize;
     let mut stack: Vec<Element> = Vec::new();
     let mut top: Vec<Element> = Vec::new();
@@ -143,10 +144,10 @@ pub fn parse_document(text: &str, limits: &XmlLimits) -> Result<Vec<Element>, Xm
             let name = read_name(text, &mut i).ok_or(syntax(i, "bad element name"))?.to_owned();
             count += 1;
             if count > limits.max_elements {
-                return Err(XmlError::TooManyElements { max: limits.max_elements });
+                return Err(TextError::TooManyElements { max: limits.max_elements });
             }
             if stack.len() + 1 > limits.max_depth {
-                return Err(XmlError::TooDeep { max: limits.max_depth });
+                return Err(TextError::TooDeep { max: limits.max_depth });
             }
             let mut element = Element { name, ..Element::default() };
             let closed = loop {
@@ -400,7 +401,7 @@ pub fn enumeration_names(enumeration: &str, value: u32) -> Vec<&'static str> {
 }
 
 /// Converts an element (and its children) to a TTLV item.
-pub fn to_item(element: &Element) -> Result<Item, XmlError> {
+pub fn to_item(element: &Element) -> Result<Item, TextError> {
     to_item_in(element, None, 1)
 }
 
@@ -408,21 +409,21 @@ pub fn to_item(element: &Element) -> Result<Item, XmlError> {
 // element tree from exhausting the stack.
 const MAX_CONVERT_DEPTH: usize = 64;
 
-fn to_item_in(element: &Element, context: Option<&str>, depth: usize) -> Result<Item, XmlError> {
+fn to_item_in(element: &Element, context: Option<&str>, depth: usize) -> Result<Item, TextError> {
     let tag =
-        tag_by_name(&element.name).ok_or_else(|| XmlError::UnknownTag(element.name.clone()))?;
+        tag_by_name(&element.name).ok_or_else(|| TextError::UnknownTag(element.name.clone()))?;
     if depth > MAX_CONVERT_DEPTH {
-        return Err(XmlError::Syntax { at: 0, what: "elements nested too deep to convert" });
+        return Err(TextError::Syntax { at: 0, what: "elements nested too deep to convert" });
     }
     let item_type = match element.attribute("type") {
         None => ItemType::Structure,
         Some(t) => {
-            type_by_name(t).ok_or_else(|| XmlError::UnknownType { tag, found: t.to_owned() })?
+            type_by_name(t).ok_or_else(|| TextError::UnknownType { tag, found: t.to_owned() })?
         }
     };
     if item_type != ItemType::Structure {
         if !element.children.is_empty() {
-            return Err(XmlError::ChildrenInPrimitive { tag, item_type });
+            return Err(TextError::ChildrenInPrimitive { tag, item_type });
         }
         let text = element.attribute("value").unwrap_or("");
         return Ok(Item::new(tag, parse_value(tag, item_type, text, context)?));
@@ -490,8 +491,8 @@ pub fn parse_value(
     item_type: ItemType,
     text: &str,
     context: Option<&str>,
-) -> Result<Value, XmlError> {
-    let bad = || XmlError::BadValue { tag, item_type };
+) -> Result<Value, TextError> {
+    let bad = || TextError::BadValue { tag, item_type };
     let text_trimmed = text.trim();
     Ok(match item_type {
         ItemType::Structure => return Err(bad()),

@@ -175,12 +175,12 @@ fn malformed_documents_fail_with_an_error_never_a_panic() {
         ("<A x='&#xD800;'/>", "bad character reference"),
     ] {
         match parse_document(bad, &limits) {
-            Err(XmlError::Syntax { what: found, .. }) => assert_eq!(found, what, "{bad:?}"),
+            Err(TextError::Syntax { what: found, .. }) => assert_eq!(found, what, "{bad:?}"),
             other => panic!("{bad:?}: {other:?}"),
         }
     }
     let unknown = parse_document("<NoSuchTag/>", &limits).unwrap();
-    assert!(matches!(to_item(&unknown[0]), Err(XmlError::UnknownTag(_))));
+    assert!(matches!(to_item(&unknown[0]), Err(TextError::UnknownTag(_))));
     for (element, value) in [
         ("ObjectType type=\"Enumeration\"", "NoSuchType"),
         ("BatchCount type=\"Integer\"", "Encrypt"),
@@ -191,12 +191,12 @@ fn malformed_documents_fail_with_an_error_never_a_panic() {
     ] {
         let doc = format!("<{element} value=\"{value}\"/>");
         let top = parse_document(&doc, &limits).unwrap();
-        assert!(matches!(to_item(&top[0]), Err(XmlError::BadValue { .. })), "{doc}");
+        assert!(matches!(to_item(&top[0]), Err(TextError::BadValue { .. })), "{doc}");
     }
     let typed = parse_document("<Data type=\"Blob\"/>", &limits).unwrap();
-    assert!(matches!(to_item(&typed[0]), Err(XmlError::UnknownType { .. })));
+    assert!(matches!(to_item(&typed[0]), Err(TextError::UnknownType { .. })));
     let nested = parse_document("<Data type=\"ByteString\"><Data/></Data>", &limits).unwrap();
-    assert!(matches!(to_item(&nested[0]), Err(XmlError::ChildrenInPrimitive { .. })));
+    assert!(matches!(to_item(&nested[0]), Err(TextError::ChildrenInPrimitive { .. })));
 }
 
 #[test]
@@ -204,15 +204,15 @@ fn documents_over_the_limits_are_refused_as_they_are_read() {
     let small = XmlLimits { max_len: 64, max_depth: 3, max_elements: 4 };
     assert!(matches!(
         parse_document(&" ".repeat(65), &small),
-        Err(XmlError::TooLong { len: 65, max: 64 })
+        Err(TextError::TooLong { len: 65, max: 64 })
     ));
     assert!(matches!(
         parse_document("<A><A><A><A/></A></A></A>", &small),
-        Err(XmlError::TooDeep { max: 3 })
+        Err(TextError::TooDeep { max: 3 })
     ));
     assert!(matches!(
         parse_document("<A/><A/><A/><A/><A/>", &small),
-        Err(XmlError::TooManyElements { max: 4 })
+        Err(TextError::TooManyElements { max: 4 })
     ));
     // A deep document within the default limits is read without recursion.
     let deep = format!("{}{}", "<A>".repeat(32), "</A>".repeat(32));
