@@ -5,7 +5,8 @@ use rampart_crypto::key_formats as kf;
 use rampart_kmip::message::{ProtocolVersion, RequestMessage, ResponseMessage};
 use rampart_kmip::payload::{
     parse_rng_retrieve, parse_rng_seed, AttributeChangeRequest, CreateKeyPairRequest,
-    CreateRequest, CryptoRequest, GetRequest, LocateRequest, ManagedObject, ObjectRequest,
+    CreateRequest, CryptoRequest, DeriveKeyRequest, GetRequest, LocateRequest, ManagedObject,
+    ObjectRequest,
     ReKeyRequest, RegisterRequest, RevokeRequest, SignRequest, StreamRequest,
 };
 use rampart_kmip::ttlv::{self, HEADER_LEN};
@@ -86,6 +87,7 @@ fn payloads(request: &RequestMessage) {
         let _ = ReKeyRequest::parse(p);
         let _ = CryptoRequest::parse(p).map(|r| r.is_streamed());
         let _ = SignRequest::parse(p);
+        let _ = DeriveKeyRequest::parse(p);
         if let Ok(register) = RegisterRequest::parse(p) {
             let _ = register.object.to_item();
             key_material(&register.object);
