@@ -65,6 +65,17 @@ pub(crate) async fn rotate_key(
     version: &mut Option<u32>,
 ) -> Result<KeyInfo> {
     let root = state.require_root()?;
+    // A rotation adds an AES-256 version: a key pair, a certificate or
+    // another KMIP object is re-keyed over KMIP, if at all.
+    if let Some(object) = state.store.kmip_object(name.to_owned(), u32::MAX).await? {
+        let object_type = rampart_kmip::enums::ObjectType(object.object_type);
+        if object_type != rampart_kmip::enums::ObjectType::SYMMETRIC_KEY {
+            return Err(KmsError::invalid(format!(
+                "key {name} is a {}: only symmetric keys rotate over REST",
+                super::objects::type_name(object_type)
+            )));
+        }
+    }
     for _ in 0..5 {
         let key = get_key(state, name).await?;
         let next = key.latest().map_or(1, |v| v.version + 1);
