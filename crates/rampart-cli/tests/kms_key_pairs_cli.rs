@@ -13,7 +13,9 @@ use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
-use support::{free_port, issue_client, json_lines, ok, rampart, rampart_in, ServerProcess, TempDir};
+use support::{
+    free_port, issue_client, json_lines, ok, rampart, rampart_in, ServerProcess, TempDir,
+};
 
 fn openssl(args: &[&str]) -> std::process::Output {
     Command::new("openssl").args(args).output().expect("openssl is installed")
@@ -63,20 +65,45 @@ fn key_pairs_sign_over_rest_and_verify_with_openssl(store: Option<&str>) {
     let file = |name: &str| tmp.join(name).display().to_string();
 
     let created = ok(&[
-        "kms", "key", "create", "sig-ec", "--type", "ec-p256", "--allow", "label:role=signer",
-        "--json", "--kms", &admin,
+        "kms",
+        "key",
+        "create",
+        "sig-ec",
+        "--type",
+        "ec-p256",
+        "--allow",
+        "label:role=signer",
+        "--json",
+        "--kms",
+        &admin,
     ]);
     let created: Value = serde_json::from_str(&created).unwrap();
     assert_eq!(created["type"], "private-key", "{created}");
     assert_eq!(created["curve"], "P-256", "{created}");
     assert_eq!(created["public_key"], "sig-ec.pub", "{created}");
-    ok(&["kms", "key", "create", "sig-rsa", "--type", "rsa-2048", "--allow", "label:role=signer", "--kms", &admin]);
+    ok(&[
+        "kms",
+        "key",
+        "create",
+        "sig-rsa",
+        "--type",
+        "rsa-2048",
+        "--allow",
+        "label:role=signer",
+        "--kms",
+        &admin,
+    ]);
     let show = ok(&["kms", "key", "show", "sig-rsa", "--kms", &admin]);
     assert!(show.contains("type:       private-key") && show.contains("rsa-2048"), "{show}");
     assert!(show.contains("public key: sig-rsa.pub"), "{show}");
     let list = ok(&["kms", "key", "list", "--kms", &admin]);
     assert!(list.lines().next().unwrap().contains("TYPE"), "{list}");
-    assert!(list.lines().any(|l| l.starts_with("sig-ec.pub ") && l.contains("public-key") && l.contains("ec-p256")), "{list}");
+    assert!(
+        list.lines().any(|l| l.starts_with("sig-ec.pub ")
+            && l.contains("public-key")
+            && l.contains("ec-p256")),
+        "{list}"
+    );
     let listed = json_lines(ok(&["kms", "key", "list", "--json", "--kms", &admin]));
     let types: Vec<(String, String)> = listed
         .as_array()
@@ -99,7 +126,18 @@ fn key_pairs_sign_over_rest_and_verify_with_openssl(store: Option<&str>) {
         let pem = file(&format!("{key}.pem"));
         std::fs::write(&pem, ok(&["kms", "key", "public", key, "--kms", &signer])).unwrap();
         // Base64 to a file, and raw bytes from standard input.
-        let signed = ok(&["kms", "key", "sign", key, "--algorithm", algorithm, "--in", &message, "--kms", &signer]);
+        let signed = ok(&[
+            "kms",
+            "key",
+            "sign",
+            key,
+            "--algorithm",
+            algorithm,
+            "--in",
+            &message,
+            "--kms",
+            &signer,
+        ]);
         let b64 = file("sig.b64");
         std::fs::write(&b64, signed.trim()).unwrap();
         let raw = rampart_in(
@@ -119,29 +157,77 @@ fn key_pairs_sign_over_rest_and_verify_with_openssl(store: Option<&str>) {
             args.extend(options);
             args.extend(["-signature", signature]);
             let good = openssl(&[&args[..], &[message.as_str()]].concat());
-            assert!(good.status.success(), "{key} {algorithm}: {}", String::from_utf8_lossy(&good.stderr));
+            assert!(
+                good.status.success(),
+                "{key} {algorithm}: {}",
+                String::from_utf8_lossy(&good.stderr)
+            );
             assert_eq!(String::from_utf8_lossy(&good.stdout).trim(), "Verified OK");
             let bad = openssl(&[&args[..], &[tampered.as_str()]].concat());
             assert!(!bad.status.success(), "{key} {algorithm}: OpenSSL took a tampered message");
         }
         let verified = ok(&[
-            "kms", "key", "verify", key, "--algorithm", algorithm, "--signature", &b64, "--in", &message, "--kms", &signer,
+            "kms",
+            "key",
+            "verify",
+            key,
+            "--algorithm",
+            algorithm,
+            "--signature",
+            &b64,
+            "--in",
+            &message,
+            "--kms",
+            &signer,
         ]);
         assert!(verified.contains("signature verifies"), "{verified}");
         // The public key's name, and the signature as base64 text.
         ok(&[
-            "kms", "key", "verify", &format!("{key}.pub"), "--algorithm", algorithm, "--signature", signed.trim(),
-            "--in", &message, "--kms", &signer,
+            "kms",
+            "key",
+            "verify",
+            &format!("{key}.pub"),
+            "--algorithm",
+            algorithm,
+            "--signature",
+            signed.trim(),
+            "--in",
+            &message,
+            "--kms",
+            &signer,
         ]);
         let refused = rampart(&[
-            "kms", "key", "verify", key, "--algorithm", algorithm, "--signature", &sig, "--in", &tampered, "--kms", &signer,
+            "kms",
+            "key",
+            "verify",
+            key,
+            "--algorithm",
+            algorithm,
+            "--signature",
+            &sig,
+            "--in",
+            &tampered,
+            "--kms",
+            &signer,
         ]);
         assert_eq!(refused.status.code(), Some(1), "{key} {algorithm}");
         let err = String::from_utf8(refused.stderr).unwrap();
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(err.contains("does not verify"), "{err}");
         let json = rampart(&[
-            "kms", "key", "verify", key, "--algorithm", algorithm, "--signature", &sig, "--in", &tampered, "--json", "--kms", &signer,
+            "kms",
+            "key",
+            "verify",
+            key,
+            "--algorithm",
+            algorithm,
+            "--signature",
+            &sig,
+            "--in",
+            &tampered,
+            "--json",
+            "--kms",
+            &signer,
         ]);
         assert_eq!(json.status.code(), Some(1));
         let answer: Value = serde_json::from_slice(&json.stdout).unwrap();
@@ -152,10 +238,20 @@ fn key_pairs_sign_over_rest_and_verify_with_openssl(store: Option<&str>) {
     let digest = file("msg.sha256");
     let out = openssl(&["dgst", "-sha256", "-binary", "-out", &digest, &message]);
     assert!(out.status.success());
-    let signed = rampart(&["kms", "key", "sign", "sig-ec", "--digest", "--raw", "--in", &digest, "--kms", &signer]);
+    let signed = rampart(&[
+        "kms", "key", "sign", "sig-ec", "--digest", "--raw", "--in", &digest, "--kms", &signer,
+    ]);
     assert!(signed.status.success(), "{}", String::from_utf8_lossy(&signed.stderr));
     std::fs::write(file("digest.sig"), &signed.stdout).unwrap();
-    let good = openssl(&["dgst", "-sha256", "-verify", &file("sig-ec.pem"), "-signature", &file("digest.sig"), &message]);
+    let good = openssl(&[
+        "dgst",
+        "-sha256",
+        "-verify",
+        &file("sig-ec.pem"),
+        "-signature",
+        &file("digest.sig"),
+        &message,
+    ]);
     assert!(good.status.success(), "{}", String::from_utf8_lossy(&good.stderr));
 
     // Outside the allow list: refused (exit 2, one line) and audited.
@@ -164,11 +260,19 @@ fn key_pairs_sign_over_rest_and_verify_with_openssl(store: Option<&str>) {
     let err = String::from_utf8(refused.stderr).unwrap();
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("not allowed"), "{err}");
-    assert_eq!(rampart(&["kms", "key", "public", "sig-ec", "--kms", &outsider]).status.code(), Some(2));
+    assert_eq!(
+        rampart(&["kms", "key", "public", "sig-ec", "--kms", &outsider]).status.code(),
+        Some(2)
+    );
     let audit = json_lines(ok(&["kms", "audit", "--json", "--kms", &admin]));
     let entries = audit.as_array().unwrap();
     let has = |client: &str, op: &str, outcome: &str| {
-        entries.iter().any(|e| e["client"] == client && e["operation"] == op && e["outcome"] == outcome && e["key"] == "sig-ec")
+        entries.iter().any(|e| {
+            e["client"] == client
+                && e["operation"] == op
+                && e["outcome"] == outcome
+                && e["key"] == "sig-ec"
+        })
     };
     assert!(has("outsider", "key.sign", "denied"), "{audit}");
     assert!(has("signer", "key.sign", "ok"), "{audit}");
@@ -177,7 +281,11 @@ fn key_pairs_sign_over_rest_and_verify_with_openssl(store: Option<&str>) {
     // The same objects over KMIP, seen by PyKMIP as the signer.
     let pem_dir = tmp.join("signer-pem");
     ok(&["kms", "client", "pem", "--out-dir", &pem_dir.display().to_string(), "--kms", &signer]);
-    let v = pykmip(&kmip, &pem_dir, &["locate-name:sig-ec", "type:sig-ec/1", "type:sig-ec.pub/1", "get:sig-ec.pub/1"]);
+    let v = pykmip(
+        &kmip,
+        &pem_dir,
+        &["locate-name:sig-ec", "type:sig-ec/1", "type:sig-ec.pub/1", "get:sig-ec.pub/1"],
+    );
     assert_eq!(v["locate-name:sig-ec"], serde_json::json!(["sig-ec/1"]), "{v}");
     assert_eq!(v["type:sig-ec/1"], "PRIVATE_KEY", "{v}");
     assert_eq!(v["type:sig-ec.pub/1"], "PUBLIC_KEY", "{v}");
@@ -186,16 +294,50 @@ fn key_pairs_sign_over_rest_and_verify_with_openssl(store: Option<&str>) {
     // A certificate imported and read back.
     let (cert, key) = (file("cert.pem"), file("cert.key"));
     let made = openssl(&[
-        "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", &key,
-        "-out", &cert, "-subj", "/CN=web.example", "-days", "30",
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        &key,
+        "-out",
+        &cert,
+        "-subj",
+        "/CN=web.example",
+        "-days",
+        "30",
     ]);
     assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
-    let imported = ok(&["kms", "key", "import-certificate", "web", "--in", &cert, "--allow", "label:role=signer", "--kms", &admin]);
+    let imported = ok(&[
+        "kms",
+        "key",
+        "import-certificate",
+        "web",
+        "--in",
+        &cert,
+        "--allow",
+        "label:role=signer",
+        "--kms",
+        &admin,
+    ]);
     assert!(imported.contains("type:       certificate"), "{imported}");
     let back = ok(&["kms", "key", "certificate", "web", "--kms", &signer]);
     assert_eq!(back.trim(), std::fs::read_to_string(&cert).unwrap().trim());
-    let details: Value = serde_json::from_str(&ok(&["kms", "key", "certificate", "web", "--json", "--kms", &signer])).unwrap();
+    let details: Value = serde_json::from_str(&ok(&[
+        "kms",
+        "key",
+        "certificate",
+        "web",
+        "--json",
+        "--kms",
+        &signer,
+    ]))
+    .unwrap();
     assert!(details["subject"].as_str().unwrap().contains("web.example"), "{details}");
-    assert!(ok(&["kms", "key", "public", "web", "--kms", &signer]).starts_with("-----BEGIN PUBLIC KEY-----"));
+    assert!(ok(&["kms", "key", "public", "web", "--kms", &signer])
+        .starts_with("-----BEGIN PUBLIC KEY-----"));
     ok(&["kms", "audit", "verify", "--kms", &admin]);
 }

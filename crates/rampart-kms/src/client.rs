@@ -185,7 +185,8 @@ impl KmsClient {
         allow: &[String],
         exportable: bool,
     ) -> Result<KeyView, ClientError> {
-        let body = json!({ "name": name, "type": key_type, "allow": allow, "exportable": exportable });
+        let body =
+            json!({ "name": name, "type": key_type, "allow": allow, "exportable": exportable });
         self.call_json(Method::POST, "/v1/keys", Some(body)).await
     }
 

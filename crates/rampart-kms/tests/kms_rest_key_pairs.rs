@@ -38,7 +38,9 @@ fn api_code<T: std::fmt::Debug>(result: Result<T, ClientError>) -> (u16, String)
 /// A raw JSON request: its status and JSON answer (error or not).
 async fn raw(client: &KmsClient, method: Method, path: &str, body: Value) -> (u16, String) {
     let body = Body::Json(Bytes::from(body.to_string()));
-    api_code(client.call(method, path, body).await.map(|b| String::from_utf8_lossy(&b).into_owned()))
+    api_code(
+        client.call(method, path, body).await.map(|b| String::from_utf8_lossy(&b).into_owned()),
+    )
 }
 
 /// Checks a signature with Python's `cryptography` and the public PEM.
@@ -75,7 +77,10 @@ except InvalidSignature:
 
 fn sha256(data: &[u8]) -> Vec<u8> {
     let out = Command::new("python3")
-        .args(["-c", "import sys,hashlib;print(hashlib.sha256(bytes.fromhex(sys.argv[1])).hexdigest())"])
+        .args([
+            "-c",
+            "import sys,hashlib;print(hashlib.sha256(bytes.fromhex(sys.argv[1])).hexdigest())",
+        ])
         .arg(hex::encode(data))
         .output()
         .unwrap();
@@ -94,10 +99,8 @@ fn ok(item: &ResponseBatchItem) -> Vec<Item> {
 
 async fn issue(admin: &KmsClient, d: &Deployment, name: &str) -> (KmsClient, rampart_kms::Bundle) {
     let labels = Labels::parse_list("role=test").unwrap();
-    let bundle = admin
-        .issue_client(name, &labels, false, Some(7), d.admin.endpoints.clone())
-        .await
-        .unwrap();
+    let bundle =
+        admin.issue_client(name, &labels, false, Some(7), d.admin.endpoints.clone()).await.unwrap();
     (KmsClient::with_policy(&bundle, fast()).unwrap(), bundle)
 }
 
@@ -153,7 +156,10 @@ async fn rest_key_pairs_sign_verify_and_are_kmip_objects(backend: Backend) {
     tampered[0] ^= 1;
     for (key, algorithms) in [
         ("sig-ec", &["", "ecdsa-sha256", "ecdsa-sha384", "ecdsa-sha512"][..]),
-        ("sig-rsa", &["", "rsa-pss-sha256", "rsa-pss-sha512", "rsa-pkcs1-sha256", "rsa-pkcs1-sha384"]),
+        (
+            "sig-rsa",
+            &["", "rsa-pss-sha256", "rsa-pss-sha512", "rsa-pkcs1-sha256", "rsa-pkcs1-sha384"],
+        ),
         ("sig-ed", &["", "ed25519"]),
     ] {
         let pem = signer.public_key(key).await.unwrap();
@@ -170,7 +176,8 @@ async fn rest_key_pairs_sign_verify_and_are_kmip_objects(backend: Backend) {
                 let v = signer.verify(&verifier, &message, false, named, &signature).await.unwrap();
                 assert_eq!(v["valid"], true, "{key} {used} {v}");
                 assert_eq!(v["verified_with"], format!("{key}.pub/1"));
-                let v = signer.verify(&verifier, &tampered, false, named, &signature).await.unwrap();
+                let v =
+                    signer.verify(&verifier, &tampered, false, named, &signature).await.unwrap();
                 assert_eq!(v["valid"], false, "{key} {used} {v}");
             }
         }
@@ -188,7 +195,10 @@ async fn rest_key_pairs_sign_verify_and_are_kmip_objects(backend: Backend) {
     assert_eq!(api_code(outsider.public_key("sig-ec").await).0, 403);
     assert_eq!(api_code(admin.sign("sig-ec", &message, false, None).await).0, 403);
     let ops = d.audit_ops().await;
-    assert!(ops.iter().any(|(c, o, r)| c == "outsider" && o == "key.sign" && r == "denied"), "{ops:?}");
+    assert!(
+        ops.iter().any(|(c, o, r)| c == "outsider" && o == "key.sign" && r == "denied"),
+        "{ops:?}"
+    );
     assert!(ops.iter().any(|(c, o, r)| c == "signer" && o == "key.sign" && r == "ok"));
     assert!(ops.iter().any(|(c, o, r)| c == "signer" && o == "key.verify" && r == "ok"));
 
@@ -200,22 +210,48 @@ async fn rest_key_pairs_sign_verify_and_are_kmip_objects(backend: Backend) {
         (Method::POST, "/v1/keys/sig-ec/sign", json!({ "message": "!!not base64" }), 400),
         (Method::POST, "/v1/keys/sig-ec/sign", json!({}), 400),
         (Method::POST, "/v1/keys/sig-ec/sign", json!({ "message": "AA==", "digest": "AA==" }), 400),
-        (Method::POST, "/v1/keys/sig-ec/sign", json!({ "message": "AA==", "algorithm": "md5" }), 400),
-        (Method::POST, "/v1/keys/sig-ec/sign", json!({ "message": B64.encode(vec![0u8; 130 * 1024]) }), 400),
-        (Method::POST, "/v1/keys/sig-ec/sign", json!({ "message": "AA==", "algorithm": "rsa-pss-sha256" }), 400),
+        (
+            Method::POST,
+            "/v1/keys/sig-ec/sign",
+            json!({ "message": "AA==", "algorithm": "md5" }),
+            400,
+        ),
+        (
+            Method::POST,
+            "/v1/keys/sig-ec/sign",
+            json!({ "message": B64.encode(vec![0u8; 130 * 1024]) }),
+            400,
+        ),
+        (
+            Method::POST,
+            "/v1/keys/sig-ec/sign",
+            json!({ "message": "AA==", "algorithm": "rsa-pss-sha256" }),
+            400,
+        ),
         (Method::POST, "/v1/keys/sig-ec/sign", json!({ "digest": "AAAA" }), 400),
         (Method::POST, "/v1/keys/sig-ed/sign", json!({ "digest": B64.encode(&digest) }), 400),
         (Method::POST, "/v1/keys/sig-ec.pub/sign", json!({ "message": "AA==" }), 400),
         (Method::POST, "/v1/keys/plain/sign", json!({ "message": "AA==" }), 400),
-        (Method::POST, "/v1/keys/plain/verify", json!({ "message": "AA==", "signature": "AA==" }), 400),
-        (Method::POST, "/v1/keys/sig-ec/verify", json!({ "message": "AA==", "signature": "%%" }), 400),
+        (
+            Method::POST,
+            "/v1/keys/plain/verify",
+            json!({ "message": "AA==", "signature": "AA==" }),
+            400,
+        ),
+        (
+            Method::POST,
+            "/v1/keys/sig-ec/verify",
+            json!({ "message": "AA==", "signature": "%%" }),
+            400,
+        ),
         (Method::POST, "/v1/keys/sig-ec/verify", json!({ "message": "AA==" }), 400),
         (Method::POST, "/v1/keys/nope/sign", json!({ "message": "AA==" }), 404),
         (Method::GET, "/v1/keys/plain/public", json!({}), 400),
         (Method::POST, "/v1/keys/sig-ec/public", json!({}), 405),
     ];
     for (method, path, body, status) in wrong {
-        let (got, code) = raw(&signer, method.clone(), path, body.clone()).await;
+        let client = if path == "/v1/keys" { &admin } else { &signer };
+        let (got, code) = raw(client, method.clone(), path, body.clone()).await;
         assert_eq!(got, status, "{method} {path} {body}: {code}");
     }
     // A REST rotation would give a pair an AES version: refused.
@@ -224,8 +260,10 @@ async fn rest_key_pairs_sign_verify_and_are_kmip_objects(backend: Backend) {
     // Export by policy: a non-exportable private key is refused, an
     // exportable one comes as PKCS#8 (and its public key matches).
     assert_eq!(api_code(signer.export_key("sig-ec", None).await).0, 403);
-    let exported =
-        signer.call_json::<Value>(Method::POST, "/v1/keys/sig-rsa/export", Some(json!({}))).await.unwrap();
+    let exported = signer
+        .call_json::<Value>(Method::POST, "/v1/keys/sig-rsa/export", Some(json!({})))
+        .await
+        .unwrap();
     assert_eq!(exported["type"], "private-key");
     assert_eq!(exported["format"], "pkcs8");
     let private_pem = exported["pem"].as_str().unwrap();
@@ -234,7 +272,10 @@ async fn rest_key_pairs_sign_verify_and_are_kmip_objects(backend: Backend) {
         .args(["-c", "import sys\nfrom cryptography.hazmat.primitives import serialization as s\nk=s.load_pem_private_key(sys.argv[1].encode(), None)\nprint(k.public_key().public_bytes(s.Encoding.PEM, s.PublicFormat.SubjectPublicKeyInfo).decode(), end='')", private_pem])
         .output()
         .unwrap();
-    assert_eq!(String::from_utf8(derived.stdout).unwrap(), signer.public_key("sig-rsa").await.unwrap());
+    assert_eq!(
+        String::from_utf8(derived.stdout).unwrap(),
+        signer.public_key("sig-rsa").await.unwrap()
+    );
 
     // Certificates: registered (PEM), read back, listed, public key given.
     let cert = rcgen::generate_simple_self_signed(vec!["web.example".into()]).unwrap();
@@ -243,15 +284,21 @@ async fn rest_key_pairs_sign_verify_and_are_kmip_objects(backend: Backend) {
     assert_eq!(view.object.object_type, "certificate");
     assert_eq!(view.object.algorithm.as_deref(), Some("ec"));
     let got = signer.get_certificate("web-cert").await.unwrap();
-    assert_eq!(got["pem"].as_str().unwrap().replace("\r\n", "\n").trim(), cert_pem.replace("\r\n", "\n").trim());
+    assert_eq!(
+        got["pem"].as_str().unwrap().replace("\r\n", "\n").trim(),
+        cert_pem.replace("\r\n", "\n").trim()
+    );
     assert!(got["subject"].as_str().unwrap().contains("CN="), "{got}");
     assert!(signer.public_key("web-cert").await.unwrap().starts_with("-----BEGIN PUBLIC KEY-----"));
     assert_eq!(api_code(outsider.get_certificate("web-cert").await).0, 403);
     let der_b64 = B64.encode(cert.cert.der());
     let unnamed = admin.register_certificate(None, &der_b64, &[]).await.unwrap();
     assert!(unnamed.key.name.starts_with("cert-"), "{}", unnamed.key.name);
-    for bad in ["", "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n", "bm90IGEgY2VydA=="] {
-        let (status, _) = raw(&admin, Method::POST, "/v1/certificates", json!({ "certificate": bad })).await;
+    for bad in
+        ["", "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n", "bm90IGEgY2VydA=="]
+    {
+        let (status, _) =
+            raw(&admin, Method::POST, "/v1/certificates", json!({ "certificate": bad })).await;
         assert_eq!(status, 400, "{bad}");
     }
     assert_eq!(raw(&admin, Method::GET, "/v1/certificates/sig-ec", json!({})).await.0, 400);
@@ -299,11 +346,23 @@ async fn rest_key_pairs_sign_verify_and_are_kmip_objects(backend: Backend) {
     let kmip_signed = ok(&one(
         &mut tls,
         Operation::SIGN,
-        vec![Item::text(Tag::UNIQUE_IDENTIFIER, "sig-ec/1"), params, Item::bytes(Tag::DATA, &message)],
+        vec![
+            Item::text(Tag::UNIQUE_IDENTIFIER, "sig-ec/1"),
+            params,
+            Item::bytes(Tag::DATA, &message),
+        ],
     )
     .await);
-    let kmip_signature =
-        kmip_signed.iter().find(|i| i.tag == Tag::SIGNATURE_DATA).unwrap().as_bytes().unwrap().to_vec();
-    let v = signer.verify("sig-ec", &message, false, Some("ecdsa-sha256"), &kmip_signature).await.unwrap();
+    let kmip_signature = kmip_signed
+        .iter()
+        .find(|i| i.tag == Tag::SIGNATURE_DATA)
+        .unwrap()
+        .as_bytes()
+        .unwrap()
+        .to_vec();
+    let v = signer
+        .verify("sig-ec", &message, false, Some("ecdsa-sha256"), &kmip_signature)
+        .await
+        .unwrap();
     assert_eq!(v["valid"], true, "{v}");
 }

@@ -27,8 +27,8 @@ mod args;
 mod output;
 pub use args::*;
 use output::{
-    audit_row, client_row, key_row, print_key, print_key_info, print_kmip_runs, print_report, print_unwrap_runs,
-    session_row, walk,
+    audit_row, client_row, key_row, print_key, print_key_info, print_kmip_runs, print_report,
+    print_unwrap_runs, session_row, walk,
 };
 
 /// The name a fixed-choice flag was given as.
@@ -419,9 +419,9 @@ fn read_signature(arg: &str) -> anyhow::Result<Vec<u8>> {
         let text = std::str::from_utf8(bytes.expose()).ok();
         return Ok(text.and_then(base64_decode).unwrap_or_else(|| bytes.expose().to_vec()));
     }
-    base64_decode(arg).filter(|b| !b.is_empty()).ok_or_else(|| {
-        UsageError(format!("--signature {arg}: neither a file nor base64")).into()
-    })
+    base64_decode(arg)
+        .filter(|b| !b.is_empty())
+        .ok_or_else(|| UsageError(format!("--signature {arg}: neither a file nor base64")).into())
 }
 
 fn key_command(command: &KeyCommand) -> anyhow::Result<()> {
@@ -521,7 +521,13 @@ fn key_command(command: &KeyCommand) -> anyhow::Result<()> {
             let data = read_input(input.as_deref(), MAX_SIGN_INPUT)?;
             let algorithm = algorithm.map(choice_name);
             let answer = rt
-                .block_on(kms.verify(name, data.expose(), *digest, algorithm.as_deref(), &signature))
+                .block_on(kms.verify(
+                    name,
+                    data.expose(),
+                    *digest,
+                    algorithm.as_deref(),
+                    &signature,
+                ))
                 .map_err(map_client)?;
             let valid = answer["valid"].as_bool() == Some(true);
             if *json {

@@ -456,7 +456,11 @@ async fn route_unsealed(
             };
             let client = ctx.client.clone().ok_or(KmsError::UnknownClient)?;
             let pair = create_pair(state, &client, body, algorithm, length).await?;
-            ctx.note = Some(format!("key pair {} and {}", pair.key.name, pair.object.public_key.as_deref().unwrap_or("")));
+            ctx.note = Some(format!(
+                "key pair {} and {}",
+                pair.key.name,
+                pair.object.public_key.as_deref().unwrap_or("")
+            ));
             Reply::json(201, &pair)
         }
         ["v1", "keys", name] => {
@@ -1133,8 +1137,11 @@ struct CreateKeyRequest {
 /// A key pair's private key is named as asked, its public key NAME.pub:
 /// both must be valid key names.
 fn check_pair_name(name: &str) -> Result<()> {
-    check_name("key name", &key_pairs::public_name(name))
-        .map_err(|_| KmsError::invalid(format!("key pair name {name} is too long (its public key is {name}.pub)")))
+    check_name("key name", &key_pairs::public_name(name)).map_err(|_| {
+        KmsError::invalid(format!(
+            "key pair name {name} is too long (its public key is {name}.pub)"
+        ))
+    })
 }
 
 /// Makes key pair `body.name` (and `body.name`.pub) over the service's

@@ -506,8 +506,6 @@ fn key_page(auth: &Auth, view: &KeyView) -> Out {
     let key = &view.key;
     page(auth, "Keys", &format!("Key {}", key.name), |h| {
         h.raw("<dl>");
-        h.el("dt", "Type").el("dd", &view.object.object_type);
-        h.el("dt", "Algorithm").el("dd", &algorithm_text(&view.object));
         h.el("dt", "Allow rules").el("dd", &allow_text(key));
         h.el("dt", "Exportable").el("dd", if key.exportable { "yes" } else { "no" });
         h.el("dt", "Created").el("dd", &time(key.created_ms));
@@ -516,6 +514,8 @@ fn key_page(auth: &Auth, view: &KeyView) -> Out {
             .filter(|v| v.version > 1)
             .map_or_else(|| "never".into(), |v| time(v.created_ms));
         h.el("dt", "Last rotated").el("dd", &rotated);
+        h.el("dt", "Type").el("dd", &view.object.object_type);
+        h.el("dt", "Algorithm").el("dd", &algorithm_text(&view.object));
         h.raw("</dl>");
         h.raw("<table><caption>Versions</caption><thead><tr><th scope=\"col\">Version</th><th scope=\"col\">State</th>")
             .raw("<th scope=\"col\">Reason</th><th scope=\"col\">Created</th><th scope=\"col\">State changed</th></tr></thead><tbody>");

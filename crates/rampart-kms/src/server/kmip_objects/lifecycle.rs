@@ -21,8 +21,8 @@ use super::object::{encode_value, unique_identifier, SINGLE};
 use super::server_attributes::{self as server, client_sets};
 use super::session::Session;
 use crate::model::{check_name, now_ms, ClientInfo, KeyState, Selector, MAX_REASON};
-use crate::server::state::State;
 use crate::server::service::{access, keys};
+use crate::server::state::State;
 use crate::store::{KmipAttributeRow, KmipObject, NewKmipKey, StateChange};
 
 /// Largest Secret Data registered.

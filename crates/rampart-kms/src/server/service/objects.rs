@@ -57,9 +57,7 @@ pub(crate) fn from_kmip(error: KmipError) -> KmsError {
         | KmipError::ObjectDestroyed(_)
         | KmipError::NotExtractable(_)
         | KmipError::Sensitive(_) => KmsError::Forbidden(text),
-        KmipError::ObjectAlreadyExists(_) | KmipError::NonUniqueName(_) => {
-            KmsError::Conflict(text)
-        }
+        KmipError::ObjectAlreadyExists(_) | KmipError::NonUniqueName(_) => KmsError::Conflict(text),
         KmipError::GeneralFailure(m) => KmsError::Crypto(m),
         _ => KmsError::InvalidRequest(text),
     }
@@ -343,13 +341,7 @@ pub(crate) async fn sign(
         .as_bytes()
         .map_err(|e| KmsError::Crypto(e.to_string()))?
         .to_vec();
-    Ok(Signed {
-        version: v,
-        used: unique_identifier(name, v),
-        algorithm,
-        signature,
-        valid: true,
-    })
+    Ok(Signed { version: v, used: unique_identifier(name, v), algorithm, signature, valid: true })
 }
 
 /// Checks `signature` with key `name` as `client`: KMIP Signature Verify
@@ -461,7 +453,8 @@ pub(crate) async fn public_key(
 ) -> Result<PublicKeyPem> {
     let (key, object) = visible(state, client, name, version, known).await?;
     let v = key.latest().map_or(1, |v| v.version);
-    let object_type = object.as_ref().map_or(ObjectType::SYMMETRIC_KEY, |o| ObjectType(o.object_type));
+    let object_type =
+        object.as_ref().map_or(ObjectType::SYMMETRIC_KEY, |o| ObjectType(o.object_type));
     match object_type {
         ObjectType::PUBLIC_KEY => {
             let spki = material(state, name, v).await?;
@@ -535,8 +528,9 @@ pub(crate) async fn register_certificate(
     new.registered_format = Some(rampart_kmip::enums::KeyFormatType::X509);
     let cert = Certificate { certificate_type: CertificateType::X509, value: Bytes::new(der) };
     let material = certificate_object(&cert, &mut new).map_err(from_kmip)?;
-    let made = new_kmip_key(state, client, &name, ObjectType::CERTIFICATE, new, &material, allow, true)
-        .map_err(from_kmip)?;
+    let made =
+        new_kmip_key(state, client, &name, ObjectType::CERTIFICATE, new, &material, allow, true)
+            .map_err(from_kmip)?;
     state.store.kmip_create_key(made.key, made.material, made.object, made.attributes).await?;
     describe(state, get_key(state, &name).await?).await
 }
@@ -560,7 +554,8 @@ pub(crate) async fn certificate(
 ) -> Result<CertificatePem> {
     let (key, object) = visible(state, client, name, version, known).await?;
     let v = key.latest().map_or(1, |v| v.version);
-    let object_type = object.as_ref().map_or(ObjectType::SYMMETRIC_KEY, |o| ObjectType(o.object_type));
+    let object_type =
+        object.as_ref().map_or(ObjectType::SYMMETRIC_KEY, |o| ObjectType(o.object_type));
     if object_type != ObjectType::CERTIFICATE {
         return Err(KmsError::invalid(format!(
             "key {name} is a {}, not a certificate",
