@@ -103,7 +103,8 @@ pub(crate) fn public_name(name: &str) -> String {
 
 /// A pair to create: the two keys' names and template fields, the
 /// algorithm and length asked for, and the policy (`None`: allowed to
-/// the creating client only, as every object KMIP makes).
+/// the creating client only, as every object KMIP makes). `exportable`
+/// is the private key's; the public key is always exportable.
 pub(crate) struct PairSpec {
     pub private_name: String,
     pub public_name: String,
@@ -188,7 +189,9 @@ pub(crate) async fn create_key_pair(
             public,
             &spki,
             allow,
-            exportable,
+            // A public key is public: Get and export give it whatever
+            // the private key's policy (KMIP Extractable).
+            true,
         )?,
     ];
     state.store.kmip_create_keys(keys).await.map_err(super::objects::to_kmip)?;
