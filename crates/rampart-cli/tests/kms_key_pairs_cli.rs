@@ -288,7 +288,11 @@ fn key_pairs_sign_over_rest_and_verify_with_openssl(store: Option<&str>) {
     );
     assert_eq!(v["locate-name:sig-ec"], serde_json::json!(["sig-ec/1"]), "{v}");
     // Not exportable over REST, not extractable over KMIP either.
-    assert_eq!(v["type:sig-ec/1"], serde_json::json!(["OPERATION_FAILED", "NOT_EXTRACTABLE"]), "{v}");
+    assert_eq!(
+        v["type:sig-ec/1"],
+        serde_json::json!(["OPERATION_FAILED", "NOT_EXTRACTABLE"]),
+        "{v}"
+    );
     assert_eq!(v["type:sig-ec.pub/1"], "PUBLIC_KEY", "{v}");
     assert!(v["get:sig-ec.pub/1"].as_u64().unwrap() > 60, "{v}");
 

@@ -1373,6 +1373,45 @@ mod tests {
     use super::*;
 
     #[test]
+    fn sign_and_verify_bodies_take_one_base64_input_and_a_known_algorithm() {
+        assert!(check_request_body("key.sign", br#"{"message":"aGk="}"#).is_ok());
+        let digest = br#"{"digest":"aGk=","algorithm":"ecdsa-sha256"}"#;
+        assert!(check_request_body("key.sign", digest).is_ok());
+        for bad in [
+            r#"{}"#,
+            r#"{"message":"!"}"#,
+            r#"{"message":"aGk=","digest":"aGk="}"#,
+            r#"{"message":"aGk=","algorithm":"md5"}"#,
+            r#"{"message":"aGk=","extra":1}"#,
+            r#"{"digest":""}"#,
+        ] {
+            let error = check_request_body("key.sign", bad.as_bytes()).unwrap_err();
+            assert_eq!(error.status(), 400, "{bad}");
+        }
+        let big = format!(r#"{{"message":"{}"}}"#, B64.encode(vec![0u8; MAX_SIGN_INPUT + 1]));
+        assert!(check_request_body("key.sign", big.as_bytes()).is_err());
+        assert!(
+            check_request_body("key.verify", br#"{"message":"aGk=","signature":"aGk="}"#).is_ok()
+        );
+        assert!(check_request_body("key.verify", br#"{"message":"aGk="}"#).is_err());
+        assert!(check_request_body("key.verify", br#"{"message":"aGk=","signature":""}"#).is_err());
+    }
+
+    #[test]
+    fn key_types_are_named_and_a_pair_leaves_room_for_its_public_key() {
+        assert!(check_request_body("key.create", br#"{"name":"k","type":"ec-p256"}"#).is_ok());
+        assert!(check_request_body("key.create", br#"{"name":"k"}"#).is_ok());
+        let error = check_request_body("key.create", br#"{"name":"k","type":"dsa"}"#).unwrap_err();
+        assert!(error.to_string().contains("unknown key type 'dsa'"), "{error}");
+        let long = |n: usize, t: &str| format!(r#"{{"name":"{}","type":"{t}"}}"#, "k".repeat(n));
+        assert!(check_request_body("key.create", long(124, "ed25519").as_bytes()).is_ok());
+        assert!(check_request_body("key.create", long(125, "ed25519").as_bytes()).is_err());
+        assert!(check_request_body("key.create", long(128, "aes-256").as_bytes()).is_ok());
+        let cert = br#"{"certificate":"not a certificate!"}"#;
+        assert!(check_request_body("certificate.register", cert).is_err());
+    }
+
+    #[test]
     fn unseal_takes_a_share_or_a_pin_never_both() {
         let share = r#"{"share":"020101"}"#;
         assert!(check_request_body("sys.unseal", share.as_bytes()).is_ok());

@@ -593,3 +593,55 @@ pub(crate) fn export_form(object_type: Option<u32>) -> (&'static str, Option<&'s
 pub(crate) fn type_name_of(object_type: Option<u32>) -> &'static str {
     type_name(object_type.map_or(ObjectType::SYMMETRIC_KEY, ObjectType))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pem_wraps_base64_at_64_columns() {
+        let text = pem("PUBLIC KEY", &[7u8; 100]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "-----BEGIN PUBLIC KEY-----");
+        assert_eq!(lines[1].len(), 64);
+        assert_eq!(lines.last().copied(), Some("-----END PUBLIC KEY-----"));
+        let body: String = lines[1..lines.len() - 1].concat();
+        assert_eq!(B64.decode(body).unwrap(), vec![7u8; 100]);
+    }
+
+    #[test]
+    fn every_signature_algorithm_has_kmip_parameters() {
+        for name in SIGNATURE_ALGORITHMS {
+            let p = parameters(name).unwrap();
+            let named =
+                p.digital_signature_algorithm.is_some() || p.cryptographic_algorithm.is_some();
+            assert!(named, "{name}");
+        }
+        let pss = parameters("rsa-pss-sha384").unwrap();
+        assert_eq!(pss.padding_method, Some(PaddingMethod::PSS));
+        assert_eq!(pss.hashing_algorithm, Some(HashingAlgorithm::SHA384));
+        assert_eq!(
+            parameters("ecdsa-sha512").unwrap().digital_signature_algorithm,
+            Some(Dsa::ECDSA_WITH_SHA512)
+        );
+        assert_eq!(parameters("nope").unwrap_err().status(), 400);
+    }
+
+    #[test]
+    fn kmip_errors_become_client_errors_not_server_errors() {
+        let cases = [
+            (KmipError::ItemNotFound("x".into()), 404),
+            (KmipError::PermissionDenied("x".into()), 403),
+            (KmipError::WrongKeyLifecycleState("x".into()), 403),
+            (KmipError::IncompatibleCryptographicUsageMask("x".into()), 403),
+            (KmipError::InvalidObjectType("x".into()), 400),
+            (KmipError::InvalidField("x".into()), 400),
+            (KmipError::CryptographicFailure("x".into()), 400),
+            (KmipError::NonUniqueName("x".into()), 409),
+        ];
+        for (error, status) in cases {
+            let text = error.to_string();
+            assert_eq!(from_kmip(error).status(), status, "{text}");
+        }
+    }
+}
