@@ -1130,8 +1130,16 @@ struct CreateKeyRequest {
     exportable: bool,
     /// `aes-256` (the default), or a key pair's type (see
     /// [`key_pairs::KEY_TYPES`]).
-    #[serde(default, rename = "type")]
+    #[serde(default, rename = "type", deserialize_with = "present_string")]
     key_type: Option<String>,
+}
+
+/// An optional string field that, when present, is a string (`null` is
+/// refused as any other non-string).
+fn present_string<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<String>, D::Error> {
+    String::deserialize(d).map(Some)
 }
 
 /// A key pair's private key is named as asked, its public key NAME.pub:
@@ -1184,7 +1192,7 @@ async fn create_pair(
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CertificateRequest {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present_string")]
     name: Option<String>,
     /// PEM, or base64 of the DER.
     certificate: String,
@@ -1196,11 +1204,11 @@ struct CertificateRequest {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SignBody {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present_string")]
     message: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present_string")]
     digest: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present_string")]
     algorithm: Option<String>,
 }
 
@@ -1230,11 +1238,11 @@ impl SignBody {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct VerifyBody {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present_string")]
     message: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present_string")]
     digest: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present_string")]
     algorithm: Option<String>,
     signature: String,
 }
@@ -1401,6 +1409,8 @@ mod tests {
     fn key_types_are_named_and_a_pair_leaves_room_for_its_public_key() {
         assert!(check_request_body("key.create", br#"{"name":"k","type":"ec-p256"}"#).is_ok());
         assert!(check_request_body("key.create", br#"{"name":"k"}"#).is_ok());
+        assert!(check_request_body("key.create", br#"{"name":"k","type":null}"#).is_err());
+        assert!(check_request_body("key.sign", br#"{"message":"aGk=","algorithm":null}"#).is_err());
         let error = check_request_body("key.create", br#"{"name":"k","type":"dsa"}"#).unwrap_err();
         assert!(error.to_string().contains("unknown key type 'dsa'"), "{error}");
         let long = |n: usize, t: &str| format!(r#"{{"name":"{}","type":"{t}"}}"#, "k".repeat(n));

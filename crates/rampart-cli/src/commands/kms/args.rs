@@ -419,7 +419,10 @@ pub enum ClientCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum KeyCommand {
-    /// Create a key: an AES-256 key, or a key pair (NAME, the private key, and NAME.pub).
+    /// Create a key
+    ///
+    /// An AES-256 key (the default type), or with --type a signing key pair: NAME, the private
+    /// key, and NAME.pub, its public key.
     Create {
         /// The key name.
         #[arg(value_name = "NAME")]
