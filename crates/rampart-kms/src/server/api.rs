@@ -1301,7 +1301,7 @@ struct VersionRequest {
 struct WrapRequest {
     #[serde(with = "crate::bundle::secret_text")]
     plaintext: SecretBytes,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present_string")]
     context: Option<String>,
 }
 
@@ -1309,7 +1309,7 @@ struct WrapRequest {
 #[serde(deny_unknown_fields)]
 struct UnwrapRequest {
     ciphertext: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present_string")]
     context: Option<String>,
 }
 
@@ -1410,6 +1410,8 @@ mod tests {
         assert!(check_request_body("key.create", br#"{"name":"k","type":"ec-p256"}"#).is_ok());
         assert!(check_request_body("key.create", br#"{"name":"k"}"#).is_ok());
         assert!(check_request_body("key.create", br#"{"name":"k","type":null}"#).is_err());
+        let wrap = br#"{"plaintext":"","context":null}"#;
+        assert!(check_request_body("key.wrap", wrap).is_err());
         assert!(check_request_body("key.sign", br#"{"message":"aGk=","algorithm":null}"#).is_err());
         let error = check_request_body("key.create", br#"{"name":"k","type":"dsa"}"#).unwrap_err();
         assert!(error.to_string().contains("unknown key type 'dsa'"), "{error}");
