@@ -365,4 +365,29 @@ async fn rest_key_pairs_sign_verify_and_are_kmip_objects(backend: Backend) {
         .await
         .unwrap();
     assert_eq!(v["valid"], true, "{v}");
+
+    // An opaque object registered over KMIP: listed with its type, and,
+    // once active, exported raw by policy to the client it allows.
+    let opaque = Item::structure(
+        Tag::OPAQUE_OBJECT,
+        vec![
+            Item::enumeration(Tag::OPAQUE_DATA_TYPE, 0x8000_0001),
+            Item::bytes(Tag::OPAQUE_DATA_VALUE, b"opaque bytes"),
+        ],
+    );
+    let registered = ok(&one(
+        &mut tls,
+        Operation::REGISTER,
+        vec![Item::enumeration(Tag::OBJECT_TYPE, ObjectType::OPAQUE_OBJECT.0), opaque],
+    )
+    .await);
+    let uid = registered.iter().find(|i| i.tag == Tag::UNIQUE_IDENTIFIER).unwrap();
+    let uid = uid.as_text().unwrap().to_owned();
+    let name = uid.rsplit_once('/').unwrap().0.to_owned();
+    assert_eq!(admin.describe_key(&name).await.unwrap().object.object_type, "opaque-object");
+    assert_eq!(api_code(signer.export_key(&name, None).await).0, 403, "Pre-Active");
+    ok(&one(&mut tls, Operation::ACTIVATE, vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid)]).await);
+    let (_, material) = signer.export_key(&name, None).await.unwrap();
+    assert_eq!(material.expose(), b"opaque bytes");
+    assert_eq!(api_code(outsider.export_key(&name, None).await).0, 403);
 }
