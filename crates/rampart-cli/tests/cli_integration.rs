@@ -26,6 +26,7 @@ mod kms_bind;
 mod kms_cli;
 mod kms_console;
 mod kms_hsm;
+mod kms_key_pairs_cli;
 mod kms_kmip_failover;
 mod kms_kmip_interop;
 mod kms_list_streaming;

@@ -505,3 +505,62 @@ impl Attribute {
         Item::structure(Tag::ATTRIBUTE, items)
     }
 }
+
+impl KmipError {
+    /// This error as a client speaking `version` is answered: the Result
+    /// Reasons KMIP 2.0 added become the ones KMIP 1.x gives the same
+    /// refusal (the 1.4 profiles' test cases answer those).
+    #[must_use]
+    pub fn for_version(self, version: ProtocolVersion) -> Self {
+        if version >= ProtocolVersion::V2_0 {
+            return self;
+        }
+        match self {
+            Self::ObjectNotFound(why) => Self::ItemNotFound(why),
+            Self::WrongKeyLifecycleState(why)
+            | Self::IncompatibleCryptographicUsageMask(why)
+            | Self::InvalidObjectType(why) => Self::PermissionDenied(why),
+            Self::AttributeReadOnly(why) => Self::InvalidField(format!(
+                "attribute {why} is set by the server, not by the client"
+            )),
+            Self::AttributeSingleValued(why) => {
+                Self::IllegalOperation(format!("attribute {why} takes one value"))
+            }
+            Self::MultiValuedAttribute(why) => {
+                Self::IllegalOperation(format!("attribute {why} has several values"))
+            }
+            Self::NonUniqueName(why) => Self::ObjectAlreadyExists(why),
+            Self::ObjectDestroyed(why) => Self::IllegalOperation(format!("{why} is destroyed")),
+            other => other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::enums::ResultReason;
+
+    #[test]
+    fn a_1_x_client_gets_only_the_reasons_kmip_1_4_defines() {
+        let errors = [
+            KmipError::ObjectNotFound("o".into()),
+            KmipError::WrongKeyLifecycleState("o".into()),
+            KmipError::IncompatibleCryptographicUsageMask("o".into()),
+            KmipError::InvalidObjectType("o".into()),
+            KmipError::AttributeReadOnly("State".into()),
+            KmipError::AttributeSingleValued("Description".into()),
+            KmipError::MultiValuedAttribute("Name".into()),
+            KmipError::NonUniqueName("n".into()),
+            KmipError::ObjectDestroyed("o".into()),
+        ];
+        for err in errors {
+            let v2 = err.clone().for_version(ProtocolVersion::V2_1);
+            assert_eq!(v2, err);
+            assert!(v2.result_reason().0 > ResultReason::OBJECT_ALREADY_EXISTS.0, "{v2}");
+            // KMIP 1.4 §9.1.3.2.29 ends at Object Already Exists (0x18).
+            let v1 = err.for_version(ProtocolVersion::V1_4);
+            assert!(v1.result_reason().0 <= ResultReason::OBJECT_ALREADY_EXISTS.0, "{v1}");
+        }
+    }
+}

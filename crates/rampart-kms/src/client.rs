@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use crate::audit::VerifyReport;
 use crate::bundle::Bundle;
 use crate::error::KmsError;
-use crate::model::{AuditEntry, ClientInfo, KeyInfo};
+use crate::model::{AuditEntry, ClientInfo, KeyInfo, KeyView};
 use crate::store::KeyFilter;
 
 /// A client of the key servers named in a bundle, for every API call:
@@ -173,6 +173,122 @@ impl KmsClient {
             Some(json!({ "name": name, "allow": allow, "exportable": exportable })),
         )
         .await
+    }
+
+    /// Creates key `name` of `key_type` (`aes-256`, `rsa-2048`, `ec-p256`,
+    /// `ed25519`...; a pair's public key is `name`.pub); the key with
+    /// its object type.
+    pub async fn create_typed_key(
+        &self,
+        name: &str,
+        key_type: &str,
+        allow: &[String],
+        exportable: bool,
+    ) -> Result<KeyView, ClientError> {
+        let body =
+            json!({ "name": name, "type": key_type, "allow": allow, "exportable": exportable });
+        self.call_json(Method::POST, "/v1/keys", Some(body)).await
+    }
+
+    /// Key `name` with its object type, algorithm and links.
+    pub async fn describe_key(&self, name: &str) -> Result<KeyView, ClientError> {
+        self.call_json(Method::GET, &format!("/v1/keys/{}", path_name(name)?), None).await
+    }
+
+    /// One page of the key list, each key with its object type.
+    pub async fn key_view_page(
+        &self,
+        query: &KeyQuery,
+        cursor: Option<&str>,
+    ) -> Result<Page<KeyView>, ClientError> {
+        #[derive(Deserialize)]
+        struct List {
+            keys: Vec<KeyView>,
+            next_cursor: Option<String>,
+        }
+        let mut q = Query::default();
+        q.add("limit", query.limit.map(|n| n.to_string()));
+        q.add("cursor", cursor);
+        for (name, value) in query.filter_parameters() {
+            q.add(name, value);
+        }
+        let list: List = self.call_json(Method::GET, &q.path("/v1/keys"), None).await?;
+        Ok(Page { items: list.keys, next_cursor: list.next_cursor })
+    }
+
+    /// Signs `input` (a message, or with `digest` the caller's digest of
+    /// one) with private key `name`; `algorithm` as the server names them
+    /// (`ecdsa-sha256`, `rsa-pss-sha256`, `rsa-pkcs1-sha256`, `ed25519`...;
+    /// `None`: the key's default). The answer: key, version, algorithm and
+    /// `signature` (base64).
+    pub async fn sign(
+        &self,
+        name: &str,
+        input: &[u8],
+        digest: bool,
+        algorithm: Option<&str>,
+    ) -> Result<Value, ClientError> {
+        let field = if digest { "digest" } else { "message" };
+        let mut body = json!({});
+        body[field] = json!(B64.encode(input));
+        if let Some(a) = algorithm {
+            body["algorithm"] = json!(a);
+        }
+        self.call_json(Method::POST, &format!("/v1/keys/{}/sign", path_name(name)?), Some(body))
+            .await
+    }
+
+    /// Checks `signature` over `input` with key `name` (a public key, or a
+    /// private key's linked public key). The answer's `valid` says
+    /// whether it verifies.
+    pub async fn verify(
+        &self,
+        name: &str,
+        input: &[u8],
+        digest: bool,
+        algorithm: Option<&str>,
+        signature: &[u8],
+    ) -> Result<Value, ClientError> {
+        let field = if digest { "digest" } else { "message" };
+        let mut body = json!({ "signature": B64.encode(signature) });
+        body[field] = json!(B64.encode(input));
+        if let Some(a) = algorithm {
+            body["algorithm"] = json!(a);
+        }
+        self.call_json(Method::POST, &format!("/v1/keys/{}/verify", path_name(name)?), Some(body))
+            .await
+    }
+
+    /// The public key (PEM SubjectPublicKeyInfo) of key `name`: a public
+    /// key, a private key's linked public key, or a certificate's key.
+    pub async fn public_key(&self, name: &str) -> Result<String, ClientError> {
+        let path = format!("/v1/keys/{}/public", path_name(name)?);
+        let answer: Value = self.call_json(Method::GET, &path, None).await?;
+        answer["public_key"].as_str().map(str::to_owned).ok_or_else(|| ClientError::Protocol {
+            endpoint: path,
+            message: "no public_key".into(),
+        })
+    }
+
+    /// Registers an X.509 certificate (PEM, or base64 DER) as `name`
+    /// (`None`: the server names it), allowed to `allow` (admin).
+    pub async fn register_certificate(
+        &self,
+        name: Option<&str>,
+        certificate: &str,
+        allow: &[String],
+    ) -> Result<KeyView, ClientError> {
+        let mut body = json!({ "certificate": certificate, "allow": allow });
+        if let Some(name) = name {
+            body["name"] = json!(name);
+        }
+        self.call_json(Method::POST, "/v1/certificates", Some(body)).await
+    }
+
+    /// Certificate `name`: the key fields, `pem`, `subject`, `issuer` and
+    /// `not_after`.
+    pub async fn get_certificate(&self, name: &str) -> Result<Value, ClientError> {
+        self.call_json(Method::GET, &format!("/v1/certificates/{}", path_name(name)?), None).await
     }
 
     /// One page of the key list: `cursor` is the previous page's

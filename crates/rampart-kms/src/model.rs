@@ -231,6 +231,54 @@ pub struct KeyInfo {
     pub versions: Vec<KeyVersionInfo>,
 }
 
+/// What kind of object a key is and, for an asymmetric one, its
+/// algorithm and the objects it is linked to: what `GET /v1/keys` and
+/// `GET /v1/keys/{name}` add to a [`KeyInfo`] (every key the REST API
+/// makes is a 256-bit AES symmetric key unless created with a `type`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectInfo {
+    /// `symmetric-key`, `private-key`, `public-key`, `certificate`,
+    /// `secret-data`, `opaque-object` or `split-key`.
+    #[serde(rename = "type", default = "symmetric_key")]
+    pub object_type: String,
+    /// `aes`, `rsa`, `ec`, `ed25519`, `hmac-sha256`...: the KMIP
+    /// Cryptographic Algorithm (a certificate's is its public key's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub algorithm: Option<String>,
+    /// Bits (a key's, or a certificate's public key's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub length: Option<i32>,
+    /// `P-256`, `P-384`, `P-521` for an EC key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub curve: Option<String>,
+    /// The `type` of `POST /v1/keys` that makes such a key (`aes-256`,
+    /// `rsa-2048`, `ec-p256`, `ed25519`...), when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_type: Option<String>,
+    /// A private key's public key (KMIP Public Key Link).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_key: Option<String>,
+    /// A public key's private key (KMIP Private Key Link).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub private_key: Option<String>,
+    /// The linked certificate (KMIP Certificate Link).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate: Option<String>,
+}
+
+fn symmetric_key() -> String {
+    "symmetric-key".into()
+}
+
+/// A key with what kind of object it is (`GET /v1/keys`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyView {
+    #[serde(flatten)]
+    pub key: KeyInfo,
+    #[serde(flatten)]
+    pub object: ObjectInfo,
+}
+
 impl KeyInfo {
     /// The newest version.
     #[must_use]

@@ -21,5 +21,6 @@ mod kms_kmip_objects;
 mod kms_kmip_pykmip;
 mod kms_kmip_server;
 mod kms_paging;
+mod kms_rest_key_pairs;
 mod kms_server;
 mod store_rules;

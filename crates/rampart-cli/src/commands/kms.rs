@@ -27,8 +27,8 @@ mod args;
 mod output;
 pub use args::*;
 use output::{
-    audit_row, client_row, key_row, print_key, print_kmip_runs, print_report, print_unwrap_runs,
-    session_row, walk,
+    audit_row, client_row, key_row, print_key, print_key_info, print_kmip_runs, print_report,
+    print_unwrap_runs, session_row, walk,
 };
 
 /// The name a fixed-choice flag was given as.
@@ -394,12 +394,45 @@ fn write_output(out: Option<&Path>, bytes: &[u8]) -> anyhow::Result<()> {
     }
 }
 
+/// Largest input `key sign` and `key verify` read (the server's limit).
+const MAX_SIGN_INPUT: u64 = 128 * 1024;
+/// Largest certificate `key import-certificate` reads.
+const MAX_CERTIFICATE: u64 = 64 * 1024;
+
+fn base64_encode(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    let text: String = text.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    base64::engine::general_purpose::STANDARD.decode(text).ok()
+}
+
+/// `key verify --signature`: a file holding the signature (raw, or
+/// base64 text), or base64 text itself.
+fn read_signature(arg: &str) -> anyhow::Result<Vec<u8>> {
+    let path = Path::new(arg);
+    if path.is_file() {
+        let bytes = read_input(Some(path), 64 * 1024)?;
+        let text = std::str::from_utf8(bytes.expose()).ok();
+        return Ok(text.and_then(base64_decode).unwrap_or_else(|| bytes.expose().to_vec()));
+    }
+    base64_decode(arg)
+        .filter(|b| !b.is_empty())
+        .ok_or_else(|| UsageError(format!("--signature {arg}: neither a file nor base64")).into())
+}
+
 fn key_command(command: &KeyCommand) -> anyhow::Result<()> {
     let rt = runtime()?;
     match command {
-        KeyCommand::Create { name, allow, exportable, json, client } => {
+        KeyCommand::Create { name, allow, exportable, key_type, json, client } => {
             let kms = connect(client)?;
-            let key = rt.block_on(kms.create_key(name, allow, *exportable)).map_err(map_client)?;
+            let key_type = choice_name(*key_type);
+            let key = rt
+                .block_on(kms.create_typed_key(name, &key_type, allow, *exportable))
+                .map_err(map_client)?;
             print_key(&key, *json)
         }
         KeyCommand::List { prefix, state, selector, paging, json, client } => {
@@ -412,28 +445,31 @@ fn key_command(command: &KeyCommand) -> anyhow::Result<()> {
             };
             let fetch = |limit: u32, cursor: Option<String>| {
                 let (kms, query) = (&kms, KeyQuery { limit: Some(limit), ..query.clone() });
-                async move { kms.key_page(&query, cursor.as_deref()).await }
+                async move { kms.key_view_page(&query, cursor.as_deref()).await }
             };
             rt.block_on(walk(paging, *json, Some(output::key_header()), fetch, key_row))
         }
         KeyCommand::Show { name, json, client } => {
             let kms = connect(client)?;
-            print_key(&rt.block_on(kms.get_key(name)).map_err(map_client)?, *json)
+            print_key(&rt.block_on(kms.describe_key(name)).map_err(map_client)?, *json)
         }
         KeyCommand::Rotate { name, json, client } => {
             let kms = connect(client)?;
-            print_key(&rt.block_on(kms.rotate_key(name)).map_err(map_client)?, *json)
+            print_key_info(&rt.block_on(kms.rotate_key(name)).map_err(map_client)?, *json)
         }
         KeyCommand::Revoke { name, reason, version, client } => {
             let kms = connect(client)?;
-            print_key(
+            print_key_info(
                 &rt.block_on(kms.revoke_key(name, reason, *version)).map_err(map_client)?,
                 false,
             )
         }
         KeyCommand::Destroy { name, version, client } => {
             let kms = connect(client)?;
-            print_key(&rt.block_on(kms.destroy_key(name, *version)).map_err(map_client)?, false)
+            print_key_info(
+                &rt.block_on(kms.destroy_key(name, *version)).map_err(map_client)?,
+                false,
+            )
         }
         KeyCommand::Wrap { name, input, context, client } => {
             let kms = connect(client)?;
@@ -458,6 +494,85 @@ fn key_command(command: &KeyCommand) -> anyhow::Result<()> {
             let plaintext =
                 rt.block_on(kms.unwrap(text.trim(), context.as_bytes())).map_err(map_client)?;
             write_output(out.as_deref(), plaintext.expose())
+        }
+        KeyCommand::Sign { name, algorithm, digest, input, raw, json, client } => {
+            let kms = connect(client)?;
+            let data = read_input(input.as_deref(), MAX_SIGN_INPUT)?;
+            let algorithm = algorithm.map(choice_name);
+            let answer = rt
+                .block_on(kms.sign(name, data.expose(), *digest, algorithm.as_deref()))
+                .map_err(map_client)?;
+            if *json {
+                outln!("{}", serde_json::to_string_pretty(&answer)?)?;
+                return Ok(());
+            }
+            let signature = answer["signature"].as_str().unwrap_or_default();
+            if *raw {
+                let bytes = base64_decode(signature)
+                    .ok_or_else(|| anyhow::anyhow!("the server's signature is not base64"))?;
+                return write_output(None, &bytes);
+            }
+            outln!("{signature}")?;
+            Ok(())
+        }
+        KeyCommand::Verify { name, signature, algorithm, digest, input, json, client } => {
+            let kms = connect(client)?;
+            let signature = read_signature(signature)?;
+            let data = read_input(input.as_deref(), MAX_SIGN_INPUT)?;
+            let algorithm = algorithm.map(choice_name);
+            let answer = rt
+                .block_on(kms.verify(
+                    name,
+                    data.expose(),
+                    *digest,
+                    algorithm.as_deref(),
+                    &signature,
+                ))
+                .map_err(map_client)?;
+            let valid = answer["valid"].as_bool() == Some(true);
+            if *json {
+                outln!("{}", serde_json::to_string_pretty(&answer)?)?;
+            } else if valid {
+                outln!(
+                    "signature verifies with {} ({})",
+                    answer["verified_with"].as_str().unwrap_or(name),
+                    answer["algorithm"].as_str().unwrap_or_default()
+                )?;
+            }
+            if !valid {
+                anyhow::bail!(
+                    "the signature does not verify with key {name} ({})",
+                    answer["algorithm"].as_str().unwrap_or_default()
+                );
+            }
+            Ok(())
+        }
+        KeyCommand::Public { name, client } => {
+            let kms = connect(client)?;
+            let pem = rt.block_on(kms.public_key(name)).map_err(map_client)?;
+            write_output(None, pem.as_bytes())
+        }
+        KeyCommand::ImportCertificate { name, input, allow, json, client } => {
+            let kms = connect(client)?;
+            let bytes = read_input(input.as_deref(), MAX_CERTIFICATE)?;
+            let text = if bytes.expose().starts_with(b"-----BEGIN") {
+                String::from_utf8_lossy(bytes.expose()).into_owned()
+            } else {
+                base64_encode(bytes.expose())
+            };
+            let key = rt
+                .block_on(kms.register_certificate(name.as_deref(), &text, allow))
+                .map_err(map_client)?;
+            print_key(&key, *json)
+        }
+        KeyCommand::Certificate { name, json, client } => {
+            let kms = connect(client)?;
+            let cert = rt.block_on(kms.get_certificate(name)).map_err(map_client)?;
+            if *json {
+                outln!("{}", serde_json::to_string_pretty(&cert)?)?;
+                return Ok(());
+            }
+            write_output(None, cert["pem"].as_str().unwrap_or_default().as_bytes())
         }
         KeyCommand::Export { name, version, out, client } => {
             let kms = connect(client)?;

@@ -4,7 +4,8 @@ line, printing {step: result} as JSON (a failure as [status, reason]),
 for kms_kmip_interop.rs: a client's view of keys made elsewhere.
 
 Usage: pykmip_probe.py HOST PORT CERT KEY CA STEP...
-Steps: get:UID, locate-name:NAME, encrypt-cbc:UID, activate:UID."""
+Steps: get:UID, locate-name:NAME, encrypt-cbc:UID, activate:UID,
+type:UID (the object's type, as Get returns it)."""
 import json
 import os
 import sys
@@ -39,6 +40,8 @@ def main():
                         "block_cipher_mode": enums.BlockCipherMode.CBC,
                         "padding_method": enums.PaddingMethod.PKCS5})
                     out[step] = len(data)
+                elif action == "type":
+                    out[step] = client.get(arg).object_type.name
                 elif action == "activate":
                     out[step] = client.activate(arg) is None
                 else:

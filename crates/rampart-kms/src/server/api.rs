@@ -34,7 +34,8 @@ use super::paging;
 use super::service::access::{self, KeyUse};
 use super::service::audit;
 use super::service::clients::{self, ClientChange};
-use super::service::{self, keys, lists};
+use super::service::objects::{self, SignInput, MAX_SIGNATURE, MAX_SIGN_INPUT};
+use super::service::{self, key_pairs, keys, lists};
 use super::state::State;
 use crate::audit::ExportedEntry;
 use crate::error::{KmsError, Result};
@@ -376,8 +377,13 @@ fn operation_name(segments: &[&str]) -> &'static str {
             "wrap" => "key.wrap",
             "unwrap" => "key.unwrap",
             "export" => "key.export",
+            "sign" => "key.sign",
+            "verify" => "key.verify",
+            "public" => "key.public",
             _ => "unknown",
         },
+        ["v1", "certificates"] => "certificate.register",
+        ["v1", "certificates", _] => "certificate.show",
         ["v1", "clients"] => "client.list_or_issue",
         ["v1", "clients", _, "revoke"] => "client.revoke",
         ["v1", "clients", _, "labels"] => "client.relabel",
@@ -443,10 +449,19 @@ async fn route_unsealed(
             let body: CreateKeyRequest = read_json(request)?;
             ctx.key = Some(body.name.clone());
             ctx.version = Some(1);
-            Reply::json(
-                201,
-                &keys::create_key(state, body.name, &body.allow, body.exportable).await?,
-            )
+            let kind = key_pairs::rest_key_type(body.key_type.as_deref().unwrap_or("aes-256"))?;
+            let Some((algorithm, length)) = kind else {
+                let key = keys::create_key(state, body.name, &body.allow, body.exportable).await?;
+                return Reply::json(201, &objects::describe(state, key).await?);
+            };
+            let client = ctx.client.clone().ok_or(KmsError::UnknownClient)?;
+            let pair = create_pair(state, &client, body, algorithm, length).await?;
+            ctx.note = Some(format!(
+                "key pair {} and {}",
+                pair.key.name,
+                pair.object.public_key.as_deref().unwrap_or("")
+            ));
+            Reply::json(201, &pair)
         }
         ["v1", "keys", name] => {
             ctx.op = "key.show";
@@ -454,7 +469,43 @@ async fn route_unsealed(
             check_name("key name", name)?;
             ctx.key = Some((*name).to_owned());
             ctx.admin(state, fp).await?;
-            Reply::json(200, &keys::get_key(state, name).await?)
+            let key = keys::get_key(state, name).await?;
+            Reply::json(200, &objects::describe(state, key).await?)
+        }
+        ["v1", "certificates"] => {
+            ctx.op = "certificate.register";
+            expect(method, &Method::POST, path)?;
+            let client = ctx.admin(state, fp).await?.clone();
+            let body: CertificateRequest = read_json(request)?;
+            if let Some(name) = &body.name {
+                check_name("certificate name", name)?;
+                ctx.key = Some(name.clone());
+            }
+            let der = objects::certificate_der(&body.certificate)?;
+            let view =
+                objects::register_certificate(state, &client, body.name, der, &body.allow).await?;
+            ctx.key = Some(view.key.name.clone());
+            ctx.version = Some(1);
+            Reply::json(201, &view)
+        }
+        ["v1", "certificates", name] => {
+            ctx.op = "certificate.show";
+            expect(method, &Method::GET, path)?;
+            check_name("certificate name", name)?;
+            ctx.key = Some((*name).to_owned());
+            let client = ctx.client(state, fp).await?.clone();
+            let cert =
+                objects::certificate(state, &client, name, &mut ctx.version, &mut ctx.key_known)
+                    .await?;
+            let mut value = serde_json::to_value(&cert.view)
+                .map_err(|e| KmsError::Crypto(format!("cannot encode the response: {e}")))?;
+            if let Value::Object(map) = &mut value {
+                map.insert("pem".into(), Value::String(cert.pem));
+                map.insert("subject".into(), Value::String(cert.subject));
+                map.insert("issuer".into(), Value::String(cert.issuer));
+                map.insert("not_after".into(), Value::String(cert.not_after));
+            }
+            Reply::json(200, &value)
         }
         ["v1", "keys", name, action] => {
             check_name("key name", name)?;
@@ -654,25 +705,41 @@ async fn key_action(
     if ctx.op == "unknown" {
         return Err(KmsError::NoRoute(path.to_owned()));
     }
+    if action == "public" {
+        expect(method, &Method::GET, path)?;
+        let client = ctx.client(state, fp).await?.clone();
+        let public =
+            objects::public_key(state, &client, &name, &mut ctx.version, &mut ctx.key_known)
+                .await?;
+        ctx.note = Some(format!("public key of {}", public.object));
+        return Reply::json(
+            200,
+            &json!({ "key": name, "version": ctx.version, "object": public.object,
+                     "public_key": public.pem }),
+        );
+    }
     expect(method, &Method::POST, path)?;
     let root = state.require_root()?;
     match action {
         "rotate" => {
             ctx.admin(state, fp).await?;
             let _: Empty = read_json(request)?;
-            Reply::json(200, &keys::rotate_key(state, &name, &mut ctx.version).await?)
+            let key = keys::rotate_key(state, &name, &mut ctx.version).await?;
+            Reply::json(200, &objects::describe(state, key).await?)
         }
         "revoke" => {
             ctx.admin(state, fp).await?;
             let body: RevokeRequest = read_json(request)?;
             ctx.version = body.version;
-            Reply::json(200, &keys::revoke_key(state, &name, body.version, body.reason).await?)
+            let key = keys::revoke_key(state, &name, body.version, body.reason).await?;
+            Reply::json(200, &objects::describe(state, key).await?)
         }
         "destroy" => {
             ctx.admin(state, fp).await?;
             let body: VersionRequest = read_json(request)?;
             ctx.version = body.version;
-            Reply::json(200, &keys::destroy_key(state, &name, body.version).await?)
+            let key = keys::destroy_key(state, &name, body.version).await?;
+            Reply::json(200, &objects::describe(state, key).await?)
         }
         "wrap" => {
             let body: WrapRequest = read_json(request)?;
@@ -722,9 +789,63 @@ async fn key_action(
             let (row, material) = usable(state, fp, ctx, &root, &name, KeyUse::Export).await?;
             let encoded = SecretBytes::new(B64.encode(material.expose()).into_bytes());
             let text = std::str::from_utf8(encoded.expose()).unwrap_or_default();
+            let object_type = row.kmip.as_ref().map(|k| k.object_type);
+            let (format, label) = objects::export_form(object_type);
+            let pem = label.map(|label| objects::pem(label, material.expose()));
             Reply::json(
                 200,
-                &json!({ "key": name, "version": row.version.version, "material": text }),
+                &json!({ "key": name, "version": row.version.version, "material": text,
+                         "type": service::keys::type_name_of(object_type), "format": format,
+                         "pem": pem.as_deref().map(String::as_str) }),
+            )
+        }
+        "sign" => {
+            let body: SignBody = read_json(request)?;
+            let input = body.input()?;
+            let client = ctx.client(state, fp).await?.clone();
+            let algorithm = body.algorithm.as_deref();
+            let signed = objects::sign(
+                state,
+                &client,
+                &name,
+                algorithm,
+                input,
+                &mut ctx.version,
+                &mut ctx.key_known,
+            )
+            .await?;
+            ctx.note = Some(format!("signed with {}", signed.algorithm));
+            Reply::json(
+                200,
+                &json!({ "key": name, "version": signed.version, "algorithm": signed.algorithm,
+                         "signature": B64.encode(&signed.signature) }),
+            )
+        }
+        "verify" => {
+            let body: VerifyBody = read_json(request)?;
+            let (input, signature) = body.input()?;
+            let client = ctx.client(state, fp).await?.clone();
+            let verdict = objects::verify(
+                state,
+                &client,
+                &name,
+                body.algorithm.as_deref(),
+                input,
+                signature,
+                &mut ctx.version,
+                &mut ctx.key_known,
+            )
+            .await?;
+            ctx.note = Some(format!(
+                "{} with {} ({})",
+                if verdict.valid { "valid signature" } else { "INVALID signature" },
+                verdict.used,
+                verdict.algorithm
+            ));
+            Reply::json(
+                200,
+                &json!({ "key": name, "version": verdict.version, "algorithm": verdict.algorithm,
+                         "verified_with": verdict.used, "valid": verdict.valid }),
             )
         }
         _ => Err(KmsError::NoRoute(path.to_owned())),
@@ -877,6 +998,7 @@ async fn usable(
 async fn list_keys(state: &State, query: &str) -> Result<Reply> {
     let request = paging::key_request(&paging::query_params(query)?)?;
     let (keys, next) = lists::key_page(state, request).await?;
+    let keys = objects::describe_all(state, keys).await?;
     Reply::json(200, &json!({ "keys": keys, "next_cursor": next }))
 }
 
@@ -909,7 +1031,7 @@ fn decode_b64(what: &str, text: &[u8], limit: usize) -> Result<SecretBytes> {
 }
 
 /// The request bodies the API parses, by operation (as in the audit log).
-pub const BODY_OPERATIONS: [&str; 12] = [
+pub const BODY_OPERATIONS: [&str; 15] = [
     "heartbeat",
     "client.revoke",
     "client.relabel",
@@ -922,6 +1044,9 @@ pub const BODY_OPERATIONS: [&str; 12] = [
     "key.wrap",
     "key.unwrap",
     "key.export",
+    "key.sign",
+    "key.verify",
+    "certificate.register",
 ];
 
 /// Parses a request body for `operation` (one of [`BODY_OPERATIONS`]) and
@@ -933,7 +1058,21 @@ pub fn check_request_body(operation: &str, body: &[u8]) -> Result<()> {
         "key.create" => {
             let body: CreateKeyRequest = parse_json(body)?;
             check_name("key name", &body.name)?;
+            let kind = key_pairs::rest_key_type(body.key_type.as_deref().unwrap_or("aes-256"))?;
+            if kind.is_some() {
+                check_pair_name(&body.name)?;
+            }
             parse_policy(&body.allow).map(drop)
+        }
+        "key.sign" => parse_json::<SignBody>(body)?.input().map(drop),
+        "key.verify" => parse_json::<VerifyBody>(body)?.input().map(drop),
+        "certificate.register" => {
+            let body: CertificateRequest = parse_json(body)?;
+            if let Some(name) = &body.name {
+                check_name("certificate name", name)?;
+            }
+            parse_policy(&body.allow)?;
+            objects::certificate_der(&body.certificate).map(drop)
         }
         "client.issue" => {
             let body: IssueClientRequest = parse_json(body)?;
@@ -989,6 +1128,139 @@ struct CreateKeyRequest {
     allow: Vec<String>,
     #[serde(default)]
     exportable: bool,
+    /// `aes-256` (the default), or a key pair's type (see
+    /// [`key_pairs::KEY_TYPES`]).
+    #[serde(default, rename = "type", deserialize_with = "present_string")]
+    key_type: Option<String>,
+}
+
+/// An optional string field that, when present, is a string (`null` is
+/// refused as any other non-string).
+fn present_string<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<String>, D::Error> {
+    String::deserialize(d).map(Some)
+}
+
+/// A key pair's private key is named as asked, its public key NAME.pub:
+/// both must be valid key names.
+fn check_pair_name(name: &str) -> Result<()> {
+    check_name("key name", &key_pairs::public_name(name)).map_err(|_| {
+        KmsError::invalid(format!(
+            "key pair name {name} is too long (its public key is {name}.pub)"
+        ))
+    })
+}
+
+/// Makes key pair `body.name` (and `body.name`.pub) over the service's
+/// Create Key Pair: active from now, allowed to `body.allow`; the
+/// private key's view.
+async fn create_pair(
+    state: &State,
+    client: &ClientInfo,
+    body: CreateKeyRequest,
+    algorithm: rampart_kmip::enums::CryptographicAlgorithm,
+    length: i32,
+) -> Result<crate::model::KeyView> {
+    check_name("key name", &body.name)?;
+    check_pair_name(&body.name)?;
+    let allow = parse_policy(&body.allow)?;
+    let public_name = key_pairs::public_name(&body.name);
+    let now = now_ms();
+    let half = |name: &str| -> Result<crate::server::kmip_objects::NewObject> {
+        let mut new = crate::server::kmip_objects::NewObject {
+            activation_ms: Some(now),
+            ..Default::default()
+        };
+        new.stored.push(key_pairs::name_row(name).map_err(objects::from_kmip)?);
+        Ok(new)
+    };
+    let spec = key_pairs::PairSpec {
+        private: half(&body.name)?,
+        public: half(&public_name)?,
+        private_name: body.name.clone(),
+        public_name,
+        algorithm,
+        length: Some(length),
+        allow: Some(allow),
+        exportable: body.exportable,
+    };
+    key_pairs::create_key_pair(state, client, spec).await.map_err(objects::from_kmip)?;
+    objects::describe(state, keys::get_key(state, &body.name).await?).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CertificateRequest {
+    #[serde(default, deserialize_with = "present_string")]
+    name: Option<String>,
+    /// PEM, or base64 of the DER.
+    certificate: String,
+    #[serde(default)]
+    allow: Vec<String>,
+}
+
+/// What `sign` signs: a message or the caller's digest of it (base64).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SignBody {
+    #[serde(default, deserialize_with = "present_string")]
+    message: Option<String>,
+    #[serde(default, deserialize_with = "present_string")]
+    digest: Option<String>,
+    #[serde(default, deserialize_with = "present_string")]
+    algorithm: Option<String>,
+}
+
+impl SignBody {
+    fn input(&self) -> Result<SignInput> {
+        if let Some(a) = &self.algorithm {
+            objects::check_signature_algorithm(a)?;
+        }
+        match (&self.message, &self.digest) {
+            (Some(m), None) => {
+                let bytes = decode_b64("message", m.as_bytes(), MAX_SIGN_INPUT)?;
+                Ok(SignInput::Message(bytes.expose().to_vec()))
+            }
+            (None, Some(d)) => {
+                let bytes = decode_b64("digest", d.as_bytes(), 64)?;
+                if bytes.is_empty() {
+                    return Err(KmsError::invalid("the digest is empty"));
+                }
+                Ok(SignInput::Digest(bytes.expose().to_vec()))
+            }
+            (Some(_), Some(_)) => Err(KmsError::invalid("give a message or a digest, not both")),
+            (None, None) => Err(KmsError::invalid("give a message or a digest (base64)")),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VerifyBody {
+    #[serde(default, deserialize_with = "present_string")]
+    message: Option<String>,
+    #[serde(default, deserialize_with = "present_string")]
+    digest: Option<String>,
+    #[serde(default, deserialize_with = "present_string")]
+    algorithm: Option<String>,
+    signature: String,
+}
+
+impl VerifyBody {
+    fn input(&self) -> Result<(SignInput, Vec<u8>)> {
+        let sign = SignBody {
+            message: self.message.clone(),
+            digest: self.digest.clone(),
+            algorithm: self.algorithm.clone(),
+        };
+        let input = sign.input()?;
+        let signature = decode_b64("signature", self.signature.as_bytes(), MAX_SIGNATURE)?;
+        if signature.is_empty() {
+            return Err(KmsError::invalid("the signature is empty"));
+        }
+        Ok((input, signature.expose().to_vec()))
+    }
 }
 
 #[derive(Deserialize)]
@@ -1029,7 +1301,7 @@ struct VersionRequest {
 struct WrapRequest {
     #[serde(with = "crate::bundle::secret_text")]
     plaintext: SecretBytes,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present_string")]
     context: Option<String>,
 }
 
@@ -1037,7 +1309,7 @@ struct WrapRequest {
 #[serde(deny_unknown_fields)]
 struct UnwrapRequest {
     ciphertext: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present_string")]
     context: Option<String>,
 }
 
@@ -1107,6 +1379,49 @@ fn optional_secret<'de, D: serde::Deserializer<'de>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sign_and_verify_bodies_take_one_base64_input_and_a_known_algorithm() {
+        assert!(check_request_body("key.sign", br#"{"message":"aGk="}"#).is_ok());
+        let digest = br#"{"digest":"aGk=","algorithm":"ecdsa-sha256"}"#;
+        assert!(check_request_body("key.sign", digest).is_ok());
+        for bad in [
+            r#"{}"#,
+            r#"{"message":"!"}"#,
+            r#"{"message":"aGk=","digest":"aGk="}"#,
+            r#"{"message":"aGk=","algorithm":"md5"}"#,
+            r#"{"message":"aGk=","extra":1}"#,
+            r#"{"digest":""}"#,
+        ] {
+            let error = check_request_body("key.sign", bad.as_bytes()).unwrap_err();
+            assert_eq!(error.status(), 400, "{bad}");
+        }
+        let big = format!(r#"{{"message":"{}"}}"#, B64.encode(vec![0u8; MAX_SIGN_INPUT + 1]));
+        assert!(check_request_body("key.sign", big.as_bytes()).is_err());
+        assert!(
+            check_request_body("key.verify", br#"{"message":"aGk=","signature":"aGk="}"#).is_ok()
+        );
+        assert!(check_request_body("key.verify", br#"{"message":"aGk="}"#).is_err());
+        assert!(check_request_body("key.verify", br#"{"message":"aGk=","signature":""}"#).is_err());
+    }
+
+    #[test]
+    fn key_types_are_named_and_a_pair_leaves_room_for_its_public_key() {
+        assert!(check_request_body("key.create", br#"{"name":"k","type":"ec-p256"}"#).is_ok());
+        assert!(check_request_body("key.create", br#"{"name":"k"}"#).is_ok());
+        assert!(check_request_body("key.create", br#"{"name":"k","type":null}"#).is_err());
+        let wrap = br#"{"plaintext":"","context":null}"#;
+        assert!(check_request_body("key.wrap", wrap).is_err());
+        assert!(check_request_body("key.sign", br#"{"message":"aGk=","algorithm":null}"#).is_err());
+        let error = check_request_body("key.create", br#"{"name":"k","type":"dsa"}"#).unwrap_err();
+        assert!(error.to_string().contains("unknown key type 'dsa'"), "{error}");
+        let long = |n: usize, t: &str| format!(r#"{{"name":"{}","type":"{t}"}}"#, "k".repeat(n));
+        assert!(check_request_body("key.create", long(124, "ed25519").as_bytes()).is_ok());
+        assert!(check_request_body("key.create", long(125, "ed25519").as_bytes()).is_err());
+        assert!(check_request_body("key.create", long(128, "aes-256").as_bytes()).is_ok());
+        let cert = br#"{"certificate":"not a certificate!"}"#;
+        assert!(check_request_body("certificate.register", cert).is_err());
+    }
 
     #[test]
     fn unseal_takes_a_share_or_a_pin_never_both() {

@@ -137,9 +137,24 @@ pub fn openapi_document() -> Value {
               { "name": "selector", "in": "query", "schema": { "$ref": "#/components/schemas/Selector" }, "description": "Only keys whose policy holds this selector" } ])),
             "responses": list_ok("A page of keys", "KeyList") },
           "post": { "operationId": "createKey", "summary": "Create a key with version 1 (admin)",
-            "requestBody": body("CreateKeyRequest", true), "responses": created("The new key", "Key", &[400, 401, 403, 405, 409, 413, 503]) } },
+            "requestBody": body("CreateKeyRequest", true), "responses": created("The new key (for a key pair, the private key, linked to its public key NAME.pub)", "Key", &[400, 401, 403, 405, 409, 413, 503]) } },
         "/v1/keys/{name}": { "parameters": name_param(),
-          "get": { "operationId": "showKey", "summary": "A key and its versions (admin)", "responses": ok("The key", "Key", ADMIN) } },
+          "get": { "operationId": "showKey", "summary": "A key, its object type and algorithm, and its versions (admin)", "responses": ok("The key", "Key", ADMIN) } },
+        "/v1/keys/{name}/sign": { "parameters": name_param(),
+          "post": { "operationId": "sign", "summary": "Sign a message (or its digest) with a private key: the key's allow rules, usage mask, state and dates are checked as for KMIP Sign (policy)",
+            "requestBody": body("SignRequest", true), "responses": ok("The signature", "SignResponse", DATA) } },
+        "/v1/keys/{name}/verify": { "parameters": name_param(),
+          "post": { "operationId": "verify", "summary": "Check a signature with a public key, or with a private key's linked public key; a signature that does not verify is a 200 with valid false (policy)",
+            "requestBody": body("VerifyRequest", true), "responses": ok("The verdict", "VerifyResponse", DATA) } },
+        "/v1/keys/{name}/public": { "parameters": name_param(),
+          "get": { "operationId": "publicKey", "summary": "The public key (PEM SubjectPublicKeyInfo) of a public key, of a private key's linked public key, or of a certificate (admin, or a client the key allows)",
+            "responses": ok("The public key", "PublicKeyResponse", DATA) } },
+        "/v1/certificates": {
+          "post": { "operationId": "registerCertificate", "summary": "Register an X.509 certificate as a key object of type certificate, active from now; listed and shown by /v1/keys (admin)",
+            "requestBody": body("CertificateRequest", true), "responses": created("The certificate as a key", "Key", &[400, 401, 403, 405, 409, 413, 503]) } },
+        "/v1/certificates/{name}": { "parameters": name_param(),
+          "get": { "operationId": "showCertificate", "summary": "A registered certificate, PEM, with its subject, issuer and expiry (admin, or a client the certificate allows)",
+            "responses": ok("The certificate", "CertificateResponse", DATA) } },
         "/v1/keys/{name}/rotate": { "parameters": name_param(),
           "post": { "operationId": "rotateKey", "summary": "Add a new version; new wraps use it, old versions still unwrap (admin)",
             "requestBody": body("Empty", false), "responses": ok("The key", "Key", &[400, 401, 403, 404, 405, 409, 413, 503]) } },
@@ -156,7 +171,7 @@ pub fn openapi_document() -> Value {
           "post": { "operationId": "unwrap", "summary": "Decrypt a ciphertext of any active version (policy)",
             "requestBody": body("UnwrapRequest", true), "responses": ok("The plaintext", "UnwrapResponse", DATA) } },
         "/v1/keys/{name}/export": { "parameters": name_param(),
-          "post": { "operationId": "exportKey", "summary": "The raw material of an exportable key (policy)",
+          "post": { "operationId": "exportKey", "summary": "The material of an exportable key in its stored form (a private key's PKCS#8, a public key's SubjectPublicKeyInfo, a certificate's DER, with PEM; the raw bytes of the rest; split keys are refused) (policy)",
             "requestBody": body("VersionRequest", false), "responses": ok("The material", "ExportResponse", DATA) } },
         "/v1/clients": {
           "get": { "operationId": "listClients", "summary": "A page of registered clients in name order (admin)",
@@ -233,6 +248,7 @@ pub fn openapi_document() -> Value {
         "Empty": { "type": "object", "additionalProperties": false },
         "CreateKeyRequest": { "type": "object", "required": ["name"], "additionalProperties": false, "properties": {
             "name": { "$ref": "#/components/schemas/Name" },
+            "type": { "$ref": "#/components/schemas/KeyType" },
             "allow": { "type": "array", "maxItems": 64, "items": { "$ref": "#/components/schemas/Selector" } },
             "exportable": { "type": "boolean", "default": false } } },
         "RevokeRequest": { "type": "object", "required": ["reason"], "additionalProperties": false, "properties": {
@@ -243,11 +259,54 @@ pub fn openapi_document() -> Value {
         "KeyVersion": { "type": "object", "required": ["version", "state", "created_ms"], "properties": {
             "version": { "type": "integer" }, "state": { "type": "string", "enum": ["active", "revoked", "destroyed"] },
             "reason": { "type": "string" }, "created_ms": { "type": "integer" }, "changed_ms": { "type": "integer" } } },
-        "Key": { "type": "object", "required": ["name", "exportable", "allow", "created_ms", "versions"], "properties": {
+        "KeyType": { "type": "string", "enum": ["aes-256", "rsa-2048", "rsa-3072", "rsa-4096", "ec-p256", "ec-p384", "ec-p521", "ed25519"], "default": "aes-256",
+            "description": "aes-256: a key that wraps and unwraps. Any other: a key pair, its private key named as asked and its public key NAME.pub (so NAME is at most 124 characters), KMIP Private Key and Public Key objects linked to each other, both under the allow rules given, active from now" },
+        "ObjectType": { "type": "string", "enum": ["symmetric-key", "private-key", "public-key", "certificate", "secret-data", "opaque-object", "split-key", "pgp-key", "other"] },
+        "Key": { "type": "object", "required": ["name", "exportable", "allow", "created_ms", "versions", "type"], "properties": {
             "name": { "$ref": "#/components/schemas/Name" }, "exportable": { "type": "boolean" },
             "allow": { "type": "array", "items": { "$ref": "#/components/schemas/Selector" } },
             "created_ms": { "type": "integer" },
-            "versions": { "type": "array", "items": { "$ref": "#/components/schemas/KeyVersion" } } } },
+            "versions": { "type": "array", "items": { "$ref": "#/components/schemas/KeyVersion" } },
+            "type": { "$ref": "#/components/schemas/ObjectType" },
+            "algorithm": { "type": "string", "description": "The KMIP Cryptographic Algorithm, lowercase (aes, rsa, ec, ed25519, hmac-sha256...); a certificate's is its public key's" },
+            "length": { "type": "integer", "description": "Bits" },
+            "curve": { "type": "string", "enum": ["P-256", "P-384", "P-521"] },
+            "key_type": { "$ref": "#/components/schemas/KeyType" },
+            "public_key": { "type": "string", "description": "A private key's public key (KMIP Public Key Link)" },
+            "private_key": { "type": "string", "description": "A public key's private key (KMIP Private Key Link)" },
+            "certificate": { "type": "string", "description": "The linked certificate (KMIP Certificate Link)" } } },
+        "SignatureAlgorithm": { "type": "string", "enum": ["ecdsa-sha256", "ecdsa-sha384", "ecdsa-sha512", "rsa-pss-sha256", "rsa-pss-sha384", "rsa-pss-sha512", "rsa-pkcs1-sha256", "rsa-pkcs1-sha384", "rsa-pkcs1-sha512", "ed25519"],
+            "description": "Default: ECDSA with the curve's hash (SHA-256 for P-256, SHA-384 for P-384, SHA-512 for P-521), rsa-pss-sha256 (MGF1 with the same hash, salt of the hash's length), ed25519. ECDSA signatures are DER (RFC 3279)" },
+        "SignRequest": { "type": "object", "additionalProperties": false, "minProperties": 1, "properties": {
+            "message": { "type": "string", "format": "byte", "maxLength": 174764, "description": "Base64 of the message, at most 128 KiB decoded; give it or digest" },
+            "digest": { "type": "string", "format": "byte", "maxLength": 88, "description": "Base64 of the message's digest by the algorithm's hash (not for ed25519); give it or message" },
+            "algorithm": { "$ref": "#/components/schemas/SignatureAlgorithm" } } },
+        "SignResponse": { "type": "object", "required": ["key", "version", "algorithm", "signature"], "properties": {
+            "key": { "type": "string" }, "version": { "type": "integer" },
+            "algorithm": { "$ref": "#/components/schemas/SignatureAlgorithm" },
+            "signature": { "type": "string", "format": "byte" } } },
+        "VerifyRequest": { "type": "object", "required": ["signature"], "additionalProperties": false, "properties": {
+            "message": { "type": "string", "format": "byte", "maxLength": 174764, "description": "Base64 of the message; give it or digest" },
+            "digest": { "type": "string", "format": "byte", "maxLength": 88, "description": "Base64 of the message's digest; give it or message" },
+            "algorithm": { "$ref": "#/components/schemas/SignatureAlgorithm" },
+            "signature": { "type": "string", "format": "byte", "maxLength": 1368, "description": "Base64 of the signature, at most 1 KiB decoded" } } },
+        "VerifyResponse": { "type": "object", "required": ["key", "version", "algorithm", "verified_with", "valid"], "properties": {
+            "key": { "type": "string" }, "version": { "type": "integer" },
+            "algorithm": { "$ref": "#/components/schemas/SignatureAlgorithm" },
+            "verified_with": { "type": "string", "description": "The public key used, NAME/VERSION" },
+            "valid": { "type": "boolean" } } },
+        "PublicKeyResponse": { "type": "object", "required": ["key", "version", "object", "public_key"], "properties": {
+            "key": { "type": "string" }, "version": { "type": "integer" },
+            "object": { "type": "string", "description": "The object holding the public key, NAME/VERSION" },
+            "public_key": { "type": "string", "description": "PEM SubjectPublicKeyInfo (-----BEGIN PUBLIC KEY-----)" } } },
+        "CertificateRequest": { "type": "object", "required": ["certificate"], "additionalProperties": false, "properties": {
+            "name": { "$ref": "#/components/schemas/Name" },
+            "certificate": { "type": "string", "minLength": 1, "description": "The X.509 certificate: PEM (-----BEGIN CERTIFICATE-----) or base64 of its DER" },
+            "allow": { "type": "array", "maxItems": 64, "items": { "$ref": "#/components/schemas/Selector" } } } },
+        "CertificateResponse": { "allOf": [ { "$ref": "#/components/schemas/Key" },
+            { "type": "object", "required": ["pem", "subject", "issuer", "not_after"], "properties": {
+              "pem": { "type": "string" }, "subject": { "type": "string" }, "issuer": { "type": "string" },
+              "not_after": { "type": "string" } } } ] },
         "KeyList": { "type": "object", "required": ["keys", "next_cursor"], "properties": { "keys": { "type": "array", "items": { "$ref": "#/components/schemas/Key" } },
             "next_cursor": { "$ref": "#/components/schemas/NextCursor" } } },
         "NextCursor": { "type": "string", "nullable": true, "description": "The cursor of the next page; null on the last page" },
@@ -262,8 +321,11 @@ pub fn openapi_document() -> Value {
             "context": { "type": "string", "format": "byte", "maxLength": 5464 } } },
         "UnwrapResponse": { "type": "object", "required": ["key", "version", "plaintext"], "properties": {
             "key": { "type": "string" }, "version": { "type": "integer" }, "plaintext": { "type": "string", "format": "byte" } } },
-        "ExportResponse": { "type": "object", "required": ["key", "version", "material"], "properties": {
-            "key": { "type": "string" }, "version": { "type": "integer" }, "material": { "type": "string", "format": "byte" } } },
+        "ExportResponse": { "type": "object", "required": ["key", "version", "material", "type", "format"], "properties": {
+            "key": { "type": "string" }, "version": { "type": "integer" }, "material": { "type": "string", "format": "byte" },
+            "type": { "$ref": "#/components/schemas/ObjectType" },
+            "format": { "type": "string", "enum": ["raw", "pkcs8", "spki", "x509"], "description": "The material's form: raw bytes, PKCS#8 DER, SubjectPublicKeyInfo DER, X.509 DER" },
+            "pem": { "type": "string", "nullable": true, "description": "The material as PEM (PKCS#8, public key or certificate); null for raw material" } } },
         "Client": { "type": "object", "required": ["name", "labels", "admin", "serial", "fingerprint", "created_ms", "not_after_ms"], "properties": {
             "name": { "$ref": "#/components/schemas/Name" },
             "labels": { "type": "object", "additionalProperties": { "type": "string" } },

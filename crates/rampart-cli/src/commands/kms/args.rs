@@ -433,17 +433,23 @@ pub enum ClientCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum KeyCommand {
-    /// Create a key.
+    /// Create a key
+    ///
+    /// An AES-256 key (the default type), or with --type a signing key pair: NAME, the private
+    /// key, and NAME.pub, its public key.
     Create {
         /// The key name.
         #[arg(value_name = "NAME")]
         name: String,
-        /// Who may wrap/unwrap/export: client:NAME or label:KEY=VALUE (repeatable).
+        /// Who may use the key (wrap/unwrap/export, or sign/verify): client:NAME or label:KEY=VALUE (repeatable).
         #[arg(long, value_name = "SELECTOR")]
         allow: Vec<String>,
-        /// Allow `key export` of the raw material.
+        /// Allow `key export` of the raw material (a private key's as PKCS#8).
         #[arg(long)]
         exportable: bool,
+        /// The key type: aes-256 (wrap/unwrap), or a signing key pair.
+        #[arg(long = "type", value_name = "TYPE", default_value = "aes-256")]
+        key_type: KeyTypeArg,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -548,6 +554,88 @@ pub enum KeyCommand {
         /// Write the plaintext here (mode 0600) instead of standard output.
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Sign standard input (or --in FILE) with a private key; prints the signature (base64).
+    Sign {
+        /// The private key's name.
+        #[arg(value_name = "NAME")]
+        name: String,
+        /// The signature algorithm (default: ECDSA with the curve's hash, RSA-PSS with SHA-256, Ed25519).
+        #[arg(long, value_name = "ALGORITHM")]
+        algorithm: Option<SignatureAlgorithmArg>,
+        /// The input is the message's digest (raw bytes, e.g. `openssl dgst -sha256 -binary`), not the message.
+        #[arg(long)]
+        digest: bool,
+        /// Read the input from FILE instead of standard input (at most 128 KiB).
+        #[arg(long = "in", value_name = "FILE")]
+        input: Option<PathBuf>,
+        /// Write the signature's raw bytes instead of base64.
+        #[arg(long, conflicts_with = "json")]
+        raw: bool,
+        /// Print the server's JSON answer (key, version, algorithm, signature).
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Check a signature of standard input (or --in FILE); exits 1 when it does not verify.
+    Verify {
+        /// The public key's name, or its private key's (whose linked public key is used).
+        #[arg(value_name = "NAME")]
+        name: String,
+        /// The signature: a file (raw bytes or base64), or base64 text.
+        #[arg(long, value_name = "FILE|BASE64")]
+        signature: String,
+        /// The signature algorithm (default: as `key sign`).
+        #[arg(long, value_name = "ALGORITHM")]
+        algorithm: Option<SignatureAlgorithmArg>,
+        /// The input is the message's digest (raw bytes), not the message.
+        #[arg(long)]
+        digest: bool,
+        /// Read the input from FILE instead of standard input (at most 128 KiB).
+        #[arg(long = "in", value_name = "FILE")]
+        input: Option<PathBuf>,
+        /// Print the server's JSON answer (valid: true or false) instead of a line.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Print the public key (PEM) of a key pair or a certificate.
+    Public {
+        /// The key's name (a private key, its public key, or a certificate).
+        #[arg(value_name = "NAME")]
+        name: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Register an X.509 certificate (PEM or DER) as a key object of type certificate.
+    ImportCertificate {
+        /// The certificate's name (default: the server draws one, cert-HEX).
+        #[arg(value_name = "NAME")]
+        name: Option<String>,
+        /// Read the certificate from FILE instead of standard input.
+        #[arg(long = "in", value_name = "FILE")]
+        input: Option<PathBuf>,
+        /// Who may read it back besides admins: client:NAME or label:KEY=VALUE (repeatable).
+        #[arg(long, value_name = "SELECTOR")]
+        allow: Vec<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Print a registered certificate (PEM), or with --json its subject, issuer and expiry too.
+    Certificate {
+        /// The certificate's name.
+        #[arg(value_name = "NAME")]
+        name: String,
+        /// Print JSON instead of the PEM.
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         client: ClientArgs,
     },
@@ -656,6 +744,70 @@ pub enum AuditCommand {
         #[command(flatten)]
         client: ClientArgs,
     },
+}
+
+/// `kms key create --type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum KeyTypeArg {
+    /// An AES-256 key (wrap, unwrap, export).
+    #[value(name = "aes-256")]
+    Aes256,
+    /// An RSA key pair of 2048 bits.
+    #[value(name = "rsa-2048")]
+    Rsa2048,
+    /// An RSA key pair of 3072 bits.
+    #[value(name = "rsa-3072")]
+    Rsa3072,
+    /// An RSA key pair of 4096 bits.
+    #[value(name = "rsa-4096")]
+    Rsa4096,
+    /// An EC key pair on P-256.
+    #[value(name = "ec-p256")]
+    EcP256,
+    /// An EC key pair on P-384.
+    #[value(name = "ec-p384")]
+    EcP384,
+    /// An EC key pair on P-521.
+    #[value(name = "ec-p521")]
+    EcP521,
+    /// An Ed25519 key pair.
+    #[value(name = "ed25519")]
+    Ed25519,
+}
+
+/// `kms key sign --algorithm`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SignatureAlgorithmArg {
+    /// ECDSA with SHA-256.
+    #[value(name = "ecdsa-sha256")]
+    EcdsaSha256,
+    /// ECDSA with SHA-384.
+    #[value(name = "ecdsa-sha384")]
+    EcdsaSha384,
+    /// ECDSA with SHA-512.
+    #[value(name = "ecdsa-sha512")]
+    EcdsaSha512,
+    /// RSASSA-PSS with SHA-256 (MGF1 SHA-256, salt of the hash's length).
+    #[value(name = "rsa-pss-sha256")]
+    RsaPssSha256,
+    /// RSASSA-PSS with SHA-384.
+    #[value(name = "rsa-pss-sha384")]
+    RsaPssSha384,
+    /// RSASSA-PSS with SHA-512.
+    #[value(name = "rsa-pss-sha512")]
+    RsaPssSha512,
+    /// RSASSA-PKCS1-v1_5 with SHA-256.
+    #[value(name = "rsa-pkcs1-sha256")]
+    RsaPkcs1Sha256,
+    /// RSASSA-PKCS1-v1_5 with SHA-384.
+    #[value(name = "rsa-pkcs1-sha384")]
+    RsaPkcs1Sha384,
+    /// RSASSA-PKCS1-v1_5 with SHA-512.
+    #[value(name = "rsa-pkcs1-sha512")]
+    RsaPkcs1Sha512,
+    /// Ed25519 (of the message only).
+    #[value(name = "ed25519")]
+    Ed25519,
 }
 
 /// `kms key list --state`.

@@ -6,7 +6,7 @@ use std::io::Write;
 
 use rampart_kms::audit::VerifyReport;
 use rampart_kms::client::{ClientError, Page};
-use rampart_kms::model::{format_time, AuditEntry, ClientInfo, KeyInfo};
+use rampart_kms::model::{format_time, AuditEntry, ClientInfo, KeyInfo, KeyView, ObjectInfo};
 use rampart_kms_tools::bench::{BenchRun, KmipOperation};
 use rampart_kms_tools::load::UnwrapRun;
 
@@ -104,18 +104,37 @@ pub(super) fn client_row(out: &mut dyn Write, c: &ClientInfo) -> std::io::Result
 }
 
 pub(super) fn key_header() -> String {
-    format!("{:<32} {:>7} {:<9} {:<10} ALLOW", "NAME", "VERSION", "STATE", "EXPORTABLE")
+    format!(
+        "{:<32} {:>7} {:<9} {:<14} {:<9} {:<10} ALLOW",
+        "NAME", "VERSION", "STATE", "TYPE", "ALGORITHM", "EXPORTABLE"
+    )
 }
 
-pub(super) fn key_row(out: &mut dyn Write, key: &KeyInfo) -> std::io::Result<()> {
+/// A key's algorithm in a word: `ec-p256`, `rsa-2048`, `aes-256`, or
+/// the algorithm and length.
+fn algorithm_text(object: &ObjectInfo) -> String {
+    if let Some(t) = &object.key_type {
+        return t.clone();
+    }
+    match (&object.algorithm, object.length) {
+        (Some(a), Some(l)) => format!("{a}-{l}"),
+        (Some(a), None) => a.clone(),
+        _ => "-".into(),
+    }
+}
+
+pub(super) fn key_row(out: &mut dyn Write, view: &KeyView) -> std::io::Result<()> {
+    let key = &view.key;
     let latest = key.latest();
     let allow: Vec<String> = key.allow.iter().map(ToString::to_string).collect();
     writeln!(
         out,
-        "{:<32} {:>7} {:<9} {:<10} {}",
+        "{:<32} {:>7} {:<9} {:<14} {:<9} {:<10} {}",
         key.name,
         latest.map_or(0, |v| v.version),
         latest.map_or("-", |v| v.state.name()),
+        view.object.object_type,
+        algorithm_text(&view.object),
         if key.exportable { "yes" } else { "no" },
         allow.join(" ")
     )
@@ -140,13 +159,40 @@ pub(super) fn audit_row(out: &mut dyn Write, e: &AuditEntry) -> std::io::Result<
     )
 }
 
-pub(super) fn print_key(key: &KeyInfo, json: bool) -> anyhow::Result<()> {
+/// A key as rotate, revoke and destroy answer it (without its type).
+pub(super) fn print_key_info(key: &KeyInfo, json: bool) -> anyhow::Result<()> {
     if json {
         outln!("{}", serde_json::to_string_pretty(key)?)?;
         return Ok(());
     }
+    print_key(&KeyView { key: key.clone(), object: ObjectInfo::default() }, false)
+}
+
+pub(super) fn print_key(view: &KeyView, json: bool) -> anyhow::Result<()> {
+    if json {
+        outln!("{}", serde_json::to_string_pretty(view)?)?;
+        return Ok(());
+    }
+    let key = &view.key;
+    let object = &view.object;
     let allow: Vec<String> = key.allow.iter().map(ToString::to_string).collect();
     outln!("key:        {}", key.name)?;
+    if !object.object_type.is_empty() {
+        outln!("type:       {}", object.object_type)?;
+        outln!("algorithm:  {}", algorithm_text(object))?;
+    }
+    if let Some(curve) = &object.curve {
+        outln!("curve:      {curve}")?;
+    }
+    for (what, linked) in [
+        ("public key", &object.public_key),
+        ("private key", &object.private_key),
+        ("certificate", &object.certificate),
+    ] {
+        if let Some(name) = linked {
+            outln!("{:<12}{name}", format!("{what}:"))?;
+        }
+    }
     outln!("created:    {}", format_time(key.created_ms))?;
     outln!("exportable: {}", if key.exportable { "yes" } else { "no" })?;
     outln!("allow:      {}", if allow.is_empty() { "(nobody)".into() } else { allow.join(" ") })?;

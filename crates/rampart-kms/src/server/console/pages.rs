@@ -11,11 +11,13 @@ use super::request::{Audit, Auth, Out, Req};
 use super::sessions::{MAX_SESSIONS, SESSION_IDLE_MS, SESSION_MAX_MS};
 use crate::bundle::{Bundle, BUNDLE_FORMAT};
 use crate::error::{KmsError, Result};
-use crate::model::{check_name, now_ms, AuditEntry, ClientInfo, KeyInfo, KeyState, Labels};
+use crate::model::{
+    check_name, now_ms, AuditEntry, ClientInfo, KeyInfo, KeyState, KeyView, Labels, ObjectInfo,
+};
 use crate::server::audit_log::{self, WalkFrom};
 use crate::server::paging;
 use crate::server::service::clients::{self, ClientChange};
-use crate::server::service::{self, keys, lists};
+use crate::server::service::{self, keys, lists, objects};
 use crate::server::state::{State, PRESENCE_INTERVAL};
 use crate::store::ClientFilter;
 
@@ -192,7 +194,7 @@ pub(super) async fn route(
             audit.op = "key.show";
             check_name("key name", name)?;
             audit.key = Some((*name).to_owned());
-            let key = keys::get_key(state, name).await?;
+            let key = objects::describe(state, keys::get_key(state, name).await?).await?;
             Ok(key_page(auth, &key))
         }
         ["ui", "keys", name, "destroy"] if !post => {
@@ -414,6 +416,7 @@ async fn keys_page(state: &State, auth: &Auth, params: &BTreeMap<String, String>
         ("limit", PAGE),
     ]))?;
     let (keys, next) = lists::key_page(state, request).await?;
+    let keys = objects::describe_all(state, keys).await?;
     Ok(page(auth, "Keys", "Keys", |h| {
         h.raw("<form method=\"get\" action=\"/ui/keys\" class=\"filters\" role=\"search\">");
         h.input("Name starts with", "prefix", prefix, "type=\"search\"");
@@ -430,12 +433,16 @@ async fn keys_page(state: &State, auth: &Auth, params: &BTreeMap<String, String>
         );
         h.raw("<button type=\"submit\">Filter</button></form>");
         h.raw("<table><caption>Keys in name order (newest version's state)</caption><thead><tr>")
-            .raw("<th scope=\"col\">Name</th><th scope=\"col\">Versions</th><th scope=\"col\">Newest version</th>")
+            .raw("<th scope=\"col\">Name</th><th scope=\"col\">Type</th><th scope=\"col\">Algorithm</th>")
+            .raw("<th scope=\"col\">Versions</th><th scope=\"col\">Newest version</th>")
             .raw("<th scope=\"col\">Allow rules</th><th scope=\"col\">Exportable</th>")
             .raw("<th scope=\"col\">Created</th><th scope=\"col\">Last rotated</th></tr></thead><tbody>");
-        for key in &keys {
+        for view in &keys {
+            let key = &view.key;
             let latest = key.latest();
             h.raw("<tr><td>").link(&format!("/ui/keys/{}", key.name), &key.name).raw("</td>");
+            h.td(&view.object.object_type);
+            h.td(&algorithm_text(&view.object));
             h.td(&key.versions.len().to_string());
             h.td(
                 &latest.map_or_else(String::new, |v| format!("{} ({})", v.version, v.state.name()))
@@ -449,7 +456,7 @@ async fn keys_page(state: &State, auth: &Auth, params: &BTreeMap<String, String>
             h.raw("</tr>");
         }
         if keys.is_empty() {
-            h.raw("<tr><td colspan=\"7\">No key matches.</td></tr>");
+            h.raw("<tr><td colspan=\"9\">No key matches.</td></tr>");
         }
         h.raw("</tbody></table>");
         next_link(
@@ -472,6 +479,22 @@ async fn keys_page(state: &State, auth: &Auth, params: &BTreeMap<String, String>
     }))
 }
 
+/// A key's algorithm in a word (`ec-p256`, `rsa-2048`, `aes-256`), with
+/// its linked object when it has one.
+fn algorithm_text(object: &ObjectInfo) -> String {
+    let algorithm = match (&object.key_type, &object.algorithm, object.length) {
+        (Some(t), _, _) => t.clone(),
+        (None, Some(a), Some(l)) => format!("{a} {l}"),
+        (None, Some(a), None) => a.clone(),
+        _ => "-".into(),
+    };
+    match (&object.public_key, &object.private_key) {
+        (Some(public), _) => format!("{algorithm} (public key {public})"),
+        (_, Some(private)) => format!("{algorithm} (private key {private})"),
+        _ => algorithm,
+    }
+}
+
 fn allow_text(key: &KeyInfo) -> String {
     if key.allow.is_empty() {
         return "nobody".into();
@@ -479,7 +502,8 @@ fn allow_text(key: &KeyInfo) -> String {
     key.allow.iter().map(ToString::to_string).collect::<Vec<_>>().join(" ")
 }
 
-fn key_page(auth: &Auth, key: &KeyInfo) -> Out {
+fn key_page(auth: &Auth, view: &KeyView) -> Out {
+    let key = &view.key;
     page(auth, "Keys", &format!("Key {}", key.name), |h| {
         h.raw("<dl>");
         h.el("dt", "Allow rules").el("dd", &allow_text(key));
@@ -490,6 +514,8 @@ fn key_page(auth: &Auth, key: &KeyInfo) -> Out {
             .filter(|v| v.version > 1)
             .map_or_else(|| "never".into(), |v| time(v.created_ms));
         h.el("dt", "Last rotated").el("dd", &rotated);
+        h.el("dt", "Type").el("dd", &view.object.object_type);
+        h.el("dt", "Algorithm").el("dd", &algorithm_text(&view.object));
         h.raw("</dl>");
         h.raw("<table><caption>Versions</caption><thead><tr><th scope=\"col\">Version</th><th scope=\"col\">State</th>")
             .raw("<th scope=\"col\">Reason</th><th scope=\"col\">Created</th><th scope=\"col\">State changed</th></tr></thead><tbody>");

@@ -7,7 +7,7 @@ use crate::error::KmsError;
 
 pub(super) type R<T> = Result<T, KmipError>;
 
-pub(super) fn kms(error: KmsError) -> KmipError {
+pub(crate) fn kms(error: KmsError) -> KmipError {
     match error {
         KmsError::NotFound(m) => KmipError::ItemNotFound(m),
         KmsError::Forbidden(m) => KmipError::PermissionDenied(m),

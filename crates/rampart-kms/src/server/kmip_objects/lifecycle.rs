@@ -20,8 +20,9 @@ use super::key_formats::{digest_input, generated_format};
 use super::object::{encode_value, unique_identifier, SINGLE};
 use super::server_attributes::{self as server, client_sets};
 use super::session::Session;
-use crate::model::{check_name, now_ms, KeyState, Selector, MAX_REASON};
+use crate::model::{check_name, now_ms, ClientInfo, KeyState, Selector, MAX_REASON};
 use crate::server::service::{access, keys};
+use crate::server::state::State;
 use crate::store::{KmipAttributeRow, KmipObject, NewKmipKey, StateChange};
 
 /// Largest Secret Data registered.
@@ -137,56 +138,17 @@ impl Session<'_> {
     }
 
     /// A new key `name` holding one KMIP object, its material sealed, for
-    /// the store to create.
+    /// the store to create: allowed to this client, exportable (what KMIP
+    /// Create and Register make).
     pub(super) fn new_key(
         &self,
         name: &str,
         object_type: ObjectType,
-        mut new: NewObject,
+        new: NewObject,
         material: &SecretBytes,
     ) -> R<NewKmipKey> {
-        let root = self.state.require_root().map_err(kms)?;
-        let name = name.to_owned();
-        let now = now_ms();
-        // What the server sets on every object with key material (Digest,
-        // Fresh, ...): the material was drawn here unless registered.
-        let format =
-            new.registered_format.unwrap_or_else(|| generated_format(object_type, new.algorithm));
-        let generated = new.registered_format.is_none();
-        server::check_template(&new.stored, generated)?;
-        server::check_quantum_safe(&new.stored, object_type, new.length)?;
-        let digested = digest_input(object_type, format, material)?;
-        let extra = server::initial_rows(&new.stored, format, digested.expose(), generated, now)?;
-        new.stored.extend(extra);
-        let sealed = root.seal_material(&name, 1, material).map_err(kms)?;
         let allow = vec![Selector::Client(self.client.name.clone())];
-        let key = keys::new_key(name.clone(), true, allow, now);
-        let object = KmipObject {
-            key: name.clone(),
-            version: 1,
-            object_type: object_type.0,
-            algorithm: new.algorithm,
-            length: new.length,
-            usage_mask: new.usage_mask,
-            secret_type: new.secret_type,
-            owner: self.client.name.clone(),
-            // Pre-Active until activated, unless the template dates it.
-            activation_ms: new.activation_ms,
-            deactivation_ms: new.deactivation_ms,
-            compromise_occurrence_ms: None,
-            compromised: false,
-        };
-        let mut positions: BTreeMap<String, u32> = BTreeMap::new();
-        let rows = new
-            .stored
-            .into_iter()
-            .map(|(attr, value)| {
-                let p = positions.entry(attr.clone()).or_insert(0);
-                *p += 1;
-                KmipAttributeRow { version: 1, name: attr, position: *p - 1, value }
-            })
-            .collect();
-        Ok(NewKmipKey { key, material: sealed, object, attributes: rows })
+        new_kmip_key(self.state, self.client, name, object_type, new, material, allow, true)
     }
 
     pub(super) async fn create(&mut self, request: &CreateRequest) -> R<Vec<Item>> {
@@ -424,21 +386,80 @@ impl Session<'_> {
     }
 }
 
+/// A new key `name` holding one KMIP object made by `client`, its
+/// material sealed, with the attributes the server sets on every object
+/// (Digest, Fresh, ...), for the store to create: what KMIP Create,
+/// Register and Create Key Pair and the REST API's key pairs and
+/// certificates store.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn new_kmip_key(
+    state: &State,
+    client: &ClientInfo,
+    name: &str,
+    object_type: ObjectType,
+    mut new: NewObject,
+    material: &SecretBytes,
+    allow: Vec<Selector>,
+    exportable: bool,
+) -> R<NewKmipKey> {
+    let root = state.require_root().map_err(kms)?;
+    let name = name.to_owned();
+    let now = now_ms();
+    // What the server sets on every object with key material (Digest,
+    // Fresh, ...): the material was drawn here unless registered.
+    let format =
+        new.registered_format.unwrap_or_else(|| generated_format(object_type, new.algorithm));
+    let generated = new.registered_format.is_none();
+    server::check_template(&new.stored, generated)?;
+    server::check_quantum_safe(&new.stored, object_type, new.length)?;
+    let digested = digest_input(object_type, format, material)?;
+    let extra = server::initial_rows(&new.stored, format, digested.expose(), generated, now)?;
+    new.stored.extend(extra);
+    let sealed = root.seal_material(&name, 1, material).map_err(kms)?;
+    let key = keys::new_key(name.clone(), exportable, allow, now);
+    let object = KmipObject {
+        key: name.clone(),
+        version: 1,
+        object_type: object_type.0,
+        algorithm: new.algorithm,
+        length: new.length,
+        usage_mask: new.usage_mask,
+        secret_type: new.secret_type,
+        owner: client.name.clone(),
+        // Pre-Active until activated, unless the template dates it.
+        activation_ms: new.activation_ms,
+        deactivation_ms: new.deactivation_ms,
+        compromise_occurrence_ms: None,
+        compromised: false,
+    };
+    let mut positions: BTreeMap<String, u32> = BTreeMap::new();
+    let rows = new
+        .stored
+        .into_iter()
+        .map(|(attr, value)| {
+            let p = positions.entry(attr.clone()).or_insert(0);
+            *p += 1;
+            KmipAttributeRow { version: 1, name: attr, position: *p - 1, value }
+        })
+        .collect();
+    Ok(NewKmipKey { key, material: sealed, object, attributes: rows })
+}
+
 /// A new object's fields from its template.
 #[derive(Default)]
-pub(super) struct NewObject {
-    pub(super) algorithm: Option<u32>,
-    pub(super) length: Option<i32>,
-    pub(super) usage_mask: Option<i32>,
-    pub(super) secret_type: Option<u32>,
-    pub(super) activation_ms: Option<i64>,
-    pub(super) deactivation_ms: Option<i64>,
-    pub(super) names: Vec<Name>,
+pub(crate) struct NewObject {
+    pub(crate) algorithm: Option<u32>,
+    pub(crate) length: Option<i32>,
+    pub(crate) usage_mask: Option<i32>,
+    pub(crate) secret_type: Option<u32>,
+    pub(crate) activation_ms: Option<i64>,
+    pub(crate) deactivation_ms: Option<i64>,
+    pub(crate) names: Vec<Name>,
     /// (attribute name, encoded value), in order.
-    pub(super) stored: Vec<(String, String)>,
+    pub(crate) stored: Vec<(String, String)>,
     /// The Key Format Type of registered material (`None`: the server
     /// generates it).
-    pub(super) registered_format: Option<KeyFormatType>,
+    pub(crate) registered_format: Option<KeyFormatType>,
     /// The Certificate Type a Register's attributes name.
-    pub(super) certificate_type: Option<u32>,
+    pub(crate) certificate_type: Option<u32>,
 }

@@ -76,6 +76,10 @@ use self::attributes::Change;
 use self::crypto::encoding_option;
 use self::errors::R;
 
+pub(crate) use self::errors::kms as kms_error;
+pub(crate) use self::lifecycle::{new_kmip_key, NewObject};
+pub(crate) use self::object::{decode_value, encode_value, unique_identifier};
+pub(crate) use self::register::certificate_object;
 pub(crate) use self::session::Session;
 
 /// Whether this server serves `operation` (of [`OPERATIONS`]) to a client

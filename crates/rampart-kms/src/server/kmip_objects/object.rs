@@ -28,7 +28,7 @@ pub(super) fn seconds(ms: i64) -> i64 {
 
 /// A stored attribute value: hex of the value's TTLV (tagged Attribute
 /// Value), so any type round-trips and equal values compare equal.
-pub(super) fn encode_value(name: &str, item: &Item) -> R<String> {
+pub(crate) fn encode_value(name: &str, item: &Item) -> R<String> {
     let value = if name == "Name" {
         Name::parse(item)?.to_value(Tag::ATTRIBUTE_VALUE)
     } else if name == "Link" {
@@ -39,7 +39,7 @@ pub(super) fn encode_value(name: &str, item: &Item) -> R<String> {
     Ok(hex::encode(value.encode()?))
 }
 
-pub(super) fn decode_value(text: &str) -> Option<Item> {
+pub(crate) fn decode_value(text: &str) -> Option<Item> {
     let bytes = hex::decode(text).ok()?;
     ttlv::decode(&bytes, &rampart_kmip::Limits::default()).ok()
 }

@@ -9,7 +9,7 @@
 
 use rampart_crypto::SecretBytes;
 use rampart_kmip::enums::{CryptographicAlgorithm, KeyFormatType, ObjectType};
-use rampart_kmip::object_parts::MAX_OBJECT_BYTES;
+use rampart_kmip::object_parts::{Certificate, MAX_OBJECT_BYTES};
 use rampart_kmip::payload::{KeyBlock, ManagedObject, RegisterRequest};
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::Item;
@@ -85,28 +85,7 @@ impl Session<'_> {
                 new.stored.push((SPLIT_KEY_ROW.to_owned(), encode_value(SPLIT_KEY_ROW, &fields)?));
                 SecretBytes::from_slice(part)
             }
-            ManagedObject::Certificate(cert) => {
-                if new.certificate_type.is_some_and(|t| t != cert.certificate_type.0) {
-                    return Err(KmipError::InvalidField(
-                        "the Certificate Type attribute is not the certificate's".into(),
-                    ));
-                }
-                let der = cert.value.as_slice();
-                let derived = certificate_attributes(cert.certificate_type, der)?;
-                if new.algorithm.is_some() || new.length.is_some() {
-                    return Err(KmipError::InvalidField(
-                        "a certificate's Cryptographic Algorithm and Length are its public key's"
-                            .into(),
-                    ));
-                }
-                new.algorithm = derived.algorithm;
-                new.length = derived.length;
-                new.secret_type = Some(cert.certificate_type.0);
-                for (name, value) in derived.attributes {
-                    new.stored.push((name.to_owned(), encode_value(name, &value)?));
-                }
-                SecretBytes::from_slice(der)
-            }
+            ManagedObject::Certificate(cert) => certificate_object(cert, &mut new)?,
             ManagedObject::OpaqueObject(opaque) => {
                 if new.algorithm.is_some() || new.length.is_some() {
                     return Err(KmipError::InvalidField(
@@ -126,6 +105,31 @@ impl Session<'_> {
         let uid = self.store_new(object_type, new, &material).await?;
         Ok(vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid)])
     }
+}
+
+/// A certificate's DER, its type checked against the template's and the
+/// attributes derived from it put into `new` (KMIP Register, and the
+/// REST API's `POST /v1/certificates`).
+pub(crate) fn certificate_object(cert: &Certificate, new: &mut NewObject) -> R<SecretBytes> {
+    if new.certificate_type.is_some_and(|t| t != cert.certificate_type.0) {
+        return Err(KmipError::InvalidField(
+            "the Certificate Type attribute is not the certificate's".into(),
+        ));
+    }
+    let der = cert.value.as_slice();
+    let derived = certificate_attributes(cert.certificate_type, der)?;
+    if new.algorithm.is_some() || new.length.is_some() {
+        return Err(KmipError::InvalidField(
+            "a certificate's Cryptographic Algorithm and Length are its public key's".into(),
+        ));
+    }
+    new.algorithm = derived.algorithm;
+    new.length = derived.length;
+    new.secret_type = Some(cert.certificate_type.0);
+    for (name, value) in derived.attributes {
+        new.stored.push((name.to_owned(), encode_value(name, &value)?));
+    }
+    Ok(SecretBytes::from_slice(der))
 }
 
 /// A symmetric key's bytes, its algorithm and length checked.

@@ -92,6 +92,30 @@ impl Session<'_> {
         Ok(Obj { key, version: version_info, kmip, source, stored })
     }
 
+    /// Under Undo, before the batch first changes key `name`: its state.
+    pub(super) async fn remember(&mut self, name: &str) -> R<()> {
+        match self.undo.as_mut() {
+            Some(log) => log.remember(self.state.store.as_ref(), name).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Under Undo, the batch made key `name`: undoing removes it.
+    pub(super) fn made(&mut self, name: &str) {
+        if let Some(log) = self.undo.as_mut() {
+            log.made(name);
+        }
+    }
+
+    /// Puts back what the batch changed and removes what it made
+    /// (Batch Error Continuation Undo; nothing without it).
+    pub(crate) async fn undo(&mut self) -> R<()> {
+        match self.undo.take() {
+            Some(log) => log.undo(self.state.store.as_ref()).await,
+            None => Ok(()),
+        }
+    }
+
     pub(super) fn require_visible(&self, obj: &Obj) -> R<()> {
         access::require_visible(self.client, &obj.key.name, &obj.key.allow).map_err(kms)
     }

@@ -174,7 +174,7 @@ fn signing_error(e: CryptoError) -> KmipError {
 }
 
 impl Session<'_> {
-    pub(super) async fn sign(&mut self, request: &SignRequest) -> R<Vec<Item>> {
+    pub(crate) async fn sign(&mut self, request: &SignRequest) -> R<Vec<Item>> {
         let uid = self.uid(request.unique_identifier.as_ref())?;
         let data = input(request)?;
         let (obj, key) = self.asymmetric_key(&uid, Use::Sign).await?;
@@ -199,7 +199,7 @@ impl Session<'_> {
         ])
     }
 
-    pub(super) async fn signature_verify(&mut self, request: &SignRequest) -> R<Vec<Item>> {
+    pub(crate) async fn signature_verify(&mut self, request: &SignRequest) -> R<Vec<Item>> {
         let uid = self.uid(request.unique_identifier.as_ref())?;
         let data = input(request)?;
         let signature = request

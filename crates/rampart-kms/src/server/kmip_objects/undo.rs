@@ -19,8 +19,7 @@ use rampart_kmip::message::RequestBatchItem;
 use rampart_kmip::payload::{CryptoRequest, StreamRequest};
 
 use super::errors::{kms, R};
-use super::session::Session;
-use crate::store::KmipKeyState;
+use crate::store::{KmipKeyState, Store};
 
 /// What undoing a batch restores: per key, in the order the batch first
 /// touched them, its state before (`None`: the batch made it).
@@ -33,38 +32,30 @@ impl UndoLog {
     fn knows(&self, name: &str) -> bool {
         self.keys.iter().any(|(k, _)| k == name)
     }
-}
 
-impl Session<'_> {
     /// Before the batch first changes key `name`: its state, for undoing.
-    pub(super) async fn remember(&mut self, name: &str) -> R<()> {
-        if self.undo.as_ref().is_none_or(|log| log.knows(name)) {
+    pub(super) async fn remember(&mut self, store: &dyn Store, name: &str) -> R<()> {
+        if self.knows(name) {
             return Ok(());
         }
-        let earlier = self.state.store.kmip_key_state(name.to_owned()).await.map_err(kms)?;
-        if let (Some(log), Some(earlier)) = (self.undo.as_mut(), earlier) {
-            log.keys.push((name.to_owned(), Some(earlier)));
+        if let Some(earlier) = store.kmip_key_state(name.to_owned()).await.map_err(kms)? {
+            self.keys.push((name.to_owned(), Some(earlier)));
         }
         Ok(())
     }
 
     /// The batch made key `name`: undoing removes it.
     pub(super) fn made(&mut self, name: &str) {
-        if let Some(log) = self.undo.as_mut() {
-            log.keys.push((name.to_owned(), None));
-        }
+        self.keys.push((name.to_owned(), None));
     }
 
     /// Puts back every key the batch changed and removes every key it
-    /// made; the names undone, newest first.
-    pub(crate) async fn undo(&mut self) -> R<Vec<String>> {
-        let Some(log) = self.undo.take() else { return Ok(Vec::new()) };
-        let mut undone = Vec::with_capacity(log.keys.len());
-        for (name, earlier) in log.keys.into_iter().rev() {
-            self.state.store.kmip_restore(name.clone(), earlier).await.map_err(kms)?;
-            undone.push(name);
+    /// made, newest first.
+    pub(super) async fn undo(self, store: &dyn Store) -> R<()> {
+        for (name, earlier) in self.keys.into_iter().rev() {
+            store.kmip_restore(name, earlier).await.map_err(kms)?;
         }
-        Ok(undone)
+        Ok(())
     }
 }
 

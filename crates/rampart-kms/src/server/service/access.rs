@@ -81,8 +81,7 @@ pub(crate) fn require_manage(
 /// stays allowed, as KMIP lets a Deactivated key decrypt). The REST API
 /// wraps with AES-256 keys only: any other object (a symmetric key of
 /// another algorithm or length, Secret Data, a private key...) is refused
-/// for wrapping, and only symmetric keys and Secret Data are exported
-/// (the REST API has no format for the others).
+/// for wrapping; every object but a split key is exported.
 pub(crate) fn check_kmip_dates(
     kmip: &KmipUse,
     name: &str,
@@ -94,11 +93,13 @@ pub(crate) fn check_kmip_dates(
     let aes_256 = object_type == ObjectType::SYMMETRIC_KEY
         && kmip.algorithm.is_none_or(|a| a == CryptographicAlgorithm::AES.0)
         && kmip.length.is_none_or(|l| l == 256);
-    let exported = matches!(object_type, ObjectType::SYMMETRIC_KEY | ObjectType::SECRET_DATA);
-    if key_use == KeyUse::Export && !exported {
+    // Split key parts are KMIP's alone (the REST API has no form for
+    // their fields); every other object exports in its stored form
+    // (a private key as PKCS#8, a public key as SubjectPublicKeyInfo).
+    if key_use == KeyUse::Export && object_type == ObjectType::SPLIT_KEY {
         return Err(KmsError::Forbidden(format!(
-            "key {name} version {version} is a KMIP {object_type}: the REST API exports \
-             symmetric keys and Secret Data only (use KMIP Get)"
+            "key {name} version {version} is a KMIP {object_type}: the REST API does not \
+             export split keys (use KMIP Get)"
         )));
     }
     if key_use != KeyUse::Export && !aes_256 {
@@ -220,10 +221,14 @@ mod tests {
         let error = check_kmip_dates(&secret, "k", 1, KeyUse::Wrap).unwrap_err();
         assert!(error.to_string().contains("is a KMIP Secret Data, not an AES-256"), "{error}");
         let private = KmipUse { object_type: 4, algorithm: Some(4), length: Some(2048), ..key };
-        for key_use in [KeyUse::Wrap, KeyUse::Unwrap, KeyUse::Export] {
+        for key_use in [KeyUse::Wrap, KeyUse::Unwrap] {
             let error = check_kmip_dates(&private, "k", 1, key_use).unwrap_err();
             assert!(error.to_string().contains("is a KMIP Private Key"), "{error}");
         }
+        assert!(check_kmip_dates(&private, "k", 1, KeyUse::Export).is_ok());
+        let split = KmipUse { object_type: 5, ..key };
+        let error = check_kmip_dates(&split, "k", 1, KeyUse::Export).unwrap_err();
+        assert!(error.to_string().contains("does not export split keys"), "{error}");
         let hmac = KmipUse { algorithm: Some(9), length: Some(256), ..key };
         let error = check_kmip_dates(&hmac, "k", 1, KeyUse::Wrap).unwrap_err();
         assert!(error.to_string().contains("HMAC-SHA256 256-bit symmetric key"), "{error}");

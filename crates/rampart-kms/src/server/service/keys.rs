@@ -1,6 +1,7 @@
 //! Key operations: create, read, rotate, revoke, destroy, and the key
 //! version (with its material) a data operation may use.
 
+use rampart_kmip::enums::ObjectType;
 use std::sync::Arc;
 
 use rampart_crypto::{random_secret, SecretBytes};
@@ -65,6 +66,17 @@ pub(crate) async fn rotate_key(
     version: &mut Option<u32>,
 ) -> Result<KeyInfo> {
     let root = state.require_root()?;
+    // A rotation adds an AES-256 version: a key pair, a certificate or
+    // another KMIP object is re-keyed over KMIP, if at all.
+    if let Some(object) = state.store.kmip_object(name.to_owned(), u32::MAX).await? {
+        let object_type = ObjectType(object.object_type);
+        if object_type != ObjectType::SYMMETRIC_KEY {
+            return Err(KmsError::invalid(format!(
+                "key {name} is a {}: only symmetric keys rotate over REST",
+                type_name(object_type)
+            )));
+        }
+    }
     for _ in 0..5 {
         let key = get_key(state, name).await?;
         let next = key.latest().map_or(1, |v| v.version + 1);
@@ -165,4 +177,24 @@ pub(crate) async fn usable(
         }
         _ => Err(KmsError::KeyDestroyed { name: name.to_owned(), version: v }),
     }
+}
+
+/// The REST name of a KMIP object type.
+pub(crate) fn type_name(object_type: ObjectType) -> &'static str {
+    match object_type {
+        ObjectType::SYMMETRIC_KEY => "symmetric-key",
+        ObjectType::PRIVATE_KEY => "private-key",
+        ObjectType::PUBLIC_KEY => "public-key",
+        ObjectType::CERTIFICATE => "certificate",
+        ObjectType::SECRET_DATA => "secret-data",
+        ObjectType::OPAQUE_OBJECT => "opaque-object",
+        ObjectType::SPLIT_KEY => "split-key",
+        ObjectType::PGP_KEY => "pgp-key",
+        _ => "other",
+    }
+}
+
+/// The REST type name of an object type number (`None`: a REST key).
+pub(crate) fn type_name_of(object_type: Option<u32>) -> &'static str {
+    type_name(object_type.map_or(ObjectType::SYMMETRIC_KEY, ObjectType))
 }

@@ -7,8 +7,10 @@
 pub(crate) mod access;
 pub(crate) mod audit;
 pub(crate) mod clients;
+pub(crate) mod key_pairs;
 pub(crate) mod keys;
 pub(crate) mod lists;
+pub(crate) mod objects;
 
 use serde_json::{json, Value};
 
