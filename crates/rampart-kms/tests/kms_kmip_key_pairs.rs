@@ -14,23 +14,13 @@ use rampart_kmip::enums::{
     CryptographicAlgorithm, KeyFormatType, LinkType, ObjectType, Operation, ResultReason,
     ResultStatus,
 };
-use rampart_kmip::message::{Attribute, ProtocolVersion, RequestMessage, ResponseBatchItem};
+use rampart_kmip::message::{Attribute, ResponseBatchItem};
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::{Fields, Item, Value};
 
 use crate::common::Backend;
 use crate::kmip_support as support;
-use support::{connect, exchange, Deployment, Tls};
-
-async fn one(tls: &mut Tls, op: Operation, fields: Vec<Item>) -> ResponseBatchItem {
-    let request = RequestMessage::new(ProtocolVersion::V1_4, vec![(op, fields)]);
-    exchange(tls, &request).await.batch_items.remove(0)
-}
-
-fn ok(item: &ResponseBatchItem) -> Vec<Item> {
-    assert_eq!(item.result_status, ResultStatus::SUCCESS, "{:?}", item.result_message);
-    item.payload.as_ref().unwrap().children().unwrap().to_vec()
-}
+use support::{connect, ok, one, Deployment, Tls};
 
 fn reason(item: &ResponseBatchItem) -> ResultReason {
     assert_eq!(item.result_status, ResultStatus::OPERATION_FAILED, "{item:?}");

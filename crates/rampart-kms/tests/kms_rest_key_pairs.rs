@@ -13,8 +13,8 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use bytes::Bytes;
 use hyper::Method;
-use rampart_kmip::enums::{LinkType, ObjectType, Operation, ResultStatus};
-use rampart_kmip::message::{Attribute, ProtocolVersion, RequestMessage, ResponseBatchItem};
+use rampart_kmip::enums::{LinkType, ObjectType, Operation};
+use rampart_kmip::message::Attribute;
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::{Fields, Item, Value as TValue};
 use rampart_kms::client::{Body, ClientError, KmsClient};
@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 
 use crate::common::{fast, Backend};
 use crate::kmip_support as support;
-use support::{connect, exchange, Deployment, Tls};
+use support::{connect, ok, one, Deployment};
 
 fn api_code<T: std::fmt::Debug>(result: Result<T, ClientError>) -> (u16, String) {
     match result {
@@ -85,16 +85,6 @@ fn sha256(data: &[u8]) -> Vec<u8> {
         .output()
         .unwrap();
     hex::decode(String::from_utf8(out.stdout).unwrap().trim()).unwrap()
-}
-
-async fn one(tls: &mut Tls, op: Operation, fields: Vec<Item>) -> ResponseBatchItem {
-    let request = RequestMessage::new(ProtocolVersion::V1_4, vec![(op, fields)]);
-    exchange(tls, &request).await.batch_items.remove(0)
-}
-
-fn ok(item: &ResponseBatchItem) -> Vec<Item> {
-    assert_eq!(item.result_status, ResultStatus::SUCCESS, "{:?}", item.result_message);
-    item.payload.as_ref().unwrap().children().unwrap().to_vec()
 }
 
 async fn issue(admin: &KmsClient, d: &Deployment, name: &str) -> (KmsClient, rampart_kms::Bundle) {

@@ -10,9 +10,9 @@ use rampart_kms::testing::{TestDeployment, TestServer};
 use rampart_kms::Bundle;
 
 use crate::common::{Backend, PgCluster, TempDir};
-use rampart_kmip::enums::{ResultReason, ResultStatus};
-use rampart_kmip::message::{RequestMessage, ResponseBatchItem, ResponseMessage};
-use rampart_kmip::ttlv;
+use rampart_kmip::enums::{Operation, ResultReason, ResultStatus};
+use rampart_kmip::message::{ProtocolVersion, RequestMessage, ResponseBatchItem, ResponseMessage};
+use rampart_kmip::ttlv::{self, Item};
 use rampart_kmip::Limits;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -111,6 +111,12 @@ pub async fn exchange_bytes(tls: &mut Tls, bytes: &[u8]) -> ResponseMessage {
 /// Sends one request and reads the response.
 pub async fn exchange(tls: &mut Tls, request: &RequestMessage) -> ResponseMessage {
     exchange_bytes(tls, &request.to_item().encode().unwrap()).await
+}
+
+/// One KMIP 1.4 request of one batch item; its answer.
+pub async fn one(tls: &mut Tls, op: Operation, fields: Vec<Item>) -> ResponseBatchItem {
+    let request = RequestMessage::new(ProtocolVersion::V1_4, vec![(op, fields)]);
+    exchange(tls, &request).await.batch_items.remove(0)
 }
 
 /// A successful batch item's payload fields (the item, in the message).
