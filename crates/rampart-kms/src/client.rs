@@ -201,19 +201,7 @@ impl KmsClient {
         query: &KeyQuery,
         cursor: Option<&str>,
     ) -> Result<Page<KeyView>, ClientError> {
-        #[derive(Deserialize)]
-        struct List {
-            keys: Vec<KeyView>,
-            next_cursor: Option<String>,
-        }
-        let mut q = Query::default();
-        q.add("limit", query.limit.map(|n| n.to_string()));
-        q.add("cursor", cursor);
-        for (name, value) in query.filter_parameters() {
-            q.add(name, value);
-        }
-        let list: List = self.call_json(Method::GET, &q.path("/v1/keys"), None).await?;
-        Ok(Page { items: list.keys, next_cursor: list.next_cursor })
+        self.keys_page(query, cursor).await
     }
 
     /// Signs `input` (a message, or with `digest` the caller's digest of
@@ -228,12 +216,7 @@ impl KmsClient {
         digest: bool,
         algorithm: Option<&str>,
     ) -> Result<Value, ClientError> {
-        let field = if digest { "digest" } else { "message" };
-        let mut body = json!({});
-        body[field] = json!(B64.encode(input));
-        if let Some(a) = algorithm {
-            body["algorithm"] = json!(a);
-        }
+        let body = signing_body(input, digest, algorithm);
         self.call_json(Method::POST, &format!("/v1/keys/{}/sign", path_name(name)?), Some(body))
             .await
     }
@@ -249,12 +232,8 @@ impl KmsClient {
         algorithm: Option<&str>,
         signature: &[u8],
     ) -> Result<Value, ClientError> {
-        let field = if digest { "digest" } else { "message" };
-        let mut body = json!({ "signature": B64.encode(signature) });
-        body[field] = json!(B64.encode(input));
-        if let Some(a) = algorithm {
-            body["algorithm"] = json!(a);
-        }
+        let mut body = signing_body(input, digest, algorithm);
+        body["signature"] = json!(B64.encode(signature));
         self.call_json(Method::POST, &format!("/v1/keys/{}/verify", path_name(name)?), Some(body))
             .await
     }
@@ -298,9 +277,19 @@ impl KmsClient {
         query: &KeyQuery,
         cursor: Option<&str>,
     ) -> Result<Page<KeyInfo>, ClientError> {
+        self.keys_page(query, cursor).await
+    }
+
+    /// `GET /v1/keys`, its items read as `T`.
+    async fn keys_page<T: serde::de::DeserializeOwned>(
+        &self,
+        query: &KeyQuery,
+        cursor: Option<&str>,
+    ) -> Result<Page<T>, ClientError> {
         #[derive(Deserialize)]
-        struct List {
-            keys: Vec<KeyInfo>,
+        #[serde(bound = "T: serde::de::DeserializeOwned")]
+        struct List<T> {
+            keys: Vec<T>,
             next_cursor: Option<String>,
         }
         let mut q = Query::default();
@@ -309,7 +298,7 @@ impl KmsClient {
         for (name, value) in query.filter_parameters() {
             q.add(name, value);
         }
-        let list: List = self.call_json(Method::GET, &q.path("/v1/keys"), None).await?;
+        let list: List<T> = self.call_json(Method::GET, &q.path("/v1/keys"), None).await?;
         Ok(Page { items: list.keys, next_cursor: list.next_cursor })
     }
 
@@ -856,4 +845,27 @@ pub struct ConsoleLoginCode {
     pub id: String,
     /// Unix milliseconds after which the code is refused.
     pub expires_ms: i64,
+}
+
+/// The body of a sign or verify request: the message (or, with `digest`,
+/// the caller's digest of one) in base64, and the algorithm if named.
+fn signing_body(input: &[u8], digest: bool, algorithm: Option<&str>) -> Value {
+    let field = if digest { "digest" } else { "message" };
+    let mut body = json!({ field: B64.encode(input) });
+    if let Some(a) = algorithm {
+        body["algorithm"] = json!(a);
+    }
+    body
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_signing_body_names_the_message_or_the_digest() {
+        let body = signing_body(b"hi", false, Some("ed25519"));
+        assert_eq!(body, json!({ "message": "aGk=", "algorithm": "ed25519" }));
+        assert_eq!(signing_body(b"hi", true, None), json!({ "digest": "aGk=" }));
+    }
 }

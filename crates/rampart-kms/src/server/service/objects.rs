@@ -152,22 +152,37 @@ pub(crate) async fn describe_all(state: &State, keys: Vec<KeyInfo>) -> Result<Ve
     Ok(out)
 }
 
-/// Key `name` and the KMIP object of its newest version, once `client`
-/// may see it; `version` and `known` are set for the audit entry.
+/// Key `name` as `client` (who must see it) finds it: the key, its newest
+/// version's KMIP object and that version's number.
+struct Visible {
+    key: KeyInfo,
+    object: Option<KmipObject>,
+    version: u32,
+}
+
+impl Visible {
+    /// The object's type (a REST key is a symmetric key).
+    fn object_type(&self) -> ObjectType {
+        self.object.as_ref().map_or(ObjectType::SYMMETRIC_KEY, |o| ObjectType(o.object_type))
+    }
+}
+
+/// Key `name`, once `client` may see it; `version` and `known` are set for
+/// the audit entry.
 async fn visible(
     state: &State,
     client: &ClientInfo,
     name: &str,
     version: &mut Option<u32>,
     known: &mut bool,
-) -> Result<(KeyInfo, Option<KmipObject>)> {
+) -> Result<Visible> {
     let key = get_key(state, name).await?;
     let latest = key.latest().map_or(1, |v| v.version);
     *version = Some(latest);
     *known = true;
     access::require_visible(client, name, &key.allow)?;
     let object = state.store.kmip_object(name.to_owned(), latest).await?;
-    Ok((key, object))
+    Ok(Visible { key, object, version: latest })
 }
 
 /// The signature algorithms of `sign` and `verify`, by their REST names.
@@ -308,8 +323,7 @@ pub(crate) async fn sign(
     if let Some(a) = algorithm {
         check_signature_algorithm(a)?;
     }
-    let (key, object) = visible(state, client, name, version, known).await?;
-    let v = key.latest().map_or(1, |v| v.version);
+    let Visible { object, version: v, .. } = visible(state, client, name, version, known).await?;
     let algorithm = match algorithm {
         Some(a) => SIGNATURE_ALGORITHMS.iter().copied().find(|x| *x == a).unwrap_or("ed25519"),
         None => default_algorithm(object.as_ref()),
@@ -342,8 +356,8 @@ pub(crate) async fn verify(
     if let Some(a) = algorithm {
         check_signature_algorithm(a)?;
     }
-    let (key, object) = visible(state, client, name, version, known).await?;
-    let mut uid = unique_identifier(name, key.latest().map_or(1, |v| v.version));
+    let Visible { key, object, version: v } = visible(state, client, name, version, known).await?;
+    let mut uid = unique_identifier(name, v);
     if object.as_ref().is_some_and(|o| o.object_type == ObjectType::PRIVATE_KEY.0) {
         let view = describe(state, key).await?;
         let public = view.object.public_key.ok_or_else(|| {
@@ -432,10 +446,9 @@ pub(crate) async fn public_key(
     version: &mut Option<u32>,
     known: &mut bool,
 ) -> Result<PublicKeyPem> {
-    let (key, object) = visible(state, client, name, version, known).await?;
-    let v = key.latest().map_or(1, |v| v.version);
-    let object_type =
-        object.as_ref().map_or(ObjectType::SYMMETRIC_KEY, |o| ObjectType(o.object_type));
+    let found = visible(state, client, name, version, known).await?;
+    let object_type = found.object_type();
+    let Visible { key, version: v, .. } = found;
     match object_type {
         ObjectType::PUBLIC_KEY => {
             let spki = material(state, name, v).await?;
@@ -533,10 +546,9 @@ pub(crate) async fn certificate(
     version: &mut Option<u32>,
     known: &mut bool,
 ) -> Result<CertificatePem> {
-    let (key, object) = visible(state, client, name, version, known).await?;
-    let v = key.latest().map_or(1, |v| v.version);
-    let object_type =
-        object.as_ref().map_or(ObjectType::SYMMETRIC_KEY, |o| ObjectType(o.object_type));
+    let found = visible(state, client, name, version, known).await?;
+    let object_type = found.object_type();
+    let Visible { key, version: v, .. } = found;
     if object_type != ObjectType::CERTIFICATE {
         return Err(KmsError::invalid(format!(
             "key {name} is a {}, not a certificate",
