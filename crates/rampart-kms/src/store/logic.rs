@@ -443,6 +443,19 @@ pub(crate) async fn kmip_objects(tx: &impl Tx) -> Result<Vec<KmipObject>> {
     tx.query(&sql::KMIP_OBJECTS, &[], |r| rows::kmip_object(r)).await
 }
 
+/// The KMIP objects of the keys `names`, a fixed-size statement at a time
+/// (the last chunk padded with its first name).
+pub(crate) async fn kmip_objects_of(tx: &impl Tx, names: &[String]) -> Result<Vec<KmipObject>> {
+    let mut out = Vec::new();
+    for chunk in names.chunks(sql::KMIP_OBJECTS_OF_NAMES) {
+        let params: Vec<&dyn Param> = (0..sql::KMIP_OBJECTS_OF_NAMES)
+            .map(|i| chunk.get(i).unwrap_or(&chunk[0]) as &dyn Param)
+            .collect();
+        out.extend(tx.query(&sql::KMIP_OBJECTS_OF, &params, |r| rows::kmip_object(r)).await?);
+    }
+    Ok(out)
+}
+
 pub(crate) async fn kmip_attributes(
     tx: &impl Tx,
     key: &str,

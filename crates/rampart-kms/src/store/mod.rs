@@ -567,6 +567,11 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Every KMIP object.
     fn kmip_objects(&self) -> StoreFuture<'_, Vec<KmipObject>>;
 
+    /// The KMIP objects of every version of the keys `names`, in no
+    /// particular order: a page of the key list learns its objects in a
+    /// read per 64 keys rather than per key.
+    fn kmip_objects_of(&self, names: Vec<String>) -> StoreFuture<'_, Vec<KmipObject>>;
+
     /// The KMIP attributes of `key`'s version `version` (of every version
     /// when `None`), by version, name and position.
     fn kmip_attributes(

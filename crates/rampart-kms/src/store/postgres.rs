@@ -1106,6 +1106,10 @@ impl Store for PostgresStore {
         Box::pin(async move { on_connection!(self, |tx| logic::kmip_object(tx, &key, version)) })
     }
 
+    fn kmip_objects_of(&self, names: Vec<String>) -> StoreFuture<'_, Vec<KmipObject>> {
+        Box::pin(async move { on_connection!(self, |tx| logic::kmip_objects_of(tx, &names)) })
+    }
+
     fn kmip_objects(&self) -> StoreFuture<'_, Vec<KmipObject>> {
         Box::pin(async move { on_connection!(self, |tx| logic::kmip_objects(tx)) })
     }

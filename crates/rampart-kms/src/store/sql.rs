@@ -234,6 +234,14 @@ pub(crate) static KMIP_OBJECTS: Sql = Sql::new(concat!(
     kmip_object_columns!(),
     " FROM kms_kmip_objects ORDER BY key_name, version"
 ));
+/// The KMIP objects of the keys named $1 to $64 (a name may repeat).
+pub(crate) static KMIP_OBJECTS_OF: Sql = Sql::new(concat!(
+    "SELECT ",
+    kmip_object_columns!(),
+    " FROM kms_kmip_objects WHERE key_name IN ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40, $41, $42, $43, $44, $45, $46, $47, $48, $49, $50, $51, $52, $53, $54, $55, $56, $57, $58, $59, $60, $61, $62, $63, $64)"
+));
+/// How many names [`KMIP_OBJECTS_OF`] takes.
+pub(crate) const KMIP_OBJECTS_OF_NAMES: usize = 64;
 pub(crate) static KMIP_ATTRIBUTE_INSERT: Sql = Sql::new(
     "INSERT INTO kms_kmip_version_attributes (key_name, version, name, position, value)
      VALUES ($1, $2, $3, $4, $5)",

@@ -1074,6 +1074,10 @@ impl Store for SqliteStore {
         self.read_point(move |conn| ready(logic::kmip_object(&Lite(conn), &key, version)))
     }
 
+    fn kmip_objects_of(&self, names: Vec<String>) -> StoreFuture<'_, Vec<KmipObject>> {
+        self.read(move |conn| ready(logic::kmip_objects_of(&Lite(conn), &names)))
+    }
+
     fn kmip_objects(&self) -> StoreFuture<'_, Vec<KmipObject>> {
         self.read(|conn| ready(logic::kmip_objects(&Lite(conn))))
     }

@@ -88,6 +88,11 @@ pub(crate) async fn describe(state: &State, key: KeyInfo) -> Result<KeyView> {
         Some(latest) => state.store.kmip_object(key.name.clone(), latest.version).await?,
         None => None,
     };
+    describe_with(state, key, object).await
+}
+
+/// [`describe`] of `key`, given the KMIP object its newest version shows.
+async fn describe_with(state: &State, key: KeyInfo, object: Option<KmipObject>) -> Result<KeyView> {
     let Some(object) = object else {
         // A key of the REST API's own.
         let info = ObjectInfo {
@@ -143,11 +148,26 @@ pub(crate) async fn describe(state: &State, key: KeyInfo) -> Result<KeyView> {
     Ok(KeyView { key, object: info })
 }
 
-/// [`describe`] of each key, in order.
+/// [`describe`] of each key of a list page, their KMIP objects read
+/// together.
 pub(crate) async fn describe_all(state: &State, keys: Vec<KeyInfo>) -> Result<Vec<KeyView>> {
+    let names = keys.iter().map(|k| k.name.clone()).collect();
+    let objects = state.store.kmip_objects_of(names).await?;
+    let mut by_key: std::collections::HashMap<&str, Vec<&KmipObject>> =
+        std::collections::HashMap::new();
+    for o in &objects {
+        by_key.entry(o.key.as_str()).or_default().push(o);
+    }
     let mut out = Vec::with_capacity(keys.len());
     for key in keys {
-        out.push(describe(state, key).await?);
+        // The object of the newest version, or of the newest one below it
+        // (a REST rotation adds versions without objects).
+        let latest = key.latest().map_or(0, |v| v.version);
+        let object = by_key
+            .get(key.name.as_str())
+            .and_then(|own| own.iter().filter(|o| o.version <= latest).max_by_key(|o| o.version))
+            .map(|o| (*o).clone());
+        out.push(describe_with(state, key, object).await?);
     }
     Ok(out)
 }
