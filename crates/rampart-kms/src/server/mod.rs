@@ -20,6 +20,7 @@ mod api;
 mod audit_log;
 mod connection;
 mod console;
+mod key_cache;
 pub mod kmip;
 mod kmip_connection;
 pub mod kmip_http;
@@ -398,6 +399,7 @@ impl Server {
             sink_reopen,
             console: console::sessions::Console::default(),
             server_cert_pem: std::fs::read_to_string(&cert).unwrap_or_default(),
+            key_cache: key_cache::KeyCache::default(),
             server_id: {
                 let mut id = [0u8; 8];
                 rampart_crypto::fill_random(&mut id)?;

@@ -12,6 +12,7 @@ use rampart_crypto::SecretBytes;
 use tokio::sync::{mpsc, oneshot, Notify};
 
 use super::console::sessions::Console;
+use super::key_cache::KeyCache;
 use super::limits::{Limits, RateLimiter};
 use super::metrics::Metrics;
 use crate::deployment::SealConfig;
@@ -65,6 +66,9 @@ pub(crate) struct State {
     pub(super) server_id: String,
     /// This server's certificate (PEM) as read at start.
     pub(super) server_cert_pem: String,
+    /// Private and public keys parsed from their material, for Sign,
+    /// Signature Verify and RSA Encrypt/Decrypt.
+    pub(super) key_cache: KeyCache,
 }
 
 impl std::fmt::Debug for State {

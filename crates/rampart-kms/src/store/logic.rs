@@ -15,7 +15,7 @@ use super::rules;
 use super::sql::{self, Dialect, AUDIT_LIST_COLUMNS, AUDIT_LIST_FILTERS};
 use super::{
     encode_labels, encode_policy, meta, name_range, to_u64, AuditFilter, ClientFilter, KeyFilter,
-    KmipAttributeRow, KmipKeyState, KmipObject, NewKmipKey, ServerPresence, StateChange,
+    KmipAttributeRow, KmipKeyState, KmipObject, KmipView, NewKmipKey, ServerPresence, StateChange,
 };
 
 /// A sequence number as the stores keep it (BIGINT).
@@ -437,6 +437,39 @@ pub(crate) async fn kmip_object(
     version: u32,
 ) -> Result<Option<KmipObject>> {
     tx.one(&sql::KMIP_OBJECT_AT, &[&key, &i64::from(version)], |r| rows::kmip_object(r)).await
+}
+
+/// Key `name`, its KMIP object at `version` and (`with_attributes`) that
+/// object's attributes: four statements sent together, so PostgreSQL
+/// answers them in one round trip.
+pub(crate) async fn kmip_view(
+    tx: &impl Tx,
+    name: &str,
+    version: u32,
+    with_attributes: bool,
+) -> Result<Option<KmipView>> {
+    let number = i64::from(version);
+    let by_name: [&dyn Param; 1] = [&name];
+    let at_version: [&dyn Param; 2] = [&name, &number];
+    let attributes = async {
+        if with_attributes {
+            tx.query(&sql::KMIP_OBJECT_ATTRIBUTES_AT, &at_version, |r| rows::kmip_attribute(r))
+                .await
+        } else {
+            Ok(Vec::new())
+        }
+    };
+    let (key, versions, object, attributes) = tokio::try_join!(
+        tx.one(&sql::KEY_ROW, &by_name, |r| rows::key(r)),
+        tx.query(&sql::KEY_VERSIONS, &by_name, |r| rows::version(r, 1)),
+        tx.one(&sql::KMIP_OBJECT_AT, &at_version, |r| rows::kmip_object(r)),
+        attributes,
+    )?;
+    Ok(key.map(|mut key| {
+        key.versions = versions;
+        key.versions.sort_by_key(|v| v.version);
+        KmipView { key, object, attributes }
+    }))
 }
 
 pub(crate) async fn kmip_objects(tx: &impl Tx) -> Result<Vec<KmipObject>> {

@@ -1,5 +1,6 @@
 //! The rows the data path reads (a key's policy and one version with its
-//! sealed material), kept in memory between the store's writes.
+//! sealed material; what a KMIP operation reads of its object), kept in
+//! memory between the store's writes.
 //!
 //! Why: in WAL mode SQLite discards a reader's whole page cache whenever
 //! another connection has committed, and the audit writer commits a group
@@ -24,7 +25,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::MaterialRow;
+use std::hash::Hash;
+
+use super::{KmipView, MaterialRow};
 
 /// Most entries kept: a few hundred bytes each, so about 11 MiB at most.
 /// A key in use has one or two (the version a ciphertext names for
@@ -35,7 +38,10 @@ const MAX_ROWS: usize = 32_768;
 /// A key name and the version asked for (`None`: the newest).
 type RowKey = (String, Option<u32>);
 
-type Rows = HashMap<RowKey, (u64, Arc<MaterialRow>)>;
+/// A KMIP object's key name, version, and whether its attributes were read.
+pub(crate) type ViewKey = (String, u32, bool);
+
+type Rows<K, V> = HashMap<K, (u64, Arc<V>)>;
 
 /// Two halves, each at most `MAX_ROWS / 2`: rows go into `recent`; when
 /// it is full it becomes `older` (the previous `older` is dropped), and a
@@ -44,14 +50,34 @@ type Rows = HashMap<RowKey, (u64, Arc<MaterialRow>)>;
 /// read once (a fleet's keys in use change over the day): an LRU's
 /// outcome at a hash map's cost, where emptying the whole cache when
 /// full would make every key in use miss at once.
-#[derive(Default)]
-struct Halves {
-    recent: Rows,
-    older: Rows,
+struct Halves<K, V> {
+    recent: Rows<K, V>,
+    older: Rows<K, V>,
 }
 
-impl Halves {
-    fn insert(&mut self, key: RowKey, entry: (u64, Arc<MaterialRow>)) {
+impl<K, V> Default for Halves<K, V> {
+    fn default() -> Self {
+        Self { recent: HashMap::new(), older: HashMap::new() }
+    }
+}
+
+impl<K: Hash + Eq + Clone, V> Halves<K, V> {
+    /// The entry for `key` read in `generation`, moved back to `recent`
+    /// when found in `older`.
+    fn get(&mut self, key: &K, generation: u64) -> Option<Arc<V>> {
+        if let Some((read_in, row)) = self.recent.get(key) {
+            return (*read_in == generation).then(|| Arc::clone(row));
+        }
+        let (read_in, row) = self.older.remove(key)?;
+        if read_in != generation {
+            return None;
+        }
+        let found = Arc::clone(&row);
+        self.insert(key.clone(), (read_in, row));
+        Some(found)
+    }
+
+    fn insert(&mut self, key: K, entry: (u64, Arc<V>)) {
         if self.recent.len() >= MAX_ROWS / 2 && !self.recent.contains_key(&key) {
             self.older = std::mem::take(&mut self.recent);
         }
@@ -72,7 +98,8 @@ impl Halves {
 #[derive(Default)]
 pub(crate) struct MaterialCache {
     generation: AtomicU64,
-    rows: Mutex<Halves>,
+    rows: Mutex<Halves<RowKey, MaterialRow>>,
+    views: Mutex<Halves<ViewKey, KmipView>>,
 }
 
 impl MaterialCache {
@@ -84,17 +111,23 @@ impl MaterialCache {
     /// The row read for `key` in `generation`, when no write has happened
     /// since.
     pub(crate) fn get(&self, key: &RowKey, generation: u64) -> Option<Arc<MaterialRow>> {
-        let mut rows = self.rows.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((read_in, row)) = rows.recent.get(key) {
-            return (*read_in == generation).then(|| Arc::clone(row));
+        self.rows.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(key, generation)
+    }
+
+    /// The KMIP view read for `key` in `generation`, when no write has
+    /// happened since.
+    pub(crate) fn get_view(&self, key: &ViewKey, generation: u64) -> Option<Arc<KmipView>> {
+        self.views.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(key, generation)
+    }
+
+    /// Keeps `view`, read for `key` in `generation`, as [`Self::put`]
+    /// keeps a row.
+    pub(crate) fn put_view(&self, key: ViewKey, generation: u64, view: &Arc<KmipView>) {
+        let mut views = self.views.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if generation != self.generation() {
+            return;
         }
-        let (read_in, row) = rows.older.remove(key)?;
-        if read_in != generation {
-            return None;
-        }
-        let found = Arc::clone(&row);
-        rows.insert(key.clone(), (read_in, row));
-        Some(found)
+        views.insert(key, (generation, Arc::clone(view)));
     }
 
     /// Keeps `row`, read for `key` in `generation`, unless a write has
@@ -116,8 +149,13 @@ impl MaterialCache {
     /// key: every row kept so far is stale, and dropped, so that a
     /// destroyed version's sealed material does not stay in memory.
     pub(crate) fn invalidate(&self) {
+        // Both locks held, so no view or row read before the write is put
+        // after the generation moved on (`put` checks it under its lock).
+        let mut rows = self.rows.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut views = self.views.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         self.generation.fetch_add(1, Ordering::AcqRel);
-        self.rows.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
+        rows.clear();
+        views.clear();
     }
 }
 
@@ -170,6 +208,32 @@ mod tests {
         cache.put(key.clone(), g, &row(1));
         assert!(cache.get(&key, cache.generation()).is_none());
         assert!(cache.get(&key, g).is_none(), "not kept at all");
+    }
+
+    #[test]
+    fn a_kmip_view_is_good_until_the_next_write() {
+        let cache = MaterialCache::default();
+        let view = Arc::new(KmipView {
+            key: crate::model::KeyInfo {
+                name: "k".into(),
+                exportable: false,
+                allow: Vec::new(),
+                created_ms: 0,
+                versions: Vec::new(),
+            },
+            object: None,
+            attributes: Vec::new(),
+        });
+        let key = ("k".to_owned(), 1, true);
+        let g = cache.generation();
+        cache.put_view(key.clone(), g, &view);
+        assert!(cache.get_view(&key, g).is_some());
+        assert!(cache.get_view(&("k".to_owned(), 1, false), g).is_none());
+        cache.invalidate();
+        assert!(cache.get_view(&key, cache.generation()).is_none());
+        // Read before the write, kept after it: never served.
+        cache.put_view(key.clone(), g, &view);
+        assert!(cache.get_view(&key, cache.generation()).is_none());
     }
 
     #[test]

@@ -184,6 +184,18 @@ pub struct KmipObject {
     pub compromised: bool,
 }
 
+/// What a KMIP operation reads of one object (see [`Store::kmip_view`]).
+#[derive(Debug, Clone)]
+pub struct KmipView {
+    /// The key, with every version.
+    pub key: KeyInfo,
+    /// The KMIP object of the version asked for, or else of its newest
+    /// version below (as [`Store::kmip_object`]).
+    pub object: Option<KmipObject>,
+    /// That object's attributes, when asked for.
+    pub attributes: Vec<KmipAttributeRow>,
+}
+
 /// A key to create with its version 1's KMIP object and attributes (see
 /// [`Store::kmip_create_keys`]); the material is sealed.
 #[derive(Debug, Clone)]
@@ -563,6 +575,17 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// The KMIP object of `key`'s version `version`, or else of its newest
     /// version below (a version added by a REST rotation has none).
     fn kmip_object(&self, key: String, version: u32) -> StoreFuture<'_, Option<KmipObject>>;
+
+    /// Key `key` with its versions, the KMIP object of version `version`
+    /// (as [`Store::kmip_object`]) and, `with_attributes`, that object's
+    /// attributes: what every KMIP operation reads first, in one round trip
+    /// to PostgreSQL (its statements pipelined on one connection).
+    fn kmip_view(
+        &self,
+        key: String,
+        version: u32,
+        with_attributes: bool,
+    ) -> StoreFuture<'_, Option<Arc<KmipView>>>;
 
     /// Every KMIP object.
     fn kmip_objects(&self) -> StoreFuture<'_, Vec<KmipObject>>;

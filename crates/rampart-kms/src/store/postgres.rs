@@ -36,7 +36,7 @@ use super::sql::Dialect;
 use super::sql::{self, audit_columns, key_material, Sql, AUDIT_LIST_COLUMNS, AUDIT_LIST_FILTERS};
 use super::{
     segment_to_index, to_u32, to_u64, AuditDriver, AuditFilter, ClientFilter, KeyFilter,
-    KmipAttributeRow, KmipKeyState, KmipObject, MaterialRow, NewKmipKey, ServerPresence,
+    KmipAttributeRow, KmipKeyState, KmipObject, KmipView, MaterialRow, NewKmipKey, ServerPresence,
     StateChange, Store, StoreFuture, AUDIT_CHAIN_COLUMNS, AUDIT_REFS_SEGMENT,
 };
 use crate::audit::{seal_entry, ChainPage, ExportedEntry, Mark, GENESIS};
@@ -64,7 +64,7 @@ pub struct PostgresStore {
 /// A connection and the statements prepared on it (by their SQL text).
 struct Conn {
     client: Client,
-    prepared: HashMap<&'static str, Statement>,
+    prepared: Prepared,
     /// On the audit writer's connection: the chain's head as its last
     /// committed batch left it, which the next batch expects (see
     /// [`append_batch`]).
@@ -130,15 +130,17 @@ impl Lease<'_> {
         Ok(&mut self.conn()?.client)
     }
 
+    /// The client and the statements prepared on it, apart, so a
+    /// transaction on the one can use the other.
+    fn parts(&mut self) -> Result<(&mut Client, &Prepared)> {
+        let conn = self.conn()?;
+        Ok((&mut conn.client, &conn.prepared))
+    }
+
     /// `sql` prepared on this connection, once.
     async fn statement(&mut self, sql: &'static str) -> Result<Statement> {
         let conn = self.conn()?;
-        if let Some(statement) = conn.prepared.get(sql) {
-            return Ok(statement.clone());
-        }
-        let statement = conn.client.prepare(sql).await?;
-        conn.prepared.insert(sql, statement.clone());
-        Ok(statement)
+        conn.prepared.statement(&conn.client, sql).await
     }
 
     /// Closes the connection: after a failure in the middle of a pipelined
@@ -240,7 +242,7 @@ async fn ready_with<'a>(
     if guard.as_ref().is_none_or(|c| c.client.is_closed()) {
         *guard = Some(Conn {
             client: connect(url, options).await?,
-            prepared: HashMap::new(),
+            prepared: Prepared::default(),
             audit_head: None,
         });
     }
@@ -540,7 +542,77 @@ impl<'a> SealedBatch<'a> {
 
 /// A PostgreSQL connection, or a transaction on it, as the store logic's
 /// [`Tx`].
-struct Pg<'a, C>(&'a C);
+struct Pg<'a, C> {
+    client: &'a C,
+    prepared: &'a Prepared,
+}
+
+/// Most statements a connection keeps prepared: the store's fixed
+/// statements and the few shapes its filtered listings take.
+const MAX_PREPARED: usize = 256;
+
+/// The statements prepared on one connection, by their SQL text. A
+/// statement given as text alone costs a round trip to prepare it every
+/// time (tokio-postgres sends Parse, then Bind and Execute), so each is
+/// prepared once per connection and run by name after that.
+#[derive(Default)]
+struct Prepared(std::sync::Mutex<HashMap<Box<str>, Statement>>);
+
+impl Prepared {
+    fn cached(&self, sql: &str) -> Option<Statement> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(sql).cloned()
+    }
+
+    /// `sql` prepared on `client`'s connection (directly or through a
+    /// transaction on it), once.
+    async fn statement<C: GenericClient + Sync>(&self, client: &C, sql: &str) -> Result<Statement> {
+        if let Some(statement) = self.cached(sql) {
+            return Ok(statement);
+        }
+        let statement = client.prepare(sql).await?;
+        let mut map = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if map.len() < MAX_PREPARED {
+            map.insert(sql.into(), statement.clone());
+        }
+        Ok(statement)
+    }
+
+    /// Forgets `sql`: its prepared form no longer fits the table (another
+    /// server changed the schema), so it is prepared again.
+    fn forget(&self, sql: &str) {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(sql);
+    }
+}
+
+/// Whether `error` says a prepared statement's result no longer fits its
+/// tables ("cached plan must not change result type" after a schema change).
+fn stale_statement(error: &tokio_postgres::Error) -> bool {
+    error.code() == Some(&SqlState::FEATURE_NOT_SUPPORTED)
+}
+
+impl<'a, C: GenericClient + Sync> Pg<'a, C> {
+    fn new(client: &'a C, prepared: &'a Prepared) -> Self {
+        Self { client, prepared }
+    }
+
+    /// Runs `run` with `text` prepared, preparing it again once if the
+    /// cached form went stale.
+    async fn prepared<T, F, Fut>(&self, text: &str, run: F) -> Result<T>
+    where
+        F: Fn(Statement) -> Fut,
+        Fut: std::future::Future<Output = std::result::Result<T, tokio_postgres::Error>>,
+    {
+        let statement = self.prepared.statement(self.client, text).await?;
+        match run(statement).await {
+            Err(error) if stale_statement(&error) => {
+                self.prepared.forget(text);
+                let statement = self.prepared.statement(self.client, text).await?;
+                Ok(run(statement).await?)
+            }
+            other => Ok(other?),
+        }
+    }
+}
 
 /// A statement's parameters as tokio-postgres binds them.
 fn bind<'p>(params: &'p Params<'_>) -> Vec<&'p (dyn ToSql + Sync)> {
@@ -557,11 +629,14 @@ impl<C: GenericClient + Sync> Tx for Pg<'_, C> {
         params: &Params<'_>,
         mut decode: impl FnMut(&Self::Row<'_>) -> Result<T>,
     ) -> Result<Vec<T>> {
-        self.0.query(text, &bind(params)).await?.iter().map(&mut decode).collect()
+        let params = &bind(params);
+        let rows = self.prepared(text, |s| async move { self.client.query(&s, params).await });
+        rows.await?.iter().map(&mut decode).collect()
     }
 
     async fn execute(&self, text: &str, params: &Params<'_>) -> Result<u64> {
-        Ok(self.0.execute(text, &bind(params)).await?)
+        let params = &bind(params);
+        self.prepared(text, |s| async move { self.client.execute(&s, params).await }).await
     }
 
     async fn insert(
@@ -570,7 +645,9 @@ impl<C: GenericClient + Sync> Tx for Pg<'_, C> {
         params: &Params<'_>,
         what: impl FnOnce() -> String,
     ) -> Result<u64> {
-        self.0.execute(sql.postgres(), &bind(params)).await.map_err(|e| map_unique(e, what))
+        let params = bind(params);
+        let statement = self.prepared.statement(self.client, sql.postgres()).await?;
+        self.client.execute(&statement, &params).await.map_err(|e| map_unique(e, what))
     }
 
     async fn shred_material(&self, _name: &str, _version: Option<i64>) -> Result<()> {
@@ -580,7 +657,7 @@ impl<C: GenericClient + Sync> Tx for Pg<'_, C> {
     }
 
     async fn lock_audit_head(&self) -> Result<()> {
-        self.0.execute("SELECT 1 FROM kms_audit_head WHERE id = 1 FOR UPDATE", &[]).await?;
+        self.client.execute("SELECT 1 FROM kms_audit_head WHERE id = 1 FOR UPDATE", &[]).await?;
         Ok(())
     }
 
@@ -588,7 +665,7 @@ impl<C: GenericClient + Sync> Tx for Pg<'_, C> {
         // ALTER TABLE is transactional and locks the table until the
         // commit, when the guard is back.
         let guarded = self
-            .0
+            .client
             .query_opt(
                 "SELECT 1 FROM pg_trigger WHERE tgname = 'kms_audit_no_change'
                  AND tgrelid = 'kms_audit'::regclass",
@@ -597,7 +674,7 @@ impl<C: GenericClient + Sync> Tx for Pg<'_, C> {
             .await?
             .is_some();
         if guarded {
-            self.0
+            self.client
                 .batch_execute("ALTER TABLE kms_audit DISABLE TRIGGER kms_audit_no_change")
                 .await?;
         }
@@ -606,7 +683,7 @@ impl<C: GenericClient + Sync> Tx for Pg<'_, C> {
 
     async fn restore_audit_guard(&self, lifted: bool) -> Result<()> {
         if lifted {
-            self.0
+            self.client
                 .batch_execute("ALTER TABLE kms_audit ENABLE TRIGGER kms_audit_no_change")
                 .await?;
         }
@@ -618,7 +695,8 @@ impl<C: GenericClient + Sync> Tx for Pg<'_, C> {
 macro_rules! on_connection {
     ($store:expr, |$tx:ident| $body:expr) => {{
         let mut lease = $store.lease().await?;
-        let $tx = &Pg::<Client>(lease.client()?);
+        let (client, prepared) = lease.parts()?;
+        let $tx = &Pg::new(&*client, prepared);
         $body.await
     }};
 }
@@ -628,9 +706,10 @@ macro_rules! on_connection {
 macro_rules! in_transaction {
     ($store:expr, |$tx:ident| $body:expr) => {{
         let mut lease = $store.lease().await?;
-        let transaction = lease.client()?.transaction().await?;
+        let (client, prepared) = lease.parts()?;
+        let transaction = client.transaction().await?;
         let value = {
-            let $tx = &Pg(&transaction);
+            let $tx = &Pg::new(&transaction, prepared);
             $body.await?
         };
         transaction.commit().await?;
@@ -654,7 +733,7 @@ impl Store for PostgresStore {
     ) -> StoreFuture<'_, ()> {
         Box::pin(async move {
             in_transaction!(self, |tx| async {
-                tx.0.execute("LOCK TABLE kms_meta IN EXCLUSIVE MODE", &[]).await?;
+                tx.client.execute("LOCK TABLE kms_meta IN EXCLUSIVE MODE", &[]).await?;
                 logic::initialize(tx, &entries, &admin).await
             })
         })
@@ -814,17 +893,29 @@ impl Store for PostgresStore {
         Box::pin(async move {
             let after = to_i64(after_seq);
             let mut lease = self.lease().await?;
-            let client = lease.client()?;
+            let (client, prepared) = lease.parts()?;
             let mut out = Vec::new();
             match filter.driver() {
                 AuditDriver::Sequence => {
-                    out = logic::audit_scan(&Pg::<Client>(client), after, &filter, None, limit)
-                        .await?;
+                    out = logic::audit_scan(
+                        &Pg::new(&*client, prepared),
+                        after,
+                        &filter,
+                        None,
+                        limit,
+                    )
+                    .await?;
                 }
                 AuditDriver::Rare(column, index, condition) => {
                     let rare = Some((column, index, condition));
-                    out = logic::audit_scan(&Pg::<Client>(client), after, &filter, rare, limit)
-                        .await?;
+                    out = logic::audit_scan(
+                        &Pg::new(&*client, prepared),
+                        after,
+                        &filter,
+                        rare,
+                        limit,
+                    )
+                    .await?;
                 }
                 AuditDriver::Refs(kind, value) => {
                     let tx = client
@@ -833,10 +924,15 @@ impl Store for PostgresStore {
                         .read_only(true)
                         .start()
                         .await?;
-                    let done: i64 = Pg(&tx).scalar(&sql::AUDIT_REFS_DONE, &[]).await?.unwrap_or(0);
+                    let done: i64 = Pg::new(&tx, prepared)
+                        .scalar(&sql::AUDIT_REFS_DONE, &[])
+                        .await?
+                        .unwrap_or(0);
                     if after < done {
-                        let first =
-                            Pg(&tx).scalar(&sql::AUDIT_FIRST_AFTER, &[&after]).await?.flatten();
+                        let first = Pg::new(&tx, prepared)
+                            .scalar(&sql::AUDIT_FIRST_AFTER, &[&after])
+                            .await?
+                            .flatten();
                         let (mut seg, last) = rules::segments_to_probe(first, done);
                         // Segments probed per round trip: one, then
                         // doubling, so a key with many entries is answered
@@ -890,7 +986,10 @@ impl Store for PostgresStore {
                     if out.len() < limit as usize {
                         let want = limit - u32::try_from(out.len()).unwrap_or(limit);
                         let from = after.max(done);
-                        out.extend(logic::audit_scan(&Pg(&tx), from, &filter, None, want).await?);
+                        out.extend(
+                            logic::audit_scan(&Pg::new(&tx, prepared), from, &filter, None, want)
+                                .await?,
+                        );
                     }
                     tx.commit().await?;
                 }
@@ -902,7 +1001,8 @@ impl Store for PostgresStore {
     fn index_audit(&self) -> StoreFuture<'_, u64> {
         Box::pin(async move {
             let mut lease = self.lease().await?;
-            let mut tx = lease.client()?.transaction().await?;
+            let (client, prepared) = lease.parts()?;
+            let mut tx = client.transaction().await?;
             // The mark's row lock makes servers take turns.
             let done: i64 = tx
                 .query_opt("SELECT seq FROM kms_audit_refs_done WHERE id = 1 FOR UPDATE", &[])
@@ -911,7 +1011,8 @@ impl Store for PostgresStore {
                 .transpose()?
                 .unwrap_or(0);
             let done = to_u64(done, "audit reference mark")?;
-            let head: i64 = Pg(&tx).scalar(&sql::AUDIT_HEAD_SEQ, &[]).await?.unwrap_or(0);
+            let head: i64 =
+                Pg::new(&tx, prepared).scalar(&sql::AUDIT_HEAD_SEQ, &[]).await?.unwrap_or(0);
             let Some(end) = segment_to_index(done, to_u64(head, "audit sequence number")?) else {
                 return Ok(0);
             };
@@ -1104,6 +1205,19 @@ impl Store for PostgresStore {
 
     fn kmip_object(&self, key: String, version: u32) -> StoreFuture<'_, Option<KmipObject>> {
         Box::pin(async move { on_connection!(self, |tx| logic::kmip_object(tx, &key, version)) })
+    }
+
+    fn kmip_view(
+        &self,
+        key: String,
+        version: u32,
+        with_attributes: bool,
+    ) -> StoreFuture<'_, Option<Arc<KmipView>>> {
+        Box::pin(async move {
+            let view: Option<KmipView> =
+                on_connection!(self, |tx| logic::kmip_view(tx, &key, version, with_attributes))?;
+            Ok(view.map(Arc::new))
+        })
     }
 
     fn kmip_objects_of(&self, names: Vec<String>) -> StoreFuture<'_, Vec<KmipObject>> {

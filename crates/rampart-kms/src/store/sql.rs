@@ -292,6 +292,14 @@ pub(crate) static KMIP_ATTRIBUTES: Sql = Sql::new(
      WHERE key_name = $1 AND ($2::BIGINT IS NULL OR version = $2)
      ORDER BY version, name, position",
 );
+/// The attributes of key $1's KMIP object at version $2 (that of its
+/// newest version at or below $2, as [`KMIP_OBJECT_AT`] finds it).
+pub(crate) static KMIP_OBJECT_ATTRIBUTES_AT: Sql = Sql::new(
+    "SELECT version, name, position, value FROM kms_kmip_version_attributes
+     WHERE key_name = $1 AND version = (
+         SELECT max(version) FROM kms_kmip_objects WHERE key_name = $1 AND version <= $2)
+     ORDER BY name, position",
+);
 pub(crate) static KMIP_ATTRIBUTE_CLEAR: Sql = Sql::new(
     "DELETE FROM kms_kmip_version_attributes
      WHERE key_name = $1 AND version = $2 AND name = $3",

@@ -31,7 +31,7 @@ use super::sql::Dialect;
 use super::sql::{self, audit_columns, key_material, Sql, AUDIT_LIST_COLUMNS, AUDIT_LIST_FILTERS};
 use super::{
     segment_to_index, to_u32, to_u64, AuditDriver, AuditFilter, ClientFilter, KeyFilter,
-    KmipAttributeRow, KmipKeyState, KmipObject, MaterialRow, NewKmipKey, ServerPresence,
+    KmipAttributeRow, KmipKeyState, KmipObject, KmipView, MaterialRow, NewKmipKey, ServerPresence,
     StateChange, Store, StoreFuture, AUDIT_CHAIN_COLUMNS, AUDIT_REFS_SEGMENT, REF_CLIENT, REF_KEY,
 };
 use crate::audit::{seal_entry, ChainPage, ExportedEntry, Mark, GENESIS};
@@ -1076,6 +1076,27 @@ impl Store for SqliteStore {
 
     fn kmip_objects_of(&self, names: Vec<String>) -> StoreFuture<'_, Vec<KmipObject>> {
         self.read(move |conn| ready(logic::kmip_objects_of(&Lite(conn), &names)))
+    }
+
+    fn kmip_view(
+        &self,
+        key: String,
+        version: u32,
+        with_attributes: bool,
+    ) -> StoreFuture<'_, Option<Arc<KmipView>>> {
+        let generation = self.material_cache.generation();
+        let id = (key, version, with_attributes);
+        if let Some(view) = self.material_cache.get_view(&id, generation) {
+            return Box::pin(std::future::ready(Ok(Some(view))));
+        }
+        let cache = Arc::clone(&self.material_cache);
+        self.read_point(move |conn| {
+            let view = ready(logic::kmip_view(&Lite(conn), &id.0, id.1, id.2))?.map(Arc::new);
+            if let Some(view) = &view {
+                cache.put_view(id, generation, view);
+            }
+            Ok(view)
+        })
     }
 
     fn kmip_objects(&self) -> StoreFuture<'_, Vec<KmipObject>> {

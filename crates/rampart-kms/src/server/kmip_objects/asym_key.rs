@@ -5,6 +5,8 @@
 //! and the Cryptographic Parameters the operation runs with, the request's
 //! over the key's own attribute.
 
+use std::sync::Arc;
+
 use rampart_crypto::{DigestAlg, PrivateKey, PublicKey};
 use rampart_kmip::enums::{
     usage_mask, CryptographicAlgorithm, HashingAlgorithm, ObjectType, State as KState,
@@ -12,10 +14,11 @@ use rampart_kmip::enums::{
 use rampart_kmip::payload::CryptographicParameters;
 use rampart_kmip::KmipError;
 
-use super::errors::R;
+use super::errors::{kms, R};
 use super::object::{seconds, Obj};
-use super::session::Session;
+use super::session::{sealed_bytes, Session};
 use crate::model::{now_ms, KeyState};
+pub(super) use crate::server::key_cache::AsymKey;
 
 /// What a public-key operation does with its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,19 +64,13 @@ impl Use {
     }
 }
 
-/// A key's parsed material.
-pub(super) enum AsymKey {
-    Private(PrivateKey),
-    Public(PublicKey),
-}
-
 impl Session<'_> {
     /// The key `uid` for `usage`, checked. A key that cannot be used so is
     /// refused as KMIP 1.4 §11.31–11.33 say (Permission Denied: "object
     /// specified is not able to be used for" the operation), or from KMIP
     /// 2.0 with the finer reasons of 2.1 §6.1.55.1: Invalid Object Type,
     /// Incompatible Cryptographic Usage Mask, Wrong Key Lifecycle State.
-    pub(super) async fn asymmetric_key(&mut self, uid: &str, usage: Use) -> R<(Obj, AsymKey)> {
+    pub(super) async fn asymmetric_key(&mut self, uid: &str, usage: Use) -> R<(Obj, Arc<AsymKey>)> {
         let obj = self.load_with_attributes(uid).await?;
         self.require_use(&obj)?;
         let expected = usage.object_type();
@@ -101,15 +98,23 @@ impl Session<'_> {
                 "object {uid} is a DSA key: DSA keys are kept, not used"
             )));
         }
-        let material = self.material(&obj).await?;
-        let bad = |_| {
-            KmipError::GeneralFailure(format!("object {uid}'s stored key material does not parse"))
-        };
-        let key = if expected == ObjectType::PRIVATE_KEY {
-            AsymKey::Private(PrivateKey::from_pkcs8(material.expose()).map_err(bad)?)
-        } else {
-            AsymKey::Public(PublicKey::from_spki(material.expose()).map_err(bad)?)
-        };
+        let row = self.sealed_material(&obj).await?;
+        let sealed = sealed_bytes(&obj, &row)?;
+        let root = self.state.require_root().map_err(kms)?;
+        let (name, version) = (&obj.key.name, obj.version.version);
+        let key = self.state.key_cache.get_or_parse(name, version, sealed, || {
+            let material = root.open_material(name, version, sealed).map_err(kms)?;
+            let bad = |_| {
+                KmipError::GeneralFailure(format!(
+                    "object {uid}'s stored key material does not parse"
+                ))
+            };
+            Ok::<_, KmipError>(if expected == ObjectType::PRIVATE_KEY {
+                AsymKey::Private(PrivateKey::from_pkcs8(material.expose()).map_err(bad)?)
+            } else {
+                AsymKey::Public(PublicKey::from_spki(material.expose()).map_err(bad)?)
+            })
+        })?;
         Ok((obj, key))
     }
 }

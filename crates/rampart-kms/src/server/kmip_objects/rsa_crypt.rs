@@ -63,7 +63,7 @@ impl Session<'_> {
         let params = effective_parameters(&obj, request.parameters.as_ref())?;
         let padding = padding(&params)?;
         let data = request.data.as_slice();
-        let item = match key {
+        let item = match &*key {
             AsymKey::Public(key) => {
                 Item::bytes(Tag::DATA, &key.encrypt(padding, data).map_err(rsa_error)?)
             }

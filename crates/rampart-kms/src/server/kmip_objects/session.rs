@@ -2,6 +2,8 @@
 //! checks (the service's, shared with the REST API), the store writes and
 //! the key material every operation needs.
 
+use std::sync::Arc;
+
 use rampart_crypto::SecretBytes;
 use rampart_kmip::message::ProtocolVersion;
 use rampart_kmip::KmipError;
@@ -13,7 +15,7 @@ use super::undo::UndoLog;
 use crate::model::{ClientInfo, KeyVersionInfo};
 use crate::server::service::access;
 use crate::server::state::State;
-use crate::store::KmipObject;
+use crate::store::{KmipObject, MaterialRow};
 
 /// One client's KMIP session over one batch: whom it acts for, and what
 /// the audit entry of the current batch item names.
@@ -65,30 +67,26 @@ impl Session<'_> {
         let (name, version) = parse_uid(uid)?;
         self.touched = Some((name.clone(), Some(version)));
         self.remember(&name).await?;
-        let key = self
+        let view = self
             .state
             .store
-            .get_key(name.clone())
+            .kmip_view(name, version, with_attributes)
             .await
             .map_err(kms)?
             .ok_or_else(|| KmipError::ItemNotFound(format!("object {uid}")))?;
+        let key = view.key.clone();
         let version_info = key
             .versions
             .iter()
             .find(|v| v.version == version)
             .cloned()
             .ok_or_else(|| KmipError::ItemNotFound(format!("object {uid}")))?;
-        let mut kmip = self.state.store.kmip_object(name.clone(), version).await.map_err(kms)?;
+        let mut kmip = view.object.clone();
         let source = kmip.as_ref().map(|k| k.version);
         if let Some(k) = kmip.as_mut() {
             inherit_object(k, &version_info);
         }
-        let stored = match source {
-            Some(v) if with_attributes => {
-                self.state.store.kmip_attributes(name, Some(v)).await.map_err(kms)?
-            }
-            _ => Vec::new(),
-        };
+        let stored = if source.is_some() { view.attributes.clone() } else { Vec::new() };
         Ok(Obj { key, version: version_info, kmip, source, stored })
     }
 
@@ -139,19 +137,27 @@ impl Session<'_> {
     /// store read and here).
     pub(super) async fn material(&self, obj: &Obj) -> R<SecretBytes> {
         let root = self.state.require_root().map_err(kms)?;
-        let row = self
-            .state
+        let row = self.sealed_material(obj).await?;
+        let blob = sealed_bytes(obj, &row)?;
+        root.open_material(&obj.key.name, obj.version.version, blob).map_err(kms)
+    }
+
+    /// The key version's row with its material sealed, as the store holds it.
+    pub(super) async fn sealed_material(&self, obj: &Obj) -> R<Arc<MaterialRow>> {
+        self.state
             .store
             .key_material(obj.key.name.clone(), Some(obj.version.version))
             .await
             .map_err(kms)?
-            .ok_or_else(|| KmipError::ItemNotFound(format!("object {}", obj.uid())))?;
-        let blob = row
-            .material
-            .as_deref()
-            .ok_or_else(|| KmipError::ObjectDestroyed(format!("object {}", obj.uid())))?;
-        root.open_material(&obj.key.name, obj.version.version, blob).map_err(kms)
+            .ok_or_else(|| KmipError::ItemNotFound(format!("object {}", obj.uid())))
     }
+}
+
+/// The sealed material of `row`; a destroyed version has none.
+pub(super) fn sealed_bytes<'r>(obj: &Obj, row: &'r MaterialRow) -> R<&'r [u8]> {
+    row.material
+        .as_deref()
+        .ok_or_else(|| KmipError::ObjectDestroyed(format!("object {}", obj.uid())))
 }
 
 /// A version added by a REST rotation shows the KMIP object of the newest

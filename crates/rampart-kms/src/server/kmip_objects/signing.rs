@@ -178,7 +178,7 @@ impl Session<'_> {
         let uid = self.uid(request.unique_identifier.as_ref())?;
         let data = input(request)?;
         let (obj, key) = self.asymmetric_key(&uid, Use::Sign).await?;
-        let AsymKey::Private(key) = key else {
+        let AsymKey::Private(key) = &*key else {
             return Err(KmipError::GeneralFailure("a private key was loaded as public".into()));
         };
         let params = effective_parameters(&obj, request.parameters.as_ref())?;
@@ -212,7 +212,7 @@ impl Session<'_> {
             )));
         }
         let (obj, key) = self.asymmetric_key(&uid, Use::Verify).await?;
-        let AsymKey::Public(key) = key else {
+        let AsymKey::Public(key) = &*key else {
             return Err(KmipError::GeneralFailure("a public key was loaded as private".into()));
         };
         let params = effective_parameters(&obj, request.parameters.as_ref())?;
