@@ -36,7 +36,7 @@ use super::sql::Dialect;
 use super::sql::{self, audit_columns, key_material, Sql, AUDIT_LIST_COLUMNS, AUDIT_LIST_FILTERS};
 use super::{
     segment_to_index, to_u32, to_u64, AuditDriver, AuditFilter, ClientFilter, KeyFilter,
-    KmipAttributeRow, KmipKeyState, KmipObject, MaterialRow, NewKmipKey, ServerPresence,
+    KmipAttributeRow, KmipChanges, KmipKeyState, KmipObject, MaterialRow, NewKmipKey, ServerPresence,
     StateChange, Store, StoreFuture, AUDIT_CHAIN_COLUMNS, AUDIT_REFS_SEGMENT,
 };
 use crate::audit::{seal_entry, ChainPage, ExportedEntry, Mark, GENESIS};
@@ -1084,6 +1084,10 @@ impl Store for PostgresStore {
                 &attributes
             ))
         })
+    }
+
+    fn kmip_apply(&self, changes: KmipChanges) -> StoreFuture<'_, ()> {
+        Box::pin(async move { in_transaction!(self, |tx| logic::kmip_apply(tx, &changes)) })
     }
 
     fn kmip_put_object(&self, object: KmipObject, inherit: Option<u32>) -> StoreFuture<'_, ()> {
