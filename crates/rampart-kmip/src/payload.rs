@@ -9,9 +9,9 @@
 //! in 1.x, so the server has one model whatever version the client speaks.
 
 use crate::enums::{
-    BlockCipherMode, CertificateRequestType, CryptographicAlgorithm, DerivationMethod, DigitalSignatureAlgorithm,
-    HashingAlgorithm, KeyFormatType, LinkType, MaskGenerator, NameType, ObjectType, PaddingMethod,
-    QueryFunction, RevocationReasonCode, SecretDataType, WrappingMethod,
+    BlockCipherMode, CertificateRequestType, CryptographicAlgorithm, DerivationMethod,
+    DigitalSignatureAlgorithm, HashingAlgorithm, KeyFormatType, LinkType, MaskGenerator, NameType,
+    ObjectType, PaddingMethod, QueryFunction, RevocationReasonCode, SecretDataType, WrappingMethod,
 };
 use crate::error::KmipError;
 use crate::message::{Attribute, ProtocolVersion};

@@ -8,8 +8,7 @@
 use std::net::IpAddr;
 
 use rampart_crypto::{
-    digest, fill_random, Curve, DigestAlg, HashAlg, KeyAlg, PublicKey, SecretBytes,
-    SignatureScheme,
+    digest, fill_random, Curve, DigestAlg, HashAlg, KeyAlg, PublicKey, SecretBytes, SignatureScheme,
 };
 use rcgen::{
     BasicConstraints, CertificateParams, CertificateSigningRequestParams, DistinguishedName,

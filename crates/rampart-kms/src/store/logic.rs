@@ -15,7 +15,8 @@ use super::rules;
 use super::sql::{self, Dialect, AUDIT_LIST_COLUMNS, AUDIT_LIST_FILTERS};
 use super::{
     encode_labels, encode_policy, meta, name_range, to_u64, AuditFilter, ClientFilter, KeyFilter,
-    KmipAttributeRow, KmipChanges, KmipKeyState, KmipObject, NewKmipKey, ServerPresence, StateChange,
+    KmipAttributeRow, KmipChanges, KmipKeyState, KmipObject, NewKmipKey, ServerPresence,
+    StateChange,
 };
 
 /// A sequence number as the stores keep it (BIGINT).

@@ -38,9 +38,7 @@ fn certificate_request(kind: CertificateRequestType, bytes: &[u8]) -> R<Certific
         CertificateRequestType::PEM => {
             use rustls_pki_types::pem::PemObject;
             rustls_pki_types::CertificateSigningRequestDer::from_pem_slice(bytes)
-                .map_err(|_| {
-                    KmipError::InvalidCsr("not a PEM CERTIFICATE REQUEST block".into())
-                })?
+                .map_err(|_| KmipError::InvalidCsr("not a PEM CERTIFICATE REQUEST block".into()))?
                 .as_ref()
                 .to_vec()
         }
@@ -103,7 +101,12 @@ impl Session<'_> {
         CertifiedKey {
             key: obj.key.name.clone(),
             version,
-            links: obj.stored.iter().filter(|r| r.name == "Link").map(|r| r.value.clone()).collect(),
+            links: obj
+                .stored
+                .iter()
+                .filter(|r| r.name == "Link")
+                .map(|r| r.value.clone())
+                .collect(),
             // A version showing an older one's attributes gets its own.
             inherit: obj.source.filter(|s| *s != version).zip(obj.kmip.clone()),
         }
@@ -111,7 +114,9 @@ impl Session<'_> {
 
     pub(super) async fn certify(&mut self, request: &CertifyRequest) -> R<Vec<Item>> {
         if request.offset.is_some() {
-            return Err(KmipError::InvalidField("an Offset in Certify (Re-certify takes one)".into()));
+            return Err(KmipError::InvalidField(
+                "an Offset in Certify (Re-certify takes one)".into(),
+            ));
         }
         let csr = request.request.as_ref().map(|(k, b)| certificate_request(*k, b.as_slice()));
         let csr = csr.transpose()?;
@@ -217,16 +222,17 @@ impl Session<'_> {
         // The public key the old certificate is linked to, when it is
         // still there, has its Certificate Link moved to the new one.
         let public = match linked(&obj.stored, LinkType::PUBLIC_KEY) {
-            Some(public) => match self.usable(&public, ObjectType::PUBLIC_KEY, "Re-certify").await
-            {
-                Ok(key) => Some(Self::certified_key(&key)),
-                Err(
-                    KmipError::ObjectNotFound(_)
-                    | KmipError::ItemNotFound(_)
-                    | KmipError::ObjectDestroyed(_),
-                ) => None,
-                Err(other) => return Err(other),
-            },
+            Some(public) => {
+                match self.usable(&public, ObjectType::PUBLIC_KEY, "Re-certify").await {
+                    Ok(key) => Some(Self::certified_key(&key)),
+                    Err(
+                        KmipError::ObjectNotFound(_)
+                        | KmipError::ItemNotFound(_)
+                        | KmipError::ObjectDestroyed(_),
+                    ) => None,
+                    Err(other) => return Err(other),
+                }
+            }
             None => None,
         };
         let template = obj.kmip.clone().ok_or_else(|| {

@@ -105,16 +105,16 @@ impl Session<'_> {
     pub(super) async fn rekey_key_pair(&mut self, request: &ReKeyKeyPairRequest) -> R<Vec<Item>> {
         let uid = self.uid(request.private_key_unique_identifier.as_ref())?;
         let private = self.replaced_half(&uid, ObjectType::PRIVATE_KEY).await?;
-        let public_uid = key_pairs::linked(&private.stored, LinkType::PUBLIC_KEY).ok_or_else(|| {
-            KmipError::IllegalOperation(format!(
-                "private key {uid} has no Public Key Link: it is not half of a pair"
-            ))
-        })?;
+        let public_uid =
+            key_pairs::linked(&private.stored, LinkType::PUBLIC_KEY).ok_or_else(|| {
+                KmipError::IllegalOperation(format!(
+                    "private key {uid} has no Public Key Link: it is not half of a pair"
+                ))
+            })?;
         let public = self.replaced_half(&public_uid, ObjectType::PUBLIC_KEY).await?;
         let asked = &request.attributes;
-        let private_asked = self
-            .template(&merged(&asked.common, &asked.private), ObjectType::PRIVATE_KEY)
-            .await?;
+        let private_asked =
+            self.template(&merged(&asked.common, &asked.private), ObjectType::PRIVATE_KEY).await?;
         let public_asked =
             self.template(&merged(&asked.common, &asked.public), ObjectType::PUBLIC_KEY).await?;
         refuse_names(private_asked.names.len() + public_asked.names.len(), "Re-key Key Pair")?;
@@ -129,9 +129,10 @@ impl Session<'_> {
         let length = agreed("Cryptographic Length", private_asked.length, public_asked.length)?;
         let same = algorithm.is_none_or(|a| Some(a) == private_old.algorithm);
         let length = length.or(if same { private_old.length } else { None });
-        let algorithm = algorithm.or(private_old.algorithm).map(CryptographicAlgorithm).ok_or_else(
-            || KmipError::MissingData("the Cryptographic Algorithm of the new pair".into()),
-        )?;
+        let algorithm =
+            algorithm.or(private_old.algorithm).map(CryptographicAlgorithm).ok_or_else(|| {
+                KmipError::MissingData("the Cryptographic Algorithm of the new pair".into())
+            })?;
         // Refused before anything is generated.
         key_pairs::pair_kind(algorithm, length)?;
         self.touched = Some((private.key.name.clone(), Some(private.version.version + 1)));

@@ -438,7 +438,8 @@ pub(crate) fn new_kmip_key(
 /// over the replaced object's attribute `name`: what describes the old
 /// material (Digest, Fresh...) is the new material's to set again.
 fn carried(name: &str) -> bool {
-    !server::OBJECT_BOUND.contains(&name) && !matches!(name, "Always Sensitive" | "Never Extractable")
+    !server::OBJECT_BOUND.contains(&name)
+        && !matches!(name, "Always Sensitive" | "Never Extractable")
 }
 
 /// The attributes a replacement carries over from the object it replaces

@@ -79,12 +79,12 @@ use self::attributes::Change;
 use self::crypto::encoding_option;
 use self::errors::R;
 
-pub(crate) use self::errors::kms as kms_error;
 pub(crate) use self::certificate::derived_from_certificate;
+pub(crate) use self::errors::kms as kms_error;
 pub(crate) use self::lifecycle::{carried_rows, new_kmip_key, new_kmip_version, NewObject};
 pub(crate) use self::object::{decode_value, encode_value, unique_identifier};
-pub(crate) use self::server_attributes::single_valued;
 pub(crate) use self::register::certificate_object;
+pub(crate) use self::server_attributes::single_valued;
 pub(crate) use self::session::Session;
 
 /// Whether this server serves `operation` (of [`OPERATIONS`]) to a client

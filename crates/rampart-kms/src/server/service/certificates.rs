@@ -76,8 +76,12 @@ impl CertifiedKey {
         to: &str,
     ) -> std::result::Result<KmipAttributeValues, KmipError> {
         let old = replaced.map(|uid| link(LinkType::CERTIFICATE, uid)).transpose()?;
-        let mut values: Vec<String> =
-            self.links.iter().filter(|v| old.as_ref().is_none_or(|(_, o)| o != *v)).cloned().collect();
+        let mut values: Vec<String> = self
+            .links
+            .iter()
+            .filter(|v| old.as_ref().is_none_or(|(_, o)| o != *v))
+            .cloned()
+            .collect();
         values.push(link(LinkType::CERTIFICATE, to)?.1);
         Ok(KmipAttributeValues {
             key: self.key.clone(),
@@ -166,7 +170,8 @@ pub(crate) async fn recertify(
     let der = ca.issue_for_key(&spki, &subject, CERTIFICATE_DAYS).map_err(request_error)?;
     drop(ca);
     let cert = Certificate { certificate_type: CertificateType::X509, value: Bytes::new(der) };
-    let mut derived = NewObject { certificate_type: asked.certificate_type, ..NewObject::default() };
+    let mut derived =
+        NewObject { certificate_type: asked.certificate_type, ..NewObject::default() };
     let material = certificate_object(&cert, &mut derived)?;
     let version = old.version + 1;
     let old_uid = unique_identifier(&key, old.version);

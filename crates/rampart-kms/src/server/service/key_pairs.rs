@@ -325,10 +325,11 @@ pub(crate) async fn rekey_key_pair(
             .map_err(|e| KmipError::CryptographicFailure(e.to_string()))?;
     let spki = SecretBytes::new(spki);
     let mut changes = KmipChanges::default();
-    for ((half, (activation, deactivation)), (material, other)) in [private, public]
-        .into_iter()
-        .zip(dates)
-        .zip([(&pkcs8, (LinkType::PUBLIC_KEY, &public_uid)), (&spki, (LinkType::PRIVATE_KEY, &private_uid))])
+    for ((half, (activation, deactivation)), (material, other)) in
+        [private, public].into_iter().zip(dates).zip([
+            (&pkcs8, (LinkType::PUBLIC_KEY, &public_uid)),
+            (&spki, (LinkType::PRIVATE_KEY, &private_uid)),
+        ])
     {
         let ReplacedHalf { key, object: old, rows, asked } = half;
         // The old half's links to its other half and to its certificates
