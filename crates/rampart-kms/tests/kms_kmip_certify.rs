@@ -187,13 +187,13 @@ async fn a_re_keyed_pair_signs_for_openssl_and_replaces_the_old_one(backend: Bac
         (attributes(&mut tls, &old_private).await, attributes(&mut tls, &old_public).await);
     let (new_p, new_q) =
         (attributes(&mut tls, &private).await, attributes(&mut tls, &public).await);
-    assert_eq!(links(&old_p, LinkType::REPLACEMENT_OBJECT), [private.clone()]);
-    assert_eq!(links(&old_q, LinkType::REPLACEMENT_OBJECT), [public.clone()]);
-    assert_eq!(links(&new_p, LinkType::REPLACED_OBJECT), [old_private.clone()]);
-    assert_eq!(links(&new_q, LinkType::REPLACED_OBJECT), [old_public.clone()]);
-    assert_eq!(links(&new_p, LinkType::PUBLIC_KEY), [public.clone()]);
-    assert_eq!(links(&new_q, LinkType::PRIVATE_KEY), [private.clone()]);
-    assert_eq!(links(&old_p, LinkType::PUBLIC_KEY), [old_public.clone()]);
+    assert_eq!(links(&old_p, LinkType::REPLACEMENT_OBJECT), [private.as_str()]);
+    assert_eq!(links(&old_q, LinkType::REPLACEMENT_OBJECT), [public.as_str()]);
+    assert_eq!(links(&new_p, LinkType::REPLACED_OBJECT), [old_private.as_str()]);
+    assert_eq!(links(&new_q, LinkType::REPLACED_OBJECT), [old_public.as_str()]);
+    assert_eq!(links(&new_p, LinkType::PUBLIC_KEY), [public.as_str()]);
+    assert_eq!(links(&new_q, LinkType::PRIVATE_KEY), [private.as_str()]);
+    assert_eq!(links(&old_p, LinkType::PUBLIC_KEY), [old_public.as_str()]);
     assert_eq!(
         (names(&new_p), names(&new_q)),
         (vec!["rk-private".into()], vec!["rk-public".into()])
@@ -397,8 +397,8 @@ async fn certify_issues_what_openssl_verifies_under_the_key_manager_ca(backend: 
     std::fs::write(dir.join("public.der"), get_bytes(&mut tls, &public).await).unwrap();
     let managed_key = openssl(&dir, &["pkey", "-pubin", "-inform", "DER", "-in", "public.der"]);
     assert_eq!(openssl(&dir, &["x509", "-in", "by-uid.pem", "-noout", "-pubkey"]), managed_key);
-    assert_eq!(links(&attributes(&mut tls, &cert).await, LinkType::PUBLIC_KEY), [public.clone()]);
-    assert_eq!(links(&attributes(&mut tls, &public).await, LinkType::CERTIFICATE), [cert.clone()]);
+    assert_eq!(links(&attributes(&mut tls, &cert).await, LinkType::PUBLIC_KEY), [public.as_str()]);
+    assert_eq!(links(&attributes(&mut tls, &public).await, LinkType::CERTIFICATE), [cert.as_str()]);
     // With the key, a request made with its own private key is taken (its
     // subject is the certificate's); another key's request is refused.
     std::fs::write(dir.join("private.der"), get_bytes(&mut tls, "ck-private/1").await).unwrap();
@@ -432,9 +432,9 @@ async fn certify_issues_what_openssl_verifies_under_the_key_manager_ca(backend: 
     assert_eq!(openssl(&dir, &["x509", "-in", "renewed.pem", "-noout", "-pubkey"]), managed_key);
     let (old_attrs, new_attrs) =
         (attributes(&mut tls, &cert).await, attributes(&mut tls, &renewed).await);
-    assert_eq!(links(&old_attrs, LinkType::REPLACEMENT_OBJECT), [renewed.clone()]);
-    assert_eq!(links(&new_attrs, LinkType::REPLACED_OBJECT), [cert.clone()]);
-    assert_eq!(links(&new_attrs, LinkType::PUBLIC_KEY), [public.clone()]);
+    assert_eq!(links(&old_attrs, LinkType::REPLACEMENT_OBJECT), [renewed.as_str()]);
+    assert_eq!(links(&new_attrs, LinkType::REPLACED_OBJECT), [cert.as_str()]);
+    assert_eq!(links(&new_attrs, LinkType::PUBLIC_KEY), [public.as_str()]);
     assert_eq!(names(&new_attrs), ["ck-certificate"]);
     assert!(names(&old_attrs).is_empty());
     let certificates = links(&attributes(&mut tls, &public).await, LinkType::CERTIFICATE);

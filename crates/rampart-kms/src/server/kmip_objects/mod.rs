@@ -3,10 +3,13 @@
 //! Create and Register make ordinary keys (listed by `rampart kms key
 //! list`, allowed to the creating client with `client:NAME`, exportable);
 //! Re-key adds a version, linked to the one it replaces by Replaced and
-//! Replacement Object Links; Revoke and Destroy change the version's state
-//! in the same store the REST API reads. What KMIP adds to a version
-//! (object type, algorithm, length, usage mask, owner, Activation and
-//! Deactivation Dates, compromise) lives in `kms_kmip_objects`; the
+//! Replacement Object Links (Re-key Key Pair adds one to each half of a
+//! pair, Re-certify one to a certificate's key; Certify makes a
+//! certificate signed by the deployment CA); Revoke and Destroy change
+//! the version's state in the same store the REST API reads. What KMIP
+//! adds to a version (object type, algorithm, length, usage mask, owner,
+//! Activation and Deactivation Dates, compromise) lives in
+//! `kms_kmip_objects`; the
 //! attributes a client sets (Name, Object Group, custom `x-` attributes,
 //! which KMIP 2.x calls Vendor Attributes...) live per object (key
 //! version) in `kms_kmip_version_attributes`, whose values are indexed for

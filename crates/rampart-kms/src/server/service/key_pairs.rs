@@ -28,7 +28,7 @@ use crate::server::kmip_objects::{
     single_valued, unique_identifier, NewObject,
 };
 use crate::server::state::State;
-use crate::store::{KmipAttributeRow, KmipChanges, KmipObject};
+use crate::store::{KmipAttributeRow, KmipChanges, KmipObject, NewKmipVersion};
 
 /// The key pairs this server makes: RSA of 2048 to 4096 bits (larger
 /// ones take too long to generate in a request), EC on P-256, P-384 and
@@ -301,6 +301,50 @@ pub(crate) struct PairReplacement {
     pub offset: Option<u32>,
 }
 
+/// The version replacing `half`: dated `dates`, holding `material`,
+/// linked to the other new half by `link_to`, of the new pair's
+/// (algorithm, length) made at `now`.
+fn new_half(
+    state: &State,
+    half: ReplacedHalf,
+    (activation, deactivation): (Option<i64>, Option<i64>),
+    material: &SecretBytes,
+    link_to: (LinkType, &str),
+    (algorithm, length, now): (CryptographicAlgorithm, i32, i64),
+) -> Result<NewKmipVersion, KmipError> {
+    let ReplacedHalf { key, object: old, rows, asked } = half;
+    // The old half's links to its other half and to its certificates are
+    // not the new half's: the new halves link to each other.
+    let kept = carried_rows(&rows)
+        .into_iter()
+        .filter(|(name, value)| {
+            name != "Link"
+                || !matches!(
+                    link_type_of(value),
+                    Some(LinkType::PUBLIC_KEY | LinkType::PRIVATE_KEY | LinkType::CERTIFICATE)
+                )
+        })
+        .collect();
+    let mut kept = with_asked(kept, asked.stored);
+    kept.push(link(link_to.0, link_to.1)?);
+    let object = KmipObject {
+        key,
+        version: old.version + 1,
+        object_type: old.object_type,
+        algorithm: Some(algorithm.0),
+        length: Some(length),
+        usage_mask: asked.usage_mask.or(old.usage_mask),
+        // Get answers in PKCS#8 and X.509 (the stored forms).
+        secret_type: None,
+        owner: old.owner,
+        activation_ms: activation,
+        deactivation_ms: deactivation,
+        compromise_occurrence_ms: None,
+        compromised: false,
+    };
+    new_kmip_version(state, object, kept, material, None, now)
+}
+
 /// Generates the pair replacing `pair` and stores it, each half a new
 /// version of its key: the Unique Identifiers of the new private and
 /// public key.
@@ -324,45 +368,14 @@ pub(crate) async fn rekey_key_pair(
             .map_err(|_| KmipError::GeneralFailure("key pair generation stopped".into()))?
             .map_err(|e| KmipError::CryptographicFailure(e.to_string()))?;
     let spki = SecretBytes::new(spki);
-    let mut changes = KmipChanges::default();
-    for ((half, (activation, deactivation)), (material, other)) in
-        [private, public].into_iter().zip(dates).zip([
-            (&pkcs8, (LinkType::PUBLIC_KEY, &public_uid)),
-            (&spki, (LinkType::PRIVATE_KEY, &private_uid)),
-        ])
-    {
-        let ReplacedHalf { key, object: old, rows, asked } = half;
-        // The old half's links to its other half and to its certificates
-        // are not the new half's: the new halves link to each other.
-        let kept = carried_rows(&rows)
-            .into_iter()
-            .filter(|(name, value)| {
-                name != "Link"
-                    || !matches!(
-                        link_type_of(value),
-                        Some(LinkType::PUBLIC_KEY | LinkType::PRIVATE_KEY | LinkType::CERTIFICATE)
-                    )
-            })
-            .collect();
-        let mut kept = with_asked(kept, asked.stored);
-        kept.push(link(other.0, other.1)?);
-        let object = KmipObject {
-            key,
-            version: old.version + 1,
-            object_type: old.object_type,
-            algorithm: Some(algorithm.0),
-            length: Some(i32::try_from(bits).unwrap_or(i32::MAX)),
-            usage_mask: asked.usage_mask.or(old.usage_mask),
-            // Get answers in PKCS#8 and X.509 (the stored forms).
-            secret_type: None,
-            owner: old.owner,
-            activation_ms: activation,
-            deactivation_ms: deactivation,
-            compromise_occurrence_ms: None,
-            compromised: false,
-        };
-        changes.versions.push(new_kmip_version(state, object, kept, material, None, now)?);
-    }
+    let length = i32::try_from(bits).unwrap_or(i32::MAX);
+    let [private_dates, public_dates] = dates;
+    let new = (algorithm, length, now);
+    let versions = vec![
+        new_half(state, private, private_dates, &pkcs8, (LinkType::PUBLIC_KEY, &public_uid), new)?,
+        new_half(state, public, public_dates, &spki, (LinkType::PRIVATE_KEY, &private_uid), new)?,
+    ];
+    let changes = KmipChanges { versions, ..KmipChanges::default() };
     state.store.kmip_apply(changes).await.map_err(kms_error)?;
     Ok((private_uid, public_uid))
 }
