@@ -263,12 +263,33 @@ async fn a_re_keyed_pair_signs_for_openssl_and_replaces_the_old_one(backend: Bac
             attr("Cryptographic Length", Value::Integer(2048)),
         ],
     );
-    let (_, rsa_public) = rekey_pair(&mut tls, &third, vec![rsa]).await;
+    let (rsa_private, rsa_public) = rekey_pair(&mut tls, &third, vec![rsa]).await;
     let attrs = attributes(&mut tls, &rsa_public).await;
     assert_eq!(
         values(&attrs, "Cryptographic Algorithm")[0].value,
         Value::Enumeration(CryptographicAlgorithm::RSA.0)
     );
+
+    // KMIP 2.1: Public Key Attributes name the new public key's usage mask.
+    let request = RequestMessage::new(
+        ProtocolVersion::V2_1,
+        vec![(
+            Operation::RE_KEY_KEY_PAIR,
+            vec![
+                Item::text(Tag::PRIVATE_KEY_UNIQUE_IDENTIFIER, rsa_private),
+                Item::structure(
+                    Tag::PUBLIC_KEY_ATTRIBUTES,
+                    vec![Item::int(Tag::CRYPTOGRAPHIC_USAGE_MASK, 2 | 4)],
+                ),
+            ],
+        )],
+    );
+    let got = ok(&exchange(&mut tls, &request).await.batch_items[0]);
+    let fifth = text_of(&got, Tag::PUBLIC_KEY_UNIQUE_IDENTIFIER);
+    assert_eq!(fifth, "rk-public/5");
+    let attrs = attributes(&mut tls, &fifth).await;
+    assert_eq!(values(&attrs, "Cryptographic Usage Mask")[0].value, Value::Integer(2 | 4));
+    assert_eq!(values(&attrs, "Cryptographic Length")[0].value, Value::Integer(2048));
 
     // Batch Error Continuation Undo takes a Re-key Key Pair back whole.
     let (p, q) = ec_pair(&mut tls, "undo-private", "undo-public").await;
@@ -297,7 +318,7 @@ async fn a_re_keyed_pair_signs_for_openssl_and_replaces_the_old_one(backend: Bac
     let audit = d.audit_ops().await;
     let rekeyed =
         audit.iter().filter(|(_, op, outcome)| op == "kmip.re_key_key_pair" && outcome == "ok");
-    assert_eq!(rekeyed.count(), 4, "{audit:?}");
+    assert_eq!(rekeyed.count(), 5, "{audit:?}");
 }
 on_each_store!(a_re_keyed_pair_signs_for_openssl_and_replaces_the_old_one);
 

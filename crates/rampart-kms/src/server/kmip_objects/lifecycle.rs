@@ -466,6 +466,7 @@ pub(crate) fn new_kmip_version(
     let format = registered.unwrap_or_else(|| generated_format(object_type, object.algorithm));
     let generated = registered.is_none();
     server::check_template(&kept, generated)?;
+    server::check_quantum_safe(&kept, object_type, object.length)?;
     let digested = digest_input(object_type, format, material)?;
     let extra = server::initial_rows(&kept, format, digested.expose(), generated, now)?;
     kept.extend(extra);
