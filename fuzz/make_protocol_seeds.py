@@ -176,6 +176,13 @@ def kmip_request(items, major=1, minor=4, extra_header=()):
     return t_struct(0x420078, header, *batch)
 
 
+CSR = bytes.fromhex(
+    "308193304702010030143112301006035504030c0966757a7a2d73656564302a300506032b65700321006d06"
+    "66ea6c953150377384edd3a07124aac9df9dc47180a0ece050c5d30f3ee0a000300506032b65700341006bf5"
+    "e1841c633feabebba36af78bc5be276711828e9076588c1caa20e5b464eacdcb176e5f28245c637893d83e5f"
+    "2577ef290bc6b965bbdc06002c4fcd577b0c")
+
+
 def kmip_ttlv_seeds():
     uid = t_text(0x420094, "1")
     aes256 = [attribute("Cryptographic Algorithm", t_enum(0x42000B, 3)),
@@ -211,6 +218,19 @@ def kmip_ttlv_seeds():
         "mac": kmip_request([(0x23, [uid, t_struct(0x42002B, t_enum(0x420028, 9)),
                                      t_bytes(0x4200C2, bytes(range(16)))])], minor=2),
         "async-indicator": kmip_request([(0x0A, [uid])], extra_header=[t_bool(0x420007, True)]),
+        "rekey-key-pair-offset": kmip_request([(0x1D, [t_text(0x420066, "pair/1"),
+            ttlv(0x420058, 10, struct.pack(">I", 3600)),
+            t_struct(0x420065, attribute("Cryptographic Usage Mask", t_int(0x42000B, 1))),
+            t_struct(0x42006E, attribute("Cryptographic Usage Mask", t_int(0x42000B, 2)))])]),
+        "create-key-pair-certify-get": kmip_request([
+            (0x02, [t_struct(0x42001F, attribute("Cryptographic Algorithm", t_enum(0x42000B, 6)),
+                             attribute("Cryptographic Length", t_int(0x42000B, 256)))]),
+            (0x06, []), (0x0A, [])]),
+        # A PKCS#10 request of an Ed25519 key made once by `openssl req`
+        # (1.x Certificate Request, 2.x Certificate Request Value).
+        "certify-pkcs10": kmip_request([(0x06, [t_enum(0x420019, 2), t_bytes(0x420018, CSR)])]),
+        "recertify-pkcs10-2-1": kmip_request([(0x07, [uid, t_enum(0x420019, 2),
+            t_bytes(0x420140, CSR), ttlv(0x420058, 10, struct.pack(">I", 60))])], major=2, minor=1),
         "unknown-operation": kmip_request([(0x99, [t_text(0x540001, "vendor")])], major=2, minor=1),
         "response": t_struct(0x42007B, t_struct(0x42007A,
             t_struct(0x420069, t_int(0x42006A, 1), t_int(0x42006B, 4)),

@@ -4,10 +4,10 @@
 use rampart_crypto::key_formats as kf;
 use rampart_kmip::message::{ProtocolVersion, RequestMessage, ResponseMessage};
 use rampart_kmip::payload::{
-    parse_rng_retrieve, parse_rng_seed, AttributeChangeRequest, CreateKeyPairRequest,
-    CreateRequest, CryptoRequest, DeriveKeyRequest, GetRequest, LocateRequest, ManagedObject,
-    ObjectRequest,
-    ReKeyRequest, RegisterRequest, RevokeRequest, SignRequest, StreamRequest,
+    parse_rng_retrieve, parse_rng_seed, AttributeChangeRequest, CertifyRequest,
+    CreateKeyPairRequest, CreateRequest, CryptoRequest, DeriveKeyRequest, GetRequest,
+    LocateRequest, ManagedObject, ObjectRequest, ReKeyKeyPairRequest, ReKeyRequest,
+    RegisterRequest, RevokeRequest, SignRequest, StreamRequest,
 };
 use rampart_kmip::ttlv::{self, HEADER_LEN};
 use rampart_kmip::xml::{self, XmlLimits};
@@ -70,7 +70,9 @@ pub fn kmip_ttlv(data: &[u8]) {
 /// Every payload decoder takes each batch item's untrusted payload as it
 /// comes, whatever its operation says; the key material a Register
 /// carries goes through the DER readers the server stores keys with, and
-/// a key that reads converts to the other forms without failing.
+/// a key that reads converts to the other forms without failing; the
+/// certificate request a Certify or Re-certify carries goes through the
+/// PKCS#10 reader.
 fn payloads(request: &RequestMessage) {
     for item in &request.batch_items {
         let p = &item.payload;
@@ -85,6 +87,14 @@ fn payloads(request: &RequestMessage) {
         let _ = LocateRequest::parse(p);
         let _ = RevokeRequest::parse(p);
         let _ = ReKeyRequest::parse(p);
+        let _ = ReKeyKeyPairRequest::parse(p);
+        if let Ok(certify) = CertifyRequest::parse(p) {
+            // A certificate request goes through the reader that checks
+            // its self-signature before anything is issued.
+            if let Some((_, request)) = &certify.request {
+                let _ = rampart_kms::pki::read_certificate_request(request.as_slice());
+            }
+        }
         let _ = CryptoRequest::parse(p).map(|r| r.is_streamed());
         let _ = SignRequest::parse(p);
         let _ = DeriveKeyRequest::parse(p);

@@ -138,6 +138,7 @@ kmip_enum!(
         MULTI_VALUED_ATTRIBUTE = 0x1E => "Multi Valued Attribute",
         ATTRIBUTE_READ_ONLY = 0x22 => "Attribute Read Only",
         ATTRIBUTE_SINGLE_VALUED = 0x23 => "Attribute Single Valued",
+        INVALID_CSR = 0x2F => "Invalid CSR",
         INVALID_OBJECT_TYPE = 0x30 => "Invalid Object Type",
         NON_UNIQUE_NAME_ATTRIBUTE = 0x35 => "Non Unique Name Attribute",
         OBJECT_DESTROYED = 0x36 => "Object Destroyed",
@@ -304,6 +305,16 @@ kmip_enum!(
     CertificateType {
         X509 = 0x01 => "X.509",
         PGP = 0x02 => "PGP",
+    }
+);
+
+kmip_enum!(
+    /// Certificate Request Type (KMIP 1.4 §9.1.3.2.22, 2.1 §11.8).
+    CertificateRequestType {
+        CRMF = 0x01 => "CRMF",
+        PKCS10 = 0x02 => "PKCS#10",
+        PEM = 0x03 => "PEM",
+        PGP = 0x04 => "PGP",
     }
 );
 

@@ -61,6 +61,11 @@ pub enum KmipError {
     /// 1.x answers this with Permission Denied or Illegal Operation).
     #[error("invalid object type: {0}")]
     InvalidObjectType(String),
+    /// KMIP 2.x: a Certificate Request that is not a signed request of
+    /// its Certificate Request Type (KMIP 1.x answers this with Invalid
+    /// Field).
+    #[error("invalid certificate request: {0}")]
+    InvalidCsr(String),
     /// KMIP 2.x: the object's state or dates forbid the operation (KMIP
     /// 1.x answers this with Permission Denied).
     #[error("wrong key lifecycle state: {0}")]
@@ -137,6 +142,7 @@ impl KmipError {
                 ResultReason::INCOMPATIBLE_CRYPTOGRAPHIC_USAGE_MASK
             }
             Self::InvalidObjectType(_) => ResultReason::INVALID_OBJECT_TYPE,
+            Self::InvalidCsr(_) => ResultReason::INVALID_CSR,
             Self::WrongKeyLifecycleState(_) => ResultReason::WRONG_KEY_LIFECYCLE_STATE,
             Self::KeyFormatTypeNotSupported(_) => ResultReason::KEY_FORMAT_TYPE_NOT_SUPPORTED,
             Self::KeyCompressionTypeNotSupported => {

@@ -530,6 +530,8 @@ impl KmipError {
                 Self::IllegalOperation(format!("attribute {why} has several values"))
             }
             Self::NonUniqueName(why) => Self::ObjectAlreadyExists(why),
+            // KMIP 1.4 §11.8: a request that is not a signed one of its type.
+            Self::InvalidCsr(why) => Self::InvalidField(format!("the certificate request: {why}")),
             Self::ObjectDestroyed(why) => Self::IllegalOperation(format!("{why} is destroyed")),
             other => other,
         }
@@ -553,6 +555,7 @@ mod tests {
             KmipError::MultiValuedAttribute("Name".into()),
             KmipError::NonUniqueName("n".into()),
             KmipError::ObjectDestroyed("o".into()),
+            KmipError::InvalidCsr("o".into()),
         ];
         for err in errors {
             let v2 = err.clone().for_version(ProtocolVersion::V2_1);

@@ -9,9 +9,9 @@
 //! in 1.x, so the server has one model whatever version the client speaks.
 
 use crate::enums::{
-    BlockCipherMode, CryptographicAlgorithm, DerivationMethod, DigitalSignatureAlgorithm,
-    HashingAlgorithm, KeyFormatType, LinkType, MaskGenerator, NameType, ObjectType, PaddingMethod,
-    QueryFunction, RevocationReasonCode, SecretDataType, WrappingMethod,
+    BlockCipherMode, CertificateRequestType, CryptographicAlgorithm, DerivationMethod,
+    DigitalSignatureAlgorithm, HashingAlgorithm, KeyFormatType, LinkType, MaskGenerator, NameType,
+    ObjectType, PaddingMethod, QueryFunction, RevocationReasonCode, SecretDataType, WrappingMethod,
 };
 use crate::error::KmipError;
 use crate::message::{Attribute, ProtocolVersion};
@@ -826,18 +826,125 @@ pub struct CreateKeyPairRequest {
 
 impl CreateKeyPairRequest {
     pub fn parse(payload: &Item) -> Result<Self, KmipError> {
+        pair_sets(&Fields::of(payload)?)
+    }
+}
+
+/// The common, private-key and public-key attributes of Create Key Pair
+/// and Re-key Key Pair, each as a 1.x Template-Attribute or a 2.x
+/// Attributes structure (never both).
+fn pair_sets(f: &Fields<'_>) -> Result<CreateKeyPairRequest, KmipError> {
+    let set = |one: Tag, two: Tag| -> Result<AttributeSet, KmipError> {
+        match (f.optional(one)?, f.optional(two)?) {
+            (Some(t), None) | (None, Some(t)) => AttributeSet::parse(t),
+            (None, None) => Ok(AttributeSet::default()),
+            (Some(_), Some(_)) => Err(KmipError::InvalidField(format!("both {one} and {two}"))),
+        }
+    };
+    Ok(CreateKeyPairRequest {
+        common: set(Tag::COMMON_TEMPLATE_ATTRIBUTE, Tag::COMMON_ATTRIBUTES)?,
+        private: set(Tag::PRIVATE_KEY_TEMPLATE_ATTRIBUTE, Tag::PRIVATE_KEY_ATTRIBUTES)?,
+        public: set(Tag::PUBLIC_KEY_TEMPLATE_ATTRIBUTE, Tag::PUBLIC_KEY_ATTRIBUTES)?,
+    })
+}
+
+/// Re-key Key Pair (KMIP 1.4 §4.5, 2.1 §6.1.47): the private key of the
+/// pair to replace (`None`: the ID Placeholder), the Offset, and the
+/// attributes the new pair takes instead of the old one's, as Create Key
+/// Pair gives them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReKeyKeyPairRequest {
+    pub private_key_unique_identifier: Option<String>,
+    /// Seconds between the new pair's Initial Date and Activation Date.
+    pub offset: Option<u32>,
+    pub attributes: CreateKeyPairRequest,
+}
+
+impl ReKeyKeyPairRequest {
+    pub fn parse(payload: &Item) -> Result<Self, KmipError> {
         let f = Fields::of(payload)?;
-        let set = |one: Tag, two: Tag| -> Result<AttributeSet, KmipError> {
-            match (f.optional(one)?, f.optional(two)?) {
-                (Some(t), None) | (None, Some(t)) => AttributeSet::parse(t),
-                (None, None) => Ok(AttributeSet::default()),
-                (Some(_), Some(_)) => Err(KmipError::InvalidField(format!("both {one} and {two}"))),
+        Ok(Self {
+            private_key_unique_identifier: f
+                .optional(Tag::PRIVATE_KEY_UNIQUE_IDENTIFIER)?
+                .map(|i| i.as_text().map(str::to_owned))
+                .transpose()?,
+            offset: f.optional(Tag::OFFSET)?.map(Item::as_interval).transpose()?,
+            attributes: pair_sets(&f)?,
+        })
+    }
+}
+
+/// Largest Certificate Request taken (a PKCS#10 request of an RSA-4096
+/// key with many extensions is a few kilobytes).
+pub const MAX_CERTIFICATE_REQUEST: usize = 16 * 1024;
+
+/// Certify and Re-certify (KMIP 1.4 §4.7, §4.8; 2.1 §6.1.6, §6.1.45):
+/// the public key (Certify) or certificate (Re-certify) named, the
+/// certificate request and its type, the Offset (Re-certify) and the new
+/// certificate's attributes. KMIP 1.x carries the request as Certificate
+/// Request, 2.x as Certificate Request Value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertifyRequest {
+    /// `None`: the ID Placeholder.
+    pub unique_identifier: Option<String>,
+    pub request: Option<(CertificateRequestType, Bytes)>,
+    /// Seconds between the new certificate's Initial Date and Activation
+    /// Date.
+    pub offset: Option<u32>,
+    pub attributes: AttributeSet,
+}
+
+impl CertifyRequest {
+    pub fn parse(payload: &Item) -> Result<Self, KmipError> {
+        let f = Fields::of(payload)?;
+        if f.optional(Tag::CERTIFICATE_REQUEST_UNIQUE_IDENTIFIER)?.is_some() {
+            return Err(KmipError::FeatureNotSupported(
+                "a Certificate Request Unique Identifier (send the request itself)".into(),
+            ));
+        }
+        let value = match (
+            f.optional(Tag::CERTIFICATE_REQUEST)?,
+            f.optional(Tag::CERTIFICATE_REQUEST_VALUE)?,
+        ) {
+            (Some(v), None) | (None, Some(v)) => Some(v.as_bytes()?),
+            (None, None) => None,
+            (Some(_), Some(_)) => {
+                return Err(KmipError::InvalidField(
+                    "both Certificate Request and Certificate Request Value".into(),
+                ))
+            }
+        };
+        let kind = f
+            .optional(Tag::CERTIFICATE_REQUEST_TYPE)?
+            .map(|i| i.as_enum().map(CertificateRequestType))
+            .transpose()?;
+        let request = match (kind, value) {
+            (Some(kind), Some(value)) => {
+                if value.is_empty() || value.len() > MAX_CERTIFICATE_REQUEST {
+                    return Err(KmipError::InvalidField(format!(
+                        "a Certificate Request must be 1 to {MAX_CERTIFICATE_REQUEST} bytes"
+                    )));
+                }
+                Some((kind, Bytes::from(value)))
+            }
+            (None, None) => None,
+            // KMIP 1.4 §11.1: a field the others make necessary is missing.
+            (None, Some(_)) => {
+                return Err(KmipError::InvalidMessage(
+                    "a Certificate Request without its Certificate Request Type".into(),
+                ))
+            }
+            (Some(_), None) => {
+                return Err(KmipError::InvalidMessage(
+                    "a Certificate Request Type without a Certificate Request".into(),
+                ))
             }
         };
         Ok(Self {
-            common: set(Tag::COMMON_TEMPLATE_ATTRIBUTE, Tag::COMMON_ATTRIBUTES)?,
-            private: set(Tag::PRIVATE_KEY_TEMPLATE_ATTRIBUTE, Tag::PRIVATE_KEY_ATTRIBUTES)?,
-            public: set(Tag::PUBLIC_KEY_TEMPLATE_ATTRIBUTE, Tag::PUBLIC_KEY_ATTRIBUTES)?,
+            unique_identifier: uid(&f)?,
+            request,
+            offset: f.optional(Tag::OFFSET)?.map(Item::as_interval).transpose()?,
+            attributes: template(&f)?,
         })
     }
 }

@@ -421,6 +421,10 @@ impl Tag {
     pub const CERTIFICATE_ISSUER: Self = Self(0x420015);
     /// Certificate Issuer Distinguished Name.
     pub const CERTIFICATE_ISSUER_DISTINGUISHED_NAME: Self = Self(0x420017);
+    /// Certificate Request (KMIP 1.x Certify and Re-certify).
+    pub const CERTIFICATE_REQUEST: Self = Self(0x420018);
+    /// Certificate Request Type.
+    pub const CERTIFICATE_REQUEST_TYPE: Self = Self(0x420019);
     /// Certificate Subject.
     pub const CERTIFICATE_SUBJECT: Self = Self(0x42001A);
     /// Certificate Subject Distinguished Name.
@@ -505,6 +509,10 @@ impl Tag {
     pub const PRIVATE_KEY_ATTRIBUTES: Self = Self(0x420127);
     /// Public Key Attributes.
     pub const PUBLIC_KEY_ATTRIBUTES: Self = Self(0x420128);
+    /// Certificate Request Unique Identifier (KMIP 2.x Re-certify).
+    pub const CERTIFICATE_REQUEST_UNIQUE_IDENTIFIER: Self = Self(0x420139);
+    /// Certificate Request Value (KMIP 2.x Certify and Re-certify).
+    pub const CERTIFICATE_REQUEST_VALUE: Self = Self(0x420140);
 
     fn object_tag_name(self) -> Option<&'static str> {
         Some(match self {
@@ -512,6 +520,8 @@ impl Tag {
             Self::CERTIFICATE_IDENTIFIER => "Certificate Identifier",
             Self::CERTIFICATE_ISSUER => "Certificate Issuer",
             Self::CERTIFICATE_ISSUER_DISTINGUISHED_NAME => "Certificate Issuer Distinguished Name",
+            Self::CERTIFICATE_REQUEST => "Certificate Request",
+            Self::CERTIFICATE_REQUEST_TYPE => "Certificate Request Type",
             Self::CERTIFICATE_SUBJECT => "Certificate Subject",
             Self::CERTIFICATE_SUBJECT_DISTINGUISHED_NAME => {
                 "Certificate Subject Distinguished Name"
@@ -556,6 +566,8 @@ impl Tag {
             Self::X509_CERTIFICATE_SUBJECT => "X.509 Certificate Subject",
             Self::PRIVATE_KEY_ATTRIBUTES => "Private Key Attributes",
             Self::PUBLIC_KEY_ATTRIBUTES => "Public Key Attributes",
+            Self::CERTIFICATE_REQUEST_UNIQUE_IDENTIFIER => "Certificate Request Unique Identifier",
+            Self::CERTIFICATE_REQUEST_VALUE => "Certificate Request Value",
             _ => return None,
         })
     }

@@ -13,9 +13,9 @@ use rampart_kmip::enums::{
 use rampart_kmip::message::{Attribute, ProtocolVersion, RequestMessage};
 use rampart_kmip::payload::{
     attribute_name_of, attribute_tag_of, is_custom_attribute, negotiate_versions,
-    parse_discover_versions, AttributeChangeRequest, AttributeSet, CreateRequest, CryptoRequest,
-    GetRequest, KeyBlock, Link, LocateRequest, ManagedObject, Name, ObjectRequest, RegisterRequest,
-    RevokeRequest,
+    parse_discover_versions, AttributeChangeRequest, AttributeSet, CertifyRequest, CreateRequest,
+    CryptoRequest, GetRequest, KeyBlock, Link, LocateRequest, ManagedObject, Name, ObjectRequest,
+    ReKeyKeyPairRequest, RegisterRequest, RevokeRequest, MAX_CERTIFICATE_REQUEST,
 };
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::{self, Bytes, Fields, Item, TtlvError, Value};
@@ -574,4 +574,77 @@ fn malformed_object_bodies_are_invalid_fields() {
         ),
     ]));
     assert!(matches!(cert, Err(KmipError::InvalidField(_))));
+}
+
+#[test]
+fn re_key_key_pair_takes_both_attribute_shapes_and_an_offset() {
+    let usage = |mask| Attribute::new("Cryptographic Usage Mask", Value::Integer(mask)).to_item();
+    let request = ReKeyKeyPairRequest::parse(&payload(vec![
+        Item::text(Tag::PRIVATE_KEY_UNIQUE_IDENTIFIER, "pair/1"),
+        Item::new(Tag::OFFSET, Value::Interval(3600)),
+        Item::structure(Tag::PRIVATE_KEY_TEMPLATE_ATTRIBUTE, vec![usage(1)]),
+        Item::structure(
+            Tag::PUBLIC_KEY_ATTRIBUTES,
+            vec![Item::int(Tag::CRYPTOGRAPHIC_USAGE_MASK, 2)],
+        ),
+    ]))
+    .unwrap();
+    assert_eq!(request.private_key_unique_identifier.as_deref(), Some("pair/1"));
+    assert_eq!(request.offset, Some(3600));
+    assert_eq!(request.attributes.private.int_value("Cryptographic Usage Mask").unwrap(), Some(1));
+    assert_eq!(request.attributes.public.int_value("Cryptographic Usage Mask").unwrap(), Some(2));
+    assert!(request.attributes.common.0.is_empty());
+    // The ID Placeholder; a Common Template-Attribute and Common Attributes at once is refused.
+    let bare = ReKeyKeyPairRequest::parse(&payload(vec![])).unwrap();
+    assert_eq!(bare.private_key_unique_identifier, None);
+    let both = ReKeyKeyPairRequest::parse(&payload(vec![
+        Item::structure(Tag::COMMON_TEMPLATE_ATTRIBUTE, vec![]),
+        Item::structure(Tag::COMMON_ATTRIBUTES, vec![]),
+    ]));
+    assert!(matches!(both, Err(KmipError::InvalidField(_))), "{both:?}");
+}
+
+#[test]
+fn certify_requests_carry_their_type_and_stay_bounded() {
+    // KMIP 1.x: Certificate Request; 2.x: Certificate Request Value.
+    for tag in [Tag::CERTIFICATE_REQUEST, Tag::CERTIFICATE_REQUEST_VALUE] {
+        let request = CertifyRequest::parse(&payload(vec![
+            Item::text(Tag::UNIQUE_IDENTIFIER, "pub/1"),
+            Item::enumeration(Tag::CERTIFICATE_REQUEST_TYPE, 2),
+            Item::bytes(tag, b"csr"),
+        ]))
+        .unwrap();
+        let (kind, bytes) = request.request.unwrap();
+        assert_eq!((kind.0, bytes.as_slice()), (2, &b"csr"[..]));
+        assert_eq!(request.unique_identifier.as_deref(), Some("pub/1"));
+    }
+    let by_key = CertifyRequest::parse(&payload(vec![])).unwrap();
+    assert!(by_key.request.is_none() && by_key.unique_identifier.is_none());
+    // A request without its type, or a type without a request: Invalid Message.
+    for fields in [
+        vec![Item::bytes(Tag::CERTIFICATE_REQUEST, b"csr")],
+        vec![Item::enumeration(Tag::CERTIFICATE_REQUEST_TYPE, 3)],
+    ] {
+        let got = CertifyRequest::parse(&payload(fields));
+        assert!(matches!(got, Err(KmipError::InvalidMessage(_))), "{got:?}");
+    }
+    // Too large, empty, or given twice: Invalid Field.
+    for fields in [
+        vec![
+            Item::enumeration(Tag::CERTIFICATE_REQUEST_TYPE, 2),
+            Item::bytes(Tag::CERTIFICATE_REQUEST, &vec![0x30; MAX_CERTIFICATE_REQUEST + 1]),
+        ],
+        vec![
+            Item::enumeration(Tag::CERTIFICATE_REQUEST_TYPE, 2),
+            Item::bytes(Tag::CERTIFICATE_REQUEST, b""),
+        ],
+        vec![
+            Item::enumeration(Tag::CERTIFICATE_REQUEST_TYPE, 2),
+            Item::bytes(Tag::CERTIFICATE_REQUEST, b"a"),
+            Item::bytes(Tag::CERTIFICATE_REQUEST_VALUE, b"b"),
+        ],
+    ] {
+        let got = CertifyRequest::parse(&payload(fields));
+        assert!(matches!(got, Err(KmipError::InvalidField(_))), "{got:?}");
+    }
 }

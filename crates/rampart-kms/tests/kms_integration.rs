@@ -14,6 +14,7 @@ mod kms_audit_archive;
 mod kms_audit_filters;
 mod kms_audit_group_commit;
 mod kms_kmip_attributes;
+mod kms_kmip_certify;
 mod kms_kmip_ciphers;
 mod kms_kmip_crypto_ops;
 mod kms_kmip_key_pairs;

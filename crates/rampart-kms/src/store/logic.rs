@@ -15,7 +15,8 @@ use super::rules;
 use super::sql::{self, Dialect, AUDIT_LIST_COLUMNS, AUDIT_LIST_FILTERS};
 use super::{
     encode_labels, encode_policy, meta, name_range, to_u64, AuditFilter, ClientFilter, KeyFilter,
-    KmipAttributeRow, KmipKeyState, KmipObject, KmipView, NewKmipKey, ServerPresence, StateChange,
+    KmipAttributeRow, KmipChanges, KmipKeyState, KmipObject, KmipView, NewKmipKey, ServerPresence,
+    StateChange,
 };
 
 /// A sequence number as the stores keep it (BIGINT).
@@ -418,6 +419,23 @@ pub(crate) async fn kmip_add_version(
         insert_kmip_attribute(tx, name, a).await?;
     }
     keep_names_on(tx, name, object.version).await
+}
+
+/// Applies a KMIP operation's changes to several keys in the caller's one
+/// transaction: keys created, versions added, attributes replaced.
+pub(crate) async fn kmip_apply(tx: &impl Tx, changes: &KmipChanges) -> Result<()> {
+    kmip_create_keys(tx, &changes.keys).await?;
+    for v in &changes.versions {
+        kmip_add_version(tx, &v.object, v.created_ms, &v.material, &v.attributes).await?;
+    }
+    for a in &changes.attributes {
+        let inherit = a.inherit.as_ref().map(|(from, _)| *from);
+        kmip_set_attribute(tx, &a.key, a.version, &a.name, a.values.clone(), inherit).await?;
+        if let Some((_, object)) = &a.inherit {
+            put_kmip_object(tx, object).await?;
+        }
+    }
+    Ok(())
 }
 
 pub(crate) async fn kmip_put_object(

@@ -206,6 +206,38 @@ pub struct NewKmipKey {
     pub attributes: Vec<KmipAttributeRow>,
 }
 
+/// A new version of an existing key with its KMIP object and attributes
+/// (see [`Store::kmip_add_version`]); the material is sealed.
+#[derive(Debug, Clone)]
+pub struct NewKmipVersion {
+    pub object: KmipObject,
+    pub created_ms: i64,
+    pub material: Vec<u8>,
+    pub attributes: Vec<KmipAttributeRow>,
+}
+
+/// Every value of attribute `name` of `key`'s version `version` replaced
+/// (see [`Store::kmip_set_attribute`]); with `inherit`, the version first
+/// takes a copy of that version's attributes and then its own KMIP object.
+#[derive(Debug, Clone)]
+pub struct KmipAttributeValues {
+    pub key: String,
+    pub version: u32,
+    pub name: String,
+    pub values: Vec<String>,
+    pub inherit: Option<(u32, KmipObject)>,
+}
+
+/// What one KMIP operation writes to several keys at once (see
+/// [`Store::kmip_apply`]): keys created, versions added, attributes
+/// replaced, in that order.
+#[derive(Debug, Clone, Default)]
+pub struct KmipChanges {
+    pub keys: Vec<NewKmipKey>,
+    pub versions: Vec<NewKmipVersion>,
+    pub attributes: Vec<KmipAttributeValues>,
+}
+
 /// A key's state as a batch under Batch Error Continuation Undo found it
 /// (see [`Store::kmip_restore`]): its versions (state and sealed
 /// material), and the KMIP objects and attributes of those versions.
@@ -565,6 +597,12 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         material: Vec<u8>,
         attributes: Vec<KmipAttributeRow>,
     ) -> StoreFuture<'_, ()>;
+
+    /// Applies `changes` all or none, in one transaction: the keys and
+    /// versions a KMIP operation makes with the links it changes on other
+    /// keys (Re-key Key Pair's two halves, Certify's certificate and the
+    /// public key's Certificate Link).
+    fn kmip_apply(&self, changes: KmipChanges) -> StoreFuture<'_, ()>;
 
     /// Creates or replaces a version's KMIP object. With `inherit`, in the
     /// same transaction, the version first takes a copy of version

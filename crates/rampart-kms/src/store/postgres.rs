@@ -36,8 +36,8 @@ use super::sql::Dialect;
 use super::sql::{self, audit_columns, key_material, Sql, AUDIT_LIST_COLUMNS, AUDIT_LIST_FILTERS};
 use super::{
     segment_to_index, to_u32, to_u64, AuditDriver, AuditFilter, ClientFilter, KeyFilter,
-    KmipAttributeRow, KmipKeyState, KmipObject, KmipView, MaterialRow, NewKmipKey, ServerPresence,
-    StateChange, Store, StoreFuture, AUDIT_CHAIN_COLUMNS, AUDIT_REFS_SEGMENT,
+    KmipAttributeRow, KmipChanges, KmipKeyState, KmipObject, KmipView, MaterialRow, NewKmipKey,
+    ServerPresence, StateChange, Store, StoreFuture, AUDIT_CHAIN_COLUMNS, AUDIT_REFS_SEGMENT,
 };
 use crate::audit::{seal_entry, ChainPage, ExportedEntry, Mark, GENESIS};
 use crate::error::{KmsError, Result};
@@ -1185,6 +1185,10 @@ impl Store for PostgresStore {
                 &attributes
             ))
         })
+    }
+
+    fn kmip_apply(&self, changes: KmipChanges) -> StoreFuture<'_, ()> {
+        Box::pin(async move { in_transaction!(self, |tx| logic::kmip_apply(tx, &changes)) })
     }
 
     fn kmip_put_object(&self, object: KmipObject, inherit: Option<u32>) -> StoreFuture<'_, ()> {

@@ -31,8 +31,9 @@ use super::sql::Dialect;
 use super::sql::{self, audit_columns, key_material, Sql, AUDIT_LIST_COLUMNS, AUDIT_LIST_FILTERS};
 use super::{
     segment_to_index, to_u32, to_u64, AuditDriver, AuditFilter, ClientFilter, KeyFilter,
-    KmipAttributeRow, KmipKeyState, KmipObject, KmipView, MaterialRow, NewKmipKey, ServerPresence,
-    StateChange, Store, StoreFuture, AUDIT_CHAIN_COLUMNS, AUDIT_REFS_SEGMENT, REF_CLIENT, REF_KEY,
+    KmipAttributeRow, KmipChanges, KmipKeyState, KmipObject, KmipView, MaterialRow, NewKmipKey,
+    ServerPresence, StateChange, Store, StoreFuture, AUDIT_CHAIN_COLUMNS, AUDIT_REFS_SEGMENT,
+    REF_CLIENT, REF_KEY,
 };
 use crate::audit::{seal_entry, ChainPage, ExportedEntry, Mark, GENESIS};
 use crate::error::{KmsError, Result};
@@ -1052,6 +1053,10 @@ impl Store for SqliteStore {
                 ready(logic::kmip_add_version(tx, &object, created_ms, &material, &attributes))
             })
         })
+    }
+
+    fn kmip_apply(&self, changes: KmipChanges) -> StoreFuture<'_, ()> {
+        self.write(move |conn| immediate(conn, |tx| ready(logic::kmip_apply(tx, &changes))))
     }
 
     fn kmip_put_object(&self, object: KmipObject, inherit: Option<u32>) -> StoreFuture<'_, ()> {

@@ -111,6 +111,22 @@ def every_object_type(client):
     got["signature_verify_tampered"] = client.signature_verify(
         message + b"!", signature, uid=public_uid, cryptographic_parameters=params).name
 
+    # Re-key Key Pair through PyKMIP's KMIPProxy (its ProxyKmipClient has
+    # no call for it): the replacement pair is each key's next version and
+    # signs what `cryptography` verifies with the new public key.
+    from kmip.core import attributes
+    rekeyed = client.proxy.rekey_key_pair(
+        private_key_uuid=attributes.PrivateKeyUniqueIdentifier(private_uid))
+    new_private, new_public = rekeyed.private_key_uuid, rekeyed.public_key_uuid
+    got["rekey_key_pair"] = [rekeyed.result_status.value.name,
+                             new_private == private_uid[:-2] + "/2",
+                             new_public == public_uid[:-2] + "/2"]
+    signature = client.sign(message, uid=new_private, cryptographic_parameters=params)
+    serialization.load_der_public_key(client.get(new_public).value).verify(
+        signature, message, padding.PSS(mgf=padding.MGF1(hashes.SHA256()), salt_length=32),
+        hashes.SHA256())
+    got["rekeyed_signature_verified_by_cryptography"] = True
+
     ec_key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(x509.oid.NameOID.COMMON_NAME, "pykmip-cert")])
     now = datetime.datetime(2026, 1, 1)

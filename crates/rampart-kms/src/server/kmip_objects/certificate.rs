@@ -71,6 +71,24 @@ const NAME_PARTS: [(&str, &str, &str); 12] = [
     ("2.5.4.46", "Certificate Subject DN Qualifier", "Certificate Issuer DN Qualifier"),
 ];
 
+/// Whether attribute `name` is one [`certificate_attributes`] derives
+/// from a certificate's DER (what a new certificate replacing it derives
+/// again instead of carrying over).
+pub(crate) fn derived_from_certificate(name: &str) -> bool {
+    matches!(
+        name,
+        "Certificate Type"
+            | "Certificate Length"
+            | "X.509 Certificate Identifier"
+            | "X.509 Certificate Subject"
+            | "X.509 Certificate Issuer"
+            | "Certificate Identifier"
+            | "Certificate Subject"
+            | "Certificate Issuer"
+            | "Digital Signature Algorithm"
+    ) || NAME_PARTS.iter().any(|(_, subject, issuer)| name == *subject || name == *issuer)
+}
+
 /// Parses an X.509 certificate (DER, nothing after it) and derives its
 /// attributes; anything else is an Invalid Field.
 pub(super) fn certificate_attributes(

@@ -23,7 +23,7 @@ use super::session::Session;
 use crate::model::{check_name, now_ms, ClientInfo, KeyState, Selector, MAX_REASON};
 use crate::server::service::{access, keys};
 use crate::server::state::State;
-use crate::store::{KmipAttributeRow, KmipObject, NewKmipKey, StateChange};
+use crate::store::{KmipAttributeRow, KmipObject, NewKmipKey, NewKmipVersion, StateChange};
 
 /// Largest Secret Data registered.
 pub(super) const MAX_SECRET: usize = 64 * 1024;
@@ -318,8 +318,7 @@ impl Session<'_> {
         let mut attributes = obj
             .stored
             .iter()
-            .filter(|a| !server::OBJECT_BOUND.contains(&a.name.as_str()))
-            .filter(|a| !matches!(a.name.as_str(), "Always Sensitive" | "Never Extractable"))
+            .filter(|a| carried(&a.name))
             .map(|a| KmipAttributeRow { version, ..a.clone() })
             .collect::<Vec<_>>();
         let root = self.state.require_root().map_err(kms)?;
@@ -432,17 +431,65 @@ pub(crate) fn new_kmip_key(
         compromise_occurrence_ms: None,
         compromised: false,
     };
+    Ok(NewKmipKey { key, material: sealed, object, attributes: numbered(1, new.stored) })
+}
+
+/// Whether a replacement (Re-key, Re-key Key Pair, Re-certify) carries
+/// over the replaced object's attribute `name`: what describes the old
+/// material (Digest, Fresh...) is the new material's to set again.
+fn carried(name: &str) -> bool {
+    !server::OBJECT_BOUND.contains(&name)
+        && !matches!(name, "Always Sensitive" | "Never Extractable")
+}
+
+/// The attributes a replacement carries over from the object it replaces
+/// (see [`carried`]), in their stored order.
+pub(crate) fn carried_rows(old: &[KmipAttributeRow]) -> Vec<(String, String)> {
+    old.iter().filter(|a| carried(&a.name)).map(|a| (a.name.clone(), a.value.clone())).collect()
+}
+
+/// A new version `object.version` of key `object.key` holding `object`,
+/// the `kept` attributes with those the server sets on every new
+/// material (Digest, Fresh...), its material sealed: what Re-key Key Pair
+/// and Re-certify add. `registered` is the form of material the key
+/// manager did not draw (a certificate), `None` for generated keys.
+pub(crate) fn new_kmip_version(
+    state: &State,
+    object: KmipObject,
+    mut kept: Vec<(String, String)>,
+    material: &SecretBytes,
+    registered: Option<KeyFormatType>,
+    now: i64,
+) -> R<NewKmipVersion> {
+    let root = state.require_root().map_err(kms)?;
+    let object_type = ObjectType(object.object_type);
+    let format = registered.unwrap_or_else(|| generated_format(object_type, object.algorithm));
+    let generated = registered.is_none();
+    server::check_template(&kept, generated)?;
+    server::check_quantum_safe(&kept, object_type, object.length)?;
+    let digested = digest_input(object_type, format, material)?;
+    let extra = server::initial_rows(&kept, format, digested.expose(), generated, now)?;
+    kept.extend(extra);
+    let sealed = root.seal_material(&object.key, object.version, material).map_err(kms)?;
+    let version = object.version;
+    Ok(NewKmipVersion {
+        object,
+        created_ms: now,
+        material: sealed,
+        attributes: numbered(version, kept),
+    })
+}
+
+/// Stored rows of version `version`, each name's values numbered from 0.
+fn numbered(version: u32, rows: Vec<(String, String)>) -> Vec<KmipAttributeRow> {
     let mut positions: BTreeMap<String, u32> = BTreeMap::new();
-    let rows = new
-        .stored
-        .into_iter()
+    rows.into_iter()
         .map(|(attr, value)| {
             let p = positions.entry(attr.clone()).or_insert(0);
             *p += 1;
-            KmipAttributeRow { version: 1, name: attr, position: *p - 1, value }
+            KmipAttributeRow { version, name: attr, position: *p - 1, value }
         })
-        .collect();
-    Ok(NewKmipKey { key, material: sealed, object, attributes: rows })
+        .collect()
 }
 
 /// A new object's fields from its template.

@@ -3,10 +3,13 @@
 //! Create and Register make ordinary keys (listed by `rampart kms key
 //! list`, allowed to the creating client with `client:NAME`, exportable);
 //! Re-key adds a version, linked to the one it replaces by Replaced and
-//! Replacement Object Links; Revoke and Destroy change the version's state
-//! in the same store the REST API reads. What KMIP adds to a version
-//! (object type, algorithm, length, usage mask, owner, Activation and
-//! Deactivation Dates, compromise) lives in `kms_kmip_objects`; the
+//! Replacement Object Links (Re-key Key Pair adds one to each half of a
+//! pair, Re-certify one to a certificate's key; Certify makes a
+//! certificate signed by the deployment CA); Revoke and Destroy change
+//! the version's state in the same store the REST API reads. What KMIP
+//! adds to a version (object type, algorithm, length, usage mask, owner,
+//! Activation and Deactivation Dates, compromise) lives in
+//! `kms_kmip_objects`; the
 //! attributes a client sets (Name, Object Group, custom `x-` attributes,
 //! which KMIP 2.x calls Vendor Attributes...) live per object (key
 //! version) in `kms_kmip_version_attributes`, whose values are indexed for
@@ -30,7 +33,8 @@
 //! Here: the batch item dispatch. The objects and their states are in
 //! `object`, the session (loading, access, material) in `session`, and
 //! the operations in `lifecycle`, `attributes`, `locate`, `get`,
-//! `register`, `key_pair`, `ciphers` (Encrypt, Decrypt, with
+//! `register`, `key_pair` (Create Key Pair, Re-key Key Pair), `certify`
+//! (Certify, Re-certify), `ciphers` (Encrypt, Decrypt, with
 //! `usage_limits`) and `streams` (Hash, MAC, MAC Verify, RNG Retrieve and
 //! RNG Seed); the public-key ones in `signing` (Sign, Signature Verify)
 //! and `rsa_crypt` (RSA Encrypt and Decrypt), over the keys `asym_key`
@@ -39,6 +43,7 @@
 mod asym_key;
 mod attributes;
 mod certificate;
+mod certify;
 mod ciphers;
 mod crypto;
 mod derive;
@@ -64,9 +69,10 @@ mod usage_limits;
 use rampart_kmip::enums::Operation;
 use rampart_kmip::message::ProtocolVersion;
 use rampart_kmip::payload::{
-    parse_rng_retrieve, parse_rng_seed, AttributeChangeRequest, CreateKeyPairRequest,
-    CreateRequest, CryptoRequest, DeriveKeyRequest, GetRequest, LocateRequest, ObjectRequest,
-    ReKeyRequest, RegisterRequest, RevokeRequest, SignRequest, StreamRequest,
+    parse_rng_retrieve, parse_rng_seed, AttributeChangeRequest, CertifyRequest,
+    CreateKeyPairRequest, CreateRequest, CryptoRequest, DeriveKeyRequest, GetRequest,
+    LocateRequest, ObjectRequest, ReKeyKeyPairRequest, ReKeyRequest, RegisterRequest,
+    RevokeRequest, SignRequest, StreamRequest,
 };
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::Item;
@@ -76,10 +82,12 @@ use self::attributes::Change;
 use self::crypto::encoding_option;
 use self::errors::R;
 
+pub(crate) use self::certificate::derived_from_certificate;
 pub(crate) use self::errors::kms as kms_error;
-pub(crate) use self::lifecycle::{new_kmip_key, NewObject};
+pub(crate) use self::lifecycle::{carried_rows, new_kmip_key, new_kmip_version, NewObject};
 pub(crate) use self::object::{decode_value, encode_value, unique_identifier};
 pub(crate) use self::register::certificate_object;
+pub(crate) use self::server_attributes::single_valued;
 pub(crate) use self::session::Session;
 
 /// Whether this server serves `operation` (of [`OPERATIONS`]) to a client
@@ -110,6 +118,9 @@ pub const OPERATIONS: &[Operation] = &[
     Operation::CREATE_KEY_PAIR,
     Operation::REGISTER,
     Operation::RE_KEY,
+    Operation::RE_KEY_KEY_PAIR,
+    Operation::CERTIFY,
+    Operation::RE_CERTIFY,
     Operation::DERIVE_KEY,
     Operation::LOCATE,
     Operation::CHECK,
@@ -176,6 +187,11 @@ impl Session<'_> {
             Operation::REVOKE => self.revoke(&RevokeRequest::parse(payload)?).await,
             Operation::DESTROY => self.destroy(&ObjectRequest::parse(payload)?).await,
             Operation::RE_KEY => self.rekey(&ReKeyRequest::parse(payload)?).await,
+            Operation::RE_KEY_KEY_PAIR => {
+                self.rekey_key_pair(&ReKeyKeyPairRequest::parse(payload)?).await
+            }
+            Operation::CERTIFY => self.certify(&CertifyRequest::parse(payload)?).await,
+            Operation::RE_CERTIFY => self.recertify(&CertifyRequest::parse(payload)?).await,
             Operation::DERIVE_KEY => self.derive_key(&DeriveKeyRequest::parse(payload)?).await,
             Operation::CHECK => self.check(payload).await,
             Operation::ENCRYPT => self.encrypt(&CryptoRequest::parse(payload)?, true).await,

@@ -22,7 +22,7 @@ use rampart_kmip::ttlv::{Item, Value};
 use rampart_kmip::KmipError;
 
 use super::errors::{kms, R};
-use super::object::{decode_value, encode_value, Obj};
+use super::object::{decode_value, encode_value, Obj, SINGLE};
 use super::session::Session;
 use crate::model::KeyState;
 use crate::store::KmipAttributeRow;
@@ -165,6 +165,12 @@ pub(super) fn check_quantum_safe(
         )));
     }
     Ok(())
+}
+
+/// Whether a client-set attribute `name` takes one value (a new one
+/// replaces the old one's).
+pub(crate) fn single_valued(name: &str) -> bool {
+    SINGLE.contains(&name) || RULES.iter().any(|r| r.name == name && !r.multiple)
 }
 
 pub(super) fn check_template(stored: &[(String, String)], generated: bool) -> R<()> {

@@ -6,8 +6,10 @@
 //! first back and removes the second, key by key, newest first.
 //!
 //! What can be put back is everything a key's rows hold: an object made
-//! or registered (removed), an activation, attribute changes, a Re-key's
-//! new version, a revocation, a destruction (the sealed material is kept
+//! or registered (removed; a certificate Certify issued too), an
+//! activation, attribute changes (the Certificate Link Certify and
+//! Re-certify set), the new versions of Re-key, Re-key Key Pair and
+//! Re-certify, a revocation, a destruction (the sealed material is kept
 //! in the log until the batch ends and written back), the Digest and
 //! Fresh a Get sets, a Usage Limits allocation. A Log entry is in the
 //! append-only audit chain and a part of a stream changes connection

@@ -7,9 +7,8 @@ use crate::error::{KmsError, Result};
 use crate::model::{
     check_name, now_ms, ClientInfo, HeartbeatVerdict, HeldKey, KeyState, Labels, MAX_HEARTBEAT_KEYS,
 };
-use crate::pki::Authority;
 use crate::server::state::State;
-use crate::store::{meta, ClientFilter};
+use crate::store::ClientFilter;
 
 use super::check_reason;
 
@@ -68,14 +67,7 @@ pub(crate) async fn issue_client(
     check_name("client name", &name)?;
     let labels = Labels::new(labels)?;
     let days = check_days(days)?;
-    let root = state.require_root()?;
-    let missing = || KmsError::Corrupt("the store holds no CA".into());
-    let ca_pem = String::from_utf8(state.store.get_meta(meta::CA_CERT).await?.ok_or_else(missing)?)
-        .map_err(|_| KmsError::Corrupt("the CA certificate is not text".into()))?;
-    let ca_key =
-        root.open_ca_key(&state.store.get_meta(meta::CA_KEY).await?.ok_or_else(missing)?)?;
-    let ca = Authority::load(&ca_pem, &ca_key)?;
-    drop(ca_key);
+    let (ca, ca_pem) = super::certificates::authority(state).await?;
     let issued = ca.issue_client_days(csr, &name, i64::from(days))?;
     let client = ClientInfo {
         name,

@@ -7,6 +7,14 @@
 //! SubjectPublicKeyInfo; both get the attributes the server sets on every
 //! object it generates (Digest, Fresh...), so a KMIP client sees a pair
 //! the REST API made exactly as one it made itself.
+//!
+//! Re-key Key Pair (KMIP 1.4 §4.5, 2.1 §6.1.47) replaces a pair as Re-key
+//! replaces a symmetric key: each half gets a new version of its own key,
+//! holding a new pair's half, linked to the version it replaces by the
+//! Replaced and Replacement Object Links every version has, and to the
+//! other new half by its Private or Public Key Link. The new versions
+//! carry the old ones' client-set attributes and take their Names, and
+//! both are added in one store transaction.
 
 use rampart_crypto::{generate_key_pair, Curve, KeyAlg, KeyPairDer, SecretBytes};
 use rampart_kmip::enums::{usage_mask, CryptographicAlgorithm, LinkType, NameType, ObjectType};
@@ -14,9 +22,13 @@ use rampart_kmip::payload::{Link, Name};
 use rampart_kmip::tag::Tag;
 use rampart_kmip::KmipError;
 
-use crate::model::{ClientInfo, Selector};
-use crate::server::kmip_objects::{encode_value, new_kmip_key, unique_identifier, NewObject};
+use crate::model::{now_ms, ClientInfo, Selector};
+use crate::server::kmip_objects::{
+    carried_rows, decode_value, encode_value, kms_error, new_kmip_key, new_kmip_version,
+    single_valued, unique_identifier, NewObject,
+};
 use crate::server::state::State;
+use crate::store::{KmipAttributeRow, KmipChanges, KmipObject, NewKmipVersion};
 
 /// The key pairs this server makes: RSA of 2048 to 4096 bits (larger
 /// ones take too long to generate in a request), EC on P-256, P-384 and
@@ -116,7 +128,8 @@ pub(crate) struct PairSpec {
     pub exportable: bool,
 }
 
-fn link(link_type: LinkType, to: &str) -> Result<(String, String), KmipError> {
+/// A stored Link attribute of `link_type` to object `to`.
+pub(crate) fn link(link_type: LinkType, to: &str) -> Result<(String, String), KmipError> {
     let value = Link { link_type, linked_object: to.to_owned() }.to_value(Tag::ATTRIBUTE_VALUE);
     Ok(("Link".to_owned(), encode_value("Link", &value)?))
 }
@@ -195,5 +208,174 @@ pub(crate) async fn create_key_pair(
         )?,
     ];
     state.store.kmip_create_keys(keys).await.map_err(crate::server::kmip_objects::kms_error)?;
+    Ok((private_uid, public_uid))
+}
+
+/// The stored Link attribute `value` (`None`: not a Link).
+fn stored_link(value: &str) -> Option<Link> {
+    Link::parse(&decode_value(value)?).ok()
+}
+
+/// The type of the stored Link attribute `value` (`None`: not a Link).
+pub(crate) fn link_type_of(value: &str) -> Option<LinkType> {
+    Some(stored_link(value)?.link_type)
+}
+
+/// The object the first stored Link of `link_type` among `rows` names.
+pub(crate) fn linked(rows: &[KmipAttributeRow], link_type: LinkType) -> Option<String> {
+    rows.iter()
+        .filter(|r| r.name == "Link")
+        .filter_map(|r| stored_link(&r.value))
+        .find(|l| l.link_type == link_type)
+        .map(|l| l.linked_object)
+}
+
+/// The Activation and Deactivation Dates of an object replacing one
+/// dated `old` (Re-key Key Pair, Re-certify; KMIP 1.4 §4.5, §4.8): with
+/// an Offset, active that many seconds after now and deactivated as long
+/// after its activation as the old one was; without, the old one's dates,
+/// or those the request's attributes give. An Offset with either date in
+/// the attributes is an Invalid Message (§11.6, §11.9).
+pub(crate) fn replacement_dates(
+    old: &KmipObject,
+    asked: &NewObject,
+    offset: Option<u32>,
+    now: i64,
+) -> Result<(Option<i64>, Option<i64>), KmipError> {
+    let dated = asked.activation_ms.is_some() || asked.deactivation_ms.is_some();
+    match offset {
+        Some(_) if dated => Err(KmipError::InvalidMessage(
+            "an Offset with an Activation or Deactivation Date".into(),
+        )),
+        Some(seconds) => {
+            let activation = now.saturating_add(i64::from(seconds).saturating_mul(1000));
+            let deactivation = match (old.activation_ms, old.deactivation_ms) {
+                (Some(at), Some(dt)) => Some(dt.saturating_add(activation.saturating_sub(at))),
+                _ => None,
+            };
+            Ok((Some(activation), deactivation))
+        }
+        None => Ok((
+            asked.activation_ms.or(old.activation_ms),
+            asked.deactivation_ms.or(old.deactivation_ms),
+        )),
+    }
+}
+
+/// `kept` rows with the client-set attributes of a request's template
+/// put in: one that takes one value replaces the old one's, any other is
+/// added unless it is there already.
+pub(crate) fn with_asked(
+    mut kept: Vec<(String, String)>,
+    asked: Vec<(String, String)>,
+) -> Vec<(String, String)> {
+    for (name, value) in asked {
+        if single_valued(&name) {
+            kept.retain(|(n, _)| *n != name);
+        } else if kept.iter().any(|(n, v)| *n == name && *v == value) {
+            continue;
+        }
+        kept.push((name, value));
+    }
+    kept
+}
+
+/// One half of the pair Re-key Key Pair replaces: its key, the version
+/// replaced with its KMIP object and stored attributes, and what the
+/// request asks of the new half instead (usage mask, dates, client-set
+/// attributes).
+pub(crate) struct ReplacedHalf {
+    pub key: String,
+    pub object: KmipObject,
+    pub rows: Vec<KmipAttributeRow>,
+    pub asked: NewObject,
+}
+
+/// The pair Re-key Key Pair replaces and the new pair's algorithm,
+/// length and Offset.
+pub(crate) struct PairReplacement {
+    pub private: ReplacedHalf,
+    pub public: ReplacedHalf,
+    pub algorithm: CryptographicAlgorithm,
+    pub length: Option<i32>,
+    pub offset: Option<u32>,
+}
+
+/// The version replacing `half`: dated `dates`, holding `material`,
+/// linked to the other new half by `link_to`, of the new pair's
+/// (algorithm, length) made at `now`.
+fn new_half(
+    state: &State,
+    half: ReplacedHalf,
+    (activation, deactivation): (Option<i64>, Option<i64>),
+    material: &SecretBytes,
+    link_to: (LinkType, &str),
+    (algorithm, length, now): (CryptographicAlgorithm, i32, i64),
+) -> Result<NewKmipVersion, KmipError> {
+    let ReplacedHalf { key, object: old, rows, asked } = half;
+    // The old half's links to its other half and to its certificates are
+    // not the new half's: the new halves link to each other.
+    let kept = carried_rows(&rows)
+        .into_iter()
+        .filter(|(name, value)| {
+            name != "Link"
+                || !matches!(
+                    link_type_of(value),
+                    Some(LinkType::PUBLIC_KEY | LinkType::PRIVATE_KEY | LinkType::CERTIFICATE)
+                )
+        })
+        .collect();
+    let mut kept = with_asked(kept, asked.stored);
+    kept.push(link(link_to.0, link_to.1)?);
+    let object = KmipObject {
+        key,
+        version: old.version + 1,
+        object_type: old.object_type,
+        algorithm: Some(algorithm.0),
+        length: Some(length),
+        usage_mask: asked.usage_mask.or(old.usage_mask),
+        // Get answers in PKCS#8 and X.509 (the stored forms).
+        secret_type: None,
+        owner: old.owner,
+        activation_ms: activation,
+        deactivation_ms: deactivation,
+        compromise_occurrence_ms: None,
+        compromised: false,
+    };
+    new_kmip_version(state, object, kept, material, None, now)
+}
+
+/// Generates the pair replacing `pair` and stores it, each half a new
+/// version of its key: the Unique Identifiers of the new private and
+/// public key.
+pub(crate) async fn rekey_key_pair(
+    state: &State,
+    pair: PairReplacement,
+) -> Result<(String, String), KmipError> {
+    let PairReplacement { private, public, algorithm, length, offset } = pair;
+    let (kind, bits) = pair_kind(algorithm, length)?;
+    let now = now_ms();
+    let private_uid = unique_identifier(&private.key, private.object.version + 1);
+    let public_uid = unique_identifier(&public.key, public.object.version + 1);
+    // Checked before the (slow) generation.
+    let dates = [
+        replacement_dates(&private.object, &private.asked, offset, now)?,
+        replacement_dates(&public.object, &public.asked, offset, now)?,
+    ];
+    let KeyPairDer { private_pkcs8: pkcs8, public_spki: spki } =
+        tokio::task::spawn_blocking(move || generate_key_pair(kind, bits))
+            .await
+            .map_err(|_| KmipError::GeneralFailure("key pair generation stopped".into()))?
+            .map_err(|e| KmipError::CryptographicFailure(e.to_string()))?;
+    let spki = SecretBytes::new(spki);
+    let length = i32::try_from(bits).unwrap_or(i32::MAX);
+    let [private_dates, public_dates] = dates;
+    let new = (algorithm, length, now);
+    let versions = vec![
+        new_half(state, private, private_dates, &pkcs8, (LinkType::PUBLIC_KEY, &public_uid), new)?,
+        new_half(state, public, public_dates, &spki, (LinkType::PRIVATE_KEY, &private_uid), new)?,
+    ];
+    let changes = KmipChanges { versions, ..KmipChanges::default() };
+    state.store.kmip_apply(changes).await.map_err(kms_error)?;
     Ok((private_uid, public_uid))
 }

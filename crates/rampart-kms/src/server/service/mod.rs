@@ -6,6 +6,7 @@
 
 pub(crate) mod access;
 pub(crate) mod audit;
+pub(crate) mod certificates;
 pub(crate) mod clients;
 pub(crate) mod key_pairs;
 pub(crate) mod keys;
