@@ -530,6 +530,7 @@ impl KmipError {
                 Self::IllegalOperation(format!("attribute {why} has several values"))
             }
             Self::NonUniqueName(why) => Self::ObjectAlreadyExists(why),
+            Self::NumericRange(why) | Self::InvalidDataType(why) => Self::InvalidField(why),
             Self::ObjectDestroyed(why) => Self::IllegalOperation(format!("{why} is destroyed")),
             other => other,
         }

@@ -5,7 +5,8 @@
 //! with an admin bundle's certificate, key and CA: Discover Versions (all
 //! and negotiated) and Query in KMIP 1.2, 1.4 and 2.0, and operations the
 //! front end does not serve (and an unknown object), which PyKMIP must
-//! receive as well-formed failures with a Result Reason. The results are checked, not just the
+//! receive as well-formed failures with a Result Reason; a KMIP 1.4
+//! Template registered and used. The results are checked, not just the
 //! status. A missing PyKMIP fails the test.
 
 use std::path::Path;
@@ -63,19 +64,20 @@ async fn pykmip_queries_gets_result_reasons_and_keeps_every_object_type() {
             .map(|n| if n == "RE_KEY" { "REKEY".to_owned() } else { n })
             .collect();
         assert_eq!(r["operations"], serde_json::json!(served), "{version}: {r}");
-        assert_eq!(
-            r["object_types"],
-            serde_json::json!([
-                "CERTIFICATE",
-                "SYMMETRIC_KEY",
-                "PUBLIC_KEY",
-                "PRIVATE_KEY",
-                "SPLIT_KEY",
-                "SECRET_DATA",
-                "OPAQUE_DATA"
-            ]),
-            "{version}: {r}"
-        );
+        // KMIP 1.x Templates are listed to a 1.x client only.
+        let mut types = vec![
+            "CERTIFICATE",
+            "SYMMETRIC_KEY",
+            "PUBLIC_KEY",
+            "PRIVATE_KEY",
+            "SPLIT_KEY",
+            "SECRET_DATA",
+            "OPAQUE_DATA",
+        ];
+        if version != "2.0" {
+            types.push("TEMPLATE");
+        }
+        assert_eq!(r["object_types"], serde_json::json!(types), "{version}: {r}");
         assert_eq!(r["vendor"], "Rampart", "{version}: {r}");
     }
     assert_eq!(
@@ -105,6 +107,20 @@ async fn pykmip_queries_gets_result_reasons_and_keeps_every_object_type() {
         serde_json::json!(["OPERATION_FAILED", "ITEM_NOT_FOUND"]),
         "{v}"
     );
+    // A Template registered by PyKMIP's KMIP 1.4 client, read back and
+    // named by a Create; a Template Name nothing holds is Item Not Found.
+    assert_eq!(
+        v["templates"],
+        serde_json::json!({
+            "register": "SUCCESS",
+            "get_type": "Template",
+            "get_attributes": ["Cryptographic Algorithm", "Cryptographic Length", "Object Group"],
+            "create": "SUCCESS",
+            "key_attributes": {"Cryptographic Length": 192, "Object Group": "pykmip-group"},
+            "missing_template": ["OPERATION_FAILED", "ITEM_NOT_FOUND"],
+        }),
+        "{v}"
+    );
     // Every PyKMIP request is in the audit chain under the admin identity.
     let audit = d.audit_ops().await;
     let count = |name: &str| audit.iter().filter(|(c, op, _)| c == "admin" && op == name).count();
@@ -112,9 +128,11 @@ async fn pykmip_queries_gets_result_reasons_and_keeps_every_object_type() {
     assert_eq!(count("kmip.query"), 3);
     assert_eq!(count("kmip.derive_key"), 1);
     assert_eq!(count("kmip.create_key_pair"), 1);
-    // The unknown object, the key pair's halves and six registered objects.
-    assert_eq!(count("kmip.get"), 9);
-    assert_eq!(count("kmip.register"), 6);
+    assert_eq!(count("kmip.create"), 2);
+    // The unknown object, the key pair's halves, six registered objects
+    // and the Template.
+    assert_eq!(count("kmip.get"), 10);
+    assert_eq!(count("kmip.register"), 7);
     assert_eq!(count("kmip.sign"), 1);
     assert_eq!(count("kmip.signature_verify"), 2);
 }

@@ -72,81 +72,59 @@ def main():
                 failures[op] = [e.status.name, e.reason.name]
         out["unsupported"] = failures
         out["objects"] = every_object_type(client)
+    out["templates"] = templates(host, port, cert, key, ca)
     print(json.dumps(out))
 
 
-def every_object_type(client):
-    """Each managed object type the server keeps, made or registered by
-    PyKMIP and read back; a signature made by the server and checked here
-    with `cryptography`."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec, padding
-    from kmip.pie import objects
-    import datetime
+def templates(host, port, cert, key, ca):
+    """A KMIP 1.4 Template registered with PyKMIP's low-level client, read
+    back, and named by a Create whose key takes its attributes."""
+    from kmip.core import attributes as kattrs
+    from kmip.core import objects as kobjects
+    from kmip.core import secrets
+    from kmip.core.factories.attributes import AttributeFactory
 
-    got = {}
-    public_uid, private_uid = client.create_key_pair(
-        enums.CryptographicAlgorithm.RSA, 2048,
-        public_usage_mask=[enums.CryptographicUsageMask.VERIFY],
-        private_usage_mask=[enums.CryptographicUsageMask.SIGN])
-    client.activate(private_uid)
-    client.activate(public_uid)
-    public = client.get(public_uid)
-    private = client.get(private_uid)
-    got["key_pair"] = [type(public).__name__, type(private).__name__,
-                       public.key_format_type.name, private.key_format_type.name]
-    params = {"cryptographic_algorithm": enums.CryptographicAlgorithm.RSA,
-              "padding_method": enums.PaddingMethod.PSS,
-              "hashing_algorithm": enums.HashingAlgorithm.SHA_256}
-    message = b"signed by the key manager"
-    signature = client.sign(message, uid=private_uid, cryptographic_parameters=params)
-    loaded = serialization.load_der_public_key(public.value)
-    loaded.verify(signature, message,
-                  padding.PSS(mgf=padding.MGF1(hashes.SHA256()), salt_length=32),
-                  hashes.SHA256())
-    got["signature_verified_by_cryptography"] = True
-    got["signature_verify"] = client.signature_verify(
-        message, signature, uid=public_uid, cryptographic_parameters=params).name
-    got["signature_verify_tampered"] = client.signature_verify(
-        message + b"!", signature, uid=public_uid, cryptographic_parameters=params).name
-
-    ec_key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(x509.oid.NameOID.COMMON_NAME, "pykmip-cert")])
-    now = datetime.datetime(2026, 1, 1)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-            .public_key(ec_key.public_key()).serial_number(7)
-            .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=365))
-            .sign(ec_key, hashes.SHA256()))
-    der = cert.public_bytes(serialization.Encoding.DER)
-    uid = client.register(objects.X509Certificate(der))
-    got["certificate"] = client.get(uid).value == der
-
-    pkcs8 = ec_key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8,
-                                 serialization.NoEncryption())
-    uid = client.register(objects.PrivateKey(enums.CryptographicAlgorithm.EC, 256, pkcs8,
-                                             enums.KeyFormatType.PKCS_8))
-    got["private_key"] = client.get(uid).value == pkcs8
-    spki = ec_key.public_key().public_bytes(serialization.Encoding.DER,
-                                            serialization.PublicFormat.SubjectPublicKeyInfo)
-    uid = client.register(objects.PublicKey(enums.CryptographicAlgorithm.EC, 256, spki,
-                                            enums.KeyFormatType.X_509))
-    got["public_key"] = client.get(uid).value == spki
-
-    uid = client.register(objects.SecretData(b"a shared secret", enums.SecretDataType.PASSWORD))
-    got["secret_data"] = client.get(uid).value == b"a shared secret"
-    uid = client.register(objects.OpaqueObject(b"opaque bytes", enums.OpaqueDataType.NONE))
-    got["opaque_object"] = client.get(uid).value == b"opaque bytes"
-    part = bytes(range(16))
-    uid = client.register(objects.SplitKey(
-        cryptographic_algorithm=enums.CryptographicAlgorithm.AES, cryptographic_length=128,
-        key_value=part, key_format_type=enums.KeyFormatType.RAW, split_key_parts=3,
-        key_part_identifier=1, split_key_threshold=2,
-        split_key_method=enums.SplitKeyMethod.XOR))
-    split = client.get(uid)
-    got["split_key"] = [split.value == part, split.split_key_parts, split.key_part_identifier,
-                        split.split_key_threshold, split.split_key_method.name]
-    return got
+    f = AttributeFactory()
+    proxy = KMIPProxy(host=host, port=int(port), certfile=cert, keyfile=key, ca_certs=ca,
+                      cert_reqs="CERT_REQUIRED", ssl_version="PROTOCOL_TLSv1_2",
+                      config_file="/dev/null", kmip_version=enums.KMIPVersion.KMIP_1_4)
+    proxy.open()
+    try:
+        content = [
+            f.create_attribute(enums.AttributeType.CRYPTOGRAPHIC_ALGORITHM,
+                               enums.CryptographicAlgorithm.AES),
+            f.create_attribute(enums.AttributeType.CRYPTOGRAPHIC_LENGTH, 192),
+            f.create_attribute(enums.AttributeType.OBJECT_GROUP, "pykmip-group"),
+        ]
+        own = kobjects.TemplateAttribute(
+            attributes=[f.create_attribute(enums.AttributeType.NAME, "pykmip-template")])
+        registered = proxy.register(enums.ObjectType.TEMPLATE, own,
+                                    secrets.Template(attributes=content))
+        template_uid = registered.uuid
+        got = proxy.get(uuid=template_uid)
+        names = [kattrs.Name.create("pykmip-template",
+                                    enums.NameType.UNINTERPRETED_TEXT_STRING)]
+        created = proxy.create(enums.ObjectType.SYMMETRIC_KEY,
+                               kobjects.TemplateAttribute(names=names))
+        attributes = proxy.get_attributes(uuid=created.uuid,
+                                          attribute_names=["Cryptographic Length",
+                                                           "Object Group"])
+        found = {a.attribute_name.value: a.attribute_value.value
+                 for a in attributes.attributes}
+        missing = proxy.create(enums.ObjectType.SYMMETRIC_KEY, kobjects.TemplateAttribute(
+            names=[kattrs.Name.create("no-such-template",
+                                      enums.NameType.UNINTERPRETED_TEXT_STRING)]))
+        return {
+            "register": registered.result_status.value.name,
+            "get_type": type(got.secret).__name__,
+            "get_attributes": sorted(a.attribute_name.value for a in got.secret.attributes),
+            "create": created.result_status.value.name,
+            "key_attributes": found,
+            "missing_template": [missing.result_status.value.name,
+                                 missing.result_reason.value.name],
+        }
+    finally:
+        proxy.close()
 
 
 if __name__ == "__main__":

@@ -29,10 +29,12 @@
 //!
 //! Here: the batch item dispatch. The objects and their states are in
 //! `object`, the session (loading, access, material) in `session`, and
-//! the operations in `lifecycle`, `attributes`, `locate`, `get`,
-//! `register`, `key_pair`, `ciphers` (Encrypt, Decrypt, with
-//! `usage_limits`) and `streams` (Hash, MAC, MAC Verify, RNG Retrieve and
-//! RNG Seed); the public-key ones in `signing` (Sign, Signature Verify)
+//! the operations in `lifecycle`, `attributes`, `locate`,
+//! `get`, `register` (with `templates`, the 1.x Template objects and
+//! their use), `key_pair`, `derive`, `ciphers` (Encrypt,
+//! Decrypt, with `usage_limits`) and `streams` (Hash, MAC, MAC Verify,
+//! RNG Retrieve and RNG Seed); the public-key ones in `signing` (Sign,
+//! Signature Verify)
 //! and `rsa_crypt` (RSA Encrypt and Decrypt), over the keys `asym_key`
 //! loads and checks.
 
@@ -58,6 +60,7 @@ mod session;
 mod signing;
 mod stream_table;
 mod streams;
+mod templates;
 mod undo;
 mod usage_limits;
 
@@ -145,7 +148,10 @@ impl Session<'_> {
         }
         let result = match operation {
             Operation::CREATE => self.create(&CreateRequest::parse(payload)?).await,
-            Operation::REGISTER => self.register(RegisterRequest::parse(payload)?).await,
+            Operation::REGISTER => {
+                templates::refuse_in_2x(payload, self.version)?;
+                self.register(RegisterRequest::parse(payload)?).await
+            }
             Operation::CREATE_KEY_PAIR => {
                 self.create_key_pair(&CreateKeyPairRequest::parse(payload)?).await
             }
