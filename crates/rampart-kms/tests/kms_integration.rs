@@ -20,6 +20,7 @@ mod kms_kmip_key_pairs;
 mod kms_kmip_objects;
 mod kms_kmip_pykmip;
 mod kms_kmip_server;
+mod kms_kmip_split_keys;
 mod kms_kmip_templates;
 mod kms_paging;
 mod kms_rest_key_pairs;

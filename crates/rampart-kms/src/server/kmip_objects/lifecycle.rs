@@ -524,7 +524,7 @@ pub(crate) fn new_kmip_key(
 }
 
 /// A new object's fields from its template.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(crate) struct NewObject {
     pub(crate) algorithm: Option<u32>,
     pub(crate) length: Option<i32>,

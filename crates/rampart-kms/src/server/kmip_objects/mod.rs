@@ -31,7 +31,7 @@
 //! `object`, the session (loading, access, material) in `session`, and
 //! the operations in `lifecycle`, `attributes`, `locate`,
 //! `get`, `register` (with `templates`, the 1.x Template objects and
-//! their use), `key_pair`, `derive`, `ciphers` (Encrypt,
+//! their use), `key_pair`, `split_keys`, `derive`, `ciphers` (Encrypt,
 //! Decrypt, with `usage_limits`) and `streams` (Hash, MAC, MAC Verify,
 //! RNG Retrieve and RNG Seed); the public-key ones in `signing` (Sign,
 //! Signature Verify)
@@ -58,6 +58,7 @@ mod rsa_crypt;
 mod server_attributes;
 mod session;
 mod signing;
+mod split_keys;
 mod stream_table;
 mod streams;
 mod templates;
@@ -68,8 +69,9 @@ use rampart_kmip::enums::Operation;
 use rampart_kmip::message::ProtocolVersion;
 use rampart_kmip::payload::{
     parse_rng_retrieve, parse_rng_seed, AttributeChangeRequest, CreateKeyPairRequest,
-    CreateRequest, CryptoRequest, DeriveKeyRequest, GetRequest, LocateRequest, ObjectRequest,
-    ReKeyRequest, RegisterRequest, RevokeRequest, SignRequest, StreamRequest,
+    CreateRequest, CreateSplitKeyRequest, CryptoRequest, DeriveKeyRequest, GetRequest,
+    JoinSplitKeyRequest, LocateRequest, ObjectRequest, ReKeyRequest, RegisterRequest,
+    RevokeRequest, SignRequest, StreamRequest,
 };
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::Item;
@@ -86,9 +88,9 @@ pub(crate) use self::register::certificate_object;
 pub(crate) use self::session::Session;
 
 /// Whether this server serves `operation` (of [`OPERATIONS`]) to a client
-/// speaking `version`, which Query Operations then lists: Log and Interop
-/// and Set Attribute are KMIP 2.x operations, and Interop is on only for
-/// interop testing.
+/// speaking `version`, which Query Operations then lists: Log, Interop
+/// and Set Attribute are KMIP 2.x operations, Create and Join Split Key
+/// KMIP 1.2 ones, and Interop is on only for interop testing.
 pub(crate) fn listed(
     state: &crate::server::state::State,
     operation: Operation,
@@ -96,8 +98,11 @@ pub(crate) fn listed(
 ) -> bool {
     let since_2 =
         matches!(operation, Operation::LOG | Operation::INTEROP | Operation::SET_ATTRIBUTE);
+    // Split keys came with KMIP 1.2.
+    let since_1_2 = matches!(operation, Operation::CREATE_SPLIT_KEY | Operation::JOIN_SPLIT_KEY);
     OPERATIONS.contains(&operation)
         && (!since_2 || version >= ProtocolVersion::V2_0)
+        && (!since_1_2 || version >= ProtocolVersion::V1_2)
         && (operation != Operation::INTEROP || state.kmip_interop)
 }
 pub(crate) use self::stream_table::Streams;
@@ -114,6 +119,8 @@ pub const OPERATIONS: &[Operation] = &[
     Operation::REGISTER,
     Operation::RE_KEY,
     Operation::DERIVE_KEY,
+    Operation::CREATE_SPLIT_KEY,
+    Operation::JOIN_SPLIT_KEY,
     Operation::LOCATE,
     Operation::CHECK,
     Operation::GET,
@@ -176,6 +183,12 @@ impl Session<'_> {
             }
             Operation::SET_ATTRIBUTE => {
                 self.set_attribute(&AttributeChangeRequest::parse(payload)?).await
+            }
+            Operation::CREATE_SPLIT_KEY => {
+                self.create_split_key(&CreateSplitKeyRequest::parse(payload)?).await
+            }
+            Operation::JOIN_SPLIT_KEY => {
+                self.join_split_key(&JoinSplitKeyRequest::parse(payload)?).await
             }
             Operation::LOCATE => self.locate(&LocateRequest::parse(payload)?).await,
             Operation::ACTIVATE => self.activate(&ObjectRequest::parse(payload)?).await,
