@@ -16,6 +16,7 @@ mod kms_audit_group_commit;
 mod kms_kmip_attributes;
 mod kms_kmip_ciphers;
 mod kms_kmip_crypto_ops;
+mod kms_kmip_derive_encrypt;
 mod kms_kmip_key_pairs;
 mod kms_kmip_objects;
 mod kms_kmip_pykmip;

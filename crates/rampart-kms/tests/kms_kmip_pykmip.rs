@@ -6,7 +6,8 @@
 //! and negotiated) and Query in KMIP 1.2, 1.4 and 2.0, and operations the
 //! front end does not serve (and an unknown object), which PyKMIP must
 //! receive as well-formed failures with a Result Reason; a KMIP 1.4
-//! Template registered and used. The results are checked, not just the
+//! Template registered and used; Derive Key by SP 800-108 feedback mode
+//! and by ENCRYPT. The results are checked, not just the
 //! status. A missing PyKMIP fails the test.
 
 use std::path::Path;
@@ -121,18 +122,21 @@ async fn pykmip_queries_gets_result_reasons_and_keeps_every_object_type() {
         }),
         "{v}"
     );
+    // Derive Key by SP 800-108 feedback mode and by ENCRYPT, sent by
+    // PyKMIP and checked by it against `hmac` and `cryptography`.
+    assert_eq!(v["derivation"], serde_json::json!({"nist800_108_f": true, "encrypt": true}), "{v}");
     // Every PyKMIP request is in the audit chain under the admin identity.
     let audit = d.audit_ops().await;
     let count = |name: &str| audit.iter().filter(|(c, op, _)| c == "admin" && op == name).count();
     assert_eq!(count("kmip.discover_versions"), 6);
     assert_eq!(count("kmip.query"), 3);
-    assert_eq!(count("kmip.derive_key"), 1);
+    assert_eq!(count("kmip.derive_key"), 3);
     assert_eq!(count("kmip.create_key_pair"), 1);
     assert_eq!(count("kmip.create"), 2);
-    // The unknown object, the key pair's halves, six registered objects
-    // and the Template.
-    assert_eq!(count("kmip.get"), 10);
-    assert_eq!(count("kmip.register"), 7);
+    // The unknown object, the key pair's halves, six registered objects,
+    // two derived ones and the Template.
+    assert_eq!(count("kmip.get"), 12);
+    assert_eq!(count("kmip.register"), 9);
     assert_eq!(count("kmip.sign"), 1);
     assert_eq!(count("kmip.signature_verify"), 2);
 }

@@ -72,6 +72,7 @@ def main():
                 failures[op] = [e.status.name, e.reason.name]
         out["unsupported"] = failures
         out["objects"] = every_object_type(client)
+        out["derivation"] = derivation(client)
     out["templates"] = templates(host, port, cert, key, ca)
     print(json.dumps(out))
 
@@ -125,6 +126,122 @@ def templates(host, port, cert, key, ca):
         }
     finally:
         proxy.close()
+
+
+def derivation(client):
+    """Derive Key by SP 800-108 feedback mode and by ENCRYPT, sent by
+    PyKMIP, each checked here against a computation with `hmac` and
+    `cryptography`."""
+    import hashlib
+    import hmac
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+    from kmip.pie import objects
+
+    got = {}
+    key = bytes(range(32, 64))
+    base = client.register(objects.SymmetricKey(
+        enums.CryptographicAlgorithm.HMAC_SHA256, 256, key,
+        masks=[enums.CryptographicUsageMask.DERIVE_KEY], name="pykmip-hmac-base"))
+    client.activate(base)
+    iv, fixed = bytes(32), b"pykmip\0feedback"
+    derived = client.derive_key(
+        enums.ObjectType.SECRET_DATA, [base], enums.DerivationMethod.NIST800_108_F,
+        {"cryptographic_parameters": {"hashing_algorithm": enums.HashingAlgorithm.SHA_256},
+         "initialization_vector": iv, "derivation_data": fixed},
+        cryptographic_length=256)
+    suffix = (256).to_bytes(4, "big")
+    want = hmac.new(key, iv + (1).to_bytes(4, "big") + fixed + suffix, hashlib.sha256).digest()
+    got["nist800_108_f"] = client.get(derived).value == want
+
+    aes = bytes(range(16))
+    base = client.register(objects.SymmetricKey(
+        enums.CryptographicAlgorithm.AES, 128, aes,
+        masks=[enums.CryptographicUsageMask.DERIVE_KEY], name="pykmip-aes-base"))
+    client.activate(base)
+    data = bytes(range(100, 132))
+    derived = client.derive_key(
+        enums.ObjectType.SYMMETRIC_KEY, [base], enums.DerivationMethod.ENCRYPT,
+        {"cryptographic_parameters": {"block_cipher_mode": enums.BlockCipherMode.ECB},
+         "derivation_data": data},
+        cryptographic_length=128, cryptographic_algorithm=enums.CryptographicAlgorithm.AES)
+    enc = Cipher(algorithms.AES(aes), modes.ECB()).encryptor()
+    want = (enc.update(data) + enc.finalize())[:16]
+    got["encrypt"] = client.get(derived).value == want
+    return got
+
+
+def every_object_type(client):
+    """Each managed object type the server keeps, made or registered by
+    PyKMIP and read back; a signature made by the server and checked here
+    with `cryptography`."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, padding
+    from kmip.pie import objects
+    import datetime
+
+    got = {}
+    public_uid, private_uid = client.create_key_pair(
+        enums.CryptographicAlgorithm.RSA, 2048,
+        public_usage_mask=[enums.CryptographicUsageMask.VERIFY],
+        private_usage_mask=[enums.CryptographicUsageMask.SIGN])
+    client.activate(private_uid)
+    client.activate(public_uid)
+    public = client.get(public_uid)
+    private = client.get(private_uid)
+    got["key_pair"] = [type(public).__name__, type(private).__name__,
+                       public.key_format_type.name, private.key_format_type.name]
+    params = {"cryptographic_algorithm": enums.CryptographicAlgorithm.RSA,
+              "padding_method": enums.PaddingMethod.PSS,
+              "hashing_algorithm": enums.HashingAlgorithm.SHA_256}
+    message = b"signed by the key manager"
+    signature = client.sign(message, uid=private_uid, cryptographic_parameters=params)
+    loaded = serialization.load_der_public_key(public.value)
+    loaded.verify(signature, message,
+                  padding.PSS(mgf=padding.MGF1(hashes.SHA256()), salt_length=32),
+                  hashes.SHA256())
+    got["signature_verified_by_cryptography"] = True
+    got["signature_verify"] = client.signature_verify(
+        message, signature, uid=public_uid, cryptographic_parameters=params).name
+    got["signature_verify_tampered"] = client.signature_verify(
+        message + b"!", signature, uid=public_uid, cryptographic_parameters=params).name
+
+    ec_key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(x509.oid.NameOID.COMMON_NAME, "pykmip-cert")])
+    now = datetime.datetime(2026, 1, 1)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(ec_key.public_key()).serial_number(7)
+            .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=365))
+            .sign(ec_key, hashes.SHA256()))
+    der = cert.public_bytes(serialization.Encoding.DER)
+    uid = client.register(objects.X509Certificate(der))
+    got["certificate"] = client.get(uid).value == der
+
+    pkcs8 = ec_key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8,
+                                 serialization.NoEncryption())
+    uid = client.register(objects.PrivateKey(enums.CryptographicAlgorithm.EC, 256, pkcs8,
+                                             enums.KeyFormatType.PKCS_8))
+    got["private_key"] = client.get(uid).value == pkcs8
+    spki = ec_key.public_key().public_bytes(serialization.Encoding.DER,
+                                            serialization.PublicFormat.SubjectPublicKeyInfo)
+    uid = client.register(objects.PublicKey(enums.CryptographicAlgorithm.EC, 256, spki,
+                                            enums.KeyFormatType.X_509))
+    got["public_key"] = client.get(uid).value == spki
+
+    uid = client.register(objects.SecretData(b"a shared secret", enums.SecretDataType.PASSWORD))
+    got["secret_data"] = client.get(uid).value == b"a shared secret"
+    uid = client.register(objects.OpaqueObject(b"opaque bytes", enums.OpaqueDataType.NONE))
+    got["opaque_object"] = client.get(uid).value == b"opaque bytes"
+    part = bytes(range(16))
+    uid = client.register(objects.SplitKey(
+        cryptographic_algorithm=enums.CryptographicAlgorithm.AES, cryptographic_length=128,
+        key_value=part, key_format_type=enums.KeyFormatType.RAW, split_key_parts=3,
+        key_part_identifier=1, split_key_threshold=2,
+        split_key_method=enums.SplitKeyMethod.XOR))
+    split = client.get(uid)
+    got["split_key"] = [split.value == part, split.split_key_parts, split.key_part_identifier,
+                        split.split_key_threshold, split.split_key_method.name]
+    return got
 
 
 if __name__ == "__main__":
