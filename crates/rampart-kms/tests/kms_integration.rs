@@ -13,6 +13,7 @@ mod kmip_conformance;
 mod kms_audit_archive;
 mod kms_audit_filters;
 mod kms_audit_group_commit;
+mod kms_kmip_adjust_attribute;
 mod kms_kmip_attributes;
 mod kms_kmip_ciphers;
 mod kms_kmip_crypto_ops;

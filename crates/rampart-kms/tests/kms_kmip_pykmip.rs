@@ -59,7 +59,9 @@ async fn pykmip_queries_gets_result_reasons_and_keeps_every_object_type() {
             .iter()
             .filter(|op| **op != Operation::INTEROP)
             .filter(|op| {
-                ![Operation::LOG, Operation::SET_ATTRIBUTE].contains(op) || version == "2.0"
+                ![Operation::LOG, Operation::SET_ATTRIBUTE, Operation::ADJUST_ATTRIBUTE]
+                    .contains(op)
+                    || version == "2.0"
             })
             .map(|op| op.name().unwrap().to_ascii_uppercase().replace([' ', '-'], "_"))
             .map(|n| if n == "RE_KEY" { "REKEY".to_owned() } else { n })

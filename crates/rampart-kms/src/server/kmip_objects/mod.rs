@@ -29,7 +29,7 @@
 //!
 //! Here: the batch item dispatch. The objects and their states are in
 //! `object`, the session (loading, access, material) in `session`, and
-//! the operations in `lifecycle`, `attributes`, `locate`,
+//! the operations in `lifecycle`, `attributes` (with `adjust`), `locate`,
 //! `get`, `register` (with `templates`, the 1.x Template objects and
 //! their use), `key_pair`, `split_keys`, `derive`, `ciphers` (Encrypt,
 //! Decrypt, with `usage_limits`) and `streams` (Hash, MAC, MAC Verify,
@@ -38,6 +38,7 @@
 //! and `rsa_crypt` (RSA Encrypt and Decrypt), over the keys `asym_key`
 //! loads and checks.
 
+mod adjust;
 mod asym_key;
 mod attributes;
 mod certificate;
@@ -68,9 +69,9 @@ mod usage_limits;
 use rampart_kmip::enums::Operation;
 use rampart_kmip::message::ProtocolVersion;
 use rampart_kmip::payload::{
-    parse_rng_retrieve, parse_rng_seed, AttributeChangeRequest, CreateKeyPairRequest,
-    CreateRequest, CreateSplitKeyRequest, CryptoRequest, DeriveKeyRequest, GetRequest,
-    JoinSplitKeyRequest, LocateRequest, ObjectRequest, ReKeyRequest, RegisterRequest,
+    parse_rng_retrieve, parse_rng_seed, AdjustAttributeRequest, AttributeChangeRequest,
+    CreateKeyPairRequest, CreateRequest, CreateSplitKeyRequest, CryptoRequest, DeriveKeyRequest,
+    GetRequest, JoinSplitKeyRequest, LocateRequest, ObjectRequest, ReKeyRequest, RegisterRequest,
     RevokeRequest, SignRequest, StreamRequest,
 };
 use rampart_kmip::tag::Tag;
@@ -88,16 +89,22 @@ pub(crate) use self::register::certificate_object;
 pub(crate) use self::session::Session;
 
 /// Whether this server serves `operation` (of [`OPERATIONS`]) to a client
-/// speaking `version`, which Query Operations then lists: Log, Interop
-/// and Set Attribute are KMIP 2.x operations, Create and Join Split Key
-/// KMIP 1.2 ones, and Interop is on only for interop testing.
+/// speaking `version`, which Query Operations then lists: Log, Interop,
+/// Set Attribute and Adjust Attribute are KMIP 2.x operations, Create
+/// and Join Split Key KMIP 1.2 ones, and Interop is on only for interop
+/// testing.
 pub(crate) fn listed(
     state: &crate::server::state::State,
     operation: Operation,
     version: ProtocolVersion,
 ) -> bool {
-    let since_2 =
-        matches!(operation, Operation::LOG | Operation::INTEROP | Operation::SET_ATTRIBUTE);
+    let since_2 = matches!(
+        operation,
+        Operation::LOG
+            | Operation::INTEROP
+            | Operation::SET_ATTRIBUTE
+            | Operation::ADJUST_ATTRIBUTE
+    );
     // Split keys came with KMIP 1.2.
     let since_1_2 = matches!(operation, Operation::CREATE_SPLIT_KEY | Operation::JOIN_SPLIT_KEY);
     OPERATIONS.contains(&operation)
@@ -130,6 +137,7 @@ pub const OPERATIONS: &[Operation] = &[
     Operation::MODIFY_ATTRIBUTE,
     Operation::DELETE_ATTRIBUTE,
     Operation::SET_ATTRIBUTE,
+    Operation::ADJUST_ATTRIBUTE,
     Operation::ACTIVATE,
     Operation::REVOKE,
     Operation::DESTROY,
@@ -183,6 +191,9 @@ impl Session<'_> {
             }
             Operation::SET_ATTRIBUTE => {
                 self.set_attribute(&AttributeChangeRequest::parse(payload)?).await
+            }
+            Operation::ADJUST_ATTRIBUTE => {
+                self.adjust_attribute(&AdjustAttributeRequest::parse(payload)?).await
             }
             Operation::CREATE_SPLIT_KEY => {
                 self.create_split_key(&CreateSplitKeyRequest::parse(payload)?).await
