@@ -361,6 +361,21 @@ async fn polynomial_split_keys_join_from_any_threshold_of_parts(backend: Backend
     )
     .await));
     assert_eq!(material(&mut tls, &joined).await, key256);
+    // A length the prime cannot hold is refused, not allocated.
+    let huge = one(
+        &mut tls,
+        Operation::JOIN_SPLIT_KEY,
+        join_request(
+            ObjectType::SECRET_DATA,
+            &[&parts[0], &parts[1]],
+            vec![Item::structure(
+                Tag::TEMPLATE_ATTRIBUTE,
+                vec![attr("Cryptographic Length", Value::Integer(1 << 30))],
+            )],
+        ),
+    )
+    .await;
+    assert_eq!(reason(&huge), ResultReason::INVALID_FIELD);
 
     // Parts of two splits do not join; a Prime Field Size that is not a
     // prime, or not above 2^256, is refused.

@@ -521,6 +521,15 @@ fn prime_join(
     .ok_or_else(|| {
         KmipError::MissingData("the Cryptographic Length of a prime field split key".into())
     })?;
+    // The key is below the prime: a longer length is no key of this split
+    // (and the allocation stays bounded by the prime's).
+    if u64::try_from(width * 8).unwrap_or(u64::MAX) >= p.bits() {
+        return Err(KmipError::InvalidField(format!(
+            "a {}-bit key is not below the {}-bit Prime Field Size",
+            width * 8,
+            p.bits()
+        )));
+    }
     if secret.bits() > u64::try_from(width * 8).unwrap_or(u64::MAX) {
         return Err(KmipError::CryptographicFailure(
             "the parts do not join into a key of their length".into(),
