@@ -2,14 +2,14 @@
 //! encodings, and messages.
 
 use rampart_crypto::key_formats as kf;
+use rampart_kmip::enums::ObjectType;
 use rampart_kmip::message::{ProtocolVersion, RequestMessage, ResponseMessage};
 use rampart_kmip::payload::{
-    parse_rng_retrieve, parse_rng_seed, AttributeChangeRequest, CertifyRequest,
-    CreateKeyPairRequest, CreateRequest, CryptoRequest, DeriveKeyRequest, GetRequest,
-    LocateRequest, ManagedObject, ObjectRequest, ReKeyKeyPairRequest, ReKeyRequest,
+    parse_rng_retrieve, parse_rng_seed, AttributeChangeRequest, CertifyRequest, CreateKeyPairRequest, CreateRequest, CryptoRequest, DeriveKeyRequest, GetRequest, LocateRequest, ManagedObject, ObjectRequest, ReKeyKeyPairRequest, ReKeyRequest, AdjustAttributeRequest, CreateSplitKeyRequest, JoinSplitKeyRequest,
     RegisterRequest, RevokeRequest, SignRequest, StreamRequest,
 };
-use rampart_kmip::ttlv::{self, HEADER_LEN};
+use rampart_kmip::tag::Tag;
+use rampart_kmip::ttlv::{self, Fields, Item, HEADER_LEN};
 use rampart_kmip::xml::{self, XmlLimits};
 use rampart_kmip::{json, KmipError, Limits};
 
@@ -98,8 +98,21 @@ fn payloads(request: &RequestMessage) {
         let _ = CryptoRequest::parse(p).map(|r| r.is_streamed());
         let _ = SignRequest::parse(p);
         let _ = DeriveKeyRequest::parse(p);
+        let _ = CreateSplitKeyRequest::parse(p);
+        let _ = JoinSplitKeyRequest::parse(p);
+        let _ = AdjustAttributeRequest::parse(p);
         if let Ok(register) = RegisterRequest::parse(p) {
-            let _ = register.object.to_item();
+            // A Template written back reads as it was.
+            let written = register.object.to_item();
+            if let ManagedObject::Template(_) = &register.object {
+                let again = Item::structure(
+                    Tag::REQUEST_PAYLOAD,
+                    vec![Item::enumeration(Tag::OBJECT_TYPE, ObjectType::TEMPLATE.0), written],
+                );
+                let fields = Fields::of(&again).expect("a written payload is a structure");
+                let read = ManagedObject::parse(ObjectType::TEMPLATE, &fields);
+                assert_eq!(read.as_ref(), Ok(&register.object));
+            }
             key_material(&register.object);
         }
     }

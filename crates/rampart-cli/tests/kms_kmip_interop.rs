@@ -128,11 +128,13 @@ fn check_operations(v: &Value) {
     assert_eq!(v["key_pair_signature_verified"], true, "{v}");
     assert_eq!(v["key_pair"], json!(["interop-rsa-public/1", "interop-rsa-private/1"]), "{v}");
     assert_eq!(v["derived_matches_cryptography"], true, "{v}");
-    // A KMIP 1.4 connection: no Log or Set Attribute (2.x), no Interop
-    // (interop testing only).
+    // A KMIP 1.4 connection: no Log, Set Attribute or Adjust Attribute
+    // (2.x), no Interop (interop testing only).
     let mut served: Vec<String> = rampart_kms::server::kmip::OPERATIONS
         .iter()
-        .filter(|op| !matches!(op.name(), Some("Log" | "Interop" | "Set Attribute")))
+        .filter(|op| {
+            !matches!(op.name(), Some("Log" | "Interop" | "Set Attribute" | "Adjust Attribute"))
+        })
         .map(|op| op.name().unwrap().to_ascii_uppercase().replace([' ', '-'], "_"))
         // PyKMIP spells Re-key and Re-certify without the underscore.
         .map(|n| n.replace("RE_KEY", "REKEY").replace("RE_CERTIFY", "RECERTIFY"))
@@ -140,7 +142,7 @@ fn check_operations(v: &Value) {
     served.sort();
     assert_eq!(v["query_operations"], json!(served), "{v}");
     // Every type Create, Create Key Pair and Register make (PyKMIP names
-    // an Opaque Object OPAQUE_DATA).
+    // an Opaque Object OPAQUE_DATA), and to this 1.4 client Templates.
     assert_eq!(rampart_kms::server::kmip::OBJECT_TYPES.len(), 7);
     let objects = [
         "CERTIFICATE",
@@ -150,6 +152,7 @@ fn check_operations(v: &Value) {
         "SECRET_DATA",
         "SPLIT_KEY",
         "SYMMETRIC_KEY",
+        "TEMPLATE",
     ];
     assert_eq!(v["query_objects"], json!(objects), "{v}");
     assert_eq!(

@@ -135,6 +135,8 @@ kmip_enum!(
         OBJECT_ALREADY_EXISTS = 0x18 => "Object Already Exists",
         // KMIP 2.0 and later.
         INCOMPATIBLE_CRYPTOGRAPHIC_USAGE_MASK = 0x29 => "Incompatible Cryptographic Usage Mask",
+        NUMERIC_RANGE = 0x1B => "Numeric Range",
+        INVALID_DATA_TYPE = 0x1C => "Invalid Data Type",
         MULTI_VALUED_ATTRIBUTE = 0x1E => "Multi Valued Attribute",
         ATTRIBUTE_READ_ONLY = 0x22 => "Attribute Read Only",
         ATTRIBUTE_SINGLE_VALUED = 0x23 => "Attribute Single Valued",
@@ -325,6 +327,15 @@ kmip_enum!(
         POLYNOMIAL_SHARING_GF_2_16 = 0x02 => "Polynomial Sharing GF (2^16)",
         POLYNOMIAL_SHARING_PRIME_FIELD = 0x03 => "Polynomial Sharing Prime Field",
         POLYNOMIAL_SHARING_GF_2_8 = 0x04 => "Polynomial Sharing GF (2^8)",
+    }
+);
+
+kmip_enum!(
+    /// Adjustment Type (KMIP 2.1 §11.1).
+    AdjustmentType {
+        INCREMENT = 0x01 => "Increment",
+        DECREMENT = 0x02 => "Decrement",
+        NEGATE = 0x03 => "Negate",
     }
 );
 

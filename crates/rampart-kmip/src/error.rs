@@ -100,6 +100,13 @@ pub enum KmipError {
     MultiValuedAttribute(String),
     /// KMIP 2.x: the Name is already an object's (1.x: Object Already
     /// Exists).
+    /// KMIP 2.x: an adjustment leaves its type's range (1.x: Invalid Field).
+    #[error("out of range: {0}")]
+    NumericRange(String),
+    /// KMIP 2.x: a value of the wrong type for the operation (1.x:
+    /// Invalid Field).
+    #[error("invalid data type: {0}")]
+    InvalidDataType(String),
     #[error("the Name is not unique: {0}")]
     NonUniqueName(String),
     /// KMIP 2.x: the object is destroyed (1.x: Illegal Operation).
@@ -158,6 +165,8 @@ impl KmipError {
             Self::AttributeSingleValued(_) => ResultReason::ATTRIBUTE_SINGLE_VALUED,
             Self::MultiValuedAttribute(_) => ResultReason::MULTI_VALUED_ATTRIBUTE,
             Self::NonUniqueName(_) => ResultReason::NON_UNIQUE_NAME_ATTRIBUTE,
+            Self::NumericRange(_) => ResultReason::NUMERIC_RANGE,
+            Self::InvalidDataType(_) => ResultReason::INVALID_DATA_TYPE,
             Self::ObjectDestroyed(_) => ResultReason::OBJECT_DESTROYED,
             Self::AuthenticationNotSuccessful => ResultReason::AUTHENTICATION_NOT_SUCCESSFUL,
             Self::GeneralFailure(_) => ResultReason::GENERAL_FAILURE,

@@ -532,6 +532,7 @@ impl KmipError {
             Self::NonUniqueName(why) => Self::ObjectAlreadyExists(why),
             // KMIP 1.4 §11.8: a request that is not a signed one of its type.
             Self::InvalidCsr(why) => Self::InvalidField(format!("the certificate request: {why}")),
+            Self::NumericRange(why) | Self::InvalidDataType(why) => Self::InvalidField(why),
             Self::ObjectDestroyed(why) => Self::IllegalOperation(format!("{why} is destroyed")),
             other => other,
         }

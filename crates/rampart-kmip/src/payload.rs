@@ -9,22 +9,32 @@
 //! in 1.x, so the server has one model whatever version the client speaks.
 
 use crate::enums::{
-    BlockCipherMode, CertificateRequestType, CryptographicAlgorithm, DerivationMethod,
-    DigitalSignatureAlgorithm, HashingAlgorithm, KeyFormatType, LinkType, MaskGenerator, NameType,
-    ObjectType, PaddingMethod, QueryFunction, RevocationReasonCode, SecretDataType, WrappingMethod,
+    AdjustmentType, BlockCipherMode, CertificateRequestType, CryptographicAlgorithm,
+    DerivationMethod, DigitalSignatureAlgorithm, HashingAlgorithm, KeyFormatType, LinkType,
+    MaskGenerator, NameType, ObjectType, PaddingMethod, QueryFunction, RevocationReasonCode,
+    SecretDataType, SplitKeyMethod, WrappingMethod,
 };
 use crate::error::KmipError;
 use crate::message::{Attribute, ProtocolVersion};
 use crate::object_parts::{
     is_transparent_integers, parse_transparent, transparent_item, Certificate, OpaqueObject,
-    SplitKeyFields,
+    SplitKeyFields, MAX_SPLIT_KEY_PARTS,
 };
 use crate::tag::Tag;
 use crate::ttlv::{Bytes, Fields, Item, TtlvError, Value};
 
-/// The attributes of a request, in order.
+/// The attributes of a request, in order, and the Templates (KMIP 1.x,
+/// by Name) whose attributes the request's own override.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AttributeSet(pub Vec<Attribute>);
+pub struct AttributeSet {
+    pub attributes: Vec<Attribute>,
+    /// The Names of a 1.x Template-Attribute (KMIP 1.4 §2.1.8), in order:
+    /// a later Template's single-instance attributes override an earlier's.
+    pub templates: Vec<Name>,
+}
+
+/// Most Template Names one Template-Attribute may give (each is a look-up).
+pub const MAX_TEMPLATE_NAMES: usize = 16;
 
 /// Attribute names of KMIP 1.x and the tags KMIP 2.x uses for them.
 const NAMED_TAGS: &[(&str, Tag)] = &[
@@ -239,8 +249,8 @@ fn attribute_2x(child: &Item) -> Result<Attribute, KmipError> {
 }
 
 impl AttributeSet {
-    /// The attributes of a Template-Attribute (1.x: Attribute items;
-    /// named Templates are not supported) or an Attributes structure (2.x).
+    /// The attributes of a Template-Attribute (1.x: Template Names and
+    /// Attribute items) or an Attributes structure (2.x).
     pub fn parse(item: &Item) -> Result<Self, KmipError> {
         let f = Fields::of(item)?;
         let mut out = Vec::new();
@@ -256,25 +266,44 @@ impl AttributeSet {
             for child in f.items {
                 out.push(attribute_2x(child)?);
             }
-            return Ok(Self(out));
+            return Ok(Self::of(out));
         }
-        if f.optional(Tag::NAME)?.is_some() || f.optional(Tag::TEMPLATE)?.is_some() {
-            return Err(KmipError::FeatureNotSupported("named templates".into()));
+        let mut templates = Vec::new();
+        for n in f.all(Tag::NAME) {
+            if templates.len() == MAX_TEMPLATE_NAMES {
+                return Err(KmipError::InvalidField(format!(
+                    "more than {MAX_TEMPLATE_NAMES} Template Names"
+                )));
+            }
+            templates.push(Name::parse(n)?);
         }
         for a in f.all(Tag::ATTRIBUTE) {
             out.push(Attribute::parse(a)?);
         }
-        Ok(Self(out))
+        Ok(Self { attributes: out, templates })
+    }
+
+    /// A set of attributes naming no Template.
+    #[must_use]
+    pub fn of(attributes: Vec<Attribute>) -> Self {
+        Self { attributes, templates: Vec::new() }
+    }
+
+    /// Whether the set neither gives an attribute nor names a Template.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.attributes.is_empty() && self.templates.is_empty()
     }
 
     /// The values of every attribute called `name`.
     pub fn values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Item> + 'a {
-        self.0.iter().filter(move |a| a.name == name).filter_map(|a| a.value.as_ref())
+        self.attributes.iter().filter(move |a| a.name == name).filter_map(|a| a.value.as_ref())
     }
 
     /// The one value of `name`, if present; more than one is an error.
     pub fn single(&self, name: &str) -> Result<Option<&Item>, KmipError> {
-        let mut it = self.0.iter().filter(|a| a.name == name).filter_map(|a| a.value.as_ref());
+        let mut it =
+            self.attributes.iter().filter(|a| a.name == name).filter_map(|a| a.value.as_ref());
         let first = it.next();
         if first.is_some() && it.next().is_some() {
             return Err(KmipError::InvalidField(format!("attribute {name} given more than once")));
@@ -628,14 +657,23 @@ impl KeyWrappingSpecification {
 }
 
 /// A managed object as Register sends and Get returns it (KMIP 1.4
-/// §2.2; Templates and PGP Keys are not supported).
+/// §2.2; PGP Keys are not supported).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ManagedObject {
+    /// A KMIP 1.x Template (§2.2.6): the attributes it gives the objects
+    /// a request names it for.
+    Template(Vec<Attribute>),
     SymmetricKey(KeyBlock),
-    SecretData { data_type: SecretDataType, block: KeyBlock },
+    SecretData {
+        data_type: SecretDataType,
+        block: KeyBlock,
+    },
     PrivateKey(KeyBlock),
     PublicKey(KeyBlock),
-    SplitKey { fields: SplitKeyFields, block: KeyBlock },
+    SplitKey {
+        fields: SplitKeyFields,
+        block: KeyBlock,
+    },
     Certificate(Certificate),
     OpaqueObject(OpaqueObject),
 }
@@ -651,6 +689,7 @@ impl ManagedObject {
             Self::SplitKey { .. } => ObjectType::SPLIT_KEY,
             Self::Certificate(_) => ObjectType::CERTIFICATE,
             Self::OpaqueObject(_) => ObjectType::OPAQUE_OBJECT,
+            Self::Template(_) => ObjectType::TEMPLATE,
         }
     }
 
@@ -663,7 +702,7 @@ impl ManagedObject {
             | Self::PublicKey(b)
             | Self::SecretData { block: b, .. }
             | Self::SplitKey { block: b, .. } => Some(b),
-            Self::Certificate(_) | Self::OpaqueObject(_) => None,
+            Self::Certificate(_) | Self::OpaqueObject(_) | Self::Template(_) => None,
         }
     }
 
@@ -696,6 +735,18 @@ impl ManagedObject {
             ObjectType::OPAQUE_OBJECT => {
                 Ok(Self::OpaqueObject(OpaqueObject::parse(f.required(Tag::OPAQUE_OBJECT)?)?))
             }
+            ObjectType::TEMPLATE => {
+                let t = Fields::of(f.required(Tag::TEMPLATE)?)?;
+                let attributes =
+                    t.all(Tag::ATTRIBUTE).map(Attribute::parse).collect::<Result<Vec<_>, _>>()?;
+                // §2.2.6: at least one Attribute.
+                if attributes.is_empty() {
+                    return Err(
+                        TtlvError::Missing { tag: Tag::ATTRIBUTE, within: Tag::TEMPLATE }.into()
+                    );
+                }
+                Ok(Self::Template(attributes))
+            }
             other => Err(KmipError::FeatureNotSupported(format!("object type {other}"))),
         }
     }
@@ -717,6 +768,9 @@ impl ManagedObject {
             }
             Self::Certificate(c) => c.to_item(),
             Self::OpaqueObject(o) => o.to_item(),
+            Self::Template(attributes) => {
+                Item::structure(Tag::TEMPLATE, attributes.iter().map(Attribute::to_item).collect())
+            }
         }
     }
 }
@@ -795,6 +849,116 @@ impl DeriveKeyRequest {
             salt: bytes_field(&p, Tag::SALT)?,
             iteration_count: p.optional(Tag::ITERATION_COUNT)?.map(Item::as_int).transpose()?,
             attributes: template(&f)?,
+        })
+    }
+}
+
+/// Create Split Key (KMIP 1.4 §4.38, 2.1 §6.1.10).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateSplitKeyRequest {
+    pub object_type: ObjectType,
+    /// The key to split; `None`: the server makes one to split.
+    pub unique_identifier: Option<String>,
+    pub parts: i32,
+    pub threshold: i32,
+    pub method: SplitKeyMethod,
+    /// Polynomial Sharing Prime Field: the prime, as the wire's Big Integer.
+    pub prime_field_size: Option<Vec<u8>>,
+    pub attributes: AttributeSet,
+}
+
+impl CreateSplitKeyRequest {
+    pub fn parse(payload: &Item) -> Result<Self, KmipError> {
+        let f = Fields::of(payload)?;
+        let parts = f.required(Tag::SPLIT_KEY_PARTS)?.as_int()?;
+        let threshold = f.required(Tag::SPLIT_KEY_THRESHOLD)?.as_int()?;
+        if !(1..=MAX_SPLIT_KEY_PARTS).contains(&parts) || !(1..=parts).contains(&threshold) {
+            return Err(KmipError::InvalidField(format!(
+                "Split Key Parts of 1 to {MAX_SPLIT_KEY_PARTS} and a Split Key Threshold of 1 \
+                 to the parts, not {parts} and {threshold}"
+            )));
+        }
+        let prime_field_size = match f.optional(Tag::PRIME_FIELD_SIZE)? {
+            None => None,
+            Some(p) => match &p.value {
+                Value::BigInteger(b) => Some(b.clone()),
+                _ => return Err(KmipError::InvalidField("Prime Field Size".into())),
+            },
+        };
+        Ok(Self {
+            object_type: ObjectType(f.required(Tag::OBJECT_TYPE)?.as_enum()?),
+            unique_identifier: uid(&f)?,
+            parts,
+            threshold,
+            method: SplitKeyMethod(f.required(Tag::SPLIT_KEY_METHOD)?.as_enum()?),
+            prime_field_size,
+            attributes: template(&f)?,
+        })
+    }
+}
+
+/// Join Split Key (KMIP 1.4 §4.39, 2.1 §6.1.27).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JoinSplitKeyRequest {
+    pub object_type: ObjectType,
+    /// The parts to join (at least one, at most [`MAX_SPLIT_KEY_PARTS`]).
+    pub unique_identifiers: Vec<String>,
+    pub secret_data_type: Option<SecretDataType>,
+    pub attributes: AttributeSet,
+}
+
+impl JoinSplitKeyRequest {
+    pub fn parse(payload: &Item) -> Result<Self, KmipError> {
+        let f = Fields::of(payload)?;
+        let mut unique_identifiers = Vec::new();
+        for i in f.all(Tag::UNIQUE_IDENTIFIER) {
+            if unique_identifiers.len() == usize::try_from(MAX_SPLIT_KEY_PARTS).unwrap_or(0) {
+                return Err(KmipError::InvalidField(format!(
+                    "more than {MAX_SPLIT_KEY_PARTS} split key parts"
+                )));
+            }
+            unique_identifiers.push(i.as_text()?.to_owned());
+        }
+        if unique_identifiers.is_empty() {
+            return Err(KmipError::MissingData("the Unique Identifiers of the parts".into()));
+        }
+        Ok(Self {
+            object_type: ObjectType(f.required(Tag::OBJECT_TYPE)?.as_enum()?),
+            unique_identifiers,
+            secret_data_type: f
+                .optional(Tag::SECRET_DATA_TYPE)?
+                .map(Item::as_enum)
+                .transpose()?
+                .map(SecretDataType),
+            attributes: template(&f)?,
+        })
+    }
+}
+
+/// Adjustment Type (KMIP 2.1 §11.1).
+const TAG_ADJUSTMENT_TYPE: Tag = Tag(0x42_0158);
+/// Adjustment Value (KMIP 2.1 §6.1.3).
+const TAG_ADJUSTMENT_VALUE: Tag = Tag(0x42_0162);
+
+/// Adjust Attribute (KMIP 2.1 §6.1.3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdjustAttributeRequest {
+    pub unique_identifier: Option<String>,
+    /// The attribute adjusted, by its 1.x name.
+    pub attribute: String,
+    pub adjustment: AdjustmentType,
+    /// The amount (absent: one unit of the attribute's type).
+    pub value: Option<Item>,
+}
+
+impl AdjustAttributeRequest {
+    pub fn parse(payload: &Item) -> Result<Self, KmipError> {
+        let f = Fields::of(payload)?;
+        Ok(Self {
+            unique_identifier: uid(&f)?,
+            attribute: parse_attribute_reference(f.required(Tag::ATTRIBUTE_REFERENCE)?)?,
+            adjustment: AdjustmentType(f.required(TAG_ADJUSTMENT_TYPE)?.as_enum()?),
+            value: f.optional(TAG_ADJUSTMENT_VALUE)?.cloned(),
         })
     }
 }
@@ -1079,9 +1243,9 @@ impl LocateRequest {
         let f = Fields::of(payload)?;
         let attributes = match f.optional(Tag::ATTRIBUTES)? {
             Some(a) => AttributeSet::parse(a)?,
-            None => {
-                AttributeSet(f.all(Tag::ATTRIBUTE).map(Attribute::parse).collect::<Result<_, _>>()?)
-            }
+            None => AttributeSet::of(
+                f.all(Tag::ATTRIBUTE).map(Attribute::parse).collect::<Result<_, _>>()?,
+            ),
         };
         let int = |tag| f.optional(tag)?.map(Item::as_int).transpose();
         Ok(Self {

@@ -95,15 +95,20 @@ fn kmip_2_attributes_become_named_attributes() {
     let unknown =
         AttributeSet::parse(&Item::structure(Tag::ATTRIBUTES, vec![Item::int(Tag(0x42_0999), 1)]));
     assert!(matches!(unknown, Err(KmipError::FeatureNotSupported(_))));
-    // Named templates (deprecated in 1.3) are refused the same way.
+    // A Template-Attribute names its Templates apart from its attributes.
     let named = AttributeSet::parse(&Item::structure(
         Tag::TEMPLATE_ATTRIBUTE,
-        vec![Name { value: "t".into(), name_type: NameType::UNINTERPRETED_TEXT_STRING }
-            .to_value(Tag::NAME)],
-    ));
-    assert!(matches!(named, Err(KmipError::FeatureNotSupported(_))));
+        vec![
+            Name { value: "t".into(), name_type: NameType::UNINTERPRETED_TEXT_STRING }
+                .to_value(Tag::NAME),
+            Attribute::new("Cryptographic Length", Value::Integer(128)).to_item(),
+        ],
+    ))
+    .unwrap();
+    assert_eq!(named.templates[0].value, "t");
+    assert_eq!(named.attributes.len(), 1);
     // A repeated single-valued attribute is an invalid field.
-    let twice = AttributeSet(vec![
+    let twice = AttributeSet::of(vec![
         Attribute::new("Cryptographic Length", Value::Integer(128)),
         Attribute::new("Cryptographic Length", Value::Integer(256)),
     ]);
@@ -156,12 +161,26 @@ fn register_symmetric_key_and_secret_data() {
     assert_eq!(req.object, secret);
     assert_eq!(req.object.object_type(), ObjectType::SECRET_DATA);
 
-    // An object type the server does not keep, and a missing object.
-    let template = RegisterRequest::parse(&payload(vec![Item::enumeration(
+    // A Template: its Attribute items, at least one; an object type the
+    // server does not keep; a missing object.
+    let length = Attribute::new("Cryptographic Length", Value::Integer(128));
+    let template = RegisterRequest::parse(&payload(vec![
+        Item::enumeration(Tag::OBJECT_TYPE, ObjectType::TEMPLATE.0),
+        Item::structure(Tag::TEMPLATE, vec![length.to_item()]),
+    ]))
+    .unwrap();
+    assert_eq!(template.object, ManagedObject::Template(vec![length]));
+    assert_eq!(template.object.to_item().tag, Tag::TEMPLATE);
+    let empty = RegisterRequest::parse(&payload(vec![
+        Item::enumeration(Tag::OBJECT_TYPE, ObjectType::TEMPLATE.0),
+        Item::structure(Tag::TEMPLATE, vec![]),
+    ]));
+    assert!(empty.is_err());
+    let pgp = RegisterRequest::parse(&payload(vec![Item::enumeration(
         Tag::OBJECT_TYPE,
-        ObjectType::TEMPLATE.0,
+        ObjectType::PGP_KEY.0,
     )]));
-    assert!(matches!(template, Err(KmipError::FeatureNotSupported(_))));
+    assert!(matches!(pgp, Err(KmipError::FeatureNotSupported(_))));
     let none = RegisterRequest::parse(&payload(vec![Item::enumeration(
         Tag::OBJECT_TYPE,
         ObjectType::SYMMETRIC_KEY.0,
@@ -382,9 +401,9 @@ fn kmip_2_1_vendor_attributes_round_trip_as_the_sased_test_cases_encode_them() {
     let bytes = spec(SASED_M_3_21_ANSWER_ATTRIBUTES);
     let item = ttlv::decode(&bytes, &Limits::default()).unwrap();
     let set = AttributeSet::parse(&item).unwrap();
-    assert_eq!(set.0.len(), 1);
-    assert_eq!(set.0[0].name, "x-CustomAttribute4");
-    let value = set.0[0].value.clone().unwrap();
+    assert_eq!(set.attributes.len(), 1);
+    assert_eq!(set.attributes[0].name, "x-CustomAttribute4");
+    let value = set.attributes[0].value.clone().unwrap();
     assert_eq!(value.value, Value::TextString("CustomValue4".into()));
     // ... and the server's encoding of that attribute is the same bytes.
     let encoded = Item::structure(
@@ -426,7 +445,7 @@ fn kmip_2_1_vendor_attributes_round_trip_as_the_sased_test_cases_encode_them() {
         items.push(vendor(&format!("CustomAttribute{n}"), &format!("CustomValue{n}")));
     }
     let set = AttributeSet::parse(&Item::structure(Tag::ATTRIBUTES, items)).unwrap();
-    let names: Vec<_> = set.0.iter().map(|a| a.name.as_str()).collect();
+    let names: Vec<_> = set.attributes.iter().map(|a| a.name.as_str()).collect();
     assert_eq!(
         names,
         [
@@ -647,4 +666,58 @@ fn certify_requests_carry_their_type_and_stay_bounded() {
         let got = CertifyRequest::parse(&payload(fields));
         assert!(matches!(got, Err(KmipError::InvalidField(_))), "{got:?}");
     }
+}
+
+#[test]
+fn split_key_adjust_and_template_name_payloads_are_typed_and_bounded() {
+    use rampart_kmip::enums::{AdjustmentType, SplitKeyMethod};
+    use rampart_kmip::payload::{
+        AdjustAttributeRequest, CreateSplitKeyRequest, JoinSplitKeyRequest, MAX_TEMPLATE_NAMES,
+    };
+    let split = |parts: i32, threshold: i32| {
+        CreateSplitKeyRequest::parse(&payload(vec![
+            Item::enumeration(Tag::OBJECT_TYPE, ObjectType::SPLIT_KEY.0),
+            Item::int(Tag::SPLIT_KEY_PARTS, parts),
+            Item::int(Tag::SPLIT_KEY_THRESHOLD, threshold),
+            Item::enumeration(Tag::SPLIT_KEY_METHOD, SplitKeyMethod::XOR.0),
+            Item::structure(Tag::TEMPLATE_ATTRIBUTE, vec![]),
+        ]))
+    };
+    let ok = split(3, 3).unwrap();
+    assert_eq!((ok.parts, ok.threshold, ok.method), (3, 3, SplitKeyMethod::XOR));
+    assert!(ok.unique_identifier.is_none() && ok.prime_field_size.is_none());
+    for (parts, threshold) in [(0, 0), (256, 2), (3, 4), (3, 0)] {
+        assert!(matches!(split(parts, threshold), Err(KmipError::InvalidField(_))));
+    }
+
+    let join = |n: usize| {
+        let mut fields = vec![Item::enumeration(Tag::OBJECT_TYPE, ObjectType::SYMMETRIC_KEY.0)];
+        fields.extend((0..n).map(|i| Item::text(Tag::UNIQUE_IDENTIFIER, format!("p/{i}"))));
+        JoinSplitKeyRequest::parse(&payload(fields))
+    };
+    assert_eq!(join(3).unwrap().unique_identifiers.len(), 3);
+    assert!(matches!(join(0), Err(KmipError::MissingData(_))));
+    assert!(matches!(join(256), Err(KmipError::InvalidField(_))));
+
+    let adjust = AdjustAttributeRequest::parse(&payload(vec![
+        Item::enumeration(Tag::ATTRIBUTE_REFERENCE, Tag::CRYPTOGRAPHIC_LENGTH.0),
+        Item::enumeration(Tag(0x42_0158), AdjustmentType::DECREMENT.0),
+        Item::int(Tag(0x42_0162), 8),
+    ]))
+    .unwrap();
+    assert_eq!(adjust.attribute, "Cryptographic Length");
+    assert_eq!(adjust.adjustment, AdjustmentType::DECREMENT);
+    assert_eq!(adjust.value.unwrap().value, Value::Integer(8));
+
+    let names = |n: usize| {
+        let items = (0..n)
+            .map(|i| {
+                Name { value: format!("t{i}"), name_type: NameType::UNINTERPRETED_TEXT_STRING }
+                    .to_value(Tag::NAME)
+            })
+            .collect();
+        AttributeSet::parse(&Item::structure(Tag::TEMPLATE_ATTRIBUTE, items))
+    };
+    assert_eq!(names(MAX_TEMPLATE_NAMES).unwrap().templates.len(), MAX_TEMPLATE_NAMES);
+    assert!(matches!(names(MAX_TEMPLATE_NAMES + 1), Err(KmipError::InvalidField(_))));
 }

@@ -36,6 +36,21 @@ impl Share {
         self.threshold
     }
 
+    /// A share from its parts, as a KMIP Split Key holds them (the Key
+    /// Part Identifier is `x`, the Key Material `y`).
+    pub fn from_parts(threshold: u8, x: u8, y: SecretBytes) -> Result<Self> {
+        if threshold < 2 || x == 0 || y.is_empty() {
+            return Err(KmsError::invalid("share parts are invalid"));
+        }
+        Ok(Self { threshold, x, y })
+    }
+
+    /// The share's y coordinates, one per secret byte. Secret.
+    #[must_use]
+    pub fn y(&self) -> &SecretBytes {
+        &self.y
+    }
+
     /// Hex text: `threshold || x || y`. The result is secret.
     #[must_use]
     pub fn to_hex(&self) -> SecretBytes {

@@ -544,10 +544,12 @@ async fn hash_mac_and_rng(backend: Backend) {
     .await);
     let listed: Vec<u32> = q.iter().map(|i| i.as_enum().unwrap()).collect();
     // Neither Interop (off but for interop testing) nor, to a KMIP 1.x
-    // client, Log and Set Attribute.
+    // client, Log, Set Attribute and Adjust Attribute.
+    let not_1x =
+        [Operation::INTEROP, Operation::LOG, Operation::SET_ATTRIBUTE, Operation::ADJUST_ATTRIBUTE];
     let served: Vec<u32> = rampart_kms::server::kmip::OPERATIONS
         .iter()
-        .filter(|o| ![Operation::INTEROP, Operation::LOG, Operation::SET_ATTRIBUTE].contains(o))
+        .filter(|o| !not_1x.contains(o))
         .map(|o| o.0)
         .collect();
     assert_eq!(listed, served);
@@ -972,6 +974,19 @@ h = hashes.Hash(hashes.SHA512()); h.update(k); print(h.finalize()[:32].hex())
 m = hmac.HMAC(k, hashes.SHA256()); m.update(b"context data"); print(m.finalize()[:16].hex())
 print(KBKDFHMAC(hashes.SHA256(), Mode.CounterMode, 48, 4, 4, CounterLocation.BeforeFixed,
                 b"label", b"context", None).derive(k).hex())
+# SP 800-108r1 feedback (4.2) and double-pipeline (4.3) modes, HMAC-SHA256,
+# a 32-bit counter, fixed input Label || 0x00 || Context || [L]_32.
+import hashlib, hmac as H
+prf = lambda *parts: H.new(k, b"".join(parts), hashlib.sha256).digest()
+fixed = b"label\0context" + (48 * 8).to_bytes(4, "big")
+out, prev = b"", bytes(range(16))
+for i in range(1, 3):
+    prev = prf(prev, i.to_bytes(4, "big"), fixed); out += prev
+print(out[:48].hex())
+out, a = b"", fixed
+for i in range(1, 3):
+    a = prf(a); out += prf(a, i.to_bytes(4, "big"), fixed)
+print(out[:48].hex())
 "#;
     let out = Command::new("python3").args(["-c", script, &hex(key)]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -987,7 +1002,9 @@ async fn object_material(tls: &mut Tls, uid: &str) -> Vec<u8> {
 }
 
 /// Derive Key by PBKDF2, HASH, HMAC and SP 800-108 counter mode, each
-/// equal to what Python's `cryptography` derives from the same key; the
+/// equal to what Python's `cryptography` derives from the same key, and
+/// SP 800-108 feedback and double-pipeline modes, equal to a computation
+/// with Python's `hmac` as SP 800-108r1 §4.2 and §4.3 write them; the
 /// derived object and its base linked both ways; and the refusals.
 async fn derive_key_matches_cryptography(backend: Backend) {
     let d = Deployment::on(backend, "derive").await;
@@ -1034,6 +1051,22 @@ async fn derive_key_matches_cryptography(backend: Backend) {
             ObjectType::SECRET_DATA,
             384,
         ),
+        (
+            6, // NIST800-108-F, the IV the first block's feedback
+            vec![
+                sha256(),
+                Item::bytes(Tag::INITIALIZATION_VECTOR, &(0u8..16).collect::<Vec<_>>()),
+                Item::bytes(Tag::DERIVATION_DATA, b"label\0context"),
+            ],
+            ObjectType::SECRET_DATA,
+            384,
+        ),
+        (
+            7, // NIST800-108-DPI
+            vec![sha256(), Item::bytes(Tag::DERIVATION_DATA, b"label\0context")],
+            ObjectType::SECRET_DATA,
+            384,
+        ),
     ];
     let mut derived = Vec::new();
     for ((method, parameters, object, bits), want) in cases.into_iter().zip(&expected) {
@@ -1071,7 +1104,8 @@ async fn derive_key_matches_cryptography(backend: Backend) {
     assert_eq!(base_attrs.matches("Enumeration(261)").count(), derived.len(), "{base_attrs}");
 
     // Refused: a key not made for derivation, an output longer than the
-    // method gives, an Iteration Count of 0, ENCRYPT.
+    // method gives, an Iteration Count of 0, ENCRYPT with an HMAC key, a
+    // double-pipeline derivation given an IV.
     let (mac_only, _) = hmac_key(&mut tls, CryptographicAlgorithm::HMAC_SHA256, MAC_BOTH).await;
     let data = || Item::bytes(Tag::DERIVATION_DATA, b"x");
     for (base, method, parameters, bits, want) in [
@@ -1084,7 +1118,14 @@ async fn derive_key_matches_cryptography(backend: Backend) {
             128,
             ResultReason::INVALID_FIELD,
         ),
-        (&base, 4, vec![data()], 128, ResultReason::FEATURE_NOT_SUPPORTED),
+        (&base, 4, vec![data()], 128, ResultReason::INVALID_FIELD),
+        (
+            &base,
+            7,
+            vec![sha256(), Item::bytes(Tag::INITIALIZATION_VECTOR, b"iv"), data()],
+            128,
+            ResultReason::INVALID_FIELD,
+        ),
     ] {
         let fields = request(base, method, parameters, ObjectType::SYMMETRIC_KEY, bits);
         assert_eq!(
@@ -1094,7 +1135,7 @@ async fn derive_key_matches_cryptography(backend: Backend) {
         );
     }
     let audit = d.audit_ops().await;
-    assert_eq!(audit.iter().filter(|(_, o, r)| o == "kmip.derive_key" && r == "ok").count(), 4);
+    assert_eq!(audit.iter().filter(|(_, o, r)| o == "kmip.derive_key" && r == "ok").count(), 6);
 }
 
 on_each_store!(derive_key_matches_cryptography);

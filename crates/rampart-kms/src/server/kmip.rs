@@ -107,7 +107,7 @@ pub const PROFILES: [u32; 14] = [
 ];
 
 /// The object types Create, Create Key Pair and Register make (what Query
-/// Objects lists).
+/// Objects lists, with Templates to a KMIP 1.x client).
 pub const OBJECT_TYPES: [ObjectType; 7] = [
     ObjectType::CERTIFICATE,
     ObjectType::SYMMETRIC_KEY,
@@ -513,6 +513,10 @@ fn query(
             }
             QueryFunction::OBJECTS => {
                 out.extend(OBJECT_TYPES.iter().map(|t| Item::enumeration(Tag::OBJECT_TYPE, t.0)));
+                // KMIP 1.x Templates; 2.x has none (2.1 §11.34).
+                if version < ProtocolVersion::V2_0 {
+                    out.push(Item::enumeration(Tag::OBJECT_TYPE, ObjectType::TEMPLATE.0));
+                }
             }
             QueryFunction::SERVER_INFORMATION => {
                 out.push(Item::text(Tag::VENDOR_IDENTIFICATION, "Rampart"));

@@ -72,7 +72,102 @@ def main():
                 failures[op] = [e.status.name, e.reason.name]
         out["unsupported"] = failures
         out["objects"] = every_object_type(client)
+        out["derivation"] = derivation(client)
+    out["templates"] = templates(host, port, cert, key, ca)
     print(json.dumps(out))
+
+
+def templates(host, port, cert, key, ca):
+    """A KMIP 1.4 Template registered with PyKMIP's low-level client, read
+    back, and named by a Create whose key takes its attributes."""
+    from kmip.core import attributes as kattrs
+    from kmip.core import objects as kobjects
+    from kmip.core import secrets
+    from kmip.core.factories.attributes import AttributeFactory
+
+    f = AttributeFactory()
+    proxy = KMIPProxy(host=host, port=int(port), certfile=cert, keyfile=key, ca_certs=ca,
+                      cert_reqs="CERT_REQUIRED", ssl_version="PROTOCOL_TLSv1_2",
+                      config_file="/dev/null", kmip_version=enums.KMIPVersion.KMIP_1_4)
+    proxy.open()
+    try:
+        content = [
+            f.create_attribute(enums.AttributeType.CRYPTOGRAPHIC_ALGORITHM,
+                               enums.CryptographicAlgorithm.AES),
+            f.create_attribute(enums.AttributeType.CRYPTOGRAPHIC_LENGTH, 192),
+            f.create_attribute(enums.AttributeType.OBJECT_GROUP, "pykmip-group"),
+        ]
+        own = kobjects.TemplateAttribute(
+            attributes=[f.create_attribute(enums.AttributeType.NAME, "pykmip-template")])
+        registered = proxy.register(enums.ObjectType.TEMPLATE, own,
+                                    secrets.Template(attributes=content))
+        template_uid = registered.uuid
+        got = proxy.get(uuid=template_uid)
+        names = [kattrs.Name.create("pykmip-template",
+                                    enums.NameType.UNINTERPRETED_TEXT_STRING)]
+        created = proxy.create(enums.ObjectType.SYMMETRIC_KEY,
+                               kobjects.TemplateAttribute(names=names))
+        attributes = proxy.get_attributes(uuid=created.uuid,
+                                          attribute_names=["Cryptographic Length",
+                                                           "Object Group"])
+        found = {a.attribute_name.value: a.attribute_value.value
+                 for a in attributes.attributes}
+        missing = proxy.create(enums.ObjectType.SYMMETRIC_KEY, kobjects.TemplateAttribute(
+            names=[kattrs.Name.create("no-such-template",
+                                      enums.NameType.UNINTERPRETED_TEXT_STRING)]))
+        return {
+            "register": registered.result_status.value.name,
+            "get_type": type(got.secret).__name__,
+            "get_attributes": sorted(a.attribute_name.value for a in got.secret.attributes),
+            "create": created.result_status.value.name,
+            "key_attributes": found,
+            "missing_template": [missing.result_status.value.name,
+                                 missing.result_reason.value.name],
+        }
+    finally:
+        proxy.close()
+
+
+def derivation(client):
+    """Derive Key by SP 800-108 feedback mode and by ENCRYPT, sent by
+    PyKMIP, each checked here against a computation with `hmac` and
+    `cryptography`."""
+    import hashlib
+    import hmac
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+    from kmip.pie import objects
+
+    got = {}
+    key = bytes(range(32, 64))
+    base = client.register(objects.SymmetricKey(
+        enums.CryptographicAlgorithm.HMAC_SHA256, 256, key,
+        masks=[enums.CryptographicUsageMask.DERIVE_KEY], name="pykmip-hmac-base"))
+    client.activate(base)
+    iv, fixed = bytes(32), b"pykmip\0feedback"
+    derived = client.derive_key(
+        enums.ObjectType.SECRET_DATA, [base], enums.DerivationMethod.NIST800_108_F,
+        {"cryptographic_parameters": {"hashing_algorithm": enums.HashingAlgorithm.SHA_256},
+         "initialization_vector": iv, "derivation_data": fixed},
+        cryptographic_length=256)
+    suffix = (256).to_bytes(4, "big")
+    want = hmac.new(key, iv + (1).to_bytes(4, "big") + fixed + suffix, hashlib.sha256).digest()
+    got["nist800_108_f"] = client.get(derived).value == want
+
+    aes = bytes(range(16))
+    base = client.register(objects.SymmetricKey(
+        enums.CryptographicAlgorithm.AES, 128, aes,
+        masks=[enums.CryptographicUsageMask.DERIVE_KEY], name="pykmip-aes-base"))
+    client.activate(base)
+    data = bytes(range(100, 132))
+    derived = client.derive_key(
+        enums.ObjectType.SYMMETRIC_KEY, [base], enums.DerivationMethod.ENCRYPT,
+        {"cryptographic_parameters": {"block_cipher_mode": enums.BlockCipherMode.ECB},
+         "derivation_data": data},
+        cryptographic_length=128, cryptographic_algorithm=enums.CryptographicAlgorithm.AES)
+    enc = Cipher(algorithms.AES(aes), modes.ECB()).encryptor()
+    want = (enc.update(data) + enc.finalize())[:16]
+    got["encrypt"] = client.get(derived).value == want
+    return got
 
 
 def every_object_type(client):

@@ -51,8 +51,8 @@ pub(super) fn key_parameters(obj: &Obj) -> R<CryptographicParameters> {
 type Opened = (Vec<u8>, SecretBytes, Option<Vec<u8>>);
 
 /// What an encryption or decryption answers besides the Unique Identifier.
-struct Output {
-    data: SecretBytes,
+pub(super) struct Output {
+    pub(super) data: SecretBytes,
     /// The IV/Counter/Nonce the server drew (returned only then).
     drawn_iv: Option<Vec<u8>>,
     tag: Option<Vec<u8>>,
@@ -296,7 +296,7 @@ fn gcm_iv(
 }
 
 /// One single-part encryption or decryption.
-fn run(
+pub(super) fn run(
     request: &CryptoRequest,
     encrypt: bool,
     params: &CryptographicParameters,

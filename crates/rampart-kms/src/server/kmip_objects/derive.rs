@@ -2,23 +2,35 @@
 //! key or Secret Data whose Cryptographic Usage Mask has Derive Key, by
 //! PBKDF2 (the base's material is the password), HASH (a digest of the
 //! base's material), HMAC (of the Derivation Data under the base) or
-//! NIST SP 800-108 in counter mode (HMAC as the PRF; a 32-bit counter
-//! before the Derivation Data, which is Label || 0x00 || Context, and the
-//! output length in bits, 32-bit, after it). The new object links to its
-//! base (Derivation Base Object) and the base to it (Derived Key).
-//! ENCRYPT and the feedback and double-pipeline SP 800-108 modes are
-//! Feature Not Supported.
+//! ENCRYPT (the Derivation Data encrypted under the base key with the
+//! Cryptographic Parameters given, or else the key's, and the
+//! Initialization Vector given; the ciphertext's first bytes) or NIST SP
+//! 800-108 with HMAC as the PRF, whose fixed input is the Derivation Data
+//! (Label || 0x00 || Context) followed by the output length in bits
+//! (32-bit), and whose 32-bit counter [i] comes before it in every mode
+//! (SP 800-108r1 §4.1-§4.3):
+//!
+//! - counter: K(i) = PRF(K, [i] || fixed);
+//! - feedback: K(0) = the Initialization Vector (empty if absent),
+//!   K(i) = PRF(K, K(i-1) || [i] || fixed);
+//! - double-pipeline: A(0) = fixed, A(i) = PRF(K, A(i-1)),
+//!   K(i) = PRF(K, A(i) || [i] || fixed).
+//!
+//! The new object links to its base (Derivation Base Object) and the
+//! base to it (Derived Key).
 
 use rampart_crypto::{pbkdf2, DigestAlg, HashAlg, Hasher, Mac, MacAlg, SecretBytes};
 use rampart_kmip::enums::{
-    usage_mask, CryptographicAlgorithm, DerivationMethod, HashingAlgorithm, LinkType, ObjectType,
-    SecretDataType,
+    usage_mask, BlockCipherMode, CryptographicAlgorithm, DerivationMethod, HashingAlgorithm,
+    LinkType, ObjectType, SecretDataType,
 };
-use rampart_kmip::payload::{DeriveKeyRequest, Link};
+use rampart_kmip::payload::{CryptoRequest, CryptographicParameters, DeriveKeyRequest, Link};
 use rampart_kmip::tag::Tag;
+use rampart_kmip::ttlv::Bytes;
 use rampart_kmip::ttlv::Item;
 use rampart_kmip::KmipError;
 
+use super::ciphers::{key_parameters, run};
 use super::crypto::{check_algorithm, mac_alg, MAX_DATA};
 use super::errors::{crypto, kms, R};
 use super::object::encode_value;
@@ -82,7 +94,12 @@ impl Session<'_> {
                 "Derivation Data of more than {MAX_DATA} bytes"
             )));
         }
-        let derived = derive(request, base_alg, hashing, material.expose(), data, bytes)?;
+        let derived = if request.method == DerivationMethod::ENCRYPT {
+            let params = request.parameters.clone().unwrap_or_default().or(&key_parameters(&base)?);
+            derive_by_encrypt(request, &params, base_alg, &material, data, bytes)?
+        } else {
+            derive(request, base_alg, hashing, material.expose(), data, bytes)?
+        };
         drop(material);
         new.stored.push(link(LinkType::DERIVATION_BASE_OBJECT, base_uid)?);
         new.usage_mask.get_or_insert(if request.object_type == ObjectType::SYMMETRIC_KEY {
@@ -109,6 +126,63 @@ impl Session<'_> {
 fn link(link_type: LinkType, to: &str) -> R<(String, String)> {
     let value = Link { link_type, linked_object: to.to_owned() }.to_value(Tag::ATTRIBUTE_VALUE);
     Ok(("Link".to_owned(), encode_value("Link", &value)?))
+}
+
+/// ENCRYPT: the first `bytes` bytes of the Derivation Data encrypted
+/// under the base key (AES or Triple DES) with `params` and the request's
+/// Initialization Vector, which a mode with one requires (a drawn IV
+/// would make the derivation unrepeatable).
+fn derive_by_encrypt(
+    request: &DeriveKeyRequest,
+    params: &CryptographicParameters,
+    base_alg: CryptographicAlgorithm,
+    key: &SecretBytes,
+    data: Option<&[u8]>,
+    bytes: usize,
+) -> R<SecretBytes> {
+    if !matches!(base_alg, CryptographicAlgorithm::AES | CryptographicAlgorithm::TRIPLE_DES) {
+        return Err(KmipError::InvalidField(format!(
+            "ENCRYPT derives with an AES or Triple DES key, not {base_alg}"
+        )));
+    }
+    if params.cryptographic_algorithm.is_some_and(|a| a != base_alg) {
+        return Err(KmipError::InvalidField(format!(
+            "the Cryptographic Parameters name another algorithm than the key's {base_alg}"
+        )));
+    }
+    let data = data.ok_or_else(|| {
+        KmipError::MissingData("the Derivation Data of ENCRYPT derivation".into())
+    })?;
+    let mode = params.block_cipher_mode.ok_or_else(|| {
+        KmipError::MissingData(
+            "the Block Cipher Mode (in Cryptographic Parameters) of ENCRYPT".into(),
+        )
+    })?;
+    if request.iv.is_none() && mode != BlockCipherMode::ECB {
+        return Err(KmipError::MissingData(format!(
+            "the Initialization Vector of ENCRYPT derivation in {mode}"
+        )));
+    }
+    let encryption = CryptoRequest {
+        unique_identifier: None,
+        parameters: None,
+        data: Bytes::from(data),
+        iv_counter_nonce: request.iv.as_ref().map(|iv| iv.as_slice().to_vec()),
+        aad: None,
+        tag: None,
+        correlation_value: None,
+        init: false,
+        last: false,
+    };
+    let encrypted = run(&encryption, true, params, base_alg, key)?.data;
+    if encrypted.len() < bytes {
+        return Err(KmipError::InvalidField(format!(
+            "ENCRYPT of {} bytes of Derivation Data gives {} bytes, not {bytes}",
+            data.len(),
+            encrypted.len()
+        )));
+    }
+    Ok(SecretBytes::from_slice(&encrypted.expose()[..bytes]))
 }
 
 /// The HMAC a Hashing Algorithm names.
@@ -223,6 +297,11 @@ fn derive(
                     "the Derivation Data (Label || 0x00 || Context) of NIST800-108-C".into(),
                 )
             })?;
+            if request.iv.is_some() {
+                return Err(KmipError::InvalidField(
+                    "NIST800-108-C takes no Initialization Vector".into(),
+                ));
+            }
             let bits = u32::try_from(bytes * 8).map_err(|_| too_long(MAX_DERIVED))?;
             for (counter, chunk) in (1u32..).zip(out.expose_mut().chunks_mut(alg.output_len())) {
                 let mut mac = Mac::new(alg, key);
@@ -233,8 +312,60 @@ fn derive(
                 chunk.copy_from_slice(&block.expose()[..chunk.len()]);
             }
         }
+        DerivationMethod::NIST800_108_F | DerivationMethod::NIST800_108_DPI => {
+            let alg = hmac_of(need_hash()?)?;
+            let fixed = data.ok_or_else(|| {
+                KmipError::MissingData(format!(
+                    "the Derivation Data (Label || 0x00 || Context) of {}",
+                    request.method
+                ))
+            })?;
+            let bits = u32::try_from(bytes * 8).map_err(|_| too_long(MAX_DERIVED))?;
+            let feedback = request.method == DerivationMethod::NIST800_108_F;
+            let iv = request.iv.as_ref().map(|iv| iv.as_slice());
+            if !feedback && iv.is_some() {
+                return Err(KmipError::InvalidField(
+                    "NIST800-108-DPI takes no Initialization Vector".into(),
+                ));
+            }
+            if iv.is_some_and(|iv| iv.len() > alg.output_len()) {
+                return Err(KmipError::InvalidField(format!(
+                    "an Initialization Vector of at most {} bytes (the PRF's output)",
+                    alg.output_len()
+                )));
+            }
+            let prf = |parts: &[&[u8]]| {
+                let mut mac = Mac::new(alg, key);
+                for part in parts {
+                    mac.update(part);
+                }
+                mac.finish()
+            };
+            let fixed_input = [fixed, &bits.to_be_bytes()[..]].concat();
+            // Feedback: the previous block (first the IV); double-pipeline:
+            // A(i), chained from the fixed input.
+            let mut previous = SecretBytes::from_slice(if feedback {
+                iv.unwrap_or_default()
+            } else {
+                &fixed_input
+            });
+            for (counter, chunk) in (1u32..).zip(out.expose_mut().chunks_mut(alg.output_len())) {
+                let counter = counter.to_be_bytes();
+                let block = if feedback {
+                    prf(&[previous.expose(), &counter, &fixed_input])
+                } else {
+                    previous = prf(&[previous.expose()]);
+                    prf(&[previous.expose(), &counter, &fixed_input])
+                };
+                chunk.copy_from_slice(&block.expose()[..chunk.len()]);
+                if feedback {
+                    previous = block;
+                }
+            }
+        }
         other => {
-            return Err(KmipError::FeatureNotSupported(format!("Derivation Method {other}")));
+            // KMIP 1.4 §11.7: an invalid Derivation Method is Invalid Field.
+            return Err(KmipError::InvalidField(format!("Derivation Method {other}")));
         }
     }
     Ok(out)

@@ -20,6 +20,7 @@ use super::errors::{crypto, R};
 use super::key_formats::{private_key_out, public_key_out, Exported};
 use super::object::{Obj, SPLIT_KEY_ROW};
 use super::session::Session;
+use super::templates::template_attributes;
 use crate::model::now_ms;
 
 impl Session<'_> {
@@ -102,6 +103,7 @@ impl Session<'_> {
                 data_type: subtype.unwrap_or_default(),
                 value: Bytes::from(material.expose()),
             }),
+            ObjectType::TEMPLATE => ManagedObject::Template(template_attributes(&material)?),
             other => return Err(KmipError::FeatureNotSupported(format!("Get of a {other}"))),
         };
         drop(material);

@@ -17,8 +17,13 @@ use super::session::Session;
 use crate::model::now_ms;
 use crate::server::service::key_pairs::{self, PairReplacement, PairSpec, ReplacedHalf};
 
+/// One half's attributes: the common ones, then its own (which override
+/// the common Templates' as they override their own Templates').
 fn merged(common: &AttributeSet, own: &AttributeSet) -> AttributeSet {
-    AttributeSet(common.0.iter().chain(&own.0).cloned().collect())
+    AttributeSet {
+        attributes: common.attributes.iter().chain(&own.attributes).cloned().collect(),
+        templates: common.templates.iter().chain(&own.templates).cloned().collect(),
+    }
 }
 
 /// One value of the two halves' attribute: they must agree.

@@ -17,7 +17,7 @@ use rampart_kmip::KmipError;
 use super::crypto::{check_algorithm, mac_alg, set_des_parity};
 use super::errors::{crypto, kms, R};
 use super::key_formats::{digest_input, generated_format};
-use super::object::{encode_value, unique_identifier, SINGLE};
+use super::object::{encode_value, unique_identifier, Obj, SINGLE};
 use super::server_attributes::{self as server, client_sets};
 use super::session::Session;
 use crate::model::{check_name, now_ms, ClientInfo, KeyState, Selector, MAX_REASON};
@@ -31,14 +31,16 @@ pub(super) const MAX_SECRET: usize = 64 * 1024;
 impl Session<'_> {
     // ---- Create, Register ------------------------------------------------
 
-    /// Splits a template into the object's fields and its stored attributes.
+    /// Splits a template into the object's fields and its stored
+    /// attributes, once the Templates it names have given theirs.
     pub(super) async fn template(
-        &self,
+        &mut self,
         attrs: &AttributeSet,
         object_type: ObjectType,
     ) -> R<NewObject> {
+        let attributes = self.with_templates(attrs).await?;
         let mut new = NewObject::default();
-        for a in &attrs.0 {
+        for a in &attributes {
             let value = a
                 .value
                 .as_ref()
@@ -303,11 +305,13 @@ impl Session<'_> {
                 obj.state(now_ms())
             )));
         }
-        if !request.attributes.0.is_empty() {
-            return Err(KmipError::FeatureNotSupported(
-                "attributes in Re-key (the new key takes the old one's)".into(),
-            ));
-        }
+        // §4.4: the request's attributes (and its Templates') are the new
+        // key's, over those it takes from the old one.
+        let given = if request.attributes.is_empty() {
+            None
+        } else {
+            Some(self.template(&request.attributes, ObjectType::SYMMETRIC_KEY).await?)
+        };
         // KMIP 1.4 §4.4: the new key keeps the old one's client-set
         // attributes (Object Group, Contact Information, Application
         // Specific Information, Cryptographic Parameters, custom ones...)
@@ -347,6 +351,17 @@ impl Session<'_> {
             compromise_occurrence_ms: None,
             compromised: false,
         };
+        let mut object = object;
+        if let Some(given) = given {
+            self.rekey_attributes(
+                &obj,
+                given,
+                &mut object,
+                request.offset.is_some(),
+                &mut attributes,
+            )
+            .await?;
+        }
         let kept: Vec<(String, String)> =
             attributes.iter().map(|a| (a.name.clone(), a.value.clone())).collect();
         let rows = server::initial_rows(&kept, KeyFormatType::RAW, material.expose(), true, now)?;
@@ -357,6 +372,66 @@ impl Session<'_> {
         self.state.store.kmip_add_version(object, now, sealed, attributes).await.map_err(kms)?;
         self.touched = Some((obj.key.name.clone(), Some(version)));
         Ok(vec![Item::text(Tag::UNIQUE_IDENTIFIER, unique_identifier(&obj.key.name, version))])
+    }
+
+    /// Gives the new key of a Re-key the attributes its request gives:
+    /// the algorithm and length stay the old key's (§4.4), the usage mask
+    /// and dates (unless an Offset dates the activation) are replaced, a
+    /// single-instance stored attribute replaces the old key's value, a
+    /// multi-instance one (a Name, an Object Group...) is added.
+    async fn rekey_attributes(
+        &self,
+        obj: &Obj,
+        given: NewObject,
+        object: &mut KmipObject,
+        offset: bool,
+        attributes: &mut Vec<KmipAttributeRow>,
+    ) -> R<()> {
+        for (asked, kept, what) in [
+            (given.algorithm.map(i64::from), object.algorithm.map(i64::from), "Algorithm"),
+            (given.length.map(i64::from), object.length.map(i64::from), "Length"),
+        ] {
+            if asked.is_some() && asked != kept {
+                return Err(KmipError::InvalidField(format!(
+                    "Re-key keeps the key's Cryptographic {what}"
+                )));
+            }
+        }
+        if given.usage_mask.is_some() {
+            object.usage_mask = given.usage_mask;
+        }
+        if let Some(at) = given.activation_ms.filter(|_| !offset) {
+            object.activation_ms = Some(at);
+        }
+        if given.deactivation_ms.is_some() {
+            object.deactivation_ms = given.deactivation_ms;
+        }
+        for name in &given.names {
+            self.refuse_stored_name(name, Some(&obj.key.name)).await?;
+        }
+        server::check_template(&given.stored, true)?;
+        for (name, value) in given.stored {
+            if SINGLE.contains(&name.as_str())
+                || server::rule_of(&name).is_some_and(|r| !r.multiple)
+            {
+                attributes.retain(|a| a.name != name);
+            }
+            let position = attributes
+                .iter()
+                .filter(|a| a.name == name)
+                .map(|a| a.position + 1)
+                .max()
+                .unwrap_or(0);
+            attributes.push(KmipAttributeRow { version: object.version, name, position, value });
+        }
+        if let (Some(a), Some(d)) = (object.activation_ms, object.deactivation_ms) {
+            if d < a {
+                return Err(KmipError::InvalidField(
+                    "the Deactivation Date is before the Activation Date".into(),
+                ));
+            }
+        }
+        Ok(())
     }
 
     pub(super) async fn check(&mut self, payload: &Item) -> R<Vec<Item>> {
@@ -411,9 +486,12 @@ pub(crate) fn new_kmip_key(
     let generated = new.registered_format.is_none();
     server::check_template(&new.stored, generated)?;
     server::check_quantum_safe(&new.stored, object_type, new.length)?;
-    let digested = digest_input(object_type, format, material)?;
-    let extra = server::initial_rows(&new.stored, format, digested.expose(), generated, now)?;
-    new.stored.extend(extra);
+    // A Template holds attributes, not key material: nothing describes it.
+    if object_type != ObjectType::TEMPLATE {
+        let digested = digest_input(object_type, format, material)?;
+        let extra = server::initial_rows(&new.stored, format, digested.expose(), generated, now)?;
+        new.stored.extend(extra);
+    }
     let sealed = root.seal_material(&name, 1, material).map_err(kms)?;
     let key = keys::new_key(name.clone(), exportable, allow, now);
     let object = KmipObject {
@@ -493,7 +571,7 @@ fn numbered(version: u32, rows: Vec<(String, String)>) -> Vec<KmipAttributeRow> 
 }
 
 /// A new object's fields from its template.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(crate) struct NewObject {
     pub(crate) algorithm: Option<u32>,
     pub(crate) length: Option<i32>,

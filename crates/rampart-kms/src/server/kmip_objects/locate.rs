@@ -23,7 +23,7 @@ impl Session<'_> {
         let now = now_ms();
         let store = &self.state.store;
         let mut stored = Vec::new();
-        for a in &request.attributes.0 {
+        for a in &request.attributes.attributes {
             // A date asked as a range is no single value an index holds.
             if !is_stored(&a.name) || date_range(&request.attributes, &a.name).is_some() {
                 continue;
@@ -269,7 +269,7 @@ impl Hits {
 /// Whether an object has every attribute value a Locate asks for.
 pub(super) fn matches_criteria(obj: &Obj, criteria: &AttributeSet, now: i64) -> R<bool> {
     let attrs = obj.attributes(now);
-    for c in &criteria.0 {
+    for c in &criteria.attributes {
         let Some(want) = &c.value else { continue };
         if let Some((from, to)) = date_range(criteria, &c.name) {
             // KMIP 2.1 §6.1.28 (1.4 §4.9): a date given twice is a range,

@@ -32,14 +32,17 @@
 //!
 //! Here: the batch item dispatch. The objects and their states are in
 //! `object`, the session (loading, access, material) in `session`, and
-//! the operations in `lifecycle`, `attributes`, `locate`, `get`,
-//! `register`, `key_pair` (Create Key Pair, Re-key Key Pair), `certify`
-//! (Certify, Re-certify), `ciphers` (Encrypt, Decrypt, with
-//! `usage_limits`) and `streams` (Hash, MAC, MAC Verify, RNG Retrieve and
-//! RNG Seed); the public-key ones in `signing` (Sign, Signature Verify)
+//! the operations in `lifecycle`, `attributes` (with `adjust`), `locate`,
+//! `get`, `register` (with `templates`, the 1.x Template objects and
+//! their use), `key_pair` (Create Key Pair, Re-key Key Pair), `certify`
+//! (Certify, Re-certify), `split_keys`, `derive`, `ciphers` (Encrypt,
+//! Decrypt, with `usage_limits`) and `streams` (Hash, MAC, MAC Verify,
+//! RNG Retrieve and RNG Seed); the public-key ones in `signing` (Sign,
+//! Signature Verify)
 //! and `rsa_crypt` (RSA Encrypt and Decrypt), over the keys `asym_key`
 //! loads and checks.
 
+mod adjust;
 mod asym_key;
 mod attributes;
 mod certificate;
@@ -61,18 +64,20 @@ mod rsa_crypt;
 mod server_attributes;
 mod session;
 mod signing;
+mod split_keys;
 mod stream_table;
 mod streams;
+mod templates;
 mod undo;
 mod usage_limits;
 
 use rampart_kmip::enums::Operation;
 use rampart_kmip::message::ProtocolVersion;
 use rampart_kmip::payload::{
-    parse_rng_retrieve, parse_rng_seed, AttributeChangeRequest, CertifyRequest,
-    CreateKeyPairRequest, CreateRequest, CryptoRequest, DeriveKeyRequest, GetRequest,
-    LocateRequest, ObjectRequest, ReKeyKeyPairRequest, ReKeyRequest, RegisterRequest,
-    RevokeRequest, SignRequest, StreamRequest,
+    parse_rng_retrieve, parse_rng_seed, AdjustAttributeRequest, AttributeChangeRequest,
+    CertifyRequest, CreateKeyPairRequest, CreateRequest, CreateSplitKeyRequest, CryptoRequest,
+    DeriveKeyRequest, GetRequest, JoinSplitKeyRequest, LocateRequest, ObjectRequest,
+    ReKeyKeyPairRequest, ReKeyRequest, RegisterRequest, RevokeRequest, SignRequest, StreamRequest,
 };
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::Item;
@@ -91,18 +96,27 @@ pub(crate) use self::server_attributes::single_valued;
 pub(crate) use self::session::Session;
 
 /// Whether this server serves `operation` (of [`OPERATIONS`]) to a client
-/// speaking `version`, which Query Operations then lists: Log and Interop
-/// and Set Attribute are KMIP 2.x operations, and Interop is on only for
-/// interop testing.
+/// speaking `version`, which Query Operations then lists: Log, Interop,
+/// Set Attribute and Adjust Attribute are KMIP 2.x operations, Create
+/// and Join Split Key KMIP 1.2 ones, and Interop is on only for interop
+/// testing.
 pub(crate) fn listed(
     state: &crate::server::state::State,
     operation: Operation,
     version: ProtocolVersion,
 ) -> bool {
-    let since_2 =
-        matches!(operation, Operation::LOG | Operation::INTEROP | Operation::SET_ATTRIBUTE);
+    let since_2 = matches!(
+        operation,
+        Operation::LOG
+            | Operation::INTEROP
+            | Operation::SET_ATTRIBUTE
+            | Operation::ADJUST_ATTRIBUTE
+    );
+    // Split keys came with KMIP 1.2.
+    let since_1_2 = matches!(operation, Operation::CREATE_SPLIT_KEY | Operation::JOIN_SPLIT_KEY);
     OPERATIONS.contains(&operation)
         && (!since_2 || version >= ProtocolVersion::V2_0)
+        && (!since_1_2 || version >= ProtocolVersion::V1_2)
         && (operation != Operation::INTEROP || state.kmip_interop)
 }
 pub(crate) use self::stream_table::Streams;
@@ -122,6 +136,8 @@ pub const OPERATIONS: &[Operation] = &[
     Operation::CERTIFY,
     Operation::RE_CERTIFY,
     Operation::DERIVE_KEY,
+    Operation::CREATE_SPLIT_KEY,
+    Operation::JOIN_SPLIT_KEY,
     Operation::LOCATE,
     Operation::CHECK,
     Operation::GET,
@@ -131,6 +147,7 @@ pub const OPERATIONS: &[Operation] = &[
     Operation::MODIFY_ATTRIBUTE,
     Operation::DELETE_ATTRIBUTE,
     Operation::SET_ATTRIBUTE,
+    Operation::ADJUST_ATTRIBUTE,
     Operation::ACTIVATE,
     Operation::REVOKE,
     Operation::DESTROY,
@@ -156,7 +173,10 @@ impl Session<'_> {
         }
         let result = match operation {
             Operation::CREATE => self.create(&CreateRequest::parse(payload)?).await,
-            Operation::REGISTER => self.register(RegisterRequest::parse(payload)?).await,
+            Operation::REGISTER => {
+                templates::refuse_in_2x(payload, self.version)?;
+                self.register(RegisterRequest::parse(payload)?).await
+            }
             Operation::CREATE_KEY_PAIR => {
                 self.create_key_pair(&CreateKeyPairRequest::parse(payload)?).await
             }
@@ -181,6 +201,15 @@ impl Session<'_> {
             }
             Operation::SET_ATTRIBUTE => {
                 self.set_attribute(&AttributeChangeRequest::parse(payload)?).await
+            }
+            Operation::ADJUST_ATTRIBUTE => {
+                self.adjust_attribute(&AdjustAttributeRequest::parse(payload)?).await
+            }
+            Operation::CREATE_SPLIT_KEY => {
+                self.create_split_key(&CreateSplitKeyRequest::parse(payload)?).await
+            }
+            Operation::JOIN_SPLIT_KEY => {
+                self.join_split_key(&JoinSplitKeyRequest::parse(payload)?).await
             }
             Operation::LOCATE => self.locate(&LocateRequest::parse(payload)?).await,
             Operation::ACTIVATE => self.activate(&ObjectRequest::parse(payload)?).await,

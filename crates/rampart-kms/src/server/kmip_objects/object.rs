@@ -236,7 +236,10 @@ impl Obj {
         if let Some(mask) = self.usage_mask() {
             add("Cryptographic Usage Mask", Value::Integer(mask));
         }
-        add("State", Value::Enumeration(self.state(now).0));
+        // A Template (KMIP 1.4 §2.2.6) is no cryptographic object: no State.
+        if self.object_type() != ObjectType::TEMPLATE {
+            add("State", Value::Enumeration(self.state(now).0));
+        }
         add("Initial Date", Value::DateTime(seconds(self.version.created_ms)));
         if let Some(at) = self.activation_ms() {
             add("Activation Date", Value::DateTime(seconds(at)));

@@ -23,6 +23,7 @@ use super::lifecycle::{NewObject, MAX_SECRET};
 use super::object::{encode_value, SPLIT_KEY_ROW};
 use super::server_attributes::default_format;
 use super::session::Session;
+use super::templates::template_body;
 
 impl Session<'_> {
     pub(super) async fn register(&mut self, request: RegisterRequest) -> R<Vec<Item>> {
@@ -86,6 +87,7 @@ impl Session<'_> {
                 SecretBytes::from_slice(part)
             }
             ManagedObject::Certificate(cert) => certificate_object(cert, &mut new)?,
+            ManagedObject::Template(attributes) => template_body(attributes, &new)?,
             ManagedObject::OpaqueObject(opaque) => {
                 if new.algorithm.is_some() || new.length.is_some() {
                     return Err(KmipError::InvalidField(

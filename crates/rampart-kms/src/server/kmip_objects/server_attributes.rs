@@ -333,7 +333,10 @@ pub(super) fn complete(obj: &Obj, attrs: &mut Vec<Attribute>, version: ProtocolV
             let f = rampart_kmip::ttlv::Fields::of(a.value.as_ref()?).ok()?;
             Some(KeyFormatType(f.optional(Tag::KEY_FORMAT_TYPE).ok()??.as_enum().ok()?))
         });
-        if !matches!(obj.object_type(), ObjectType::CERTIFICATE | ObjectType::OPAQUE_OBJECT) {
+        if !matches!(
+            obj.object_type(),
+            ObjectType::CERTIFICATE | ObjectType::OPAQUE_OBJECT | ObjectType::TEMPLATE
+        ) {
             let format = digested.unwrap_or(default_format(obj.object_type()));
             attrs.push(Attribute::new("Key Format Type", Value::Enumeration(format.0)));
         }
@@ -371,8 +374,10 @@ impl Session<'_> {
     pub(super) async fn ensure_own_rows(&mut self, obj: &mut Obj) -> R<()> {
         let v = obj.version.version;
         let own = obj.source == Some(v);
+        // A Template has no key material to describe.
         if own && obj.stored.iter().any(|a| a.name == "Digest")
             || obj.version.state == KeyState::Destroyed
+            || obj.object_type() == ObjectType::TEMPLATE
         {
             return Ok(());
         }
