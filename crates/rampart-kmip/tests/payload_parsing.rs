@@ -612,7 +612,7 @@ fn re_key_key_pair_takes_both_attribute_shapes_and_an_offset() {
     assert_eq!(request.offset, Some(3600));
     assert_eq!(request.attributes.private.int_value("Cryptographic Usage Mask").unwrap(), Some(1));
     assert_eq!(request.attributes.public.int_value("Cryptographic Usage Mask").unwrap(), Some(2));
-    assert!(request.attributes.common.0.is_empty());
+    assert!(request.attributes.common.attributes.is_empty());
     // The ID Placeholder; a Common Template-Attribute and Common Attributes at once is refused.
     let bare = ReKeyKeyPairRequest::parse(&payload(vec![])).unwrap();
     assert_eq!(bare.private_key_unique_identifier, None);
