@@ -11,10 +11,10 @@ use rampart_crypto::{
     digest, fill_random, Curve, DigestAlg, HashAlg, KeyAlg, PublicKey, SecretBytes, SignatureScheme,
 };
 use rcgen::{
-    BasicConstraints, CertificateParams, CertificateSigningRequestParams, DistinguishedName,
-    DnType, DnValue, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
-    PublicKeyData, SanType, SerialNumber, SignatureAlgorithm, PKCS_ECDSA_P256_SHA256,
-    PKCS_ECDSA_P384_SHA384, PKCS_ECDSA_P521_SHA512, PKCS_ED25519, PKCS_RSA_SHA256,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, DnValue,
+    ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, PublicKeyData, SanType,
+    SerialNumber, SignatureAlgorithm, PKCS_ECDSA_P256_SHA256, PKCS_ECDSA_P384_SHA384,
+    PKCS_ECDSA_P521_SHA512, PKCS_ED25519, PKCS_RSA_SHA256,
 };
 use time::{Duration, OffsetDateTime};
 
@@ -157,7 +157,16 @@ impl Authority {
         if csr_pem.len() > 16 * 1024 {
             return Err(KmsError::invalid("the CSR is too large"));
         }
-        let mut csr = CertificateSigningRequestParams::from_pem(csr_pem)
+        use rustls_pki_types::pem::PemObject;
+        // Read by the same checked PKCS#10 reader as KMIP Certify: the
+        // request's signature must be its key's, and only its key is used
+        // (the name is the one the admin gave).
+        let der =
+            rustls_pki_types::CertificateSigningRequestDer::from_pem_slice(csr_pem.as_bytes())
+                .map_err(|e| KmsError::invalid(format!("bad certificate signing request: {e}")))?;
+        let request = read_certificate_request(der.as_ref())
+            .map_err(|e| KmsError::invalid(format!("bad certificate signing request: {e}")))?;
+        let key = SubjectKey::of(&request.spki)
             .map_err(|e| KmsError::invalid(format!("bad certificate signing request: {e}")))?;
         let mut params = CertificateParams::default();
         params.distinguished_name = dn(name);
@@ -168,8 +177,7 @@ impl Authority {
         params.use_authority_key_identifier_extension = true;
         params.not_before = not_before;
         params.not_after = not_after;
-        csr.params = params;
-        let cert = csr.signed_by(&self.issuer)?;
+        let cert = params.signed_by(&key, &self.issuer)?;
         Ok(IssuedClient {
             cert_pem: cert.pem(),
             serial: hex::encode(serial.to_bytes()),
@@ -461,5 +469,36 @@ mod tests {
         assert!(std::str::from_utf8(client_key.expose()).unwrap().contains("PRIVATE KEY"));
         assert!(ca.issue_client_days("garbage", "x", 1).is_err());
         assert!(!format!("{client_key:?}").contains("PRIVATE"));
+    }
+
+    #[test]
+    fn a_client_request_is_issued_only_when_its_signature_is_its_keys() {
+        use base64::Engine as _;
+        use rustls_pki_types::pem::PemObject;
+        let (ca, _) = Authority::generate("test").unwrap();
+        let (csr, _) = client_request("host-1").unwrap();
+        let der = rustls_pki_types::CertificateSigningRequestDer::from_pem_slice(csr.as_bytes())
+            .unwrap()
+            .as_ref()
+            .to_vec();
+        let pem = |der: &[u8]| {
+            let body = base64::engine::general_purpose::STANDARD.encode(der);
+            format!(
+                "-----BEGIN CERTIFICATE REQUEST-----\n{body}\n-----END CERTIFICATE REQUEST-----\n"
+            )
+        };
+        assert!(ca.issue_client_days(&pem(&der), "host-1", 1).is_ok());
+        // The subject changed after signing, bytes after the request, a
+        // request cut short: each refused with one line, none a panic.
+        let mut changed = der.clone();
+        let at = changed.windows(6).position(|w| w == b"host-1").unwrap();
+        changed[at] = b'H';
+        let mut trailing = der.clone();
+        trailing.push(0);
+        for bad in [changed, trailing, der[..der.len() / 2].to_vec(), Vec::new()] {
+            let error = ca.issue_client_days(&pem(&bad), "host-1", 1).unwrap_err().to_string();
+            assert!(error.contains("certificate signing request"), "{error}");
+            assert!(!error.contains('\n'), "{error}");
+        }
     }
 }

@@ -19,6 +19,7 @@ use rampart_kmip::ttlv::Item;
 use rampart_kmip::KmipError;
 
 use super::errors::R;
+use super::lifecycle::replaceable;
 use super::object::Obj;
 use super::session::Session;
 use crate::model::now_ms;
@@ -190,20 +191,7 @@ impl Session<'_> {
                 obj.object_type()
             )));
         }
-        if !obj.is_latest() {
-            return Err(KmipError::IllegalOperation(format!(
-                "object {uid} was already replaced; re-certify its newest version"
-            )));
-        }
-        if matches!(
-            obj.state(now_ms()),
-            KState::DESTROYED | KState::DESTROYED_COMPROMISED | KState::COMPROMISED
-        ) {
-            return Err(KmipError::IllegalOperation(format!(
-                "object {uid} is {}",
-                obj.state(now_ms())
-            )));
-        }
+        replaceable(&obj, &uid, "re-certify")?;
         let csr = request.request.as_ref().map(|(k, b)| certificate_request(*k, b.as_slice()));
         let csr = csr.transpose()?;
         let asked = self.template(&request.attributes, ObjectType::CERTIFICATE).await?;

@@ -168,3 +168,14 @@ pub(super) fn mac_alg(alg: CryptographicAlgorithm) -> Option<MacAlg> {
         _ => None?,
     })
 }
+
+/// The Cryptographic Usage Mask a symmetric key gets when its request
+/// gives none: a MAC key generates and verifies MACs; any other encrypts,
+/// decrypts and wraps.
+pub(super) fn default_usage_mask(algorithm: CryptographicAlgorithm) -> i32 {
+    if mac_alg(algorithm).is_none() {
+        usage_mask::ENCRYPT | usage_mask::DECRYPT | usage_mask::WRAP_KEY | usage_mask::UNWRAP_KEY
+    } else {
+        usage_mask::MAC_GENERATE | usage_mask::MAC_VERIFY
+    }
+}

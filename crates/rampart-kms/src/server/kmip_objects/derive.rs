@@ -24,7 +24,7 @@ use rampart_kmip::enums::{
     usage_mask, BlockCipherMode, CryptographicAlgorithm, DerivationMethod, HashingAlgorithm,
     LinkType, ObjectType, SecretDataType,
 };
-use rampart_kmip::payload::{CryptoRequest, CryptographicParameters, DeriveKeyRequest, Link};
+use rampart_kmip::payload::{CryptoRequest, CryptographicParameters, DeriveKeyRequest};
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::Bytes;
 use rampart_kmip::ttlv::Item;
@@ -32,8 +32,8 @@ use rampart_kmip::KmipError;
 
 use super::ciphers::{key_parameters, run};
 use super::crypto::{check_algorithm, mac_alg, MAX_DATA};
-use super::errors::{crypto, kms, R};
-use super::object::encode_value;
+use super::errors::{crypto, R};
+use super::object::link_value;
 use super::session::Session;
 
 /// Most PBKDF2 iterations one request may ask (a bound on the CPU one
@@ -101,7 +101,8 @@ impl Session<'_> {
             derive(request, base_alg, hashing, material.expose(), data, bytes)?
         };
         drop(material);
-        new.stored.push(link(LinkType::DERIVATION_BASE_OBJECT, base_uid)?);
+        new.stored
+            .push(("Link".to_owned(), link_value(LinkType::DERIVATION_BASE_OBJECT, base_uid)?));
         new.usage_mask.get_or_insert(if request.object_type == ObjectType::SYMMETRIC_KEY {
             usage_mask::ENCRYPT | usage_mask::DECRYPT
         } else {
@@ -109,23 +110,9 @@ impl Session<'_> {
         });
         let uid = self.store_new(request.object_type, new, &derived).await?;
         // The base links to what was derived from it.
-        let mut links: Vec<String> =
-            base.stored.iter().filter(|a| a.name == "Link").map(|a| a.value.clone()).collect();
-        links.push(link(LinkType::DERIVED_KEY, &uid)?.1);
-        let version = base.version.version;
-        let inherit = base.source.filter(|s| *s != version);
-        self.state
-            .store
-            .kmip_set_attribute(base.key.name.clone(), version, "Link".into(), links, inherit)
-            .await
-            .map_err(kms)?;
+        self.add_links(&base, vec![link_value(LinkType::DERIVED_KEY, &uid)?]).await?;
         Ok(vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid)])
     }
-}
-
-fn link(link_type: LinkType, to: &str) -> R<(String, String)> {
-    let value = Link { link_type, linked_object: to.to_owned() }.to_value(Tag::ATTRIBUTE_VALUE);
-    Ok(("Link".to_owned(), encode_value("Link", &value)?))
 }
 
 /// ENCRYPT: the first `bytes` bytes of the Derivation Data encrypted

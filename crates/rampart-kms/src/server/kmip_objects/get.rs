@@ -9,7 +9,7 @@ use rampart_kmip::enums::{
     usage_mask, BlockCipherMode, CertificateType, CryptographicAlgorithm, KeyFormatType,
     ObjectType, SecretDataType, State as KState, WrappingMethod,
 };
-use rampart_kmip::object_parts::{Certificate, OpaqueObject, SplitKeyFields};
+use rampart_kmip::object_parts::{Certificate, OpaqueObject};
 use rampart_kmip::payload::{GetRequest, KeyBlock, KeyWrappingSpecification, ManagedObject};
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::{Bytes, Fields, Item, Value};
@@ -18,7 +18,7 @@ use rampart_kmip::KmipError;
 use super::crypto::{key_algorithm, ENCODING_TTLV, TAG_ENCODING_OPTION};
 use super::errors::{crypto, R};
 use super::key_formats::{private_key_out, public_key_out, Exported};
-use super::object::{Obj, SPLIT_KEY_ROW};
+use super::object::Obj;
 use super::session::Session;
 use super::templates::template_attributes;
 use crate::model::now_ms;
@@ -82,14 +82,7 @@ impl Session<'_> {
                 length,
             )),
             ObjectType::SPLIT_KEY => {
-                let fields = obj
-                    .stored_values(SPLIT_KEY_ROW)
-                    .first()
-                    .map(|item| SplitKeyFields::parse(&Fields::of(item)?))
-                    .transpose()?
-                    .ok_or_else(|| {
-                        KmipError::GeneralFailure("a split key without its fields".into())
-                    })?;
+                let fields = obj.split_key_fields()?;
                 ManagedObject::SplitKey {
                     fields,
                     block: block(bytes(&material), algorithm, length),

@@ -4,7 +4,7 @@
 //! the pair is made, linked and stored by the service
 //! (`service::key_pairs`), which the REST API's key pairs share.
 
-use rampart_kmip::enums::{CryptographicAlgorithm, LinkType, ObjectType, State as KState};
+use rampart_kmip::enums::{CryptographicAlgorithm, LinkType, ObjectType};
 use rampart_kmip::payload::{AttributeSet, CreateKeyPairRequest, ReKeyKeyPairRequest};
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::Item;
@@ -12,9 +12,9 @@ use rampart_kmip::KmipError;
 
 use super::certify::refuse_names;
 use super::errors::R;
+use super::lifecycle::replaceable;
 use super::object::Obj;
 use super::session::Session;
-use crate::model::now_ms;
 use crate::server::service::key_pairs::{self, PairReplacement, PairSpec, ReplacedHalf};
 
 /// One half's attributes: the common ones, then its own (which override
@@ -90,20 +90,7 @@ impl Session<'_> {
                 obj.object_type()
             )));
         }
-        if !obj.is_latest() {
-            return Err(KmipError::IllegalOperation(format!(
-                "object {uid} was already replaced; re-key its newest version"
-            )));
-        }
-        if matches!(
-            obj.state(now_ms()),
-            KState::DESTROYED | KState::DESTROYED_COMPROMISED | KState::COMPROMISED
-        ) {
-            return Err(KmipError::IllegalOperation(format!(
-                "object {uid} is {}",
-                obj.state(now_ms())
-            )));
-        }
+        replaceable(&obj, uid, "re-key")?;
         Ok(obj)
     }
 

@@ -4,8 +4,7 @@ use std::collections::BTreeMap;
 
 use rampart_crypto::{fill_random, random_secret, SecretBytes};
 use rampart_kmip::enums::{
-    usage_mask, CryptographicAlgorithm, KeyFormatType, ObjectType, RevocationReasonCode,
-    State as KState,
+    CryptographicAlgorithm, KeyFormatType, ObjectType, RevocationReasonCode, State as KState,
 };
 use rampart_kmip::payload::{
     attribute_tag_of, AttributeSet, CreateRequest, Name, ObjectRequest, ReKeyRequest, RevokeRequest,
@@ -14,7 +13,7 @@ use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::{Fields, Item};
 use rampart_kmip::KmipError;
 
-use super::crypto::{check_algorithm, mac_alg, set_des_parity};
+use super::crypto::{check_algorithm, default_usage_mask, set_des_parity};
 use super::errors::{crypto, kms, R};
 use super::key_formats::{digest_input, generated_format};
 use super::object::{encode_value, unique_identifier, Obj, SINGLE};
@@ -168,14 +167,7 @@ impl Session<'_> {
             .length
             .ok_or_else(|| KmipError::MissingData("the Cryptographic Length attribute".into()))?;
         let bytes = check_algorithm(algorithm, length)?;
-        new.usage_mask.get_or_insert(if mac_alg(algorithm).is_none() {
-            usage_mask::ENCRYPT
-                | usage_mask::DECRYPT
-                | usage_mask::WRAP_KEY
-                | usage_mask::UNWRAP_KEY
-        } else {
-            usage_mask::MAC_GENERATE | usage_mask::MAC_VERIFY
-        });
+        new.usage_mask.get_or_insert(default_usage_mask(algorithm));
         let mut material = random_secret(bytes).map_err(crypto)?;
         if algorithm == CryptographicAlgorithm::TRIPLE_DES {
             set_des_parity(material.expose_mut());
@@ -291,20 +283,7 @@ impl Session<'_> {
         if obj.object_type() != ObjectType::SYMMETRIC_KEY {
             return Err(KmipError::IllegalOperation(format!("object {uid} is not a key")));
         }
-        if !obj.is_latest() {
-            return Err(KmipError::IllegalOperation(format!(
-                "object {uid} was already replaced; re-key its newest version"
-            )));
-        }
-        if matches!(
-            obj.state(now_ms()),
-            KState::DESTROYED | KState::DESTROYED_COMPROMISED | KState::COMPROMISED
-        ) {
-            return Err(KmipError::IllegalOperation(format!(
-                "object {uid} is {}",
-                obj.state(now_ms())
-            )));
-        }
+        replaceable(&obj, &uid, "re-key")?;
         // §4.4: the request's attributes (and its Templates') are the new
         // key's, over those it takes from the old one.
         let given = if request.attributes.is_empty() {
@@ -587,4 +566,20 @@ pub(crate) struct NewObject {
     pub(crate) registered_format: Option<KeyFormatType>,
     /// The Certificate Type a Register's attributes name.
     pub(crate) certificate_type: Option<u32>,
+}
+
+/// Refuses to replace `obj` (Re-key, Re-key Key Pair, Re-certify) when it
+/// is not its key's newest version, or is destroyed or compromised
+/// (KMIP 1.4 §4.4, §4.5, §4.8: Illegal Operation).
+pub(super) fn replaceable(obj: &Obj, uid: &str, verb: &str) -> R<()> {
+    if !obj.is_latest() {
+        return Err(KmipError::IllegalOperation(format!(
+            "object {uid} was already replaced; {verb} its newest version"
+        )));
+    }
+    let state = obj.state(now_ms());
+    if matches!(state, KState::DESTROYED | KState::DESTROYED_COMPROMISED | KState::COMPROMISED) {
+        return Err(KmipError::IllegalOperation(format!("object {uid} is {state}")));
+    }
+    Ok(())
 }

@@ -7,6 +7,7 @@ use rampart_kmip::enums::{
     CryptographicAlgorithm, LinkType, ObjectType, RevocationReasonCode, State as KState,
 };
 use rampart_kmip::message::Attribute;
+use rampart_kmip::object_parts::SplitKeyFields;
 use rampart_kmip::payload::{is_custom_attribute, Link, Name};
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::{self, Item, Value};
@@ -192,6 +193,16 @@ impl Obj {
             .collect()
     }
 
+    /// A Split Key's fields (parts, threshold, method...), kept beside its
+    /// material when it was made or registered.
+    pub(super) fn split_key_fields(&self) -> R<SplitKeyFields> {
+        self.stored_values(SPLIT_KEY_ROW)
+            .first()
+            .map(|item| SplitKeyFields::parse(&ttlv::Fields::of(item)?))
+            .transpose()?
+            .ok_or_else(|| KmipError::GeneralFailure("a split key without its fields".into()))
+    }
+
     /// The Name values: those stored for a key KMIP made or named; a key
     /// made by the REST API is named by its own name. Names belong to the
     /// newest version (Re-key moves them).
@@ -323,4 +334,10 @@ impl Obj {
         }
         out
     }
+}
+
+/// A Link attribute's stored value: `link_type` to object `to`.
+pub(super) fn link_value(link_type: LinkType, to: &str) -> R<String> {
+    let value = Link { link_type, linked_object: to.to_owned() }.to_value(Tag::ATTRIBUTE_VALUE);
+    encode_value("Link", &value)
 }

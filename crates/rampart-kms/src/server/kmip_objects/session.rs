@@ -126,6 +126,20 @@ impl Session<'_> {
         access::require_manage(self.client, &obj.key.name, &obj.key.allow, obj.owner()).map_err(kms)
     }
 
+    /// Adds `links` to `obj`'s Link attribute, after those it has.
+    pub(super) async fn add_links(&self, obj: &Obj, links: Vec<String>) -> R<()> {
+        let mut all: Vec<String> =
+            obj.stored.iter().filter(|a| a.name == "Link").map(|a| a.value.clone()).collect();
+        all.extend(links);
+        let version = obj.version.version;
+        let inherit = obj.source.filter(|s| *s != version);
+        self.state
+            .store
+            .kmip_set_attribute(obj.key.name.clone(), version, "Link".into(), all, inherit)
+            .await
+            .map_err(kms)
+    }
+
     /// Stores `obj`'s KMIP object; a version that showed an older one's
     /// attributes (a REST rotation added it) keeps a copy of them.
     pub(super) async fn put_object(&self, obj: &Obj, kmip: KmipObject) -> R<()> {

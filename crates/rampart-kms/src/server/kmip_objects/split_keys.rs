@@ -22,18 +22,17 @@
 use num_bigint::BigUint;
 use rampart_crypto::{random_secret, SecretBytes};
 use rampart_kmip::enums::{
-    usage_mask, CryptographicAlgorithm, LinkType, ObjectType, SecretDataType, SplitKeyMethod,
-    State as KState,
+    CryptographicAlgorithm, LinkType, ObjectType, SecretDataType, SplitKeyMethod, State as KState,
 };
 use rampart_kmip::object_parts::SplitKeyFields;
-use rampart_kmip::payload::{CreateSplitKeyRequest, JoinSplitKeyRequest, Link};
+use rampart_kmip::payload::{CreateSplitKeyRequest, JoinSplitKeyRequest};
 use rampart_kmip::tag::Tag;
-use rampart_kmip::ttlv::{Fields, Item};
+use rampart_kmip::ttlv::Item;
 use rampart_kmip::KmipError;
 
-use super::crypto::{check_algorithm, mac_alg, set_des_parity};
+use super::crypto::{check_algorithm, default_usage_mask, set_des_parity};
 use super::errors::{crypto, kms, R};
-use super::object::{encode_value, Obj, SPLIT_KEY_ROW};
+use super::object::{encode_value, link_value, Obj, SPLIT_KEY_ROW};
 use super::server_attributes::default_format;
 use super::session::Session;
 use crate::model::now_ms;
@@ -171,13 +170,13 @@ impl Session<'_> {
         for (i, uid) in uids.iter().enumerate() {
             let mut links = Vec::new();
             if let Some(base) = base {
-                links.push(link(LinkType::PARENT, &base.uid())?);
+                links.push(link_value(LinkType::PARENT, &base.uid())?);
             }
             if let Some(previous) = i.checked_sub(1).and_then(|p| uids.get(p)) {
-                links.push(link(LinkType::PREVIOUS, previous)?);
+                links.push(link_value(LinkType::PREVIOUS, previous)?);
             }
             if let Some(next) = uids.get(i + 1) {
-                links.push(link(LinkType::NEXT, next)?);
+                links.push(link_value(LinkType::NEXT, next)?);
             }
             if links.is_empty() {
                 continue;
@@ -190,18 +189,9 @@ impl Session<'_> {
                 .map_err(kms)?;
         }
         if let Some(base) = base {
-            let mut links: Vec<String> =
-                base.stored.iter().filter(|a| a.name == "Link").map(|a| a.value.clone()).collect();
-            for uid in uids {
-                links.push(link(LinkType::CHILD, uid)?);
-            }
-            let version = base.version.version;
-            let inherit = base.source.filter(|s| *s != version);
-            self.state
-                .store
-                .kmip_set_attribute(base.key.name.clone(), version, "Link".into(), links, inherit)
-                .await
-                .map_err(kms)?;
+            let children =
+                uids.iter().map(|uid| link_value(LinkType::CHILD, uid)).collect::<R<Vec<_>>>()?;
+            self.add_links(base, children).await?;
         }
         Ok(())
     }
@@ -224,14 +214,7 @@ impl Session<'_> {
             if matches!(obj.state(now_ms()), KState::DESTROYED | KState::DESTROYED_COMPROMISED) {
                 return Err(KmipError::ObjectDestroyed(format!("object {uid}")));
             }
-            let fields = obj
-                .stored_values(SPLIT_KEY_ROW)
-                .first()
-                .map(|item| SplitKeyFields::parse(&Fields::of(item)?))
-                .transpose()?
-                .ok_or_else(|| {
-                    KmipError::GeneralFailure("a split key without its fields".into())
-                })?;
+            let fields = obj.split_key_fields()?;
             if let Some((first, _)) = parts.first() {
                 let same = first.parts == fields.parts
                     && first.threshold == fields.threshold
@@ -272,14 +255,7 @@ impl Session<'_> {
                 )));
             }
             (new.algorithm, new.length) = (Some(algorithm.0), Some(bits));
-            new.usage_mask.get_or_insert(if mac_alg(algorithm).is_none() {
-                usage_mask::ENCRYPT
-                    | usage_mask::DECRYPT
-                    | usage_mask::WRAP_KEY
-                    | usage_mask::UNWRAP_KEY
-            } else {
-                usage_mask::MAC_GENERATE | usage_mask::MAC_VERIFY
-            });
+            new.usage_mask.get_or_insert(default_usage_mask(algorithm));
         } else {
             new.secret_type = Some(request.secret_data_type.unwrap_or(SecretDataType::SEED).0);
             (new.algorithm, new.length) = (None, None);
@@ -289,11 +265,6 @@ impl Session<'_> {
         let uid = self.store_new(object_type, new, &secret).await?;
         Ok(vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid)])
     }
-}
-
-fn link(link_type: LinkType, to: &str) -> R<String> {
-    let value = Link { link_type, linked_object: to.to_owned() }.to_value(Tag::ATTRIBUTE_VALUE);
-    encode_value("Link", &value)
 }
 
 fn count(n: i32) -> R<u8> {
