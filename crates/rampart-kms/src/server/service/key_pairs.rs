@@ -175,12 +175,7 @@ pub(crate) async fn create_key_pair(
     let public_uid = unique_identifier(&public_name, 1);
     private.stored.push(link(LinkType::PUBLIC_KEY, &public_uid)?);
     public.stored.push(link(LinkType::PRIVATE_KEY, &private_uid)?);
-    // RSA generation takes a while: off the connection's thread.
-    let KeyPairDer { private_pkcs8: pkcs8, public_spki: spki } =
-        tokio::task::spawn_blocking(move || generate_key_pair(kind, bits))
-            .await
-            .map_err(|_| KmipError::GeneralFailure("key pair generation stopped".into()))?
-            .map_err(|e| KmipError::CryptographicFailure(e.to_string()))?;
+    let KeyPairDer { private_pkcs8: pkcs8, public_spki: spki } = generate(kind, bits).await?;
     let spki = SecretBytes::new(spki);
     let allow = allow.unwrap_or_else(|| vec![Selector::Client(client.name.clone())]);
     let keys = vec![
@@ -362,11 +357,7 @@ pub(crate) async fn rekey_key_pair(
         replacement_dates(&private.object, &private.asked, offset, now)?,
         replacement_dates(&public.object, &public.asked, offset, now)?,
     ];
-    let KeyPairDer { private_pkcs8: pkcs8, public_spki: spki } =
-        tokio::task::spawn_blocking(move || generate_key_pair(kind, bits))
-            .await
-            .map_err(|_| KmipError::GeneralFailure("key pair generation stopped".into()))?
-            .map_err(|e| KmipError::CryptographicFailure(e.to_string()))?;
+    let KeyPairDer { private_pkcs8: pkcs8, public_spki: spki } = generate(kind, bits).await?;
     let spki = SecretBytes::new(spki);
     let length = i32::try_from(bits).unwrap_or(i32::MAX);
     let [private_dates, public_dates] = dates;
@@ -378,4 +369,13 @@ pub(crate) async fn rekey_key_pair(
     let changes = KmipChanges { versions, ..KmipChanges::default() };
     state.store.kmip_apply(changes).await.map_err(kms_error)?;
     Ok((private_uid, public_uid))
+}
+
+/// A new key pair, made off the connection's thread (RSA generation takes
+/// a while).
+async fn generate(kind: KeyAlg, bits: u32) -> Result<KeyPairDer, KmipError> {
+    tokio::task::spawn_blocking(move || generate_key_pair(kind, bits))
+        .await
+        .map_err(|_| KmipError::GeneralFailure("key pair generation stopped".into()))?
+        .map_err(|e| KmipError::CryptographicFailure(e.to_string()))
 }
