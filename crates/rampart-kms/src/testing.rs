@@ -123,6 +123,25 @@ impl TestServer {
         (endpoint, Self::spawn(&server, listener, false))
     }
 
+    /// Another server of the same deployment on `store`, a store of its
+    /// own over the same database (as a server on another machine opens
+    /// it): returns its REST HOST:PORT, or its KMIP one when `kmip`, and
+    /// what stops it.
+    ///
+    /// # Panics
+    /// Whatever fails: a test's set-up.
+    #[allow(clippy::unwrap_used)]
+    pub async fn another_server_on(
+        &self,
+        store: Arc<dyn Store>,
+        kmip: bool,
+    ) -> (String, oneshot::Sender<()>) {
+        let listener = crate::server::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = format!("127.0.0.1:{}", listener.local_addr().unwrap().port());
+        let server = Server::new(&ServerOptions::new(self.data_dir.clone()), store).await.unwrap();
+        (endpoint, Self::spawn(&server, listener, kmip))
+    }
+
     /// Serves `listener` (KMIP when `kmip`) until the returned sender
     /// sends or is dropped.
     #[allow(clippy::unwrap_used)]

@@ -13,8 +13,8 @@ use std::path::Path;
 use std::process::Command;
 
 use rampart_kmip::enums::{
-    BatchErrorContinuationOption, CryptographicAlgorithm, DigitalSignatureAlgorithm, LinkType,
-    ObjectType, Operation, ResultReason, ResultStatus, State,
+    BatchErrorContinuationOption, CryptographicAlgorithm, LinkType, ObjectType, Operation,
+    ResultReason, ResultStatus, State,
 };
 use rampart_kmip::message::{Attribute, ProtocolVersion, RequestMessage};
 use rampart_kmip::payload::Link;
@@ -23,23 +23,10 @@ use rampart_kmip::ttlv::{Fields, Item, Value};
 
 use crate::common::Backend;
 use crate::kmip_support as support;
-use support::{connect, exchange, ok, one, reason, Deployment, Tls};
-
-fn text_of(items: &[Item], tag: Tag) -> String {
-    items.iter().find(|i| i.tag == tag).unwrap().as_text().unwrap().to_owned()
-}
-
-fn attr(name: &str, value: Value) -> Item {
-    Attribute::new(name, value).to_item()
-}
-
-fn uid(uid: &str) -> Item {
-    Item::text(Tag::UNIQUE_IDENTIFIER, uid)
-}
-
-fn name(n: &str) -> Value {
-    Value::Structure(vec![Item::text(Tag::NAME_VALUE, n), Item::enumeration(Tag::NAME_TYPE, 1)])
-}
+use support::{
+    attr, connect, ec_pair, exchange, name, ok, one, reason, sign_ecdsa, text_of, uid, Deployment,
+    Tls,
+};
 
 async fn attributes(tls: &mut Tls, id: &str) -> Vec<Attribute> {
     let got = ok(&one(tls, Operation::GET_ATTRIBUTES, vec![uid(id)]).await);
@@ -107,32 +94,6 @@ async fn get_bytes(tls: &mut Tls, id: &str) -> Vec<u8> {
 }
 
 /// Creates an EC P-256 pair named `private` and `public`, activated.
-async fn ec_pair(tls: &mut Tls, private: &str, public: &str) -> (String, String) {
-    let request = vec![
-        Item::structure(
-            Tag::COMMON_TEMPLATE_ATTRIBUTE,
-            vec![
-                attr("Cryptographic Algorithm", Value::Enumeration(CryptographicAlgorithm::EC.0)),
-                attr("Cryptographic Length", Value::Integer(256)),
-            ],
-        ),
-        Item::structure(Tag::PRIVATE_KEY_TEMPLATE_ATTRIBUTE, vec![attr("Name", name(private))]),
-        Item::structure(
-            Tag::PUBLIC_KEY_TEMPLATE_ATTRIBUTE,
-            vec![attr("Name", name(public)), attr("x-purpose", Value::TextString("test".into()))],
-        ),
-    ];
-    let got = ok(&one(tls, Operation::CREATE_KEY_PAIR, request).await);
-    let pair = (
-        text_of(&got, Tag::PRIVATE_KEY_UNIQUE_IDENTIFIER),
-        text_of(&got, Tag::PUBLIC_KEY_UNIQUE_IDENTIFIER),
-    );
-    for id in [&pair.0, &pair.1] {
-        ok(&one(tls, Operation::ACTIVATE, vec![uid(id)]).await);
-    }
-    pair
-}
-
 async fn rekey_pair(tls: &mut Tls, private: &str, extra: Vec<Item>) -> (String, String) {
     let mut fields = vec![Item::text(Tag::PRIVATE_KEY_UNIQUE_IDENTIFIER, private)];
     fields.extend(extra);
@@ -145,16 +106,7 @@ async fn rekey_pair(tls: &mut Tls, private: &str, extra: Vec<Item>) -> (String, 
 
 /// An ECDSA-SHA256 signature of `message` by the private key `id`.
 async fn sign(tls: &mut Tls, id: &str, message: &[u8]) -> Vec<u8> {
-    let params = Item::structure(
-        Tag::CRYPTOGRAPHIC_PARAMETERS,
-        vec![Item::enumeration(
-            Tag::DIGITAL_SIGNATURE_ALGORITHM,
-            DigitalSignatureAlgorithm::ECDSA_WITH_SHA256.0,
-        )],
-    );
-    let got =
-        ok(&one(tls, Operation::SIGN, vec![uid(id), params, Item::bytes(Tag::DATA, message)])
-            .await);
+    let got = ok(&sign_ecdsa(tls, id, message).await);
     got.iter().find(|i| i.tag == Tag::SIGNATURE_DATA).unwrap().as_bytes().unwrap().to_vec()
 }
 

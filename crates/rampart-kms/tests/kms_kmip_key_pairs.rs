@@ -12,7 +12,6 @@ use std::process::Command;
 
 use rampart_kmip::enums::{
     CryptographicAlgorithm, KeyFormatType, LinkType, ObjectType, Operation, ResultReason,
-    ResultStatus,
 };
 use rampart_kmip::message::{Attribute, ResponseBatchItem};
 use rampart_kmip::tag::Tag;
@@ -20,20 +19,7 @@ use rampart_kmip::ttlv::{Fields, Item, Value};
 
 use crate::common::Backend;
 use crate::kmip_support as support;
-use support::{connect, ok, one, Deployment, Tls};
-
-fn reason(item: &ResponseBatchItem) -> ResultReason {
-    assert_eq!(item.result_status, ResultStatus::OPERATION_FAILED, "{item:?}");
-    item.result_reason.unwrap()
-}
-
-fn text_of(items: &[Item], tag: Tag) -> String {
-    items.iter().find(|i| i.tag == tag).unwrap().as_text().unwrap().to_owned()
-}
-
-fn attr(name: &str, value: Value) -> Item {
-    Attribute::new(name, value).to_item()
-}
+use support::{attr, connect, ec_pair, ok, one, reason, sign_ecdsa, text_of, uid, Deployment, Tls};
 
 /// Runs Python with `cryptography`; stdout lines, hex-decoded.
 fn python(script: &str) -> Vec<Vec<u8>> {
@@ -448,3 +434,41 @@ async fn certificates_and_opaque_objects_keep_what_the_spec_gives_them(backend: 
     );
 }
 on_each_store!(certificates_and_opaque_objects_keep_what_the_spec_gives_them);
+
+/// Two servers on one PostgreSQL database, each with its own store and
+/// so its own kept rows (`store/postgres_changes.rs`): a private key
+/// revoked through one is refused by the very next Sign on the other,
+/// however recently that one signed with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_revoked_through_one_server_is_refused_at_once_by_another_on_postgres() {
+    let d = Deployment::on(Backend::Postgres, "revoked-elsewhere").await;
+    let (second, _stop) = d.another_kmip_server().await;
+    let mut here = connect(&d.admin, &d.kmip, &rustls::version::TLS13).await;
+    let mut there = connect(&d.admin, &second, &rustls::version::TLS13).await;
+    let revoke = |id: &str| {
+        vec![
+            uid(id),
+            Item::structure(
+                Tag::REVOCATION_REASON,
+                vec![Item::enumeration(Tag::REVOCATION_REASON_CODE, 1)],
+            ),
+        ]
+    };
+    for round in 0..40 {
+        let (private, _) =
+            ec_pair(&mut here, &format!("signer-{round}"), &format!("checker-{round}")).await;
+        // Signed twice here: the second is answered from what was kept.
+        for _ in 0..2 {
+            ok(&sign_ecdsa(&mut here, &private, b"before").await);
+        }
+        ok(&one(&mut there, Operation::REVOKE, revoke(&private)).await);
+        let refused = sign_ecdsa(&mut here, &private, b"after").await;
+        assert_eq!(
+            reason(&refused),
+            ResultReason::PERMISSION_DENIED,
+            "round {round}: signed after a revocation made through the other server"
+        );
+        let message = refused.result_message.unwrap_or_default();
+        assert!(message.contains("is Deactivated: it cannot sign"), "{message}");
+    }
+}

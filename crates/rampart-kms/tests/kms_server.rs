@@ -477,15 +477,36 @@ async fn rotation_keeps_old_ciphertexts_and_revoke_and_destroy_stop_them(backend
 
 on_each_store!(a_state_change_holds_for_every_request_after_it_returns);
 
-/// The data path's rows are kept between writes (SQLite's
-/// `MaterialCache`): hosts unwrapping as fast as they can while the admin
+/// The data path's rows are kept between writes (`MaterialCache`): hosts unwrapping as fast as they can while the admin
 /// rotates, revokes and destroys must see each change in every request
 /// they start after the change returned, never a row from before it.
 async fn a_state_change_holds_for_every_request_after_it_returns(backend: Backend) {
     // No rate limit: the hosts ask as fast as the server answers.
     let limits = Limits { rate: 0.0, ..Limits::default() };
     let d = Deployment::with_limits(backend, "changes_under_load", None, limits).await;
-    let admin = d.admin();
+    every_request_after_a_change_sees_it(&d, &d.admin()).await;
+}
+
+/// As above with the changes made through a second server, with a store
+/// of its own, on the same PostgreSQL database: the first server's kept
+/// rows (`store/postgres_changes.rs`) must not outlive a change it did
+/// not make.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_made_through_another_server_holds_for_every_request_after_it_on_postgres() {
+    let limits = Limits { rate: 0.0, ..Limits::default() };
+    let d = Deployment::with_limits(Backend::Postgres, "changes_elsewhere", None, limits).await;
+    let store = rampart_kms::store::open(d.pg.as_deref(), &d.data_dir()).await.unwrap();
+    let (second, _stop) = d.another_server_on(store, false).await;
+    let mut bundle = d.admin.clone();
+    bundle.endpoints = vec![second];
+    let admin = KmsClient::with_policy(&bundle, fast()).unwrap();
+    every_request_after_a_change_sees_it(&d, &admin).await;
+}
+
+/// Hosts of `d` unwrap as fast as they can while `admin` rotates, revokes
+/// and destroys their key: no request started after a change returned
+/// may see the key as it was before.
+async fn every_request_after_a_change_sees_it(d: &Deployment, admin: &KmsClient) {
     admin.create_key("busy", &["label:role=host".into()], false).await.unwrap();
     let host = d.issue("h", "role=host").await;
     let first = host.wrap("busy", b"one", b"").await.unwrap();

@@ -1,7 +1,9 @@
 //! The store's rules, called on the `Store` itself, one definition run on
 //! SQLite and on PostgreSQL: what is not found, what conflicts, what a
 //! state change does to each version, the first revocation kept, labels
-//! replaced, and a prune that only goes ahead from the anchor it expects.
+//! replaced, a prune that only goes ahead from the anchor it expects, and
+//! on PostgreSQL, a change made through one store seen at once through
+//! another on the same database.
 
 use std::sync::Arc;
 
@@ -18,6 +20,8 @@ use crate::common::{Backend, PgCluster, TempDir};
 /// with what it lives in.
 struct Opened {
     store: Arc<dyn Store>,
+    /// The database URL on PostgreSQL.
+    url: Option<String>,
     _dir: TempDir,
     _cluster: Option<PgCluster>,
 }
@@ -28,7 +32,7 @@ async fn open(backend: Backend, tag: &str) -> Opened {
     let url = cluster.as_ref().map(|c| c.database(tag));
     let store = store::open(url.as_deref(), dir.path()).await.unwrap();
     assert_eq!(store.kind(), if backend == Backend::Sqlite { "sqlite" } else { "postgresql" });
-    Opened { store, _dir: dir, _cluster: cluster }
+    Opened { store, url, _dir: dir, _cluster: cluster }
 }
 
 fn key(name: &str, allow: &[&str]) -> KeyInfo {
@@ -181,3 +185,32 @@ async fn a_prune_goes_ahead_only_from_the_anchor_it_expects(backend: Backend) {
     assert_eq!(store.append_audit(vec![draft(5)], None).await.unwrap(), [6]);
 }
 on_each_store!(a_prune_goes_ahead_only_from_the_anchor_it_expects);
+
+/// Two stores on one PostgreSQL database, as two servers have: what one
+/// keeps in memory of a key (`store/postgres_changes.rs`) must not be
+/// served once the other has changed the key, from the very next read,
+/// with no time for a notification to arrive on its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_through_one_store_is_read_at_once_through_another_on_postgres() {
+    let here = open(Backend::Postgres, "coherence").await;
+    let there = store::open(here.url.as_deref(), here._dir.path()).await.unwrap();
+    let revoke = StateChange::Revoke { reason: "moved".into() };
+    for round in 0..200 {
+        let name = format!("k{round}");
+        here.store.create_key(key(&name, &[]), vec![round as u8; 40]).await.unwrap();
+        for _ in 0..2 {
+            let row = here.store.key_material(name.clone(), Some(1)).await.unwrap().unwrap();
+            assert_eq!(row.version.state, KeyState::Active);
+        }
+        assert_eq!(
+            there.change_state(name.clone(), Some(1), revoke.clone(), now_ms()).await.unwrap(),
+            1
+        );
+        let row = here.store.key_material(name, Some(1)).await.unwrap().unwrap();
+        assert!(
+            matches!(row.version.state, KeyState::Revoked { .. }),
+            "round {round}: a row from before the other store's change: {:?}",
+            row.version.state
+        );
+    }
+}

@@ -14,9 +14,11 @@
 //! the generation on after its commit and drops every entry. A read takes
 //! the generation before it queries, so a row read before a commit is
 //! tagged with a generation that the commit's move makes stale; a hit is
-//! a row no write has happened since. This holds for the one process that owns a SQLite
-//! store (`kms serve`); PostgreSQL stores, shared by several servers,
-//! are not cached.
+//! a row no write has happened since. On SQLite the one process that
+//! owns the store (`kms serve`) makes every write; a PostgreSQL store
+//! also hears the other servers' writes, and reads the cache only once
+//! every write committed before the request has been heard
+//! ([`postgres_changes`](super::postgres_changes)).
 //!
 //! The material is sealed under the root key, as in the database file
 //! and SQLite's own page cache.

@@ -27,6 +27,7 @@ mod copy_binary;
 mod logic;
 mod material_cache;
 mod postgres;
+mod postgres_changes;
 mod rows;
 mod rules;
 mod schema;

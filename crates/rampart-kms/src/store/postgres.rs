@@ -15,7 +15,10 @@
 //! of concurrent data operations are grouped the same way: the reads that
 //! arrive while one group's statement is out go, together, into the next
 //! (one statement, one round trip, on a connection of their own that
-//! plans it once), each sent after its request arrived.
+//! plans it once), each sent after its request arrived. What those reads
+//! and KMIP object views return is kept between key changes, as on
+//! SQLite, and served only once every change any server committed before
+//! the request has been heard ([`postgres_changes`](super::postgres_changes)).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -29,6 +32,8 @@ use tokio_postgres::{Client, GenericClient, NoTls, Row, Statement};
 use super::backend::{Params, Tx};
 use super::copy_binary::CopyReader;
 use super::logic::{self, to_i64};
+use super::material_cache::MaterialCache;
+use super::postgres_changes::{Changes, NOTIFY};
 use super::rows;
 use super::rules;
 use super::schema::{base_schema, check_version, migrations_after, BASE_SCHEMA_VERSION};
@@ -59,6 +64,10 @@ pub struct PostgresStore {
     /// server's single audit writer, and across servers by the head lock).
     audit: Mutex<Option<Conn>>,
     next: AtomicUsize,
+    /// Key material and KMIP views kept between key changes, served only
+    /// once every change committed before a request has been heard.
+    cache: Arc<MaterialCache>,
+    changes: Arc<Changes>,
 }
 
 /// A connection and the statements prepared on it (by their SQL text).
@@ -162,8 +171,12 @@ impl Drop for Lease<'_> {
 impl PostgresStore {
     /// Connects and creates or checks the schema.
     pub async fn connect(url: &str) -> Result<Self> {
+        let url: Arc<str> = Arc::from(url);
+        let cache = Arc::new(MaterialCache::default());
         let store = Self {
-            url: Arc::from(url),
+            changes: Arc::new(Changes::new(Arc::clone(&url), Arc::clone(&cache))),
+            cache,
+            url,
             slots: Arc::new((0..POOL).map(|_| Mutex::new(None)).collect()),
             reads: Arc::new(ReadGroup::default()),
             audit: Mutex::new(None),
@@ -717,6 +730,22 @@ macro_rules! in_transaction {
     }};
 }
 
+/// [`in_transaction!`] for a change to keys or KMIP objects: the
+/// transaction notifies every server's listener ([`Changes`]) as it
+/// commits, and this server's cache is emptied once it is done, committed
+/// or not.
+macro_rules! changing_keys {
+    ($store:expr, |$tx:ident| $body:expr) => {{
+        let result = in_transaction!($store, |$tx| async {
+            let value = $body.await?;
+            $tx.client.batch_execute(NOTIFY).await?;
+            Ok::<_, KmsError>(value)
+        });
+        $store.cache.invalidate();
+        result
+    }};
+}
+
 impl Store for PostgresStore {
     fn kind(&self) -> &'static str {
         "postgresql"
@@ -732,7 +761,7 @@ impl Store for PostgresStore {
         admin: ClientInfo,
     ) -> StoreFuture<'_, ()> {
         Box::pin(async move {
-            in_transaction!(self, |tx| async {
+            changing_keys!(self, |tx| async {
                 tx.client.execute("LOCK TABLE kms_meta IN EXCLUSIVE MODE", &[]).await?;
                 logic::initialize(tx, &entries, &admin).await
             })
@@ -740,7 +769,7 @@ impl Store for PostgresStore {
     }
 
     fn create_key(&self, key: KeyInfo, material: Vec<u8>) -> StoreFuture<'_, ()> {
-        Box::pin(async move { in_transaction!(self, |tx| logic::insert_key(tx, &key, &material)) })
+        Box::pin(async move { changing_keys!(self, |tx| logic::insert_key(tx, &key, &material)) })
     }
 
     fn key_page(
@@ -764,11 +793,20 @@ impl Store for PostgresStore {
         version: Option<u32>,
     ) -> StoreFuture<'_, Option<Arc<MaterialRow>>> {
         Box::pin(async move {
+            let generation = self.changes.settled().await;
+            let key = (name, version);
+            if let Some(row) = generation.and_then(|g| self.cache.get(&key, g)) {
+                return Ok(Some(row));
+            }
             let (tx, rx) = oneshot::channel();
-            self.reads.submit(&self.url, (name, version.map(i64::from), tx));
+            self.reads.submit(&self.url, (key.0.clone(), version.map(i64::from), tx));
             let row =
                 rx.await.map_err(|_| KmsError::Store("postgresql: the key read stopped".into()))?;
-            Ok(row?.map(Arc::new))
+            let row = row?.map(Arc::new);
+            if let (Some(row), Some(g)) = (&row, generation) {
+                self.cache.put(key, g, row);
+            }
+            Ok(row)
         })
     }
 
@@ -780,7 +818,7 @@ impl Store for PostgresStore {
         material: Vec<u8>,
     ) -> StoreFuture<'_, ()> {
         Box::pin(async move {
-            in_transaction!(self, |tx| logic::insert_version(
+            changing_keys!(self, |tx| logic::insert_version(
                 tx, &name, version, created_ms, &material
             ))
         })
@@ -794,7 +832,7 @@ impl Store for PostgresStore {
         changed_ms: i64,
     ) -> StoreFuture<'_, u32> {
         Box::pin(async move {
-            let changed: u32 = in_transaction!(self, |tx| logic::change_state(
+            let changed: u32 = changing_keys!(self, |tx| logic::change_state(
                 tx, &name, version, &change, changed_ms
             ))?;
             if change == StateChange::Destroy {
@@ -1155,7 +1193,7 @@ impl Store for PostgresStore {
         attributes: Vec<KmipAttributeRow>,
     ) -> StoreFuture<'_, ()> {
         Box::pin(async move {
-            in_transaction!(self, |tx| logic::kmip_create_key(
+            changing_keys!(self, |tx| logic::kmip_create_key(
                 tx,
                 &key,
                 &material,
@@ -1166,7 +1204,7 @@ impl Store for PostgresStore {
     }
 
     fn kmip_create_keys(&self, keys: Vec<NewKmipKey>) -> StoreFuture<'_, ()> {
-        Box::pin(async move { in_transaction!(self, |tx| logic::kmip_create_keys(tx, &keys)) })
+        Box::pin(async move { changing_keys!(self, |tx| logic::kmip_create_keys(tx, &keys)) })
     }
 
     fn kmip_add_version(
@@ -1177,7 +1215,7 @@ impl Store for PostgresStore {
         attributes: Vec<KmipAttributeRow>,
     ) -> StoreFuture<'_, ()> {
         Box::pin(async move {
-            in_transaction!(self, |tx| logic::kmip_add_version(
+            changing_keys!(self, |tx| logic::kmip_add_version(
                 tx,
                 &object,
                 created_ms,
@@ -1188,12 +1226,12 @@ impl Store for PostgresStore {
     }
 
     fn kmip_apply(&self, changes: KmipChanges) -> StoreFuture<'_, ()> {
-        Box::pin(async move { in_transaction!(self, |tx| logic::kmip_apply(tx, &changes)) })
+        Box::pin(async move { changing_keys!(self, |tx| logic::kmip_apply(tx, &changes)) })
     }
 
     fn kmip_put_object(&self, object: KmipObject, inherit: Option<u32>) -> StoreFuture<'_, ()> {
         Box::pin(
-            async move { in_transaction!(self, |tx| logic::kmip_put_object(tx, &object, inherit)) },
+            async move { changing_keys!(self, |tx| logic::kmip_put_object(tx, &object, inherit)) },
         )
     }
 
@@ -1203,7 +1241,7 @@ impl Store for PostgresStore {
 
     fn kmip_restore(&self, key: String, earlier: Option<KmipKeyState>) -> StoreFuture<'_, ()> {
         Box::pin(async move {
-            in_transaction!(self, |tx| logic::kmip_restore(tx, &key, earlier.as_ref()))
+            changing_keys!(self, |tx| logic::kmip_restore(tx, &key, earlier.as_ref()))
         })
     }
 
@@ -1218,9 +1256,18 @@ impl Store for PostgresStore {
         with_attributes: bool,
     ) -> StoreFuture<'_, Option<Arc<KmipView>>> {
         Box::pin(async move {
+            let generation = self.changes.settled().await;
+            let id = (key, version, with_attributes);
+            if let Some(view) = generation.and_then(|g| self.cache.get_view(&id, g)) {
+                return Ok(Some(view));
+            }
             let view: Option<KmipView> =
-                on_connection!(self, |tx| logic::kmip_view(tx, &key, version, with_attributes))?;
-            Ok(view.map(Arc::new))
+                on_connection!(self, |tx| logic::kmip_view(tx, &id.0, version, with_attributes))?;
+            let view = view.map(Arc::new);
+            if let (Some(view), Some(g)) = (&view, generation) {
+                self.cache.put_view(id, g, view);
+            }
+            Ok(view)
         })
     }
 
@@ -1251,7 +1298,7 @@ impl Store for PostgresStore {
         inherit: Option<u32>,
     ) -> StoreFuture<'_, ()> {
         Box::pin(async move {
-            in_transaction!(self, |tx| logic::kmip_set_attribute(
+            changing_keys!(self, |tx| logic::kmip_set_attribute(
                 tx, &key, version, &name, values, inherit
             ))
         })

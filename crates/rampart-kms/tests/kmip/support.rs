@@ -10,9 +10,14 @@ use rampart_kms::testing::{TestDeployment, TestServer};
 use rampart_kms::Bundle;
 
 use crate::common::{Backend, PgCluster, TempDir};
-use rampart_kmip::enums::{Operation, ResultReason, ResultStatus};
-use rampart_kmip::message::{ProtocolVersion, RequestMessage, ResponseBatchItem, ResponseMessage};
-use rampart_kmip::ttlv::{self, Item};
+use rampart_kmip::enums::{
+    CryptographicAlgorithm, DigitalSignatureAlgorithm, Operation, ResultReason, ResultStatus,
+};
+use rampart_kmip::message::{
+    Attribute, ProtocolVersion, RequestMessage, ResponseBatchItem, ResponseMessage,
+};
+use rampart_kmip::tag::Tag;
+use rampart_kmip::ttlv::{self, Item, Value};
 use rampart_kmip::Limits;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -21,6 +26,8 @@ pub struct Deployment {
     pub store: Arc<dyn Store>,
     pub kmip: String,
     pub admin: Bundle,
+    /// The database URL on PostgreSQL.
+    pub pg: Option<String>,
     // Dropped in this order: the server stops, then its directory and its
     // cluster go.
     _server: TestServer,
@@ -47,10 +54,20 @@ impl Deployment {
             store: Arc::clone(&server.store),
             kmip: server.kmip.clone().unwrap(),
             admin: server.admin.clone(),
+            pg,
             _server: server,
             _temp: temp,
             _cluster: cluster,
         }
+    }
+
+    /// A second KMIP server of this deployment with a store of its own
+    /// over the same database, as on another machine: its HOST:PORT, and
+    /// what stops it.
+    pub async fn another_kmip_server(&self) -> (String, tokio::sync::oneshot::Sender<()>) {
+        let store =
+            rampart_kms::store::open(self.pg.as_deref(), &self.dir.join("data")).await.unwrap();
+        self._server.another_server_on(store, true).await
     }
 
     pub async fn audit_ops(&self) -> Vec<(String, String, String)> {
@@ -144,4 +161,65 @@ pub fn write_pem_files(bundle: &Bundle, dir: &std::path::Path) {
     std::fs::write(dir.join("cert.pem"), &bundle.cert).unwrap();
     std::fs::write(dir.join("key.pem"), bundle.key.expose()).unwrap();
     std::fs::write(dir.join("ca.pem"), &bundle.ca_cert).unwrap();
+}
+
+/// The text field `tag` of a payload.
+pub fn text_of(items: &[Item], tag: Tag) -> String {
+    items.iter().find(|i| i.tag == tag).unwrap().as_text().unwrap().to_owned()
+}
+
+/// An attribute as a request carries it.
+pub fn attr(name: &str, value: Value) -> Item {
+    Attribute::new(name, value).to_item()
+}
+
+/// A Unique Identifier field.
+pub fn uid(uid: &str) -> Item {
+    Item::text(Tag::UNIQUE_IDENTIFIER, uid)
+}
+
+/// A Name attribute's value (an uninterpreted text string).
+pub fn name(n: &str) -> Value {
+    Value::Structure(vec![Item::text(Tag::NAME_VALUE, n), Item::enumeration(Tag::NAME_TYPE, 1)])
+}
+
+/// An active EC P-256 key pair named `private` and `public`: their
+/// Unique Identifiers.
+pub async fn ec_pair(tls: &mut Tls, private: &str, public: &str) -> (String, String) {
+    let request = vec![
+        Item::structure(
+            Tag::COMMON_TEMPLATE_ATTRIBUTE,
+            vec![
+                attr("Cryptographic Algorithm", Value::Enumeration(CryptographicAlgorithm::EC.0)),
+                attr("Cryptographic Length", Value::Integer(256)),
+            ],
+        ),
+        Item::structure(Tag::PRIVATE_KEY_TEMPLATE_ATTRIBUTE, vec![attr("Name", name(private))]),
+        Item::structure(
+            Tag::PUBLIC_KEY_TEMPLATE_ATTRIBUTE,
+            vec![attr("Name", name(public)), attr("x-purpose", Value::TextString("test".into()))],
+        ),
+    ];
+    let got = ok(&one(tls, Operation::CREATE_KEY_PAIR, request).await);
+    let pair = (
+        text_of(&got, Tag::PRIVATE_KEY_UNIQUE_IDENTIFIER),
+        text_of(&got, Tag::PUBLIC_KEY_UNIQUE_IDENTIFIER),
+    );
+    for id in [&pair.0, &pair.1] {
+        ok(&one(tls, Operation::ACTIVATE, vec![uid(id)]).await);
+    }
+    pair
+}
+
+/// Sign by the private key `id` with ECDSA-SHA256 over `message`: the
+/// answer.
+pub async fn sign_ecdsa(tls: &mut Tls, id: &str, message: &[u8]) -> ResponseBatchItem {
+    let params = Item::structure(
+        Tag::CRYPTOGRAPHIC_PARAMETERS,
+        vec![Item::enumeration(
+            Tag::DIGITAL_SIGNATURE_ALGORITHM,
+            DigitalSignatureAlgorithm::ECDSA_WITH_SHA256.0,
+        )],
+    );
+    one(tls, Operation::SIGN, vec![uid(id), params, Item::bytes(Tag::DATA, message)]).await
 }
