@@ -12,11 +12,7 @@ use rampart_kmip::ttlv::{Item, Value};
 
 use crate::common::Backend;
 use crate::kmip_support as support;
-use support::{connect, exchange, ok, one, reason, Deployment, Tls};
-
-fn uid(items: &[Item]) -> String {
-    items.iter().find(|i| i.tag == Tag::UNIQUE_IDENTIFIER).unwrap().as_text().unwrap().to_owned()
-}
+use support::{connect, exchange, ok, one, reason, uid_of, Deployment, Tls};
 
 async fn v21(tls: &mut Tls, op: Operation, fields: Vec<Item>) -> ResponseBatchItem {
     let request = RequestMessage::new(ProtocolVersion::V2_1, vec![(op, fields)]);
@@ -93,7 +89,7 @@ async fn adjust_attribute_moves_numbers_and_refuses_what_it_cannot(backend: Back
         ],
     )
     .await);
-    let id = uid(&created);
+    let id = uid_of(&created);
     let (inc, dec, neg) = (1, 2, 3);
     let steps = [
         (inc, Some(Value::Integer(5)), 5), // absent counts as 0
@@ -108,7 +104,7 @@ async fn adjust_attribute_moves_numbers_and_refuses_what_it_cannot(backend: Back
             adjust(&id, vendor_reference("counter"), kind, by),
         )
         .await);
-        assert_eq!(uid(&done), id);
+        assert_eq!(uid_of(&done), id);
         assert_eq!(custom(&mut tls, &id, "x-counter").await, [Value::Integer(want)]);
     }
     // A Boolean negates, without an Adjustment Value.

@@ -22,7 +22,7 @@ use rampart_kmip::ttlv::{Fields, Item, Value};
 
 use crate::common::Backend;
 use crate::kmip_support as support;
-use support::{connect, exchange, Deployment, Tls};
+use support::{attr, connect, exchange, reason, uid, uid_of, Deployment, Tls};
 
 async fn run(
     tls: &mut Tls,
@@ -39,23 +39,6 @@ async fn one(tls: &mut Tls, op: Operation, fields: Vec<Item>) -> ResponseBatchIt
 fn ok(item: &ResponseBatchItem) -> Vec<Item> {
     assert_eq!(item.result_status, ResultStatus::SUCCESS, "{item:?}");
     item.payload.as_ref().map(|p| p.children().unwrap().to_vec()).unwrap_or_default()
-}
-
-fn reason(item: &ResponseBatchItem) -> ResultReason {
-    assert_eq!(item.result_status, ResultStatus::OPERATION_FAILED, "{item:?}");
-    item.result_reason.unwrap()
-}
-
-fn attr(name: &str, value: Value) -> Item {
-    Attribute::new(name, value).to_item()
-}
-
-fn uid(u: &str) -> Item {
-    Item::text(Tag::UNIQUE_IDENTIFIER, u)
-}
-
-fn uid_of(items: &[Item]) -> String {
-    items.iter().find(|i| i.tag == Tag::UNIQUE_IDENTIFIER).unwrap().as_text().unwrap().to_owned()
 }
 
 /// The values of attribute `name` in a KMIP 1.x Get Attributes answer.

@@ -14,12 +14,12 @@ use std::process::{Command, Stdio};
 use rampart_kmip::enums::{
     BlockCipherMode, CryptographicAlgorithm, ObjectType, Operation, PaddingMethod, ResultReason,
 };
-use rampart_kmip::message::{Attribute, ProtocolVersion, RequestMessage, ResponseBatchItem};
+use rampart_kmip::message::{ProtocolVersion, RequestMessage, ResponseBatchItem};
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::{Item, Value};
 
 use crate::common::Backend;
-use crate::kmip_support::{connect, exchange, ok, reason, Deployment, Tls};
+use crate::kmip_support::{attr, connect, exchange, ok, reason, Deployment, Tls};
 
 async fn one(
     tls: &mut Tls,
@@ -32,10 +32,6 @@ async fn one(
 
 fn find(items: &[Item], tag: Tag) -> Option<Vec<u8>> {
     items.iter().find(|i| i.tag == tag).map(|i| i.as_bytes().unwrap().to_vec())
-}
-
-fn attr(name: &str, value: Value) -> Item {
-    Attribute::new(name, value).to_item()
 }
 
 fn now() -> i64 {

@@ -23,8 +23,8 @@ use rampart_kms::model::Labels;
 
 use crate::common::Backend;
 use crate::kmip_support as support;
+use support::{attr, ok, reason};
 use support::{connect, exchange, Deployment, Tls};
-use support::{ok, reason};
 
 async fn one_in(
     tls: &mut Tls,
@@ -95,10 +95,6 @@ fn params(items: Vec<Item>) -> Item {
 
 fn hashing(alg: HashingAlgorithm) -> Item {
     params(vec![Item::enumeration(Tag::HASHING_ALGORITHM, alg.0)])
-}
-
-fn attr(name: &str, value: Value) -> Item {
-    Attribute::new(name, value).to_item()
 }
 
 async fn random(tls: &mut Tls, len: i32) -> Vec<u8> {

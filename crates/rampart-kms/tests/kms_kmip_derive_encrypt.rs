@@ -9,21 +9,12 @@ use rampart_kmip::enums::{
     usage_mask, BlockCipherMode, CryptographicAlgorithm, KeyFormatType, ObjectType, Operation,
     ResultReason,
 };
-use rampart_kmip::message::Attribute;
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::{Item, Value};
 
 use crate::common::Backend;
 use crate::kmip_support as support;
-use support::{connect, ok, one, reason, Deployment, Tls};
-
-fn attr(name: &str, value: Value) -> Item {
-    Attribute::new(name, value).to_item()
-}
-
-fn uid(items: &[Item]) -> String {
-    items.iter().find(|i| i.tag == Tag::UNIQUE_IDENTIFIER).unwrap().as_text().unwrap().to_owned()
-}
+use support::{attr, connect, ok, one, reason, uid_of, Deployment, Tls};
 
 fn mode(m: BlockCipherMode) -> Item {
     Item::structure(
@@ -47,7 +38,7 @@ async fn derivation_key(tls: &mut Tls, material: &[u8], extra: Vec<Item>) -> Str
     let mut attributes =
         vec![attr("Cryptographic Usage Mask", Value::Integer(usage_mask::DERIVE_KEY))];
     attributes.extend(extra);
-    let id = uid(&ok(&one(
+    let id = uid_of(&ok(&one(
         tls,
         Operation::REGISTER,
         vec![
@@ -128,7 +119,7 @@ async fn derive_key_by_encrypt_matches_cryptography(backend: Backend) {
         ),
     )
     .await);
-    assert_eq!(material(&mut tls, &uid(&made)).await, cbc[..16]);
+    assert_eq!(material(&mut tls, &uid_of(&made)).await, cbc[..16]);
     // CTR: Secret Data of the whole 32 bytes.
     let ctr = aes_by_cryptography("ctr", &key, &iv, &data);
     let made = ok(&one(
@@ -142,7 +133,7 @@ async fn derive_key_by_encrypt_matches_cryptography(backend: Backend) {
         ),
     )
     .await);
-    assert_eq!(material(&mut tls, &uid(&made)).await, ctr);
+    assert_eq!(material(&mut tls, &uid_of(&made)).await, ctr);
     // No Cryptographic Parameters: the key's (ECB here, no IV).
     let ecb_key = derivation_key(
         &mut tls,
@@ -163,7 +154,7 @@ async fn derive_key_by_encrypt_matches_cryptography(backend: Backend) {
         derive_request(&ecb_key, vec![data_item()], ObjectType::SYMMETRIC_KEY, 256),
     )
     .await);
-    assert_eq!(material(&mut tls, &uid(&made)).await, ecb);
+    assert_eq!(material(&mut tls, &uid_of(&made)).await, ecb);
 
     // Refused: CBC without the IV (a drawn one would make the key
     // unrepeatable), no mode at all, more than the ciphertext gives, no

@@ -24,7 +24,7 @@ use rampart_kmip::ttlv::{self, Fields, Item, Value};
 use rampart_kmip::Limits;
 
 use crate::kmip_support as support;
-use support::ok;
+use support::{attr, name, ok, uid_of, uids};
 use support::{connect, exchange, Deployment, Tls};
 
 async fn batch(
@@ -46,14 +46,6 @@ fn reason(item: &ResponseBatchItem) -> Option<ResultReason> {
 
 fn field(items: &[Item], tag: Tag) -> &Item {
     items.iter().find(|i| i.tag == tag).unwrap_or_else(|| panic!("{tag} missing: {items:?}"))
-}
-
-fn uid_of(items: &[Item]) -> String {
-    field(items, Tag::UNIQUE_IDENTIFIER).as_text().unwrap().to_owned()
-}
-
-fn attr(name: &str, value: Value) -> Item {
-    Attribute::new(name, value).to_item()
 }
 
 fn indexed(name: &str, index: i32, value: Option<Value>) -> Item {
@@ -82,10 +74,6 @@ fn text(s: &str) -> Value {
 }
 
 /// A Name attribute's value (Uninterpreted Text String).
-fn name_value(s: &str) -> Value {
-    Value::Structure(vec![Item::text(Tag::NAME_VALUE, s), Item::enumeration(Tag::NAME_TYPE, 1)])
-}
-
 /// The values of attribute `name` in a 1.x Get Attributes answer.
 fn values(items: &[Item], name: &str) -> Vec<Value> {
     items
@@ -489,14 +477,6 @@ fn vendor_reference(name: &str) -> Item {
     )
 }
 
-fn uids(items: &[Item]) -> Vec<String> {
-    items
-        .iter()
-        .filter(|i| i.tag == Tag::UNIQUE_IDENTIFIER)
-        .map(|i| i.as_text().unwrap().to_owned())
-        .collect()
-}
-
 async fn v21(tls: &mut Tls, op: Operation, fields: Vec<Item>) -> ResponseBatchItem {
     batch(tls, ProtocolVersion::V2_1, vec![(op, fields)]).await.remove(0)
 }
@@ -665,12 +645,12 @@ async fn each_key_version_has_its_own_attributes_and_old_stores_migrate() {
     let v2 = uid_of(&ok(&items[2]));
     assert_eq!((v1.as_str(), v2.as_str()), ("per-version/1", "per-version/2"));
     let get = |uid: &str| vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid)];
-    let check = |attrs: &[Item], name: bool, tier: &str| {
+    let check = |attrs: &[Item], named: bool, tier: &str| {
         assert_eq!(values(attrs, "x-tier"), [text(tier)]);
         assert_eq!(values(attrs, "Object Group"), [text("disks")]);
         let names = values(attrs, "Name");
-        if name {
-            assert_eq!(names, [name_value("per-version")]);
+        if named {
+            assert_eq!(names, [name("per-version")]);
         } else {
             assert!(names.is_empty(), "{names:?}");
         }
@@ -708,7 +688,7 @@ async fn each_key_version_has_its_own_attributes_and_old_stores_migrate() {
     }
     // The Name stays with the newest version.
     let found =
-        ok(&one(&mut tls, Operation::LOCATE, vec![attr("Name", name_value("per-version"))]).await);
+        ok(&one(&mut tls, Operation::LOCATE, vec![attr("Name", name("per-version"))]).await);
     assert_eq!(uids(&found), [v2.as_str()]);
 
     // A version a REST rotation adds shows version 2's attributes (and
@@ -840,14 +820,14 @@ async fn locate_by_a_shared_object_group_walks_its_keys_page_by_page() {
     let both = ok(&one(
         &mut tls,
         Operation::LOCATE,
-        locate_window(vec![group("fleet"), attr("Name", name_value("special"))], None, None),
+        locate_window(vec![group("fleet"), attr("Name", name("special"))], None, None),
     )
     .await);
     assert_eq!(uids(&both), std::slice::from_ref(&named));
     let elsewhere = ok(&one(
         &mut tls,
         Operation::LOCATE,
-        locate_window(vec![group("other"), attr("Name", name_value("special"))], None, None),
+        locate_window(vec![group("other"), attr("Name", name("special"))], None, None),
     )
     .await);
     assert_eq!(uids(&elsewhere), Vec::<String>::new());
@@ -857,7 +837,7 @@ async fn locate_by_a_shared_object_group_walks_its_keys_page_by_page() {
     assert_eq!(uids(&others), other);
     // A Name taken in the group is still refused to a new object.
     let taken =
-        one(&mut tls, Operation::CREATE, aes(256, vec![attr("Name", name_value("special"))])).await;
+        one(&mut tls, Operation::CREATE, aes(256, vec![attr("Name", name("special"))])).await;
     assert_eq!(reason(&taken), Some(ResultReason::OBJECT_ALREADY_EXISTS));
 
     let db = rusqlite::Connection::open(d.dir.join("data").join("kms.db")).unwrap();

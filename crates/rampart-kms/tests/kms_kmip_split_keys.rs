@@ -20,29 +20,7 @@ use rampart_kmip::ttlv::{Item, Value};
 
 use crate::common::Backend;
 use crate::kmip_support as support;
-use support::{connect, exchange, ok, one, reason, Deployment, Tls};
-
-fn attr(name: &str, value: Value) -> Item {
-    Attribute::new(name, value).to_item()
-}
-
-fn uid(tls_items: &[Item]) -> String {
-    tls_items
-        .iter()
-        .find(|i| i.tag == Tag::UNIQUE_IDENTIFIER)
-        .unwrap()
-        .as_text()
-        .unwrap()
-        .to_owned()
-}
-
-fn uids(items: &[Item]) -> Vec<String> {
-    items
-        .iter()
-        .filter(|i| i.tag == Tag::UNIQUE_IDENTIFIER)
-        .map(|i| i.as_text().unwrap().to_owned())
-        .collect()
-}
+use support::{attr, connect, exchange, ok, one, reason, uid_of, uids, Deployment, Tls};
 
 /// An AES key registered with `material`, usable, its Unique Identifier.
 async fn registered_aes(tls: &mut Tls, material: &[u8]) -> String {
@@ -56,7 +34,7 @@ async fn registered_aes(tls: &mut Tls, material: &[u8]) -> String {
         ],
     );
     let mask = usage_mask::ENCRYPT | usage_mask::DECRYPT;
-    uid(&ok(&one(
+    uid_of(&ok(&one(
         tls,
         Operation::REGISTER,
         vec![
@@ -226,7 +204,7 @@ async fn xor_split_keys_join_back_and_link_to_the_key_split(backend: Backend) {
 
     // Join forms a new key of the same material, algorithm and length;
     // two of three XOR parts are too few (KMIP 1.4 §11.40).
-    let joined = uid(&ok(&one(
+    let joined = uid_of(&ok(&one(
         &mut tls,
         Operation::JOIN_SPLIT_KEY,
         join_request(ObjectType::SYMMETRIC_KEY, &parts.iter().collect::<Vec<_>>(), vec![]),
@@ -295,7 +273,7 @@ async fn polynomial_split_keys_join_from_any_threshold_of_parts(backend: Backend
     assert_ne!(python_join("gf256", &got[..2], 16), key, "two parts say nothing");
     for chosen in [[0, 2, 4], [1, 2, 3], [4, 0, 3]] {
         let ids: Vec<&String> = chosen.iter().map(|i| &gf_parts[*i]).collect();
-        let joined = uid(&ok(&one(
+        let joined = uid_of(&ok(&one(
             &mut tls,
             Operation::JOIN_SPLIT_KEY,
             join_request(ObjectType::SYMMETRIC_KEY, &ids, vec![]),
@@ -304,7 +282,7 @@ async fn polynomial_split_keys_join_from_any_threshold_of_parts(backend: Backend
         assert_eq!(material(&mut tls, &joined).await, key, "{chosen:?}");
     }
     // Joined as Secret Data of the type asked.
-    let secret = uid(&ok(&one(
+    let secret = uid_of(&ok(&one(
         &mut tls,
         Operation::JOIN_SPLIT_KEY,
         join_request(
@@ -354,7 +332,7 @@ async fn polynomial_split_keys_join_from_any_threshold_of_parts(backend: Backend
         python_join(&format!("prime:{p521}"), &[got[0].clone(), got[3].clone()], 32),
         key256
     );
-    let joined = uid(&ok(&one(
+    let joined = uid_of(&ok(&one(
         &mut tls,
         Operation::JOIN_SPLIT_KEY,
         join_request(ObjectType::SYMMETRIC_KEY, &[&parts[3], &parts[1]], vec![]),

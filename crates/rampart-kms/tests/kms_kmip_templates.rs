@@ -17,7 +17,7 @@ use rampart_kmip::ttlv::{Fields, Item, Value};
 
 use crate::common::Backend;
 use crate::kmip_support as support;
-use support::{connect, exchange, ok, reason, Deployment, Tls};
+use support::{attr, connect, exchange, ok, reason, uid_of, Deployment, Tls};
 
 async fn batch(
     tls: &mut Tls,
@@ -29,10 +29,6 @@ async fn batch(
 
 async fn one(tls: &mut Tls, op: Operation, fields: Vec<Item>) -> ResponseBatchItem {
     support::one(tls, op, fields).await
-}
-
-fn attr(name: &str, value: Value) -> Item {
-    Attribute::new(name, value).to_item()
 }
 
 fn name_item(tag: Tag, s: &str) -> Item {
@@ -49,10 +45,6 @@ fn template_attribute(tag: Tag, templates: &[&str], attributes: Vec<Item>) -> It
     let mut items: Vec<Item> = templates.iter().map(|t| name_item(Tag::NAME, t)).collect();
     items.extend(attributes);
     Item::structure(tag, items)
-}
-
-fn uid_of(items: &[Item]) -> String {
-    items.iter().find(|i| i.tag == Tag::UNIQUE_IDENTIFIER).unwrap().as_text().unwrap().to_owned()
 }
 
 /// Register of a Template named `name` giving `attributes`.

@@ -168,6 +168,20 @@ pub fn text_of(items: &[Item], tag: Tag) -> String {
     items.iter().find(|i| i.tag == tag).unwrap().as_text().unwrap().to_owned()
 }
 
+/// The Unique Identifier a payload names.
+pub fn uid_of(items: &[Item]) -> String {
+    text_of(items, Tag::UNIQUE_IDENTIFIER)
+}
+
+/// Every Unique Identifier a payload names, in order.
+pub fn uids(items: &[Item]) -> Vec<String> {
+    items
+        .iter()
+        .filter(|i| i.tag == Tag::UNIQUE_IDENTIFIER)
+        .map(|i| i.as_text().unwrap().to_owned())
+        .collect()
+}
+
 /// An attribute as a request carries it.
 pub fn attr(name: &str, value: Value) -> Item {
     Attribute::new(name, value).to_item()
