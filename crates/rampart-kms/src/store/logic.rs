@@ -477,16 +477,17 @@ pub(crate) async fn kmip_view(
             Ok(Vec::new())
         }
     };
-    let (key, versions, object, attributes) = tokio::try_join!(
+    let (key, versions, object, attributes, material) = tokio::try_join!(
         tx.one(&sql::KEY_ROW, &by_name, |r| rows::key(r)),
         tx.query(&sql::KEY_VERSIONS, &by_name, |r| rows::version(r, 1)),
         tx.one(&sql::KMIP_OBJECT_AT, &at_version, |r| rows::kmip_object(r)),
         attributes,
+        tx.one(&sql::VERSION_MATERIAL, &at_version, |r| r.get::<Option<Vec<u8>>>(0)),
     )?;
     Ok(key.map(|mut key| {
         key.versions = versions;
         key.versions.sort_by_key(|v| v.version);
-        KmipView { key, object, attributes }
+        KmipView { key, object, attributes, material: material.flatten().map(std::sync::Arc::from) }
     }))
 }
 

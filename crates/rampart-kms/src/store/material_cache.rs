@@ -225,6 +225,7 @@ mod tests {
             },
             object: None,
             attributes: Vec::new(),
+            material: None,
         });
         let key = ("k".to_owned(), 1, true);
         let g = cache.generation();

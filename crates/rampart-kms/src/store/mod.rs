@@ -195,6 +195,9 @@ pub struct KmipView {
     pub object: Option<KmipObject>,
     /// That object's attributes, when asked for.
     pub attributes: Vec<KmipAttributeRow>,
+    /// The asked version's sealed material (`None` once destroyed), so
+    /// an operation that uses the key needs no second read.
+    pub material: Option<Arc<[u8]>>,
 }
 
 /// A key to create with its version 1's KMIP object and attributes (see

@@ -13,9 +13,9 @@
 //! ... before ReadyForQuery"). So when the barrier returns, every change
 //! committed anywhere before the request arrived has emptied the cache,
 //! and a cached row is served only where a read of its own would have
-//! found the same row. Barriers are grouped as key reads are: one empty
-//! query answers every request that arrived while the previous one was
-//! out.
+//! found the same row. Barriers are grouped: one empty query answers
+//! every request that arrived together, and they pipeline on the one
+//! connection.
 //!
 //! Without a listening connection (lost, refused, or a barrier that does
 //! not come back in time) requests read the store, as if nothing were
@@ -48,7 +48,7 @@ pub(super) struct Changes {
     /// Requests waiting for the next barrier, and whether a task sends
     /// barriers.
     pending: std::sync::Mutex<(Vec<oneshot::Sender<bool>>, bool)>,
-    listener: Mutex<Option<Client>>,
+    listener: Mutex<Option<Arc<Client>>>,
 }
 
 impl Changes {
@@ -84,7 +84,10 @@ impl Changes {
         heard.await.unwrap_or(false).then(|| self.cache.generation())
     }
 
-    async fn run(&self) {
+    /// Sends a barrier for each group of waiting requests, without
+    /// waiting for the previous one to come back (they pipeline on the
+    /// one connection), until none is waiting.
+    async fn run(self: Arc<Self>) {
         loop {
             let group: Vec<oneshot::Sender<bool>> = {
                 let mut pending =
@@ -95,41 +98,56 @@ impl Changes {
                 }
                 std::mem::take(&mut pending.0)
             };
-            let heard = self.barrier().await;
-            for answer in group {
-                let _ = answer.send(heard);
-            }
+            let changes = Arc::clone(&self);
+            let client = self.listener().await;
+            tokio::spawn(async move {
+                let heard = match client {
+                    Some(client) => changes.barrier(client).await,
+                    None => false,
+                };
+                for answer in group {
+                    let _ = answer.send(heard);
+                }
+            });
+            // Lets the requests already runnable join the next group.
+            tokio::task::yield_now().await;
         }
     }
 
-    /// One empty query on the listening connection (opened first when
-    /// there is none); whether it came back.
-    async fn barrier(&self) -> bool {
+    /// The listening connection, opened when there is none.
+    async fn listener(&self) -> Option<Arc<Client>> {
         let mut listener = self.listener.lock().await;
-        if listener.as_ref().is_none_or(Client::is_closed) {
+        if listener.as_ref().is_none_or(|c| c.is_closed()) {
             *listener = match self.listen().await {
-                Ok(client) => Some(client),
+                Ok(client) => Some(Arc::new(client)),
                 Err(error) => {
                     tracing::warn!("cannot listen for key changes (keys are read afresh): {error}");
                     None
                 }
             };
         }
-        let Some(client) = listener.as_ref() else { return false };
-        match tokio::time::timeout(BARRIER_TIMEOUT, client.batch_execute("")).await {
-            Ok(Ok(())) => true,
-            outcome => {
-                let why = match outcome {
-                    Ok(Err(error)) => KmsError::from(error).to_string(),
-                    _ => format!("no answer within {} s", BARRIER_TIMEOUT.as_secs()),
-                };
-                tracing::warn!("lost the connection listening for key changes: {why}");
-                // Dropping the client closes the connection; its task then
-                // empties the cache.
-                *listener = None;
-                false
-            }
+        listener.clone()
+    }
+
+    /// One empty query on the listening connection `client`; whether it
+    /// came back.
+    async fn barrier(&self, client: Arc<Client>) -> bool {
+        let outcome = tokio::time::timeout(BARRIER_TIMEOUT, client.batch_execute("")).await;
+        if let Ok(Ok(())) = outcome {
+            return true;
         }
+        let why = match outcome {
+            Ok(Err(error)) => KmsError::from(error).to_string(),
+            _ => format!("no answer within {} s", BARRIER_TIMEOUT.as_secs()),
+        };
+        tracing::warn!("lost the connection listening for key changes: {why}");
+        // Dropping the last handle closes the connection; its task then
+        // empties the cache.
+        let mut listener = self.listener.lock().await;
+        if listener.as_ref().is_some_and(|c| Arc::ptr_eq(c, &client)) {
+            *listener = None;
+        }
+        false
     }
 
     /// A new connection listening for [`NOTIFY`], whose task empties the

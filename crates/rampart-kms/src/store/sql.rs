@@ -269,6 +269,9 @@ pub(crate) static KMIP_KEY_OBJECTS_DELETE: Sql =
     Sql::new("DELETE FROM kms_kmip_objects WHERE key_name = $1");
 pub(crate) static KMIP_KEY_ATTRIBUTES_DELETE: Sql =
     Sql::new("DELETE FROM kms_kmip_version_attributes WHERE key_name = $1");
+/// The sealed material of key $1's version $2 (NULL once destroyed).
+pub(crate) static VERSION_MATERIAL: Sql =
+    Sql::new("SELECT material FROM kms_key_versions WHERE name = $1 AND version = $2");
 /// Key $1's versions after $2.
 pub(crate) static VERSIONS_AFTER_DELETE: Sql =
     Sql::new("DELETE FROM kms_key_versions WHERE name = $1 AND version > $2");

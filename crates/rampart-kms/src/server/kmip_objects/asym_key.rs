@@ -16,7 +16,7 @@ use rampart_kmip::KmipError;
 
 use super::errors::{kms, R};
 use super::object::{seconds, Obj};
-use super::session::{sealed_bytes, Session};
+use super::session::Session;
 use crate::model::{now_ms, KeyState};
 pub(super) use crate::server::key_cache::AsymKey;
 
@@ -98,8 +98,7 @@ impl Session<'_> {
                 "object {uid} is a DSA key: DSA keys are kept, not used"
             )));
         }
-        let row = self.sealed_material(&obj).await?;
-        let sealed = sealed_bytes(&obj, &row)?;
+        let sealed = &*self.sealed_material(&obj).await?;
         let root = self.state.require_root().map_err(kms)?;
         let (name, version) = (&obj.key.name, obj.version.version);
         let key = self.state.key_cache.get_or_parse(name, version, sealed, || {

@@ -174,6 +174,7 @@ impl Session<'_> {
                 kmip,
                 source,
                 stored: stored.iter().filter(|a| Some(a.version) == source).cloned().collect(),
+                sealed: None,
             };
             if by_name && !obj.is_latest() {
                 continue;

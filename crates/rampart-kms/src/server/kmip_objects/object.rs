@@ -103,6 +103,9 @@ pub(super) struct Obj {
     pub(super) source: Option<u32>,
     /// The stored attributes (of `source`).
     pub(super) stored: Vec<KmipAttributeRow>,
+    /// The version's sealed material as read with the object (`Some(None)`
+    /// once destroyed); `None` when it was not read with it.
+    pub(super) sealed: Option<Option<std::sync::Arc<[u8]>>>,
 }
 
 impl Obj {

@@ -15,7 +15,7 @@ use super::undo::UndoLog;
 use crate::model::{ClientInfo, KeyVersionInfo};
 use crate::server::service::access;
 use crate::server::state::State;
-use crate::store::{KmipObject, MaterialRow};
+use crate::store::KmipObject;
 
 /// One client's KMIP session over one batch: whom it acts for, and what
 /// the audit entry of the current batch item names.
@@ -87,7 +87,8 @@ impl Session<'_> {
             inherit_object(k, &version_info);
         }
         let stored = if source.is_some() { view.attributes.clone() } else { Vec::new() };
-        Ok(Obj { key, version: version_info, kmip, source, stored })
+        let sealed = Some(view.material.clone());
+        Ok(Obj { key, version: version_info, kmip, source, stored, sealed })
     }
 
     /// Under Undo, before the batch first changes key `name`: its state.
@@ -151,27 +152,28 @@ impl Session<'_> {
     /// store read and here).
     pub(super) async fn material(&self, obj: &Obj) -> R<SecretBytes> {
         let root = self.state.require_root().map_err(kms)?;
-        let row = self.sealed_material(obj).await?;
-        let blob = sealed_bytes(obj, &row)?;
-        root.open_material(&obj.key.name, obj.version.version, blob).map_err(kms)
+        let sealed = self.sealed_material(obj).await?;
+        root.open_material(&obj.key.name, obj.version.version, &sealed).map_err(kms)
     }
 
-    /// The key version's row with its material sealed, as the store holds it.
-    pub(super) async fn sealed_material(&self, obj: &Obj) -> R<Arc<MaterialRow>> {
-        self.state
-            .store
-            .key_material(obj.key.name.clone(), Some(obj.version.version))
-            .await
-            .map_err(kms)?
-            .ok_or_else(|| KmipError::ItemNotFound(format!("object {}", obj.uid())))
+    /// The key version's material sealed, as the store holds it: as read
+    /// with the object, else read now. A destroyed version has none.
+    pub(super) async fn sealed_material(&self, obj: &Obj) -> R<Arc<[u8]>> {
+        let sealed = match &obj.sealed {
+            Some(sealed) => sealed.clone(),
+            None => self
+                .state
+                .store
+                .key_material(obj.key.name.clone(), Some(obj.version.version))
+                .await
+                .map_err(kms)?
+                .ok_or_else(|| KmipError::ItemNotFound(format!("object {}", obj.uid())))?
+                .material
+                .as_deref()
+                .map(Arc::from),
+        };
+        sealed.ok_or_else(|| KmipError::ObjectDestroyed(format!("object {}", obj.uid())))
     }
-}
-
-/// The sealed material of `row`; a destroyed version has none.
-pub(super) fn sealed_bytes<'r>(obj: &Obj, row: &'r MaterialRow) -> R<&'r [u8]> {
-    row.material
-        .as_deref()
-        .ok_or_else(|| KmipError::ObjectDestroyed(format!("object {}", obj.uid())))
 }
 
 /// A version added by a REST rotation shows the KMIP object of the newest
