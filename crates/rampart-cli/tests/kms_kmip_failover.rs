@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used)]
 //! KMIP failover: two `rampart kms serve` processes on one PostgreSQL
 //! database, each with its KMIP listener; a KMIP client given both
-//! addresses (rampart_kms::kmip_client, as `kms bench --kmip` uses) keeps
+//! addresses (rampart_kms::kmip, as `kms bench --kmip` uses) keeps
 //! working when the server it is connected to is killed with SIGKILL: it
 //! reconnects to the other, and the keys created before the kill are
 //! still there (found by Name, fetched, used).
@@ -11,7 +11,7 @@
 
 use crate::helpers::kms_support as support;
 
-use rampart_kms::kmip_client::{KmipClient, TlsVersions};
+use rampart_kms::kmip::{KmipClient, TlsVersions};
 use rampart_kms::Bundle;
 use support::{free_port, issue_client, ok, PgCluster, ServerProcess, TempDir};
 

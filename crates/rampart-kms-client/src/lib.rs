@@ -2,8 +2,8 @@
 //! nothing else: the client bundle ([`bundle`]), the `rampart-kms` LUKS2
 //! token and the unwrap of its keyslot passphrase ([`binding`]), the
 //! header of wrapped ciphertexts ([`wrapped`]), the key-name rule
-//! ([`names`]), and the mutual-TLS, failover HTTP client of the key
-//! servers ([`transport`]).
+//! ([`names`]), the mutual-TLS, failover HTTP client of the key
+//! servers ([`transport`]) and their KMIP client ([`kmip`]).
 //!
 //! The key manager (`rampart-kms`: server, stores, admin client) builds
 //! on this crate; cryptsetup's token plugin and `rampart unlock` use it
@@ -17,6 +17,7 @@
 pub mod binding;
 pub mod bundle;
 pub mod error;
+pub mod kmip;
 pub mod names;
 pub mod transport;
 pub mod wrapped;
@@ -24,5 +25,5 @@ pub mod wrapped;
 pub use bundle::{Bundle, Endpoint};
 pub use error::{ClientError, ConfigError};
 pub use names::check_name;
-pub use transport::{crypto_provider, Body, Method, RetryPolicy, Transport};
+pub use transport::{crypto_provider, kmip_crypto_provider, Body, Method, RetryPolicy, Transport};
 pub use wrapped::WrappedHeader;

@@ -47,6 +47,25 @@ pub fn crypto_provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(provider)
 }
 
+/// The TLS configuration of KMIP, servers and clients: as
+/// [`crypto_provider`], but TLS 1.2 is also accepted, with ECDHE and
+/// AES-GCM only, because KMIP clients (PyKMIP, vSphere, MySQL's keyring)
+/// still commonly speak it.
+#[must_use]
+pub fn kmip_crypto_provider() -> Arc<rustls::crypto::CryptoProvider> {
+    use rustls::crypto::aws_lc_rs::cipher_suite as cs;
+    let mut provider = rustls::crypto::aws_lc_rs::default_provider();
+    provider.cipher_suites = vec![
+        cs::TLS13_AES_256_GCM_SHA384,
+        cs::TLS13_AES_128_GCM_SHA256,
+        cs::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+        cs::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+        cs::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+        cs::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+    ];
+    Arc::new(provider)
+}
+
 const MAX_RESPONSE: usize = 64 << 20;
 const MAX_IDLE: usize = 64;
 

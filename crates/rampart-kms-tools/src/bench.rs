@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use rampart_kms::deployment::AdminError;
-use rampart_kms::kmip_client::{
+use rampart_kms::kmip::{
     EcCurve, KeyPairKind, KmipClient, KmipClientError, SignatureAlgorithm, TlsVersions,
 };
 use rampart_kms::server::kmip::DEFAULT_KMIP_PORT;
@@ -171,8 +171,7 @@ pub async fn kmip(
     duration: Duration,
 ) -> Result<BenchRun, KmipClientError> {
     let mut payload = [0u8; 64];
-    rampart_crypto::fill_random(&mut payload)
-        .map_err(|e| rampart_kms::KmsError::Crypto(format!("random payload: {e}")))?;
+    rampart_crypto::fill_random(&mut payload)?;
     let mut workers = Vec::with_capacity(concurrency);
     for _ in 0..concurrency {
         let mut worker = client.clone();

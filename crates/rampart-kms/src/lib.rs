@@ -29,10 +29,9 @@ pub mod store;
 
 pub use bundle::{Bundle, Endpoint};
 pub use error::{KmsError, Result};
-pub use rampart_kms_client::{binding, bundle};
+pub use rampart_kms_client::{binding, bundle, kmip};
 pub mod client;
 pub mod deployment;
-pub mod kmip_client;
 pub mod server;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -11,7 +11,7 @@ use rampart_kms::deployment::serve::ServeSettings;
 use rampart_kms::deployment::{
     self, archive, files, AdminError, InitOptions, InitSeal, StoreAccess,
 };
-use rampart_kms::kmip_client::TlsVersions;
+use rampart_kms::kmip::TlsVersions;
 use rampart_kms::model::{format_time, parse_time, Labels};
 use rampart_kms::server::{AuditOptions, Limits, ServerOptions, SinkOptions};
 use rampart_kms::{Bundle, KmsError};

@@ -186,29 +186,10 @@ impl Default for AuditOptions {
 
 /// The TLS configuration the server and its clients share (TLS 1.3
 /// only, AES-GCM cipher suites only, from AWS-LC): the client crate's.
-pub use rampart_kms_client::crypto_provider;
+pub use rampart_kms_client::{crypto_provider, kmip_crypto_provider};
 
 fn tls_error(e: impl std::fmt::Display) -> KmsError {
     KmsError::Certificate(e.to_string())
-}
-
-/// The TLS configuration of the KMIP listener: as the REST one (the same
-/// CA, certificate and client verifier), but TLS 1.2 is also accepted,
-/// with ECDHE and AES-GCM only, because KMIP clients (PyKMIP, vSphere,
-/// MySQL's keyring) still commonly speak it.
-#[must_use]
-pub fn kmip_crypto_provider() -> Arc<rustls::crypto::CryptoProvider> {
-    use rustls::crypto::aws_lc_rs::cipher_suite as cs;
-    let mut provider = rustls::crypto::aws_lc_rs::default_provider();
-    provider.cipher_suites = vec![
-        cs::TLS13_AES_256_GCM_SHA384,
-        cs::TLS13_AES_128_GCM_SHA256,
-        cs::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
-        cs::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
-        cs::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
-        cs::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
-    ];
-    Arc::new(provider)
 }
 
 /// Which front end a TLS configuration is for.

@@ -8,7 +8,8 @@
 //! (Create, Register) the dead server had already run before it could
 //! answer is run again.
 //!
-//! Used by `rampart kms bench --kmip` and the failover tests; the
+//! Used by `rampart kms bench --kmip`, the failover tests and the
+//! PKCS#11 module; the
 //! operations it has helpers for are the ones those need (Create + Activate
 //! of AES keys, Get, AES-GCM Encrypt, Create Key Pair, Sign, Register and
 //! Get of a certificate); [`KmipClient::call`] sends any batch.
@@ -35,7 +36,7 @@ use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
 use crate::bundle::{Bundle, Endpoint};
-use crate::error::KmsError;
+use crate::error::ConfigError;
 
 /// Largest response accepted (a Get of a key, a Locate page).
 const MAX_RESPONSE: usize = 1 << 20;
@@ -46,7 +47,7 @@ const MAX_RESPONSE: usize = 1 << 20;
 pub enum KmipClientError {
     /// The bundle, an address or the TLS set-up is unusable.
     #[error("{0}")]
-    Config(#[from] KmsError),
+    Config(#[from] ConfigError),
     /// No address could be reached, or every connection broke.
     #[error("no KMIP server answered: {0}")]
     Unavailable(String),
@@ -56,6 +57,12 @@ pub enum KmipClientError {
     /// The server answered the operation with a failure.
     #[error("KMIP {operation} failed: {reason} ({message})")]
     Failed { operation: String, reason: String, message: String },
+}
+
+impl From<rampart_crypto::CryptoError> for KmipClientError {
+    fn from(error: rampart_crypto::CryptoError) -> Self {
+        Self::Config(error.into())
+    }
 }
 
 /// Which TLS versions the client offers.
@@ -194,9 +201,9 @@ impl KmipClient {
         addresses: &[String],
         tls: TlsVersions,
     ) -> Result<Self, KmipClientError> {
-        let cert_err = |e: &dyn std::fmt::Display| KmsError::Certificate(format!("bundle: {e}"));
+        let cert_err = |e: &dyn std::fmt::Display| ConfigError::Certificate(format!("bundle: {e}"));
         if addresses.is_empty() {
-            return Err(KmsError::Config("no KMIP server address".into()).into());
+            return Err(ConfigError::Config("no KMIP server address".into()).into());
         }
         let mut roots = rustls::RootCertStore::empty();
         let ca =
@@ -212,7 +219,7 @@ impl KmipClient {
             TlsVersions::Tls13 => &[&rustls::version::TLS13],
         };
         let config =
-            rustls::ClientConfig::builder_with_provider(crate::server::kmip_crypto_provider())
+            rustls::ClientConfig::builder_with_provider(crate::transport::kmip_crypto_provider())
                 .with_protocol_versions(versions)
                 .map_err(|e| cert_err(&e))?
                 .with_root_certificates(roots)
@@ -220,9 +227,9 @@ impl KmipClient {
                 .map_err(|e| cert_err(&e))?;
         let mut targets = Vec::new();
         for address in addresses {
-            let endpoint = Endpoint::parse(address).map_err(KmsError::from)?;
+            let endpoint = Endpoint::parse(address).map_err(KmipClientError::Config)?;
             let name = ServerName::try_from(endpoint.host.clone())
-                .map_err(|e| KmsError::Config(format!("KMIP address '{address}': {e}")))?;
+                .map_err(|e| ConfigError::Config(format!("KMIP address '{address}': {e}")))?;
             targets.push(Target { address: address.clone(), endpoint, name });
         }
         Ok(Self {
@@ -297,7 +304,7 @@ impl KmipClient {
         let request = RequestMessage::new(self.version, operations)
             .to_item()
             .encode()
-            .map_err(|e| KmsError::Config(format!("cannot encode the request: {e}")))?;
+            .map_err(|e| ConfigError::Config(format!("cannot encode the request: {e}")))?;
         let n = self.targets.len();
         let mut failures = Vec::new();
         if let Some((mut tls, index)) = self.conn.take() {
