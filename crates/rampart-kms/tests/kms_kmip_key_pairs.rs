@@ -6,7 +6,8 @@
 //! key; a certificate from `openssl req -x509` whose derived attributes
 //! match `openssl x509`; opaque objects and split keys; and the Result
 //! Reasons of malformed DER, a mismatched length and a wrong format. On
-//! SQLite and PostgreSQL.
+//! SQLite and PostgreSQL; on PostgreSQL also a key revoked through one
+//! server refused at once by another.
 
 use std::process::Command;
 
