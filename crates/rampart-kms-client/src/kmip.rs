@@ -28,8 +28,7 @@ use rampart_kmip::message::{
 use rampart_kmip::object_parts::Certificate;
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::{self, Fields, Item, Value};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::pki_types::ServerName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
@@ -201,30 +200,19 @@ impl KmipClient {
         addresses: &[String],
         tls: TlsVersions,
     ) -> Result<Self, KmipClientError> {
-        let cert_err = |e: &dyn std::fmt::Display| ConfigError::Certificate(format!("bundle: {e}"));
         if addresses.is_empty() {
             return Err(ConfigError::Config("no KMIP server address".into()).into());
         }
-        let mut roots = rustls::RootCertStore::empty();
-        let ca =
-            CertificateDer::from_pem_slice(bundle.ca_cert.as_bytes()).map_err(|e| cert_err(&e))?;
-        roots.add(ca).map_err(|e| cert_err(&e))?;
-        let chain = CertificateDer::pem_slice_iter(bundle.cert.as_bytes())
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| cert_err(&e))?;
-        let key = PrivateKeyDer::from_pem_slice(bundle.key.expose()).map_err(|e| cert_err(&e))?;
         let versions: &[&'static rustls::SupportedProtocolVersion] = match tls {
             TlsVersions::Negotiated => &[&rustls::version::TLS13, &rustls::version::TLS12],
             TlsVersions::Tls12 => &[&rustls::version::TLS12],
             TlsVersions::Tls13 => &[&rustls::version::TLS13],
         };
-        let config =
-            rustls::ClientConfig::builder_with_provider(crate::transport::kmip_crypto_provider())
-                .with_protocol_versions(versions)
-                .map_err(|e| cert_err(&e))?
-                .with_root_certificates(roots)
-                .with_client_auth_cert(chain, key)
-                .map_err(|e| cert_err(&e))?;
+        let config = crate::transport::client_tls(
+            bundle,
+            crate::transport::kmip_crypto_provider(),
+            versions,
+        )?;
         let mut targets = Vec::new();
         for address in addresses {
             let endpoint = Endpoint::parse(address).map_err(KmipClientError::Config)?;

@@ -66,6 +66,29 @@ pub fn kmip_crypto_provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(provider)
 }
 
+/// The TLS client configuration of `bundle`'s identity: its CA as the
+/// only root, its certificate and key presented, `versions` offered.
+pub(crate) fn client_tls(
+    bundle: &Bundle,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+    versions: &[&'static rustls::SupportedProtocolVersion],
+) -> Result<rustls::ClientConfig, ConfigError> {
+    let cert_err = |e: &dyn std::fmt::Display| ConfigError::Certificate(format!("bundle: {e}"));
+    let mut roots = RootCertStore::empty();
+    let ca = CertificateDer::from_pem_slice(bundle.ca_cert.as_bytes()).map_err(|e| cert_err(&e))?;
+    roots.add(ca).map_err(|e| cert_err(&e))?;
+    let chain = CertificateDer::pem_slice_iter(bundle.cert.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| cert_err(&e))?;
+    let key = PrivateKeyDer::from_pem_slice(bundle.key.expose()).map_err(|e| cert_err(&e))?;
+    rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(versions)
+        .map_err(|e| cert_err(&e))?
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)
+        .map_err(|e| cert_err(&e))
+}
+
 const MAX_RESPONSE: usize = 64 << 20;
 const MAX_IDLE: usize = 64;
 
@@ -181,21 +204,7 @@ impl Transport {
 
     /// A client for `bundle`'s endpoints, trying as hard as `policy` says.
     pub fn with_policy(bundle: &Bundle, policy: RetryPolicy) -> Result<Self, ClientError> {
-        let cert_err = |e: &dyn std::fmt::Display| ConfigError::Certificate(format!("bundle: {e}"));
-        let mut roots = RootCertStore::empty();
-        let ca =
-            CertificateDer::from_pem_slice(bundle.ca_cert.as_bytes()).map_err(|e| cert_err(&e))?;
-        roots.add(ca).map_err(|e| cert_err(&e))?;
-        let chain = CertificateDer::pem_slice_iter(bundle.cert.as_bytes())
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| cert_err(&e))?;
-        let key = PrivateKeyDer::from_pem_slice(bundle.key.expose()).map_err(|e| cert_err(&e))?;
-        let mut config = rustls::ClientConfig::builder_with_provider(crypto_provider())
-            .with_protocol_versions(&[&rustls::version::TLS13])
-            .map_err(|e| cert_err(&e))?
-            .with_root_certificates(roots)
-            .with_client_auth_cert(chain, key)
-            .map_err(|e| cert_err(&e))?;
+        let mut config = client_tls(bundle, crypto_provider(), &[&rustls::version::TLS13])?;
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         let mut targets = Vec::new();
         for endpoint in bundle.endpoints()? {
