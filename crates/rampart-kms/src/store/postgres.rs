@@ -398,9 +398,10 @@ const AUDIT_APPEND_AFTER: &str = "WITH moved AS (
 
 /// Appends `drafts` after the chain's head in one transaction. The
 /// writer's connection remembers the head its last batch committed, and
-/// the batch is sealed after it and sent in one round trip (BEGIN,
-/// [`AUDIT_APPEND_AFTER`], COMMIT, pipelined), which appends only if the
-/// head is still there. When it is not (another server appended since, or
+/// the batch is sealed after it and sent as one statement
+/// ([`AUDIT_APPEND_AFTER`], its own transaction: one round trip, and
+/// neither BEGIN nor COMMIT for the database to run), which appends only
+/// if the head is still there. When it is not (another server appended since, or
 /// nothing is remembered yet), the batch is sealed again after the head
 /// read under its row lock, in two round trips: BEGIN with the lock (held
 /// until the commit, so every server's batches take turns and the chain's
@@ -426,14 +427,7 @@ async fn append_batch(
             &hash,
         ]);
         let client = &*lease.client()?;
-        let (begun, inserted, committed) = tokio::join!(
-            client.batch_execute("BEGIN"),
-            client.execute(&append, &params),
-            client.batch_execute("COMMIT"),
-        );
-        begun?;
-        let inserted = inserted?;
-        committed?;
+        let inserted = client.execute(&append, &params).await?;
         if inserted == n as u64 {
             let head = (to_u64(batch.head_seq, "audit sequence number")?, batch.head_hash.clone());
             lease.conn()?.audit_head = Some(head);
