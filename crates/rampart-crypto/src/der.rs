@@ -35,6 +35,17 @@ impl<'a> Reader<'a> {
         self.rest.is_empty()
     }
 
+    /// How many bytes are left.
+    pub(crate) fn remaining(&self) -> usize {
+        self.rest.len()
+    }
+
+    /// The first `len` bytes left (for an element read since this copy
+    /// of the reader was taken).
+    pub(crate) fn rest_prefix(&self, len: usize) -> &'a [u8] {
+        self.rest.get(..len).unwrap_or(self.rest)
+    }
+
     /// The next element: its tag and contents.
     pub(crate) fn any(&mut self) -> Result<(u8, &'a [u8])> {
         let (&tag, after_tag) = self.rest.split_first().ok_or(malformed("truncated DER"))?;

@@ -539,6 +539,47 @@ pub fn rsa_public_parts(spki: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
     }
 }
 
+/// A `SubjectPublicKeyInfo`'s kind and key bits: the uncompressed point
+/// of an EC key, the 32 bytes of an Ed25519 key, the `RSAPublicKey` of an
+/// RSA key (what PKCS#11's `CKA_EC_POINT` and `CKA_MODULUS` are made of).
+pub fn public_key_bits(spki: &[u8]) -> Result<(KeyAlg, Vec<u8>)> {
+    let (kind, key) = unwrap_spki(spki)?;
+    Ok((kind, key.to_vec()))
+}
+
+/// The DER of the curve's OBJECT IDENTIFIER (an `ECParameters`
+/// namedCurve, RFC 5480 §2.1.1; id-Ed25519 for Ed25519, RFC 8410), as
+/// PKCS#11's `CKA_EC_PARAMS` holds it; `None` for RSA and DSA.
+#[must_use]
+pub fn named_curve_der(kind: KeyAlg) -> Option<Vec<u8>> {
+    let oid = match kind {
+        KeyAlg::Ec(curve) => curve_oid(curve),
+        KeyAlg::Ed25519 => OID_ED25519,
+        KeyAlg::Rsa | KeyAlg::Dsa => return None,
+    };
+    Some(std::mem::take(&mut *der::element(OID, oid)))
+}
+
+/// The key kind an `ECParameters` names: a namedCurve OID of P-256,
+/// P-384, P-521 or Ed25519 (id-Ed25519, or the 1.3.6.1.4.1.11591.15.1
+/// that OpenSC and GnuPG use), or the PrintableString "edwards25519" of
+/// PKCS#11 3.0 §2.3.5.
+pub fn named_curve_from_der(der: &[u8]) -> Result<KeyAlg> {
+    /// 1.3.6.1.4.1.11591.15.1 (GnuPG's Ed25519).
+    const OID_ED25519_GNUPG: &[u8] = &[0x2B, 0x06, 0x01, 0x04, 0x01, 0xDA, 0x47, 0x0F, 0x01];
+    const PRINTABLE_STRING: u8 = 0x13;
+    let mut r = Reader::new(der);
+    let (tag, content) = r.any()?;
+    r.finish("ECParameters")?;
+    match (tag, content) {
+        (OID, OID_ED25519 | OID_ED25519_GNUPG) | (PRINTABLE_STRING, b"edwards25519") => {
+            Ok(KeyAlg::Ed25519)
+        }
+        (OID, oid) => curve_from_oid(oid).map(KeyAlg::Ec),
+        _ => Err(CryptoError::Unsupported("EC parameters other than a named curve")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

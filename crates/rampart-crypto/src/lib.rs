@@ -42,6 +42,7 @@ mod mapped;
 mod rng;
 mod secret;
 mod sha256_lanes;
+pub mod signature_formats;
 mod stream;
 mod xts;
 mod xts_simd;

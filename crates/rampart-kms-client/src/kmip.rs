@@ -50,6 +50,10 @@ pub enum KmipClientError {
     /// No address could be reached, or every connection broke.
     #[error("no KMIP server answered: {0}")]
     Unavailable(String),
+    /// A server refused this client's certificate in the TLS handshake
+    /// (revoked, expired or not from the deployment's CA).
+    #[error("the KMIP server refused this client's certificate: {0}")]
+    IdentityRefused(String),
     /// A server sent bytes that are not a KMIP response.
     #[error("bad KMIP response from {address}: {message}")]
     Protocol { address: String, message: String },
@@ -243,17 +247,17 @@ impl KmipClient {
         tls.get_ref().1.protocol_version().map(|v| format!("{v:?}"))
     }
 
-    async fn connect(&self, index: usize) -> Result<TlsStream<TcpStream>, String> {
+    async fn connect(&self, index: usize) -> Result<TlsStream<TcpStream>, Failure> {
         let target = &self.targets[index];
         let address = (target.endpoint.host.as_str(), target.endpoint.port);
         let work = async {
-            let tcp = TcpStream::connect(address).await.map_err(|e| e.to_string())?;
+            let tcp = TcpStream::connect(address).await.map_err(Failure::from)?;
             let _ = tcp.set_nodelay(true);
-            self.connector.connect(target.name.clone(), tcp).await.map_err(|e| e.to_string())
+            self.connector.connect(target.name.clone(), tcp).await.map_err(Failure::from)
         };
         match tokio::time::timeout(self.timeout, work).await {
-            Ok(result) => result.map_err(|e| format!("{}: {e}", target.address)),
-            Err(_) => Err(format!("{}: connection timed out", target.address)),
+            Ok(result) => result.map_err(|f| f.at(&target.address)),
+            Err(_) => Err(Failure::new(format!("{}: connection timed out", target.address))),
         }
     }
 
@@ -261,24 +265,25 @@ impl KmipClient {
         tls: &mut TlsStream<TcpStream>,
         request: &[u8],
         timeout: Duration,
-    ) -> Result<Vec<u8>, String> {
+    ) -> Result<Vec<u8>, Failure> {
         let work = async {
-            tls.write_all(request).await.map_err(|e| e.to_string())?;
+            tls.write_all(request).await.map_err(Failure::from)?;
             let mut header = [0u8; ttlv::HEADER_LEN];
-            tls.read_exact(&mut header).await.map_err(|e| e.to_string())?;
+            tls.read_exact(&mut header).await.map_err(Failure::from)?;
             let limits = rampart_kmip::Limits {
                 max_message_len: MAX_RESPONSE,
                 ..rampart_kmip::Limits::default()
             };
-            let len = ttlv::message_len(&header, &limits).map_err(|e| e.to_string())?;
+            let len =
+                ttlv::message_len(&header, &limits).map_err(|e| Failure::new(e.to_string()))?;
             let mut message = vec![0u8; len];
             message[..ttlv::HEADER_LEN].copy_from_slice(&header);
-            tls.read_exact(&mut message[ttlv::HEADER_LEN..]).await.map_err(|e| e.to_string())?;
+            tls.read_exact(&mut message[ttlv::HEADER_LEN..]).await.map_err(Failure::from)?;
             Ok(message)
         };
         match tokio::time::timeout(timeout, work).await {
             Ok(result) => result,
-            Err(_) => Err("no response in time".into()),
+            Err(_) => Err(Failure::new("no response in time".into())),
         }
     }
 
@@ -300,28 +305,30 @@ impl KmipClient {
                 Ok(bytes) => return self.answer(tls, index, &bytes),
                 // A kept connection may just have been closed by the
                 // server's idle timeout: its address is tried again first.
-                Err(message) => {
-                    failures.push(format!("{}: {message}", self.targets[index].address))
-                }
+                Err(failure) => failures.push(failure.at(&self.targets[index].address)),
             }
         }
         for offset in 0..n {
             let index = (self.preferred + offset) % n;
             let mut tls = match self.connect(index).await {
                 Ok(tls) => tls,
-                Err(message) => {
-                    failures.push(message);
+                Err(failure) => {
+                    failures.push(failure);
                     continue;
                 }
             };
             match Self::exchange(&mut tls, &request, self.timeout).await {
                 Ok(bytes) => return self.answer(tls, index, &bytes),
-                Err(message) => {
-                    failures.push(format!("{}: {message}", self.targets[index].address))
-                }
+                Err(failure) => failures.push(failure.at(&self.targets[index].address)),
             }
         }
-        Err(KmipClientError::Unavailable(failures.join("; ")))
+        let refused = failures.iter().any(|f| f.refused);
+        let message = failures.into_iter().map(|f| f.message).collect::<Vec<_>>().join("; ");
+        Err(if refused {
+            KmipClientError::IdentityRefused(message)
+        } else {
+            KmipClientError::Unavailable(message)
+        })
     }
 
     /// Parses a response read on `tls` (from target `index`), which is
@@ -613,6 +620,46 @@ impl KmipClient {
             address: self.connected_to().unwrap_or_default().to_owned(),
             message,
         }
+    }
+}
+
+/// Why one address did not answer, and whether its server refused the
+/// client's certificate.
+struct Failure {
+    message: String,
+    refused: bool,
+}
+
+impl Failure {
+    fn new(message: String) -> Self {
+        Self { message, refused: false }
+    }
+
+    /// The same failure, naming the address it happened at.
+    fn at(self, address: &str) -> Self {
+        Self { message: format!("{address}: {}", self.message), ..self }
+    }
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(error: std::io::Error) -> Self {
+        use rustls::AlertDescription as A;
+        // The server's verdict on the client certificate arrives as a TLS
+        // alert, during the handshake (TLS 1.2) or at the first read
+        // after it (TLS 1.3).
+        let refused = matches!(
+            error.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()),
+            Some(rustls::Error::AlertReceived(
+                A::CertificateRevoked
+                    | A::CertificateExpired
+                    | A::BadCertificate
+                    | A::UnknownCA
+                    | A::CertificateUnknown
+                    | A::AccessDenied
+                    | A::CertificateRequired
+            ))
+        );
+        Self { message: error.to_string(), refused }
     }
 }
 
