@@ -10,6 +10,7 @@ mod helpers {
     pub mod kernel_support;
     pub mod kms_support;
     pub mod luks_support;
+    pub mod pkcs11_support;
     pub mod serve_support;
 }
 
