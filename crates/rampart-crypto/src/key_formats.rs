@@ -580,6 +580,54 @@ pub fn named_curve_from_der(der: &[u8]) -> Result<KeyAlg> {
     }
 }
 
+/// PKCS#8 of an EC private key from its scalar (SEC 1 `ECPrivateKey`
+/// without the optional public key, which AWS-LC computes), checked as
+/// [`private_key_info`].
+pub fn ec_private_pkcs8(curve: Curve, scalar: &[u8]) -> Result<SecretBytes> {
+    let len = crate::signature_formats::ecdsa_scalar_len(curve);
+    let skip = scalar.iter().take_while(|b| **b == 0).count();
+    let trimmed = &scalar[skip..];
+    if trimmed.is_empty() || trimmed.len() > len {
+        return Err(malformed("an EC private scalar of the curve's size"));
+    }
+    let mut d = Zeroizing::new(vec![0u8; len]);
+    d[len - trimmed.len()..].copy_from_slice(trimmed);
+    let mut body = Zeroizing::new(Vec::new());
+    der::put_unsigned(&mut body, &[1]);
+    der::put(&mut body, OCTET_STRING, &d);
+    let pkcs8 = wrap_pkcs8(KeyAlg::Ec(curve), &der::element(SEQUENCE, &body));
+    private_key_info(pkcs8.expose())?;
+    Ok(pkcs8)
+}
+
+/// PKCS#8 of an Ed25519 private key from its 32-byte seed (RFC 8410 §7).
+pub fn ed25519_private_pkcs8(seed: &[u8]) -> Result<SecretBytes> {
+    if seed.len() != 32 {
+        return Err(malformed("an Ed25519 private key of 32 bytes"));
+    }
+    let pkcs8 = wrap_pkcs8(KeyAlg::Ed25519, &der::element(OCTET_STRING, seed));
+    private_key_info(pkcs8.expose())?;
+    Ok(pkcs8)
+}
+
+/// The `SubjectPublicKeyInfo` of an EC point (uncompressed) or Ed25519
+/// key, checked as [`public_key_info`] (the inverse of
+/// [`public_key_bits`] for those kinds).
+pub fn ec_public_spki(kind: KeyAlg, key: &[u8]) -> Result<Vec<u8>> {
+    if !matches!(kind, KeyAlg::Ec(_) | KeyAlg::Ed25519) {
+        return Err(CryptoError::Unsupported("an EC or Ed25519 key"));
+    }
+    let mut body = Zeroizing::new(Vec::new());
+    put_algorithm(&mut body, kind, &[]);
+    let mut bits = Zeroizing::new(Vec::with_capacity(key.len() + 1));
+    bits.push(0);
+    bits.extend_from_slice(key);
+    der::put(&mut body, BIT_STRING, &bits);
+    let spki = std::mem::take(&mut *der::element(SEQUENCE, &body));
+    public_key_info(&spki)?;
+    Ok(spki)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -638,5 +686,19 @@ mod tests {
         trailing.push(0);
         assert!(public_key_info(&trailing).is_err());
         assert!(rsa_private_pkcs8_from_pkcs1(&spki).is_err());
+    }
+
+    #[test]
+    fn keys_made_from_their_pkcs11_parts_match_keys_made_whole() {
+        for kind in [KeyAlg::Ec(Curve::P256), KeyAlg::Ed25519] {
+            let pair = crate::generate_key_pair(kind, 0).expect("a key pair");
+            let spki = pair.public_spki;
+            let (_, point) = public_key_bits(&spki).expect("its bits");
+            assert_eq!(ec_public_spki(kind, &point).expect("rebuilt"), spki);
+        }
+        assert!(ec_private_pkcs8(Curve::P256, &[0; 33]).is_err());
+        assert!(ed25519_private_pkcs8(&[1; 31]).is_err());
+        let ed = ed25519_private_pkcs8(&[7; 32]).expect("a key");
+        assert_eq!(private_key_info(ed.expose()).expect("checks").kind, KeyAlg::Ed25519);
     }
 }

@@ -279,7 +279,7 @@ pub(crate) fn generate_key(
     let bits = i32::try_from(len * 8).map_err(|_| Rv(CKR_ATTRIBUTE_VALUE_INVALID))?;
     let s = m.slot(slot)?;
     let uid = remote::create_symmetric(&m, s, algorithm, bits, usage, extractable, naming)?;
-    m.handle_of(slot, remote::describe_one(&m, s, &uid)?)
+    keep(&m, &session, slot, &template, &uid)
 }
 
 /// The boolean attributes among `kinds` that the template sets.
@@ -371,15 +371,9 @@ pub(crate) fn generate_key_pair(
         remote::naming(value_of(&private, CKA_LABEL).or(label), id)?,
         remote::naming(value_of(&public, CKA_LABEL).or(label), id)?,
     )?;
-    let infos = remote::describe(&m, s, &[public_uid, private_uid])?;
-    let mut handles = Vec::new();
-    for info in infos {
-        handles.push((info.class, m.handle_of(slot, info)?));
-    }
-    let find = |class| handles.iter().find(|(c, _)| *c == class).map(|(_, h)| *h);
     Ok((
-        find(CKO_PUBLIC_KEY).ok_or(Rv(CKR_DEVICE_ERROR))?,
-        find(CKO_PRIVATE_KEY).ok_or(Rv(CKR_DEVICE_ERROR))?,
+        keep(&m, &session, slot, &public, &public_uid)?,
+        keep(&m, &session, slot, &private, &private_uid)?,
     ))
 }
 
@@ -579,4 +573,349 @@ pub(crate) fn mechanism_info(
     module()?.slot(slot)?;
     let (min, max, flags) = mechanisms::info(kind).ok_or(Rv(CKR_MECHANISM_INVALID))?;
     Ok(CK_MECHANISM_INFO { ulMinKeySize: min, ulMaxKeySize: max, flags })
+}
+
+// ---- objects made from values, and key wrapping ----------------------
+
+/// The KMIP algorithm and length of a symmetric key of `key_type` and
+/// `len` bytes.
+fn symmetric_algorithm(key_type: CK_KEY_TYPE, len: usize) -> Result<(CryptographicAlgorithm, i32)> {
+    let valid = match key_type {
+        CKK_AES => matches!(len, 16 | 24 | 32),
+        CKK_GENERIC_SECRET | CKK_SHA256_HMAC => (16..=64).contains(&len),
+        _ => return Err(Rv(CKR_TEMPLATE_INCONSISTENT)),
+    };
+    if !valid {
+        return Err(Rv(CKR_ATTRIBUTE_VALUE_INVALID));
+    }
+    let algorithm = if key_type == CKK_AES {
+        CryptographicAlgorithm::AES
+    } else {
+        CryptographicAlgorithm::HMAC_SHA256
+    };
+    Ok((algorithm, (len * 8) as i32))
+}
+
+/// The usage mask a new secret key gets from its template.
+fn secret_usage(template: &Template, key_type: CK_KEY_TYPE) -> Result<i32> {
+    let mut usage = remote::usage_from(&flags(
+        template,
+        &[CKA_ENCRYPT, CKA_DECRYPT, CKA_SIGN, CKA_VERIFY, CKA_WRAP, CKA_UNWRAP, CKA_DERIVE],
+    )?);
+    if usage == 0 {
+        usage = if key_type == CKK_AES {
+            usage_mask::ENCRYPT
+                | usage_mask::DECRYPT
+                | usage_mask::WRAP_KEY
+                | usage_mask::UNWRAP_KEY
+        } else {
+            usage_mask::MAC_GENERATE | usage_mask::MAC_VERIFY
+        };
+    }
+    if key_type != CKK_AES {
+        usage &= !(usage_mask::SIGN | usage_mask::VERIFY);
+    } else {
+        usage &= !(usage_mask::MAC_GENERATE | usage_mask::MAC_VERIFY);
+    }
+    Ok(usage)
+}
+
+fn custom(
+    template: &Template,
+    extra: Vec<rampart_kmip::ttlv::Item>,
+) -> Result<Vec<rampart_kmip::ttlv::Item>> {
+    let mut attributes = remote::naming(value_of(template, CKA_LABEL), value_of(template, CKA_ID))?;
+    attributes.extend(extra);
+    Ok(attributes)
+}
+
+fn attribute(name: &str, value: rampart_kmip::ttlv::Value) -> rampart_kmip::ttlv::Item {
+    rampart_kmip::message::Attribute::new(name, value).to_item()
+}
+
+/// Keeps a new object's handle, and remembers it in the session when the
+/// template made it a session object (`CKA_TOKEN` false): those are
+/// destroyed when the session closes.
+fn keep(
+    m: &Module,
+    session: &Mutex<Session>,
+    slot: CK_SLOT_ID,
+    template: &Template,
+    uid: &str,
+) -> Result<CK_OBJECT_HANDLE> {
+    let info = remote::describe_one(m, m.slot(slot)?, uid)?;
+    let temporary = bool_of(template, CKA_TOKEN)? == Some(false);
+    let handle = m.handle_of(slot, info)?;
+    if temporary {
+        lock(session).temporary.push(handle);
+    }
+    Ok(handle)
+}
+
+pub(crate) fn create_object(
+    handle: CK_SESSION_HANDLE,
+    template: Template,
+) -> Result<CK_OBJECT_HANDLE> {
+    use rampart_crypto::key_formats::{
+        ec_private_pkcs8, ec_public_spki, ed25519_private_pkcs8, rsa_private_pkcs8_from_parts,
+        rsa_public_spki, RsaPrivateParts,
+    };
+    use rampart_kmip::enums::{KeyFormatType, ObjectType};
+    use rampart_kmip::ttlv::Value;
+    let (m, session, slot) = open(handle)?;
+    if lock(&session).flags & CKF_RW_SESSION == 0 {
+        return Err(Rv(CKR_SESSION_READ_ONLY));
+    }
+    let class = ulong_of(&template, CKA_CLASS)?.ok_or(Rv(CKR_TEMPLATE_INCOMPLETE))?;
+    let s = m.slot(slot)?;
+    if matches!(class, CKO_SECRET_KEY | CKO_PRIVATE_KEY) && !s.may_use_private() {
+        return Err(Rv(CKR_USER_NOT_LOGGED_IN));
+    }
+    let required = |kind| value_of(&template, kind).ok_or(Rv(CKR_TEMPLATE_INCOMPLETE));
+    let secret = |kind| required(kind).map(rampart_crypto::SecretBytes::from_slice);
+    let key_type = ulong_of(&template, CKA_KEY_TYPE)?;
+    let extractable = attribute(
+        "Extractable",
+        Value::Boolean(bool_of(&template, CKA_EXTRACTABLE)?.unwrap_or(false)),
+    );
+    let uid = match class {
+        CKO_CERTIFICATE => {
+            if ulong_of(&template, CKA_CERTIFICATE_TYPE)?.is_some_and(|t| t != CKC_X_509) {
+                return Err(Rv(CKR_ATTRIBUTE_VALUE_INVALID));
+            }
+            let der = required(CKA_VALUE)?;
+            rampart_crypto::signature_formats::certificate_names(der)
+                .map_err(|_| Rv(CKR_ATTRIBUTE_VALUE_INVALID))?;
+            let certificate = rampart_kmip::object_parts::Certificate {
+                certificate_type: rampart_kmip::enums::CertificateType::X509,
+                value: der.into(),
+            };
+            remote::register(
+                &m,
+                s,
+                ObjectType::CERTIFICATE,
+                certificate.to_item(),
+                custom(&template, Vec::new())?,
+                crate::rv::Context::Objects,
+            )?
+        }
+        CKO_SECRET_KEY => {
+            let key_type = key_type.ok_or(Rv(CKR_TEMPLATE_INCOMPLETE))?;
+            let value = secret(CKA_VALUE)?;
+            let (algorithm, bits) = symmetric_algorithm(key_type, value.len())?;
+            let usage = secret_usage(&template, key_type)?;
+            let block = remote::key_block(
+                KeyFormatType::RAW,
+                value.expose(),
+                Some(algorithm),
+                Some(bits),
+                None,
+            );
+            let attributes = custom(
+                &template,
+                vec![attribute("Cryptographic Usage Mask", Value::Integer(usage)), extractable],
+            )?;
+            remote::register(
+                &m,
+                s,
+                ObjectType::SYMMETRIC_KEY,
+                rampart_kmip::ttlv::Item::structure(
+                    rampart_kmip::tag::Tag::SYMMETRIC_KEY,
+                    vec![block],
+                ),
+                attributes,
+                crate::rv::Context::Generate,
+            )?
+        }
+        CKO_PRIVATE_KEY => {
+            let pkcs8 = match key_type.ok_or(Rv(CKR_TEMPLATE_INCOMPLETE))? {
+                CKK_RSA => rsa_private_pkcs8_from_parts(&RsaPrivateParts {
+                    modulus: required(CKA_MODULUS)?.to_vec(),
+                    public_exponent: required(CKA_PUBLIC_EXPONENT)?.to_vec(),
+                    private_exponent: secret(CKA_PRIVATE_EXPONENT)?,
+                    p: secret(CKA_PRIME_1)?,
+                    q: secret(CKA_PRIME_2)?,
+                    prime_exponent_p: secret(CKA_EXPONENT_1)?,
+                    prime_exponent_q: secret(CKA_EXPONENT_2)?,
+                    crt_coefficient: secret(CKA_COEFFICIENT)?,
+                }),
+                CKK_EC | CKK_EC_EDWARDS => match named_curve_from_der(required(CKA_EC_PARAMS)?) {
+                    Ok(KeyAlg::Ec(curve)) => ec_private_pkcs8(curve, secret(CKA_VALUE)?.expose()),
+                    Ok(KeyAlg::Ed25519) => ed25519_private_pkcs8(secret(CKA_VALUE)?.expose()),
+                    _ => return Err(Rv(CKR_CURVE_NOT_SUPPORTED)),
+                },
+                _ => return Err(Rv(CKR_TEMPLATE_INCONSISTENT)),
+            }
+            .map_err(|_| Rv(CKR_ATTRIBUTE_VALUE_INVALID))?;
+            let mut usage = remote::usage_from(&flags(
+                &template,
+                &[CKA_SIGN, CKA_DECRYPT, CKA_UNWRAP, CKA_DERIVE],
+            )?) & !usage_mask::MAC_GENERATE;
+            if usage == 0 {
+                usage = usage_mask::SIGN;
+            }
+            let block = remote::key_block(KeyFormatType::PKCS8, pkcs8.expose(), None, None, None);
+            let attributes = custom(
+                &template,
+                vec![attribute("Cryptographic Usage Mask", Value::Integer(usage)), extractable],
+            )?;
+            remote::register(
+                &m,
+                s,
+                ObjectType::PRIVATE_KEY,
+                rampart_kmip::ttlv::Item::structure(
+                    rampart_kmip::tag::Tag::PRIVATE_KEY,
+                    vec![block],
+                ),
+                attributes,
+                crate::rv::Context::Generate,
+            )?
+        }
+        CKO_PUBLIC_KEY => {
+            let spki = match key_type.ok_or(Rv(CKR_TEMPLATE_INCOMPLETE))? {
+                CKK_RSA => rsa_public_spki(required(CKA_MODULUS)?, required(CKA_PUBLIC_EXPONENT)?),
+                CKK_EC | CKK_EC_EDWARDS => {
+                    let kind = named_curve_from_der(required(CKA_EC_PARAMS)?)
+                        .map_err(|_| Rv(CKR_CURVE_NOT_SUPPORTED))?;
+                    // CKA_EC_POINT is the DER of an OCTET STRING; some
+                    // applications give the bare point.
+                    let point = required(CKA_EC_POINT)?;
+                    let bare = match point {
+                        [0x04, len, rest @ ..] if usize::from(*len) == rest.len() => rest,
+                        [0x04, 0x81, len, rest @ ..] if usize::from(*len) == rest.len() => rest,
+                        other => other,
+                    };
+                    ec_public_spki(kind, bare)
+                }
+                _ => return Err(Rv(CKR_TEMPLATE_INCONSISTENT)),
+            }
+            .map_err(|_| Rv(CKR_ATTRIBUTE_VALUE_INVALID))?;
+            let mut usage =
+                remote::usage_from(&flags(&template, &[CKA_VERIFY, CKA_ENCRYPT, CKA_WRAP])?)
+                    & !usage_mask::MAC_VERIFY;
+            if usage == 0 {
+                usage = usage_mask::VERIFY;
+            }
+            let block = remote::key_block(KeyFormatType::X509, &spki, None, None, None);
+            let attributes = custom(
+                &template,
+                vec![attribute("Cryptographic Usage Mask", Value::Integer(usage))],
+            )?;
+            remote::register(
+                &m,
+                s,
+                ObjectType::PUBLIC_KEY,
+                rampart_kmip::ttlv::Item::structure(
+                    rampart_kmip::tag::Tag::PUBLIC_KEY,
+                    vec![block],
+                ),
+                attributes,
+                crate::rv::Context::Generate,
+            )?
+        }
+        _ => return Err(Rv(CKR_ATTRIBUTE_VALUE_INVALID)),
+    };
+    keep(&m, &session, slot, &template, &uid)
+}
+
+/// The AES key wrap of a wrapping mechanism.
+fn wrap_mode(mechanism: &Mechanism) -> Result<rampart_kmip::enums::BlockCipherMode> {
+    use rampart_kmip::enums::BlockCipherMode;
+    match mechanism {
+        Mechanism::AesKeyWrap => Ok(BlockCipherMode::NIST_KEY_WRAP),
+        Mechanism::AesKeyWrapPad => Ok(BlockCipherMode::AES_KEY_WRAP_PADDING),
+        _ => Err(Rv(CKR_MECHANISM_INVALID)),
+    }
+}
+
+pub(crate) fn wrap_key(
+    handle: CK_SESSION_HANDLE,
+    mechanism: Mechanism,
+    wrapping: CK_OBJECT_HANDLE,
+    key: CK_OBJECT_HANDLE,
+    room: Option<usize>,
+) -> Result<Delivery> {
+    let (m, _, slot) = open(handle)?;
+    let mode = wrap_mode(&mechanism)?;
+    let wrapping =
+        usable_key(&m, slot, wrapping).map_err(|_| Rv(CKR_WRAPPING_KEY_HANDLE_INVALID))?;
+    if wrapping.key != Some(crate::objects::KeyKind::Aes) {
+        return Err(Rv(CKR_WRAPPING_KEY_TYPE_INCONSISTENT));
+    }
+    let key = usable_key(&m, slot, key)?;
+    if key.class != CKO_SECRET_KEY {
+        return Err(Rv(CKR_KEY_NOT_WRAPPABLE));
+    }
+    if !key.extractable {
+        return Err(Rv(CKR_KEY_UNEXTRACTABLE));
+    }
+    // The wrapped length is known without asking: RFC 3394 adds 8 bytes,
+    // RFC 5649 pads to 8 and adds 8.
+    let len = key.bits.unwrap_or(0) as usize / 8;
+    let wrapped_len = match mechanism {
+        Mechanism::AesKeyWrap => len + 8,
+        _ => len.div_ceil(8) * 8 + 8,
+    };
+    match room {
+        None => return Ok(Delivery::Length(wrapped_len)),
+        Some(r) if r < wrapped_len => return Ok(Delivery::TooSmall(wrapped_len)),
+        Some(_) => {}
+    }
+    remote::wrap(&m, m.slot(slot)?, &key.uid, &wrapping.uid, mode).map(Delivery::Bytes)
+}
+
+pub(crate) fn unwrap_key(
+    handle: CK_SESSION_HANDLE,
+    mechanism: Mechanism,
+    unwrapping: CK_OBJECT_HANDLE,
+    wrapped: &[u8],
+    template: Template,
+) -> Result<CK_OBJECT_HANDLE> {
+    use rampart_kmip::enums::{KeyFormatType, ObjectType};
+    use rampart_kmip::ttlv::Value;
+    let (m, session, slot) = open(handle)?;
+    check_writable(&m, &session, slot)?;
+    let mode = wrap_mode(&mechanism)?;
+    let unwrapping =
+        usable_key(&m, slot, unwrapping).map_err(|_| Rv(CKR_UNWRAPPING_KEY_HANDLE_INVALID))?;
+    if unwrapping.key != Some(crate::objects::KeyKind::Aes) {
+        return Err(Rv(CKR_UNWRAPPING_KEY_TYPE_INCONSISTENT));
+    }
+    check_class(&template, CKO_SECRET_KEY)?;
+    let key_type = ulong_of(&template, CKA_KEY_TYPE)?.ok_or(Rv(CKR_TEMPLATE_INCOMPLETE))?;
+    // RFC 3394 output is the key plus 8 bytes; RFC 5649's may be padded,
+    // so its length comes from the template.
+    let len = match (mode, ulong_of(&template, CKA_VALUE_LEN)?) {
+        (_, Some(len)) => len as usize,
+        (rampart_kmip::enums::BlockCipherMode::NIST_KEY_WRAP, None) => {
+            wrapped.len().checked_sub(8).ok_or(Rv(CKR_WRAPPED_KEY_LEN_RANGE))?
+        }
+        _ => return Err(Rv(CKR_TEMPLATE_INCOMPLETE)),
+    };
+    let (algorithm, bits) = symmetric_algorithm(key_type, len)?;
+    let usage = secret_usage(&template, key_type)?;
+    let block = remote::key_block(
+        KeyFormatType::RAW,
+        wrapped,
+        Some(algorithm),
+        Some(bits),
+        Some((&unwrapping.uid, mode)),
+    );
+    let extractable = bool_of(&template, CKA_EXTRACTABLE)?.unwrap_or(false);
+    let attributes = custom(
+        &template,
+        vec![
+            attribute("Cryptographic Usage Mask", Value::Integer(usage)),
+            attribute("Extractable", Value::Boolean(extractable)),
+        ],
+    )?;
+    let uid = remote::register(
+        &m,
+        m.slot(slot)?,
+        ObjectType::SYMMETRIC_KEY,
+        rampart_kmip::ttlv::Item::structure(rampart_kmip::tag::Tag::SYMMETRIC_KEY, vec![block]),
+        attributes,
+        crate::rv::Context::Decrypt,
+    )?;
+    keep(&m, &session, slot, &template, &uid)
 }

@@ -1114,6 +1114,69 @@ pub unsafe extern "C" fn C_SeedRandom(
     })
 }
 
+#[no_mangle]
+pub unsafe extern "C" fn C_CreateObject(
+    session: CK_SESSION_HANDLE,
+    t: *mut CK_ATTRIBUTE,
+    n: CK_ULONG,
+    object: *mut CK_OBJECT_HANDLE,
+) -> CK_RV {
+    guard(|| {
+        if object.is_null() {
+            return Err(bad());
+        }
+        // SAFETY: the template is valid as PKCS#11 says.
+        let handle = calls::create_object(session, unsafe { template(t, n) }?)?;
+        // SAFETY: non-NULL and writable.
+        unsafe { put(object, handle) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn C_WrapKey(
+    session: CK_SESSION_HANDLE,
+    m: *mut CK_MECHANISM,
+    wrapping: CK_OBJECT_HANDLE,
+    key: CK_OBJECT_HANDLE,
+    out: *mut CK_BYTE,
+    out_len: *mut CK_ULONG,
+) -> CK_RV {
+    guard(|| {
+        // SAFETY: the mechanism and output are valid as PKCS#11 says.
+        unsafe {
+            let mechanism = mechanism(m)?;
+            let room = room(out, out_len)?;
+            deliver(calls::wrap_key(session, mechanism, wrapping, key, room)?, out, out_len)
+        }
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+#[no_mangle]
+pub unsafe extern "C" fn C_UnwrapKey(
+    session: CK_SESSION_HANDLE,
+    m: *mut CK_MECHANISM,
+    unwrapping: CK_OBJECT_HANDLE,
+    wrapped: *mut CK_BYTE,
+    wrapped_len: CK_ULONG,
+    t: *mut CK_ATTRIBUTE,
+    n: CK_ULONG,
+    key: *mut CK_OBJECT_HANDLE,
+) -> CK_RV {
+    guard(|| {
+        if key.is_null() {
+            return Err(bad());
+        }
+        // SAFETY: the mechanism, wrapped key and template are valid as
+        // PKCS#11 says.
+        let (mechanism, wrapped, template) =
+            unsafe { (mechanism(m)?, input(wrapped, wrapped_len)?, template(t, n)?) };
+        let handle = calls::unwrap_key(session, mechanism, unwrapping, wrapped, template)?;
+        // SAFETY: non-NULL and writable.
+        unsafe { put(key, handle) }
+    })
+}
+
 // ---- what the module does not do -------------------------------------
 
 /// Functions whose answer is fixed: each returns its code once the
@@ -1140,7 +1203,6 @@ refused! {
     // Operations run on the key manager: their state is not the module's to save.
     C_GetOperationState(a: CK_SESSION_HANDLE, b: *mut CK_BYTE, c: *mut CK_ULONG) => CKR_STATE_UNSAVEABLE;
     C_SetOperationState(a: CK_SESSION_HANDLE, b: *mut CK_BYTE, c: CK_ULONG, d: CK_OBJECT_HANDLE, e: CK_OBJECT_HANDLE) => CKR_SAVED_STATE_INVALID;
-    C_CreateObject(a: CK_SESSION_HANDLE, b: *mut CK_ATTRIBUTE, c: CK_ULONG, d: *mut CK_OBJECT_HANDLE) => CKR_FUNCTION_NOT_SUPPORTED;
     C_SignRecoverInit(a: CK_SESSION_HANDLE, b: *mut CK_MECHANISM, c: CK_OBJECT_HANDLE) => CKR_MECHANISM_INVALID;
     C_SignRecover(a: CK_SESSION_HANDLE, b: *mut CK_BYTE, c: CK_ULONG, d: *mut CK_BYTE, e: *mut CK_ULONG) => CKR_OPERATION_NOT_INITIALIZED;
     C_VerifyRecoverInit(a: CK_SESSION_HANDLE, b: *mut CK_MECHANISM, c: CK_OBJECT_HANDLE) => CKR_MECHANISM_INVALID;
@@ -1149,8 +1211,6 @@ refused! {
     C_DecryptDigestUpdate(a: CK_SESSION_HANDLE, b: *mut CK_BYTE, c: CK_ULONG, d: *mut CK_BYTE, e: *mut CK_ULONG) => CKR_FUNCTION_NOT_SUPPORTED;
     C_SignEncryptUpdate(a: CK_SESSION_HANDLE, b: *mut CK_BYTE, c: CK_ULONG, d: *mut CK_BYTE, e: *mut CK_ULONG) => CKR_FUNCTION_NOT_SUPPORTED;
     C_DecryptVerifyUpdate(a: CK_SESSION_HANDLE, b: *mut CK_BYTE, c: CK_ULONG, d: *mut CK_BYTE, e: *mut CK_ULONG) => CKR_FUNCTION_NOT_SUPPORTED;
-    C_WrapKey(a: CK_SESSION_HANDLE, b: *mut CK_MECHANISM, c: CK_OBJECT_HANDLE, d: CK_OBJECT_HANDLE, e: *mut CK_BYTE, f: *mut CK_ULONG) => CKR_FUNCTION_NOT_SUPPORTED;
-    C_UnwrapKey(a: CK_SESSION_HANDLE, b: *mut CK_MECHANISM, c: CK_OBJECT_HANDLE, d: *mut CK_BYTE, e: CK_ULONG, f: *mut CK_ATTRIBUTE, g: CK_ULONG, h: *mut CK_OBJECT_HANDLE) => CKR_FUNCTION_NOT_SUPPORTED;
     C_DeriveKey(a: CK_SESSION_HANDLE, b: *mut CK_MECHANISM, c: CK_OBJECT_HANDLE, d: *mut CK_ATTRIBUTE, e: CK_ULONG, f: *mut CK_OBJECT_HANDLE) => CKR_MECHANISM_INVALID;
     // Legacy functions (PKCS#11 2.40 §5.16).
     C_GetFunctionStatus(a: CK_SESSION_HANDLE) => CKR_FUNCTION_NOT_PARALLEL;

@@ -461,3 +461,113 @@ pub(crate) fn usage_from(flags: &[(CK_ATTRIBUTE_TYPE, bool)]) -> i32 {
         }
     })
 }
+
+/// A Key Block structure: material in `format`, with its algorithm and
+/// length when known.
+pub(crate) fn key_block(
+    format: KeyFormatType,
+    material: &[u8],
+    algorithm: Option<CryptographicAlgorithm>,
+    length: Option<i32>,
+    wrapped_by: Option<(&str, rampart_kmip::enums::BlockCipherMode)>,
+) -> Item {
+    let mut fields = vec![
+        Item::enumeration(Tag::KEY_FORMAT_TYPE, format.0),
+        Item::structure(Tag::KEY_VALUE, vec![Item::bytes(Tag::KEY_MATERIAL, material)]),
+    ];
+    if let Some(a) = algorithm {
+        fields.push(Item::enumeration(Tag::CRYPTOGRAPHIC_ALGORITHM, a.0));
+    }
+    if let Some(l) = length {
+        fields.push(Item::int(Tag::CRYPTOGRAPHIC_LENGTH, l));
+    }
+    if let Some((uid, mode)) = wrapped_by {
+        fields.push(Item::structure(
+            Tag::KEY_WRAPPING_DATA,
+            vec![
+                Item::enumeration(
+                    Tag::WRAPPING_METHOD,
+                    rampart_kmip::enums::WrappingMethod::ENCRYPT.0,
+                ),
+                Item::structure(
+                    Tag::ENCRYPTION_KEY_INFORMATION,
+                    vec![
+                        Item::text(Tag::UNIQUE_IDENTIFIER, uid),
+                        Item::structure(
+                            Tag::CRYPTOGRAPHIC_PARAMETERS,
+                            vec![Item::enumeration(Tag::BLOCK_CIPHER_MODE, mode.0)],
+                        ),
+                    ],
+                ),
+            ],
+        ));
+    }
+    Item::structure(Tag::KEY_BLOCK, fields)
+}
+
+/// Register of `object` (the managed object's item) of `object_type`
+/// with `attributes`, activated when it is a key: its Unique Identifier.
+pub(crate) fn register(
+    module: &Module,
+    slot: &Slot,
+    object_type: ObjectType,
+    object: Item,
+    attributes: Vec<Item>,
+    context: Context,
+) -> Result<String> {
+    let mut operations = vec![(
+        Operation::REGISTER,
+        vec![
+            Item::enumeration(Tag::OBJECT_TYPE, object_type.0),
+            Item::structure(Tag::TEMPLATE_ATTRIBUTE, attributes),
+            object,
+        ],
+    )];
+    if matches!(
+        object_type,
+        ObjectType::SYMMETRIC_KEY | ObjectType::PRIVATE_KEY | ObjectType::PUBLIC_KEY
+    ) {
+        operations.push((Operation::ACTIVATE, Vec::new()));
+    }
+    let registered = batch(module, slot, operations, context)?;
+    text_of(&registered[0], Tag::UNIQUE_IDENTIFIER)
+}
+
+/// The key `uid`'s material wrapped by key `wrapping` with `mode` (Get
+/// with a Key Wrapping Specification, No Encoding: the material alone).
+pub(crate) fn wrap(
+    module: &Module,
+    slot: &Slot,
+    uid: &str,
+    wrapping: &str,
+    mode: rampart_kmip::enums::BlockCipherMode,
+) -> Result<Vec<u8>> {
+    /// KMIP 1.4 §9.1.3.2.49 Encoding Option: No Encoding.
+    const NO_ENCODING: u32 = 0x01;
+    const TAG_ENCODING_OPTION: Tag = Tag(0x42_00A3);
+    let fields = vec![
+        Item::text(Tag::UNIQUE_IDENTIFIER, uid),
+        Item::structure(
+            Tag::KEY_WRAPPING_SPECIFICATION,
+            vec![
+                Item::enumeration(
+                    Tag::WRAPPING_METHOD,
+                    rampart_kmip::enums::WrappingMethod::ENCRYPT.0,
+                ),
+                Item::structure(
+                    Tag::ENCRYPTION_KEY_INFORMATION,
+                    vec![
+                        Item::text(Tag::UNIQUE_IDENTIFIER, wrapping),
+                        Item::structure(
+                            Tag::CRYPTOGRAPHIC_PARAMETERS,
+                            vec![Item::enumeration(Tag::BLOCK_CIPHER_MODE, mode.0)],
+                        ),
+                    ],
+                ),
+                Item::enumeration(TAG_ENCODING_OPTION, NO_ENCODING),
+            ],
+        ),
+    ];
+    let answer = one(module, slot, Operation::GET, fields, Context::Encrypt)?;
+    bytes_of(&answer, Tag::KEY_MATERIAL)
+}

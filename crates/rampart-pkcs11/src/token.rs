@@ -77,6 +77,9 @@ pub(crate) struct Session {
     pub flags: CK_FLAGS,
     pub find: Option<FindState>,
     pub operations: Operations,
+    /// Session objects (`CKA_TOKEN` false) made in this session,
+    /// destroyed in the key manager when it closes.
+    pub temporary: Vec<CK_OBJECT_HANDLE>,
 }
 
 /// A search in progress (`C_FindObjectsInit` to `C_FindObjectsFinal`).
@@ -275,18 +278,26 @@ impl Module {
             return Err(Rv(CKR_SESSION_COUNT));
         }
         let handle = self.next_session.fetch_add(1, Ordering::Relaxed);
-        let session = Session { slot, flags, find: None, operations: Operations::default() };
+        let session = Session {
+            slot,
+            flags,
+            find: None,
+            operations: Operations::default(),
+            temporary: Vec::new(),
+        };
         sessions.insert(handle, Arc::new(Mutex::new(session)));
         Ok(handle)
     }
 
     pub(crate) fn close_session(&self, handle: CK_SESSION_HANDLE) -> Result<()> {
         let mut sessions = self.sessions.write().unwrap_or_else(PoisonError::into_inner);
-        let slot =
-            sessions.get(&handle).map(|s| lock(s).slot).ok_or(Rv(CKR_SESSION_HANDLE_INVALID))?;
-        sessions.remove(&handle);
+        let closed = sessions.remove(&handle).ok_or(Rv(CKR_SESSION_HANDLE_INVALID))?;
+        let slot = lock(&closed).slot;
+        let last = !sessions.values().any(|s| lock(s).slot == slot);
+        drop(sessions);
+        self.destroy_temporary(&closed);
         // PKCS#11 3.0 §5.6: closing the last session logs the user out.
-        if !sessions.values().any(|s| lock(s).slot == slot) {
+        if last {
             if let Ok(s) = self.slot(slot) {
                 let _ = s.logout();
             }
@@ -296,10 +307,35 @@ impl Module {
 
     pub(crate) fn close_all_sessions(&self, slot: CK_SLOT_ID) -> Result<()> {
         let s = self.slot(slot)?;
-        let mut sessions = self.sessions.write().unwrap_or_else(PoisonError::into_inner);
-        sessions.retain(|_, session| lock(session).slot != slot);
+        let closed: HashMap<_, _> = {
+            let mut sessions = self.sessions.write().unwrap_or_else(PoisonError::into_inner);
+            let (closed, kept) =
+                sessions.drain().partition(|(_, session)| lock(session).slot == slot);
+            *sessions = kept;
+            closed
+        };
+        for (_, session) in closed {
+            self.destroy_temporary(&session);
+        }
         let _ = s.logout();
         Ok(())
+    }
+
+    /// Destroys a closed session's session objects (best effort: one the
+    /// key manager cannot destroy now stays, as a token object would).
+    fn destroy_temporary(&self, session: &Mutex<Session>) {
+        let (slot, temporary) = {
+            let mut session = lock(session);
+            (session.slot, std::mem::take(&mut session.temporary))
+        };
+        let Ok(s) = self.slot(slot) else { return };
+        for handle in temporary {
+            if let Ok(info) = self.object(slot, handle) {
+                if crate::remote::destroy(self, s, &info).is_ok() {
+                    self.forget(handle);
+                }
+            }
+        }
     }
 
     /// How many sessions are open on `slot`, and how many read/write.

@@ -7,8 +7,11 @@
 //! key keeps the Key Format Type it came in, which Get answers in by
 //! default (§4.11).
 
-use rampart_crypto::SecretBytes;
-use rampart_kmip::enums::{CryptographicAlgorithm, KeyFormatType, ObjectType};
+use rampart_crypto::{kw_unwrap, kwp_unwrap, SecretBytes};
+use rampart_kmip::enums::{
+    usage_mask, BlockCipherMode, CryptographicAlgorithm, KeyFormatType, ObjectType,
+    State as KState, WrappingMethod,
+};
 use rampart_kmip::object_parts::{Certificate, MAX_OBJECT_BYTES};
 use rampart_kmip::payload::{KeyBlock, ManagedObject, RegisterRequest};
 use rampart_kmip::tag::Tag;
@@ -16,7 +19,7 @@ use rampart_kmip::ttlv::Item;
 use rampart_kmip::KmipError;
 
 use super::certificate::certificate_attributes;
-use super::crypto::check_algorithm;
+use super::crypto::{check_algorithm, key_algorithm};
 use super::errors::R;
 use super::key_formats::{check_claims, private_key_in, public_key_in};
 use super::lifecycle::{NewObject, MAX_SECRET};
@@ -24,13 +27,24 @@ use super::object::{encode_value, SPLIT_KEY_ROW};
 use super::server_attributes::default_format;
 use super::session::Session;
 use super::templates::template_body;
+use crate::model::now_ms;
 
 impl Session<'_> {
     pub(super) async fn register(&mut self, request: RegisterRequest) -> R<Vec<Item>> {
         let object_type = request.object.object_type();
         let mut new = self.template(&request.attributes, object_type).await?;
-        if request.object.key_block().is_some_and(|b| b.wrapping.is_some()) {
-            return Err(KmipError::FeatureNotSupported("registering wrapped key material".into()));
+        let mut request = request;
+        if let Some(block) = request.object.key_block().filter(|b| b.wrapping.is_some()) {
+            let plain = self.unwrapped(block).await?;
+            match &mut request.object {
+                ManagedObject::SymmetricKey(b) | ManagedObject::PrivateKey(b) => *b = plain,
+                _ => {
+                    return Err(KmipError::FeatureNotSupported(
+                        "registering wrapped key material other than a symmetric or private key"
+                            .into(),
+                    ))
+                }
+            }
         }
         let material = match &request.object {
             ManagedObject::SymmetricKey(block) => symmetric_key(block, &mut new)?,
@@ -106,6 +120,59 @@ impl Session<'_> {
         }
         let uid = self.store_new(object_type, new, &material).await?;
         Ok(vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid)])
+    }
+}
+
+impl Session<'_> {
+    /// A Key Block registered wrapped (KMIP 1.4 §2.1.5), unwrapped: its
+    /// Key Material wrapped with No Encoding (the material alone) by an
+    /// active AES key whose usage allows unwrapping, with the AES key
+    /// wraps (RFC 3394, 5649), as Get wraps it. The unwrapping key is
+    /// used under the requester's policy, like any other use of a key.
+    async fn unwrapped(&mut self, block: &KeyBlock) -> R<KeyBlock> {
+        let Some(wrapping) = &block.wrapping else { return Ok(block.clone()) };
+        if wrapping.method != WrappingMethod::ENCRYPT {
+            return Err(KmipError::FeatureNotSupported(format!(
+                "Wrapping Method {}",
+                wrapping.method
+            )));
+        }
+        let uid = wrapping.encryption_key.as_deref().ok_or_else(|| {
+            KmipError::MissingData("the Encryption Key Information of the Key Wrapping Data".into())
+        })?;
+        let mode = wrapping
+            .parameters
+            .as_ref()
+            .and_then(|p| p.block_cipher_mode)
+            .unwrap_or(BlockCipherMode::NIST_KEY_WRAP);
+        let unwrapper = self.load(uid).await?;
+        self.require_use(&unwrapper)?;
+        if unwrapper.object_type() != ObjectType::SYMMETRIC_KEY
+            || unwrapper.state(now_ms()) != KState::ACTIVE
+            || key_algorithm(&unwrapper) != CryptographicAlgorithm::AES
+        {
+            return Err(KmipError::IllegalOperation(format!(
+                "unwrapping key {uid} is not an active AES key"
+            )));
+        }
+        if unwrapper.usage_mask().is_some_and(|m| m & usage_mask::UNWRAP_KEY == 0) {
+            return Err(KmipError::PermissionDenied(format!(
+                "key {uid} may not unwrap keys (Cryptographic Usage Mask)"
+            )));
+        }
+        let kek = self.material(&unwrapper).await?;
+        let wrapped = block.material.as_slice();
+        let plain = match mode {
+            BlockCipherMode::NIST_KEY_WRAP => kw_unwrap(kek.expose(), wrapped),
+            BlockCipherMode::AES_KEY_WRAP_PADDING => kwp_unwrap(kek.expose(), wrapped),
+            other => {
+                return Err(KmipError::FeatureNotSupported(format!(
+                    "key unwrapping with Block Cipher Mode {other}"
+                )))
+            }
+        }
+        .map_err(|_| KmipError::CryptographicFailure("the wrapped key does not unwrap".into()))?;
+        Ok(KeyBlock { material: plain.expose().into(), wrapping: None, ..block.clone() })
     }
 }
 
