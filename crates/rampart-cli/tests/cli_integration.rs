@@ -51,6 +51,8 @@ mod luks_rampart_volumes;
 mod luks_reencrypt;
 mod luks_scripting;
 mod man_pages_completions;
+mod pkcs11_gnutls_p11kit;
+mod pkcs11_java;
 mod prometheus_metrics;
 mod secrets_stay_secret;
 mod serve_bulk;
