@@ -53,6 +53,8 @@ mod luks_scripting;
 mod man_pages_completions;
 mod pkcs11_gnutls_p11kit;
 mod pkcs11_java;
+mod pkcs11_mechanisms;
+mod pkcs11_tool;
 mod prometheus_metrics;
 mod secrets_stay_secret;
 mod serve_bulk;

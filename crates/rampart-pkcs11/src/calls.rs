@@ -633,9 +633,9 @@ fn attribute(name: &str, value: rampart_kmip::ttlv::Value) -> rampart_kmip::ttlv
     rampart_kmip::message::Attribute::new(name, value).to_item()
 }
 
-/// Keeps a new object's handle, and remembers it in the session when the
-/// template made it a session object (`CKA_TOKEN` false): those are
-/// destroyed when the session closes.
+/// Keeps a new object's handle, and remembers it in the session when it
+/// is a session object (the template does not set `CKA_TOKEN`): those
+/// are destroyed when the session closes.
 fn keep(
     m: &Module,
     session: &Mutex<Session>,
@@ -643,8 +643,11 @@ fn keep(
     template: &Template,
     uid: &str,
 ) -> Result<CK_OBJECT_HANDLE> {
-    let info = remote::describe_one(m, m.slot(slot)?, uid)?;
-    let temporary = bool_of(template, CKA_TOKEN)? == Some(false);
+    let mut info = remote::describe_one(m, m.slot(slot)?, uid)?;
+    // CKA_TOKEN is false unless the template says otherwise (PKCS#11 3.0
+    // §4.2).
+    let temporary = bool_of(template, CKA_TOKEN)? != Some(true);
+    info.token = !temporary;
     let handle = m.handle_of(slot, info)?;
     if temporary {
         lock(session).temporary.push(handle);

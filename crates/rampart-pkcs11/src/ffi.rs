@@ -322,10 +322,7 @@ pub unsafe extern "C" fn C_Initialize(args: *mut c_void) -> CK_RV {
             if !args.pReserved.is_null() {
                 return Err(bad());
             }
-            // The key manager is reached from a thread of the module's.
-            if args.flags & CKF_LIBRARY_CANT_CREATE_OS_THREADS != 0 {
-                return Err(Rv(CKR_NEED_TO_CREATE_THREADS));
-            }
+
             let callbacks = [
                 args.CreateMutex.is_some(),
                 args.DestroyMutex.is_some(),
@@ -340,7 +337,12 @@ pub unsafe extern "C" fn C_Initialize(args: *mut c_void) -> CK_RV {
                 return Err(Rv(CKR_CANT_LOCK));
             }
         }
-        token::initialize()
+        // SAFETY: a non-NULL argument is a CK_C_INITIALIZE_ARGS.
+        let own_threads = args.is_null()
+            || unsafe { (args as *const CK_C_INITIALIZE_ARGS).read_unaligned() }.flags
+                & CKF_LIBRARY_CANT_CREATE_OS_THREADS
+                == 0;
+        token::initialize(own_threads)
     })
 }
 

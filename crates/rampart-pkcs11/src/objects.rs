@@ -43,6 +43,8 @@ pub(crate) struct ObjectInfo {
     pub public: Option<Vec<u8>>,
     /// A certificate's DER and names, once read.
     pub certificate: Option<(Vec<u8>, CertificateNames)>,
+    /// False for a session object (destroyed when its session closes).
+    pub token: bool,
 }
 
 /// The key types the module serves.
@@ -186,6 +188,7 @@ impl ObjectInfo {
             public_link,
             public: None,
             certificate: None,
+            token: true,
         })
     }
 
@@ -235,7 +238,7 @@ impl ObjectInfo {
         let public_parts = self.public.as_deref().and_then(|spki| public_key_bits(spki).ok());
         match kind {
             CKA_CLASS => V(ulong(self.class)),
-            CKA_TOKEN => V(bool_value(true)),
+            CKA_TOKEN => V(bool_value(self.token)),
             CKA_PRIVATE => V(bool_value(self.is_private())),
             CKA_MODIFIABLE | CKA_COPYABLE => V(bool_value(false)),
             CKA_DESTROYABLE => V(bool_value(true)),

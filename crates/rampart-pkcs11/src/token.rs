@@ -120,7 +120,11 @@ pub(crate) fn module() -> Result<Arc<Module>> {
 /// `C_Initialize`: reads the configuration and the bundles (no network
 /// yet: a key manager that is down does not stop an application from
 /// loading the module).
-pub(crate) fn initialize() -> Result<()> {
+///
+/// With `own_threads` the connections are driven by one thread of the
+/// module's; without (the caller set `CKF_LIBRARY_CANT_CREATE_OS_THREADS`,
+/// as GnuTLS does), by whichever calling thread is waiting for an answer.
+pub(crate) fn initialize(own_threads: bool) -> Result<()> {
     let mut guard = MODULE.write().unwrap_or_else(PoisonError::into_inner);
     if let Some(m) = guard.as_ref() {
         if m.pid == std::process::id() {
@@ -143,12 +147,16 @@ pub(crate) fn initialize() -> Result<()> {
             Rv(CKR_GENERAL_ERROR)
         })?);
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("rampart-pkcs11")
-        .enable_all()
-        .build()
-        .map_err(|_| Rv(CKR_CANT_LOCK))?;
+    let runtime = if own_threads {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("rampart-pkcs11")
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_current_thread().enable_all().build()
+    }
+    .map_err(|_| Rv(CKR_NEED_TO_CREATE_THREADS))?;
     *guard = Some(Arc::new(Module {
         pid: std::process::id(),
         runtime,
@@ -365,6 +373,9 @@ impl Module {
         let mut handles = lock(&self.handles);
         let key = (slot, info.uid.clone());
         if let Some(&handle) = handles.by_uid.get(&key) {
+            let mut info = info;
+            // A session object stays one when it is described again.
+            info.token = handles.objects.get(&handle).is_none_or(|(_, old)| old.token);
             handles.objects.insert(handle, (slot, Arc::new(info)));
             return Ok(handle);
         }

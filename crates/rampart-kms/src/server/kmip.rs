@@ -156,7 +156,6 @@ pub(super) async fn read_exact_within<S: AsyncRead + Unpin>(
 pub(super) async fn serve_messages<S: AsyncRead + AsyncWrite + Unpin>(
     state: &State,
     fp: &str,
-    client: Option<&ClientInfo>,
     stream: &mut S,
     idle: Duration,
 ) -> Result<(), Ended> {
@@ -164,6 +163,11 @@ pub(super) async fn serve_messages<S: AsyncRead + AsyncWrite + Unpin>(
     loop {
         let mut header = [0u8; HEADER_LEN];
         read_exact_within(stream, &mut header, idle).await?;
+        // Each message is the client's as it is now: a client revoked
+        // while its connection stays open is refused from its next
+        // message on (the identity is cached until it changes).
+        let client = state.identify(fp).await.ok();
+        let client = client.as_ref();
         let len = ttlv::message_len(&header, &TTLV_LIMITS).map_err(KmipError::from);
         let (response, end) = match len {
             Ok(len) => {

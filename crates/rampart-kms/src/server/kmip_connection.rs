@@ -47,9 +47,7 @@ pub(super) async fn serve_connection(
     }
     let mut stream = Prefixed { first: Some(first[0]), inner: stream };
     if first[0] == TTLV_FIRST_BYTE {
-        if let Err(error) =
-            serve_messages(&state, &fp, client.as_ref(), &mut stream, limits.idle_timeout).await
-        {
+        if let Err(error) = serve_messages(&state, &fp, &mut stream, limits.idle_timeout).await {
             tracing::debug!("KMIP connection from {peer} ended: {error}");
         }
         let _ = tokio::time::timeout(Duration::from_secs(1), stream.shutdown()).await;
