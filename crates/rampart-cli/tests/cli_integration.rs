@@ -54,6 +54,8 @@ mod man_pages_completions;
 mod pkcs11_gnutls_p11kit;
 mod pkcs11_java;
 mod pkcs11_mechanisms;
+mod pkcs11_nginx;
+mod pkcs11_openssh;
 mod pkcs11_tool;
 mod prometheus_metrics;
 mod secrets_stay_secret;
