@@ -9,7 +9,8 @@
 //! codes are PKCS#11's: a missing login, a wrong PIN, a wrong mechanism
 //! or key, a bad tag or signature, a short buffer (the two-call
 //! convention, through the raw C ABI), a revoked identity and a key
-//! manager that went away. Sixteen threads sign and encrypt at once, a
+//! manager that went away. The mechanisms run on both stores (SQLite and
+//! PostgreSQL). Sixteen threads sign and encrypt at once, a
 //! search pages through more objects than one KMIP page, and each use is
 //! in the key manager's audit log under the client's name.
 //!
@@ -31,7 +32,7 @@ use cryptoki::session::{Session, UserType};
 use cryptoki::types::AuthPin;
 
 use crate::helpers::common::tool;
-use crate::helpers::kms_support::{ok, TempDir};
+use crate::helpers::kms_support::{ok, PgCluster, TempDir};
 use crate::helpers::pkcs11_support::{Pkcs11Setup, PIN};
 
 /// Held while this process has the module loaded.
@@ -104,8 +105,18 @@ fn aes_key_template(value: &[u8], label: &str, extra: &[Attribute]) -> Vec<Attri
 }
 
 #[test]
-fn aes_modes_and_key_wraps_match_an_independent_implementation() {
-    let setup = Pkcs11Setup::start(None);
+fn aes_modes_and_key_wraps_match_an_independent_implementation_on_sqlite() {
+    aes_modes_and_key_wraps(None);
+}
+
+#[test]
+fn aes_modes_and_key_wraps_match_an_independent_implementation_on_postgres() {
+    let cluster = PgCluster::get();
+    aes_modes_and_key_wraps(Some(&cluster.database("p11aes")));
+}
+
+fn aes_modes_and_key_wraps(store: Option<&str>) {
+    let setup = Pkcs11Setup::start(store);
     let loaded = load(&setup);
     let s = &loaded.session;
     let key_bytes = [0x11u8; 32];
@@ -461,8 +472,18 @@ fn ecdsa_der(raw: &[u8]) -> Vec<u8> {
 }
 
 #[test]
-fn key_pairs_made_in_the_key_manager_sign_and_decrypt_for_openssl() {
-    let setup = Pkcs11Setup::start(None);
+fn key_pairs_made_in_the_key_manager_sign_and_decrypt_for_openssl_on_sqlite() {
+    key_pairs_sign_and_decrypt(None);
+}
+
+#[test]
+fn key_pairs_made_in_the_key_manager_sign_and_decrypt_for_openssl_on_postgres() {
+    let cluster = PgCluster::get();
+    key_pairs_sign_and_decrypt(Some(&cluster.database("p11pairs")));
+}
+
+fn key_pairs_sign_and_decrypt(store: Option<&str>) {
+    let setup = Pkcs11Setup::start(store);
     let loaded = load(&setup);
     let s = &loaded.session;
     let message = b"signed through PKCS#11".to_vec();
@@ -546,6 +567,29 @@ fn key_pairs_made_in_the_key_manager_sign_and_decrypt_for_openssl() {
     );
     let opened = s.decrypt(&Mechanism::RsaPkcsOaep(oaep), private, &out.stdout).unwrap();
     assert_eq!(opened, secret);
+
+    // The private keys are not extractable, so no front end exports
+    // them: not KMIP's Get, not the REST API's export.
+    let keys = ok(&["kms", "key", "list", "--json", "--kms", &setup.admin]);
+    let private: Vec<serde_json::Value> = keys
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .filter(|key| key["type"] == "private-key")
+        .collect();
+    assert_eq!(private.len(), 2, "{keys}");
+    for key in private {
+        assert_eq!(key["exportable"], false, "{key}");
+        let name = key["name"].as_str().unwrap();
+        let export = crate::helpers::kms_support::rampart(&[
+            "kms",
+            "key",
+            "export",
+            name,
+            "--kms",
+            &setup.bundle,
+        ]);
+        assert!(!export.status.success(), "{name} was exported");
+    }
 
     // Every use is in the audit log under the client's name.
     let audit = ok(&["kms", "audit", "--by", "app", "--json", "--kms", &setup.admin]);

@@ -59,6 +59,8 @@ pub enum KmipOperation {
     Get,
     /// AES-256-GCM Encrypt of a 64-byte payload (the server picks the IV).
     EncryptGcm,
+    /// AES-256-GCM Encrypt of a 4 KiB payload.
+    EncryptGcm4k,
     /// Create Key Pair of a new RSA-2048 pair each time (unnamed, not
     /// activated).
     CreateKeyPairRsa2048,
@@ -74,9 +76,10 @@ pub enum KmipOperation {
 
 impl KmipOperation {
     /// Every operation, in the order of the report.
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::Get,
         Self::EncryptGcm,
+        Self::EncryptGcm4k,
         Self::CreateKeyPairRsa2048,
         Self::CreateKeyPairEcP256,
         Self::SignEcdsaP256,
@@ -91,6 +94,7 @@ impl KmipOperation {
         match self {
             Self::Get => "get",
             Self::EncryptGcm => "encrypt-aes-256-gcm",
+            Self::EncryptGcm4k => "encrypt-aes-256-gcm-4k",
             Self::CreateKeyPairRsa2048 => "create-key-pair-rsa-2048",
             Self::CreateKeyPairEcP256 => "create-key-pair-ec-p256",
             Self::SignEcdsaP256 => "sign-ecdsa-p256",
@@ -110,7 +114,7 @@ impl KmipOperation {
     /// certificate for its Get; none for Create Key Pair.
     fn subject(self) -> Subject {
         match self {
-            Self::Get | Self::EncryptGcm => Subject::AesKey,
+            Self::Get | Self::EncryptGcm | Self::EncryptGcm4k => Subject::AesKey,
             Self::CreateKeyPairRsa2048 | Self::CreateKeyPairEcP256 => Subject::None,
             Self::SignEcdsaP256 => Subject::KeyPair(KeyPairKind::Ec(EcCurve::P256)),
             Self::SignRsa2048Pss => Subject::KeyPair(KeyPairKind::Rsa(2048)),
@@ -135,7 +139,9 @@ async fn kmip_once(
 ) -> Result<(), KmipClientError> {
     match op {
         KmipOperation::Get => client.get(uid).await.map(drop),
-        KmipOperation::EncryptGcm => client.encrypt_gcm(uid, payload).await.map(drop),
+        KmipOperation::EncryptGcm | KmipOperation::EncryptGcm4k => {
+            client.encrypt_gcm(uid, payload).await.map(drop)
+        }
         KmipOperation::CreateKeyPairRsa2048 => {
             client.create_key_pair(KeyPairKind::Rsa(2048), None, false).await.map(drop)
         }
@@ -170,8 +176,9 @@ pub async fn kmip(
     concurrency: usize,
     duration: Duration,
 ) -> Result<BenchRun, KmipClientError> {
-    let mut payload = [0u8; 64];
+    let mut payload = vec![0u8; if op == KmipOperation::EncryptGcm4k { 4096 } else { 64 }];
     rampart_crypto::fill_random(&mut payload)?;
+    let payload: std::sync::Arc<[u8]> = payload.into();
     let mut workers = Vec::with_capacity(concurrency);
     for _ in 0..concurrency {
         let mut worker = client.clone();
@@ -183,6 +190,7 @@ pub async fn kmip(
     let mut tasks = Vec::with_capacity(concurrency);
     for mut worker in workers {
         let uid = uid.to_owned();
+        let payload = std::sync::Arc::clone(&payload);
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::new();
             while start.elapsed() < duration {

@@ -297,6 +297,19 @@ unsafe fn mechanism(mechanism: *const CK_MECHANISM) -> Result<Mechanism> {
     }
 }
 
+/// Blocks every signal on the calling thread (the module's own), so that
+/// the application's signals (nginx's SIGCHLD, SIGHUP...) are delivered to
+/// the application's threads, where its handlers expect them.
+pub(crate) fn block_signals() {
+    // SAFETY: `set` is a valid sigset_t, filled by sigfillset before
+    // pthread_sigmask reads it; the old mask is not asked for.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut set);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
 /// `text` blank-padded into a fixed PKCS#11 string field.
 fn padded<const N: usize>(text: &str) -> [CK_UTF8CHAR; N] {
     let mut out = [b' '; N];

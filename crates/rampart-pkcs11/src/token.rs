@@ -151,6 +151,7 @@ pub(crate) fn initialize(own_threads: bool) -> Result<()> {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("rampart-pkcs11")
+            .on_thread_start(crate::ffi::block_signals)
             .enable_all()
             .build()
     } else {

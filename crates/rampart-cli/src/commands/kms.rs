@@ -732,6 +732,7 @@ fn bench_kmip(args: &BenchArgs, runs: BenchRuns) -> anyhow::Result<()> {
             .map(|op| match op {
                 KmipOperationArg::Get => KmipOperation::Get,
                 KmipOperationArg::Encrypt => KmipOperation::EncryptGcm,
+                KmipOperationArg::Encrypt4k => KmipOperation::EncryptGcm4k,
                 KmipOperationArg::CreateKeyPairRsa2048 => KmipOperation::CreateKeyPairRsa2048,
                 KmipOperationArg::CreateKeyPairEcP256 => KmipOperation::CreateKeyPairEcP256,
                 KmipOperationArg::SignEcdsaP256 => KmipOperation::SignEcdsaP256,

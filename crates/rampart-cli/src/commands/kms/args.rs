@@ -124,7 +124,8 @@ pub struct BenchArgs {
     #[arg(long, default_value = "negotiated", value_name = "VERSION", requires = "kmip")]
     pub tls: TlsArg,
     /// With --kmip: the operations to run, comma-separated: `get` and
-    /// `encrypt` (AES-256-GCM) of the key; `create-key-pair-rsa-2048` and
+    /// `encrypt` (AES-256-GCM of 64 bytes; `encrypt-4k`: of 4 KiB) of the
+    /// key; `create-key-pair-rsa-2048` and
     /// `create-key-pair-ec-p256` (a new pair each time); `sign-ecdsa-p256`
     /// and `sign-rsa-2048-pss` (SHA-256, 64 bytes, by the pair NAME-ecdsa-p256
     /// or NAME-rsa-2048); `get-certificate` (of NAME-certificate). The pairs
@@ -186,6 +187,9 @@ pub enum TlsArg {
 pub enum KmipOperationArg {
     Get,
     Encrypt,
+    /// AES-256-GCM Encrypt of 4 KiB.
+    #[value(name = "encrypt-4k")]
+    Encrypt4k,
     #[value(name = "create-key-pair-rsa-2048")]
     CreateKeyPairRsa2048,
     #[value(name = "create-key-pair-ec-p256")]

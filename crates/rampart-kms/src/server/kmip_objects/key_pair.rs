@@ -56,6 +56,7 @@ impl Session<'_> {
         let public_name = self.key_name_for(&public.names).await?;
         self.touched = Some((private_name.clone(), Some(1)));
         let (made_private, made_public) = (private_name.clone(), public_name.clone());
+        let exportable = private.extractable();
         let spec = PairSpec {
             private_name,
             public_name,
@@ -64,7 +65,7 @@ impl Session<'_> {
             algorithm,
             length,
             allow: None,
-            exportable: true,
+            exportable,
         };
         let (private_uid, public_uid) =
             key_pairs::create_key_pair(self.state, self.client, spec).await?;

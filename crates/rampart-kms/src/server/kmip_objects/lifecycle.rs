@@ -16,7 +16,7 @@ use rampart_kmip::KmipError;
 use super::crypto::{check_algorithm, default_usage_mask, set_des_parity};
 use super::errors::{crypto, kms, R};
 use super::key_formats::{digest_input, generated_format};
-use super::object::{encode_value, unique_identifier, Obj, SINGLE};
+use super::object::{decode_value, encode_value, unique_identifier, Obj, SINGLE};
 use super::server_attributes::{self as server, client_sets};
 use super::session::Session;
 use crate::model::{check_name, now_ms, ClientInfo, KeyState, Selector, MAX_REASON};
@@ -139,8 +139,8 @@ impl Session<'_> {
     }
 
     /// A new key `name` holding one KMIP object, its material sealed, for
-    /// the store to create: allowed to this client, exportable (what KMIP
-    /// Create and Register make).
+    /// the store to create: allowed to this client, exportable unless its
+    /// Extractable attribute is False (what KMIP Create and Register make).
     pub(super) fn new_key(
         &self,
         name: &str,
@@ -149,7 +149,8 @@ impl Session<'_> {
         material: &SecretBytes,
     ) -> R<NewKmipKey> {
         let allow = vec![Selector::Client(self.client.name.clone())];
-        new_kmip_key(self.state, self.client, name, object_type, new, material, allow, true)
+        let exportable = new.extractable();
+        new_kmip_key(self.state, self.client, name, object_type, new, material, allow, exportable)
     }
 
     pub(super) async fn create(&mut self, request: &CreateRequest) -> R<Vec<Item>> {
@@ -566,6 +567,21 @@ pub(crate) struct NewObject {
     pub(crate) registered_format: Option<KeyFormatType>,
     /// The Certificate Type a Register's attributes name.
     pub(crate) certificate_type: Option<u32>,
+}
+
+impl NewObject {
+    /// Whether the new object's material may be exported: its Extractable
+    /// attribute (KMIP 1.4 §3.48: True unless the request says False), so
+    /// that a key made not extractable is refused by every front end, the
+    /// REST API's export included.
+    pub(crate) fn extractable(&self) -> bool {
+        self.stored
+            .iter()
+            .find(|(name, _)| name == "Extractable")
+            .and_then(|(_, value)| decode_value(value))
+            .and_then(|item| item.as_bool().ok())
+            .unwrap_or(true)
+    }
 }
 
 /// Refuses to replace `obj` (Re-key, Re-key Key Pair, Re-certify) when it
