@@ -8,8 +8,8 @@
 //!
 //! prints `{"operation", "threads", "operations", "ops_per_second",
 //! "p50_ms", "p99_ms"}` as one JSON line. `encrypt-4k` is AES-256-GCM of
-//! 4 KiB (a fresh IV each time), `sign-ecdsa-p256` ECDSA with SHA-256 of
-//! 64 bytes. The first token with a slot is used; the keys are session
+//! 4 KiB (a fresh IV each time), `sign-ecdsa-p256` `CKM_ECDSA` of a
+//! 32-byte digest. The first token with a slot is used; the keys are session
 //! objects, gone when the run ends.
 #![allow(clippy::unwrap_used)]
 
@@ -68,7 +68,9 @@ fn main() {
             .enumerate()
             .map(|(t, session)| {
                 scope.spawn(move || {
-                    let data = vec![t as u8; if encrypt { 4096 } else { 64 }];
+                    // Sign: a SHA-256 digest's worth, signed with CKM_ECDSA
+                    // (SoftHSM2 has no CKM_ECDSA_SHA256).
+                    let data = vec![t as u8; if encrypt { 4096 } else { 32 }];
                     let mut latencies = Vec::new();
                     let mut counter = 0u64;
                     while start.elapsed() < duration {
@@ -81,7 +83,7 @@ fn main() {
                             let params = GcmParams::new(&mut iv, &[], 128.into()).unwrap();
                             session.encrypt(&Mechanism::AesGcm(params), key, &data).unwrap();
                         } else {
-                            session.sign(&Mechanism::EcdsaSha256, key, &data).unwrap();
+                            session.sign(&Mechanism::Ecdsa, key, &data).unwrap();
                         }
                         latencies.push(begun.elapsed());
                     }
