@@ -110,11 +110,46 @@ fn usable_key(m: &Module, slot: CK_SLOT_ID, handle: CK_OBJECT_HANDLE) -> Result<
 pub(crate) fn login(handle: CK_SESSION_HANDLE, user: CK_USER_TYPE, pin: &[u8]) -> Result<()> {
     let (m, _, slot) = open(handle)?;
     match user {
-        CKU_USER => m.slot(slot)?.login(&m, pin),
+        CKU_USER => {
+            let s = m.slot(slot)?;
+            s.check_pin(pin)?;
+            remote::check_identity(m.remote(s))?;
+            s.set_logged_in();
+            Ok(())
+        }
         // The key manager's administrators do not log in here.
         CKU_SO => Err(Rv(CKR_PIN_INCORRECT)),
         CKU_CONTEXT_SPECIFIC => Err(Rv(CKR_OPERATION_NOT_INITIALIZED)),
         _ => Err(Rv(CKR_USER_TYPE_INVALID)),
+    }
+}
+
+/// `C_CloseSession`: its session objects are destroyed in the key manager
+/// (best effort: one that cannot be destroyed now stays, as a token
+/// object would).
+pub(crate) fn close_session(handle: CK_SESSION_HANDLE) -> Result<()> {
+    let m = module()?;
+    let (slot, temporary) = m.close_session(handle)?;
+    destroy_temporary(&m, slot, temporary);
+    Ok(())
+}
+
+/// `C_CloseAllSessions`.
+pub(crate) fn close_all_sessions(slot: CK_SLOT_ID) -> Result<()> {
+    let m = module()?;
+    let temporary = m.close_all_sessions(slot)?;
+    destroy_temporary(&m, slot, temporary);
+    Ok(())
+}
+
+fn destroy_temporary(m: &Module, slot: CK_SLOT_ID, handles: Vec<CK_OBJECT_HANDLE>) {
+    let Ok(s) = m.slot(slot) else { return };
+    for handle in handles {
+        if let Ok(info) = m.object(slot, handle) {
+            if remote::destroy(m.remote(s), &info).is_ok() {
+                m.forget(handle);
+            }
+        }
     }
 }
 
@@ -156,12 +191,12 @@ pub(crate) fn find(handle: CK_SESSION_HANDLE, max: usize) -> Result<Vec<CK_OBJEC
     let mut session = lock(&session);
     let find = session.find.as_mut().ok_or(Rv(CKR_OPERATION_NOT_INITIALIZED))?;
     while find.found.len() < max && !find.exhausted {
-        let uids = remote::locate(&m, s, find.offset)?;
+        let uids = remote::locate(m.remote(s), find.offset)?;
         find.offset += i32::try_from(uids.len()).unwrap_or(i32::MAX);
         if uids.len() < remote::PAGE as usize {
             find.exhausted = true;
         }
-        for info in remote::describe(&m, s, &uids)? {
+        for info in remote::describe(m.remote(s), &uids)? {
             if (private_ok || !info.is_private()) && info.matches(&find.template) {
                 find.found.push_back(m.handle_of(slot, info)?);
             }
@@ -199,7 +234,7 @@ pub(crate) fn destroy_object(handle: CK_SESSION_HANDLE, object: CK_OBJECT_HANDLE
     if info.is_private() && !m.slot(slot)?.may_use_private() {
         return Err(Rv(CKR_USER_NOT_LOGGED_IN));
     }
-    remote::destroy(&m, m.slot(slot)?, &info)?;
+    remote::destroy(m.remote(m.slot(slot)?), &info)?;
     m.forget(object);
     Ok(())
 }
@@ -278,7 +313,7 @@ pub(crate) fn generate_key(
     let naming = remote::naming(value_of(&template, CKA_LABEL), value_of(&template, CKA_ID))?;
     let bits = i32::try_from(len * 8).map_err(|_| Rv(CKR_ATTRIBUTE_VALUE_INVALID))?;
     let s = m.slot(slot)?;
-    let uid = remote::create_symmetric(&m, s, algorithm, bits, usage, extractable, naming)?;
+    let uid = remote::create_symmetric(m.remote(s), algorithm, bits, usage, extractable, naming)?;
     keep(&m, &session, slot, &template, &uid)
 }
 
@@ -365,8 +400,7 @@ pub(crate) fn generate_key_pair(
     let id = value_of(&private, CKA_ID).or(value_of(&public, CKA_ID));
     let s = m.slot(slot)?;
     let (private_uid, public_uid) = remote::create_key_pair(
-        &m,
-        s,
+        m.remote(s),
         spec,
         remote::naming(value_of(&private, CKA_LABEL).or(label), id)?,
         remote::naming(value_of(&public, CKA_LABEL).or(label), id)?,
@@ -415,8 +449,8 @@ pub(crate) fn crypt(
     let delivery = {
         let mut answer = std::mem::take(&mut op.answer);
         let result = deliver(&mut answer, data, room, || match step {
-            Step::Update => op.update(&m, s, data),
-            Step::Single | Step::Final => op.finish(&m, s, data),
+            Step::Update => op.update(m.remote(s), data),
+            Step::Single | Step::Final => op.finish(m.remote(s), data),
         });
         op.answer = answer;
         result
@@ -486,7 +520,7 @@ pub(crate) fn sign(
         (None, Some(len)) if op.answer.kept(data).is_none() => Ok(Delivery::Length(len)),
         _ => {
             let mut answer = std::mem::take(&mut op.answer);
-            let result = deliver(&mut answer, data, room, || op.sign(&m, s, data));
+            let result = deliver(&mut answer, data, room, || op.sign(m.remote(s), data));
             op.answer = answer;
             result
         }
@@ -510,7 +544,7 @@ pub(crate) fn verify(
     if step == Step::Single && op.was_updated() {
         return Err(Rv(CKR_OPERATION_ACTIVE));
     }
-    op.verify(&m, s, data, signature)
+    op.verify(m.remote(s), data, signature)
 }
 
 // ---- digests and random data (local) ---------------------------------
@@ -643,7 +677,7 @@ fn keep(
     template: &Template,
     uid: &str,
 ) -> Result<CK_OBJECT_HANDLE> {
-    let mut info = remote::describe_one(m, m.slot(slot)?, uid)?;
+    let mut info = remote::describe_one(m.remote(m.slot(slot)?), uid)?;
     // CKA_TOKEN is false unless the template says otherwise (PKCS#11 3.0
     // §4.2).
     let temporary = bool_of(template, CKA_TOKEN)? != Some(true);
@@ -694,8 +728,7 @@ pub(crate) fn create_object(
                 value: der.into(),
             };
             remote::register(
-                &m,
-                s,
+                m.remote(s),
                 ObjectType::CERTIFICATE,
                 certificate.to_item(),
                 custom(&template, Vec::new())?,
@@ -719,8 +752,7 @@ pub(crate) fn create_object(
                 vec![attribute("Cryptographic Usage Mask", Value::Integer(usage)), extractable],
             )?;
             remote::register(
-                &m,
-                s,
+                m.remote(s),
                 ObjectType::SYMMETRIC_KEY,
                 rampart_kmip::ttlv::Item::structure(
                     rampart_kmip::tag::Tag::SYMMETRIC_KEY,
@@ -763,8 +795,7 @@ pub(crate) fn create_object(
                 vec![attribute("Cryptographic Usage Mask", Value::Integer(usage)), extractable],
             )?;
             remote::register(
-                &m,
-                s,
+                m.remote(s),
                 ObjectType::PRIVATE_KEY,
                 rampart_kmip::ttlv::Item::structure(
                     rampart_kmip::tag::Tag::PRIVATE_KEY,
@@ -805,8 +836,7 @@ pub(crate) fn create_object(
                 vec![attribute("Cryptographic Usage Mask", Value::Integer(usage))],
             )?;
             remote::register(
-                &m,
-                s,
+                m.remote(s),
                 ObjectType::PUBLIC_KEY,
                 rampart_kmip::ttlv::Item::structure(
                     rampart_kmip::tag::Tag::PUBLIC_KEY,
@@ -864,7 +894,7 @@ pub(crate) fn wrap_key(
         Some(r) if r < wrapped_len => return Ok(Delivery::TooSmall(wrapped_len)),
         Some(_) => {}
     }
-    remote::wrap(&m, m.slot(slot)?, &key.uid, &wrapping.uid, mode).map(Delivery::Bytes)
+    remote::wrap(m.remote(m.slot(slot)?), &key.uid, &wrapping.uid, mode).map(Delivery::Bytes)
 }
 
 pub(crate) fn unwrap_key(
@@ -913,8 +943,7 @@ pub(crate) fn unwrap_key(
         ],
     )?;
     let uid = remote::register(
-        &m,
-        m.slot(slot)?,
+        m.remote(m.slot(slot)?),
         ObjectType::SYMMETRIC_KEY,
         rampart_kmip::ttlv::Item::structure(rampart_kmip::tag::Tag::SYMMETRIC_KEY, vec![block]),
         attributes,

@@ -300,7 +300,7 @@ unsafe fn mechanism(mechanism: *const CK_MECHANISM) -> Result<Mechanism> {
 /// Blocks every signal on the calling thread (the module's own), so that
 /// the application's signals (nginx's SIGCHLD, SIGHUP...) are delivered to
 /// the application's threads, where its handlers expect them.
-pub(crate) fn block_signals() {
+fn block_signals() {
     // SAFETY: `set` is a valid sigset_t, filled by sigfillset before
     // pthread_sigmask reads it; the old mask is not asked for.
     unsafe {
@@ -355,7 +355,7 @@ pub unsafe extern "C" fn C_Initialize(args: *mut c_void) -> CK_RV {
             || unsafe { (args as *const CK_C_INITIALIZE_ARGS).read_unaligned() }.flags
                 & CKF_LIBRARY_CANT_CREATE_OS_THREADS
                 == 0;
-        token::initialize(own_threads)
+        token::initialize(own_threads, block_signals)
     })
 }
 
@@ -608,12 +608,12 @@ pub unsafe extern "C" fn C_OpenSession(
 
 #[no_mangle]
 pub unsafe extern "C" fn C_CloseSession(session: CK_SESSION_HANDLE) -> CK_RV {
-    guard(|| token::module()?.close_session(session))
+    guard(|| calls::close_session(session))
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn C_CloseAllSessions(slot: CK_SLOT_ID) -> CK_RV {
-    guard(|| token::module()?.close_all_sessions(slot))
+    guard(|| calls::close_all_sessions(slot))
 }
 
 #[no_mangle]

@@ -15,11 +15,12 @@
 //! sessions and object handles; `objects` turns KMIP objects into PKCS#11
 //! attributes; `mechanisms` parses mechanisms and their parameters;
 //! `operations` runs them; `remote` is every KMIP request the module
-//! sends; `rv` maps every failure to its return code in one place. This
+//! sends, over a slot's `connection`s; `rv` maps every failure to its return code in one place. This
 //! is safe Rust; the C ABI (the only `unsafe` of the crate) is `ffi.rs`.
 
 mod calls;
 pub mod config;
+mod connection;
 mod ffi;
 mod mechanisms;
 mod objects;

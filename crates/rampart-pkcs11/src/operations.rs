@@ -21,11 +21,11 @@ use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::Item;
 use zeroize::Zeroizing;
 
+use crate::connection::Remote;
 use crate::mechanisms::Mechanism;
 use crate::objects::{KeyKind, ObjectInfo};
 use crate::remote::{self, CryptInput, Signed};
 use crate::rv::{Result, Rv};
-use crate::token::{Module, Slot};
 
 /// Most data one operation collects (the key manager's limit on Data).
 pub(crate) const MAX_DATA: usize = 512 * 1024;
@@ -174,7 +174,7 @@ impl Crypt {
 
     /// Sends `data` (whole blocks of a streamed mode, with `padding` for
     /// the last part of CBC-PAD) and moves the chaining value on.
-    fn send_blocks(&mut self, m: &Module, slot: &Slot, data: &[u8], last: bool) -> Result<Vec<u8>> {
+    fn send_blocks(&mut self, r: Remote<'_>, data: &[u8], last: bool) -> Result<Vec<u8>> {
         if data.is_empty()
             && !(last && self.encrypt && matches!(self.mechanism, Mechanism::AesCbcPad { .. }))
         {
@@ -190,7 +190,7 @@ impl Crypt {
         }
         let chain = self.chain;
         let input = CryptInput { parameters, data, iv: Some(&chain), ..CryptInput::default() };
-        let (out, _) = remote::crypt(m, slot, self.encrypt, &self.key.uid, &input)?;
+        let (out, _) = remote::crypt(r, self.encrypt, &self.key.uid, &input)?;
         match self.mechanism {
             Mechanism::AesCbcPad { .. } => {
                 let ciphertext = if self.encrypt { &out } else { data };
@@ -208,7 +208,7 @@ impl Crypt {
 
     /// `C_EncryptUpdate`/`C_DecryptUpdate`: the output of `data` (whole
     /// blocks of a streamed mode; nothing of a collected one).
-    pub(crate) fn update(&mut self, m: &Module, slot: &Slot, data: &[u8]) -> Result<Vec<u8>> {
+    pub(crate) fn update(&mut self, r: Remote<'_>, data: &[u8]) -> Result<Vec<u8>> {
         if !self.streams() {
             self.collect(data)?;
             return Ok(Vec::new());
@@ -222,14 +222,14 @@ impl Crypt {
             whole -= BLOCK;
         }
         let (now, later) = all.split_at(whole);
-        let out = self.send_blocks(m, slot, now, false)?;
+        let out = self.send_blocks(r, now, false)?;
         *self.pending = later.to_vec();
         Ok(out)
     }
 
     /// `C_EncryptFinal`/`C_DecryptFinal`, or the one call of
     /// `C_Encrypt`/`C_Decrypt` (with everything in `data`).
-    pub(crate) fn finish(&mut self, m: &Module, slot: &Slot, data: &[u8]) -> Result<Vec<u8>> {
+    pub(crate) fn finish(&mut self, r: Remote<'_>, data: &[u8]) -> Result<Vec<u8>> {
         self.collect(data)?;
         let all = Zeroizing::new(std::mem::take(&mut *self.pending));
         match self.mechanism.clone() {
@@ -237,9 +237,9 @@ impl Crypt {
                 if !self.encrypt && all.len() % BLOCK != 0 {
                     return Err(Rv(CKR_ENCRYPTED_DATA_LEN_RANGE));
                 }
-                self.send_blocks(m, slot, &all, true)
+                self.send_blocks(r, &all, true)
             }
-            Mechanism::AesCtr { .. } => self.send_blocks(m, slot, &all, true),
+            Mechanism::AesCtr { .. } => self.send_blocks(r, &all, true),
             Mechanism::AesGcm { iv, aad, tag_bits } => {
                 let tag_len = (tag_bits / 8) as usize;
                 let parameters = self.parameters();
@@ -251,7 +251,7 @@ impl Crypt {
                         aad: Some(&aad),
                         tag: None,
                     };
-                    let (mut out, tag) = remote::crypt(m, slot, true, &self.key.uid, &input)?;
+                    let (mut out, tag) = remote::crypt(r, true, &self.key.uid, &input)?;
                     out.extend_from_slice(&tag.ok_or(Rv(CKR_DEVICE_ERROR))?);
                     Ok(out)
                 } else {
@@ -265,7 +265,7 @@ impl Crypt {
                         aad: Some(&aad),
                         tag: Some(tag),
                     };
-                    remote::crypt(m, slot, false, &self.key.uid, &input).map(|(out, _)| out)
+                    remote::crypt(r, false, &self.key.uid, &input).map(|(out, _)| out)
                 }
             }
             Mechanism::AesKeyWrap if all.len() % 8 != 0 || (!self.encrypt && all.len() < 24) => {
@@ -281,7 +281,7 @@ impl Crypt {
                     data: &all,
                     ..CryptInput::default()
                 };
-                remote::crypt(m, slot, self.encrypt, &self.key.uid, &input).map(|(out, _)| out)
+                remote::crypt(r, self.encrypt, &self.key.uid, &input).map(|(out, _)| out)
             }
         }
     }
@@ -479,15 +479,15 @@ impl Signing {
     }
 
     /// `C_Sign`/`C_SignFinal` (with `data`, the last part): the signature.
-    pub(crate) fn sign(&mut self, m: &Module, slot: &Slot, data: &[u8]) -> Result<Vec<u8>> {
+    pub(crate) fn sign(&mut self, r: Remote<'_>, data: &[u8]) -> Result<Vec<u8>> {
         if let Mechanism::Hmac(d) = self.mechanism {
             let mut whole = Zeroizing::new(std::mem::take(&mut *self.pending));
             whole.extend_from_slice(data);
-            return remote::mac(m, slot, &self.key.uid, hmac_algorithm(d), &whole);
+            return remote::mac(r, &self.key.uid, hmac_algorithm(d), &whole);
         }
         let (parameters, signed, digested) = self.request(data)?;
         let signed = if digested { Signed::Digest(&signed) } else { Signed::Data(&signed) };
-        let signature = remote::sign(m, slot, &self.key.uid, parameters, signed)?;
+        let signature = remote::sign(r, &self.key.uid, parameters, signed)?;
         match self.key.key {
             Some(KeyKind::Ec(curve)) => {
                 ecdsa_der_to_fixed(&signature, curve).map_err(|_| Rv(CKR_DEVICE_ERROR))
@@ -498,17 +498,11 @@ impl Signing {
 
     /// `C_Verify`/`C_VerifyFinal`: `CKR_SIGNATURE_INVALID` unless
     /// `signature` checks.
-    pub(crate) fn verify(
-        &mut self,
-        m: &Module,
-        slot: &Slot,
-        data: &[u8],
-        signature: &[u8],
-    ) -> Result<()> {
+    pub(crate) fn verify(&mut self, r: Remote<'_>, data: &[u8], signature: &[u8]) -> Result<()> {
         let valid = if let Mechanism::Hmac(d) = self.mechanism {
             let mut whole = Zeroizing::new(std::mem::take(&mut *self.pending));
             whole.extend_from_slice(data);
-            remote::mac_verify(m, slot, &self.key.uid, hmac_algorithm(d), &whole, signature)?
+            remote::mac_verify(r, &self.key.uid, hmac_algorithm(d), &whole, signature)?
         } else {
             let expected = self.key.output_len().ok_or(Rv(CKR_KEY_TYPE_INCONSISTENT))?;
             if signature.len() != expected {
@@ -522,7 +516,7 @@ impl Signing {
                 }
                 _ => signature.to_vec(),
             };
-            remote::verify(m, slot, &self.key.uid, parameters, signed, &signature)?
+            remote::verify(r, &self.key.uid, parameters, signed, &signature)?
         };
         if valid {
             Ok(())

@@ -10,9 +10,9 @@ use rampart_kmip::message::{Attribute, ResponseBatchItem};
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::{Item, Value};
 
+use crate::connection::Remote;
 use crate::objects::{custom_attribute, ObjectInfo, ID_ATTRIBUTE, LABEL_ATTRIBUTE};
 use crate::rv::{from_client, from_reason, Context, Result, Rv};
-use crate::token::{Module, Slot};
 
 /// Objects asked for per Locate page.
 pub(crate) const PAGE: i32 = 64;
@@ -35,13 +35,12 @@ fn payloads(items: Vec<ResponseBatchItem>, context: Context) -> Vec<Result<Vec<I
 
 /// Sends a batch; every item must succeed.
 fn batch(
-    module: &Module,
-    slot: &Slot,
+    r: Remote<'_>,
     operations: Vec<(Operation, Vec<Item>)>,
     context: Context,
 ) -> Result<Vec<Vec<Item>>> {
     let n = operations.len();
-    let items = module.call(slot, operations).map_err(|e| from_client(&e, context))?;
+    let items = r.call(operations).map_err(|e| from_client(&e, context))?;
     if items.len() != n {
         return Err(Rv(CKR_DEVICE_ERROR));
     }
@@ -50,13 +49,12 @@ fn batch(
 
 /// Sends one operation.
 fn one(
-    module: &Module,
-    slot: &Slot,
+    r: Remote<'_>,
     operation: Operation,
     fields: Vec<Item>,
     context: Context,
 ) -> Result<Vec<Item>> {
-    batch(module, slot, vec![(operation, fields)], context)?.pop().ok_or(Rv(CKR_DEVICE_ERROR))
+    batch(r, vec![(operation, fields)], context)?.pop().ok_or(Rv(CKR_DEVICE_ERROR))
 }
 
 /// The first item with `tag`, at any depth.
@@ -88,14 +86,14 @@ fn text_of(items: &[Item], tag: Tag) -> Result<String> {
 
 /// A cheap request that the key manager answers only to an identity it
 /// still accepts (`C_Login`).
-pub(crate) fn check_identity(module: &Module, slot: &Slot) -> Result<()> {
-    one(module, slot, Operation::DISCOVER_VERSIONS, Vec::new(), Context::Objects).map(|_| ())
+pub(crate) fn check_identity(r: Remote<'_>) -> Result<()> {
+    one(r, Operation::DISCOVER_VERSIONS, Vec::new(), Context::Objects).map(|_| ())
 }
 
 /// One page of the identity's objects (every type), from `offset`.
-pub(crate) fn locate(module: &Module, slot: &Slot, offset: i32) -> Result<Vec<String>> {
+pub(crate) fn locate(r: Remote<'_>, offset: i32) -> Result<Vec<String>> {
     let fields = vec![Item::int(Tag::MAXIMUM_ITEMS, PAGE), Item::int(Tag::OFFSET_ITEMS, offset)];
-    let found = one(module, slot, Operation::LOCATE, fields, Context::Objects)?;
+    let found = one(r, Operation::LOCATE, fields, Context::Objects)?;
     Ok(found
         .iter()
         .filter(|i| i.tag == Tag::UNIQUE_IDENTIFIER)
@@ -106,7 +104,7 @@ pub(crate) fn locate(module: &Module, slot: &Slot, offset: i32) -> Result<Vec<St
 /// The objects `uids` as the module presents them (those it does not
 /// present, or that vanished meanwhile, are left out), with the public
 /// key of each key of a pair and the DER of each certificate.
-pub(crate) fn describe(module: &Module, slot: &Slot, uids: &[String]) -> Result<Vec<ObjectInfo>> {
+pub(crate) fn describe(r: Remote<'_>, uids: &[String]) -> Result<Vec<ObjectInfo>> {
     if uids.is_empty() {
         return Ok(Vec::new());
     }
@@ -114,7 +112,7 @@ pub(crate) fn describe(module: &Module, slot: &Slot, uids: &[String]) -> Result<
         .iter()
         .map(|uid| (Operation::GET_ATTRIBUTES, vec![Item::text(Tag::UNIQUE_IDENTIFIER, uid)]))
         .collect();
-    let answers = module.call(slot, requests).map_err(|e| from_client(&e, Context::Objects))?;
+    let answers = r.call(requests).map_err(|e| from_client(&e, Context::Objects))?;
     let mut infos = Vec::new();
     for (uid, answer) in uids.iter().zip(payloads(answers, Context::Objects)) {
         let Ok(fields) = answer else { continue };
@@ -147,7 +145,7 @@ pub(crate) fn describe(module: &Module, slot: &Slot, uids: &[String]) -> Result<
     }
     if !wanted.is_empty() {
         let (places, requests): (Vec<usize>, Vec<_>) = wanted.into_iter().unzip();
-        let answers = module.call(slot, requests).map_err(|e| from_client(&e, Context::Objects))?;
+        let answers = r.call(requests).map_err(|e| from_client(&e, Context::Objects))?;
         for (i, answer) in places.into_iter().zip(payloads(answers, Context::Objects)) {
             let Ok(fields) = answer else { continue };
             let info = &mut infos[i];
@@ -164,8 +162,8 @@ pub(crate) fn describe(module: &Module, slot: &Slot, uids: &[String]) -> Result<
 }
 
 /// One object, described afresh.
-pub(crate) fn describe_one(module: &Module, slot: &Slot, uid: &str) -> Result<ObjectInfo> {
-    describe(module, slot, &[uid.to_owned()])?.pop().ok_or(Rv(CKR_OBJECT_HANDLE_INVALID))
+pub(crate) fn describe_one(r: Remote<'_>, uid: &str) -> Result<ObjectInfo> {
+    describe(r, &[uid.to_owned()])?.pop().ok_or(Rv(CKR_OBJECT_HANDLE_INVALID))
 }
 
 /// The PKCS#11 label and ID as attributes of a new object.
@@ -188,8 +186,7 @@ fn attribute(name: &str, value: Value) -> Item {
 /// Create (and Activate, in the same batch) of a symmetric key:
 /// its Unique Identifier.
 pub(crate) fn create_symmetric(
-    module: &Module,
-    slot: &Slot,
+    r: Remote<'_>,
     algorithm: CryptographicAlgorithm,
     bits: i32,
     usage: i32,
@@ -205,8 +202,7 @@ pub(crate) fn create_symmetric(
     ];
     attributes.append(&mut naming);
     let created = batch(
-        module,
-        slot,
+        r,
         vec![
             (
                 Operation::CREATE,
@@ -234,8 +230,7 @@ pub(crate) struct PairSpec {
 
 /// Create Key Pair, then Activate of both keys: (private, public).
 pub(crate) fn create_key_pair(
-    module: &Module,
-    slot: &Slot,
+    r: Remote<'_>,
     spec: PairSpec,
     mut private_naming: Vec<Item>,
     mut public_naming: Vec<Item>,
@@ -253,8 +248,7 @@ pub(crate) fn create_key_pair(
     let mut public = vec![attribute("Cryptographic Usage Mask", Value::Integer(spec.public_usage))];
     public.append(&mut public_naming);
     let created = batch(
-        module,
-        slot,
+        r,
         vec![
             (
                 Operation::CREATE_KEY_PAIR,
@@ -272,8 +266,7 @@ pub(crate) fn create_key_pair(
     let private_key = text_of(&created[0], Tag::PRIVATE_KEY_UNIQUE_IDENTIFIER)?;
     let public_key = text_of(&created[0], Tag::PUBLIC_KEY_UNIQUE_IDENTIFIER)?;
     one(
-        module,
-        slot,
+        r,
         Operation::ACTIVATE,
         vec![Item::text(Tag::UNIQUE_IDENTIFIER, &public_key)],
         Context::Generate,
@@ -295,8 +288,7 @@ pub(crate) struct CryptInput<'a> {
 /// Encrypt (`encrypt`) or Decrypt under key `uid`: the output data and,
 /// from an AEAD encryption, the tag.
 pub(crate) fn crypt(
-    module: &Module,
-    slot: &Slot,
+    r: Remote<'_>,
     encrypt: bool,
     uid: &str,
     input: &CryptInput<'_>,
@@ -317,7 +309,7 @@ pub(crate) fn crypt(
         fields.push(Item::bytes(Tag::AUTHENTICATED_ENCRYPTION_TAG, tag));
     }
     let operation = if encrypt { Operation::ENCRYPT } else { Operation::DECRYPT };
-    let answer = one(module, slot, operation, fields, context)?;
+    let answer = one(r, operation, fields, context)?;
     let data = find_deep(&answer, Tag::DATA)
         .and_then(|i| i.as_bytes().ok())
         .map(<[u8]>::to_vec)
@@ -347,8 +339,7 @@ fn signed_field(signed: Signed<'_>) -> Item {
 /// Sign by private key `uid`: the signature as the key manager gives it
 /// (DER for ECDSA).
 pub(crate) fn sign(
-    module: &Module,
-    slot: &Slot,
+    r: Remote<'_>,
     uid: &str,
     parameters: Vec<Item>,
     signed: Signed<'_>,
@@ -358,14 +349,13 @@ pub(crate) fn sign(
         Item::structure(Tag::CRYPTOGRAPHIC_PARAMETERS, parameters),
         signed_field(signed),
     ];
-    let answer = one(module, slot, Operation::SIGN, fields, Context::Sign)?;
+    let answer = one(r, Operation::SIGN, fields, Context::Sign)?;
     bytes_of(&answer, Tag::SIGNATURE_DATA)
 }
 
 /// Signature Verify by public key `uid`.
 pub(crate) fn verify(
-    module: &Module,
-    slot: &Slot,
+    r: Remote<'_>,
     uid: &str,
     parameters: Vec<Item>,
     signed: Signed<'_>,
@@ -377,7 +367,7 @@ pub(crate) fn verify(
         signed_field(signed),
         Item::bytes(Tag::SIGNATURE_DATA, signature),
     ];
-    let answer = one(module, slot, Operation::SIGNATURE_VERIFY, fields, Context::Verify)?;
+    let answer = one(r, Operation::SIGNATURE_VERIFY, fields, Context::Verify)?;
     validity(&answer)
 }
 
@@ -391,8 +381,7 @@ fn validity(answer: &[Item]) -> Result<bool> {
 
 /// MAC by key `uid` with `algorithm` (an HMAC).
 pub(crate) fn mac(
-    module: &Module,
-    slot: &Slot,
+    r: Remote<'_>,
     uid: &str,
     algorithm: CryptographicAlgorithm,
     data: &[u8],
@@ -405,14 +394,13 @@ pub(crate) fn mac(
         ),
         Item::bytes(Tag::DATA, data),
     ];
-    let answer = one(module, slot, Operation::MAC, fields, Context::Sign)?;
+    let answer = one(r, Operation::MAC, fields, Context::Sign)?;
     bytes_of(&answer, Tag::MAC_DATA)
 }
 
 /// MAC Verify by key `uid`.
 pub(crate) fn mac_verify(
-    module: &Module,
-    slot: &Slot,
+    r: Remote<'_>,
     uid: &str,
     algorithm: CryptographicAlgorithm,
     data: &[u8],
@@ -427,12 +415,12 @@ pub(crate) fn mac_verify(
         Item::bytes(Tag::DATA, data),
         Item::bytes(Tag::MAC_DATA, mac),
     ];
-    let answer = one(module, slot, Operation::MAC_VERIFY, fields, Context::Verify)?;
+    let answer = one(r, Operation::MAC_VERIFY, fields, Context::Verify)?;
     validity(&answer)
 }
 
 /// Revoke (when active) and Destroy of `uid`.
-pub(crate) fn destroy(module: &Module, slot: &Slot, info: &ObjectInfo) -> Result<()> {
+pub(crate) fn destroy(r: Remote<'_>, info: &ObjectInfo) -> Result<()> {
     let uid = || vec![Item::text(Tag::UNIQUE_IDENTIFIER, &info.uid)];
     if info.state == Some(rampart_kmip::enums::State::ACTIVE) {
         let mut revoke = uid();
@@ -441,9 +429,9 @@ pub(crate) fn destroy(module: &Module, slot: &Slot, info: &ObjectInfo) -> Result
             // Cessation of Operation (KMIP 1.4 §9.1.3.2.19).
             vec![Item::enumeration(Tag::REVOCATION_REASON_CODE, 0x05)],
         ));
-        one(module, slot, Operation::REVOKE, revoke, Context::Objects)?;
+        one(r, Operation::REVOKE, revoke, Context::Objects)?;
     }
-    one(module, slot, Operation::DESTROY, uid(), Context::Objects).map(|_| ())
+    one(r, Operation::DESTROY, uid(), Context::Objects).map(|_| ())
 }
 
 /// The usage mask of a new key from what its template asks for.
@@ -508,8 +496,7 @@ pub(crate) fn key_block(
 /// Register of `object` (the managed object's item) of `object_type`
 /// with `attributes`, activated when it is a key: its Unique Identifier.
 pub(crate) fn register(
-    module: &Module,
-    slot: &Slot,
+    r: Remote<'_>,
     object_type: ObjectType,
     object: Item,
     attributes: Vec<Item>,
@@ -529,15 +516,14 @@ pub(crate) fn register(
     ) {
         operations.push((Operation::ACTIVATE, Vec::new()));
     }
-    let registered = batch(module, slot, operations, context)?;
+    let registered = batch(r, operations, context)?;
     text_of(&registered[0], Tag::UNIQUE_IDENTIFIER)
 }
 
 /// The key `uid`'s material wrapped by key `wrapping` with `mode` (Get
 /// with a Key Wrapping Specification, No Encoding: the material alone).
 pub(crate) fn wrap(
-    module: &Module,
-    slot: &Slot,
+    r: Remote<'_>,
     uid: &str,
     wrapping: &str,
     mode: rampart_kmip::enums::BlockCipherMode,
@@ -568,6 +554,6 @@ pub(crate) fn wrap(
             ],
         ),
     ];
-    let answer = one(module, slot, Operation::GET, fields, Context::Encrypt)?;
+    let answer = one(r, Operation::GET, fields, Context::Encrypt)?;
     bytes_of(&answer, Tag::KEY_MATERIAL)
 }

@@ -14,20 +14,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use cryptoki_sys::*;
-use rampart_kmip::enums::Operation;
-use rampart_kmip::message::ResponseBatchItem;
-use rampart_kmip::ttlv::Item;
-use rampart_kms_client::kmip::{KmipClient, KmipClientError, TlsVersions};
+use rampart_kms_client::kmip::{KmipClient, TlsVersions};
 use rampart_kms_client::Bundle;
 use zeroize::Zeroizing;
 
 use crate::config::{SlotConfig, MAX_LABEL};
+use crate::connection::{Connections, Remote};
 use crate::objects::ObjectInfo;
 use crate::operations::Operations;
 use crate::rv::{Result, Rv};
 
-/// Idle connections a slot keeps open.
-const MAX_IDLE: usize = 32;
 /// Most sessions open at once (a bound on what a caller can make us keep).
 const MAX_SESSIONS: usize = 4096;
 /// Most object handles given out (each is a few hundred bytes).
@@ -59,8 +55,7 @@ pub(crate) struct Slot {
     /// The client's name (the token's serial number is made of it).
     pub client: String,
     pin: Option<Zeroizing<String>>,
-    prototype: KmipClient,
-    idle: Mutex<Vec<KmipClient>>,
+    connections: Connections,
     logged_in: AtomicBool,
 }
 
@@ -122,9 +117,9 @@ pub(crate) fn module() -> Result<Arc<Module>> {
 /// loading the module).
 ///
 /// With `own_threads` the connections are driven by one thread of the
-/// module's; without (the caller set `CKF_LIBRARY_CANT_CREATE_OS_THREADS`,
+/// module's (which runs `on_thread_start` first); without (the caller set `CKF_LIBRARY_CANT_CREATE_OS_THREADS`,
 /// as GnuTLS does), by whichever calling thread is waiting for an answer.
-pub(crate) fn initialize(own_threads: bool) -> Result<()> {
+pub(crate) fn initialize(own_threads: bool, on_thread_start: fn()) -> Result<()> {
     let mut guard = MODULE.write().unwrap_or_else(PoisonError::into_inner);
     if let Some(m) = guard.as_ref() {
         if m.pid == std::process::id() {
@@ -151,7 +146,7 @@ pub(crate) fn initialize(own_threads: bool) -> Result<()> {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("rampart-pkcs11")
-            .on_thread_start(crate::ffi::block_signals)
+            .on_thread_start(on_thread_start)
             .enable_all()
             .build()
     } else {
@@ -202,8 +197,7 @@ impl Slot {
             label,
             client: bundle.name,
             pin: config.pin,
-            prototype,
-            idle: Mutex::new(Vec::new()),
+            connections: Connections::new(prototype),
             logged_in: AtomicBool::new(false),
         })
     }
@@ -222,9 +216,9 @@ impl Slot {
         self.logged_in.load(Ordering::Acquire)
     }
 
-    /// Checks `pin` against the configured one (in constant time), then
-    /// that the key manager still accepts the identity.
-    pub(crate) fn login(&self, module: &Module, pin: &[u8]) -> Result<()> {
+    /// Checks `pin` against the configured one (in constant time);
+    /// `CKR_USER_ALREADY_LOGGED_IN` when logged in already.
+    pub(crate) fn check_pin(&self, pin: &[u8]) -> Result<()> {
         if self.is_logged_in() {
             return Err(Rv(CKR_USER_ALREADY_LOGGED_IN));
         }
@@ -236,9 +230,11 @@ impl Slot {
                 return Err(Rv(CKR_PIN_INCORRECT));
             }
         }
-        crate::remote::check_identity(module, self)?;
-        self.logged_in.store(true, Ordering::Release);
         Ok(())
+    }
+
+    pub(crate) fn set_logged_in(&self) {
+        self.logged_in.store(true, Ordering::Release);
     }
 
     pub(crate) fn logout(&self) -> Result<()> {
@@ -255,22 +251,9 @@ impl Module {
         usize::try_from(id).ok().and_then(|i| self.slots.get(i)).ok_or(Rv(CKR_SLOT_ID_INVALID))
     }
 
-    /// Sends one KMIP request on a connection of `slot`'s own for the
-    /// call, kept open for the next one.
-    pub(crate) fn call(
-        &self,
-        slot: &Slot,
-        batch: Vec<(Operation, Vec<Item>)>,
-    ) -> std::result::Result<Vec<ResponseBatchItem>, KmipClientError> {
-        let mut client = lock(&slot.idle).pop().unwrap_or_else(|| slot.prototype.clone());
-        let result = self.runtime.block_on(client.call(batch));
-        if result.is_ok() {
-            let mut idle = lock(&slot.idle);
-            if idle.len() < MAX_IDLE {
-                idle.push(client);
-            }
-        }
-        result
+    /// Where `slot`'s KMIP requests go.
+    pub(crate) fn remote<'a>(&'a self, slot: &'a Slot) -> Remote<'a> {
+        Remote { runtime: &self.runtime, connections: &slot.connections }
     }
 
     pub(crate) fn open_session(
@@ -298,23 +281,27 @@ impl Module {
         Ok(handle)
     }
 
-    pub(crate) fn close_session(&self, handle: CK_SESSION_HANDLE) -> Result<()> {
+    /// Closes a session: the session objects it made are returned, for
+    /// the caller to destroy in the key manager.
+    pub(crate) fn close_session(
+        &self,
+        handle: CK_SESSION_HANDLE,
+    ) -> Result<(CK_SLOT_ID, Vec<CK_OBJECT_HANDLE>)> {
         let mut sessions = self.sessions.write().unwrap_or_else(PoisonError::into_inner);
         let closed = sessions.remove(&handle).ok_or(Rv(CKR_SESSION_HANDLE_INVALID))?;
-        let slot = lock(&closed).slot;
-        let last = !sessions.values().any(|s| lock(s).slot == slot);
-        drop(sessions);
-        self.destroy_temporary(&closed);
+        let mut closed = lock(&closed);
+        let slot = closed.slot;
         // PKCS#11 3.0 §5.6: closing the last session logs the user out.
-        if last {
+        if !sessions.values().any(|s| lock(s).slot == slot) {
             if let Ok(s) = self.slot(slot) {
                 let _ = s.logout();
             }
         }
-        Ok(())
+        Ok((slot, std::mem::take(&mut closed.temporary)))
     }
 
-    pub(crate) fn close_all_sessions(&self, slot: CK_SLOT_ID) -> Result<()> {
+    /// Closes every session of `slot`; returns their session objects.
+    pub(crate) fn close_all_sessions(&self, slot: CK_SLOT_ID) -> Result<Vec<CK_OBJECT_HANDLE>> {
         let s = self.slot(slot)?;
         let closed: HashMap<_, _> = {
             let mut sessions = self.sessions.write().unwrap_or_else(PoisonError::into_inner);
@@ -323,28 +310,11 @@ impl Module {
             *sessions = kept;
             closed
         };
-        for (_, session) in closed {
-            self.destroy_temporary(&session);
-        }
         let _ = s.logout();
-        Ok(())
-    }
-
-    /// Destroys a closed session's session objects (best effort: one the
-    /// key manager cannot destroy now stays, as a token object would).
-    fn destroy_temporary(&self, session: &Mutex<Session>) {
-        let (slot, temporary) = {
-            let mut session = lock(session);
-            (session.slot, std::mem::take(&mut session.temporary))
-        };
-        let Ok(s) = self.slot(slot) else { return };
-        for handle in temporary {
-            if let Ok(info) = self.object(slot, handle) {
-                if crate::remote::destroy(self, s, &info).is_ok() {
-                    self.forget(handle);
-                }
-            }
-        }
+        Ok(closed
+            .values()
+            .flat_map(|session| std::mem::take(&mut lock(session).temporary))
+            .collect())
     }
 
     /// How many sessions are open on `slot`, and how many read/write.
