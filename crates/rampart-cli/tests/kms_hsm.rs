@@ -380,11 +380,11 @@ fn hsm_root_key_is_sensitive_and_never_extractable() {
         serde_json::from_slice(&std::fs::read(dir.join("hsm.json")).unwrap()).unwrap();
     let label = recorded["key_label"].as_str().unwrap().to_owned();
 
-    // Read the object back through PKCS#11 in this process (the only
-    // user of the module here), as any auditor of the token would.
-    // SAFETY of the environment: no other test in this process loads the
-    // module; the others hand SOFTHSM2_CONF to their child processes
-    // explicitly, so setting it here changes nothing they do.
+    // Read the object back through PKCS#11 in this process, as any
+    // auditor of the token would. The tests that load SoftHSM2 here take
+    // turns (it reads SOFTHSM2_CONF once, at C_Initialize); the others
+    // hand SOFTHSM2_CONF to their child processes explicitly.
+    let _turn = crate::helpers::pkcs11_support::softhsm_turn();
     std::env::set_var("SOFTHSM2_CONF", &hsm.conf);
     let ctx = Pkcs11::new(MODULE).unwrap();
     ctx.initialize(CInitializeArgs::OsThreads).unwrap();

@@ -289,8 +289,10 @@ struct CtrParams {
     block: [u8; 16],
 }
 
-/// A SoftHSM2 token of its own, loaded, with a logged-in session.
-fn softhsm(dir: &TempDir) -> (Pkcs11, Session) {
+/// A SoftHSM2 token of its own, loaded, with a logged-in session (and the
+/// turn at loading SoftHSM2 in this process, held while they live).
+fn softhsm(dir: &TempDir) -> (Pkcs11, Session, std::sync::MutexGuard<'static, ()>) {
+    let turn = crate::helpers::pkcs11_support::softhsm_turn();
     let tokens = dir.join("softhsm-tokens");
     std::fs::create_dir_all(&tokens).unwrap();
     let conf = dir.join("softhsm2.conf");
@@ -325,7 +327,7 @@ fn softhsm(dir: &TempDir) -> (Pkcs11, Session) {
         .unwrap();
     let session = context.open_rw_session(slot).unwrap();
     session.login(UserType::User, Some(&AuthPin::new(PIN.into()))).unwrap();
-    (context, session)
+    (context, session, turn)
 }
 
 /// The template of a private key from its PKCS#8 (RSA components, or an
@@ -371,7 +373,7 @@ fn private_template(pkcs8: &[u8], kind: rampart_crypto::KeyAlg) -> Vec<Attribute
 fn deterministic_answers_equal_softhsm2_holding_the_same_keys() {
     let setup = Pkcs11Setup::start(None);
     let loaded = load(&setup);
-    let (_reference_context, reference) = softhsm(&setup.dir);
+    let (reference_context, reference, turn) = softhsm(&setup.dir);
     let message = b"the same message, signed twice".to_vec();
     for kind in [rampart_crypto::KeyAlg::Rsa, rampart_crypto::KeyAlg::Ed25519] {
         let pair = rampart_crypto::generate_key_pair(kind, 2048).unwrap();
@@ -419,6 +421,10 @@ fn deterministic_answers_equal_softhsm2_holding_the_same_keys() {
         reference.wrap_key(&Mechanism::AesKeyWrap, theirs, inner_theirs).unwrap(),
         "AES key wrap"
     );
+    // SoftHSM2 is finalized before the next test may load it.
+    drop(reference);
+    drop(reference_context);
+    drop(turn);
 }
 
 /// The public key of `private`'s pair as a PEM file for OpenSSL.

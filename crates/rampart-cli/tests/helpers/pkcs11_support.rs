@@ -7,6 +7,13 @@ use std::path::{Path, PathBuf};
 
 use super::kms_support::{free_port, issue_client, ok, rampart_bin, ServerProcess, TempDir};
 
+/// A turn at loading SoftHSM2 in this test process: one library state per
+/// process, configured by `SOFTHSM2_CONF` when initialized.
+pub fn softhsm_turn() -> std::sync::MutexGuard<'static, ()> {
+    static LOADED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOADED.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// The user PIN the test configurations set.
 pub const PIN: &str = "1234";
 
