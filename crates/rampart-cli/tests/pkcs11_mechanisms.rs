@@ -3,9 +3,10 @@
 //! serve`: every answer that is deterministic is compared byte for byte
 //! with an independent implementation holding the same key material —
 //! SoftHSM2 (RSA PKCS#1 v1.5 and Ed25519 signatures, AES-GCM with a given
-//! IV, the AES key wrap) and pyca/cryptography (GCM, CBC, CTR, key wrap,
-//! HMAC) — and every other result is checked by the other party (OAEP,
-//! PSS and ECDSA verified by the key manager and by OpenSSL). The return
+//! IV, the AES key wrap) and pyca/cryptography (GCM, CBC, CTR, both key
+//! wraps, HMAC) — and every other result is checked by the other party
+//! (OAEP, PSS, ECDSA and Ed25519 verified by the key manager and by
+//! OpenSSL). The return
 //! codes are PKCS#11's: a missing login, a wrong PIN, a wrong mechanism
 //! or key, a bad tag or signature, a short buffer (the two-call
 //! convention, through the raw C ABI), a revoked identity and a key
@@ -521,6 +522,33 @@ fn key_pairs_sign_and_decrypt(store: Option<&str>) {
         RvError::SignatureInvalid
     );
 
+    // Ed25519: verified by the key manager and by OpenSSL.
+    let (public, private) = s
+        .generate_key_pair(
+            &Mechanism::EccEdwardsKeyPairGen,
+            &[Attribute::EcParams(vec![0x06, 0x03, 0x2B, 0x65, 0x70]), Attribute::Verify(true)],
+            &[Attribute::Sign(true), Attribute::Sensitive(true)],
+        )
+        .unwrap();
+    let eddsa = Mechanism::Eddsa(EddsaParams::new(EddsaSignatureScheme::Pure));
+    let signature = s.sign(&eddsa, private, &message).unwrap();
+    assert_eq!(signature.len(), 64);
+    s.verify(&eddsa, public, &message, &signature).unwrap();
+    let der = public_pem(s, public, setup.dir.path());
+    let (msg, sig) = (setup.dir.join("ed-message"), setup.dir.join("ed-signature"));
+    std::fs::write(&msg, &message).unwrap();
+    std::fs::write(&sig, &signature).unwrap();
+    let out = Command::new(tool("openssl"))
+        .args(["pkeyutl", "-verify", "-pubin", "-keyform", "DER", "-rawin", "-inkey"])
+        .arg(&der)
+        .arg("-sigfile")
+        .arg(&sig)
+        .arg("-in")
+        .arg(&msg)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "Ed25519: {}", String::from_utf8_lossy(&out.stderr));
+
     // RSA-2048: PSS checked by OpenSSL, OAEP round trip through
     // OpenSSL's encryption.
     let (public, private) = s
@@ -582,7 +610,7 @@ fn key_pairs_sign_and_decrypt(store: Option<&str>) {
         .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
         .filter(|key| key["type"] == "private-key")
         .collect();
-    assert_eq!(private.len(), 2, "{keys}");
+    assert_eq!(private.len(), 3, "{keys}");
     for key in private {
         assert_eq!(key["exportable"], false, "{key}");
         let name = key["name"].as_str().unwrap();
@@ -652,8 +680,24 @@ fn failures_have_the_return_codes_pkcs11_names() {
     s.login(UserType::User, Some(&AuthPin::new(PIN.into()))).unwrap();
     assert_eq!(other.find_objects(&[Attribute::Class(ObjectClass::SECRET_KEY)]).unwrap(), [key]);
 
-    // The two-call convention, through the raw C ABI.
-    two_calls(&setup.module, s.get_session_info().unwrap().slot_id().id());
+    // The two-call convention, and CKM_AES_KEY_WRAP_KWP (which the
+    // cryptoki crate does not name), through the raw C ABI.
+    let kek_bytes = [0x6Eu8; 32];
+    let kek = s
+        .create_object(&aes_key_template(
+            &kek_bytes,
+            "kwp",
+            &[Attribute::Encrypt(true), Attribute::Decrypt(true)],
+        ))
+        .unwrap();
+    let kek_handle: u64 = kek.to_string().parse().unwrap();
+    let wrapped =
+        two_calls(&setup.module, s.get_session_info().unwrap().slot_id().id(), kek_handle);
+    let expected = python(
+        "from cryptography.hazmat.primitives.keywrap import aes_key_wrap_with_padding\nprint(h(aes_key_wrap_with_padding(a[0], a[1])).decode())",
+        &[&kek_bytes, &[0x5Cu8; 20]],
+    );
+    assert_eq!(wrapped, expected, "RFC 5649 key wrap with padding");
 
     // The key manager stops: the device is gone; it comes back: the
     // module reconnects by itself.
@@ -679,9 +723,10 @@ fn failures_have_the_return_codes_pkcs11_names() {
 
 /// C_Digest and C_GetMechanismList with NULL and short buffers: the
 /// length is given, `CKR_BUFFER_TOO_SMALL` keeps the operation going, and
-/// the right buffer gets the answer.
+/// the right buffer gets the answer. Then CKM_AES_KEY_WRAP_KWP of 20
+/// bytes 0x5C with key `kwp_key`, decrypted back: the wrapped bytes.
 #[allow(unsafe_code)]
-fn two_calls(module: &Path, slot: u64) {
+fn two_calls(module: &Path, slot: u64, kwp_key: u64) -> Vec<u8> {
     use cryptoki_sys::*;
     // SAFETY: the module is a PKCS#11 library; every pointer passed below
     // is valid for the length given beside it.
@@ -740,6 +785,30 @@ fn two_calls(module: &Path, slot: u64) {
             CKR_SESSION_PARALLEL_NOT_SUPPORTED
         );
         assert_eq!(p.C_CloseSession(0xDEAD), CKR_SESSION_HANDLE_INVALID);
+
+        let mut kwp = CK_MECHANISM {
+            mechanism: CKM_AES_KEY_WRAP_KWP,
+            pParameter: std::ptr::null_mut(),
+            ulParameterLen: 0,
+        };
+        let mut plain = [0x5Cu8; 20];
+        assert_eq!(p.C_EncryptInit(session, &mut kwp, kwp_key), CKR_OK);
+        let mut wrapped = [0u8; 32];
+        let mut len: CK_ULONG = 32;
+        assert_eq!(
+            p.C_Encrypt(session, plain.as_mut_ptr(), 20, wrapped.as_mut_ptr(), &mut len),
+            CKR_OK
+        );
+        assert_eq!(len, 32);
+        assert_eq!(p.C_DecryptInit(session, &mut kwp, kwp_key), CKR_OK);
+        let mut back = [0u8; 32];
+        let mut back_len: CK_ULONG = 32;
+        assert_eq!(
+            p.C_Decrypt(session, wrapped.as_mut_ptr(), 32, back.as_mut_ptr(), &mut back_len),
+            CKR_OK
+        );
+        assert_eq!(&back[..back_len as usize], &plain[..]);
+        wrapped.to_vec()
     }
 }
 
