@@ -450,6 +450,24 @@ pub(crate) fn usage_from(flags: &[(CK_ATTRIBUTE_TYPE, bool)]) -> i32 {
     })
 }
 
+/// The fields of Key Wrapping Data or a Key Wrapping Specification: key
+/// `uid` encrypts with `mode`.
+fn encrypted_by(uid: &str, mode: rampart_kmip::enums::BlockCipherMode) -> Vec<Item> {
+    vec![
+        Item::enumeration(Tag::WRAPPING_METHOD, rampart_kmip::enums::WrappingMethod::ENCRYPT.0),
+        Item::structure(
+            Tag::ENCRYPTION_KEY_INFORMATION,
+            vec![
+                Item::text(Tag::UNIQUE_IDENTIFIER, uid),
+                Item::structure(
+                    Tag::CRYPTOGRAPHIC_PARAMETERS,
+                    vec![Item::enumeration(Tag::BLOCK_CIPHER_MODE, mode.0)],
+                ),
+            ],
+        ),
+    ]
+}
+
 /// A Key Block structure: material in `format`, with its algorithm and
 /// length when known.
 pub(crate) fn key_block(
@@ -470,25 +488,7 @@ pub(crate) fn key_block(
         fields.push(Item::int(Tag::CRYPTOGRAPHIC_LENGTH, l));
     }
     if let Some((uid, mode)) = wrapped_by {
-        fields.push(Item::structure(
-            Tag::KEY_WRAPPING_DATA,
-            vec![
-                Item::enumeration(
-                    Tag::WRAPPING_METHOD,
-                    rampart_kmip::enums::WrappingMethod::ENCRYPT.0,
-                ),
-                Item::structure(
-                    Tag::ENCRYPTION_KEY_INFORMATION,
-                    vec![
-                        Item::text(Tag::UNIQUE_IDENTIFIER, uid),
-                        Item::structure(
-                            Tag::CRYPTOGRAPHIC_PARAMETERS,
-                            vec![Item::enumeration(Tag::BLOCK_CIPHER_MODE, mode.0)],
-                        ),
-                    ],
-                ),
-            ],
-        ));
+        fields.push(Item::structure(Tag::KEY_WRAPPING_DATA, encrypted_by(uid, mode)));
     }
     Item::structure(Tag::KEY_BLOCK, fields)
 }
@@ -533,26 +533,11 @@ pub(crate) fn wrap(
     const TAG_ENCODING_OPTION: Tag = Tag(0x42_00A3);
     let fields = vec![
         Item::text(Tag::UNIQUE_IDENTIFIER, uid),
-        Item::structure(
-            Tag::KEY_WRAPPING_SPECIFICATION,
-            vec![
-                Item::enumeration(
-                    Tag::WRAPPING_METHOD,
-                    rampart_kmip::enums::WrappingMethod::ENCRYPT.0,
-                ),
-                Item::structure(
-                    Tag::ENCRYPTION_KEY_INFORMATION,
-                    vec![
-                        Item::text(Tag::UNIQUE_IDENTIFIER, wrapping),
-                        Item::structure(
-                            Tag::CRYPTOGRAPHIC_PARAMETERS,
-                            vec![Item::enumeration(Tag::BLOCK_CIPHER_MODE, mode.0)],
-                        ),
-                    ],
-                ),
-                Item::enumeration(TAG_ENCODING_OPTION, NO_ENCODING),
-            ],
-        ),
+        Item::structure(Tag::KEY_WRAPPING_SPECIFICATION, {
+            let mut spec = encrypted_by(wrapping, mode);
+            spec.push(Item::enumeration(TAG_ENCODING_OPTION, NO_ENCODING));
+            spec
+        }),
     ];
     let answer = one(r, Operation::GET, fields, Context::Encrypt)?;
     bytes_of(&answer, Tag::KEY_MATERIAL)
