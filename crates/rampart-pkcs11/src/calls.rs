@@ -40,15 +40,21 @@ fn deliver(
 ) -> Result<Delivery> {
     let output = match answer.kept(input) {
         Some(kept) => kept.to_vec(),
-        None => {
-            let output = run()?;
-            answer.keep(input, output.clone());
-            output
-        }
+        None => run()?,
     };
+    // Kept only when the caller must call again: a call with room enough
+    // copies nothing more.
     Ok(match room {
-        None => Delivery::Length(output.len()),
-        Some(room) if room < output.len() => Delivery::TooSmall(output.len()),
+        None => {
+            let len = output.len();
+            answer.keep(input, output);
+            Delivery::Length(len)
+        }
+        Some(room) if room < output.len() => {
+            let len = output.len();
+            answer.keep(input, output);
+            Delivery::TooSmall(len)
+        }
         Some(_) => {
             answer.clear();
             Delivery::Bytes(output)

@@ -235,7 +235,6 @@ impl ObjectInfo {
         use AttributeValue::{Invalid, Sensitive, Value as V};
         let is_key = self.key.is_some();
         let secret_or_private = self.is_private();
-        let public_parts = self.public.as_deref().and_then(|spki| public_key_bits(spki).ok());
         match kind {
             CKA_CLASS => V(ulong(self.class)),
             CKA_TOKEN => V(bool_value(self.token)),
@@ -309,7 +308,7 @@ impl ObjectInfo {
                 if matches!(self.key, Some(KeyKind::Ec(_) | KeyKind::Ed25519))
                     && self.class != CKO_SECRET_KEY =>
             {
-                match public_parts {
+                match self.public.as_deref().and_then(|spki| public_key_bits(spki).ok()) {
                     // PKCS#11 3.0 §2.3.3: the DER of an OCTET STRING.
                     Some((_, point)) => V(octet_string(&point)),
                     None => Invalid,
