@@ -362,6 +362,99 @@ def kmip_text_seeds():
             write("kmip_text", f"{name}-{n}-{kind}.json", json.dumps(to_json(message)).encode())
 
 
+# pkcs11_module: the byte language of fuzz/src/pkcs11.rs (u8 choices,
+# little-endian u16 lengths).
+P11_MECHANISMS = ["AES_KEY_GEN", "GENERIC_SECRET_KEY_GEN", "RSA_PKCS_KEY_PAIR_GEN",
+                  "EC_KEY_PAIR_GEN", "EC_EDWARDS_KEY_PAIR_GEN", "AES_GCM", "AES_CBC_PAD",
+                  "AES_CTR", "AES_KEY_WRAP", "AES_KEY_WRAP_KWP", "SHA256_HMAC",
+                  "SHA512_HMAC", "RSA_PKCS", "RSA_PKCS_PSS", "SHA256_RSA_PKCS_PSS",
+                  "RSA_PKCS_OAEP", "SHA384_RSA_PKCS", "ECDSA", "ECDSA_SHA256", "EDDSA",
+                  "SHA_1", "SHA256", "SHA512"]
+P11_ATTRIBUTES = ["CLASS", "KEY_TYPE", "LABEL", "ID", "VALUE", "VALUE_LEN", "TOKEN",
+                  "PRIVATE", "SENSITIVE", "EXTRACTABLE", "ENCRYPT", "DECRYPT", "SIGN",
+                  "VERIFY", "WRAP", "UNWRAP", "MODULUS", "MODULUS_BITS",
+                  "PUBLIC_EXPONENT", "EC_PARAMS", "EC_POINT"]
+
+
+def p11_bytes(data):
+    return struct.pack("<H", len(data)) + data
+
+
+def p11_data(data):
+    return b"\x00" + p11_bytes(data)
+
+
+def p11_output(size, query=False):
+    return bytes([0 if query else 1]) + struct.pack("<H", size)
+
+
+def p11_template(*attributes):
+    """(name, kind, value): kind 0 a CK_BBOOL, 1 a CK_ULONG, 2 bytes."""
+    out = bytes([len(attributes)])
+    for name, kind, value in attributes:
+        out += bytes([P11_ATTRIBUTES.index(name), kind])
+        out += bytes([value]) if kind == 0 else (
+            struct.pack("<H", value) if kind == 1 else p11_bytes(value))
+        out += b"\x02"  # the value's pointer and length
+    return out
+
+
+def p11_mechanism(name, parameter=b"\x00"):
+    return bytes([P11_MECHANISMS.index(name)]) + parameter + b"\x01"
+
+
+def p11_call(which, session=0, body=b""):
+    return bytes([which, session]) + body
+
+
+def pkcs11_module_seeds():
+    open_session = p11_call(4, 0xE0, b"\x00\x00")
+    login = p11_call(9, 0, p11_data(b"1234") + b"\x00")
+    gcm = p11_mechanism("AES_GCM", b"\x02" + p11_bytes(b"\x07" * 12) + p11_bytes(b"aad")
+                        + b"\x80\x00")
+    seeds = {
+        "digest": open_session + p11_call(26, 0, p11_mechanism("SHA256"))
+        + p11_call(27, 0, p11_data(b"abc") + p11_output(64) + b"\x03"),
+        "digest-multi-part-length-query": open_session
+        + p11_call(26, 0, p11_mechanism("SHA512")) + p11_call(28, 0, p11_data(b"ab") + b"\x02")
+        + p11_call(29, 0, p11_output(0, query=True) + b"\x03")
+        + p11_call(29, 0, p11_output(64) + b"\x03"),
+        "random": open_session + p11_call(33, 0, struct.pack("<H", 48)),
+        "slots-and-mechanisms": p11_call(0, 0, p11_output(64) + b"\x01")
+        + p11_call(1, 0, b"\x00\x00") + p11_call(2, 0, p11_output(512) + b"\x00")
+        + p11_call(3, 0, b"\x05\x00") + p11_call(37, 0, b"\x01"),
+        "login-find": open_session + login
+        + p11_call(11, 0, p11_template(("LABEL", 2, b"db"), ("CLASS", 1, 4)))
+        + p11_call(12, 0, b"\x08") + p11_call(13, 0),
+        "generate-key": open_session + login + p11_call(
+            20, 0, p11_mechanism("AES_KEY_GEN")
+            + p11_template(("VALUE_LEN", 1, 32), ("TOKEN", 0, 1), ("ENCRYPT", 0, 1))),
+        "generate-ec-pair": open_session + login + p11_call(
+            21, 0, p11_mechanism("EC_KEY_PAIR_GEN")
+            + p11_template(("EC_PARAMS", 2, bytes.fromhex("06082a8648ce3d030107")))
+            + p11_template(("SIGN", 0, 1), ("SENSITIVE", 0, 1))),
+        "gcm-encrypt": open_session + login + p11_call(22, 0, gcm + b"\x05")
+        + p11_call(27, 0, p11_data(b"plaintext") + p11_output(64) + b"\x00"),
+        "sign-verify": open_session + login + p11_call(24, 0, p11_mechanism("ECDSA_SHA256") + b"\x03")
+        + p11_call(27, 0, p11_data(b"message") + p11_output(64) + b"\x02")
+        + p11_call(25, 0, p11_mechanism("ECDSA_SHA256") + b"\x04")
+        + p11_call(30, 0, p11_data(b"message") + p11_data(b"\x01" * 64)),
+        "create-get-attributes": open_session + login
+        + p11_call(19, 0, p11_template(("CLASS", 1, 4), ("KEY_TYPE", 1, 0x1F),
+                                       ("VALUE", 2, b"\x0f" * 32), ("TOKEN", 0, 0)))
+        + p11_call(14, 0, p11_template(("LABEL", 2, b"\x00" * 32), ("VALUE_LEN", 1, 0)) + b"\x01"),
+        "wrap-unwrap": open_session + login
+        + p11_call(35, 0, p11_mechanism("AES_KEY_WRAP") + p11_output(40) + b"\x01\x02")
+        + p11_call(36, 0, p11_mechanism("AES_KEY_WRAP_KWP") + p11_data(b"\xa6" * 24)
+                   + p11_template(("CLASS", 1, 4)) + b"\x01"),
+    }
+    for name, calls in seeds.items():
+        # NULL arguments to C_Initialize; the same with the caller's threads
+        # only (CKF_LIBRARY_CANT_CREATE_OS_THREADS).
+        write("pkcs11_module", name, b"\x00" + calls)
+        write("pkcs11_module", name + "-no-threads", b"\x21" + calls)
+
+
 if __name__ == "__main__":
     nbd_seeds()
     kms_request_seeds()
@@ -369,3 +462,4 @@ if __name__ == "__main__":
     kmip_ttlv_seeds()
     kms_audit_archive_seeds()
     kmip_text_seeds()
+    pkcs11_module_seeds()

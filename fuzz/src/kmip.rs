@@ -5,8 +5,10 @@ use rampart_crypto::key_formats as kf;
 use rampart_kmip::enums::ObjectType;
 use rampart_kmip::message::{ProtocolVersion, RequestMessage, ResponseMessage};
 use rampart_kmip::payload::{
-    parse_rng_retrieve, parse_rng_seed, AttributeChangeRequest, CertifyRequest, CreateKeyPairRequest, CreateRequest, CryptoRequest, DeriveKeyRequest, GetRequest, LocateRequest, ManagedObject, ObjectRequest, ReKeyKeyPairRequest, ReKeyRequest, AdjustAttributeRequest, CreateSplitKeyRequest, JoinSplitKeyRequest,
-    RegisterRequest, RevokeRequest, SignRequest, StreamRequest,
+    parse_rng_retrieve, parse_rng_seed, AdjustAttributeRequest, AttributeChangeRequest,
+    CertifyRequest, CreateKeyPairRequest, CreateRequest, CreateSplitKeyRequest, CryptoRequest,
+    DeriveKeyRequest, GetRequest, JoinSplitKeyRequest, LocateRequest, ManagedObject, ObjectRequest,
+    ReKeyKeyPairRequest, ReKeyRequest, RegisterRequest, RevokeRequest, SignRequest, StreamRequest,
 };
 use rampart_kmip::tag::Tag;
 use rampart_kmip::ttlv::{self, Fields, Item, HEADER_LEN};

@@ -11,12 +11,14 @@ mod kmip;
 mod kms;
 mod luks;
 mod nbd;
+mod pkcs11;
 
 pub use audit::kms_audit_archive;
 pub use file::{file_format, openssl_enc};
 pub use kmip::{kmip_text, kmip_ttlv};
 pub use kms::{kms_binding_token, kms_bundle, kms_request};
 pub use nbd::nbd_server;
+pub use pkcs11::pkcs11_module;
 
 /// `Luks::load` on the input as given (LUKS1 or LUKS2 detection, both LUKS2
 /// copies, the search for a secondary copy), then with LUKS2 checksums

@@ -32,7 +32,7 @@ use cryptoki::object::{Attribute, AttributeType, KeyType, ObjectClass, ObjectHan
 use cryptoki::session::{Session, UserType};
 use cryptoki::types::AuthPin;
 
-use crate::helpers::common::tool;
+use crate::helpers::common::{random_bytes, tool};
 use crate::helpers::kms_support::{ok, PgCluster, TempDir};
 use crate::helpers::pkcs11_support::{Pkcs11Setup, PIN};
 
@@ -388,7 +388,49 @@ fn deterministic_answers_equal_softhsm2_holding_the_same_keys() {
         let a = loaded.session.sign(&mechanism, ours, &message).unwrap();
         let b = reference.sign(&mechanism, theirs, &message).unwrap();
         assert_eq!(a, b, "{kind:?} signatures of the same key");
+        if kind == rampart_crypto::KeyAlg::Rsa {
+            // CKM_RSA_PKCS pads whatever it is given, up to k − 11 bytes.
+            for input in [b"not a DigestInfo".to_vec(), vec![0x5A; 245]] {
+                let a = loaded.session.sign(&Mechanism::RsaPkcs, ours, &input).unwrap();
+                let b = reference.sign(&Mechanism::RsaPkcs, theirs, &input).unwrap();
+                assert_eq!(a, b, "raw CKM_RSA_PKCS of {} bytes", input.len());
+            }
+            let too_long = loaded.session.sign(&Mechanism::RsaPkcs, ours, &[0; 246]);
+            assert_eq!(rv(too_long.unwrap_err()), RvError::DataLenRange);
+        }
     }
+    // CKM_ECDSA takes an input of any length as the hash value: SoftHSM2,
+    // holding the public key, checks signatures of short and long ones.
+    let p256 = vec![0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07];
+    let (public, private) = loaded
+        .session
+        .generate_key_pair(
+            &Mechanism::EccKeyPairGen,
+            &[Attribute::EcParams(p256.clone()), Attribute::Verify(true)],
+            &[Attribute::Sign(true), Attribute::Sensitive(true)],
+        )
+        .unwrap();
+    let point = loaded.session.get_attributes(public, &[AttributeType::EcPoint]).unwrap();
+    let Some(Attribute::EcPoint(point)) = point.first() else { panic!("{point:?}") };
+    let their_public = reference
+        .create_object(&[
+            Attribute::Class(ObjectClass::PUBLIC_KEY),
+            Attribute::KeyType(KeyType::EC),
+            Attribute::EcParams(p256),
+            Attribute::EcPoint(point.clone()),
+            Attribute::Verify(true),
+        ])
+        .unwrap();
+    for len in [1, 17, 32, 40, 66] {
+        let input = random_bytes(len as u64, len);
+        let signature = loaded.session.sign(&Mechanism::Ecdsa, private, &input).unwrap();
+        reference.verify(&Mechanism::Ecdsa, their_public, &input, &signature).unwrap_or_else(|e| {
+            panic!("SoftHSM2 rejects a CKM_ECDSA signature of {len} bytes: {e}")
+        });
+        loaded.session.verify(&Mechanism::Ecdsa, public, &input, &signature).unwrap();
+    }
+    let empty = loaded.session.sign(&Mechanism::Ecdsa, private, &[]);
+    assert_eq!(rv(empty.unwrap_err()), RvError::DataLenRange);
     // AES-GCM with a given IV, and the AES key wrap.
     let key_bytes = [0x0Fu8; 32];
     let template = aes_key_template(
@@ -719,6 +761,79 @@ fn failures_have_the_return_codes_pkcs11_names() {
     s.logout().unwrap();
     let refused = s.login(UserType::User, Some(&AuthPin::new(PIN.into()))).unwrap_err();
     assert_eq!(rv(refused), RvError::PinLocked, "a revoked client certificate");
+}
+
+/// A slot configured with two key managers on one PostgreSQL database
+/// keeps working when the one it uses is killed: the same session's next
+/// calls go to the other, with the keys made before, and a key made after
+/// is an ordinary key of the deployment. With both gone, the device is.
+fn gcm(iv: &mut [u8; 12]) -> Mechanism<'_> {
+    Mechanism::AesGcm(GcmParams::new(iv, b"", 128.into()).unwrap())
+}
+
+#[test]
+fn a_slot_fails_over_to_the_next_key_manager_when_one_is_killed() {
+    let cluster = PgCluster::get();
+    let (mut setup, mut second) = Pkcs11Setup::start_two_servers(&cluster.database("p11failover"));
+    let loaded = load(&setup);
+    let s = &loaded.session;
+    let key = s
+        .generate_key(
+            &Mechanism::AesKeyGen,
+            &[
+                Attribute::ValueLen(32.into()),
+                Attribute::Encrypt(true),
+                Attribute::Decrypt(true),
+                Attribute::Token(true),
+                Attribute::Label(b"before".to_vec()),
+            ],
+        )
+        .unwrap();
+    let (public, private) = s
+        .generate_key_pair(
+            &Mechanism::EccKeyPairGen,
+            &[
+                Attribute::EcParams(vec![
+                    0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07,
+                ]),
+                Attribute::Verify(true),
+                Attribute::Token(true),
+            ],
+            &[Attribute::Sign(true), Attribute::Sensitive(true), Attribute::Token(true)],
+        )
+        .unwrap();
+    let mut iv = [7u8; 12];
+    let sealed = s.encrypt(&gcm(&mut iv), key, b"written before the failover").unwrap();
+    let signature = s.sign(&Mechanism::EcdsaSha256, private, b"before").unwrap();
+
+    setup.server.kill();
+
+    let mut iv = [7u8; 12];
+    assert_eq!(s.decrypt(&gcm(&mut iv), key, &sealed).unwrap(), b"written before the failover");
+    s.verify(&Mechanism::EcdsaSha256, public, b"before", &signature).unwrap();
+    let signature = s.sign(&Mechanism::EcdsaSha256, private, b"after").unwrap();
+    s.verify(&Mechanism::EcdsaSha256, public, b"after", &signature).unwrap();
+    assert_eq!(s.find_objects(&[Attribute::Label(b"before".to_vec())]).unwrap(), vec![key]);
+    s.generate_key(
+        &Mechanism::AesKeyGen,
+        &[
+            Attribute::ValueLen(16.into()),
+            Attribute::Token(true),
+            Attribute::Label(b"after".to_vec()),
+        ],
+    )
+    .unwrap();
+    let keys = ok(&["kms", "key", "list", "--json", "--kms", &setup.admin]);
+    assert!(
+        keys.lines().any(|k| k.contains("\"symmetric-key\"") && k.contains("\"length\":128")),
+        "the key made through the second server: {keys}"
+    );
+    let audit = ok(&["kms", "audit", "--by", "app", "--json", "--kms", &setup.admin]);
+    assert!(audit.matches("kmip.sign").count() >= 2, "{audit}");
+
+    second.kill();
+    let mut iv = [8u8; 12];
+    assert_eq!(rv(s.encrypt(&gcm(&mut iv), key, b"x").unwrap_err()), RvError::DeviceError);
 }
 
 /// C_Digest and C_GetMechanismList with NULL and short buffers: the

@@ -200,6 +200,32 @@ fn check_digest_len(scheme: SignatureScheme, digest: &[u8]) -> Result<()> {
     }
 }
 
+/// The context set-up of a raw signature (see [`PrivateKey::sign_raw`]):
+/// RSA's PKCS#1 v1.5 padding with no digest, so no DigestInfo is added;
+/// ECDSA with no digest, so the input is used as the hash value.
+fn raw_params(alg: KeyAlg, input: &[u8], max_rsa_input: usize) -> Result<CtxParams<'static>> {
+    match alg {
+        // RFC 8017 §9.2 step 3: the padding takes at least 11 bytes.
+        KeyAlg::Rsa if input.len() > max_rsa_input => Err(CryptoError::InvalidLength {
+            what: "input to a raw PKCS#1 v1.5 signature",
+            len: input.len(),
+            requirement: "at most the modulus size less 11 bytes",
+        }),
+        KeyAlg::Rsa => Ok(CtxParams { rsa_padding: Some(RsaPad::Pkcs1), ..CtxParams::default() }),
+        // SEC 1 §4.1.3 step 5: a hash value longer than the order is
+        // truncated to its bit length, so any length is an input.
+        KeyAlg::Ec(_) if input.is_empty() => Err(CryptoError::InvalidLength {
+            what: "input to a raw ECDSA signature",
+            len: 0,
+            requirement: "at least 1 byte",
+        }),
+        KeyAlg::Ec(_) => Ok(CtxParams::default()),
+        KeyAlg::Ed25519 | KeyAlg::Dsa => {
+            Err(CryptoError::InvalidParameter("only RSA and ECDSA keys make raw signatures"))
+        }
+    }
+}
+
 /// A private key (RSA, ECDSA or Ed25519), parsed from PKCS#8.
 #[derive(Debug)]
 pub struct PrivateKey {
@@ -285,6 +311,20 @@ impl PrivateKey {
         self.check_scheme(scheme)?;
         check_digest_len(scheme, digest)?;
         self.key.sign_digest(&scheme.params(false)?, digest)
+    }
+
+    /// Signs `input` as given, for callers that encode it themselves
+    /// (PKCS#11's `CKM_RSA_PKCS` and `CKM_ECDSA`): with an RSA key,
+    /// PKCS#1 v1.5 type-1 padding around `input` (at most the modulus
+    /// size less 11 bytes, usually a DigestInfo); with an EC key, ECDSA
+    /// taking `input` as the hash value.
+    ///
+    /// # Errors
+    /// `InvalidParameter` for an Ed25519 key; `InvalidLength` for an
+    /// input RSA cannot pad or an empty ECDSA input.
+    pub fn sign_raw(&self, input: &[u8]) -> Result<Vec<u8>> {
+        let params = raw_params(self.alg, input, self.key.max_output()?.saturating_sub(11))?;
+        self.key.sign_digest(&params, input)
     }
 
     /// Decrypts an RSA ciphertext.
@@ -380,6 +420,17 @@ impl PublicKey {
         self.check_scheme(scheme)?;
         check_digest_len(scheme, digest)?;
         self.key.verify_digest(&scheme.params(true)?, digest, signature)
+    }
+
+    /// Whether `signature` is the key's raw signature of `input` (see
+    /// [`PrivateKey::sign_raw`]).
+    ///
+    /// # Errors
+    /// As [`PrivateKey::sign_raw`]; a signature that does not verify is
+    /// `Ok(false)`.
+    pub fn verify_raw(&self, input: &[u8], signature: &[u8]) -> Result<bool> {
+        let params = raw_params(self.alg, input, self.key.max_output()?.saturating_sub(11))?;
+        self.key.verify_digest(&params, input, signature)
     }
 
     /// Encrypts `plaintext` under an RSA key.

@@ -1,11 +1,9 @@
-//! The encodings signatures and their inputs take between a DER world
-//! (KMIP, X.509, AWS-LC) and PKCS#11's fixed-size one: ECDSA signatures
-//! as `r || s` (PKCS#11 3.0 §2.3.1) against `ECDSA-Sig-Value` (RFC 3279
-//! §2.2.3), and the `DigestInfo` that `CKM_RSA_PKCS` signs (RFC 8017
-//! §9.2).
+//! The encodings signatures take between a DER world (KMIP, X.509,
+//! AWS-LC) and PKCS#11's fixed-size one: ECDSA signatures as `r || s`
+//! (PKCS#11 3.0 §2.3.1) against `ECDSA-Sig-Value` (RFC 3279 §2.2.3).
 
-use crate::der::{self, Reader, NULL, OCTET_STRING, OID, SEQUENCE};
-use crate::{CryptoError, Curve, DigestAlg, Result};
+use crate::der::{self, Reader, SEQUENCE};
+use crate::{CryptoError, Curve, Result};
 
 fn malformed(what: &'static str) -> CryptoError {
     CryptoError::InvalidEncoding(what)
@@ -51,38 +49,6 @@ pub fn ecdsa_fixed_to_der(signature: &[u8]) -> Result<Vec<u8>> {
     der::put_unsigned(&mut body, r);
     der::put_unsigned(&mut body, s);
     Ok(std::mem::take(&mut *der::element(SEQUENCE, &body)))
-}
-
-/// The digest algorithm and digest of a `DigestInfo` (SHA-1 and the
-/// SHA-2 family, with their parameters NULL or absent).
-pub fn parse_digest_info(data: &[u8]) -> Result<(DigestAlg, &[u8])> {
-    const SHA1: &[u8] = &[0x2B, 0x0E, 0x03, 0x02, 0x1A];
-    const NIST_HASH: &[u8] = &[0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02];
-    let mut outer = Reader::new(data);
-    let mut info = outer.sequence("DigestInfo")?;
-    outer.finish("DigestInfo")?;
-    let mut alg = info.sequence("DigestAlgorithmIdentifier")?;
-    let oid = alg.expect(OID, "DigestAlgorithmIdentifier")?;
-    if !alg.is_empty() {
-        alg.expect(NULL, "digest parameters")?;
-    }
-    alg.finish("DigestAlgorithmIdentifier")?;
-    let digest_alg = match oid {
-        SHA1 => DigestAlg::Sha1,
-        _ => match oid.strip_prefix(NIST_HASH) {
-            Some([1]) => DigestAlg::Sha256,
-            Some([2]) => DigestAlg::Sha384,
-            Some([3]) => DigestAlg::Sha512,
-            Some([4]) => DigestAlg::Sha224,
-            _ => return Err(CryptoError::Unsupported("a DigestInfo of another digest")),
-        },
-    };
-    let digest = info.expect(OCTET_STRING, "DigestInfo digest")?;
-    info.finish("DigestInfo")?;
-    if digest.len() != digest_alg.output_len() {
-        return Err(malformed("a DigestInfo digest of the wrong length"));
-    }
-    Ok((digest_alg, digest))
 }
 
 /// The parts of an X.509 certificate that PKCS#11 repeats as attributes
@@ -147,19 +113,5 @@ mod tests {
     fn an_ecdsa_scalar_longer_than_the_curve_is_refused() {
         let der = ecdsa_fixed_to_der(&[0x7F; 66]).expect("encodes");
         assert!(ecdsa_der_to_fixed(&der, Curve::P256).is_err());
-    }
-
-    #[test]
-    fn a_sha256_digest_info_is_read() {
-        let mut info = vec![
-            0x30, 0x31, 0x30, 0x0d, 0x06, 0x09, 0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02,
-            0x01, 0x05, 0x00, 0x04, 0x20,
-        ];
-        info.extend([0xAB; 32]);
-        let (alg, digest) = parse_digest_info(&info).expect("parses");
-        assert_eq!(alg, DigestAlg::Sha256);
-        assert_eq!(digest, &[0xAB; 32]);
-        info.push(0);
-        assert!(parse_digest_info(&info).is_err(), "trailing bytes");
     }
 }

@@ -200,6 +200,68 @@ fn ecdsa_and_ed25519_signatures_agree_with_pyca() {
     }
 }
 
+/// Raw signatures (PKCS#11's `CKM_RSA_PKCS` and `CKM_ECDSA`): pyca
+/// recovers exactly the RSA input, unpadded by DigestInfo; an ECDSA input
+/// of any length is the hash value SEC 1 takes, so pyca checks it as a
+/// SHA-256 digest left-padded with zeros (shorter) or cut to the order's
+/// 32 bytes (longer).
+#[test]
+fn raw_signatures_agree_with_pyca() {
+    let mut py = Py::start();
+    let pair = |der: rampart_crypto::KeyPairDer| {
+        let public = PublicKey::from_spki(&der.public_spki).unwrap();
+        (
+            PrivateKey::from_pkcs8(der.private_pkcs8.expose()).unwrap(),
+            public,
+            hex::encode(&der.public_spki),
+        )
+    };
+    let (rsa, rsa_public, spki) = pair(generate_rsa(2048).unwrap());
+    for input in [&b"x"[..], &[0x5a; 245], b"not a DigestInfo at all"] {
+        let sig = rsa.sign_raw(input).unwrap();
+        let ask = json!({"op": "recover", "key": spki, "sig": hex::encode(&sig)});
+        assert_eq!(py.ask(&ask), input, "pyca recovers the raw input");
+        assert!(rsa_public.verify_raw(input, &sig).unwrap());
+        assert!(!rsa_public.verify_raw(b"another", &sig).unwrap());
+    }
+    assert!(matches!(rsa.sign_raw(&[0; 246]), Err(CryptoError::InvalidLength { .. })));
+    // Over a DigestInfo it is the PKCS#1 v1.5 signature of that digest.
+    let h = digest(DigestAlg::Sha256, b"message");
+    let mut info = hex::decode("3031300d060960864801650304020105000420").unwrap();
+    info.extend_from_slice(&h);
+    let sig = rsa.sign_raw(&info).unwrap();
+    assert!(rsa_public
+        .verify_digest(SignatureScheme::RsaPkcs1v15(DigestAlg::Sha256), &h, &sig)
+        .unwrap());
+
+    let (ec, ec_public, spki) = pair(generate_ec(Curve::P256).unwrap());
+    for len in [1, 17, 32, 40, 64] {
+        let input = random_input(len);
+        let sig = ec.sign_raw(&input).unwrap();
+        let as_digest = if len < 32 {
+            [vec![0; 32 - len], input.clone()].concat()
+        } else {
+            input[..32].to_vec()
+        };
+        let ask = json!({"op": "verify", "key": spki, "data": hex::encode(&as_digest),
+            "sig": hex::encode(&sig), "hash": "sha256", "prehashed": true});
+        assert_eq!(py.ask(&ask), [1], "pyca checks a raw ECDSA signature of {len} bytes");
+        assert!(ec_public.verify_raw(&input, &sig).unwrap());
+        let mut other = input.clone();
+        other[0] ^= 1;
+        assert!(!ec_public.verify_raw(&other, &sig).unwrap());
+    }
+    assert!(matches!(ec.sign_raw(&[]), Err(CryptoError::InvalidLength { .. })));
+    let (ed, _, _) = pair(generate_ed25519().unwrap());
+    assert!(matches!(ed.sign_raw(b"x"), Err(CryptoError::InvalidParameter(_))));
+}
+
+fn random_input(len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    rampart_crypto::fill_random(&mut v).unwrap();
+    v
+}
+
 #[test]
 fn generated_public_halves_match_pyca_derivation() {
     let mut py = Py::start();

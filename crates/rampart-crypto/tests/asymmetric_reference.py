@@ -69,6 +69,12 @@ def verify(req):
         return b"\x00"
 
 
+def recover(req):
+    """The input of a raw RSA PKCS#1 v1.5 signature (no DigestInfo)."""
+    key = serialization.load_der_public_key(bytes.fromhex(req["key"]))
+    return key.recover_data_from_signature(bytes.fromhex(req["sig"]), padding.PKCS1v15(), None)
+
+
 def generate(req):
     kind = req["kind"]
     if kind == "rsa":
@@ -98,7 +104,7 @@ def decrypt(req):
     return key.decrypt(bytes.fromhex(req["data"]), enc_padding(req))
 
 
-OPS = {"sign": sign, "verify": verify, "generate": generate, "public": public,
+OPS = {"sign": sign, "verify": verify, "generate": generate, "public": public, "recover": recover,
        "encrypt": encrypt, "decrypt": decrypt}
 
 

@@ -10,9 +10,7 @@
 //! convention), so asking for the length costs no second request.
 
 use cryptoki_sys::*;
-use rampart_crypto::signature_formats::{
-    ecdsa_der_to_fixed, ecdsa_fixed_to_der, parse_digest_info,
-};
+use rampart_crypto::signature_formats::{ecdsa_der_to_fixed, ecdsa_fixed_to_der};
 use rampart_crypto::{DigestAlg, Hasher};
 use rampart_kmip::enums::{
     BlockCipherMode, CryptographicAlgorithm, HashingAlgorithm, MaskGenerator, PaddingMethod,
@@ -323,18 +321,6 @@ fn hmac_algorithm(digest: DigestAlg) -> CryptographicAlgorithm {
     }
 }
 
-/// The digest a raw ECDSA input of this length is.
-fn digest_of_len(len: usize) -> Result<DigestAlg> {
-    Ok(match len {
-        20 => DigestAlg::Sha1,
-        28 => DigestAlg::Sha224,
-        32 => DigestAlg::Sha256,
-        48 => DigestAlg::Sha384,
-        64 => DigestAlg::Sha512,
-        _ => return Err(Rv(CKR_DATA_LEN_RANGE)),
-    })
-}
-
 /// A signature, MAC or their verification in progress.
 #[derive(Debug)]
 pub(crate) struct Signing {
@@ -455,14 +441,17 @@ impl Signing {
                 (pss(d, *mgf, *salt), digest, true)
             }
             (Mechanism::HashEcdsa(_), Some((d, digest))) => (vec![hash_item(d)], digest, true),
+            // Both sign what they are given (the server's raw signature):
+            // CKM_RSA_PKCS pads up to k − 11 bytes, usually a DigestInfo the
+            // caller made; CKM_ECDSA takes any length as the hash value.
             (Mechanism::RsaPkcs, _) => {
-                let (d, digest) = parse_digest_info(&whole).map_err(|_| Rv(CKR_DATA_INVALID))?;
+                let modulus = self.key.output_len().ok_or(Rv(CKR_KEY_TYPE_INCONSISTENT))?;
+                if whole.len() > modulus.saturating_sub(11) {
+                    return Err(Rv(CKR_DATA_LEN_RANGE));
+                }
                 (
-                    vec![
-                        Item::enumeration(Tag::PADDING_METHOD, PaddingMethod::PKCS1_V1_5.0),
-                        hash_item(d),
-                    ],
-                    Zeroizing::new(digest.to_vec()),
+                    vec![Item::enumeration(Tag::PADDING_METHOD, PaddingMethod::PKCS1_V1_5.0)],
+                    whole,
                     true,
                 )
             }
@@ -472,7 +461,8 @@ impl Signing {
                 }
                 (pss(*hash, *mgf, *salt), whole, true)
             }
-            (Mechanism::Ecdsa, _) => (vec![hash_item(digest_of_len(whole.len())?)], whole, true),
+            (Mechanism::Ecdsa, _) if whole.is_empty() => return Err(Rv(CKR_DATA_LEN_RANGE)),
+            (Mechanism::Ecdsa, _) => (Vec::new(), whole, true),
             (Mechanism::EdDsa, _) => (Vec::new(), whole, false),
             _ => return Err(Rv(CKR_GENERAL_ERROR)),
         })

@@ -51,30 +51,50 @@ pub struct Pkcs11Setup {
 impl Pkcs11Setup {
     /// With a PIN ([`PIN`]) the token requires login.
     pub fn start(store: Option<&str>) -> Self {
+        Self::start_servers(store, 1).0
+    }
+
+    /// Two key managers on one PostgreSQL database, the slot configured
+    /// with both KMIP addresses (this setup's server first), and the
+    /// second server.
+    pub fn start_two_servers(store: &str) -> (Self, ServerProcess) {
+        let (setup, mut more) = Self::start_servers(Some(store), 2);
+        (setup, more.pop().unwrap())
+    }
+
+    fn start_servers(store: Option<&str>, count: usize) -> (Self, Vec<ServerProcess>) {
         let dir = TempDir::new("pkcs11");
         let data = dir.path().join("kms");
-        let port = free_port();
-        let endpoint = format!("127.0.0.1:{port}");
+        let ports: Vec<u16> = (0..count).map(|_| free_port()).collect();
+        let endpoints: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
         let data_str = data.to_str().unwrap().to_owned();
-        let mut init = vec!["kms", "init", "--data-dir", &data_str, "--endpoint", &endpoint];
+        let mut init = vec!["kms", "init", "--data-dir", &data_str];
+        for endpoint in &endpoints {
+            init.extend(["--endpoint", endpoint]);
+        }
         if let Some(store) = store {
             init.extend(["--store", store]);
         }
         ok(&init);
-        let server = ServerProcess::start_kmip(&data, port, free_port(), store);
+        let mut servers: Vec<ServerProcess> = ports
+            .iter()
+            .map(|port| ServerProcess::start_kmip(&data, *port, free_port(), store))
+            .collect();
         let admin = data.join("admin.bundle").to_str().unwrap().to_owned();
         let bundle = dir.path().join("app.bundle").to_str().unwrap().to_owned();
         issue_client(&admin, "app", "team=pkcs11", &bundle);
         let config = dir.path().join("pkcs11.conf");
+        let kmip: Vec<&str> = servers.iter().map(|s| s.kmip.as_deref().unwrap()).collect();
         std::fs::write(
             &config,
             format!(
                 "[slot]\nlabel = rampart\nbundle = {bundle}\nkmip = {}\npin = {PIN}\n",
-                server.kmip.as_deref().unwrap()
+                kmip.join(" ")
             ),
         )
         .unwrap();
-        Self { dir, server, admin, bundle, config, module: built_module() }
+        let server = servers.remove(0);
+        (Self { dir, server, admin, bundle, config, module: built_module() }, servers)
     }
 
     /// `pkcs11-tool` with the module and this configuration.

@@ -265,7 +265,7 @@ impl Pkey {
     }
 
     /// The largest signature or ciphertext the key makes, in bytes.
-    fn max_output(&self) -> Result<usize> {
+    pub(crate) fn max_output(&self) -> Result<usize> {
         // SAFETY: the key is valid.
         let size = unsafe { sys::EVP_PKEY_size(self.pkey.as_ptr()) };
         usize::try_from(size).ok().filter(|s| *s > 0).ok_or(CryptoError::Backend("EVP_PKEY_size"))

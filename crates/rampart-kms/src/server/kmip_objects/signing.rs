@@ -1,7 +1,8 @@
 //! Sign and Signature Verify (KMIP 1.4 §4.31, §4.32; 2.1 §6.1.55,
 //! §6.1.56): RSA PKCS#1 v1.5 and PSS, ECDSA and Ed25519 signatures by a
 //! Private Key, checked with a Public Key, over Data or over the client's
-//! own digest of it (Digested Data). A signature that does not check is a
+//! own digest of it (Digested Data), or raw over Digested Data the client
+//! encoded itself. A signature that does not check is a
 //! successful Signature Verify answering Invalid, not an error.
 
 use rampart_crypto::{CryptoError, Curve, DigestAlg, KeyAlg, SignatureScheme};
@@ -33,8 +34,72 @@ fn input(request: &SignRequest) -> R<Input<'_>> {
             Err(KmipError::InvalidField(format!("Data is larger than {MAX_DATA} bytes")))
         }
         (Some(d), None) => Ok(Input::Message(d.as_slice())),
+        (None, Some(d)) if d.len() > MAX_DATA => {
+            Err(KmipError::InvalidField(format!("Digested Data is larger than {MAX_DATA} bytes")))
+        }
         (None, Some(d)) => Ok(Input::Digest(d.as_slice())),
         (None, None) => Err(KmipError::MissingData("Data or Digested Data".into())),
+    }
+}
+
+/// What a Sign or Signature Verify does: a scheme over the message or
+/// the client's digest of it, or a raw signature (see [`raw`]).
+#[derive(Debug, PartialEq, Eq)]
+enum Work<'a> {
+    Message(SignatureScheme, &'a [u8]),
+    Digest(SignatureScheme, &'a [u8]),
+    Raw(&'a [u8]),
+}
+
+fn work<'a>(p: &CryptographicParameters, alg: KeyAlg, input: Input<'a>) -> R<Work<'a>> {
+    match input {
+        Input::Digest(d) if raw(p, alg) => {
+            named_algorithm_fits(p, alg)?;
+            Ok(Work::Raw(d))
+        }
+        Input::Digest(d) => match scheme(p, alg)? {
+            SignatureScheme::Ed25519 => Err(KmipError::FeatureNotSupported(
+                "Ed25519 signs and verifies Data, not Digested Data".into(),
+            )),
+            scheme => Ok(Work::Digest(scheme, d)),
+        },
+        Input::Message(m) => Ok(Work::Message(scheme(p, alg)?, m)),
+    }
+}
+
+/// Whether Digested Data is signed as given: with no Hashing Algorithm
+/// or Digital Signature Algorithm to encode it by, an RSA key pads it
+/// with PKCS#1 v1.5 (the client made the DigestInfo, or whatever its
+/// protocol signs: PKCS#11's `CKM_RSA_PKCS`) and an EC key takes it as
+/// the ECDSA hash value, of any length (`CKM_ECDSA`).
+fn raw(p: &CryptographicParameters, alg: KeyAlg) -> bool {
+    p.hashing_algorithm.is_none()
+        && p.digital_signature_algorithm.is_none()
+        && match alg {
+            KeyAlg::Rsa => matches!(p.padding_method, None | Some(PaddingMethod::PKCS1_V1_5)),
+            KeyAlg::Ec(_) => p.padding_method.is_none(),
+            KeyAlg::Ed25519 | KeyAlg::Dsa => false,
+        }
+}
+
+/// An error unless the parameters' Cryptographic Algorithm, if any, is
+/// the key's.
+fn named_algorithm_fits(p: &CryptographicParameters, alg: KeyAlg) -> R<()> {
+    let Some(named) = p.cryptographic_algorithm else { return Ok(()) };
+    let fits = match alg {
+        KeyAlg::Rsa => named == CryptographicAlgorithm::RSA,
+        KeyAlg::Ec(_) => {
+            named == CryptographicAlgorithm::ECDSA || named == CryptographicAlgorithm::EC
+        }
+        KeyAlg::Ed25519 => named == CryptographicAlgorithm::ED25519,
+        KeyAlg::Dsa => false,
+    };
+    if fits {
+        Ok(())
+    } else {
+        Err(KmipError::InvalidField(format!(
+            "Cryptographic Algorithm {named} does not fit the key ({alg:?})"
+        )))
     }
 }
 
@@ -48,21 +113,7 @@ fn scheme(p: &CryptographicParameters, alg: KeyAlg) -> R<SignatureScheme> {
             "DSA signatures (DSA keys are kept only)".into(),
         ));
     }
-    if let Some(named) = p.cryptographic_algorithm {
-        let fits = match alg {
-            KeyAlg::Rsa => named == CryptographicAlgorithm::RSA,
-            KeyAlg::Ec(_) => {
-                named == CryptographicAlgorithm::ECDSA || named == CryptographicAlgorithm::EC
-            }
-            KeyAlg::Ed25519 => named == CryptographicAlgorithm::ED25519,
-            KeyAlg::Dsa => false,
-        };
-        if !fits {
-            return Err(KmipError::InvalidField(format!(
-                "Cryptographic Algorithm {named} does not fit the key ({alg:?})"
-            )));
-        }
-    }
+    named_algorithm_fits(p, alg)?;
     let hash = p.hashing_algorithm.map(pk_digest).transpose()?;
     let scheme = match p.digital_signature_algorithm {
         Some(dsa) => from_dsa(dsa, hash)?,
@@ -182,15 +233,10 @@ impl Session<'_> {
             return Err(KmipError::GeneralFailure("a private key was loaded as public".into()));
         };
         let params = effective_parameters(&obj, request.parameters.as_ref())?;
-        let scheme = scheme(&params, key.alg())?;
-        let signature = match data {
-            Input::Message(m) => key.sign(scheme, m),
-            Input::Digest(_) if scheme == SignatureScheme::Ed25519 => {
-                return Err(KmipError::FeatureNotSupported(
-                    "Ed25519 signs Data, not Digested Data".into(),
-                ))
-            }
-            Input::Digest(d) => key.sign_digest(scheme, d),
+        let signature = match work(&params, key.alg(), data)? {
+            Work::Message(scheme, m) => key.sign(scheme, m),
+            Work::Digest(scheme, d) => key.sign_digest(scheme, d),
+            Work::Raw(d) => key.sign_raw(d),
         }
         .map_err(signing_error)?;
         Ok(vec![
@@ -216,15 +262,10 @@ impl Session<'_> {
             return Err(KmipError::GeneralFailure("a public key was loaded as private".into()));
         };
         let params = effective_parameters(&obj, request.parameters.as_ref())?;
-        let scheme = scheme(&params, key.alg())?;
-        let valid = match data {
-            Input::Message(m) => key.verify(scheme, m, signature),
-            Input::Digest(_) if scheme == SignatureScheme::Ed25519 => {
-                return Err(KmipError::FeatureNotSupported(
-                    "Ed25519 verifies Data, not Digested Data".into(),
-                ))
-            }
-            Input::Digest(d) => key.verify_digest(scheme, d, signature),
+        let valid = match work(&params, key.alg(), data)? {
+            Work::Message(scheme, m) => key.verify(scheme, m, signature),
+            Work::Digest(scheme, d) => key.verify_digest(scheme, d, signature),
+            Work::Raw(d) => key.verify_raw(d, signature),
         }
         .map_err(signing_error)?;
         let validity = if valid { ValidityIndicator::VALID } else { ValidityIndicator::INVALID };
@@ -275,6 +316,37 @@ mod tests {
                 salt_len: None
             }
         );
+    }
+
+    #[test]
+    fn digested_data_with_nothing_to_encode_it_by_is_signed_raw() {
+        let d = Input::Digest(b"abc");
+        assert_eq!(work(&params(|_| {}), KeyAlg::Rsa, d).unwrap(), Work::Raw(b"abc"));
+        let pkcs1 = params(|p| p.padding_method = Some(PaddingMethod::PKCS1_V1_5));
+        assert_eq!(work(&pkcs1, KeyAlg::Rsa, Input::Digest(b"abc")).unwrap(), Work::Raw(b"abc"));
+        let ec = KeyAlg::Ec(Curve::P256);
+        assert_eq!(work(&params(|_| {}), ec, Input::Digest(b"abc")).unwrap(), Work::Raw(b"abc"));
+        // A named hash encodes it; Data is always hashed; PSS is never raw.
+        let sha256 = params(|p| p.hashing_algorithm = Some(HashingAlgorithm::SHA256));
+        assert_eq!(
+            work(&sha256, ec, Input::Digest(b"abc")).unwrap(),
+            Work::Digest(SignatureScheme::Ecdsa(DigestAlg::Sha256), b"abc")
+        );
+        assert_eq!(
+            work(&params(|_| {}), ec, Input::Message(b"abc")).unwrap(),
+            Work::Message(SignatureScheme::Ecdsa(DigestAlg::Sha256), b"abc")
+        );
+        let pss = params(|p| p.padding_method = Some(PaddingMethod::PSS));
+        assert!(matches!(
+            work(&pss, KeyAlg::Rsa, Input::Digest(b"abc")),
+            Err(KmipError::MissingData(_))
+        ));
+        let named = params(|p| p.cryptographic_algorithm = Some(CryptographicAlgorithm::RSA));
+        assert!(matches!(work(&named, ec, Input::Digest(b"abc")), Err(KmipError::InvalidField(_))));
+        assert!(matches!(
+            work(&params(|_| {}), KeyAlg::Ed25519, Input::Digest(b"abc")),
+            Err(KmipError::FeatureNotSupported(_))
+        ));
     }
 
     #[test]
