@@ -8,6 +8,7 @@ use cryptoki_sys::*;
 use rampart_crypto::key_formats::named_curve_from_der;
 use rampart_crypto::{fill_random, KeyAlg};
 use rampart_kmip::enums::{usage_mask, CryptographicAlgorithm};
+use rampart_kmip::ttlv::{Item, Value};
 
 use crate::mechanisms::{self, Mechanism};
 use crate::objects::{AttributeValue, ObjectInfo};
@@ -636,8 +637,9 @@ fn symmetric_algorithm(key_type: CK_KEY_TYPE, len: usize) -> Result<(Cryptograph
     Ok((algorithm, (len * 8) as i32))
 }
 
-/// The usage mask a new secret key gets from its template.
-fn secret_usage(template: &Template, key_type: CK_KEY_TYPE) -> Result<i32> {
+/// The usage mask and extractability a secret key made from `template`
+/// (created or unwrapped) gets.
+fn secret_key_attributes(template: &Template, key_type: CK_KEY_TYPE) -> Result<Vec<Item>> {
     let mut usage = remote::usage_from(&flags(
         template,
         &[CKA_ENCRYPT, CKA_DECRYPT, CKA_SIGN, CKA_VERIFY, CKA_WRAP, CKA_UNWRAP, CKA_DERIVE],
@@ -657,7 +659,11 @@ fn secret_usage(template: &Template, key_type: CK_KEY_TYPE) -> Result<i32> {
     } else {
         usage &= !(usage_mask::MAC_GENERATE | usage_mask::MAC_VERIFY);
     }
-    Ok(usage)
+    let extractable = bool_of(template, CKA_EXTRACTABLE)?.unwrap_or(false);
+    Ok(vec![
+        attribute("Cryptographic Usage Mask", Value::Integer(usage)),
+        attribute("Extractable", Value::Boolean(extractable)),
+    ])
 }
 
 fn custom(
@@ -699,12 +705,13 @@ pub(crate) fn create_object(
     handle: CK_SESSION_HANDLE,
     template: Template,
 ) -> Result<CK_OBJECT_HANDLE> {
+    use crate::rv::Context;
     use rampart_crypto::key_formats::{
         ec_private_pkcs8, ec_public_spki, ed25519_private_pkcs8, rsa_private_pkcs8_from_parts,
         rsa_public_spki, RsaPrivateParts,
     };
     use rampart_kmip::enums::{KeyFormatType, ObjectType};
-    use rampart_kmip::ttlv::Value;
+    use rampart_kmip::tag::Tag;
     let (m, session, slot) = open(handle)?;
     if lock(&session).flags & CKF_RW_SESSION == 0 {
         return Err(Rv(CKR_SESSION_READ_ONLY));
@@ -721,7 +728,19 @@ pub(crate) fn create_object(
         "Extractable",
         Value::Boolean(bool_of(&template, CKA_EXTRACTABLE)?.unwrap_or(false)),
     );
-    let uid = match class {
+    // Each class gives its KMIP object type, the object and its
+    // attributes; one Register sends them.
+    let usage = |allowed: &[CK_ATTRIBUTE_TYPE], dropped: i32, default: i32| -> Result<Item> {
+        let usage = remote::usage_from(&flags(&template, allowed)?) & !dropped;
+        let usage = if usage == 0 { default } else { usage };
+        Ok(attribute("Cryptographic Usage Mask", Value::Integer(usage)))
+    };
+    let key =
+        |tag: Tag, format, material: &[u8], algorithm: Option<(CryptographicAlgorithm, i32)>| {
+            let (algorithm, bits) = algorithm.unzip();
+            Item::structure(tag, vec![remote::key_block(format, material, algorithm, bits, None)])
+        };
+    let (object_type, object, attributes, context) = match class {
         CKO_CERTIFICATE => {
             if ulong_of(&template, CKA_CERTIFICATE_TYPE)?.is_some_and(|t| t != CKC_X_509) {
                 return Err(Rv(CKR_ATTRIBUTE_VALUE_INVALID));
@@ -733,40 +752,16 @@ pub(crate) fn create_object(
                 certificate_type: rampart_kmip::enums::CertificateType::X509,
                 value: der.into(),
             };
-            remote::register(
-                m.remote(s),
-                ObjectType::CERTIFICATE,
-                certificate.to_item(),
-                custom(&template, Vec::new())?,
-                crate::rv::Context::Objects,
-            )?
+            (ObjectType::CERTIFICATE, certificate.to_item(), Vec::new(), Context::Objects)
         }
         CKO_SECRET_KEY => {
             let key_type = key_type.ok_or(Rv(CKR_TEMPLATE_INCOMPLETE))?;
             let value = secret(CKA_VALUE)?;
-            let (algorithm, bits) = symmetric_algorithm(key_type, value.len())?;
-            let usage = secret_usage(&template, key_type)?;
-            let block = remote::key_block(
-                KeyFormatType::RAW,
-                value.expose(),
-                Some(algorithm),
-                Some(bits),
-                None,
-            );
-            let attributes = custom(
-                &template,
-                vec![attribute("Cryptographic Usage Mask", Value::Integer(usage)), extractable],
-            )?;
-            remote::register(
-                m.remote(s),
-                ObjectType::SYMMETRIC_KEY,
-                rampart_kmip::ttlv::Item::structure(
-                    rampart_kmip::tag::Tag::SYMMETRIC_KEY,
-                    vec![block],
-                ),
-                attributes,
-                crate::rv::Context::Generate,
-            )?
+            let algorithm = symmetric_algorithm(key_type, value.len())?;
+            let object =
+                key(Tag::SYMMETRIC_KEY, KeyFormatType::RAW, value.expose(), Some(algorithm));
+            let attributes = secret_key_attributes(&template, key_type)?;
+            (ObjectType::SYMMETRIC_KEY, object, attributes, Context::Generate)
         }
         CKO_PRIVATE_KEY => {
             let pkcs8 = match key_type.ok_or(Rv(CKR_TEMPLATE_INCOMPLETE))? {
@@ -788,28 +783,13 @@ pub(crate) fn create_object(
                 _ => return Err(Rv(CKR_TEMPLATE_INCONSISTENT)),
             }
             .map_err(|_| Rv(CKR_ATTRIBUTE_VALUE_INVALID))?;
-            let mut usage = remote::usage_from(&flags(
-                &template,
+            let usage = usage(
                 &[CKA_SIGN, CKA_DECRYPT, CKA_UNWRAP, CKA_DERIVE],
-            )?) & !usage_mask::MAC_GENERATE;
-            if usage == 0 {
-                usage = usage_mask::SIGN;
-            }
-            let block = remote::key_block(KeyFormatType::PKCS8, pkcs8.expose(), None, None, None);
-            let attributes = custom(
-                &template,
-                vec![attribute("Cryptographic Usage Mask", Value::Integer(usage)), extractable],
+                usage_mask::MAC_GENERATE,
+                usage_mask::SIGN,
             )?;
-            remote::register(
-                m.remote(s),
-                ObjectType::PRIVATE_KEY,
-                rampart_kmip::ttlv::Item::structure(
-                    rampart_kmip::tag::Tag::PRIVATE_KEY,
-                    vec![block],
-                ),
-                attributes,
-                crate::rv::Context::Generate,
-            )?
+            let object = key(Tag::PRIVATE_KEY, KeyFormatType::PKCS8, pkcs8.expose(), None);
+            (ObjectType::PRIVATE_KEY, object, vec![usage, extractable], Context::Generate)
         }
         CKO_PUBLIC_KEY => {
             let spki = match key_type.ok_or(Rv(CKR_TEMPLATE_INCOMPLETE))? {
@@ -830,30 +810,23 @@ pub(crate) fn create_object(
                 _ => return Err(Rv(CKR_TEMPLATE_INCONSISTENT)),
             }
             .map_err(|_| Rv(CKR_ATTRIBUTE_VALUE_INVALID))?;
-            let mut usage =
-                remote::usage_from(&flags(&template, &[CKA_VERIFY, CKA_ENCRYPT, CKA_WRAP])?)
-                    & !usage_mask::MAC_VERIFY;
-            if usage == 0 {
-                usage = usage_mask::VERIFY;
-            }
-            let block = remote::key_block(KeyFormatType::X509, &spki, None, None, None);
-            let attributes = custom(
-                &template,
-                vec![attribute("Cryptographic Usage Mask", Value::Integer(usage))],
+            let usage = usage(
+                &[CKA_VERIFY, CKA_ENCRYPT, CKA_WRAP],
+                usage_mask::MAC_VERIFY,
+                usage_mask::VERIFY,
             )?;
-            remote::register(
-                m.remote(s),
-                ObjectType::PUBLIC_KEY,
-                rampart_kmip::ttlv::Item::structure(
-                    rampart_kmip::tag::Tag::PUBLIC_KEY,
-                    vec![block],
-                ),
-                attributes,
-                crate::rv::Context::Generate,
-            )?
+            let object = key(Tag::PUBLIC_KEY, KeyFormatType::X509, &spki, None);
+            (ObjectType::PUBLIC_KEY, object, vec![usage], Context::Generate)
         }
         _ => return Err(Rv(CKR_ATTRIBUTE_VALUE_INVALID)),
     };
+    let uid = remote::register(
+        m.remote(s),
+        object_type,
+        object,
+        custom(&template, attributes)?,
+        context,
+    )?;
     keep(&m, &session, slot, &template, &uid)
 }
 
@@ -911,7 +884,6 @@ pub(crate) fn unwrap_key(
     template: Template,
 ) -> Result<CK_OBJECT_HANDLE> {
     use rampart_kmip::enums::{KeyFormatType, ObjectType};
-    use rampart_kmip::ttlv::Value;
     let (m, session, slot) = open(handle)?;
     check_writable(&m, &session, slot)?;
     let mode = wrap_mode(&mechanism)?;
@@ -932,7 +904,6 @@ pub(crate) fn unwrap_key(
         _ => return Err(Rv(CKR_TEMPLATE_INCOMPLETE)),
     };
     let (algorithm, bits) = symmetric_algorithm(key_type, len)?;
-    let usage = secret_usage(&template, key_type)?;
     let block = remote::key_block(
         KeyFormatType::RAW,
         wrapped,
@@ -940,14 +911,7 @@ pub(crate) fn unwrap_key(
         Some(bits),
         Some((&unwrapping.uid, mode)),
     );
-    let extractable = bool_of(&template, CKA_EXTRACTABLE)?.unwrap_or(false);
-    let attributes = custom(
-        &template,
-        vec![
-            attribute("Cryptographic Usage Mask", Value::Integer(usage)),
-            attribute("Extractable", Value::Boolean(extractable)),
-        ],
-    )?;
+    let attributes = custom(&template, secret_key_attributes(&template, key_type)?)?;
     let uid = remote::register(
         m.remote(m.slot(slot)?),
         ObjectType::SYMMETRIC_KEY,
