@@ -722,6 +722,40 @@ fn failures_have_the_return_codes_pkcs11_names() {
     s.login(UserType::User, Some(&AuthPin::new(PIN.into()))).unwrap();
     assert_eq!(other.find_objects(&[Attribute::Class(ObjectClass::SECRET_KEY)]).unwrap(), [key]);
 
+    // The key manager owns the objects: not modifiable, not copyable, and
+    // the token is not initialized through PKCS#11.
+    let label = [Attribute::Label(b"renamed".to_vec())];
+    assert_eq!(rv(s.update_attributes(key, &label).unwrap_err()), RvError::ActionProhibited);
+    assert_eq!(rv(s.copy_object(key, &label).unwrap_err()), RvError::ActionProhibited);
+    assert_eq!(
+        rv(loaded.context.init_token(slot, &AuthPin::new("so".into()), "x").unwrap_err()),
+        RvError::FunctionNotSupported
+    );
+    // A session object goes when its session closes, a token object when
+    // destroyed; in the key manager, neither is active any more.
+    let rw = loaded.context.open_rw_session(slot).unwrap();
+    let made = |label: &[u8], token: bool| {
+        let template = [
+            Attribute::ValueLen(16.into()),
+            Attribute::Token(token),
+            Attribute::Label(label.to_vec()),
+        ];
+        rw.generate_key(&Mechanism::AesKeyGen, &template).unwrap()
+    };
+    let transient = made(b"transient", false);
+    let kept = made(b"kept", true);
+    let find = |label: &[u8]| s.find_objects(&[Attribute::Label(label.to_vec())]).unwrap();
+    assert_eq!(find(b"transient"), [transient]);
+    drop(rw);
+    assert!(find(b"transient").is_empty(), "a session object outlived its session");
+    assert_eq!(find(b"kept"), [kept]);
+    s.destroy_object(kept).unwrap();
+    assert!(find(b"kept").is_empty());
+    let keys = ok(&["kms", "key", "list", "--json", "--kms", &setup.admin]);
+    let short: Vec<&str> = keys.lines().filter(|k| k.contains("\"length\":128")).collect();
+    assert_eq!(short.len(), 2, "{keys}");
+    assert!(short.iter().all(|k| !k.contains("\"active\"")), "{short:?}");
+
     // The two-call convention, and CKM_AES_KEY_WRAP_KWP (which the
     // cryptoki crate does not name), through the raw C ABI.
     let kek_bytes = [0x6Eu8; 32];
