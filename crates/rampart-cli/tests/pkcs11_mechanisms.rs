@@ -370,6 +370,20 @@ fn private_template(pkcs8: &[u8], kind: rampart_crypto::KeyAlg) -> Vec<Attribute
     template
 }
 
+/// The DER OID of P-256, as `CKA_EC_PARAMS`.
+const P256: [u8; 10] = [0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07];
+
+/// An ECDSA P-256 pair made in the key manager: (public, private), token
+/// objects when `token`.
+fn p256_pair(s: &Session, token: bool) -> (ObjectHandle, ObjectHandle) {
+    s.generate_key_pair(
+        &Mechanism::EccKeyPairGen,
+        &[Attribute::EcParams(P256.to_vec()), Attribute::Verify(true), Attribute::Token(token)],
+        &[Attribute::Sign(true), Attribute::Sensitive(true), Attribute::Token(token)],
+    )
+    .unwrap()
+}
+
 #[test]
 fn deterministic_answers_equal_softhsm2_holding_the_same_keys() {
     let setup = Pkcs11Setup::start(None);
@@ -401,22 +415,14 @@ fn deterministic_answers_equal_softhsm2_holding_the_same_keys() {
     }
     // CKM_ECDSA takes an input of any length as the hash value: SoftHSM2,
     // holding the public key, checks signatures of short and long ones.
-    let p256 = vec![0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07];
-    let (public, private) = loaded
-        .session
-        .generate_key_pair(
-            &Mechanism::EccKeyPairGen,
-            &[Attribute::EcParams(p256.clone()), Attribute::Verify(true)],
-            &[Attribute::Sign(true), Attribute::Sensitive(true)],
-        )
-        .unwrap();
+    let (public, private) = p256_pair(&loaded.session, false);
     let point = loaded.session.get_attributes(public, &[AttributeType::EcPoint]).unwrap();
     let Some(Attribute::EcPoint(point)) = point.first() else { panic!("{point:?}") };
     let their_public = reference
         .create_object(&[
             Attribute::Class(ObjectClass::PUBLIC_KEY),
             Attribute::KeyType(KeyType::EC),
-            Attribute::EcParams(p256),
+            Attribute::EcParams(P256.to_vec()),
             Attribute::EcPoint(point.clone()),
             Attribute::Verify(true),
         ])
@@ -537,19 +543,7 @@ fn key_pairs_sign_and_decrypt(store: Option<&str>) {
     let s = &loaded.session;
     let message = b"signed through PKCS#11".to_vec();
     // ECDSA P-256.
-    let (public, private) = s
-        .generate_key_pair(
-            &Mechanism::EccKeyPairGen,
-            &[
-                Attribute::EcParams(vec![
-                    0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07,
-                ]),
-                Attribute::Verify(true),
-                Attribute::Token(true),
-            ],
-            &[Attribute::Sign(true), Attribute::Sensitive(true), Attribute::Token(true)],
-        )
-        .unwrap();
+    let (public, private) = p256_pair(s, true);
     let signature = s.sign(&Mechanism::EcdsaSha256, private, &message).unwrap();
     assert_eq!(signature.len(), 64, "r || s");
     s.verify(&Mechanism::EcdsaSha256, public, &message, &signature).unwrap();
@@ -823,19 +817,7 @@ fn a_slot_fails_over_to_the_next_key_manager_when_one_is_killed() {
             ],
         )
         .unwrap();
-    let (public, private) = s
-        .generate_key_pair(
-            &Mechanism::EccKeyPairGen,
-            &[
-                Attribute::EcParams(vec![
-                    0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07,
-                ]),
-                Attribute::Verify(true),
-                Attribute::Token(true),
-            ],
-            &[Attribute::Sign(true), Attribute::Sensitive(true), Attribute::Token(true)],
-        )
-        .unwrap();
+    let (public, private) = p256_pair(s, true);
     let mut iv = [7u8; 12];
     let sealed = s.encrypt(&gcm(&mut iv), key, b"written before the failover").unwrap();
     let signature = s.sign(&Mechanism::EcdsaSha256, private, b"before").unwrap();
@@ -967,18 +949,7 @@ fn sixteen_threads_sign_and_encrypt_at_once() {
     let loaded = load(&setup);
     let s = &loaded.session;
     let slot = s.get_session_info().unwrap().slot_id();
-    let (public, private) = s
-        .generate_key_pair(
-            &Mechanism::EccKeyPairGen,
-            &[
-                Attribute::EcParams(vec![
-                    0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07,
-                ]),
-                Attribute::Verify(true),
-            ],
-            &[Attribute::Sign(true), Attribute::Sensitive(true)],
-        )
-        .unwrap();
+    let (public, private) = p256_pair(s, false);
     let aes = s
         .generate_key(
             &Mechanism::AesKeyGen,
