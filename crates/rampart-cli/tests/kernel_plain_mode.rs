@@ -1,0 +1,345 @@
+//! Headerless volumes against the kernel (`scripts/kernel-vm`): for each
+//! of cryptsetup's plain-mode options (cipher and IV, key size, passphrase
+//! hashes and `--hash plain`, a passphrase line on standard input, `--key-file
+//! -`, a key file with `--keyfile-offset`, `--keyfile-size`, `--offset`,
+//! `--skip`, sector sizes 512 to 4096, `--iv-large-sectors`), data the
+//! kernel's dm-crypt wrote through `cryptsetup open --type plain` reads
+//! back identically through `rampart export` and `rampart serve`, and data
+//! `rampart import` wrote reads back identically through the kernel. One
+//! boot checks every case.
+
+use crate::helpers::kernel_support::*;
+use crate::helpers::serve_support::{require, run, unix_uri, Serve, MIB};
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Plaintext bytes each mapping holds.
+const DATA: u64 = 2 * MIB;
+
+/// One plain mapping, opened alike by cryptsetup and Rampart.
+struct Case {
+    name: &'static str,
+    /// The plain-mode flags both take, in cryptsetup's spelling.
+    flags: Vec<String>,
+    /// `--offset` in 512-byte sectors.
+    offset: u64,
+    /// `--key-file` (None: the passphrase is a line of standard input).
+    key_file: Option<PathBuf>,
+    /// Standard input of both.
+    stdin: PathBuf,
+}
+
+impl Case {
+    /// Rampart's arguments: the flags, `--key-file`, and the data offset
+    /// under the command's name for it.
+    fn rampart_args(&self, offset_flag: &str) -> Vec<String> {
+        let mut args = vec!["--type".to_owned(), "plain".to_owned()];
+        args.extend(self.flags.iter().cloned());
+        if self.offset > 0 {
+            args.extend([offset_flag.to_owned(), self.offset.to_string()]);
+        }
+        if let Some(key) = &self.key_file {
+            args.extend(["--key-file".to_owned(), p(key).to_owned()]);
+        }
+        args
+    }
+
+    fn cryptsetup_args(&self) -> String {
+        let mut args = self.flags.join(" ");
+        if self.offset > 0 {
+            args.push_str(&format!(" --offset {}", self.offset));
+        }
+        if let Some(key) = &self.key_file {
+            args.push_str(&format!(" --key-file {}", p(key)));
+        }
+        args
+    }
+
+    fn volume(&self, dir: &TempDir, side: &str) -> PathBuf {
+        dir.join(&format!("{}.{side}.img", self.name))
+    }
+}
+
+fn flags(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// The cases: every option, each beside others where they do not mask
+/// each other.
+fn cases(dir: &TempDir) -> Vec<Case> {
+    let line = |name: &str, text: &[u8]| dir.file(&format!("{name}.stdin"), text);
+    let raw_key = dir.file("raw.key", &random_bytes(77, 200));
+    let binary = dir.file("binary.pass", &random_bytes(78, 300));
+    let empty = dir.file("empty.stdin", b"");
+    vec![
+        // cryptsetup's defaults: aes-cbc-essiv:sha256, 256 bits, ripemd160
+        // over a typed line.
+        Case {
+            name: "defaults",
+            flags: vec![],
+            offset: 0,
+            key_file: None,
+            stdin: line("defaults", b"correct horse battery staple\n"),
+        },
+        Case {
+            name: "xts512-sha256-4k",
+            flags: flags(&[
+                "--cipher",
+                "aes-xts-plain64",
+                "--key-size",
+                "512",
+                "--hash",
+                "sha256",
+                "--sector-size",
+                "4096",
+            ]),
+            offset: 0,
+            key_file: None,
+            stdin: line("xts512", b"a passphrase\n"),
+        },
+        // --hash plain: the line itself, zero-padded to the key.
+        Case {
+            name: "xts256-hash-plain",
+            flags: flags(&["--cipher", "aes-xts-plain64", "--key-size", "256", "--hash", "plain"]),
+            offset: 0,
+            key_file: None,
+            stdin: line("hash-plain", b"short\n"),
+        },
+        // A key file holds the key: --hash and --keyfile-size are ignored,
+        // --keyfile-offset is not; --offset and --skip in 512-byte sectors.
+        Case {
+            name: "keyfile-offset-skip",
+            flags: flags(&[
+                "--cipher",
+                "aes-xts-plain64",
+                "--key-size",
+                "512",
+                "--hash",
+                "sha512",
+                "--keyfile-offset",
+                "13",
+                "--keyfile-size",
+                "7",
+                "--skip",
+                "1001",
+            ]),
+            offset: 2048,
+            key_file: Some(raw_key),
+            stdin: empty.clone(),
+        },
+        // --key-file -: standard input's exact bytes, newlines and all,
+        // from --keyfile-offset, --keyfile-size of them.
+        Case {
+            name: "stdin-file-size",
+            flags: flags(&[
+                "--cipher",
+                "aes-cbc-plain64",
+                "--key-size",
+                "128",
+                "--hash",
+                "sha512",
+                "--keyfile-offset",
+                "3",
+                "--keyfile-size",
+                "100",
+            ]),
+            offset: 0,
+            key_file: Some(PathBuf::from("-")),
+            stdin: binary.clone(),
+        },
+        // Unhashed standard input is read for the key size.
+        Case {
+            name: "stdin-file-unhashed",
+            flags: flags(&["--cipher", "aes-xts-plain64", "--key-size", "256", "--hash", "plain"]),
+            offset: 8,
+            key_file: Some(PathBuf::from("-")),
+            stdin: binary.clone(),
+        },
+        // The 32-bit plain IV, SHA-1, and NAME:BYTES.
+        Case {
+            name: "cbc-plain-sha1",
+            flags: flags(&["--cipher", "aes-cbc-plain", "--key-size", "256", "--hash", "sha1"]),
+            offset: 0,
+            key_file: None,
+            stdin: line("sha1", b"sha one\n"),
+        },
+        Case {
+            name: "essiv-sha256-16",
+            flags: flags(&[
+                "--cipher",
+                "aes-cbc-essiv:sha256",
+                "--key-size",
+                "256",
+                "--hash",
+                "sha256:16",
+                "--sector-size",
+                "1024",
+                "--skip",
+                "6",
+            ]),
+            offset: 4,
+            key_file: None,
+            stdin: line("sha256-16", b"half hashed\n"),
+        },
+        Case {
+            name: "xts-plain-large-sectors",
+            flags: flags(&[
+                "--cipher",
+                "aes-xts-plain",
+                "--key-size",
+                "512",
+                "--hash",
+                "ripemd160",
+                "--sector-size",
+                "4096",
+                "--iv-large-sectors",
+                "--skip",
+                "24",
+            ]),
+            offset: 16,
+            key_file: None,
+            stdin: line("large", b"large sectors\n"),
+        },
+        Case {
+            name: "xts-2k-keyfile-size",
+            flags: flags(&[
+                "--cipher",
+                "aes-xts-plain64",
+                "--key-size",
+                "256",
+                "--hash",
+                "sha256",
+                "--sector-size",
+                "2048",
+                "--keyfile-size",
+                "5",
+            ]),
+            offset: 0,
+            key_file: None,
+            stdin: line("2k", b"12345\n"),
+        },
+    ]
+}
+
+#[test]
+fn kernel_plain_mode_and_rampart_read_each_others_data() {
+    require(&["cryptsetup", "nbdcopy"]);
+    let dir = TempDir::new("kernel-plain");
+    let cases = cases(&dir);
+
+    // The kernel writes `NAME.kernel.img`; Rampart imports `NAME.rampart.img`.
+    for (i, case) in cases.iter().enumerate() {
+        let size = case.offset * 512 + DATA;
+        let data = dir.file(&format!("{}.data", case.name), &random_bytes(i as u64, DATA as usize));
+        for side in ["kernel", "rampart"] {
+            let vol = case.volume(&dir, side);
+            std::fs::write(&vol, random_bytes(1000 + i as u64, size as usize)).unwrap();
+        }
+        let mut args = vec!["import".to_owned(), p(&case.volume(&dir, "rampart")).to_owned()];
+        args.push(p(&data).to_owned());
+        args.extend(case.rampart_args("--data-offset"));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        ok(
+            &format!("{}: rampart import", case.name),
+            rampart_in(&args, &std::fs::read(&case.stdin).unwrap()),
+        );
+    }
+
+    let mut script = String::from(
+        r#"
+mkdir -p res
+# open NAME.SIDE VOLUME STDIN FLAGS...: the mapping NAME_SIDE, or a note why not
+open() {
+  m=$1; vol=$2; input=$3; shift 3
+  loop=$(losetup -f --show "$vol")
+  echo $loop > res/$m.loop
+  cryptsetup open --type plain -q --disable-keyring "$@" $loop $(echo $m | tr . _) <"$input" \
+    >res/$m.open 2>&1 || { echo failed >>res/$m.open; return 1; }
+  dmsetup table --showkeys $(echo $m | tr . _) >res/$m.table
+}
+close() {
+  cryptsetup close $(echo $1 | tr . _)
+  losetup -d $(cat res/$1.loop)
+}
+"#,
+    );
+    for case in &cases {
+        let name = case.name;
+        let flags = case.cryptsetup_args();
+        let stdin = p(&case.stdin);
+        let kernel = p(&case.volume(&dir, "kernel"));
+        let rampart_vol = p(&case.volume(&dir, "rampart"));
+        let data = p(&dir.join(&format!("{name}.data"))).to_owned();
+        let read = p(&dir.join(&format!("{name}.read"))).to_owned();
+        script.push_str(&format!(
+            "if open {name}.kernel {kernel} {stdin} {flags}; then\n  \
+               dd if={data} of=/dev/mapper/{name}_kernel bs=1M oflag=direct conv=fsync 2>res/{name}.dd\n  \
+               close {name}.kernel\nfi\n\
+             if open {name}.rampart {rampart_vol} {stdin} {flags}; then\n  \
+               blockdev --getsize64 /dev/mapper/{name}_rampart >res/{name}.size\n  \
+               dd if=/dev/mapper/{name}_rampart of={read} bs=1M iflag=direct 2>res/{name}.dd-read\n  \
+               close {name}.rampart\nfi\n",
+            name = name.replace('-', "_"),
+        ));
+    }
+    script.push_str("sync\ndmsetup ls >res/dmsetup-ls 2>&1\n");
+    let guest = run_in_kernel(&dir, &script, &[], Duration::from_secs(900));
+    guest.assert_ok("cryptsetup open --type plain");
+
+    for (i, case) in cases.iter().enumerate() {
+        let name = case.name;
+        let key = name.replace('-', "_");
+        let note = |side: &str| {
+            std::fs::read_to_string(dir.join(&format!("res/{key}.{side}.open")))
+                .unwrap_or_else(|_| "(never opened)".into())
+        };
+        let data = random_bytes(i as u64, DATA as usize);
+        let stdin = std::fs::read(&case.stdin).unwrap();
+
+        // Rampart's import, read by the kernel.
+        let read = std::fs::read(dir.join(&format!("{name}.read"))).unwrap_or_else(|_| {
+            panic!("{name}: the kernel could not open Rampart's volume: {}", note("rampart"))
+        });
+        assert_same(&format!("{name}: the kernel reads what rampart import wrote"), &read, &data);
+
+        // The kernel's writes, read by rampart export and rampart serve.
+        assert!(
+            !note("kernel").contains("failed"),
+            "{name}: cryptsetup open failed: {}",
+            note("kernel")
+        );
+        let kernel_vol = case.volume(&dir, "kernel");
+        let out = dir.join(&format!("{name}.exported"));
+        let mut args = vec!["export".to_owned(), p(&kernel_vol).to_owned(), p(&out).to_owned()];
+        args.extend(case.rampart_args("--data-offset"));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        ok(&format!("{name}: rampart export"), rampart_in(&args, &stdin));
+        assert_same(
+            &format!("{name}: rampart export reads what the kernel wrote"),
+            &std::fs::read(&out).unwrap(),
+            &data,
+        );
+
+        let socket = dir.join(&format!("{name}.sock"));
+        let mut args = vec![p(&kernel_vol).to_owned(), "--socket".to_owned(), p(&socket).to_owned()];
+        args.extend(case.rampart_args("--offset"));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let input = std::fs::File::open(&case.stdin).unwrap();
+        let mut serve =
+            Serve::start_with_stdin(&args, dir.join(&format!("{name}.serve.log")), 1, input.into());
+        let served = dir.join(&format!("{name}.served"));
+        ok(
+            &format!("{name}: nbdcopy from rampart serve"),
+            run("nbdcopy", &[&unix_uri(&socket, ""), p(&served)]),
+        );
+        serve.stop();
+        assert_same(
+            &format!("{name}: rampart serve reads what the kernel wrote"),
+            &std::fs::read(&served).unwrap(),
+            &data,
+        );
+    }
+    let left = std::fs::read_to_string(dir.join("res/dmsetup-ls")).unwrap();
+    assert!(left.contains("No devices found"), "mappings left open: {left}");
+}
