@@ -9,7 +9,7 @@
 //! boot checks every case.
 
 use crate::helpers::kernel_support::*;
-use crate::helpers::serve_support::{require, run, unix_uri, Serve, MIB};
+use crate::helpers::serve_support::{rampart_in, require, run, unix_uri, Serve, MIB};
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -268,8 +268,8 @@ close() {
         let name = case.name;
         let flags = case.cryptsetup_args();
         let stdin = p(&case.stdin);
-        let kernel = p(&case.volume(&dir, "kernel"));
-        let rampart_vol = p(&case.volume(&dir, "rampart"));
+        let kernel = case.volume(&dir, "kernel").display().to_string();
+        let rampart_vol = case.volume(&dir, "rampart").display().to_string();
         let data = p(&dir.join(&format!("{name}.data"))).to_owned();
         let read = p(&dir.join(&format!("{name}.read"))).to_owned();
         script.push_str(&format!(

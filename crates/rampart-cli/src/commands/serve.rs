@@ -112,6 +112,14 @@ fn open_luks(args: &ServeArgs, volumes: &Volumes) -> anyhow::Result<OpenedExport
 /// Headerless volumes: a one-time key is made for each volume as it
 /// opens; a plain volume's key is read once and serves every volume.
 fn open_headerless(volumes: &Volumes, headerless: &Headerless) -> anyhow::Result<OpenedExports> {
+    // A one-time key must never reach a disk, also as the cipher state
+    // derived from it: nothing of the server is swapped out (the volume's
+    // mapped page cache excepted, which holds only ciphertext).
+    if matches!(headerless.key, plain::KeySource::OneTime) && !rampart_crypto::lock_all_memory() {
+        eprintln!(
+            "rampart: warning: cannot lock the server's memory (RLIMIT_MEMLOCK is limited):              the cipher state of the one-time key could be swapped out; run with              LimitMEMLOCK=infinity, as the packaged unit does"
+        );
+    }
     let shared = match headerless.key {
         plain::KeySource::OneTime => None,
         _ => Some(headerless.volume_key()?),
