@@ -116,6 +116,14 @@ fn plain_settings_that_cannot_work_are_refused_in_one_line() {
     let out = rampart_in(&args, b"pass\n");
     assert_eq!(out.status.code(), Some(2), "{}", describe("odd size", &out));
     assert!(text(&out.stderr).contains("whole number"), "{}", text(&out.stderr));
+    // The 32-bit plain IV must not wrap: 2 TiB and no more.
+    let huge = dir.sparse("huge.img", (2 << 40) + 4096);
+    let args = ["export", p(&huge), o, "--type", "plain", "--cipher", "aes-xts-plain", "--length", "1"];
+    let out = rampart_in(&args, b"pass\n");
+    assert_eq!(out.status.code(), Some(2), "{}", describe("aes-xts-plain beyond 2 TiB", &out));
+    assert!(text(&out.stderr).contains("aes-xts-plain64"), "{}", text(&out.stderr));
+    let out = rampart_in(&["export", p(&huge), o, "--type", "plain", "--length", "1"], b"pass\n");
+    ok("aes-cbc-essiv:sha256 beyond 2 TiB", out);
     // Plain flags on a LUKS volume, and one-time keys with a key.
     let out = rampart(&["export", v, o, "--cipher", "aes-xts-plain64"]);
     assert_eq!(out.status.code(), Some(2), "{}", describe("--cipher without --type", &out));
