@@ -381,8 +381,8 @@ pub struct PlainArgs {
     /// input first.
     #[arg(long, value_name = "BYTES")]
     pub keyfile_offset: Option<u64>,
-    /// Plain volumes: read only this many bytes of passphrase (ignored for
-    /// a key file holding the key, which is read for the key size).
+    /// Plain volumes: read exactly this many bytes of passphrase (ignored
+    /// for a key file holding the key, which is read for the key size).
     #[arg(long, value_name = "BYTES")]
     pub keyfile_size: Option<u64>,
     /// Plain volumes: add this many 512-byte sectors to every IV

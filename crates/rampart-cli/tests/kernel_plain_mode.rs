@@ -322,7 +322,8 @@ close() {
         );
 
         let socket = dir.join(&format!("{name}.sock"));
-        let mut args = vec![p(&kernel_vol).to_owned(), "--socket".to_owned(), p(&socket).to_owned()];
+        let mut args =
+            vec![p(&kernel_vol).to_owned(), "--socket".to_owned(), p(&socket).to_owned()];
         args.extend(case.rampart_args("--offset"));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let input = std::fs::File::open(&case.stdin).unwrap();

@@ -96,7 +96,10 @@ fn plain_settings_that_cannot_work_are_refused_in_one_line() {
         (vec!["--sector-size", "4096", "--skip", "3"], "--skip 3"),
         (vec!["--sector-size", "4096", "--data-offset", "1"], "--offset 1"),
         (vec!["--data-offset", "4096"], "beyond the end"),
-        (vec!["--cipher", "aes-xts-plain64", "--key-size", "512", "--key-file", p(&short)], "40 bytes"),
+        (
+            vec!["--cipher", "aes-xts-plain64", "--key-size", "512", "--key-file", p(&short)],
+            "40 bytes",
+        ),
         (vec!["--key-file", p(&short), "--keyfile-offset", "41"], "beyond the end"),
         (vec!["--keyfile-size", "0"], "--keyfile-size 0"),
         (vec!["--header", p(&short)], "no header"),
@@ -118,7 +121,8 @@ fn plain_settings_that_cannot_work_are_refused_in_one_line() {
     assert!(text(&out.stderr).contains("whole number"), "{}", text(&out.stderr));
     // The 32-bit plain IV must not wrap: 2 TiB and no more.
     let huge = dir.sparse("huge.img", (2 << 40) + 4096);
-    let args = ["export", p(&huge), o, "--type", "plain", "--cipher", "aes-xts-plain", "--length", "1"];
+    let args =
+        ["export", p(&huge), o, "--type", "plain", "--cipher", "aes-xts-plain", "--length", "1"];
     let out = rampart_in(&args, b"pass\n");
     assert_eq!(out.status.code(), Some(2), "{}", describe("aes-xts-plain beyond 2 TiB", &out));
     assert!(text(&out.stderr).contains("aes-xts-plain64"), "{}", text(&out.stderr));

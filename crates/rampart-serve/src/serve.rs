@@ -9,9 +9,9 @@ use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 use std::time::Duration;
 
+use rampart_crypto::SecretBytes;
 use rampart_luks::LoadReport;
 use rampart_nbd::{Bound, Export, Server, ServerConfig, TlsMode};
-use rampart_crypto::SecretBytes;
 use rampart_volume::plain::PlainLayout;
 use rampart_volume::{BlockDevice, FileDevice, VolumePaths};
 

@@ -142,11 +142,8 @@ impl PlainLayout {
                 self.key_bytes
             )));
         }
-        let start = self
-            .offset
-            .checked_mul(512)
-            .filter(|start| *start <= data.len())
-            .ok_or_else(|| {
+        let start =
+            self.offset.checked_mul(512).filter(|start| *start <= data.len()).ok_or_else(|| {
                 refused(format!(
                     "--offset {} lies beyond the end of the device ({} bytes)",
                     self.offset,

@@ -8,7 +8,7 @@
 //!   bytes from `--keyfile-offset`; `--hash` and `--keyfile-size` do not
 //!   apply (cryptsetup warns and ignores them).
 //! * `--key-file -` is a passphrase of standard input's exact bytes (no
-//!   newline handling), hashed by `--hash` (default ripemd160); with
+//!   newline handling; a prompt on a terminal), hashed by `--hash` (default ripemd160); with
 //!   `--hash plain` exactly key-size bytes are read, else up to
 //!   `--keyfile-size` (all of it, 8 MiB at most, without it).
 //! * Without `--key-file`: a prompt on a terminal, or standard input up
@@ -36,12 +36,12 @@ const MAX_KEY_FILE: u64 = 8 << 20;
 #[derive(Debug)]
 pub struct Headerless {
     pub layout: PlainLayout,
-    pub key: KeySource,
+    pub key: HeaderlessKey,
 }
 
 /// Where a headerless volume's key comes from.
 #[derive(Debug)]
-pub enum KeySource {
+pub enum HeaderlessKey {
     /// A random key per volume, made when it opens (`--one-time-key`).
     OneTime,
     /// A key file holding the key itself.
@@ -55,7 +55,7 @@ impl Headerless {
     #[must_use]
     pub fn kind(&self) -> &'static str {
         match self.key {
-            KeySource::OneTime => "one-time key",
+            HeaderlessKey::OneTime => "one-time key",
             _ => "plain",
         }
     }
@@ -135,14 +135,14 @@ impl Headerless {
                     return usage(&format!("{flag} does not apply to --one-time-key"));
                 }
             }
-            KeySource::OneTime
+            HeaderlessKey::OneTime
         } else {
             Self::key_source(plain, key)?
         };
         Ok(Some(Self { layout, key }))
     }
 
-    fn key_source(plain: &PlainArgs, key: &KeyArgs) -> anyhow::Result<KeySource> {
+    fn key_source(plain: &PlainArgs, key: &KeyArgs) -> anyhow::Result<HeaderlessKey> {
         let offset = plain.keyfile_offset.unwrap_or(0);
         match key.key_file.as_deref() {
             Some(path) if path != Path::new("-") => {
@@ -159,13 +159,12 @@ impl Headerless {
                          mode (the key size is read)"
                     );
                 }
-                Ok(KeySource::KeyFile { path: path.to_owned(), offset })
+                Ok(HeaderlessKey::KeyFile { path: path.to_owned(), offset })
             }
             stdin => {
-                let hash =
-                    KeyHash::parse(plain.hash.as_deref().unwrap_or(plain::DEFAULT_HASH))
-                        .map_err(refusal)?;
-                Ok(KeySource::Passphrase {
+                let hash = KeyHash::parse(plain.hash.as_deref().unwrap_or(plain::DEFAULT_HASH))
+                    .map_err(refusal)?;
+                Ok(HeaderlessKey::Passphrase {
                     stdin_file: stdin.is_some(),
                     offset,
                     size: plain.keyfile_size,
@@ -179,18 +178,19 @@ impl Headerless {
     pub fn volume_key(&self) -> anyhow::Result<SecretBytes> {
         let key_bytes = self.layout.key_bytes;
         match &self.key {
-            KeySource::OneTime => Ok(rampart_crypto::random_secret(key_bytes)?),
-            KeySource::KeyFile { path, offset } => read_key_file(path, *offset, key_bytes),
-            KeySource::Passphrase { stdin_file, offset, size, hash } => {
-                let passphrase = if *stdin_file {
-                    // Unhashed, the passphrase is read for the key size.
-                    let size = if *hash == KeyHash::None { Some(key_bytes as u64) } else { *size };
-                    read_input(*offset, size, false)?
-                } else if io::stdin().is_terminal() {
+            HeaderlessKey::OneTime => Ok(rampart_crypto::random_secret(key_bytes)?),
+            HeaderlessKey::KeyFile { path, offset } => read_key_file(path, *offset, key_bytes),
+            HeaderlessKey::Passphrase { stdin_file, offset, size, hash } => {
+                // A terminal is prompted, also for `--key-file -`.
+                let passphrase = if io::stdin().is_terminal() {
                     if *offset > 0 {
                         return usage("--keyfile-offset cannot skip into a typed passphrase");
                     }
                     Source::new(None, "Enter passphrase: ", false).read()?
+                } else if *stdin_file {
+                    // Unhashed, the passphrase is read for the key size.
+                    let size = if *hash == KeyHash::None { Some(key_bytes as u64) } else { *size };
+                    read_input(*offset, size, false)?
                 } else {
                     read_input(*offset, *size, true)?
                 };

@@ -115,13 +115,16 @@ fn open_headerless(volumes: &Volumes, headerless: &Headerless) -> anyhow::Result
     // A one-time key must never reach a disk, also as the cipher state
     // derived from it: nothing of the server is swapped out (the volume's
     // mapped page cache excepted, which holds only ciphertext).
-    if matches!(headerless.key, plain::KeySource::OneTime) && !rampart_crypto::lock_all_memory() {
+    if matches!(headerless.key, plain::HeaderlessKey::OneTime) && !rampart_crypto::lock_all_memory()
+    {
         eprintln!(
-            "rampart: warning: cannot lock the server's memory (RLIMIT_MEMLOCK is limited):              the cipher state of the one-time key could be swapped out; run with              LimitMEMLOCK=infinity, as the packaged unit does"
+            "rampart: warning: cannot lock the server's memory (RLIMIT_MEMLOCK is limited): \
+             the cipher state of the one-time key could be swapped out; run with \
+             LimitMEMLOCK=infinity, as the packaged unit does"
         );
     }
     let shared = match headerless.key {
-        plain::KeySource::OneTime => None,
+        plain::HeaderlessKey::OneTime => None,
         _ => Some(headerless.volume_key()?),
     };
     serve::open_headerless_exports(volumes, &headerless.layout, headerless.kind(), &mut |_| {
