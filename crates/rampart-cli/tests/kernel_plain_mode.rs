@@ -5,8 +5,9 @@
 //! `--skip`, sector sizes 512 to 4096, `--iv-large-sectors`), data the
 //! kernel's dm-crypt wrote through `cryptsetup open --type plain` reads
 //! back identically through `rampart export` and `rampart serve`, and data
-//! `rampart import` wrote reads back identically through the kernel. One
-//! boot checks every case.
+//! `rampart import` and `rampart serve` wrote reads back identically
+//! through the kernel, whose mapping has the size of Rampart's. One boot
+//! checks every case.
 
 use crate::helpers::kernel_support::*;
 use crate::helpers::serve_support::{rampart_in, require, run, unix_uri, Serve, MIB};
@@ -228,11 +229,12 @@ fn kernel_plain_mode_and_rampart_read_each_others_data() {
     let dir = TempDir::new("kernel-plain");
     let cases = cases(&dir);
 
-    // The kernel writes `NAME.kernel.img`; Rampart imports `NAME.rampart.img`.
+    // The kernel writes `NAME.kernel.img`; Rampart imports `NAME.rampart.img`
+    // and writes `NAME.served.img` through `rampart serve`.
     for (i, case) in cases.iter().enumerate() {
         let size = case.offset * 512 + DATA;
         let data = dir.file(&format!("{}.data", case.name), &random_bytes(i as u64, DATA as usize));
-        for side in ["kernel", "rampart"] {
+        for side in ["kernel", "rampart", "served"] {
             let vol = case.volume(&dir, side);
             std::fs::write(&vol, random_bytes(1000 + i as u64, size as usize)).unwrap();
         }
@@ -244,6 +246,19 @@ fn kernel_plain_mode_and_rampart_read_each_others_data() {
             &format!("{}: rampart import", case.name),
             rampart_in(&args, &std::fs::read(&case.stdin).unwrap()),
         );
+        let socket = dir.join(&format!("{}.write.sock", case.name));
+        let mut args =
+            vec![p(&case.volume(&dir, "served")).to_owned(), "--socket".into(), p(&socket).into()];
+        args.extend(case.rampart_args("--offset"));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let input = std::fs::File::open(&case.stdin).unwrap();
+        let log = dir.join(&format!("{}.write.log", case.name));
+        let mut serve = Serve::start_with_stdin(&args, log, 1, input.into());
+        ok(
+            &format!("{}: nbdcopy into rampart serve", case.name),
+            run("nbdcopy", &[p(&data), &unix_uri(&socket, "")]),
+        );
+        serve.stop();
     }
 
     let mut script = String::from(
@@ -269,19 +284,23 @@ close() {
         let flags = case.cryptsetup_args();
         let stdin = p(&case.stdin);
         let kernel = case.volume(&dir, "kernel").display().to_string();
-        let rampart_vol = case.volume(&dir, "rampart").display().to_string();
         let data = p(&dir.join(&format!("{name}.data"))).to_owned();
-        let read = p(&dir.join(&format!("{name}.read"))).to_owned();
+        let m = name.replace('-', "_");
         script.push_str(&format!(
-            "if open {name}.kernel {kernel} {stdin} {flags}; then\n  \
-               dd if={data} of=/dev/mapper/{name}_kernel bs=1M oflag=direct conv=fsync 2>res/{name}.dd\n  \
-               close {name}.kernel\nfi\n\
-             if open {name}.rampart {rampart_vol} {stdin} {flags}; then\n  \
-               blockdev --getsize64 /dev/mapper/{name}_rampart >res/{name}.size\n  \
-               dd if=/dev/mapper/{name}_rampart of={read} bs=1M iflag=direct 2>res/{name}.dd-read\n  \
-               close {name}.rampart\nfi\n",
-            name = name.replace('-', "_"),
+            "if open {m}.kernel {kernel} {stdin} {flags}; then\n  \
+               dd if={data} of=/dev/mapper/{m}_kernel bs=1M oflag=direct conv=fsync 2>res/{m}.dd\n  \
+               close {m}.kernel\nfi\n",
         ));
+        for side in ["rampart", "served"] {
+            let vol = case.volume(&dir, side).display().to_string();
+            let read = dir.join(&format!("{name}.{side}.read")).display().to_string();
+            script.push_str(&format!(
+                "if open {m}.{side} {vol} {stdin} {flags}; then\n  \
+                   blockdev --getsize64 /dev/mapper/{m}_{side} >res/{m}.{side}.size\n  \
+                   dd if=/dev/mapper/{m}_{side} of={read} bs=1M iflag=direct 2>res/{m}.{side}.dd\n  \
+                   close {m}.{side}\nfi\n",
+            ));
+        }
     }
     script.push_str("sync\ndmsetup ls >res/dmsetup-ls 2>&1\n");
     let guest = run_in_kernel(&dir, &script, &[], Duration::from_secs(900));
@@ -297,11 +316,16 @@ close() {
         let data = random_bytes(i as u64, DATA as usize);
         let stdin = std::fs::read(&case.stdin).unwrap();
 
-        // Rampart's import, read by the kernel.
-        let read = std::fs::read(dir.join(&format!("{name}.read"))).unwrap_or_else(|_| {
-            panic!("{name}: the kernel could not open Rampart's volume: {}", note("rampart"))
-        });
-        assert_same(&format!("{name}: the kernel reads what rampart import wrote"), &read, &data);
+        // Rampart's import and writes through serve, read by the kernel,
+        // whose mapping has the size Rampart's plaintext has.
+        for (side, how) in [("rampart", "rampart import"), ("served", "rampart serve")] {
+            let read = std::fs::read(dir.join(&format!("{name}.{side}.read")))
+                .unwrap_or_else(|_| panic!("{name}: the kernel could not open it: {}", note(side)));
+            assert_same(&format!("{name}: the kernel reads what {how} wrote"), &read, &data);
+            let size =
+                std::fs::read_to_string(dir.join(&format!("res/{key}.{side}.size"))).unwrap();
+            assert_eq!(size.trim(), DATA.to_string(), "{name}: the kernel's mapping size");
+        }
 
         // The kernel's writes, read by rampart export and rampart serve.
         assert!(

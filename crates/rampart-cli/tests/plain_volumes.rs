@@ -200,6 +200,13 @@ fn one_time_key_data_is_unreadable_once_the_server_stops() {
         );
     }
     assert!(!log.contains("ONE-TIME-KEY-MARKER"), "the log holds the plaintext: {log}");
+    // Nor anything long enough to be a key in hex or base64.
+    let longest = log
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '+' || c == '/'))
+        .map(str::len)
+        .max()
+        .unwrap_or(0);
+    assert!(longest < 32, "the log holds a run of {longest} key-like characters: {log}");
     assert_eq!(
         std::fs::metadata(&vol).unwrap().len(),
         16 * MIB,
