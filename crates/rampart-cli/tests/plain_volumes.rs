@@ -132,6 +132,9 @@ fn plain_settings_that_cannot_work_are_refused_in_one_line() {
     let out = rampart(&["export", v, o, "--cipher", "aes-xts-plain64"]);
     assert_eq!(out.status.code(), Some(2), "{}", describe("--cipher without --type", &out));
     assert!(text(&out.stderr).contains("--type plain"), "{}", text(&out.stderr));
+    let out = rampart(&["serve", v, "--offset", "8"]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe("--offset without --type", &out));
+    assert!(text(&out.stderr).contains("--offset is for"), "{}", text(&out.stderr));
     let out = rampart(&["serve", v, "--one-time-key", "--key-file", p(&short)]);
     assert_eq!(out.status.code(), Some(2), "{}", describe("--one-time-key --key-file", &out));
     let out = rampart(&["serve", v, "--one-time-key", "--hash", "sha256"]);

@@ -81,7 +81,8 @@ fn open_data(
     data_offset: Option<u64>,
     read_only: bool,
 ) -> anyhow::Result<CryptDevice<FileDevice>> {
-    match Headerless::from_args(plain, data_offset, key, tokens, volume.header.as_deref(), false)? {
+    let offset = ("--data-offset", data_offset);
+    match Headerless::from_args(plain, offset, key, tokens, volume.header.as_deref(), false)? {
         Some(headerless) => headerless.open(volume, read_only),
         None => Ok(open_volume(volume, key, tokens, read_only)?.into_device()),
     }

@@ -62,9 +62,10 @@ impl Headerless {
 
     /// Checks the flags of a command that opens a volume's data: `None`
     /// for a LUKS volume (no plain flag given), else the settings.
+    /// `data_offset` is the command's data-offset flag and its value.
     pub fn from_args(
         plain: &PlainArgs,
-        data_offset: Option<u64>,
+        (offset_flag, data_offset): (&str, Option<u64>),
         key: &KeyArgs,
         tokens: &TokenArgs,
         header: Option<&Path>,
@@ -84,7 +85,7 @@ impl Headerless {
                 ("--skip", plain.skip.is_some()),
                 ("--sector-size", plain.sector_size.is_some()),
                 ("--iv-large-sectors", plain.iv_large_sectors),
-                ("the data offset in sectors", data_offset.is_some()),
+                (offset_flag, data_offset.is_some()),
             ];
             if let Some((flag, _)) = given.iter().find(|(_, set)| *set) {
                 return usage(&format!(

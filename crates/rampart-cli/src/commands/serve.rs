@@ -47,7 +47,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
 
     let headerless = Headerless::from_args(
         &args.plain,
-        args.data_offset,
+        ("--offset", args.data_offset),
         &args.key,
         &args.tokens,
         args.header.as_deref(),
