@@ -62,8 +62,15 @@ impl Case {
     }
 }
 
-fn flags(list: &[&str]) -> Vec<String> {
-    list.iter().map(|s| (*s).to_owned()).collect()
+fn case(
+    name: &'static str,
+    flags: &[&str],
+    offset: u64,
+    key_file: Option<PathBuf>,
+    stdin: PathBuf,
+) -> Case {
+    let flags = flags.iter().map(|s| (*s).to_owned()).collect();
+    Case { name, flags, offset, key_file, stdin }
 }
 
 /// The cases: every option, each beside others where they do not mask
@@ -72,155 +79,130 @@ fn cases(dir: &TempDir) -> Vec<Case> {
     let line = |name: &str, text: &[u8]| dir.file(&format!("{name}.stdin"), text);
     let raw_key = dir.file("raw.key", &random_bytes(77, 200));
     let binary = dir.file("binary.pass", &random_bytes(78, 300));
-    let empty = dir.file("empty.stdin", b"");
+    let stdin_file = || Some(PathBuf::from("-"));
+    let xts = ["--cipher", "aes-xts-plain64"];
     vec![
         // cryptsetup's defaults: aes-cbc-essiv:sha256, 256 bits, ripemd160
         // over a typed line.
-        Case {
-            name: "defaults",
-            flags: vec![],
-            offset: 0,
-            key_file: None,
-            stdin: line("defaults", b"correct horse battery staple\n"),
-        },
-        Case {
-            name: "xts512-sha256-4k",
-            flags: flags(&[
-                "--cipher",
-                "aes-xts-plain64",
-                "--key-size",
-                "512",
-                "--hash",
-                "sha256",
-                "--sector-size",
-                "4096",
-            ]),
-            offset: 0,
-            key_file: None,
-            stdin: line("xts512", b"a passphrase\n"),
-        },
+        case("defaults", &[], 0, None, line("defaults", b"correct horse battery staple\n")),
+        case(
+            "xts512-sha256-4k",
+            &[&xts[..], &["--key-size", "512", "--hash", "sha256", "--sector-size", "4096"]]
+                .concat(),
+            0,
+            None,
+            line("xts512", b"a passphrase\n"),
+        ),
         // --hash plain: the line itself, zero-padded to the key.
-        Case {
-            name: "xts256-hash-plain",
-            flags: flags(&["--cipher", "aes-xts-plain64", "--key-size", "256", "--hash", "plain"]),
-            offset: 0,
-            key_file: None,
-            stdin: line("hash-plain", b"short\n"),
-        },
+        case(
+            "xts256-hash-plain",
+            &[&xts[..], &["--key-size", "256", "--hash", "plain"]].concat(),
+            0,
+            None,
+            line("hash-plain", b"short\n"),
+        ),
         // A key file holds the key: --hash and --keyfile-size are ignored,
         // --keyfile-offset is not; --offset and --skip in 512-byte sectors.
-        Case {
-            name: "keyfile-offset-skip",
-            flags: flags(&[
-                "--cipher",
-                "aes-xts-plain64",
-                "--key-size",
-                "512",
-                "--hash",
-                "sha512",
-                "--keyfile-offset",
-                "13",
-                "--keyfile-size",
-                "7",
-                "--skip",
-                "1001",
-            ]),
-            offset: 2048,
-            key_file: Some(raw_key),
-            stdin: empty.clone(),
-        },
+        case(
+            "keyfile-offset-skip",
+            &[
+                &xts[..],
+                &["--key-size", "512", "--hash", "sha512", "--keyfile-offset", "13"],
+                &["--keyfile-size", "7", "--skip", "1001"],
+            ]
+            .concat(),
+            2048,
+            Some(raw_key),
+            line("empty", b""),
+        ),
         // --key-file -: standard input's exact bytes, newlines and all,
         // from --keyfile-offset, --keyfile-size of them.
-        Case {
-            name: "stdin-file-size",
-            flags: flags(&[
-                "--cipher",
-                "aes-cbc-plain64",
-                "--key-size",
-                "128",
-                "--hash",
-                "sha512",
-                "--keyfile-offset",
-                "3",
-                "--keyfile-size",
-                "100",
-            ]),
-            offset: 0,
-            key_file: Some(PathBuf::from("-")),
-            stdin: binary.clone(),
-        },
+        case(
+            "stdin-file-size",
+            &["--cipher", "aes-cbc-plain64", "--key-size", "128", "--hash", "sha512"],
+            0,
+            stdin_file(),
+            binary.clone(),
+        )
+        .with(&["--keyfile-offset", "3", "--keyfile-size", "100"]),
         // Unhashed standard input is read for the key size.
-        Case {
-            name: "stdin-file-unhashed",
-            flags: flags(&["--cipher", "aes-xts-plain64", "--key-size", "256", "--hash", "plain"]),
-            offset: 8,
-            key_file: Some(PathBuf::from("-")),
-            stdin: binary.clone(),
-        },
+        case(
+            "stdin-file-unhashed",
+            &[&xts[..], &["--key-size", "256", "--hash", "plain"]].concat(),
+            8,
+            stdin_file(),
+            binary,
+        ),
         // The 32-bit plain IV, SHA-1, and NAME:BYTES.
-        Case {
-            name: "cbc-plain-sha1",
-            flags: flags(&["--cipher", "aes-cbc-plain", "--key-size", "256", "--hash", "sha1"]),
-            offset: 0,
-            key_file: None,
-            stdin: line("sha1", b"sha one\n"),
-        },
-        Case {
-            name: "essiv-sha256-16",
-            flags: flags(&[
-                "--cipher",
-                "aes-cbc-essiv:sha256",
-                "--key-size",
-                "256",
-                "--hash",
-                "sha256:16",
-                "--sector-size",
-                "1024",
-                "--skip",
-                "6",
-            ]),
-            offset: 4,
-            key_file: None,
-            stdin: line("sha256-16", b"half hashed\n"),
-        },
-        Case {
-            name: "xts-plain-large-sectors",
-            flags: flags(&[
-                "--cipher",
-                "aes-xts-plain",
-                "--key-size",
-                "512",
-                "--hash",
-                "ripemd160",
-                "--sector-size",
-                "4096",
-                "--iv-large-sectors",
-                "--skip",
-                "24",
-            ]),
-            offset: 16,
-            key_file: None,
-            stdin: line("large", b"large sectors\n"),
-        },
-        Case {
-            name: "xts-2k-keyfile-size",
-            flags: flags(&[
-                "--cipher",
-                "aes-xts-plain64",
-                "--key-size",
-                "256",
-                "--hash",
-                "sha256",
-                "--sector-size",
-                "2048",
-                "--keyfile-size",
-                "5",
-            ]),
-            offset: 0,
-            key_file: None,
-            stdin: line("2k", b"12345\n"),
-        },
+        case(
+            "cbc-plain-sha1",
+            &["--cipher", "aes-cbc-plain", "--key-size", "256", "--hash", "sha1"],
+            0,
+            None,
+            line("sha1", b"sha one\n"),
+        ),
+        case(
+            "essiv-sha256-16",
+            &["--cipher", "aes-cbc-essiv:sha256", "--key-size", "256", "--hash", "sha256:16"],
+            4,
+            None,
+            line("sha256-16", b"half hashed\n"),
+        )
+        .with(&["--sector-size", "1024", "--skip", "6"]),
+        case(
+            "xts-plain-large-sectors",
+            &["--cipher", "aes-xts-plain", "--key-size", "512", "--hash", "ripemd160"],
+            16,
+            None,
+            line("large", b"large sectors\n"),
+        )
+        .with(&["--sector-size", "4096", "--iv-large-sectors", "--skip", "24"]),
+        case(
+            "xts-2k-keyfile-size",
+            &[&xts[..], &["--key-size", "256", "--hash", "sha256", "--sector-size", "2048"]]
+                .concat(),
+            0,
+            None,
+            line("2k", b"12345\n"),
+        )
+        .with(&["--keyfile-size", "5"]),
     ]
+}
+
+impl Case {
+    /// The value of flag `name`, if the case gives it.
+    fn flag(&self, name: &str) -> Option<&str> {
+        let at = self.flags.iter().position(|f| f == name)?;
+        self.flags.get(at + 1).map(String::as_str)
+    }
+
+    /// Checks the kernel's table of the case's mapping ("0 SECTORS crypt
+    /// CIPHER KEY IV_OFFSET DEVICE OFFSET [N OPTIONS]") against the flags,
+    /// so that each case proves the option it names reached dm-crypt.
+    fn check_table(&self, table: &str) {
+        let name = self.name;
+        let fields: Vec<&str> = table.split_whitespace().collect();
+        assert!(fields.len() >= 8 && fields[2] == "crypt", "{name}: not a crypt table: {table}");
+        let cipher = self.flag("--cipher").unwrap_or("aes-cbc-essiv:sha256");
+        assert_eq!(fields[3], cipher, "{name}: the kernel's cipher ({table})");
+        let bits: usize = self.flag("--key-size").unwrap_or("256").parse().unwrap();
+        assert_eq!(fields[4].len() * 4, bits, "{name}: the kernel's key size ({table})");
+        assert_eq!(fields[5], self.flag("--skip").unwrap_or("0"), "{name}: IV offset ({table})");
+        assert_eq!(fields[7], self.offset.to_string(), "{name}: data offset ({table})");
+        let sector = fields.iter().find_map(|f| f.strip_prefix("sector_size:")).unwrap_or("512");
+        assert_eq!(sector, self.flag("--sector-size").unwrap_or("512"), "{name}: ({table})");
+        assert_eq!(
+            fields.contains(&"iv_large_sectors"),
+            self.flags.iter().any(|f| f == "--iv-large-sectors"),
+            "{name}: iv_large_sectors ({table})"
+        );
+    }
+
+    /// The case with `more` flags.
+    fn with(mut self, more: &[&str]) -> Self {
+        self.flags.extend(more.iter().map(|s| (*s).to_owned()));
+        self
+    }
 }
 
 #[test]
@@ -332,6 +314,9 @@ close() {
             !note("kernel").contains("failed"),
             "{name}: cryptsetup open failed: {}",
             note("kernel")
+        );
+        case.check_table(
+            &std::fs::read_to_string(dir.join(&format!("res/{key}.kernel.table"))).unwrap(),
         );
         let kernel_vol = case.volume(&dir, "kernel");
         let out = dir.join(&format!("{name}.exported"));
