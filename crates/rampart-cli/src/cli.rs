@@ -236,6 +236,19 @@ pub struct ServeArgs {
     pub key: KeyArgs,
     #[command(flatten)]
     pub tokens: TokenArgs,
+    #[command(flatten)]
+    pub plain: PlainArgs,
+    /// Plain volumes: where the data starts on the device, in 512-byte
+    /// sectors (cryptsetup's --offset).
+    #[arg(long = "offset", value_name = "SECTORS")]
+    pub data_offset: Option<u64>,
+    /// Serve each volume headerless under a random key made now, held only
+    /// in this process's locked memory and never written anywhere: once
+    /// the server stops, the data can never be read again (swap, scratch
+    /// space). Defaults: --cipher aes-xts-plain64, --key-size 512,
+    /// --sector-size 4096.
+    #[arg(long, conflicts_with_all = ["key_file", "header", "token_only"])]
+    pub one_time_key: bool,
     /// TCP address to listen on (default 127.0.0.1:10809 unless only
     /// --socket is given); repeatable.
     #[arg(long, value_name = "HOST:PORT")]
@@ -337,6 +350,61 @@ pub struct KeyArgs {
     /// Try only this keyslot.
     #[arg(long, short = 'S', value_name = "N")]
     pub key_slot: Option<usize>,
+}
+
+/// Headerless volumes: cryptsetup's plain mode, with its names, units and
+/// defaults (`cryptsetup open --type plain`).
+#[derive(Debug, clap::Args)]
+pub struct PlainArgs {
+    /// The volume's format: luks (the default; LUKS1 or LUKS2, as the
+    /// header says) or plain (no header: the flags below say how the data
+    /// is encrypted, as for `cryptsetup open --type plain`).
+    #[arg(long = "type", value_enum, value_name = "TYPE")]
+    pub volume_type: Option<VolumeTypeArg>,
+    /// Plain volumes: the cipher (default aes-cbc-essiv:sha256, as
+    /// cryptsetup's plain mode; also aes-xts-plain64, aes-xts-plain,
+    /// aes-cbc-plain64, aes-cbc-plain).
+    #[arg(long, value_name = "SPEC")]
+    pub cipher: Option<String>,
+    /// Plain volumes: the key size in bits (default 256, also for XTS,
+    /// as cryptsetup's plain mode).
+    #[arg(long, value_name = "BITS")]
+    pub key_size: Option<usize>,
+    /// Plain volumes: how a passphrase becomes the key, NAME[:BYTES]
+    /// (default ripemd160; plain: no hashing; also sha1, sha224, sha256,
+    /// sha384, sha512, sha3-256, sha3-384, sha3-512). Not applied to a
+    /// --key-file other than `-`, which holds the key itself, as in
+    /// cryptsetup.
+    #[arg(long, value_name = "HASH")]
+    pub hash: Option<String>,
+    /// Plain volumes: skip this many bytes of the key file or standard
+    /// input first.
+    #[arg(long, value_name = "BYTES")]
+    pub keyfile_offset: Option<u64>,
+    /// Plain volumes: read exactly this many bytes of passphrase (ignored
+    /// for a key file holding the key, which is read for the key size).
+    #[arg(long, value_name = "BYTES")]
+    pub keyfile_size: Option<u64>,
+    /// Plain volumes: add this many 512-byte sectors to every IV
+    /// (cryptsetup's --skip).
+    #[arg(long, value_name = "SECTORS")]
+    pub skip: Option<u64>,
+    /// Plain volumes: the encryption sector size, 512 (default), 1024,
+    /// 2048 or 4096 bytes.
+    #[arg(long, value_name = "BYTES")]
+    pub sector_size: Option<u32>,
+    /// Plain volumes: count IVs in --sector-size sectors instead of
+    /// 512-byte sectors.
+    #[arg(long)]
+    pub iv_large_sectors: bool,
+}
+
+/// `--type` of the commands that open a volume's data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum VolumeTypeArg {
+    #[value(aliases = ["luks1", "luks2"])]
+    Luks,
+    Plain,
 }
 
 /// Unlocking through key-manager tokens (volumes bound with `rampart bind`).
@@ -818,6 +886,13 @@ pub struct ExportArgs {
     pub key: KeyArgs,
     #[command(flatten)]
     pub tokens: TokenArgs,
+    #[command(flatten)]
+    pub plain: PlainArgs,
+    /// Plain volumes: where the data starts on the device, in 512-byte
+    /// sectors (cryptsetup's --offset; --offset here is a plaintext
+    /// position).
+    #[arg(long, value_name = "SECTORS")]
+    pub data_offset: Option<u64>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -885,6 +960,13 @@ pub struct ImportArgs {
     pub key: KeyArgs,
     #[command(flatten)]
     pub tokens: TokenArgs,
+    #[command(flatten)]
+    pub plain: PlainArgs,
+    /// Plain volumes: where the data starts on the device, in 512-byte
+    /// sectors (cryptsetup's --offset; --offset here is a plaintext
+    /// position).
+    #[arg(long, value_name = "SECTORS")]
+    pub data_offset: Option<u64>,
 }
 
 #[derive(Debug, clap::Args)]

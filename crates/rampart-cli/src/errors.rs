@@ -5,6 +5,7 @@
 use rampart_kms::client::ClientError;
 use rampart_serve::ServeError;
 use rampart_volume::format::FormatError;
+use rampart_volume::plain::PlainError;
 use rampart_volume::reencrypt_start::StartError;
 use rampart_volume::{BackupError, VolumeError};
 
@@ -108,6 +109,9 @@ pub fn serve_error(error: ServeError) -> anyhow::Error {
             UsageError(format!("cannot listen on {address} (--metrics-listen): {source}")).into()
         }
         ServeError::KeyManager(e) => map_client(e),
+        ServeError::Headerless { path, source: PlainError::Refused(message) } => {
+            UsageError(format!("cannot use {}: {message}", path.display())).into()
+        }
         ServeError::HeaderOfSeveral | ServeError::ExportNameTwice(_) => {
             UsageError(error.to_string()).into()
         }

@@ -278,6 +278,35 @@ fn no_command_prints_logs_or_stores_a_secret() {
         let out = audit.run(&args, b"", false);
         assert!(!out.status.success(), "rampart {args:?} succeeded");
     }
+    // Headerless (plain) volumes: a raw key file, and passphrases from a
+    // line and from `--key-file -`, succeeding and refused.
+    let raw_key: Vec<u8> = (0..64u8).map(|i| i.wrapping_mul(37) ^ 0x5c).collect();
+    audit.secret("a plain volume's raw key", &raw_key);
+    let raw = dir.file("plain.key", &raw_key);
+    let plain = dir.sparse("plain.img", 4 << 20);
+    let line = [PASSPHRASE, b"\n"].concat();
+    let xts = ["--type", "plain", "--cipher", "aes-xts-plain64", "--key-size", "512"];
+    for (args, stdin) in [
+        (vec!["import", s(&plain), s(&data), "--key-file", s(&raw)], &b""[..]),
+        (vec!["export", s(&plain), s(&copy), "--key-file", s(&raw)], &b""[..]),
+        (vec!["import", s(&plain), s(&data), "--hash", "sha256"], &line[..]),
+        (vec!["export", s(&plain), s(&copy), "--key-file", "-"], PASSPHRASE),
+    ] {
+        let mut args = args.clone();
+        args.extend(xts);
+        audit.ok(&args, stdin, false);
+    }
+    for (args, stdin) in [
+        (vec!["export", s(&plain), "-", "--key-file", s(&raw), "--sector-size", "999"], &b""[..]),
+        (vec!["export", s(&plain), "-", "--keyfile-size", "99"], &line[..]),
+        (vec!["export", s(&plain), "-", "--hash", "sha256:99"], &line[..]),
+    ] {
+        let mut args = args.clone();
+        args.extend(xts);
+        let out = audit.run(&args, stdin, false);
+        assert!(!out.status.success(), "rampart {args:?} succeeded");
+    }
+
     let mut change =
         vec!["change-key", s(&vol), "--key-file", s(&new_pass), "--new-key-file", s(&wrong)];
     change.extend_from_slice(CHEAP_KDF);

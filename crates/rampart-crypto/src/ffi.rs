@@ -759,6 +759,51 @@ pub(crate) fn sha256_compress(state: &mut [u32; 8], block: &[u8; 64]) {
     unsafe { sys::SHA256_TransformBlocks(state.as_mut_ptr(), block.as_ptr(), 1) }
 }
 
+/// The digest of `data` by `md` through AWS-LC's one-shot `EVP_Digest`,
+/// written straight into `out` (the digest length exactly), for digests
+/// that `aws-lc-rs` does not offer (RIPEMD-160) beside those it does.
+pub(crate) fn evp_digest(md: crate::PassphraseHash, data: &[u8], out: &mut [u8]) -> Result<()> {
+    use crate::PassphraseHash as H;
+    if out.len() != md.output_len() {
+        return Err(CryptoError::InvalidLength {
+            what: "digest output",
+            len: out.len(),
+            requirement: "the digest length",
+        });
+    }
+    // SAFETY: the EVP_MD getters return static tables.
+    let md = unsafe {
+        match md {
+            H::Sha1 => sys::EVP_sha1(),
+            H::Sha224 => sys::EVP_sha224(),
+            H::Sha256 => sys::EVP_sha256(),
+            H::Sha384 => sys::EVP_sha384(),
+            H::Sha512 => sys::EVP_sha512(),
+            H::Sha3_256 => sys::EVP_sha3_256(),
+            H::Sha3_384 => sys::EVP_sha3_384(),
+            H::Sha3_512 => sys::EVP_sha3_512(),
+            H::Ripemd160 => sys::EVP_ripemd160(),
+        }
+    };
+    let mut written: std::os::raw::c_uint = 0;
+    // SAFETY: `data` is valid for its length, `out` holds the digest
+    // length (checked above), no engine is passed.
+    let ok = unsafe {
+        sys::EVP_Digest(
+            data.as_ptr().cast(),
+            data.len(),
+            out.as_mut_ptr(),
+            &mut written,
+            md,
+            std::ptr::null_mut(),
+        )
+    };
+    if ok != 1 || written as usize != out.len() {
+        return Err(CryptoError::Backend("EVP_Digest"));
+    }
+    Ok(())
+}
+
 /// HKDF (RFC 5869) with the given digest.
 pub(crate) fn hkdf(
     md: crate::HashAlg,

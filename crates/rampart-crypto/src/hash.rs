@@ -67,6 +67,66 @@ impl HashAlg {
     }
 }
 
+/// The hashes that turn a passphrase into a key the way cryptsetup's
+/// plain mode does (`--hash`): the SHA-2 and SHA-3 families, SHA-1 and
+/// RIPEMD-160 (cryptsetup's default there), by cryptsetup's names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PassphraseHash {
+    Sha1,
+    Sha224,
+    Sha256,
+    Sha384,
+    Sha512,
+    Sha3_256,
+    Sha3_384,
+    Sha3_512,
+    Ripemd160,
+}
+
+impl PassphraseHash {
+    const ALL: [(Self, &'static str, usize); 9] = [
+        (Self::Sha1, "sha1", 20),
+        (Self::Sha224, "sha224", 28),
+        (Self::Sha256, "sha256", 32),
+        (Self::Sha384, "sha384", 48),
+        (Self::Sha512, "sha512", 64),
+        (Self::Sha3_256, "sha3-256", 32),
+        (Self::Sha3_384, "sha3-384", 48),
+        (Self::Sha3_512, "sha3-512", 64),
+        (Self::Ripemd160, "ripemd160", 20),
+    ];
+
+    /// Parses cryptsetup's name (`sha256`, `ripemd160`, `sha3-256`).
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Self> {
+        let name = name.to_ascii_lowercase();
+        Self::ALL.iter().find(|(_, n, _)| *n == name).map(|(h, _, _)| *h)
+    }
+
+    /// Every name [`PassphraseHash::from_name`] takes, for messages.
+    #[must_use]
+    pub fn names() -> Vec<&'static str> {
+        Self::ALL.iter().map(|(_, n, _)| *n).collect()
+    }
+
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        Self::ALL.iter().find(|(h, _, _)| *h == self).map_or("", |(_, n, _)| n)
+    }
+
+    #[must_use]
+    pub fn output_len(self) -> usize {
+        Self::ALL.iter().find(|(h, _, _)| *h == self).map_or(0, |(_, _, len)| *len)
+    }
+
+    /// The digest of `data` into `out`, which must be exactly
+    /// [`PassphraseHash::output_len`] bytes (the caller's secret buffer:
+    /// the digest exists nowhere else).
+    pub fn digest_into(self, data: &[u8], out: &mut [u8]) -> Result<()> {
+        ffi::evp_digest(self, data, out)
+    }
+}
+
 /// The digest of `data`. Returned as a secret because digests of keys (ESSIV
 /// salts, AF diffusion) are key material.
 #[must_use]
@@ -270,6 +330,25 @@ pub fn hkdf(alg: HashAlg, ikm: &[u8], salt: &[u8], info: &[u8], out: &mut [u8]) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn passphrase_hashes_match_their_published_vectors() {
+        for (name, want) in [
+            ("ripemd160", "8eb208f7e05d987a9b044a8e98c6b087f15a0bfc"),
+            ("sha256", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
+            ("sha3-256", "3a985da74fe225b2045c172d6bd390bd855f086e3e9d525b46bfe24511431532"),
+            ("sha1", "a9993e364706816aba3e25717850c26c9cd0d89d"),
+        ] {
+            let hash = PassphraseHash::from_name(name).unwrap();
+            assert_eq!(hash.name(), name);
+            let mut out = vec![0u8; hash.output_len()];
+            hash.digest_into(b"abc", &mut out).unwrap();
+            assert_eq!(hex::encode(&out), want, "{name}");
+        }
+        assert!(PassphraseHash::from_name("whirlpool").is_none());
+        let mut short = [0u8; 8];
+        assert!(PassphraseHash::Sha256.digest_into(b"abc", &mut short).is_err());
+    }
 
     #[test]
     fn prepared_sha256_macs_equal_aws_lc_for_every_short_and_long_message() {

@@ -61,7 +61,7 @@ pub use ffi::{
     thread_cpu_time, try_lock_byte,
 };
 pub use gcm::{Gcm, GCM_NONCE_LEN, GCM_TAG_LEN};
-pub use hash::{digest, digest_blocks, digest_into, hkdf, hmac, HashAlg, HmacKey};
+pub use hash::{digest, digest_blocks, digest_into, hkdf, hmac, HashAlg, HmacKey, PassphraseHash};
 pub use kdf::{argon2, argon2_with_secret, pbkdf2, Argon2Params, Argon2Variant};
 pub use keygen::{generate_ec, generate_ed25519, generate_key_pair, generate_rsa, KeyPairDer};
 pub use keywrap::{kw_unwrap, kw_wrap, kwp_unwrap, kwp_wrap};

@@ -62,6 +62,16 @@ pub struct MappedFile {
     faults: Faults,
 }
 
+/// Stored bytes hold no secret: a mapping of them is never locked in
+/// memory, also in a process that locks all its future mappings
+/// (`mlockall` with `MCL_FUTURE`, as a server with a one-time key does),
+/// where it would pin the page cache of a whole volume and its pages could
+/// not be dropped.
+fn unlocked(base: usize, len: usize) {
+    // SAFETY: munlock only changes the lock flag of pages of this mapping.
+    let _ = unsafe { libc::munlock(base as *const c_void, len) };
+}
+
 impl MappedFile {
     /// Maps `len` bytes of `file` from offset 0. Fails where the file
     /// cannot be mapped (a pipe, a character device) or `len` is 0.
@@ -87,6 +97,7 @@ impl MappedFile {
         if base == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
+        unlocked(base as usize, len);
         Ok(Self {
             base: base as usize,
             len,
@@ -211,6 +222,7 @@ impl MappedFile {
         if mapped == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
+        unlocked(self.base + first, last - first);
         Ok(())
     }
 

@@ -51,6 +51,13 @@ pub enum ServeError {
     /// volumes it cannot be.
     #[error("--header can be used with a single volume only")]
     HeaderOfSeveral,
+    /// A headerless volume's settings do not fit its device.
+    #[error("cannot use {}: {source}", path.display())]
+    Headerless {
+        path: PathBuf,
+        #[source]
+        source: rampart_volume::plain::PlainError,
+    },
     /// Two volumes were given the same export name.
     #[error("export name '{0}' is used twice")]
     ExportNameTwice(String),

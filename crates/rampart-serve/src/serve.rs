@@ -9,9 +9,11 @@ use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 use std::time::Duration;
 
+use rampart_crypto::SecretBytes;
 use rampart_luks::LoadReport;
 use rampart_nbd::{Bound, Export, Server, ServerConfig, TlsMode};
-use rampart_volume::{BlockDevice, VolumePaths};
+use rampart_volume::plain::PlainLayout;
+use rampart_volume::{BlockDevice, FileDevice, VolumePaths};
 
 use crate::control::{self, ControlSocket};
 use crate::error::ServeError;
@@ -107,6 +109,38 @@ pub fn open_exports<K: VolumeKeys>(
         }
         opened.exports.push(Export {
             description: format!("{} (LUKS, {} bytes)", path.display(), device.len()),
+            name: name.clone(),
+            device,
+            read_only: volumes.read_only,
+        });
+    }
+    Ok(opened)
+}
+
+/// Opens headerless volumes (plain mode, one-time keys): each one's data
+/// device mapped by `layout` under the key `key_for` gives it (asked once
+/// per volume, after the file opened). They have no header to re-encrypt
+/// through, so no control socket; `kind` names them to clients.
+pub fn open_headerless_exports<E>(
+    volumes: &Volumes,
+    layout: &PlainLayout,
+    kind: &str,
+    key_for: &mut dyn FnMut(&Path) -> Result<SecretBytes, E>,
+) -> Result<OpenedExports, OpenError<E>> {
+    let mut opened =
+        OpenedExports { exports: Vec::new(), held: Vec::new(), control_sockets: Vec::new() };
+    for (path, name) in &volumes.volumes {
+        let data = FileDevice::open(path, volumes.read_only).map_err(|source| {
+            ServeError::IoAt { context: format!("cannot open {}", path.display()), source }
+        })?;
+        let key = key_for(path).map_err(OpenError::Key)?;
+        let device = layout
+            .device(data, &key)
+            .map_err(|source| ServeError::Headerless { path: path.clone(), source })?;
+        drop(key);
+        let device: Arc<dyn BlockDevice> = Arc::new(device);
+        opened.exports.push(Export {
+            description: format!("{} ({kind}, {} bytes)", path.display(), device.len()),
             name: name.clone(),
             device,
             read_only: volumes.read_only,

@@ -50,6 +50,9 @@ pub struct CryptDevice<D> {
     ciphers: Mutex<Vec<SectorCipher>>,
     template: Mutex<SectorCipher>,
     stripes: Vec<Mutex<()>>,
+    /// IV/tweak numbers count sectors of `sector_size`, not 512-byte units
+    /// (dm-crypt's `iv_large_sectors`, a plain-mode option).
+    iv_large_sectors: bool,
 }
 
 impl<D: BlockDevice> CryptDevice<D> {
@@ -79,7 +82,25 @@ impl<D: BlockDevice> CryptDevice<D> {
             ciphers: Mutex::new(Vec::new()),
             template: Mutex::new(cipher),
             stripes: (0..RMW_STRIPES).map(|_| Mutex::new(())).collect(),
+            iv_large_sectors: false,
         })
+    }
+
+    /// Counts IV/tweak numbers in sectors of the layout's sector size
+    /// instead of 512-byte units, as dm-crypt's `iv_large_sectors` does:
+    /// the number is (512-byte position + `iv_tweak`) divided by the
+    /// sector size in 512-byte units, so `iv_tweak` must be a whole number
+    /// of sectors (dm-crypt refuses any other IV offset).
+    pub fn with_iv_large_sectors(mut self) -> io::Result<Self> {
+        let units = u64::from(self.layout.sector_size / 512);
+        if self.layout.iv_tweak % units != 0 {
+            return Err(invalid(format!(
+                "an IV offset of {} 512-byte sectors is not a whole number of {}-byte sectors",
+                self.layout.iv_tweak, self.layout.sector_size
+            )));
+        }
+        self.iv_large_sectors = true;
+        Ok(self)
     }
 
     #[must_use]
@@ -124,12 +145,16 @@ impl<D: BlockDevice> CryptDevice<D> {
     }
 
     /// The plain64 tweak of the sector at plaintext offset `offset`, and the
-    /// tweak step per sector (LUKS2 counts tweaks in 512-byte units).
+    /// tweak step per sector (LUKS2 counts tweaks in 512-byte units; with
+    /// large-sector IVs, in sectors).
     fn tweaks(&self, offset: u64) -> (u64, u64) {
-        (
-            (offset / 512).wrapping_add(self.layout.iv_tweak),
-            u64::from(self.layout.sector_size / 512),
-        )
+        let units = u64::from(self.layout.sector_size / 512);
+        let first = (offset / 512).wrapping_add(self.layout.iv_tweak);
+        if self.iv_large_sectors {
+            (first / units, 1)
+        } else {
+            (first, units)
+        }
     }
 
     /// En- or decrypts whole sectors on the calling thread.

@@ -18,6 +18,7 @@ pub mod gate;
 pub mod lock;
 mod mem;
 mod ordered;
+pub mod plain;
 pub mod reencrypt;
 pub mod reencrypt_plan;
 pub mod reencrypt_start;

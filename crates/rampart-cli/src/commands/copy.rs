@@ -9,11 +9,12 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use rampart_volume::stream::{self, StreamError};
-use rampart_volume::{BlockDevice, Volume, VolumePaths};
+use rampart_volume::{BlockDevice, CryptDevice, FileDevice, Volume, VolumePaths};
 
-use crate::cli::{ExportArgs, ImportArgs, KeyArgs, TokenArgs, VolumeArgs};
+use crate::cli::{ExportArgs, ImportArgs, KeyArgs, PlainArgs, TokenArgs, VolumeArgs};
 use crate::commands::header::{load_released, paths};
 use crate::commands::keysource::KeySource;
+use crate::commands::plain::Headerless;
 use crate::UsageError;
 
 /// Readers (or writers) for a whole-volume stream: one per core.
@@ -70,9 +71,26 @@ pub(crate) fn ticker(bar: Option<&ProgressBar>) -> impl Fn(u64) + Sync + '_ {
     }
 }
 
+/// The plaintext of a LUKS volume (a bound token first, then the
+/// passphrase) or, with `--type plain`, of a headerless one.
+fn open_data(
+    volume: &VolumeArgs,
+    key: &KeyArgs,
+    tokens: &TokenArgs,
+    plain: &PlainArgs,
+    data_offset: Option<u64>,
+    read_only: bool,
+) -> anyhow::Result<CryptDevice<FileDevice>> {
+    let offset = ("--data-offset", data_offset);
+    match Headerless::from_args(plain, offset, key, tokens, volume.header.as_deref(), false)? {
+        Some(headerless) => headerless.open(volume, read_only),
+        None => Ok(open_volume(volume, key, tokens, read_only)?.into_device()),
+    }
+}
+
 pub fn export(args: &ExportArgs) -> anyhow::Result<()> {
-    let volume = open_volume(&args.volume, &args.key, &args.tokens, true)?;
-    let device = volume.device();
+    let device =
+        &open_data(&args.volume, &args.key, &args.tokens, &args.plain, args.data_offset, true)?;
     let range =
         stream::export_range(device.len(), args.offset, args.length).map_err(stream_error)?;
     let mut out: Box<dyn Write> = if args.out == Path::new("-") {
@@ -110,8 +128,8 @@ pub fn import(args: &ImportArgs) -> anyhow::Result<()> {
         let len = file.metadata()?.len();
         (Box::new(file), Some(len))
     };
-    let volume = open_volume(&args.volume, &args.key, &args.tokens, false)?;
-    let device = volume.device();
+    let device =
+        &open_data(&args.volume, &args.key, &args.tokens, &args.plain, args.data_offset, false)?;
     let bar = progress(input_len.unwrap_or(device.len().saturating_sub(args.offset)));
     let name = args.input.display().to_string();
     let result =

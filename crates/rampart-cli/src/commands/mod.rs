@@ -8,6 +8,7 @@ mod header;
 pub mod keysource;
 pub mod kms;
 mod luks;
+mod plain;
 mod rand;
 mod reencrypt;
 mod serve;

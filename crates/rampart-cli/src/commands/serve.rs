@@ -10,12 +10,13 @@ use rampart_nbd::{Limits, ServerConfig, TlsMode};
 use rampart_serve::chain;
 use rampart_serve::heartbeat::Checker;
 use rampart_serve::open::{OpenError, VolumeKeys};
-use rampart_serve::serve::{self, Listeners, Volumes};
+use rampart_serve::serve::{self, Listeners, OpenedExports, Volumes};
 
 use crate::cli::{ServeArgs, ServeTlsArg};
 use crate::commands::header::warn;
 use crate::commands::keysource::KeySource;
 use crate::commands::kms;
+use crate::commands::plain::{self, Headerless};
 use crate::errors::{nbd_error, serve_error};
 use crate::UsageError;
 
@@ -44,17 +45,18 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         _ => None,
     };
 
-    // Each volume opens with its own bound token if it has one; the
-    // passphrase is asked for (once, shared) only when a volume needs it.
-    let mut source = KeySource::new(&args.key, &args.tokens, "Enter passphrase: ");
-    let opened = serve::open_exports(&volumes, &mut source, &mut warn, &mut |path, e| {
-        eprintln!("warning: {}: no online reencryption while served: {}", path.display(), chain(e))
-    })
-    .map_err(|e| match e {
-        OpenError::Key(e) => e,
-        OpenError::Volume(e) => serve_error(e),
-    })?;
-    drop(source);
+    let headerless = Headerless::from_args(
+        &args.plain,
+        ("--offset", args.data_offset),
+        &args.key,
+        &args.tokens,
+        args.header.as_deref(),
+        args.one_time_key,
+    )?;
+    let opened = match &headerless {
+        Some(headerless) => open_headerless(&volumes, headerless)?,
+        None => open_luks(args, &volumes)?,
+    };
     // Volumes unlocked by the key manager keep asking it whether they may
     // stay unlocked.
     let checker = match opened.heartbeat_volumes(args.heartbeat) {
@@ -95,6 +97,50 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         Ok(())
     })
     .map_err(serve_error)
+}
+
+/// Each volume opens with its own bound token if it has one; the
+/// passphrase is asked for (once, shared) only when a volume needs it.
+fn open_luks(args: &ServeArgs, volumes: &Volumes) -> anyhow::Result<OpenedExports> {
+    let mut source = KeySource::new(&args.key, &args.tokens, "Enter passphrase: ");
+    serve::open_exports(volumes, &mut source, &mut warn, &mut |path, e| {
+        eprintln!("warning: {}: no online reencryption while served: {}", path.display(), chain(e))
+    })
+    .map_err(open_error)
+}
+
+/// Headerless volumes: a one-time key is made for each volume as it
+/// opens; a plain volume's key is read once and serves every volume.
+fn open_headerless(volumes: &Volumes, headerless: &Headerless) -> anyhow::Result<OpenedExports> {
+    // A one-time key must never reach a disk, also as the cipher state
+    // derived from it: nothing of the server is swapped out (the volume's
+    // mapped page cache excepted, which holds only ciphertext).
+    if matches!(headerless.key, plain::HeaderlessKey::OneTime) && !rampart_crypto::lock_all_memory()
+    {
+        eprintln!(
+            "rampart: warning: cannot lock the server's memory (RLIMIT_MEMLOCK is limited): \
+             the cipher state of the one-time key could be swapped out; run with \
+             LimitMEMLOCK=infinity, as the packaged unit does"
+        );
+    }
+    let shared = match headerless.key {
+        plain::HeaderlessKey::OneTime => None,
+        _ => Some(headerless.volume_key()?),
+    };
+    serve::open_headerless_exports(volumes, &headerless.layout, headerless.kind(), &mut |_| {
+        match &shared {
+            Some(key) => Ok(key.clone()),
+            None => headerless.volume_key(),
+        }
+    })
+    .map_err(open_error)
+}
+
+fn open_error(error: OpenError<anyhow::Error>) -> anyhow::Error {
+    match error {
+        OpenError::Key(e) => e,
+        OpenError::Volume(e) => serve_error(e),
+    }
 }
 
 impl VolumeKeys for KeySource<'_> {

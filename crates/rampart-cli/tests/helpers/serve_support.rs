@@ -215,6 +215,12 @@ impl Serve {
     /// Starts `rampart serve ARGS` and waits until it has printed `uris`
     /// lines (it prints them after binding every listener).
     pub fn start(args: &[&str], log: PathBuf, uris: usize) -> Self {
+        Self::start_with_stdin(args, log, uris, Stdio::null())
+    }
+
+    /// [`Serve::start`] with `stdin` as the server's standard input (a
+    /// passphrase it reads).
+    pub fn start_with_stdin(args: &[&str], log: PathBuf, uris: usize, stdin: Stdio) -> Self {
         let log_file = std::fs::File::create(&log).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_rampart"))
             .arg("serve")
@@ -222,7 +228,7 @@ impl Serve {
             .env_remove("RUST_BACKTRACE")
             .env_remove("RUST_LIB_BACKTRACE")
             .env_remove("RAMPART_LOG")
-            .stdin(Stdio::null())
+            .stdin(stdin)
             .stdout(Stdio::piped())
             .stderr(log_file)
             .spawn()
