@@ -637,6 +637,37 @@ fn key_pairs_sign_and_decrypt(store: Option<&str>) {
     );
     let opened = s.decrypt(&Mechanism::RsaPkcsOaep(oaep), private, &out.stdout).unwrap();
     assert_eq!(opened, secret);
+    // PKCS#1 v1.5: SHA-256 hash-and-sign for `openssl dgst`; CKM_RSA_PKCS
+    // over bytes that are no DigestInfo, which `openssl pkeyutl -verify`
+    // checks as they are; and decryption of OpenSSL's PKCS#1 v1.5.
+    let signature = s.sign(&Mechanism::Sha256RsaPkcs, private, &message).unwrap();
+    assert!(openssl_verifies(setup.dir.path(), &der, &message, &signature, &[]));
+    s.verify(&Mechanism::Sha256RsaPkcs, public, &message, &signature).unwrap();
+    let raw_input = b"not a DigestInfo, signed as it is";
+    let signature = s.sign(&Mechanism::RsaPkcs, private, raw_input).unwrap();
+    s.verify(&Mechanism::RsaPkcs, public, raw_input, &signature).unwrap();
+    let (input, sig) = (setup.dir.join("raw-input"), setup.dir.join("raw-signature"));
+    std::fs::write(&input, raw_input).unwrap();
+    std::fs::write(&sig, &signature).unwrap();
+    let out = Command::new(tool("openssl"))
+        .args(["pkeyutl", "-verify", "-pubin", "-keyform", "DER", "-inkey"])
+        .arg(&der)
+        .args(["-pkeyopt", "rsa_padding_mode:pkcs1", "-in"])
+        .arg(&input)
+        .arg("-sigfile")
+        .arg(&sig)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "raw CKM_RSA_PKCS: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(tool("openssl"))
+        .args(["pkeyutl", "-encrypt", "-pubin", "-keyform", "DER", "-inkey"])
+        .arg(&der)
+        .args(["-pkeyopt", "rsa_padding_mode:pkcs1", "-in"])
+        .arg(setup.dir.join("secret"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(s.decrypt(&Mechanism::RsaPkcs, private, &out.stdout).unwrap(), secret);
 
     // The private keys are not extractable, so no front end exports
     // them: not KMIP's Get, not the REST API's export.
