@@ -138,6 +138,47 @@ pub struct Geometry {
     pub log2_buffer_sectors: u8,
 }
 
+/// What a new dm-integrity device is formatted with: the table's tag
+/// size, block size, features, offset and options, on a zeroed
+/// superblock area (`initialize_superblock`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FormatRequest {
+    pub tag_size: u16,
+    pub log2_sectors_per_block: u8,
+    /// The features asked for: journal MAC, fixed padding, fixed HMAC
+    /// (with `salt`).
+    pub flags: Flags,
+    pub salt: [u8; super::superblock::SALT_BYTES],
+    /// The superblock's sector (LUKS2: the data offset).
+    pub start: u64,
+    /// The whole underlying device, in sectors.
+    pub device_sectors: u64,
+    /// The table's `journal_sectors:` (0: 1/128 of the device, at most
+    /// 64 MiB).
+    pub journal_sectors: u64,
+    /// The table's `interleave_sectors:` (0: 32768).
+    pub interleave_sectors: u32,
+}
+
+impl FormatRequest {
+    /// cryptsetup 2.6's request for a LUKS2 segment or an
+    /// `integritysetup format` with default options: fixed padding, the
+    /// kernel's default journal and interleave.
+    #[must_use]
+    pub fn new(tag_size: u16, block_bytes: u32, start: u64, device_sectors: u64) -> Self {
+        Self {
+            tag_size,
+            log2_sectors_per_block: (block_bytes.max(512) / 512).trailing_zeros() as u8,
+            flags: Flags(Flags::FIXED_PADDING),
+            salt: [0; super::superblock::SALT_BYTES],
+            start,
+            device_sectors,
+            journal_sectors: 0,
+            interleave_sectors: 0,
+        }
+    }
+}
+
 /// Where a block lives on the underlying device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Location {
@@ -225,6 +266,9 @@ impl Geometry {
     ) -> Result<Self> {
         let journal = JournalLayout::of(sb);
         let provided = sb.provided_data_sectors;
+        if device_sectors > u64::MAX / SECTOR {
+            return Err(Error::invalid(format!("a device of {device_sectors} sectors")));
+        }
         if provided == 0 {
             return Err(Error::corrupt("dm-integrity superblock: provided_data_sectors is 0"));
         }
@@ -287,33 +331,33 @@ impl Geometry {
     }
 
     /// A new superblock as the kernel's `initialize_superblock` makes it
-    /// on a zeroed area at `start` of a `device_sectors` device, with the
-    /// table's journal size (`journal_sectors`, 0 for the default) and
-    /// interleave (0 for the default); `flags` are the features asked for
-    /// (journal MAC, fixed padding, fixed HMAC with its `salt`).
-    pub fn format(
-        tag_size: u16,
-        log2_sectors_per_block: u8,
-        flags: Flags,
-        salt: [u8; super::superblock::SALT_BYTES],
-        start: u64,
-        device_sectors: u64,
-        journal_sectors: u64,
-        interleave_sectors: u32,
-    ) -> Result<(Superblock, Self)> {
+    /// on a zeroed area, with the geometry it gives.
+    pub fn format(request: &FormatRequest) -> Result<(Superblock, Self)> {
+        let FormatRequest {
+            tag_size,
+            log2_sectors_per_block,
+            flags,
+            salt,
+            start,
+            device_sectors,
+            ..
+        } = *request;
         if tag_size == 0 || tag_size > super::superblock::MAX_TAG_SIZE {
             return Err(Error::invalid(format!("tag size {tag_size} (1 to 255 bytes)")));
         }
         if log2_sectors_per_block > super::superblock::MAX_LOG2_SECTORS_PER_BLOCK {
             return Err(Error::invalid("block size above 4096 bytes"));
         }
-        let journal_sectors = if journal_sectors == 0 {
+        let journal_sectors = if request.journal_sectors == 0 {
             Self::default_journal_sectors(device_sectors)
         } else {
-            journal_sectors
+            request.journal_sectors
         };
-        let interleave =
-            if interleave_sectors == 0 { DEFAULT_INTERLEAVE_SECTORS } else { interleave_sectors };
+        let interleave = if request.interleave_sectors == 0 {
+            DEFAULT_INTERLEAVE_SECTORS
+        } else {
+            request.interleave_sectors
+        };
         let log2_interleave = (31 - interleave.leading_zeros()) as u8;
         let log2_interleave = log2_interleave.clamp(
             *super::superblock::LOG2_INTERLEAVE_RANGE.start(),
@@ -529,8 +573,7 @@ mod tests {
 
     #[test]
     fn runs_and_locations() {
-        let (sb, g) =
-            Geometry::format(32, 0, Flags(Flags::FIXED_PADDING), [0; 16], 0, 49152, 0, 0).unwrap();
+        let (sb, g) = Geometry::format(&FormatRequest::new(32, 512, 0, 49152)).unwrap();
         // 32768 data sectors of 32-byte tags: 1 MiB of tags, 2048 sectors.
         assert_eq!(g.metadata_run, 2048);
         // The default journal: 1/128 of the device, in sections of 8 + 80 sectors.
@@ -563,22 +606,21 @@ mod tests {
 
     #[test]
     fn refuses_superblocks_that_do_not_fit() {
-        let (mut sb, _) =
-            Geometry::format(4, 0, Flags(Flags::FIXED_PADDING), [0; 16], 0, 8192, 0, 0).unwrap();
+        let (mut sb, _) = Geometry::format(&FormatRequest::new(4, 512, 0, 8192)).unwrap();
         assert!(Geometry::new(&sb, 0, 8192).is_ok());
         assert!(Geometry::new(&sb, 0, 4096).is_err());
         sb.provided_data_sectors += 8;
         assert!(Geometry::new(&sb, 0, 8192).is_err());
         sb.provided_data_sectors = u64::MAX & !7;
+        assert!(Geometry::new(&sb, 0, u64::MAX / 512).is_err());
         assert!(Geometry::new(&sb, 0, u64::MAX).is_err());
         sb.journal_sections = u32::MAX;
-        assert!(Geometry::new(&sb, 0, u64::MAX).is_err());
+        assert!(Geometry::new(&sb, 0, u64::MAX / 512).is_err());
     }
 
     #[test]
     fn bitmap_bits() {
-        let (_, g) =
-            Geometry::format(4, 0, Flags(Flags::FIXED_PADDING), [0; 16], 0, 49152, 0, 0).unwrap();
+        let (_, g) = Geometry::format(&FormatRequest::new(4, 512, 0, 49152)).unwrap();
         let b = BitmapLayout::of(&g, 0);
         assert_eq!(b.log2_sectors_per_bit, 15);
         assert_eq!(b.bits, g.provided_data_sectors.div_ceil(32768));

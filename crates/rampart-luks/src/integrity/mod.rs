@@ -16,7 +16,7 @@ pub mod geometry;
 pub mod journal;
 pub mod superblock;
 
-pub use geometry::{BitmapLayout, Geometry, JournalLayout, Location};
+pub use geometry::{BitmapLayout, FormatRequest, Geometry, JournalLayout, Location};
 pub use journal::{
     commit_id, replay_plan, ClearJournal, ClearReason, EntryState, JournalEntry, JournalSection,
     Mode, ReplayPlan, ReplayWrite, SectionSummary,

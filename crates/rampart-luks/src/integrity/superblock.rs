@@ -258,6 +258,18 @@ impl Superblock {
         1 << self.log2_sectors_per_block
     }
 
+    /// The superblock's MAC as the kernel computes it with a journal MAC
+    /// and [`Flags::FIXED_HMAC`] (`sb_mac`): the journal MAC key's MAC,
+    /// `mac_len` bytes, of the first 512 - `mac_len` bytes, stored after
+    /// them. Returns (what is MACed, the MAC stored); `None` when the MAC
+    /// does not fit beside the fields.
+    #[must_use]
+    pub fn mac_parts(&self, mac_len: usize) -> Option<(Vec<u8>, Vec<u8>)> {
+        let split = 512usize.checked_sub(mac_len).filter(|&s| s >= FIELDS_BYTES)?;
+        let bytes = self.to_bytes();
+        Some((bytes[..split].to_vec(), bytes[split..512].to_vec()))
+    }
+
     /// The superblock area as it goes on disk: the bytes it was read from
     /// with the named fields set to their current values.
     #[must_use]
@@ -315,6 +327,9 @@ mod tests {
         let out = changed.to_bytes();
         assert_eq!(out[16], 1);
         assert_eq!(out[500], 0xaa);
+        let (input, mac) = sb.mac_parts(32).unwrap();
+        assert_eq!((input.len(), mac[20]), (480, 0xaa));
+        assert!(sb.mac_parts(449).is_none());
     }
 
     #[test]
