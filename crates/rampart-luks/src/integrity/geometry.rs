@@ -62,7 +62,7 @@ impl JournalLayout {
     /// The journal layout of a superblock.
     #[must_use]
     pub fn of(sb: &Superblock) -> Self {
-        let spb = u32::from(sb.sectors_per_block());
+        let spb = sb.sectors_per_block();
         let tag_size = u32::from(sb.tag_size);
         let entry_size = (8 + 8 * spb + tag_size).div_ceil(8) * 8;
         let mac = sb.flags.contains(Flags::JOURNAL_MAC);
@@ -611,7 +611,7 @@ mod tests {
         assert!(Geometry::new(&sb, 0, 4096).is_err());
         sb.provided_data_sectors += 8;
         assert!(Geometry::new(&sb, 0, 8192).is_err());
-        sb.provided_data_sectors = u64::MAX & !7;
+        sb.provided_data_sectors = !7;
         assert!(Geometry::new(&sb, 0, u64::MAX / 512).is_err());
         assert!(Geometry::new(&sb, 0, u64::MAX).is_err());
         sb.journal_sections = u32::MAX;
