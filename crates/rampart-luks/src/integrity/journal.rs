@@ -392,6 +392,80 @@ pub fn sections_in_order(first: u32, count: u32, sections: u32) -> impl Iterator
     (0..count).map(move |k| ((u64::from(first) + u64::from(k)) % u64::from(sections.max(1))) as u32)
 }
 
+/// Puts a block into entry `n` of a section being filled (`bytes`, one
+/// section): the entry's sector, the last 8 bytes of each 512-byte sector
+/// of the block, the tag, and the block in the entry's data sectors (its
+/// last 8 bytes a sector are overwritten when the section is committed,
+/// [`commit_section`]). `tag` is the tag size given by the layout.
+pub fn put_entry(
+    bytes: &mut [u8],
+    layout: &JournalLayout,
+    n: u32,
+    sector: u64,
+    block: &[u8],
+    tag: &[u8],
+) -> Result<()> {
+    check_layout(layout)?;
+    let block_len = SECTOR << layout.log2_sectors_per_block;
+    if bytes.len() != layout.section_bytes()
+        || n >= layout.section_entries
+        || block.len() != block_len
+        || tag.len() != layout.tag_size as usize
+    {
+        return Err(Error::invalid("journal entry does not fit its section"));
+    }
+    let (meta, offset) = layout.entry_position(n);
+    let mut at = meta as usize * SECTOR + offset as usize;
+    bytes[at..at + 8].copy_from_slice(&sector.to_le_bytes());
+    at += 8;
+    for s in block.chunks_exact(SECTOR) {
+        bytes[at..at + 8].copy_from_slice(&s[COMMIT_ID_OFFSET..]);
+        at += 8;
+    }
+    bytes[at..at + tag.len()].copy_from_slice(tag);
+    let data = layout.data_sector(n) as usize * SECTOR;
+    bytes[data..data + block_len].copy_from_slice(block);
+    Ok(())
+}
+
+/// Marks entry `n` of a section unused (`journal_entry_set_unused`: only
+/// the high half of its sector field changes).
+pub fn put_unused(bytes: &mut [u8], layout: &JournalLayout, n: u32) -> Result<()> {
+    if bytes.len() != layout.section_bytes() || n >= layout.section_entries {
+        return Err(Error::invalid("journal entry does not fit its section"));
+    }
+    let (meta, offset) = layout.entry_position(n);
+    let at = meta as usize * SECTOR + offset as usize + 4;
+    bytes[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    Ok(())
+}
+
+/// Commits section `index` under sequence `seq`: every sector's commit id
+/// (`integrity_commit`), and with a journal MAC its 64 MAC bytes, 8 in
+/// each metadata sector (`rw_section_mac`).
+pub fn commit_section(
+    bytes: &mut [u8],
+    layout: &JournalLayout,
+    index: u32,
+    seq: u8,
+    mac: Option<&[u8; 64]>,
+) -> Result<()> {
+    if bytes.len() != layout.section_bytes() || layout.mac != mac.is_some() {
+        return Err(Error::invalid("journal section does not fit its layout"));
+    }
+    for (j, sector) in bytes.chunks_exact_mut(SECTOR).enumerate() {
+        // j < section_sectors, a u32.
+        sector[COMMIT_ID_OFFSET..].copy_from_slice(&commit_id(index, j as u32, seq).to_le_bytes());
+    }
+    if let Some(mac) = mac {
+        for (s, part) in mac.chunks_exact(JOURNAL_MAC_PER_SECTOR as usize).enumerate() {
+            let at = s * SECTOR + MAC_OFFSET;
+            bytes[at..at + part.len()].copy_from_slice(part);
+        }
+    }
+    Ok(())
+}
+
 /// A section as the kernel's `init_journal` writes it: all entries unused,
 /// every sector's commit id of sequence `seq`, everything else zero.
 #[must_use]
@@ -428,6 +502,12 @@ mod tests {
     fn empty_sections_parse() {
         let l = layout();
         let bytes = empty_section(2, &l, 1);
+        let mut again = vec![0; l.section_bytes()];
+        for n in 0..l.section_entries {
+            put_unused(&mut again, &l, n).unwrap();
+        }
+        commit_section(&mut again, &l, 2, 1, None).unwrap();
+        assert_eq!(again, bytes);
         let s = JournalSection::parse(&bytes, 2, &l).unwrap();
         assert_eq!(s.summary(), summary(1, false));
         assert!(s.entries.iter().all(|e| e.state() == EntryState::Unused));
@@ -453,6 +533,41 @@ mod tests {
         assert_eq!(&block[..504], &[0x5a; 504][..]);
         assert_eq!(&block[504..], b"lastbyte");
         assert!(s.summary().has_entries);
+    }
+
+    /// A journal section the kernel wrote (`integritysetup format`
+    /// with HMAC-SHA256 tags, written and copied before the close; see
+    /// `kernel_integrity_format` and fuzz/make_integrity_seeds.py):
+    /// written again entry by entry, it is the same bytes.
+    #[test]
+    fn kernel_sections_are_written_back_byte_for_byte() {
+        let seed =
+            include_bytes!("../../../../fuzz/corpus/integrity_metadata/int-hmac-crash-sections0-1");
+        let sb = Superblock::parse(&seed[..4096]).unwrap();
+        let layout = JournalLayout::of(&sb);
+        assert_eq!(u32::from_le_bytes(seed[4096..4100].try_into().unwrap()), 0);
+        let mut used = 0;
+        for (index, raw) in seed[4100..].chunks_exact(layout.section_bytes()).enumerate() {
+            let index = index as u32;
+            let section = JournalSection::parse(raw, index, &layout).unwrap();
+            let summary = section.summary();
+            let seq = summary.uniform.unwrap();
+            let mut again = raw.to_vec();
+            for (n, entry) in section.entries.iter().enumerate() {
+                let n = n as u32;
+                if let EntryState::Sector(sector) = entry.state() {
+                    used += 1;
+                    let block = section.entry_block(raw, &layout, n).unwrap();
+                    put_entry(&mut again, &layout, n, sector, &block, &entry.tag).unwrap();
+                } else {
+                    put_unused(&mut again, &layout, n).unwrap();
+                }
+            }
+            commit_section(&mut again, &layout, index, seq, None).unwrap();
+            assert!(again == raw, "section {index} written back differs");
+            assert!(commit_section(&mut again, &layout, index, seq, Some(&[0; 64])).is_err());
+        }
+        assert!(used > 0, "the seed's sections hold no entries");
     }
 
     #[test]

@@ -18,7 +18,7 @@ pub mod superblock;
 
 pub use geometry::{BitmapLayout, FormatRequest, Geometry, JournalLayout, Location};
 pub use journal::{
-    commit_id, replay_plan, ClearJournal, ClearReason, EntryState, JournalEntry, JournalSection,
-    Mode, ReplayPlan, ReplayWrite, SectionSummary,
+    commit_id, commit_section, put_entry, put_unused, replay_plan, ClearJournal, ClearReason,
+    EntryState, JournalEntry, JournalSection, Mode, ReplayPlan, ReplayWrite, SectionSummary,
 };
 pub use superblock::{Flags, Superblock, SUPERBLOCK_BYTES};

@@ -332,6 +332,24 @@ mod tests {
         assert!(sb.mac_parts(449).is_none());
     }
 
+    /// Superblocks the kernel wrote (the fuzz seeds, from the images of
+    /// `kernel_integrity_format`): LUKS2 (version 4, fixed padding) and
+    /// `integritysetup` with a journal MAC (version 5, salted).
+    #[test]
+    fn kernel_superblocks_are_written_back_byte_for_byte() {
+        let luks =
+            include_bytes!("../../../../fuzz/corpus/integrity_metadata/luks-hmac256-superblock");
+        let sb = Superblock::parse(luks).unwrap();
+        assert_eq!((sb.version, sb.tag_size, sb.flags.names()), (4, 32, vec!["fix_padding"]));
+        assert_eq!(&sb.to_bytes()[..], &luks[..]);
+        let jmac = include_bytes!("../../../../fuzz/corpus/integrity_metadata/int-jmac-superblock");
+        let sb = Superblock::parse(jmac).unwrap();
+        assert_eq!(sb.flags.names(), ["have_journal_mac", "fix_padding", "fix_hmac"]);
+        assert_eq!(sb.version, 5);
+        assert_ne!(sb.salt, [0; SALT_BYTES]);
+        assert_eq!(&sb.to_bytes()[..], &jmac[..]);
+    }
+
     #[test]
     fn refuses_what_the_kernel_refuses() {
         let cases: [(usize, u8, &str); 6] = [
