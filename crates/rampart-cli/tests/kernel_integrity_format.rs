@@ -255,9 +255,12 @@ fn check_image(dir: &Path, image: &Image) {
             let summaries: Vec<_> = sections.iter().map(JournalSection::summary).collect();
             assert!(summaries.iter().all(|s| !s.unknown_commit_id), "{what}: {summaries:?}");
             let plan = replay_plan(&summaries, image.mode).unwrap();
+            // Written through the journal and flushed: every section is
+            // consistent, so all replay and the device goes on from them.
             let (first, count) =
                 plan.replay.unwrap_or_else(|| panic!("{what}: nothing to replay: {plan:?}"));
             let layout = crash.geometry.journal;
+            assert_eq!((count, plan.clear), (layout.sections, None), "{what}: {plan:?}");
             let tag_size = usize::from(crash.sb.tag_size);
             let block = image.block as usize;
             // The replay, onto the crashed device and onto a copy whose
