@@ -40,7 +40,11 @@ fn with_superblock(data: &[u8], sb: &Superblock) {
     // Devices just large enough, twice as large, and the largest.
     let start = u64::from(data.get(SUPERBLOCK_BYTES - 1).copied().unwrap_or(0));
     let provided = sb.provided_data_sectors;
-    for device in [provided.saturating_add(provided / 8).saturating_add(4096), provided.saturating_mul(2), u64::MAX / 512] {
+    for device in [
+        provided.saturating_add(provided / 8).saturating_add(4096),
+        provided.saturating_mul(2),
+        u64::MAX / 512,
+    ] {
         let _ = Geometry::provided_data_sectors_for(sb, start, device.min(1 << 40));
         let Ok(g) = Geometry::new(sb, start, device) else { continue };
         let block = u64::from(g.block_bytes());
@@ -98,7 +102,12 @@ fn plan_from_bytes(data: &[u8]) {
         .map(|c| {
             let seqs = [c[0] & 1 != 0, c[0] & 2 != 0, c[0] & 4 != 0, c[0] & 8 != 0];
             let uniform = (c[1] & 4 != 0).then_some(c[1] & 3).filter(|&k| seqs[usize::from(k)]);
-            SectionSummary { seqs, uniform, unknown_commit_id: c[0] & 16 != 0, has_entries: c[0] & 32 != 0 }
+            SectionSummary {
+                seqs,
+                uniform,
+                unknown_commit_id: c[0] & 16 != 0,
+                has_entries: c[0] & 32 != 0,
+            }
         })
         .collect();
     plans(&summaries);
