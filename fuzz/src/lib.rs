@@ -7,6 +7,7 @@
 
 mod audit;
 mod file;
+mod integrity;
 mod kmip;
 mod kms;
 mod luks;
@@ -50,6 +51,12 @@ pub fn luks2_header(data: &[u8]) {
     if luks::fix_checksums(&mut fixed) {
         luks::exercise(fixed);
     }
+}
+
+/// The dm-integrity metadata parsers: a superblock area and the journal
+/// sections after it (see `integrity.rs` and fuzz/README.md).
+pub fn integrity_metadata(data: &[u8]) {
+    integrity::exercise(data);
 }
 
 fn with_version(data: &[u8], version: u8) -> Option<Vec<u8>> {

@@ -19,6 +19,7 @@ mod docs_pages;
 mod file_encryption;
 mod file_kms;
 mod kernel_dm_crypt;
+mod kernel_integrity_format;
 mod kernel_nbd_client;
 mod kernel_online_reencrypt;
 mod kernel_plain_mode;

@@ -16,6 +16,7 @@
 mod af;
 mod cipher;
 mod error;
+pub mod integrity;
 mod io;
 mod luks1;
 mod luks2;
@@ -26,6 +27,9 @@ mod uuid;
 pub use cipher::DataCipher;
 pub use error::{Error, Result};
 pub use io::{MemoryIo, MetadataIo};
+pub use luks2::integrity::{
+    IntegrityKind, IntegritySegment, KeyLayout, SegmentIntegrity, TagLayout,
+};
 pub use luks2::reencrypt::{
     following_hotzone, in_place_shift_area, MapCrypt, MapPiece, ReencryptDirection, ReencryptMode,
     ReencryptSide, ReencryptState, Resilience, IN_PLACE_SHIFT_BLOCK, REQUIREMENT_V2,
@@ -302,6 +306,16 @@ impl Luks {
         match &self.inner {
             Inner::V1(h) => h.segment(),
             Inner::V2(h) => h.segment(),
+        }
+    }
+
+    /// The LUKS2 data segment with integrity protection (dm-integrity
+    /// under dm-crypt), or `None` when the segment has none (or the
+    /// header is LUKS1).
+    pub fn integrity_segment(&self) -> Result<Option<IntegritySegment>> {
+        match &self.inner {
+            Inner::V1(_) => Ok(None),
+            Inner::V2(h) => h.integrity_segment(),
         }
     }
 

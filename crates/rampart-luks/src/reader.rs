@@ -54,6 +54,22 @@ impl<'a> Reader<'a> {
         Ok(u64::from_be_bytes(self.array(field)?))
     }
 
+    pub(crate) fn u8(&mut self, field: &str) -> Result<u8> {
+        Ok(self.array::<1>(field)?[0])
+    }
+
+    pub(crate) fn u16_le(&mut self, field: &str) -> Result<u16> {
+        Ok(u16::from_le_bytes(self.array(field)?))
+    }
+
+    pub(crate) fn u32_le(&mut self, field: &str) -> Result<u32> {
+        Ok(u32::from_le_bytes(self.array(field)?))
+    }
+
+    pub(crate) fn u64_le(&mut self, field: &str) -> Result<u64> {
+        Ok(u64::from_le_bytes(self.array(field)?))
+    }
+
     /// A fixed-size C string field: the bytes before the first NUL. A field
     /// with no NUL at all is cut to `len - 1` bytes, as cryptsetup does.
     pub(crate) fn c_string(&mut self, len: usize, field: &str) -> Result<CString<'a>> {

@@ -14,6 +14,9 @@
 //!   `reencrypt_start` — starting one (re-encryption, encryption,
 //!   decryption); `reencrypt_progress` — a run under way (keys, hotzone
 //!   checkpoints, resilience, finish).
+//! * `integrity` — a segment's `"integrity"` object, and how the volume
+//!   key and each sector's tag are split (the dm-integrity format itself
+//!   is `crate::integrity`).
 //! * `dump` — the `luksDump`-like and JSON views.
 //!
 //! This file holds only the header type and what it is made of.
@@ -23,6 +26,7 @@ mod digest;
 mod disk_metadata;
 mod dump;
 mod format;
+pub(crate) mod integrity;
 pub(crate) mod json;
 mod keyslot;
 mod layout;

@@ -1,6 +1,7 @@
 //! LUKS2 data segments: the one `crypt` segment Rampart maps, and the
 //! header's description of it.
 
+use super::integrity::{IntegritySegment, SegmentIntegrity};
 use super::json::{shorten, CryptSegment, IdRef, Metadata, SegmentJson, SizeField, U64Str};
 use super::Luks2;
 use crate::cipher::DataCipher;
@@ -68,6 +69,25 @@ pub(crate) fn describe(meta: &Metadata) -> Result<Segment> {
     })
 }
 
+/// The data segment with integrity, or `None` for one without.
+pub(crate) fn describe_integrity(meta: &Metadata) -> Result<Option<IntegritySegment>> {
+    let (id, seg) = data_segment(meta)?;
+    let Some(value) = &seg.integrity else { return Ok(None) };
+    let what = format!("segment {id}");
+    Ok(Some(IntegritySegment {
+        offset: seg.offset.0,
+        size: match seg.size {
+            SizeField::Dynamic => None,
+            SizeField::Bytes(n) => Some(n),
+        },
+        encryption: seg.encryption.clone(),
+        sector_size: seg.sector_size,
+        iv_tweak: seg.iv_tweak.0,
+        volume_key_bytes: volume_key_size(meta, id)?,
+        integrity: SegmentIntegrity::from_json(value, &what)?,
+    }))
+}
+
 /// The volume key size of a segment: the key size of the keyslots bound to
 /// its digest.
 pub(crate) fn volume_key_size(meta: &Metadata, segment: usize) -> Result<usize> {
@@ -115,5 +135,10 @@ impl Luks2 {
     pub(crate) fn segment(&self) -> Result<Segment> {
         self.check_requirements()?;
         describe(&self.meta)
+    }
+
+    pub(crate) fn integrity_segment(&self) -> Result<Option<IntegritySegment>> {
+        self.check_requirements()?;
+        describe_integrity(&self.meta)
     }
 }
