@@ -81,9 +81,24 @@ fn run_guest(
     }
     args.extend([p(dir.path()).to_owned(), p(&script_file).to_owned()]);
     args.extend(modules.iter().map(|m| (*m).to_owned()));
-    let mut command = std::process::Command::new(tool("bash"));
-    command.args(&args).env("RAMPART_VM_TIMEOUT", limit.as_secs().to_string());
-    let out = super::common::output(command);
+    let boot = || {
+        let mut command = std::process::Command::new(tool("bash"));
+        command.args(&args).env("RAMPART_VM_TIMEOUT", limit.as_secs().to_string());
+        super::common::output(command)
+    };
+    let mut out = boot();
+    // QEMU itself has aborted on an assertion while the guest kernel set
+    // up its devices (hw/pci/msix.c), before the script began: that boot
+    // is tried once more. A failure once the script has begun is the
+    // test's, and is never retried.
+    let emulator_aborted = |out: &Output| {
+        !out.status.success()
+            && String::from_utf8_lossy(&out.stderr).contains("qemu failed (134)")
+            && !dir.join("guest.out").exists()
+    };
+    if emulator_aborted(&out) {
+        out = boot();
+    }
     let console = std::fs::read_to_string(dir.join("console.log")).unwrap_or_default();
     let transcript = std::fs::read_to_string(dir.join("guest.out")).unwrap_or_default();
     // The test harness shows captured output only when the test fails:
