@@ -28,7 +28,7 @@ pub use cipher::DataCipher;
 pub use error::{Error, Result};
 pub use io::{MemoryIo, MetadataIo};
 pub use luks2::integrity::{
-    IntegrityKind, IntegritySegment, KeyLayout, SegmentIntegrity, TagLayout,
+    IntegrityKind, IntegritySegment, KeyLayout, SegmentIntegrity, TagLayout, AEAD_ENCRYPTION,
 };
 pub use luks2::reencrypt::{
     following_hotzone, in_place_shift_area, MapCrypt, MapPiece, ReencryptDirection, ReencryptMode,
@@ -90,6 +90,15 @@ pub struct FormatOptions {
     /// Data offset in bytes.
     pub data_offset: Option<u64>,
     pub uuid: Option<String>,
+    /// LUKS2 authenticated encryption (`cryptsetup luksFormat
+    /// --integrity`): `key_bytes` then counts the encryption key and the
+    /// integrity key together, HMAC goes with `aes-xts-plain64`, and
+    /// `aead` makes the segment `aes-gcm-random` (`cipher` is not used).
+    pub integrity: Option<IntegrityKind>,
+    /// LUKS2: records the persistent flag `no-journal`, so that cryptsetup
+    /// and Rampart write through dm-integrity without its journal (what
+    /// `cryptsetup open --integrity-no-journal --persistent` stores).
+    pub integrity_no_journal: bool,
 }
 
 impl Default for FormatOptions {
@@ -109,6 +118,8 @@ impl Default for FormatOptions {
             detached_header: false,
             data_offset: None,
             uuid: None,
+            integrity: None,
+            integrity_no_journal: false,
         }
     }
 }
@@ -217,10 +228,15 @@ impl Luks {
         let key = loop {
             let key = random_secret(opts.key_bytes)?;
             // AES-XTS refuses keys whose halves are equal; draw again.
-            let half = key.len() / 2;
-            if opts.cipher != DataCipher::AesXtsPlain64
-                || key.expose()[..half] != key.expose()[half..]
-            {
+            let xts = match &opts.integrity {
+                None if opts.cipher == DataCipher::AesXtsPlain64 => key.len(),
+                Some(kind @ (IntegrityKind::HmacSha256 | IntegrityKind::HmacSha512)) => {
+                    key.len().saturating_sub(kind.key_bytes()?)
+                }
+                _ => 0,
+            };
+            let (a, b) = key.expose()[..xts].split_at(xts / 2);
+            if xts == 0 || a != b {
                 break key;
             }
         };
@@ -244,14 +260,18 @@ impl Luks {
                 opts.key_bytes
             )));
         }
-        let inner = match opts.version {
-            LuksVersion::Luks1 => {
-                Inner::V1(Box::new(Luks1::format(io, opts, volume_key, passphrase)?))
-            }
-            LuksVersion::Luks2 => {
-                Inner::V2(Box::new(Luks2::format(io, opts, volume_key, passphrase)?))
-            }
-        };
+        let inner =
+            match opts.version {
+                LuksVersion::Luks1 if opts.integrity.is_some() => return Err(Error::invalid(
+                    "authenticated encryption (integrity) needs LUKS2; LUKS1 has no place for it",
+                )),
+                LuksVersion::Luks1 => {
+                    Inner::V1(Box::new(Luks1::format(io, opts, volume_key, passphrase)?))
+                }
+                LuksVersion::Luks2 => {
+                    Inner::V2(Box::new(Luks2::format(io, opts, volume_key, passphrase)?))
+                }
+            };
         Ok(Luks { inner })
     }
 
@@ -514,6 +534,16 @@ impl Luks {
         match &self.inner {
             Inner::V1(h) => h.to_json(),
             Inner::V2(h) => h.to_json(),
+        }
+    }
+
+    /// The LUKS2 persistent activation flags (`allow-discards`,
+    /// `no-journal`, ...), as recorded; none for LUKS1.
+    #[must_use]
+    pub fn persistent_flags(&self) -> Vec<String> {
+        match &self.inner {
+            Inner::V1(_) => Vec::new(),
+            Inner::V2(h) => h.meta.config.flags.clone().unwrap_or_default(),
         }
     }
 

@@ -6,8 +6,8 @@ use crate::common;
 
 use common::{fast_argon2, fast_pbkdf2};
 use rampart_luks::{
-    pbkdf_for_time, DataCipher, Error, FormatOptions, HashAlg, KdfParams, Luks, LuksVersion,
-    MemoryIo, MetadataIo, PbkdfKind, SecretBytes,
+    pbkdf_for_time, DataCipher, Error, FormatOptions, HashAlg, IntegrityKind, KdfParams, Luks,
+    LuksVersion, MemoryIo, MetadataIo, PbkdfKind, SecretBytes,
 };
 use serde_json::json;
 
@@ -233,6 +233,75 @@ fn luks2_keyslot_management() {
     assert!(luks.verify_volume_key(&key).unwrap());
     assert_eq!(luks.add_keyslot(&io, &key, b"back", &pb, None).unwrap(), 0);
     assert_eq!(luks.unlock(&io, b"back", None).unwrap().1, key);
+}
+
+#[test]
+fn luks2_format_with_integrity_is_cryptsetups_header() {
+    for (integrity, key_bytes, encryption) in [
+        (IntegrityKind::HmacSha256, 96, "aes-xts-plain64"),
+        (IntegrityKind::HmacSha512, 128, "aes-xts-plain64"),
+        (IntegrityKind::Aead, 32, "aes-gcm-random"),
+    ] {
+        let io = MemoryIo::new(3 << 20);
+        let opts = FormatOptions { key_bytes, integrity: Some(integrity.clone()), ..luks2_opts() };
+        let (mut luks, key) = Luks::format(&io, &opts, b"p0").unwrap();
+        assert_eq!(key.len(), key_bytes);
+        let mut area = vec![0; 12 << 10];
+        io.read_at(4096, &mut area).unwrap();
+        let end = area.iter().position(|&b| b == 0).unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&area[..end]).unwrap();
+        let segment = &json["segments"]["0"];
+        assert_eq!(segment["encryption"], encryption);
+        assert_eq!(
+            segment["integrity"],
+            json!({"type": integrity.spec(), "journal_encryption": "none", "journal_integrity": "none"})
+        );
+        // cryptsetup's keyslot cipher where the segment authenticates:
+        // AES-256-XTS, whatever the volume key's size.
+        let keyslot = &json["keyslots"]["0"];
+        assert_eq!(keyslot["key_size"], key_bytes);
+        assert_eq!(keyslot["area"]["encryption"], "aes-xts-plain64");
+        assert_eq!(keyslot["area"]["key_size"], 64);
+        let dumped = luks.to_json();
+        assert_eq!(
+            (&dumped["cipher"], &dumped["integrity"]),
+            (&json!(encryption), &json!(integrity.spec()))
+        );
+        assert_eq!(dumped["key_bits"], key_bytes * 8);
+
+        let pb = fast_pbkdf2(HashAlg::Sha256);
+        assert_eq!(luks.add_keyslot(&io, &key, b"p1", &pb, None).unwrap(), 1);
+        let (luks, _) = Luks::load(&io).unwrap();
+        assert_eq!(luks.unlock(&io, b"p1", None).unwrap(), (1, key.clone()));
+        let described = luks.integrity_segment().unwrap().unwrap();
+        assert_eq!(
+            (described.encryption.as_str(), described.volume_key_bytes),
+            (encryption, key_bytes)
+        );
+        let refused = luks.segment().unwrap_err().to_string();
+        assert!(refused.contains("authenticated encryption"), "{refused}");
+    }
+    // Writing without the journal is recorded where cryptsetup keeps it.
+    let io = MemoryIo::new(3 << 20);
+    let direct = FormatOptions {
+        key_bytes: 32,
+        integrity: Some(IntegrityKind::Aead),
+        integrity_no_journal: true,
+        ..luks2_opts()
+    };
+    let (luks, _) = Luks::format(&io, &direct, b"p").unwrap();
+    assert_eq!(luks.persistent_flags(), vec!["no-journal".to_owned()]);
+    let plain = FormatOptions { integrity_no_journal: true, ..luks2_opts() };
+    assert!(matches!(Luks::format(&io, &plain, b"p"), Err(Error::InvalidArgument(_))));
+    // LUKS1 has no place for it, and the key must fit the cipher.
+    let io = MemoryIo::new(3 << 20);
+    let luks1 =
+        FormatOptions { integrity: Some(IntegrityKind::HmacSha256), key_bytes: 96, ..luks1_opts() };
+    assert!(matches!(Luks::format(&io, &luks1, b"p"), Err(Error::InvalidArgument(_))));
+    let short =
+        FormatOptions { integrity: Some(IntegrityKind::HmacSha256), key_bytes: 48, ..luks2_opts() };
+    let message = Luks::format(&io, &short, b"p").unwrap_err().to_string();
+    assert!(message.contains("aes-xts-plain64 with a 128-bit key"), "{message}");
 }
 
 #[test]

@@ -60,6 +60,8 @@ impl CloneHeader {
             detached_header: false,
             data_offset,
             uuid: None,
+            integrity: None,
+            integrity_no_journal: false,
         };
         // MAX_KEPT_OFFSET bounds the scratch area.
         let scratch_len = data_offset.unwrap_or(0).max(16 << 20) + (1 << 20);

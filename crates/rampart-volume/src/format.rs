@@ -6,7 +6,9 @@ use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
-use rampart_luks::{DataCipher, FormatOptions, Luks, LuksVersion, PbkdfRequest};
+use rampart_luks::{
+    DataCipher, FormatOptions, IntegrityKind, Luks, LuksVersion, PbkdfRequest, AEAD_ENCRYPTION,
+};
 
 use crate::{VolumeError, VolumePaths};
 
@@ -44,6 +46,11 @@ pub struct FormatRequest<'a> {
     /// The data offset in 512-byte sectors.
     pub data_offset_sectors: Option<u64>,
     pub uuid: Option<String>,
+    /// Authenticated encryption (`--integrity`): HMAC with
+    /// `aes-xts-plain64`, or `aead` with `aes-gcm-random`.
+    pub integrity: Option<IntegrityKind>,
+    /// Record that the volume is written without dm-integrity's journal.
+    pub integrity_no_journal: bool,
 }
 
 impl FormatRequest<'_> {
@@ -53,9 +60,7 @@ impl FormatRequest<'_> {
     /// Refused: a cipher or key size not supported. Volume: KDF settings
     /// the version does not take.
     pub fn options(&self, paths: &VolumePaths) -> Result<FormatOptions, FormatError> {
-        let cipher = DataCipher::from_spec(self.cipher).map_err(refused)?;
-        let key_bits = self.key_bits.unwrap_or(cipher.default_key_bits());
-        cipher.check_key_bits(key_bits).map_err(refused)?;
+        let (cipher, key_bytes) = self.cipher_and_key_bytes()?;
         let sector_size = self.sector_size.unwrap_or(match self.version {
             LuksVersion::Luks2 => 4096,
             LuksVersion::Luks1 => 512,
@@ -64,7 +69,7 @@ impl FormatRequest<'_> {
         Ok(FormatOptions {
             version: self.version,
             cipher,
-            key_bytes: key_bits / 8,
+            key_bytes,
             sector_size,
             pbkdf,
             label: self.label.clone(),
@@ -74,7 +79,53 @@ impl FormatRequest<'_> {
             detached_header: paths.header.is_some(),
             data_offset: self.data_offset_sectors.map(|sectors| sectors.saturating_mul(512)),
             uuid: self.uuid.clone(),
+            integrity: self.integrity.clone(),
+            integrity_no_journal: self.integrity_no_journal,
         })
+    }
+
+    /// The cipher and the volume key's size: `--key-size` is the
+    /// encryption key's, and an HMAC's key follows it in the volume key
+    /// (as cryptsetup counts them).
+    fn cipher_and_key_bytes(&self) -> Result<(DataCipher, usize), FormatError> {
+        match &self.integrity {
+            Some(IntegrityKind::Aead) => {
+                if self.cipher != AEAD_ENCRYPTION {
+                    return Err(FormatError::Refused(format!(
+                        "integrity aead needs --cipher {AEAD_ENCRYPTION} (AES-GCM authenticates \
+                         each sector); {} does not authenticate",
+                        self.cipher
+                    )));
+                }
+                let key_bits = self.key_bits.unwrap_or(256);
+                if key_bits != 128 && key_bits != 256 {
+                    return Err(FormatError::Refused(format!(
+                        "{AEAD_ENCRYPTION} with a {key_bits}-bit key (supported: 128 or 256 bits)"
+                    )));
+                }
+                // The keyslots' own cipher; the segment is AES-GCM.
+                Ok((DataCipher::AesXtsPlain64, key_bits / 8))
+            }
+            integrity => {
+                let cipher = DataCipher::from_spec(self.cipher).map_err(refused)?;
+                let key_bits = self.key_bits.unwrap_or(cipher.default_key_bits());
+                cipher.check_key_bits(key_bits).map_err(refused)?;
+                let mac_bytes = match integrity {
+                    Some(kind) => {
+                        if cipher != DataCipher::AesXtsPlain64 {
+                            return Err(FormatError::Refused(format!(
+                                "integrity {} goes with aes-xts-plain64, not {}",
+                                kind.spec(),
+                                cipher.spec()
+                            )));
+                        }
+                        kind.key_bytes().map_err(refused)?
+                    }
+                    None => 0,
+                };
+                Ok((cipher, key_bits / 8 + mac_bytes))
+            }
+        }
     }
 }
 

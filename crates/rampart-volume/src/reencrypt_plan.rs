@@ -131,6 +131,8 @@ impl EncryptStartPlan {
             detached_header: detached,
             data_offset: Some(if detached { 0 } else { self.shift.unwrap_or(0) }),
             uuid: None,
+            integrity: None,
+            integrity_no_journal: false,
         }
     }
 

@@ -5,7 +5,9 @@
 use std::os::unix::fs::PermissionsExt;
 
 use rampart_crypto::HashAlg;
-use rampart_luks::{DataCipher, FormatOptions, Luks, LuksVersion, PbkdfKind, PbkdfRequest};
+use rampart_luks::{
+    DataCipher, FormatOptions, IntegrityKind, Luks, LuksVersion, PbkdfKind, PbkdfRequest,
+};
 use rampart_test_support::TempDir;
 use rampart_volume::format::{self, FormatError, FormatRequest};
 use rampart_volume::VolumePaths;
@@ -25,6 +27,8 @@ fn request(version: LuksVersion, cipher: &str) -> FormatRequest<'_> {
         keyslots_size: None,
         data_offset_sectors: None,
         uuid: None,
+        integrity: None,
+        integrity_no_journal: false,
     }
 }
 
@@ -78,6 +82,34 @@ fn ciphers_key_sizes_and_kdfs_not_supported_are_refused() {
         }
         other => panic!("argon2 on LUKS1: {other:?}"),
     }
+}
+
+#[test]
+fn integrity_adds_its_key_and_takes_only_the_ciphers_it_authenticates() {
+    let paths = VolumePaths::new(std::path::Path::new("/dev/null"), None);
+    let with = |cipher, integrity: &str, key_bits| FormatRequest {
+        key_bits,
+        integrity: Some(IntegrityKind::from_option(integrity).unwrap()),
+        ..request(LuksVersion::Luks2, cipher)
+    };
+    // cryptsetup's --key-size counts the cipher's key; the HMAC key follows.
+    let hmac = with("aes-xts-plain64", "hmac-sha256", None).options(&paths).unwrap();
+    assert_eq!((hmac.key_bytes, hmac.integrity), (96, Some(IntegrityKind::HmacSha256)));
+    let sha512 = with("aes-xts-plain64", "hmac-sha512", Some(256)).options(&paths).unwrap();
+    assert_eq!(sha512.key_bytes, 32 + 64);
+    let aead = with("aes-gcm-random", "aead", None).options(&paths).unwrap();
+    assert_eq!(aead.key_bytes, 32);
+    assert_eq!(with("aes-gcm-random", "aead", Some(128)).options(&paths).unwrap().key_bytes, 16);
+
+    let message = refused(with("aes-xts-plain64", "aead", None).options(&paths));
+    assert!(message.starts_with("integrity aead needs --cipher aes-gcm-random"), "{message}");
+    let message = refused(with("aes-cbc-essiv:sha256", "hmac-sha256", None).options(&paths));
+    assert_eq!(
+        message,
+        "integrity hmac(sha256) goes with aes-xts-plain64, not aes-cbc-essiv:sha256"
+    );
+    let message = refused(with("aes-gcm-random", "aead", Some(512)).options(&paths));
+    assert_eq!(message, "aes-gcm-random with a 512-bit key (supported: 128 or 256 bits)");
 }
 
 #[test]

@@ -217,11 +217,13 @@ fn dump_text(h: &Luks2) -> String {
 fn to_json(h: &Luks2) -> Value {
     let meta = &h.meta;
     let first = meta.segments.values().next();
-    let (cipher, sector_size) = match first {
-        Some(SegmentJson::Crypt(c)) => {
-            (Value::from(c.encryption.clone()), Value::from(c.sector_size))
-        }
-        _ => (Value::Null, Value::Null),
+    let (cipher, sector_size, integrity) = match first {
+        Some(SegmentJson::Crypt(c)) => (
+            Value::from(c.encryption.clone()),
+            Value::from(c.sector_size),
+            c.integrity.as_ref().and_then(|i| i.get("type")).cloned().unwrap_or(Value::Null),
+        ),
+        _ => (Value::Null, Value::Null, Value::Null),
     };
     let key_bits = meta
         .segments
@@ -290,6 +292,7 @@ fn to_json(h: &Luks2) -> Value {
         "data_offset": h.data_offset(),
         "sector_size": sector_size,
         "cipher": cipher,
+        "integrity": integrity,
         "key_bits": key_bits,
         "flags": meta.config.flags.clone().unwrap_or_default(),
         "requirements": meta.mandatory_requirements(),

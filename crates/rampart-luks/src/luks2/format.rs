@@ -7,6 +7,7 @@ use rampart_crypto::SecretBytes;
 use super::binary::{self, BinaryHeader, Copy, BIN_SIZE, HDR_SIZES, SALT_LEN};
 use super::digest::{self, timed_digest_iterations};
 use super::disk_metadata::encode_area;
+use super::integrity::{IntegrityKind, SegmentIntegrity, AEAD_ENCRYPTION};
 use super::json::{Config, IdRef, Keyslot, Metadata, U64Str};
 use super::keyslot;
 use super::layout::{Layout, MAX_KEYSLOTS_SIZE};
@@ -66,7 +67,7 @@ impl Luks2 {
             config: Config {
                 json_size: U64Str(plan.hdr_size - BIN_SIZE as u64),
                 keyslots_size: U64Str(plan.keyslots_size),
-                flags: None,
+                flags: opts.integrity_no_journal.then(|| vec!["no-journal".to_owned()]),
                 requirements: None,
                 extra: serde_json::Map::new(),
             },
@@ -74,11 +75,20 @@ impl Luks2 {
             odd_names: Default::default(),
             source: None,
         };
-        meta.segments
-            .insert(0, segment::new_crypt(plan.data_offset, opts.cipher, opts.sector_size));
+        let segment = match &opts.integrity {
+            None => segment::new_crypt(plan.data_offset, opts.cipher.spec(), opts.sector_size),
+            Some(kind) => segment::new_authenticated(
+                plan.data_offset,
+                segment_encryption(opts),
+                &SegmentIntegrity::new(kind.clone()),
+                opts.sector_size,
+            ),
+        };
+        meta.segments.insert(0, segment);
+        let encryption = keyslot::area_encryption(&meta, volume_key.len())?;
         let area = keyslot::find_area(&meta, &layout, volume_key.len())?;
         let ks =
-            keyslot::new_keyslot(volume_key.len(), opts.cipher, area, &params, opts.pbkdf.hash)?;
+            keyslot::new_keyslot(volume_key.len(), encryption, area, &params, opts.pbkdf.hash)?;
         meta.keyslots.insert(0, Keyslot::Luks2(Box::new(ks.clone())));
         meta.digests.insert(
             0,
@@ -122,6 +132,15 @@ impl Luks2 {
     }
 }
 
+/// The segment's `encryption`: `aes-gcm-random` for `aead`, else the
+/// cipher.
+fn segment_encryption(opts: &FormatOptions) -> &'static str {
+    match opts.integrity {
+        Some(IntegrityKind::Aead) => AEAD_ENCRYPTION,
+        _ => opts.cipher.spec(),
+    }
+}
+
 struct Plan {
     hdr_size: u64,
     keyslots_size: u64,
@@ -131,7 +150,14 @@ struct Plan {
 
 /// The header geometry for `opts`, computed as cryptsetup 2.6 does.
 fn plan_layout(opts: &FormatOptions, key_bytes: usize) -> Result<Plan> {
-    opts.cipher.check_key_bytes(key_bytes)?;
+    if opts.integrity_no_journal && opts.integrity.is_none() {
+        return Err(Error::invalid("no-journal applies only to volumes with integrity"));
+    }
+    match &opts.integrity {
+        None => opts.cipher.check_key_bytes(key_bytes)?,
+        Some(kind) => SegmentIntegrity::new(kind.clone())
+            .check_volume_key(segment_encryption(opts), key_bytes)?,
+    }
     let sector = opts.sector_size;
     if !(512..=4096).contains(&sector) || !sector.is_power_of_two() {
         return Err(Error::invalid(format!(

@@ -32,6 +32,10 @@ use serde_json::Value;
 use super::json::shorten;
 use crate::{Error, Result};
 
+/// The segment encryption of `aead` volumes: AES-GCM with a random IV
+/// stored in each sector's tag.
+pub const AEAD_ENCRYPTION: &str = "aes-gcm-random";
+
 /// The integrity algorithm of a segment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IntegrityKind {
@@ -214,6 +218,26 @@ impl SegmentIntegrity {
             ))
         })?;
         Ok(KeyLayout { encryption: 0..enc, integrity: (mac > 0).then_some(enc..volume_key_bytes) })
+    }
+
+    /// Checks that a volume key of `volume_key_bytes` fits `encryption`
+    /// with this integrity: AES-XTS takes 256 or 512 bits, AES-GCM 128 or
+    /// 256, followed by the integrity key.
+    pub fn check_volume_key(&self, encryption: &str, volume_key_bytes: usize) -> Result<()> {
+        self.tag_layout(encryption)?;
+        let enc = self.key_layout(volume_key_bytes)?.encryption.len();
+        let allowed: [usize; 2] = if encryption == AEAD_ENCRYPTION { [16, 32] } else { [32, 64] };
+        if allowed.contains(&enc) {
+            return Ok(());
+        }
+        Err(Error::UnsupportedCipher(format!(
+            "{encryption} with a {}-bit key (supported: {} or {} bits, plus {} bits for {})",
+            enc * 8,
+            allowed[0] * 8,
+            allowed[1] * 8,
+            self.key_bytes()? * 8,
+            self.kind.spec()
+        )))
     }
 
     /// The per-sector tag dm-integrity stores for this segment with the

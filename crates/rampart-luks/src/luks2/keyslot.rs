@@ -7,6 +7,7 @@ use rampart_crypto::{fill_random, HashAlg, SecretBytes};
 
 use super::digest;
 use super::disk_metadata::encode_area;
+use super::integrity::SegmentIntegrity;
 use super::json::{self, DigestJson, IdRef};
 use super::json::{b64_decode, Af, Area, Kdf, Keyslot, Luks2Keyslot, Metadata, RawArea, U64Str};
 use super::layout::Layout;
@@ -138,7 +139,7 @@ pub(crate) fn free_id(meta: &Metadata) -> Option<usize> {
 /// with `cipher` under a key derived with `params`.
 pub(crate) fn new_keyslot(
     key_bytes: usize,
-    cipher: DataCipher,
+    (cipher, area_key_bytes): (DataCipher, usize),
     area: Area,
     params: &KdfParams,
     af_hash: HashAlg,
@@ -166,6 +167,8 @@ pub(crate) fn new_keyslot(
         },
     };
     let key_size = u32::try_from(key_bytes).map_err(|_| Error::invalid("key too large"))?;
+    let area_key_size =
+        i64::try_from(area_key_bytes).map_err(|_| Error::invalid("key too large"))?;
     Ok(Luks2Keyslot {
         kind: "luks2".into(),
         key_size,
@@ -180,13 +183,37 @@ pub(crate) fn new_keyslot(
             offset: U64Str(area.offset),
             size: U64Str(area.size),
             encryption: cipher.spec().into(),
-            key_size: i64::from(key_size),
+            key_size: area_key_size,
             extra: serde_json::Map::new(),
         },
         kdf,
         priority: None,
         extra: serde_json::Map::new(),
     })
+}
+
+/// How a new keyslot's area is encrypted for a volume key of
+/// `volume_key_bytes` (cryptsetup's `crypt_keyslot_get_encryption`): with
+/// the data segment's cipher and the volume key's size, except where the
+/// segment authenticates (its tags cannot protect a keyslot), which takes
+/// cryptsetup's default, AES-256-XTS.
+pub(crate) fn area_encryption(
+    meta: &Metadata,
+    volume_key_bytes: usize,
+) -> Result<(DataCipher, usize)> {
+    let (id, seg) = segment::data_segment(meta)?;
+    match &seg.integrity {
+        None => {
+            let cipher = DataCipher::from_spec(&seg.encryption)?;
+            cipher.check_key_bytes(volume_key_bytes)?;
+            Ok((cipher, volume_key_bytes))
+        }
+        Some(value) => {
+            let integrity = SegmentIntegrity::from_json(value, &format!("segment {id}"))?;
+            integrity.check_volume_key(&seg.encryption, volume_key_bytes)?;
+            Ok((DataCipher::AesXtsPlain64, 64))
+        }
+    }
 }
 
 /// Splits, encrypts and writes `key` into the area of keyslot `ks`, then
@@ -328,9 +355,7 @@ impl Luks2 {
             return Err(Error::invalid("the volume key does not match this volume's digest"));
         }
         let (digest_id, _) = self.segment_digest()?;
-        let (_, seg) = segment::data_segment(&self.meta)?;
-        let cipher = crate::DataCipher::from_spec(&seg.encryption)?;
-        cipher.check_key_bytes(volume_key.len())?;
+        let encryption = area_encryption(&self.meta, volume_key.len())?;
         let id = match slot {
             Some(s) if s > json::MAX_ID => {
                 return Err(Error::invalid(format!(
@@ -347,7 +372,7 @@ impl Luks2 {
         };
         let area = find_area(&self.meta, &self.layout, volume_key.len())?;
         let params = pbkdf_for_time(pbkdf, volume_key.len())?;
-        let ks = new_keyslot(volume_key.len(), cipher, area, &params, pbkdf.hash)?;
+        let ks = new_keyslot(volume_key.len(), encryption, area, &params, pbkdf.hash)?;
         let mut meta = self.meta.clone();
         meta.keyslots.insert(id, Keyslot::Luks2(Box::new(ks.clone())));
         if let Some(DigestJson::Pbkdf2(d)) = meta.digests.get_mut(&digest_id) {

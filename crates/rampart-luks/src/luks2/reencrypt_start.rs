@@ -150,7 +150,13 @@ impl Luks2 {
             let id = keyslot::free_id(&meta)
                 .ok_or_else(|| Error::NoSpace("all 32 LUKS2 keyslots are in use".into()))?;
             let area = keyslot::find_area(&meta, &self.layout, plan.new_key.len())?;
-            let ks = keyslot::new_keyslot(plan.new_key.len(), plan.cipher, area, &params, hash)?;
+            let ks = keyslot::new_keyslot(
+                plan.new_key.len(),
+                (plan.cipher, plan.new_key.len()),
+                area,
+                &params,
+                hash,
+            )?;
             meta.keyslots.insert(id, Keyslot::Luks2(Box::new(ks.clone())));
             if let Some(DigestJson::Pbkdf2(d)) = meta.digests.get_mut(&new_digest) {
                 d.keyslots.push(IdRef(id));

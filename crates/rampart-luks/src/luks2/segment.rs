@@ -111,19 +111,34 @@ pub(crate) fn volume_key_size(meta: &Metadata, segment: usize) -> Result<usize> 
     })
 }
 
-/// A new crypt segment.
-pub(crate) fn new_crypt(offset: u64, cipher: DataCipher, sector_size: u32) -> SegmentJson {
+/// A new crypt segment encrypted with `encryption` (`aes-xts-plain64`).
+pub(crate) fn new_crypt(offset: u64, encryption: &str, sector_size: u32) -> SegmentJson {
     SegmentJson::Crypt(Box::new(CryptSegment {
         kind: "crypt".into(),
         offset: U64Str(offset),
         size: SizeField::Dynamic,
         iv_tweak: U64Str(0),
-        encryption: cipher.spec().into(),
+        encryption: encryption.into(),
         sector_size,
         integrity: None,
         flags: None,
         extra: serde_json::Map::new(),
     }))
+}
+
+/// A new crypt segment with `integrity`, as `cryptsetup luksFormat
+/// --integrity` writes it: dm-integrity's superblock at `offset`.
+pub(crate) fn new_authenticated(
+    offset: u64,
+    encryption: &str,
+    integrity: &SegmentIntegrity,
+    sector_size: u32,
+) -> SegmentJson {
+    let mut segment = new_crypt(offset, encryption, sector_size);
+    if let SegmentJson::Crypt(crypt) = &mut segment {
+        crypt.integrity = Some(integrity.to_json());
+    }
+    segment
 }
 
 /// The segment reference list for segment `id`.
