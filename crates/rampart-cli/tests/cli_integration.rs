@@ -20,6 +20,7 @@ mod file_encryption;
 mod file_kms;
 mod kernel_dm_crypt;
 mod kernel_integrity_format;
+mod kernel_integrity_volumes;
 mod kernel_nbd_client;
 mod kernel_online_reencrypt;
 mod kernel_plain_mode;

@@ -302,6 +302,13 @@ impl HmacKey {
         Self { alg, key: lc_hmac::Key::new(alg.hmac_alg(), key), sha256 }
     }
 
+    /// A MAC over data given in parts under this key, which costs no key
+    /// set-up: one per sector of dm-crypt's authenticated encryption.
+    #[must_use]
+    pub fn mac(&self) -> crate::Mac {
+        crate::Mac::from_context(lc_hmac::Context::with_key(&self.key))
+    }
+
     /// The HMAC of `msg` written into `out` (at least the digest length).
     /// Returns the digest length.
     pub fn sign_into(&self, msg: &[u8], out: &mut [u8]) -> Result<usize> {

@@ -113,6 +113,11 @@ impl Mac {
         Self(lc_hmac::Context::with_key(&lc_hmac::Key::new(alg.algorithm(), key)))
     }
 
+    /// A MAC under a key whose pads were computed once ([`crate::HmacKey`]).
+    pub(crate) fn from_context(context: lc_hmac::Context) -> Self {
+        Self(context)
+    }
+
     pub fn update(&mut self, data: &[u8]) {
         self.0.update(data);
     }

@@ -12,6 +12,7 @@ mod crash_reencrypt;
 mod crypt;
 mod format;
 mod header_backup;
+mod integrity;
 mod reencrypt_plan;
 mod reencrypt_start;
 mod stream;
