@@ -249,6 +249,11 @@ pub struct ServeArgs {
     /// --sector-size 4096.
     #[arg(long, conflicts_with_all = ["key_file", "header", "token_only"])]
     pub one_time_key: bool,
+    /// Volumes with integrity: write without dm-integrity's journal for
+    /// this run (cryptsetup's --integrity-no-journal). Faster writes, but a
+    /// sector being written when the host stops may fail its check after.
+    #[arg(long)]
+    pub integrity_no_journal: bool,
     /// TCP address to listen on (default 127.0.0.1:10809 unless only
     /// --socket is given); repeatable.
     #[arg(long, value_name = "HOST:PORT")]
@@ -535,12 +540,31 @@ pub struct FormatArgs {
     /// On-disk format.
     #[arg(long = "type", value_enum, value_name = "TYPE", default_value = "luks2")]
     pub luks_type: LuksTypeArg,
-    /// Data cipher: aes-xts-plain64, aes-cbc-essiv:sha256 or aes-cbc-plain64.
+    /// Data cipher: aes-xts-plain64, aes-cbc-essiv:sha256 or aes-cbc-plain64;
+    /// aes-gcm-random with --integrity aead.
     #[arg(long, short = 'c', default_value = "aes-xts-plain64", value_name = "SPEC")]
     pub cipher: String,
-    /// Volume key size in bits (512 or 256 for XTS; 256 or 128 for CBC).
+    /// The cipher's key size in bits (512 or 256 for XTS; 256 or 128 for CBC
+    /// and GCM); an --integrity HMAC key is added to it in the volume key.
     #[arg(long, short = 's', value_name = "BITS")]
     pub key_size: Option<usize>,
+    /// Authenticated encryption (LUKS2): every sector gets a tag in
+    /// dm-integrity's layout, and one that does not verify reads as an I/O
+    /// error. hmac-sha256 and hmac-sha512 go with aes-xts-plain64, aead with
+    /// --cipher aes-gcm-random.
+    #[arg(long, value_enum, value_name = "ALG")]
+    pub integrity: Option<IntegrityArg>,
+    /// With --integrity: record in the header that the volume is written
+    /// without dm-integrity's journal (the persistent flag no-journal, which
+    /// cryptsetup honours too). Faster writes, but a sector being written
+    /// when the host stops may fail its check after.
+    #[arg(long, requires = "integrity")]
+    pub integrity_no_journal: bool,
+    /// With --integrity: do not seal zeros into every sector now (fast on a
+    /// large device); sectors never written since fail their check when
+    /// read, as with cryptsetup's --integrity-no-wipe.
+    #[arg(long, requires = "integrity")]
+    pub integrity_no_wipe: bool,
     /// Encryption sector size in bytes (LUKS2: 512 to 4096, default 4096).
     #[arg(long, value_name = "BYTES")]
     pub sector_size: Option<u32>,
@@ -713,6 +737,24 @@ pub enum PbkdfArg {
     Argon2id,
     Argon2i,
     Pbkdf2,
+}
+
+/// `format --integrity`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum IntegrityArg {
+    HmacSha256,
+    HmacSha512,
+    Aead,
+}
+
+impl From<IntegrityArg> for rampart_luks::IntegrityKind {
+    fn from(arg: IntegrityArg) -> Self {
+        match arg {
+            IntegrityArg::HmacSha256 => Self::HmacSha256,
+            IntegrityArg::HmacSha512 => Self::HmacSha512,
+            IntegrityArg::Aead => Self::Aead,
+        }
+    }
 }
 
 /// `format --type`.
@@ -967,6 +1009,10 @@ pub struct ImportArgs {
     /// position).
     #[arg(long, value_name = "SECTORS")]
     pub data_offset: Option<u64>,
+    /// Volumes with integrity: write without dm-integrity's journal
+    /// (cryptsetup's --integrity-no-journal).
+    #[arg(long)]
+    pub integrity_no_journal: bool,
 }
 
 #[derive(Debug, clap::Args)]

@@ -10,7 +10,8 @@ use rampart_kms_client::binding::BoundToken;
 use rampart_luks::{LoadReport, Luks, MetadataIo};
 use rampart_volume::reencrypt::SharedDevice;
 use rampart_volume::{
-    segment_device, BlockDevice, FileDevice, ReencryptingDevice, Reencryption, VolumePaths,
+    segment_device, BlockDevice, DataAccess, FileDevice, ReencryptingDevice, Reencryption,
+    VolumePaths,
 };
 
 use crate::error::ServeError;
@@ -99,16 +100,15 @@ impl std::fmt::Debug for OpenedVolume {
 pub fn open_layers<K: VolumeKeys>(
     paths: &VolumePaths,
     keys: &mut K,
-    read_only: bool,
+    access: DataAccess,
     loaded: &mut dyn FnMut(&LoadReport),
 ) -> Result<OpenedVolume, OpenError<K::Error>> {
     let (header, luks, report) = paths.load_released()?;
     loaded(&report);
     let uuid = luks.uuid().to_owned();
     let open_raw = || -> Result<SharedDevice, ServeError> {
-        let raw = FileDevice::open(&paths.data, read_only).map_err(|source| ServeError::IoAt {
-            context: format!("cannot open {}", paths.data.display()),
-            source,
+        let raw = FileDevice::open(&paths.data, access.read_only).map_err(|source| {
+            ServeError::IoAt { context: format!("cannot open {}", paths.data.display()), source }
         })?;
         Ok(Arc::new(raw))
     };
@@ -119,14 +119,15 @@ pub fn open_layers<K: VolumeKeys>(
             return Err(rampart_luks::Error::NoKey.into());
         }
         let raw = open_raw()?;
-        let device = segment_device(Arc::clone(&raw), &luks, &volume_key)
-            .map_err(|source| ServeError::Unusable { path: paths.data.clone(), source })?;
+        let device =
+            segment_device(Arc::clone(&raw), &luks, &volume_key, access.integrity_no_journal)
+                .map_err(|source| ServeError::Unusable { path: paths.data.clone(), source })?;
         return Ok(OpenedVolume { raw, device: Arc::new(device), reencrypting: None, uuid });
     };
     let (old_key, new_key) =
         keys.unlock_reencrypting(&luks, &header, paths.header_path()).map_err(OpenError::Key)?;
     drop(header);
-    let luks = if state.hotzone.is_some() && !read_only {
+    let luks = if state.hotzone.is_some() && !access.read_only {
         Reencryption::open(paths, &old_key, &new_key).and_then(Reencryption::recover_only)?;
         let (_, luks, report) = paths.load_released()?;
         loaded(&report);

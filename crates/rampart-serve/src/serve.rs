@@ -13,7 +13,7 @@ use rampart_crypto::SecretBytes;
 use rampart_luks::LoadReport;
 use rampart_nbd::{Bound, Export, Server, ServerConfig, TlsMode};
 use rampart_volume::plain::PlainLayout;
-use rampart_volume::{BlockDevice, FileDevice, VolumePaths};
+use rampart_volume::{BlockDevice, DataAccess, FileDevice, VolumePaths};
 
 use crate::control::{self, ControlSocket};
 use crate::error::ServeError;
@@ -29,6 +29,8 @@ pub struct Volumes {
     /// The detached header (of a single volume).
     pub header: Option<PathBuf>,
     pub read_only: bool,
+    /// Volumes with integrity are written without dm-integrity's journal.
+    pub integrity_no_journal: bool,
 }
 
 impl Volumes {
@@ -62,7 +64,7 @@ impl Volumes {
             }
             volumes.push((path, name));
         }
-        Ok(Self { volumes, header, read_only })
+        Ok(Self { volumes, header, read_only, integrity_no_journal: false })
     }
 }
 
@@ -89,7 +91,11 @@ pub fn open_exports<K: VolumeKeys>(
         OpenedExports { exports: Vec::new(), held: Vec::new(), control_sockets: Vec::new() };
     for (path, name) in &volumes.volumes {
         let paths = VolumePaths::new(path, volumes.header.as_deref());
-        let layers = open_layers(&paths, keys, volumes.read_only, loaded)?;
+        let access = DataAccess {
+            read_only: volumes.read_only,
+            integrity_no_journal: volumes.integrity_no_journal,
+        };
+        let layers = open_layers(&paths, keys, access, loaded)?;
         let served = Arc::new(ServedVolume::new(
             paths,
             layers.raw,

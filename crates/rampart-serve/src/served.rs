@@ -146,7 +146,7 @@ impl ServedVolume {
             let single = if decrypted {
                 None
             } else {
-                Some(segment_device(Arc::clone(&self.raw), &luks, new_key)?)
+                Some(segment_device(Arc::clone(&self.raw), &luks, new_key, false)?)
             };
             let plain: Arc<dyn BlockDevice> = match single {
                 Some(device) if device.len() == len => Arc::new(device),

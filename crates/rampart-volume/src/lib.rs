@@ -25,6 +25,7 @@ pub mod reencrypt_plan;
 pub mod reencrypt_start;
 mod replaceable;
 mod restore;
+mod segment;
 pub mod stream;
 mod volume;
 mod wipe;
@@ -39,9 +40,9 @@ pub use ordered::read_in_order;
 pub use reencrypt::{Outcome, ReencryptError, ReencryptOptions, ReencryptingDevice, Reencryption};
 pub use replaceable::ReplaceableDevice;
 pub use restore::{backup_header, restore_header, BackupError, HeaderBackup};
+pub use segment::{integrity_mode, segment_device, SegmentDevice, NO_JOURNAL_FLAG};
 pub use volume::{
-    sector_cipher_kind, segment_device, HeaderFile, ReleasedHeader, Volume, VolumeError,
-    VolumePaths,
+    sector_cipher_kind, DataAccess, HeaderFile, ReleasedHeader, Volume, VolumeError, VolumePaths,
 };
 pub use wipe::{header_area_end, wipe_data, wipe_header_area, wipe_random};
 

@@ -44,7 +44,10 @@ pub fn read_in_order(
                     buffer.resize(len, 0);
                     let read =
                         device.read_at(&mut buffer, position).map(|()| buffer).map_err(|e| {
-                            io::Error::new(e.kind(), format!("cannot read at byte {position}: {e}"))
+                            io::Error::new(
+                                e.kind(),
+                                format!("cannot read the volume at byte {position}: {e}"),
+                            )
                         });
                     let failed = read.is_err();
                     if full_tx.send(read).is_err() || failed {

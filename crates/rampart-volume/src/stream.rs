@@ -27,8 +27,11 @@ pub enum StreamError {
         #[source]
         source: io::Error,
     },
-    /// Reading the device or writing the output (a reader that went
-    /// away, a full disk).
+    /// Reading the device (an I/O error, a sector that fails its
+    /// integrity check).
+    #[error(transparent)]
+    Read(io::Error),
+    /// Writing the output (a reader that went away, a full disk).
     #[error(transparent)]
     Io(#[from] io::Error),
 }
@@ -60,8 +63,8 @@ pub fn export_range(
 /// Returns the bytes written.
 ///
 /// # Errors
-/// Refused: a range beyond the device. Io: reading the device or writing
-/// `out` failed.
+/// Refused: a range beyond the device. Read: reading the device failed.
+/// Io: writing `out` failed.
 pub fn export(
     device: &(impl BlockDevice + ?Sized),
     range: Range<u64>,
@@ -71,11 +74,21 @@ pub fn export(
 ) -> Result<u64, StreamError> {
     let range =
         export_range(device.len(), range.start, Some(range.end.saturating_sub(range.start)))?;
-    read_in_order(device, range.start, range.end, workers, |data| {
-        out.write_all(data)?;
+    let mut output_error = None;
+    let read = read_in_order(device, range.start, range.end, workers, |data| {
+        if let Err(e) = out.write_all(data) {
+            let kind = e.kind();
+            output_error = Some(e);
+            return Err(kind.into());
+        }
         progress(data.len() as u64);
         Ok(())
-    })?;
+    });
+    match (read, output_error) {
+        (Ok(()), _) => {}
+        (Err(_), Some(e)) => return Err(StreamError::Io(e)),
+        (Err(e), None) => return Err(StreamError::Read(e)),
+    }
     out.flush()?;
     Ok(range.end - range.start)
 }

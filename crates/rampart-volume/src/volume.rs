@@ -7,7 +7,8 @@ use rampart_luks::{DataCipher, LoadReport, Luks, MetadataIo};
 
 use crate::lock::{LockMode, MetadataLock};
 
-use crate::{BlockDevice, CryptDevice, CryptLayout, FileDevice, SectorCipher, SectorCipherKind};
+use crate::segment::{segment_device, SegmentDevice};
+use crate::{FileDevice, SectorCipherKind};
 
 /// Everything that can stop a volume from opening or being used.
 #[derive(Debug, thiserror::Error)]
@@ -186,36 +187,13 @@ impl MetadataIo for ReleasedHeader {
     }
 }
 
-/// The plaintext of the data segment of `luks` on `data`, under `key`
-/// (which the caller has verified).
-pub fn segment_device<D: BlockDevice>(
-    data: D,
-    luks: &Luks,
-    key: &SecretBytes,
-) -> Result<CryptDevice<D>, VolumeError> {
-    let segment = luks.segment()?;
-    let sector = u64::from(segment.sector_size);
-    let size = match segment.size {
-        Some(size) => size,
-        None => {
-            data.len().checked_sub(segment.offset).ok_or_else(|| {
-                rampart_luks::Error::Corrupt(format!(
-                    "the data segment starts at byte {} but the device has only {} bytes",
-                    segment.offset,
-                    data.len()
-                ))
-            })? / sector
-                * sector
-        }
-    };
-    let layout = CryptLayout {
-        offset: segment.offset,
-        size,
-        sector_size: segment.sector_size,
-        iv_tweak: segment.iv_tweak,
-    };
-    let cipher = SectorCipher::new(sector_cipher_kind(segment.cipher), key)?;
-    CryptDevice::new(data, layout, cipher).map_err(|e| VolumeError::io("cannot map the data", e))
+/// How a volume's data is opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DataAccess {
+    pub read_only: bool,
+    /// A segment with integrity is written without dm-integrity's journal
+    /// (`--integrity-no-journal`), also where the header does not say so.
+    pub integrity_no_journal: bool,
 }
 
 /// An unlocked LUKS volume: its metadata and the plaintext block device of
@@ -223,7 +201,7 @@ pub fn segment_device<D: BlockDevice>(
 #[derive(Debug)]
 pub struct Volume {
     luks: Luks,
-    device: CryptDevice<FileDevice>,
+    device: SegmentDevice<FileDevice>,
     slot: Option<usize>,
 }
 
@@ -238,7 +216,8 @@ impl Volume {
     ) -> Result<(Self, LoadReport), VolumeError> {
         let (header, luks, report) = paths.load(false)?;
         let (slot, key) = luks.unlock(&header, passphrase, slot)?;
-        let mut volume = Self::with_key(paths, luks, &key, read_only)?;
+        let access = DataAccess { read_only, integrity_no_journal: false };
+        let mut volume = Self::with_key(paths, luks, &key, access)?;
         volume.slot = Some(slot);
         Ok((volume, report))
     }
@@ -249,19 +228,20 @@ impl Volume {
         paths: &VolumePaths,
         luks: Luks,
         key: &SecretBytes,
-        read_only: bool,
+        access: DataAccess,
     ) -> Result<Self, VolumeError> {
         if !luks.verify_volume_key(key)? {
             return Err(rampart_luks::Error::NoKey.into());
         }
-        let data = FileDevice::open(&paths.data, read_only)
+        let data = FileDevice::open(&paths.data, access.read_only)
             .map_err(|e| VolumeError::io(format!("cannot open {}", paths.data.display()), e))?;
-        let device = segment_device(data, &luks, key).map_err(|e| match e {
-            VolumeError::Io { source, .. } => {
-                VolumeError::io(format!("cannot use {}", paths.data.display()), source)
-            }
-            other => other,
-        })?;
+        let device =
+            segment_device(data, &luks, key, access.integrity_no_journal).map_err(|e| match e {
+                VolumeError::Io { source, .. } => {
+                    VolumeError::io(format!("cannot use {}", paths.data.display()), source)
+                }
+                other => other,
+            })?;
         Ok(Self { luks, device, slot: None })
     }
 
@@ -278,13 +258,13 @@ impl Volume {
 
     /// The plaintext block device.
     #[must_use]
-    pub fn device(&self) -> &CryptDevice<FileDevice> {
+    pub fn device(&self) -> &SegmentDevice<FileDevice> {
         &self.device
     }
 
     /// Gives up the metadata and keeps the plaintext block device.
     #[must_use]
-    pub fn into_device(self) -> CryptDevice<FileDevice> {
+    pub fn into_device(self) -> SegmentDevice<FileDevice> {
         self.device
     }
 }

@@ -38,7 +38,7 @@ pub fn clone(args: &CloneArgs) -> anyhow::Result<()> {
         return Err(UsageError("DST is SRC: a clone needs a second device or file".into()).into());
     }
     let mut source = KeySource::new(&args.key, &args.tokens, "Enter passphrase for SRC: ");
-    let volume = open_with(&src_paths, &mut source, true)?;
+    let volume = open_with(&src_paths, &mut source, true, false)?;
     let src = volume.luks();
     let version = src.version();
     let kms = match &args.kms_key {

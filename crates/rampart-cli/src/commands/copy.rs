@@ -9,7 +9,7 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use rampart_volume::stream::{self, StreamError};
-use rampart_volume::{BlockDevice, CryptDevice, FileDevice, Volume, VolumePaths};
+use rampart_volume::{BlockDevice, DataAccess, FileDevice, SegmentDevice, Volume, VolumePaths};
 
 use crate::cli::{ExportArgs, ImportArgs, KeyArgs, PlainArgs, TokenArgs, VolumeArgs};
 use crate::commands::header::{load_released, paths};
@@ -22,29 +22,19 @@ pub(crate) fn readers() -> usize {
     rampart_bench::available_cores()
 }
 
-/// Opens and unlocks a volume for data access: a bound token first, then
-/// the passphrase.
-pub fn open_volume(
-    volume: &VolumeArgs,
-    key: &KeyArgs,
-    tokens: &TokenArgs,
-    read_only: bool,
-) -> anyhow::Result<Volume> {
-    let paths = paths(volume);
-    let mut source = KeySource::new(key, tokens, "Enter passphrase: ");
-    open_with(&paths, &mut source, read_only)
-}
-
 /// Loads the header of `paths`, gets the key from `source` and opens the
-/// data segment.
+/// data segment (one with integrity without its journal when
+/// `integrity_no_journal`).
 pub fn open_with(
     paths: &VolumePaths,
     source: &mut KeySource<'_>,
     read_only: bool,
+    integrity_no_journal: bool,
 ) -> anyhow::Result<Volume> {
     let (header, luks) = load_released(paths)?;
     let (_, volume_key) = source.unlock(&luks, &header, paths.header_path())?;
-    Volume::with_key(paths, luks, &volume_key, read_only).map_err(map_open_error)
+    let access = DataAccess { read_only, integrity_no_journal };
+    Volume::with_key(paths, luks, &volume_key, access).map_err(map_open_error)
 }
 
 pub use crate::errors::map_open_error;
@@ -79,18 +69,25 @@ fn open_data(
     tokens: &TokenArgs,
     plain: &PlainArgs,
     data_offset: Option<u64>,
-    read_only: bool,
-) -> anyhow::Result<CryptDevice<FileDevice>> {
+    access: DataAccess,
+) -> anyhow::Result<SegmentDevice<FileDevice>> {
     let offset = ("--data-offset", data_offset);
     match Headerless::from_args(plain, offset, key, tokens, volume.header.as_deref(), false)? {
-        Some(headerless) => headerless.open(volume, read_only),
-        None => Ok(open_volume(volume, key, tokens, read_only)?.into_device()),
+        Some(headerless) => Ok(SegmentDevice::Crypt(headerless.open(volume, access.read_only)?)),
+        None => {
+            let paths = paths(volume);
+            let mut source = KeySource::new(key, tokens, "Enter passphrase: ");
+            let volume =
+                open_with(&paths, &mut source, access.read_only, access.integrity_no_journal)?;
+            Ok(volume.into_device())
+        }
     }
 }
 
 pub fn export(args: &ExportArgs) -> anyhow::Result<()> {
+    let access = DataAccess { read_only: true, integrity_no_journal: false };
     let device =
-        &open_data(&args.volume, &args.key, &args.tokens, &args.plain, args.data_offset, true)?;
+        &open_data(&args.volume, &args.key, &args.tokens, &args.plain, args.data_offset, access)?;
     let range =
         stream::export_range(device.len(), args.offset, args.length).map_err(stream_error)?;
     let mut out: Box<dyn Write> = if args.out == Path::new("-") {
@@ -106,8 +103,14 @@ pub fn export(args: &ExportArgs) -> anyhow::Result<()> {
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    // A reader that went away (`| head`) ends the command quietly in main.
-    result.map_err(stream_error).with_context(|| format!("cannot write {}", args.out.display()))?;
+    match result {
+        // The volume's own error says what could not be read, and where.
+        Err(StreamError::Read(error)) => return Err(error.into()),
+        // A reader that went away (`| head`) ends the command quietly in main.
+        other => other
+            .map_err(stream_error)
+            .with_context(|| format!("cannot write {}", args.out.display()))?,
+    };
     Ok(())
 }
 
@@ -128,8 +131,9 @@ pub fn import(args: &ImportArgs) -> anyhow::Result<()> {
         let len = file.metadata()?.len();
         (Box::new(file), Some(len))
     };
+    let access = DataAccess { read_only: false, integrity_no_journal: args.integrity_no_journal };
     let device =
-        &open_data(&args.volume, &args.key, &args.tokens, &args.plain, args.data_offset, false)?;
+        &open_data(&args.volume, &args.key, &args.tokens, &args.plain, args.data_offset, access)?;
     let bar = progress(input_len.unwrap_or(device.len().saturating_sub(args.offset)));
     let name = args.input.display().to_string();
     let result =

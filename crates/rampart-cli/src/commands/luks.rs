@@ -8,7 +8,8 @@ use std::path::Path;
 use anyhow::{bail, Context};
 use rampart_luks::{Luks, LuksVersion, RemovalRefused};
 use rampart_volume::format::{self, FormatRequest};
-use rampart_volume::HeaderBackup;
+use rampart_volume::integrity::{AuthenticatedDevice, IntegrityMode};
+use rampart_volume::{FileDevice, HeaderBackup};
 
 use crate::cli::{
     AddKeyArgs, ChangeKeyArgs, DumpArgs, FormatArgs, HeaderCommand, IsLuksArgs, KillSlotArgs,
@@ -38,6 +39,8 @@ pub fn format(args: &FormatArgs) -> anyhow::Result<()> {
         keyslots_size: args.luks2_keyslots_size,
         data_offset_sectors: args.offset,
         uuid: args.uuid.clone(),
+        integrity: args.integrity.map(Into::into),
+        integrity_no_journal: args.integrity_no_journal,
     };
     let options = request.options(&paths).map_err(format_error)?;
     format::create_files(&paths, args.size).map_err(format_error)?;
@@ -77,9 +80,24 @@ pub fn format(args: &FormatArgs) -> anyhow::Result<()> {
         require_luks2(&luks, &paths)?;
         bind_new_volume(kms, &header, &mut luks, &volume_key, key_name)?;
     }
-    if args.wipe {
-        drop(header);
-        let volume = rampart_volume::Volume::with_key(&paths, luks, &volume_key, false)
+    drop(header);
+    if let Some(segment) = luks.integrity_segment()? {
+        // dm-integrity's superblock and journal, then (unless told not to)
+        // sealed zeros in every sector, as cryptsetup's luksFormat does.
+        let data = FileDevice::open(&paths.data, false)
+            .with_context(|| format!("cannot open {}", paths.data.display()))?;
+        rampart_volume::integrity::format_integrity(&data, &segment).with_context(|| {
+            format!("cannot format the integrity area of {}", paths.data.display())
+        })?;
+        if !args.integrity_no_wipe || args.wipe {
+            let device =
+                AuthenticatedDevice::open(data, &segment, &volume_key, IntegrityMode::Direct)
+                    .with_context(|| format!("cannot open {} for wiping", paths.data.display()))?;
+            crate::commands::wipe::wipe_authenticated(&paths, &device)?;
+        }
+    } else if args.wipe {
+        let access = rampart_volume::DataAccess::default();
+        let volume = rampart_volume::Volume::with_key(&paths, luks, &volume_key, access)
             .with_context(|| format!("cannot open {} for wiping", paths.data.display()))?;
         crate::commands::wipe::wipe_device(&paths, volume.device())?;
     }

@@ -21,8 +21,9 @@ use crate::errors::{nbd_error, serve_error};
 use crate::UsageError;
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
-    let volumes =
+    let mut volumes =
         Volumes::parse(&args.volumes, args.header.clone(), args.read_only).map_err(serve_error)?;
+    volumes.integrity_no_journal = args.integrity_no_journal;
     let tls_mode = match (args.tls, &args.tls_cert) {
         (None, None) | (Some(ServeTlsArg::Off), _) => TlsMode::Off,
         (None | Some(ServeTlsArg::Required), Some(_)) => TlsMode::Required,

@@ -5,7 +5,10 @@ use std::io::IsTerminal;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::Context;
-use rampart_volume::{wipe_data, wipe_header_area, BlockDevice, VolumePaths};
+use rampart_volume::integrity::AuthenticatedDevice;
+use rampart_volume::{
+    wipe_data, wipe_header_area, BlockDevice, FileDevice, SegmentDevice, VolumePaths,
+};
 
 use crate::cli::{VolumeArgs, WipeArgs};
 use crate::commands::copy::{open_with, progress, readers};
@@ -34,9 +37,35 @@ pub fn wipe(args: &WipeArgs) -> anyhow::Result<()> {
 /// Zeros over the whole data area of an unlocked volume (also `format
 /// --wipe`). Refused while anything else writes the volume.
 pub fn wipe_volume_data(paths: &VolumePaths, source: &mut KeySource<'_>) -> anyhow::Result<()> {
-    let volume = open_with(paths, source, false)
+    let volume = open_with(paths, source, false, true)
         .with_context(|| format!("cannot open {} for wiping", paths.data.display()))?;
-    wipe_device(paths, volume.device())
+    match volume.device() {
+        SegmentDevice::Authenticated(device) => wipe_authenticated(paths, device),
+        device => wipe_device(paths, device),
+    }
+}
+
+/// Sealed zeros in every sector of a volume with integrity, in place,
+/// with a progress bar: afterwards every sector reads as zeros and passes
+/// its check.
+pub fn wipe_authenticated(
+    paths: &VolumePaths,
+    device: &AuthenticatedDevice<FileDevice>,
+) -> anyhow::Result<()> {
+    let bar = progress(device.len());
+    let result = device.wipe(&mut |done, _| {
+        if let Some(bar) = &bar {
+            bar.set_position(done);
+        }
+    });
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    result.with_context(|| format!("cannot wipe {}", paths.data.display()))?;
+    if std::io::stderr().is_terminal() {
+        eprintln!("Wiped {} bytes of {}.", device.len(), paths.data.display());
+    }
+    Ok(())
 }
 
 /// Zeros over all of an open volume's plaintext, with a progress bar.

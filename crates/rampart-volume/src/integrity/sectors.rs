@@ -265,7 +265,10 @@ fn aad(number: u64, iv: &[u8; GCM_IV]) -> [u8; 8 + GCM_IV] {
 pub(crate) fn tag_mismatch(sector: u64) -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidData,
-        format!("sector {sector} failed its integrity check (tag mismatch)"),
+        format!(
+            "sector {sector} (byte {}) failed its integrity check (tag mismatch)",
+            sector.saturating_mul(512)
+        ),
     )
 }
 
