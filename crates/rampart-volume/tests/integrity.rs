@@ -70,7 +70,10 @@ fn random(rng: &mut SplitMix64, len: usize) -> Vec<u8> {
 
 fn integrity_error(e: &io::Error, sector: u64) {
     assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
-    assert_eq!(e.to_string(), format!("sector {sector} failed its integrity check (tag mismatch)"));
+    assert_eq!(
+        e.to_string(),
+        format!("sector {sector} (byte {}) failed its integrity check (tag mismatch)", sector * 512)
+    );
 }
 
 #[test]
