@@ -228,6 +228,7 @@ pages_run! {
     page_cryptsetup_runs: "docs/src/cryptsetup.md",
     page_serving_runs: "docs/src/serving.md",
     page_plain_volumes_runs: "docs/src/plain-volumes.md",
+    page_integrity_volumes_runs: "docs/src/integrity-volumes.md",
     page_key_manager_runs: "docs/src/key-manager.md",
     page_boot_unlock_runs: "docs/src/boot-unlock.md",
     page_kmip_clients_runs: "docs/src/kmip-clients.md",
