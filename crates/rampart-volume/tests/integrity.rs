@@ -22,6 +22,9 @@ use rampart_volume::{
 
 const OFFSET: u64 = 1 << 20;
 
+/// Each block's value.
+type Values = HashMap<u64, Vec<u8>>;
+
 #[derive(Debug, Clone, Copy)]
 enum Kind {
     Hmac256,
@@ -411,9 +414,7 @@ fn journal_mode_survives_a_crash_at_every_operation() {
         let base = mem.snapshot();
         let bs = u64::from(sector);
         let blocks = 96u64;
-        let run = |sim: &CrashSim,
-                   seed: u64|
-         -> (HashMap<u64, Vec<u8>>, HashMap<u64, Vec<Vec<u8>>>) {
+        let run = |sim: &CrashSim, seed: u64| -> (Values, HashMap<u64, Vec<Vec<u8>>>) {
             let dev =
                 AuthenticatedDevice::open(sim.clone(), &seg, &key, IntegrityMode::Journal).unwrap();
             let mut rng = SplitMix64(seed);

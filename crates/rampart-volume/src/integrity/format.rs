@@ -6,7 +6,7 @@
 //! layout, fixed padding).
 
 use rampart_luks::integrity::journal::empty_section;
-use rampart_luks::integrity::{FormatRequest, Geometry};
+use rampart_luks::integrity::{BitmapLayout, FormatRequest, Geometry};
 use rampart_luks::IntegritySegment;
 
 use crate::{BlockDevice, VolumeError};
@@ -48,7 +48,10 @@ pub fn format_integrity_with_journal<D: BlockDevice>(
     let mut request =
         FormatRequest::new(tag_size, segment.sector_size, segment.offset / 512, data.len() / 512);
     request.journal_sectors = journal_bytes / 512;
-    let (superblock, geometry) = Geometry::format(&request)?;
+    let (mut superblock, geometry) = Geometry::format(&request)?;
+    // The kernel records the bitmap's granularity whatever the mode.
+    superblock.log2_blocks_per_bitmap_bit =
+        BitmapLayout::of(&geometry, 0).log2_blocks_per_bit(&geometry);
     if let Some(size) = segment.size {
         let provided = geometry.provided_data_sectors * 512;
         if size > provided {

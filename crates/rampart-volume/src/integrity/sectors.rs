@@ -35,20 +35,22 @@ pub(crate) struct SectorAuth {
 }
 
 enum Kind {
-    Hmac {
-        /// XTS instances are not `Sync`: a pool, one per running request part.
-        pool: Mutex<Vec<Xts>>,
-        template: Mutex<Xts>,
-        mac: HmacKey,
-        mac_len: usize,
-    },
+    Hmac(Box<HmacParts>),
     Gcm(Gcm),
+}
+
+struct HmacParts {
+    /// XTS instances are not `Sync`: a pool, one per running request part.
+    pool: Mutex<Vec<Xts>>,
+    template: Mutex<Xts>,
+    mac: HmacKey,
+    mac_len: usize,
 }
 
 impl std::fmt::Debug for SectorAuth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let kind = match &self.kind {
-            Kind::Hmac { mac_len, .. } => format!("aes-xts-plain64 + hmac ({mac_len}-byte tags)"),
+            Kind::Hmac(parts) => format!("aes-xts-plain64 + hmac ({}-byte tags)", parts.mac_len),
             Kind::Gcm(_) => "aes-gcm-random".to_owned(),
         };
         f.debug_struct("SectorAuth")
@@ -82,7 +84,12 @@ impl SectorAuth {
                 }
                 let mac = HmacKey::new(alg, key.get(range).unwrap_or_default());
                 let xts = Xts::new(encryption)?;
-                Kind::Hmac { pool: Mutex::new(Vec::new()), template: Mutex::new(xts), mac, mac_len }
+                Kind::Hmac(Box::new(HmacParts {
+                    pool: Mutex::new(Vec::new()),
+                    template: Mutex::new(xts),
+                    mac,
+                    mac_len,
+                }))
             }
             (IntegrityKind::Aead, None) => Kind::Gcm(Gcm::new(encryption)?),
             (kind, _) => {
@@ -146,7 +153,8 @@ impl SectorAuth {
             return Err(io::Error::other("sealing buffers do not match"));
         }
         match &self.kind {
-            Kind::Hmac { pool, template, mac, mac_len } => {
+            Kind::Hmac(parts) => {
+                let HmacParts { pool, template, mac, mac_len } = &**parts;
                 self.with_xts(pool, template, |xts| {
                     xts.encrypt_sectors_to(
                         plain,
@@ -203,7 +211,8 @@ impl SectorAuth {
             return Err(io::Error::other("opening buffers do not match"));
         }
         match &self.kind {
-            Kind::Hmac { pool, template, mac, mac_len } => {
+            Kind::Hmac(parts) => {
+                let HmacParts { pool, template, mac, mac_len } = &**parts;
                 for (i, (ciphertext, tag)) in
                     data.chunks_exact(sector).zip(tags.chunks_exact(disk_tag)).enumerate()
                 {
