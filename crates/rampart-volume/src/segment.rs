@@ -19,8 +19,9 @@ pub const NO_JOURNAL_FLAG: &str = "no-journal";
 pub enum SegmentDevice<D: BlockDevice> {
     /// A length-preserving cipher (XTS, CBC).
     Crypt(CryptDevice<D>),
-    /// Authenticated encryption on dm-integrity's layout.
-    Authenticated(AuthenticatedDevice<D>),
+    /// Authenticated encryption on dm-integrity's layout (boxed: its
+    /// journal state is large, and one device lives per volume).
+    Authenticated(Box<AuthenticatedDevice<D>>),
 }
 
 impl<D: BlockDevice> SegmentDevice<D> {
@@ -63,9 +64,8 @@ pub fn segment_device<D: BlockDevice>(
 ) -> Result<SegmentDevice<D>, VolumeError> {
     if let Some(segment) = luks.integrity_segment()? {
         let mode = integrity_mode(luks, no_journal);
-        return Ok(SegmentDevice::Authenticated(AuthenticatedDevice::open(
-            data, &segment, key, mode,
-        )?));
+        let device = AuthenticatedDevice::open(data, &segment, key, mode)?;
+        return Ok(SegmentDevice::Authenticated(Box::new(device)));
     }
     let segment = luks.segment()?;
     let sector = u64::from(segment.sector_size);

@@ -75,7 +75,10 @@ fn integrity_error(e: &io::Error, sector: u64) {
     assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
     assert_eq!(
         e.to_string(),
-        format!("sector {sector} (byte {}) failed its integrity check (tag mismatch)", sector * 512)
+        format!(
+            "sector {sector} (byte {}) failed its integrity check (tag mismatch)",
+            sector * 512
+        )
     );
 }
 
