@@ -313,7 +313,7 @@ impl Model {
 #[track_caller]
 fn refused(e: &io::Error, sector: u64, what: &str) {
     assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{what}: {e}");
-    assert!(e.to_string().starts_with(&format!("sector {sector} failed")), "{what}: {e}");
+    assert!(e.to_string().starts_with(&format!("sector {sector} (byte ")), "{what}: {e}");
 }
 
 #[test]
