@@ -128,6 +128,17 @@ impl Mac {
         SecretBytes::from_slice(self.0.sign().as_ref())
     }
 
+    /// The MAC of everything given, written into the start of `out` (cut
+    /// to `out`'s length when shorter); returns the bytes written. For MACs
+    /// that are no secret, such as tags stored beside the data: nothing
+    /// is allocated.
+    pub fn finish_into(self, out: &mut [u8]) -> usize {
+        let mac = self.0.sign();
+        let n = mac.as_ref().len().min(out.len());
+        out[..n].copy_from_slice(&mac.as_ref()[..n]);
+        n
+    }
+
     /// Whether `tag` is the MAC of everything given, compared in constant
     /// time so a forger learns nothing from how long the answer takes.
     #[must_use]

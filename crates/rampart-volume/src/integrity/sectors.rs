@@ -168,8 +168,7 @@ impl SectorAuth {
                     data.chunks_exact(sector).zip(tags.chunks_exact_mut(disk_tag)).enumerate()
                 {
                     let number = first.wrapping_add(i as u64 * self.units());
-                    let digest = self.hmac(mac, number, ciphertext);
-                    tag[..*mac_len].copy_from_slice(&digest.expose()[..*mac_len]);
+                    self.hmac(mac, number, ciphertext, &mut tag[..*mac_len]);
                     tag[*mac_len..].fill(0);
                 }
             }
@@ -217,8 +216,9 @@ impl SectorAuth {
                     data.chunks_exact(sector).zip(tags.chunks_exact(disk_tag)).enumerate()
                 {
                     let number = first.wrapping_add(i as u64 * self.units());
-                    let digest = self.hmac(mac, number, ciphertext);
-                    if !constant_time_eq(&digest.expose()[..*mac_len], &tag[..*mac_len]) {
+                    let mut digest = [0u8; 64];
+                    self.hmac(mac, number, ciphertext, &mut digest[..*mac_len]);
+                    if !constant_time_eq(&digest[..*mac_len], &tag[..*mac_len]) {
                         data.fill(0);
                         return Err(tag_mismatch(number));
                     }
@@ -251,13 +251,15 @@ impl SectorAuth {
         }
     }
 
-    /// dm-crypt's authenc HMAC: sector number, IV, ciphertext.
-    fn hmac(&self, mac: &HmacKey, number: u64, ciphertext: &[u8]) -> SecretBytes {
+    /// dm-crypt's authenc HMAC over sector number, IV and ciphertext,
+    /// into `out` (the tag's length). A tag is no secret: it is stored
+    /// beside the data, so it takes no locked allocation.
+    fn hmac(&self, mac: &HmacKey, number: u64, ciphertext: &[u8], out: &mut [u8]) {
         let mut m = mac.mac();
         m.update(&number.to_le_bytes());
         m.update(&plain64(number.wrapping_add(self.iv_tweak)));
         m.update(ciphertext);
-        m.finish()
+        m.finish_into(out);
     }
 }
 
