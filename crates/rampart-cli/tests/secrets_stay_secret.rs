@@ -307,6 +307,48 @@ fn no_command_prints_logs_or_stores_a_secret() {
         assert!(!out.status.success(), "rampart {args:?} succeeded");
     }
 
+    // A volume with integrity: its volume key holds the HMAC key too, and
+    // a tampered sector's refusal names only where it is.
+    let authenticated = dir.join("integrity.img");
+    let mut format =
+        vec!["format", s(&authenticated), "--size", "24M", "--key-file", s(&pass), "-q"];
+    format.extend_from_slice(CHEAP_KDF);
+    format.extend(["--integrity", "hmac-sha256", "--sector-size", "4096"]);
+    audit.ok(&format, b"", false);
+    let dumped = audit.ok(
+        &["dump", s(&authenticated), "--json", "--dump-volume-key", "--key-file", s(&pass)],
+        b"",
+        true,
+    );
+    let dumped: serde_json::Value = serde_json::from_slice(&dumped).unwrap();
+    let integrity_key = hex::decode(dumped["volume_key"].as_str().unwrap()).unwrap();
+    assert_eq!(integrity_key.len(), 96, "XTS key and HMAC key");
+    audit.secret("an integrity volume's key (XTS and HMAC)", &integrity_key);
+    audit.secret("an integrity volume's HMAC key", &integrity_key[64..]);
+    let mut add =
+        vec!["add-key", s(&authenticated), "--key-file", s(&pass), "--new-key-file", s(&new_pass)];
+    add.extend_from_slice(CHEAP_KDF);
+    for args in [
+        add,
+        vec!["import", s(&authenticated), s(&data), "--key-file", s(&pass)],
+        vec!["export", s(&authenticated), s(&copy), "--key-file", s(&new_pass), "--length", "1M"],
+        vec!["dump", s(&authenticated)],
+    ] {
+        audit.ok(&args, b"", false);
+    }
+    let mut image = std::fs::read(&authenticated).unwrap();
+    // 4 MiB into the data area, which starts at 16 MiB.
+    let in_data = image.len() - (4 << 20);
+    image[in_data] ^= 1;
+    std::fs::write(&authenticated, &image).unwrap();
+    let out = audit.run(&["export", s(&authenticated), "-", "--key-file", s(&pass)], b"", false);
+    assert!(!out.status.success(), "a tampered volume exported");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("failed its integrity check"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
     let mut change =
         vec!["change-key", s(&vol), "--key-file", s(&new_pass), "--new-key-file", s(&wrong)];
     change.extend_from_slice(CHEAP_KDF);
