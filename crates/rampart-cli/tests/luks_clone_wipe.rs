@@ -5,7 +5,8 @@
 //! prints) to the source's plaintext, whether written to a file or to a
 //! pipe, from LUKS2 and LUKS1; a wiped volume reads as zeros while its
 //! ciphertext stays random-looking; a header wipe leaves no LUKS magic and
-//! none of the old keyslot material; a volume being served is refused.
+//! none of the old keyslot material; a volume being served is refused; a
+//! volume with integrity clones in place and wipes to zeros.
 
 use crate::helpers::luks_support as support;
 
@@ -226,4 +227,40 @@ fn wiping_a_served_volume_is_refused() {
     server.kill().unwrap();
     server.wait().unwrap();
     assert!(std::fs::read(&vol).unwrap() == before, "a refused wipe changed the volume");
+}
+
+#[test]
+fn volumes_with_integrity_clone_in_place_and_wipe_to_zeros() {
+    require(&["cryptsetup"]);
+    let dir = TempDir::new("integrity-clone");
+    let key = dir.file("key", b"integrity passphrase");
+    let source = dir.join("source");
+    let mut args = vec!["format", p(&source), "--size", "40M", "--key-file", p(&key), "-q"];
+    args.extend_from_slice(PBKDF2);
+    args.extend(["--integrity", "hmac-sha256", "--sector-size", "4096"]);
+    ok("rampart format --integrity", rampart(&args));
+    let data = random_bytes(5, 6 * MIB);
+    let input = dir.file("data", &data);
+    ok("rampart import", rampart(&["import", p(&source), p(&input), "--key-file", p(&key)]));
+
+    // A stream has no room for the tags between the data.
+    let out = rampart(&["clone", p(&source), "-", "--key-file", p(&key)]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("cloned in place"), "{}", text(&out.stderr));
+
+    let clone = dir.join("clone");
+    let mut args = vec!["clone", p(&source), p(&clone), "--key-file", p(&key), "-q"];
+    args.extend_from_slice(PBKDF2);
+    ok("rampart clone", rampart(&args));
+    assert_ne!(cryptsetup_volume_key(&clone, &key), cryptsetup_volume_key(&source, &key));
+    let dump = text(&ok("cryptsetup luksDump", cryptsetup(&["luksDump", p(&clone)])).stdout);
+    assert!(dump.contains("integrity: hmac(sha256)"), "{dump}");
+    let whole = ok("rampart export", rampart(&["export", p(&clone), "-", "--key-file", p(&key)]));
+    assert!(whole.stdout[..data.len()] == data[..], "the clone's plaintext differs");
+    assert!(whole.stdout[data.len()..].iter().all(|&b| b == 0), "the clone's tail is not zeros");
+
+    ok("rampart wipe", rampart(&["wipe", p(&clone), "--key-file", p(&key), "-q"]));
+    let wiped = ok("rampart export", rampart(&["export", p(&clone), "-", "--key-file", p(&key)]));
+    assert_eq!(wiped.stdout.len(), whole.stdout.len());
+    assert!(wiped.stdout.iter().all(|&b| b == 0), "the wiped clone is not all zeros");
 }

@@ -7,9 +7,11 @@ use std::io::{self, Write};
 use std::sync::{Arc, Mutex};
 
 use rampart_crypto::SecretBytes;
-use rampart_luks::{FormatOptions, Luks, MemoryIo, PbkdfChoice};
+use rampart_luks::{DataCipher, FormatOptions, Luks, MemoryIo, PbkdfChoice};
 
+use crate::integrity::{format_integrity, AuthenticatedDevice, IntegrityMode};
 use crate::ordered::read_in_order;
+use crate::segment::NO_JOURNAL_FLAG;
 use crate::{
     check_range, sector_cipher_kind, BlockDevice, CryptDevice, CryptLayout, SectorCipher,
     VolumeError,
@@ -43,15 +45,24 @@ impl CloneHeader {
         pbkdf: PbkdfChoice,
         passphrase: &[u8],
     ) -> Result<Self, VolumeError> {
-        let segment = source.segment()?;
-        let data_offset = (attached && segment.offset <= MAX_KEPT_OFFSET)
-            .then_some(segment.offset)
-            .filter(|&o| o > 0);
+        let (offset, cipher, key_bytes, sector_size, integrity) = match source
+            .integrity_segment()?
+        {
+            Some(s) => {
+                (s.offset, DataCipher::AesXtsPlain64, s.volume_key_bytes, s.sector_size, Some(s))
+            }
+            None => {
+                let s = source.segment()?;
+                (s.offset, s.cipher, s.key_bytes, s.sector_size, None)
+            }
+        };
+        let data_offset =
+            (attached && offset <= MAX_KEPT_OFFSET).then_some(offset).filter(|&o| o > 0);
         let options = FormatOptions {
             version: source.version(),
-            cipher: segment.cipher,
-            key_bytes: segment.key_bytes,
-            sector_size: segment.sector_size,
+            cipher,
+            key_bytes,
+            sector_size,
             pbkdf,
             label: source.label().map(str::to_owned),
             subsystem: source.subsystem().map(str::to_owned),
@@ -60,8 +71,8 @@ impl CloneHeader {
             detached_header: false,
             data_offset,
             uuid: None,
-            integrity: None,
-            integrity_no_journal: false,
+            integrity: integrity.map(|s| s.integrity.kind),
+            integrity_no_journal: source.persistent_flags().iter().any(|f| f == NO_JOURNAL_FLAG),
         };
         // MAX_KEPT_OFFSET bounds the scratch area.
         let scratch_len = data_offset.unwrap_or(0).max(16 << 20) + (1 << 20);
@@ -105,6 +116,60 @@ impl CloneHeader {
         };
         let cipher = SectorCipher::new(sector_cipher_kind(segment.cipher), &self.volume_key)?;
         Ok((header, layout, cipher))
+    }
+}
+
+impl CloneHeader {
+    /// Writes a clone of `source`, a volume with integrity, onto `target`
+    /// (a file or block device: dm-integrity's tags lie between the data,
+    /// so the clone is written in place, not as a stream): the header,
+    /// dm-integrity's superblock and journal for an area as large as the
+    /// source's (`area_bytes`), then the plaintext of `source` sealed
+    /// under the new key, flushed. `progress` is told each chunk's
+    /// plaintext bytes.
+    ///
+    /// # Errors
+    /// The header or the area cannot be written, the area is too small for
+    /// the source, or the source cannot be read (a sector that fails its
+    /// check stops the clone).
+    pub fn write_integrity_clone<D: BlockDevice>(
+        self,
+        source: &(impl BlockDevice + ?Sized),
+        target: D,
+        workers: usize,
+        mut progress: impl FnMut(u64),
+    ) -> Result<(), VolumeError> {
+        let segment = self.luks.integrity_segment()?.ok_or_else(|| {
+            VolumeError::io("the clone's header", io::Error::other("it has no integrity"))
+        })?;
+        let mut header = self.scratch.into_vec();
+        header.truncate(usize::try_from(segment.offset).unwrap_or(usize::MAX));
+        let io = |e| VolumeError::io("cannot write the clone", e);
+        target.write_at(&header, 0).map_err(io)?;
+        format_integrity(&target, &segment)?;
+        let device =
+            AuthenticatedDevice::open(target, &segment, &self.volume_key, IntegrityMode::Direct)?;
+        if device.len() < source.len() {
+            return Err(VolumeError::io(
+                "cannot write the clone",
+                io::Error::other(format!(
+                    "its integrity area holds {} bytes, the source {}",
+                    device.len(),
+                    source.len()
+                )),
+            ));
+        }
+        let mut position = 0u64;
+        read_in_order(source, 0, source.len(), workers, |plaintext| {
+            device.write_at(plaintext, position)?;
+            position += plaintext.len() as u64;
+            progress(plaintext.len() as u64);
+            Ok(())
+        })
+        .map_err(io)?;
+        // A larger area than the source's reads as zeros beyond it.
+        device.write_zeroes(position, device.len() - position).map_err(io)?;
+        device.close().map_err(io)
     }
 }
 

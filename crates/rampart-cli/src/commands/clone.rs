@@ -8,7 +8,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context};
 use rampart_crypto::SecretBytes;
-use rampart_volume::{write_clone, BlockDevice, CloneHeader};
+use rampart_volume::{write_clone, BlockDevice, CloneHeader, FileDevice};
 
 use crate::cli::CloneArgs;
 use crate::commands::bind::{bind_new_volume, require_luks2};
@@ -82,6 +82,50 @@ pub fn clone(args: &CloneArgs) -> anyhow::Result<()> {
         }
     }
     let uuid = clone.uuid().to_owned();
+    if let Some(source_segment) = src.integrity_segment().map_err(luks_error)? {
+        if to_stdout {
+            return Err(UsageError(
+                "a volume with integrity is cloned in place (its tags lie between the data): \
+                 give a file or block device as DST, not -"
+                    .into(),
+            )
+            .into());
+        }
+        let area = volume.device().inner().len().saturating_sub(source_segment.offset);
+        let offset = clone
+            .parts()
+            .1
+            .integrity_segment()
+            .map_err(luks_error)?
+            .map_or(source_segment.offset, |s| s.offset);
+        let target = open_target(&args.target, offset + area, args.batch_mode)?;
+        if !target.metadata()?.file_type().is_block_device() {
+            target
+                .set_len(offset + area)
+                .with_context(|| format!("cannot size {}", args.target.display()))?;
+        }
+        let target = FileDevice::from_file(target, false)
+            .with_context(|| format!("cannot open {}", args.target.display()))?;
+        let bar = progress(volume.device().len());
+        let result = clone.write_integrity_clone(volume.device(), target, readers(), |n| {
+            if let Some(bar) = &bar {
+                bar.inc(n);
+            }
+        });
+        if let Some(bar) = bar {
+            bar.finish_and_clear();
+        }
+        result.with_context(|| format!("cannot write the clone to {}", args.target.display()))?;
+        if io::stderr().is_terminal() {
+            eprintln!(
+                "Cloned {} to {}: UUID {}, a new volume key.",
+                src_paths.header_path().display(),
+                args.target.display(),
+                uuid
+            );
+        }
+        return Ok(());
+    }
     let plaintext = volume.device().len();
     let (header, layout, cipher) = clone.into_image(plaintext).map_err(map_open_error)?;
     let total = layout.offset + plaintext;
@@ -151,7 +195,9 @@ fn open_target(path: &Path, total: u64, batch_mode: bool) -> anyhow::Result<File
             }
         }
     }
+    // Readable too: a clone with integrity reads back its superblock.
     let file = OpenOptions::new()
+        .read(true)
         .write(true)
         .create(!block)
         .truncate(false)
