@@ -4,6 +4,7 @@ use std::sync::Mutex;
 
 use rayon::prelude::*;
 
+use crate::unaligned::{self, MAX_SECTOR};
 use crate::{check_range, BlockDevice, SectorCipher};
 
 /// Where a crypt segment's plaintext lives on the device underneath.
@@ -28,7 +29,6 @@ const PARALLEL_MIN_BYTES: usize = 1 << 20;
 const CACHED_PIECE: usize = 256 << 10;
 /// Unaligned writes lock one of these stripes per sector they patch.
 const RMW_STRIPES: usize = 64;
-const MAX_SECTOR: usize = 4096;
 
 thread_local! {
     /// Per-thread ciphertext buffer for writes, kept between requests so the
@@ -420,16 +420,6 @@ impl<D: BlockDevice> CryptDevice<D> {
         block[within..within + patch.len()].copy_from_slice(patch);
         self.write_sectors(block, sector_offset)
     }
-
-    /// Splits `[offset, offset+len)` into an unaligned head, whole sectors
-    /// and an unaligned tail: (head_len, middle_len).
-    fn split(&self, offset: u64, len: usize) -> (usize, usize) {
-        let sector = self.sector();
-        let misalign = (offset % sector as u64) as usize;
-        let head = if misalign == 0 { 0 } else { (sector - misalign).min(len) };
-        let middle = (len - head) / sector * sector;
-        (head, middle)
-    }
 }
 
 impl<D: BlockDevice> BlockDevice for CryptDevice<D> {
@@ -443,51 +433,25 @@ impl<D: BlockDevice> BlockDevice for CryptDevice<D> {
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         check_range(offset, buf.len() as u64, self.layout.size)?;
-        let sector = self.sector();
-        let (head, middle) = self.split(offset, buf.len());
-        let (head_buf, rest) = buf.split_at_mut(head);
-        let (middle_buf, tail_buf) = rest.split_at_mut(middle);
-        let mut block = [0u8; MAX_SECTOR];
-        let block = &mut block[..sector];
-        if head > 0 {
-            let within = (offset % sector as u64) as usize;
-            self.read_sectors(block, offset - within as u64)?;
-            head_buf.copy_from_slice(&block[within..within + head]);
-        }
-        let middle_offset = offset + head as u64;
-        if middle > 0 {
-            self.read_sectors(middle_buf, middle_offset)?;
-        }
-        if !tail_buf.is_empty() {
-            self.read_sectors(block, middle_offset + middle as u64)?;
-            tail_buf.copy_from_slice(&block[..tail_buf.len()]);
-        }
-        Ok(())
+        let read = |b: &mut [u8], at: u64| self.read_sectors(b, at);
+        unaligned::read(buf, offset, self.sector(), read, read)
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         check_range(offset, buf.len() as u64, self.layout.size)?;
-        let sector = self.sector();
-        let (head, middle) = self.split(offset, buf.len());
-        if head > 0 {
-            let within = (offset % sector as u64) as usize;
-            self.patch_sector(offset - within as u64, within, &buf[..head])?;
-        }
-        let middle_offset = offset + head as u64;
-        if middle > 0 {
-            self.write_sectors(&buf[head..head + middle], middle_offset)?;
-        }
-        let tail = &buf[head + middle..];
-        if !tail.is_empty() {
-            self.patch_sector(middle_offset + middle as u64, 0, tail)?;
-        }
-        Ok(())
+        unaligned::write(
+            buf,
+            offset,
+            self.sector(),
+            |at, within, bytes| self.patch_sector(at, within, bytes),
+            |whole, at| self.write_sectors(whole, at),
+        )
     }
 
     fn write_at_mut(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         check_range(offset, buf.len() as u64, self.layout.size)?;
         let sector = self.sector();
-        let (head, middle) = self.split(offset, buf.len());
+        let (head, middle) = unaligned::split(offset, buf.len(), self.sector());
         // Partial sectors first, from the plaintext, then the whole sectors
         // are encrypted where they lie.
         if head > 0 {

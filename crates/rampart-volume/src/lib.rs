@@ -27,6 +27,7 @@ mod replaceable;
 mod restore;
 mod segment;
 pub mod stream;
+mod unaligned;
 mod volume;
 mod wipe;
 

@@ -13,6 +13,7 @@ use super::ranges::RangeLocks;
 use super::sectors::SectorAuth;
 use super::store::{IntegrityStats, TagStore};
 use super::IntegrityMode;
+use crate::unaligned::{self, MAX_SECTOR};
 use crate::{check_range, BlockDevice, VolumeError};
 
 /// Requests at least this large are split across all cores; smaller ones
@@ -23,7 +24,6 @@ const PARALLEL_MIN_BYTES: usize = 1 << 20;
 const PIECE_BYTES: usize = 256 << 10;
 /// `write_zeroes` and `wipe` seal this much at a time.
 const ZERO_CHUNK: usize = 8 << 20;
-const MAX_SECTOR: usize = 4096;
 
 thread_local! {
     /// Per-thread buffers for sealed data and tags, kept between requests
@@ -221,16 +221,6 @@ impl<D: BlockDevice> AuthenticatedDevice<D> {
         buf[within..within + patch.len()].copy_from_slice(patch);
         self.write_sectors(buf, sector_offset)
     }
-
-    /// Splits `[offset, offset+len)` into an unaligned head, whole sectors
-    /// and an unaligned tail: (head_len, middle_len).
-    fn split(&self, offset: u64, len: usize) -> (usize, usize) {
-        let sector = self.sector;
-        let misalign = (offset % sector as u64) as usize;
-        let head = if misalign == 0 { 0 } else { (sector - misalign).min(len) };
-        let middle = (len - head) / sector * sector;
-        (head, middle)
-    }
 }
 
 fn grow(buf: &mut Vec<u8>, len: usize) {
@@ -257,46 +247,29 @@ impl<D: BlockDevice> BlockDevice for AuthenticatedDevice<D> {
         let first = self.block_of(offset);
         let end = (offset + buf.len() as u64).div_ceil(sector as u64);
         let _held = self.ranges.lock(first, end, false);
-        let (head, middle) = self.split(offset, buf.len());
-        let (head_buf, rest) = buf.split_at_mut(head);
-        let (middle_buf, tail_buf) = rest.split_at_mut(middle);
-        let mut block = [0u8; MAX_SECTOR];
-        let block = &mut block[..sector];
-        if head > 0 {
-            let within = (offset % sector as u64) as usize;
-            self.read_here(block, offset - within as u64)?;
-            head_buf.copy_from_slice(&block[within..within + head]);
-        }
-        let middle_offset = offset + head as u64;
-        if middle > 0 {
-            self.read_sectors(middle_buf, middle_offset)?;
-        }
-        if !tail_buf.is_empty() {
-            self.read_here(block, middle_offset + middle as u64)?;
-            tail_buf.copy_from_slice(&block[..tail_buf.len()]);
-        }
-        Ok(())
+        unaligned::read(
+            buf,
+            offset,
+            sector,
+            |block, at| self.read_here(block, at),
+            |whole, at| self.read_sectors(whole, at),
+        )
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         check_range(offset, buf.len() as u64, self.len)?;
         let sector = self.sector;
-        let (head, middle) = self.split(offset, buf.len());
-        if head > 0 {
-            let within = (offset % sector as u64) as usize;
-            self.patch_sector(offset - within as u64, within, &buf[..head])?;
-        }
-        let middle_offset = offset + head as u64;
-        if middle > 0 {
-            let first = self.block_of(middle_offset);
-            let _held = self.ranges.lock(first, first + (middle / sector) as u64, true);
-            self.write_sectors(&buf[head..head + middle], middle_offset)?;
-        }
-        let tail = &buf[head + middle..];
-        if !tail.is_empty() {
-            self.patch_sector(middle_offset + middle as u64, 0, tail)?;
-        }
-        Ok(())
+        unaligned::write(
+            buf,
+            offset,
+            sector,
+            |at, within, bytes| self.patch_sector(at, within, bytes),
+            |whole, at| {
+                let first = self.block_of(at);
+                let _held = self.ranges.lock(first, first + (whole.len() / sector) as u64, true);
+                self.write_sectors(whole, at)
+            },
+        )
     }
 
     fn flush(&self) -> io::Result<()> {
