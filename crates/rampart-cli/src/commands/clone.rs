@@ -12,7 +12,7 @@ use rampart_volume::{write_clone, BlockDevice, CloneHeader, FileDevice};
 
 use crate::cli::CloneArgs;
 use crate::commands::bind::{bind_new_volume, require_luks2};
-use crate::commands::copy::{open_with, progress, readers};
+use crate::commands::copy::{open_with, progress, readers, ticker};
 use crate::commands::header::{confirm, paths, pbkdf_choice};
 use crate::commands::keysource::{connect_kms, KeySource};
 use crate::errors::{luks_error, map_open_error};
@@ -107,11 +107,8 @@ pub fn clone(args: &CloneArgs) -> anyhow::Result<()> {
         let target = FileDevice::from_file(target, false)
             .with_context(|| format!("cannot open {}", args.target.display()))?;
         let bar = progress(volume.device().len());
-        let result = clone.write_integrity_clone(volume.device(), target, readers(), |n| {
-            if let Some(bar) = &bar {
-                bar.inc(n);
-            }
-        });
+        let result =
+            clone.write_integrity_clone(volume.device(), target, readers(), ticker(bar.as_ref()));
         if let Some(bar) = bar {
             bar.finish_and_clear();
         }
@@ -136,11 +133,15 @@ pub fn clone(args: &CloneArgs) -> anyhow::Result<()> {
         Box::new(open_target(&args.target, total, args.batch_mode)?)
     };
     let bar = progress(plaintext);
-    let result = write_clone(volume.device(), &header, layout, cipher, &mut *out, readers(), |n| {
-        if let Some(bar) = &bar {
-            bar.inc(n);
-        }
-    });
+    let result = write_clone(
+        volume.device(),
+        &header,
+        layout,
+        cipher,
+        &mut *out,
+        readers(),
+        ticker(bar.as_ref()),
+    );
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }

@@ -9,7 +9,7 @@ use anyhow::{bail, Context};
 use rampart_luks::{Luks, LuksVersion, RemovalRefused};
 use rampart_volume::format::{self, FormatRequest};
 use rampart_volume::integrity::{AuthenticatedDevice, IntegrityMode};
-use rampart_volume::{FileDevice, HeaderBackup};
+use rampart_volume::{FileDevice, HeaderBackup, SegmentDevice};
 
 use crate::cli::{
     AddKeyArgs, ChangeKeyArgs, DumpArgs, FormatArgs, HeaderCommand, IsLuksArgs, KillSlotArgs,
@@ -93,7 +93,8 @@ pub fn format(args: &FormatArgs) -> anyhow::Result<()> {
             let device =
                 AuthenticatedDevice::open(data, &segment, &volume_key, IntegrityMode::Direct)
                     .with_context(|| format!("cannot open {} for wiping", paths.data.display()))?;
-            crate::commands::wipe::wipe_authenticated(&paths, &device)?;
+            let device = SegmentDevice::Authenticated(Box::new(device));
+            crate::commands::wipe::wipe_device(&paths, &device)?;
         }
     } else if args.wipe {
         let access = rampart_volume::DataAccess::default();

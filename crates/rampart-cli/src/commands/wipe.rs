@@ -5,7 +5,6 @@ use std::io::IsTerminal;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::Context;
-use rampart_volume::integrity::AuthenticatedDevice;
 use rampart_volume::{
     wipe_data, wipe_header_area, BlockDevice, FileDevice, SegmentDevice, VolumePaths,
 };
@@ -39,45 +38,24 @@ pub fn wipe(args: &WipeArgs) -> anyhow::Result<()> {
 pub fn wipe_volume_data(paths: &VolumePaths, source: &mut KeySource<'_>) -> anyhow::Result<()> {
     let volume = open_with(paths, source, false, true)
         .with_context(|| format!("cannot open {} for wiping", paths.data.display()))?;
-    match volume.device() {
-        SegmentDevice::Authenticated(device) => wipe_authenticated(paths, device),
-        device => wipe_device(paths, device),
-    }
+    wipe_device(paths, volume.device())
 }
 
-/// Sealed zeros in every sector of a volume with integrity, in place,
-/// with a progress bar: afterwards every sector reads as zeros and passes
-/// its check.
-pub fn wipe_authenticated(
-    paths: &VolumePaths,
-    device: &AuthenticatedDevice<FileDevice>,
-) -> anyhow::Result<()> {
+/// Zeros over all of an open volume's plaintext, with a progress bar; a
+/// volume with integrity gets sealed zeros in every sector, which then
+/// pass their check.
+pub fn wipe_device(paths: &VolumePaths, device: &SegmentDevice<FileDevice>) -> anyhow::Result<()> {
     let bar = progress(device.len());
-    let result = device.wipe(&mut |done, _| {
-        if let Some(bar) = &bar {
-            bar.set_position(done);
-        }
-    });
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
-    result.with_context(|| format!("cannot wipe {}", paths.data.display()))?;
-    if std::io::stderr().is_terminal() {
-        eprintln!("Wiped {} bytes of {}.", device.len(), paths.data.display());
-    }
-    Ok(())
-}
-
-/// Zeros over all of an open volume's plaintext, with a progress bar.
-pub fn wipe_device(paths: &VolumePaths, device: &impl BlockDevice) -> anyhow::Result<()> {
-    let bar = progress(device.len());
-    let done = AtomicU64::new(0);
-    let result = wipe_data(device, readers(), &|n| {
-        let total = done.fetch_add(n, Ordering::Relaxed) + n;
+    let show = |total: u64| {
         if let Some(bar) = &bar {
             bar.set_position(total);
         }
-    });
+    };
+    let done = AtomicU64::new(0);
+    let result = match device {
+        SegmentDevice::Authenticated(device) => device.wipe(&mut |total, _| show(total)),
+        crypt => wipe_data(crypt, readers(), &|n| show(done.fetch_add(n, Ordering::Relaxed) + n)),
+    };
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
