@@ -113,14 +113,7 @@ pub fn clone(args: &CloneArgs) -> anyhow::Result<()> {
             bar.finish_and_clear();
         }
         result.with_context(|| format!("cannot write the clone to {}", args.target.display()))?;
-        if io::stderr().is_terminal() {
-            eprintln!(
-                "Cloned {} to {}: UUID {}, a new volume key.",
-                src_paths.header_path().display(),
-                args.target.display(),
-                uuid
-            );
-        }
+        report(&src_paths, &args.target, &uuid);
         return Ok(());
     }
     let plaintext = volume.device().len();
@@ -152,15 +145,19 @@ pub fn clone(args: &CloneArgs) -> anyhow::Result<()> {
             .and_then(|f| f.sync_all())
             .with_context(|| format!("cannot sync {}", args.target.display()))?;
     }
+    report(&src_paths, &args.target, &uuid);
+    Ok(())
+}
+
+/// Says on a terminal what was cloned to where.
+fn report(source: &rampart_volume::VolumePaths, target: &Path, uuid: &str) {
     if io::stderr().is_terminal() {
         eprintln!(
-            "Cloned {} to {}: UUID {}, a new volume key.",
-            src_paths.header_path().display(),
-            args.target.display(),
-            uuid
+            "Cloned {} to {}: UUID {uuid}, a new volume key.",
+            source.header_path().display(),
+            target.display()
         );
     }
-    Ok(())
 }
 
 /// A passphrase nobody will know, for a keyslot that is removed again.
