@@ -39,7 +39,12 @@ fn draft(seq: u64) -> AuditDraft {
     AuditDraft {
         time_ms: 1_700_000_000_000 + i64::try_from(seq).unwrap(),
         client,
-        operation: if seq % 1000 == 0 { "key.create" } else { "key.unwrap" }.to_owned(),
+        operation: match seq {
+            s if s % 1000 == 0 => "key.create",
+            s if s % 3 == 0 => "kmip.sign",
+            _ => "key.unwrap",
+        }
+        .to_owned(),
         version: key.as_ref().map(|_| 1),
         key,
         outcome: if seq % 777 == 0 { "denied" } else { "ok" }.to_owned(),
@@ -77,6 +82,11 @@ fn filters() -> Vec<AuditFilter> {
         AuditFilter { outcome: Some("denied".into()), operation: Some("key.create".into()), ..f() },
         AuditFilter {
             operation: Some("key.unwrap".into()),
+            since_ms: Some(1_700_000_069_000),
+            ..f()
+        },
+        AuditFilter {
+            operation: Some("kmip.sign".into()),
             since_ms: Some(1_700_000_069_000),
             ..f()
         },

@@ -67,14 +67,26 @@ const AUDIT_CHAIN_COLUMNS: [&str; 10] = [
 /// The data-path operations: most of a busy log, so an `operation`
 /// filter naming one walks the log in order (its matches are dense)
 /// while the others walk the partial index of schema step 9, which holds
-/// only them. The same list as that index's condition (schema step 9).
-pub(crate) const DATA_PATH_OPERATIONS: &[&str] =
-    &["key.unwrap", "key.wrap", "kmip.get", "kmip.encrypt", "kmip.decrypt"];
+/// only them. The same list as that index's condition (schema step 12).
+pub(crate) const DATA_PATH_OPERATIONS: &[&str] = &[
+    "key.unwrap",
+    "key.wrap",
+    "key.sign",
+    "key.verify",
+    "kmip.get",
+    "kmip.encrypt",
+    "kmip.decrypt",
+    "kmip.sign",
+    "kmip.signature_verify",
+    "kmip.mac",
+    "kmip.mac_verify",
+];
 
 /// The condition of the partial operation index, spelled as in its
 /// definition (a query must repeat it for the index to apply).
-pub(crate) const RARE_OPERATION: &str =
-    "operation NOT IN ('key.unwrap', 'key.wrap', 'kmip.get', 'kmip.encrypt', 'kmip.decrypt')";
+pub(crate) const RARE_OPERATION: &str = "operation NOT IN ('key.unwrap', 'key.wrap', 'key.sign', \
+     'key.verify', 'kmip.get', 'kmip.encrypt', 'kmip.decrypt', 'kmip.sign', \
+     'kmip.signature_verify', 'kmip.mac', 'kmip.mac_verify')";
 
 /// The condition of the partial outcome index.
 pub(crate) const RARE_OUTCOME: &str = "outcome <> 'ok'";
