@@ -44,6 +44,7 @@ mod secret;
 mod sha256_lanes;
 pub mod signature_formats;
 mod stream;
+mod writeback;
 mod xts;
 mod xts_simd;
 
@@ -69,6 +70,7 @@ pub use mapped::MappedFile;
 pub use rng::{fill_random, random_secret};
 pub use secret::SecretBytes;
 pub use stream::{DigestAlg, Hasher, Mac, MacAlg};
+pub use writeback::start_writeback;
 pub use xts::{xts_instruction_ceiling, CeilingRate, Xts, XtsPath};
 
 /// The AES block size in bytes.

@@ -81,6 +81,13 @@ impl BlockDevice for FileDevice {
         self.file.sync_data()
     }
 
+    fn start_flush(&self) -> io::Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
+        rampart_crypto::start_writeback(&self.file)
+    }
+
     fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
         self.check_writable()?;
         check_range(offset, len, self.len)?;

@@ -87,6 +87,13 @@ pub trait BlockDevice: Send + Sync {
     /// Makes every completed write durable.
     fn flush(&self) -> io::Result<()>;
 
+    /// Starts making completed writes durable without waiting: a later
+    /// [`BlockDevice::flush`] then has less to wait for. Nothing is
+    /// promised until that flush.
+    fn start_flush(&self) -> io::Result<()> {
+        Ok(())
+    }
+
     /// Tells the device the range's contents are no longer needed; they may
     /// read back as anything afterwards.
     fn discard(&self, offset: u64, len: u64) -> io::Result<()>;
@@ -125,6 +132,10 @@ impl<D: BlockDevice + ?Sized> BlockDevice for std::sync::Arc<D> {
 
     fn flush(&self) -> io::Result<()> {
         (**self).flush()
+    }
+
+    fn start_flush(&self) -> io::Result<()> {
+        (**self).start_flush()
     }
 
     fn discard(&self, offset: u64, len: u64) -> io::Result<()> {

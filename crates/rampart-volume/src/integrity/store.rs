@@ -8,12 +8,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use rampart_luks::integrity::{
-    commit_section,
     journal::{empty_section, sections_in_order},
     replay_plan, Flags, Geometry, JournalSection, Mode, Superblock, SUPERBLOCK_BYTES,
 };
 
-use super::journal::{ring_overlap, JournalWriter};
+use super::journal::{
+    entry_ranges, restore_last_bytes, ring_overlap, JournalWriter, SealedSections,
+};
 use super::IntegrityMode;
 use crate::{BlockDevice, VolumeError};
 
@@ -60,6 +61,34 @@ fn add(counter: &AtomicU64, n: u64) {
     counter.fetch_add(n, Ordering::Relaxed);
 }
 
+/// The journal of a device in journal mode. Writers fill the open
+/// sections under `writer`, held only to copy a block in or out. A commit
+/// seals them and writes and flushes them holding `journal_turn`, then
+/// copies their entries home holding `home_turn`, taken before it lets
+/// the next commit start: commits write the journal in ring order, copy
+/// home in the same order, and one commit's copy home runs while the
+/// next one's sections fill and are written.
+#[derive(Debug)]
+struct Journal {
+    writer: Mutex<JournalWriter>,
+    journal_turn: Mutex<()>,
+    home_turn: Mutex<()>,
+    unflushed: Mutex<Unflushed>,
+}
+
+/// Sections whose entries were copied to their home locations with no
+/// flush begun since: they are not overwritten before one.
+#[derive(Debug, Default)]
+struct Unflushed {
+    /// (number, first section, sections), numbered from 1 as copied.
+    copied: Vec<(u64, u32, u32)>,
+    last: u64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// The dm-integrity device of one segment.
 #[derive(Debug)]
 pub(crate) struct TagStore<D> {
@@ -67,7 +96,7 @@ pub(crate) struct TagStore<D> {
     geometry: Geometry,
     block_bytes: usize,
     tag_size: usize,
-    journal: Option<Mutex<JournalWriter>>,
+    journal: Option<Journal>,
     /// Incremented as each copy home begins: a read that saw another value
     /// before it read the home locations reads them again.
     copies_home: AtomicU64,
@@ -132,7 +161,12 @@ impl<D: BlockDevice> TagStore<D> {
             // A replayed journal is emptied at the close, so that its
             // entries are not applied again at every open.
             w.wrote = replayed;
-            Mutex::new(w)
+            Journal {
+                writer: Mutex::new(w),
+                journal_turn: Mutex::new(()),
+                home_turn: Mutex::new(()),
+                unflushed: Mutex::default(),
+            }
         });
         Ok(Self { journal, ..store })
     }
@@ -190,10 +224,6 @@ impl<D: BlockDevice> TagStore<D> {
         self.dev.flush()
     }
 
-    fn writer(&self) -> Option<MutexGuard<'_, JournalWriter>> {
-        self.journal.as_ref().map(|j| j.lock().unwrap_or_else(PoisonError::into_inner))
-    }
-
     /// Runs of blocks `first..first + count` that are contiguous on the
     /// device (each within one interleave area): (first block, blocks,
     /// data offset, tag offset).
@@ -248,21 +278,17 @@ impl<D: BlockDevice> TagStore<D> {
     pub(crate) fn read(&self, first: u64, data: &mut [u8], tags: &mut [u8]) -> io::Result<()> {
         self.check_failed()?;
         let count = (data.len() / self.block_bytes) as u64;
-        if self.journal.is_none() {
+        let Some(journal) = &self.journal else {
             return self.read_home(first, data, tags);
-        }
+        };
         let (bb, ts) = (self.block_bytes, self.tag_size);
         loop {
-            let mut newer = Vec::new();
-            let before = {
-                let Some(w) = self.writer() else { break };
-                for (&block, &(index, n)) in w.pending.range(first..first + count) {
-                    let mut d = vec![0u8; bb];
-                    let mut t = vec![0u8; ts];
-                    w.copy_entry(index, n, &mut d, &mut t);
-                    newer.push((block, d, t));
-                }
-                self.copies_home.load(Ordering::Acquire)
+            let (newer, before) = {
+                let w = lock(&journal.writer);
+                (
+                    w.newer_copies((first, first + count), bb),
+                    self.copies_home.load(Ordering::Acquire),
+                )
             };
             self.read_home(first, data, tags)?;
             if self.copies_home.load(Ordering::Acquire) != before {
@@ -274,9 +300,8 @@ impl<D: BlockDevice> TagStore<D> {
                 data[i * bb..(i + 1) * bb].copy_from_slice(&d);
                 tags[i * ts..(i + 1) * ts].copy_from_slice(&t);
             }
-            break;
+            return Ok(());
         }
-        Ok(())
     }
 
     /// Writes whole blocks from `first`: in journal mode into the
@@ -284,7 +309,7 @@ impl<D: BlockDevice> TagStore<D> {
     /// mode in place.
     pub(crate) fn write(&self, first: u64, data: &[u8], tags: &[u8]) -> io::Result<()> {
         self.check_failed()?;
-        let Some(mut w) = self.writer() else {
+        let Some(journal) = &self.journal else {
             let result = self.write_home(first, data, tags);
             add(&self.counters.blocks_written_direct, (data.len() / self.block_bytes) as u64);
             return result;
@@ -294,17 +319,26 @@ impl<D: BlockDevice> TagStore<D> {
         if first.checked_add(count).is_none_or(|end| end > self.blocks()) {
             return Err(io::Error::other("blocks beyond the integrity device"));
         }
-        for (i, (block_data, tag)) in data.chunks_exact(bb).zip(tags.chunks_exact(ts)).enumerate() {
-            let block = first + i as u64;
-            if w.is_full() {
-                let result = self.commit(&mut w);
-                self.failing(result)?;
+        let mut blocks = data.chunks_exact(bb).zip(tags.chunks_exact(ts)).zip(first..).peekable();
+        loop {
+            {
+                let mut w = lock(&journal.writer);
+                while let Some(&((block_data, tag), block)) = blocks.peek() {
+                    if w.is_full() {
+                        break;
+                    }
+                    if !w.put(self.sector_of(block), block, block_data, tag) {
+                        return Err(io::Error::other("a journal entry does not fit its section"));
+                    }
+                    blocks.next();
+                }
             }
-            if !w.put(self.sector_of(block), block, block_data, tag) {
-                return Err(io::Error::other("a journal entry does not fit its section"));
+            if blocks.peek().is_none() {
+                return Ok(());
             }
+            let result = self.commit_when_full(journal);
+            self.failing(result)?;
         }
-        Ok(())
     }
 
     /// Writes blocks in place whatever the mode (wipe): the caller holds
@@ -316,80 +350,98 @@ impl<D: BlockDevice> TagStore<D> {
     }
 
     /// Makes every completed write durable: commits the journal's open
-    /// sections, or flushes the device.
+    /// sections (after the commit in progress), or flushes the device.
     pub(crate) fn flush(&self) -> io::Result<()> {
         self.check_failed()?;
-        match self.writer() {
-            Some(mut w) if w.open_sections > 0 => {
-                let result = self.commit(&mut w);
-                self.failing(result)
-            }
-            _ => self.flush_device(),
-        }
+        let Some(journal) = &self.journal else { return self.flush_device() };
+        let result = match self.commit(journal, lock(&journal.journal_turn)) {
+            Ok(true) => Ok(()),
+            Ok(false) => self.flush_journal_device(journal),
+            Err(e) => Err(e),
+        };
+        self.failing(result)
     }
 
-    /// Commits the open sections (commit ids, one write per contiguous
-    /// part, a flush), then copies their entries home.
-    fn commit(&self, w: &mut JournalWriter) -> io::Result<()> {
-        let count = w.open_sections;
-        if count == 0 {
+    /// Commits the open sections when they are full, in this writer's
+    /// turn: another writer may have committed them meanwhile.
+    fn commit_when_full(&self, journal: &Journal) -> io::Result<()> {
+        let turn = lock(&journal.journal_turn);
+        if !lock(&journal.writer).is_full() {
             return Ok(());
         }
-        let layout = w.layout;
-        let n = layout.sections;
-        let start = w.next_section;
-        let sb = w.section_bytes();
-        let mut seq = w.seq;
-        for (i, section) in w.open_bytes().chunks_exact_mut(sb).enumerate() {
-            let index = ((u64::from(start) + i as u64) % u64::from(n)) as u32;
-            commit_section(section, &layout, index, seq, None).map_err(io::Error::other)?;
-            if index == n - 1 {
-                seq = (seq + 1) % 4;
-            }
+        self.commit(journal, turn).map(drop)
+    }
+
+    /// Flushes the device, and forgets the copies home that were complete
+    /// when it began.
+    fn flush_journal_device(&self, journal: &Journal) -> io::Result<()> {
+        let covered = lock(&journal.unflushed).last;
+        self.flush_device()?;
+        lock(&journal.unflushed).copied.retain(|&(number, ..)| number > covered);
+        Ok(())
+    }
+
+    /// Seals the open sections and commits them in `turn` (the commit
+    /// ids, one write per contiguous part, a flush), then copies their
+    /// entries home in the home turn, letting the next commit begin.
+    /// Whether there was anything to commit.
+    fn commit(&self, journal: &Journal, turn: MutexGuard<'_, ()>) -> io::Result<bool> {
+        // A failed commit leaves its sections sealed; nothing follows it.
+        self.check_failed()?;
+        let sealed = lock(&journal.writer).seal().map_err(io::Error::other)?;
+        let Some(sealed) = sealed else { return Ok(false) };
+        let n = sealed.layout.sections;
+        let (start, count) = (sealed.start, sealed.count);
+        // The sections this commit overwrites are copied home (their
+        // commit took the home turn before it let this one begin), but
+        // their copies must be durable first.
+        let overlaps = lock(&journal.unflushed)
+            .copied
+            .iter()
+            .any(|&(_, first, sections)| ring_overlap((first, sections), (start, count), n));
+        if overlaps {
+            self.flush_journal_device(journal)?;
         }
-        if let Some(copied) = w.unflushed {
-            if ring_overlap(copied, (start, count), n) {
-                self.flush_device()?;
-                w.unflushed = None;
-            }
-        }
+        let sb = sealed.layout.section_bytes();
         let to_end = count.min(n - start) as usize;
-        let bytes = w.open_bytes();
+        let bytes = sealed.bytes();
         self.dev.write_at(&bytes[..to_end * sb], self.geometry.journal_section_offset(start))?;
         if to_end < count as usize {
             self.dev.write_at(&bytes[to_end * sb..], self.geometry.journal_section_offset(0))?;
         }
-        self.flush_device()?;
+        self.flush_journal_device(journal)?;
         add(&self.counters.commits, 1);
-        add(&self.counters.journal_bytes, (count as usize * sb) as u64);
-        w.unflushed = None;
-        w.next_section = ((u64::from(start) + u64::from(count)) % u64::from(n)) as u32;
-        w.seq = seq;
-        w.wrote = true;
+        add(&self.counters.journal_bytes, bytes.len() as u64);
+        let home_turn = lock(&journal.home_turn);
+        drop(turn);
         self.copies_home.fetch_add(1, Ordering::AcqRel);
-        self.copy_home(w)?;
-        w.unflushed = Some((start, count));
-        w.reset_open();
-        Ok(())
+        self.copy_home(&sealed)?;
+        {
+            let mut unflushed = lock(&journal.unflushed);
+            unflushed.last += 1;
+            let number = unflushed.last;
+            unflushed.copied.push((number, start, count));
+        }
+        lock(&journal.writer).release(sealed);
+        drop(home_turn);
+        self.dev.start_flush()?;
+        Ok(true)
     }
 
-    /// Copies the committed open sections' entries to their home
-    /// locations, runs of consecutive blocks at a time; an entry a later
-    /// one supersedes is skipped (`find_newer_committed_node`).
-    fn copy_home(&self, w: &mut JournalWriter) -> io::Result<()> {
-        let entries = w.layout.section_entries;
-        let sb = w.section_bytes();
+    /// Copies the sealed sections' entries to their home locations, runs
+    /// of consecutive blocks at a time; an entry a later one supersedes is
+    /// skipped (`find_newer_committed_node`).
+    fn copy_home(&self, sealed: &SealedSections) -> io::Result<()> {
+        let l = &sealed.layout;
+        let entries = l.section_entries;
         let spb_log2 = self.geometry.log2_sectors_per_block;
-        let mut tags = Vec::new();
-        for index in 0..w.open_sections {
+        let bb = self.block_bytes;
+        let (mut data, mut tags) = (Vec::new(), Vec::new());
+        for index in 0..sealed.count {
+            let section = sealed.section(index);
             let mut n = 0;
             while n < entries {
-                let current = |w: &JournalWriter, k: u32| {
-                    let sector = w.entry_sector(index, k)?;
-                    let block = sector >> spb_log2;
-                    (w.pending.get(&block) == Some(&(index, k))).then_some(block)
-                };
-                let Some(block) = current(w, n) else {
+                let Some(block) = sealed.latest_block(index, n) else {
                     n += 1;
                     continue;
                 };
@@ -398,24 +450,22 @@ impl<D: BlockDevice> TagStore<D> {
                 let mut k = n + 1;
                 while k < entries
                     && u64::from(k - n) < in_area
-                    && current(w, k) == Some(block + u64::from(k - n))
+                    && sealed.latest_block(index, k) == Some(block + u64::from(k - n))
                 {
                     k += 1;
                 }
+                // Consecutive entries' data sectors are consecutive too.
+                let (_, _, _, first_data) = entry_ranges(l, n);
+                let (_, _, _, last_data) = entry_ranges(l, k - 1);
+                data.clear();
+                data.extend_from_slice(&section[first_data.start..last_data.end]);
                 tags.clear();
-                for e in n..k {
-                    w.restore_last_bytes(index, e);
-                    let (_, _, tag, _) = w.entry_ranges(e);
-                    let at = index as usize * sb;
-                    tags.extend_from_slice(&w.open[at + tag.start..at + tag.end]);
+                for (e, block_data) in (n..k).zip(data.chunks_exact_mut(bb)) {
+                    restore_last_bytes(l, section, e, block_data);
+                    let (_, _, tag, _) = entry_ranges(l, e);
+                    tags.extend_from_slice(&section[tag]);
                 }
-                let (_, _, _, first_data) = w.entry_ranges(n);
-                let (_, _, _, last_data) = w.entry_ranges(k - 1);
-                let at = index as usize * sb;
-                self.dev.write_at(
-                    &w.open[at + first_data.start..at + last_data.end],
-                    loc.data_offset,
-                )?;
+                self.dev.write_at(&data, loc.data_offset)?;
                 self.dev.write_at(&tags, loc.tag_offset)?;
                 add(&self.counters.blocks_copied_home, u64::from(k - n));
                 n = k;
@@ -431,11 +481,12 @@ impl<D: BlockDevice> TagStore<D> {
     /// next sequence. The next commit goes where it would have gone.
     pub(crate) fn empty_journal(&self) -> io::Result<()> {
         self.check_failed()?;
-        let Some(mut w) = self.writer() else { return self.flush_device() };
+        let Some(journal) = &self.journal else { return self.flush_device() };
         let result = (|| {
-            self.commit(&mut w)?;
-            self.flush_device()?;
-            w.unflushed = None;
+            self.commit(journal, lock(&journal.journal_turn))?;
+            let _turns = (lock(&journal.journal_turn), lock(&journal.home_turn));
+            self.flush_journal_device(journal)?;
+            let mut w = lock(&journal.writer);
             if !w.wrote {
                 return Ok(());
             }
