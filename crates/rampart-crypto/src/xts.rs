@@ -121,6 +121,17 @@ enum Engine {
     Composed128 { enc: CipherCtx, dec: CipherCtx, tweak_key: AesBlockKey },
 }
 
+fn check_length(key: &[u8]) -> Result<()> {
+    if key.len() != 32 && key.len() != 64 {
+        return Err(CryptoError::InvalidKeyLength {
+            algorithm: "AES-XTS",
+            len: key.len(),
+            expected: "32 (AES-128-XTS) or 64 (AES-256-XTS)",
+        });
+    }
+    Ok(())
+}
+
 impl Xts {
     /// `key` is key1 || key2: 32 bytes for AES-128-XTS, 64 for AES-256-XTS.
     /// Identical halves are rejected. Runs on [`XtsPath::best`].
@@ -138,20 +149,40 @@ impl Xts {
     /// The sector size from which AES-256 sectors go to AWS-LC on AES-NI.
     const LARGE_SECTOR: usize = 4096;
 
+    /// As [`Xts::new`], for data Linux's dm-crypt may have written:
+    /// identical key halves are accepted, as dm-crypt accepts them outside
+    /// FIPS mode (a plain-mode key read from a file of repeated bytes).
+    /// IEEE 1619-2018 forbids such keys, which weaken the mode, and
+    /// Rampart never makes one (its volume keys are random); but a volume
+    /// already encrypted under one must still read. Such a key runs on the
+    /// engine's own XTS, which needs AES-NI, since AWS-LC's refuses it.
+    pub fn new_accepting_identical_halves(key: &[u8]) -> Result<Self> {
+        check_length(key)?;
+        let half = key.len() / 2;
+        if !constant_time_eq(&key[..half], &key[half..]) {
+            return Self::new(key);
+        }
+        let path = XtsPath::best();
+        if path.native().is_none() {
+            return Err(CryptoError::XtsDuplicateKeyHalves);
+        }
+        Self::build(key, path)
+    }
+
     /// As [`Xts::new`], on the given path; an error if this CPU lacks its
     /// instructions.
     pub fn with_path(key: &[u8], path: XtsPath) -> Result<Self> {
+        check_length(key)?;
         let half = key.len() / 2;
-        if key.len() != 32 && key.len() != 64 {
-            return Err(CryptoError::InvalidKeyLength {
-                algorithm: "AES-XTS",
-                len: key.len(),
-                expected: "32 (AES-128-XTS) or 64 (AES-256-XTS)",
-            });
-        }
         if constant_time_eq(&key[..half], &key[half..]) {
             return Err(CryptoError::XtsDuplicateKeyHalves);
         }
+        Self::build(key, path)
+    }
+
+    /// The engine for a key of a valid length on `path`.
+    fn build(key: &[u8], path: XtsPath) -> Result<Self> {
+        let half = key.len() / 2;
         if !path.available() {
             return Err(CryptoError::InvalidParameter(
                 "this CPU lacks the instructions of the requested XTS path",
@@ -535,6 +566,13 @@ mod tests {
             let mut k = key(len / 2);
             k.extend_from_within(..);
             assert_eq!(Xts::new(&k).err(), Some(CryptoError::XtsDuplicateKeyHalves));
+            let mut xts = Xts::new_accepting_identical_halves(&k).unwrap();
+            let plain: Vec<u8> = (0..4096).map(|i| i as u8).collect();
+            let mut data = plain.clone();
+            xts.encrypt_sectors(&mut data, 4096, 9, 8).unwrap();
+            assert_ne!(data, plain);
+            xts.decrypt_sectors(&mut data, 4096, 9, 8).unwrap();
+            assert_eq!(data, plain);
         }
     }
 

@@ -28,7 +28,9 @@ enum Engine {
 impl SectorCipher {
     pub fn new(kind: SectorCipherKind, key: &SecretBytes) -> Result<Self, CryptoError> {
         let engine = match kind {
-            SectorCipherKind::AesXtsPlain64 => Engine::Xts(Xts::new(key.expose())?),
+            SectorCipherKind::AesXtsPlain64 => {
+                Engine::Xts(Xts::new_accepting_identical_halves(key.expose())?)
+            }
             SectorCipherKind::AesCbcEssivSha256 => {
                 Engine::Cbc(Cbc::new(key.expose(), CbcIv::EssivSha256)?)
             }

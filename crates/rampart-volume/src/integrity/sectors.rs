@@ -83,7 +83,7 @@ impl SectorAuth {
                     return Err(rampart_luks::Error::InvalidArgument("HMAC tag size".into()).into());
                 }
                 let mac = HmacKey::new(alg, key.get(range).unwrap_or_default());
-                let xts = Xts::new(encryption)?;
+                let xts = Xts::new_accepting_identical_halves(encryption)?;
                 Kind::Hmac(Box::new(HmacParts {
                     pool: Mutex::new(Vec::new()),
                     template: Mutex::new(xts),
