@@ -253,8 +253,18 @@ fn partial_block_writes_match_a_model() {
 /// reopening without a clean close, every block holds its last write.
 #[test]
 fn reads_see_every_write_while_commits_run() {
-    let (mem, seg, key) = formatted(Kind::Aead, 512, 6 << 20, 64 << 10);
+    // A journal of many sections, and one of a single section, where each
+    // commit overwrites the one before it.
+    for journal in [64 << 10, 512] {
+        concurrent_writes_and_reads(journal);
+    }
+}
+
+fn concurrent_writes_and_reads(journal: u64) {
+    let (mem, seg, key) = formatted(Kind::Aead, 512, 6 << 20, journal);
     let dev = AuthenticatedDevice::open(mem.clone(), &seg, &key, IntegrityMode::Journal).unwrap();
+    let sections = dev.geometry().journal.sections;
+    assert!(journal > 512 || sections == 1, "{sections} sections");
     dev.wipe(&mut |_, _| {}).unwrap();
     let (threads, blocks_each, rounds) = (4u64, 256u64, 60u64);
     std::thread::scope(|s| {
@@ -282,7 +292,7 @@ fn reads_see_every_write_while_commits_run() {
         }
     });
     let commits = dev.stats().commits;
-    assert!(commits > 10, "{commits} commits");
+    assert!(commits > 10, "{commits} commits in {sections} sections");
     let mut all = vec![0u8; (threads * blocks_each * 512) as usize];
     dev.read_at(&mut all, 0).unwrap();
     dev.flush().unwrap();

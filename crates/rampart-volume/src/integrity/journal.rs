@@ -250,6 +250,16 @@ impl JournalWriter {
         Ok(Some(sealed))
     }
 
+    /// Whether sections sealed before `sealed` and not yet copied home
+    /// share one with it.
+    pub(crate) fn overlaps_earlier(&self, sealed: &Arc<SealedSections>) -> bool {
+        let n = self.layout.sections;
+        self.sealed
+            .iter()
+            .take_while(|s| !Arc::ptr_eq(s, sealed))
+            .any(|s| ring_overlap((s.start, s.count), (sealed.start, sealed.count), n))
+    }
+
     /// The sealed sections are copied home: reads no longer need them,
     /// and their buffer serves the next sections opened.
     pub(crate) fn release(&mut self, sealed: Arc<SealedSections>) {

@@ -392,9 +392,14 @@ impl<D: BlockDevice> TagStore<D> {
         let Some(sealed) = sealed else { return Ok(false) };
         let n = sealed.layout.sections;
         let (start, count) = (sealed.start, sealed.count);
-        // The sections this commit overwrites are copied home (their
-        // commit took the home turn before it let this one begin), but
-        // their copies must be durable first.
+        // Commits take at most half the ring (of two sections or more), so
+        // the sections this one overwrites belong to commits before the
+        // previous one, which took the home turn (after their copies home)
+        // before it let this one begin; on a smaller ring, this one waits
+        // for them. Those copies must be durable first.
+        if lock(&journal.writer).overlaps_earlier(&sealed) {
+            drop(lock(&journal.home_turn));
+        }
         let overlaps = lock(&journal.unflushed)
             .copied
             .iter()
