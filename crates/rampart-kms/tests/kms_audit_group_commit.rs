@@ -4,13 +4,16 @@
 //! be committed gets an error, never a success. Two servers appending at
 //! once (each batch sealed after the head its server last left, and
 //! sealed again after the locked head when the other server moved it)
-//! keep one unbroken chain.
+//! keep one unbroken chain. A server sends its next batch while the one
+//! before commits; when another server moves the head under both, they
+//! still reach the chain, and the server's audit sink, in order.
 //!
 //! The cluster comes from `$RAMPART_TEST_PG_URL` (scripts/test starts one)
 //! or, outside CI, is a throwaway one from scripts/pg-test-cluster.
 
 use crate::common;
 
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,12 +41,20 @@ fn once() -> RetryPolicy {
 
 impl Deployment {
     async fn new(tag: &str) -> Self {
+        Self::with_sink(tag, None).await
+    }
+
+    /// A deployment whose server also writes its entries to `sink`.
+    async fn with_sink(tag: &str, sink: Option<&Path>) -> Self {
         let cluster = PgCluster::get();
         let db = cluster.database(tag);
         let dir = TempDir::new(&format!("kms-gc-{tag}"));
         let how = TestDeployment { store_url: Some(&db), ..TestDeployment::default() };
-        let server =
-            TestServer::start(&dir.path().join("data"), &how, |o| o.limits.rate = 0.0).await;
+        let server = TestServer::start(&dir.path().join("data"), &how, |o| {
+            o.limits.rate = 0.0;
+            o.audit.sinks.file = sink.map(Path::to_path_buf);
+        })
+        .await;
         let admin = server.admin.clone();
         Self { db, admin, _server: server, _dir: dir, _cluster: cluster }
     }
@@ -245,4 +256,128 @@ async fn two_servers_appending_at_once_keep_one_chain() {
     assert!(report.ok, "{report:?}");
     assert_eq!(report.entries, total);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_batches_stay_in_chain_order_when_another_server_moves_the_head() {
+    use rampart_kms::audit::ExportedEntry;
+    use rampart_kms::model::AuditDraft;
+    let sink_dir = TempDir::new("kms-gc-sink");
+    let sink = sink_dir.path().join("audit.jsonl");
+    let d = Deployment::with_sink("pipelined", Some(&sink)).await;
+    let (user, wrapped) = d.user_with_key("gc-key").await;
+    // Another server's store appends between this server's batches
+    // throughout, so that batches sealed after the head this server
+    // expected find it moved and take the locked path, often two at once.
+    let dir = TempDir::new("kms-gc-other");
+    let other = rampart_kms::store::open(Some(&d.db), dir.path()).await.unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let interloper = {
+        let stop = Arc::clone(&stop);
+        tokio::spawn(async move {
+            let mut appended = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let draft = AuditDraft {
+                    time_ms: 1,
+                    client: "other-server".into(),
+                    operation: "test.append".into(),
+                    key: None,
+                    version: None,
+                    outcome: "ok".into(),
+                    detail: appended.to_string(),
+                };
+                other.append_audit(vec![draft], None).await.unwrap();
+                appended += 1;
+            }
+            appended
+        })
+    };
+    let (tasks, per_task) = (16, 40);
+    let mut handles = Vec::new();
+    for _ in 0..tasks {
+        let (user, wrapped) = (user.clone(), wrapped.clone());
+        handles.push(tokio::spawn(async move {
+            for _ in 0..per_task {
+                user.unwrap(&wrapped, b"gc").await.unwrap();
+            }
+        }));
+    }
+    for handle in handles {
+        handle.await.unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    let interleaved = interloper.await.unwrap();
+    assert!(interleaved > 0, "the other server appended nothing");
+    assert_eq!(d.rows("key.unwrap", "ok"), tasks * per_task);
+    // The sink has this server's entries in the order the file was
+    // written, which is the chain's order, each as the chain holds it.
+    let written: Vec<ExportedEntry> = std::fs::read_to_string(&sink)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert!(
+        written.iter().filter(|e| e.operation == "key.unwrap").count() as u64 >= tasks * per_task
+    );
+    for pair in written.windows(2) {
+        assert!(
+            pair[0].seq < pair[1].seq,
+            "sink out of chain order: {} then {}",
+            pair[0].seq,
+            pair[1].seq
+        );
+    }
+    let chain: std::collections::HashMap<u64, String> =
+        psql(&d.db, "SELECT seq || ' ' || encode(hash, 'hex') FROM kms_audit")
+            .unwrap()
+            .lines()
+            .map(|line| {
+                let (seq, hash) = line.split_once(' ').unwrap();
+                (seq.parse().unwrap(), hash.to_owned())
+            })
+            .collect();
+    for entry in &written {
+        assert_eq!(chain.get(&entry.seq), Some(&entry.hash), "entry {}", entry.seq);
+    }
+    let report = d.admin().audit_verify().await.unwrap();
+    assert!(report.ok, "{report:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_sent_later_never_overtakes_an_earlier_one_on_the_locked_path() {
+    use rampart_kms::model::AuditDraft;
+    use std::task::Poll;
+    let cluster = PgCluster::get();
+    let db = cluster.database("locked_order");
+    let dir = TempDir::new("kms-gc-locked-order");
+    let ours = rampart_kms::store::open(Some(&db), dir.path()).await.unwrap();
+    let other = rampart_kms::store::open(Some(&db), dir.path()).await.unwrap();
+    let draft = |detail: &str| AuditDraft {
+        time_ms: 1,
+        client: "test".into(),
+        operation: "test.append".into(),
+        key: None,
+        version: None,
+        outcome: "ok".into(),
+        detail: detail.into(),
+    };
+    // Our store remembers the head its append left; the other server then
+    // moves it, so both batches below are sealed after a head that is
+    // gone, are refused, and must take the locked path in the order they
+    // were sent.
+    ours.append_audit(vec![draft("first")], None).await.unwrap();
+    other.append_audit(vec![draft("interloper")], None).await.unwrap();
+    let mut earlier = ours.append_audit(vec![draft("earlier")], None);
+    let mut later = ours.append_audit(vec![draft("later")], None);
+    for batch in [&mut earlier, &mut later] {
+        let pending = std::future::poll_fn(|cx| Poll::Ready(batch.as_mut().poll(cx).is_pending()));
+        assert!(pending.await, "sent and waiting for its answer");
+    }
+    // The later batch, driven alone, waits for the earlier one.
+    let alone = tokio::time::timeout(Duration::from_millis(500), &mut later).await;
+    assert!(alone.is_err(), "the later batch finished first: {alone:?}");
+    let earlier = earlier.await.unwrap();
+    let later = later.await.unwrap();
+    assert!(earlier[0] < later[0], "earlier {earlier:?}, later {later:?}");
+    assert_eq!(later[0], 4);
 }

@@ -34,11 +34,13 @@ mod sinks;
 mod state;
 mod writes;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::future::poll_fn;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::task::Poll;
 use std::time::Duration;
 
 use hyper::server::conn::http1;
@@ -60,13 +62,14 @@ pub use self::state::{CLIENT_REFRESH, PRESENCE_INTERVAL};
 
 use self::connection::{accept_loop, peer_fingerprint, tls_accept};
 use self::state::{RevokedSet, State};
+use crate::audit::ExportedEntry;
 use crate::deployment::{files, read_unseal_key, SealConfig};
 use crate::error::{KmsError, Result};
 use crate::hsm::{read_pin_file, HsmConfig, META_AUDIT_KEY};
 use crate::keys::RootKey;
 use crate::model::{now_ms, AuditDraft};
 use crate::pki::fingerprint;
-use crate::store::{meta, Store};
+use crate::store::{meta, Store, StoreFuture};
 
 const AUDIT_BATCH: usize = 512;
 /// How many times the audit writer lets other tasks run before it takes a
@@ -253,33 +256,80 @@ fn server_tls(
 }
 
 /// Group commit: entries that arrive while one batch is being written go
-/// into the next, in one transaction. Committed entries then go to the
-/// sinks, in chain order, before the requests they record are answered.
+/// into the next, in one transaction. With a store that takes more than
+/// one append at a time ([`Store::audit_appends_in_flight`]) the next
+/// batch is sent while the one before commits. Committed entries then go
+/// to the sinks, in chain order, before the requests they record are
+/// answered.
 async fn audit_writer(
     store: Arc<dyn Store>,
     root: Arc<RwLock<Option<Arc<RootKey>>>>,
-    mut rx: mpsc::Receiver<(AuditDraft, oneshot::Sender<Result<()>>)>,
+    mut rx: mpsc::Receiver<(AuditDraft, AuditReply)>,
     sinks: Option<sinks::Sinks>,
     state: Weak<State>,
     (checkpoint_every, wake): (u64, Arc<Notify>),
     index_wake: Arc<Notify>,
 ) {
     let sinks = sinks.map(|s| Arc::new(Mutex::new(s)));
-    let appended = AtomicU64::new(0);
-    while let Some(first) = rx.recv().await {
-        let mut batch = vec![first];
-        for _ in 0..AUDIT_LINGER_YIELDS {
-            tokio::task::yield_now().await;
-        }
-        while batch.len() < AUDIT_BATCH {
-            match rx.try_recv() {
-                Ok(item) => batch.push(item),
-                Err(_) => break,
+    let mut appended = 0u64;
+    let depth = store.audit_appends_in_flight().max(1);
+    let mut in_flight: VecDeque<InFlight<'_>> = VecDeque::new();
+    let mut open = true;
+    loop {
+        let next = if open && in_flight.len() < depth {
+            if in_flight.is_empty() {
+                AuditStep::Received(rx.recv().await)
+            } else {
+                // The oldest append may finish before another entry comes.
+                tokio::select! {
+                    biased;
+                    result = poll_fn(|cx| InFlight::poll_oldest(&mut in_flight, cx)) => {
+                        AuditStep::Finished(result)
+                    }
+                    item = rx.recv() => AuditStep::Received(item),
+                }
             }
-        }
-        let key = root.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-        let drafts = batch.iter().map(|(d, _)| d.clone()).collect();
-        let result = store.append_audit_entries(drafts, key).await;
+        } else if in_flight.is_empty() {
+            break;
+        } else {
+            AuditStep::Finished(poll_fn(|cx| InFlight::poll_oldest(&mut in_flight, cx)).await)
+        };
+        let result = match next {
+            AuditStep::Received(None) => {
+                open = false;
+                continue;
+            }
+            AuditStep::Received(Some(first)) => {
+                let mut batch = vec![first];
+                for _ in 0..AUDIT_LINGER_YIELDS {
+                    tokio::task::yield_now().await;
+                }
+                while batch.len() < AUDIT_BATCH {
+                    match rx.try_recv() {
+                        Ok(item) => batch.push(item),
+                        Err(_) => break,
+                    }
+                }
+                let key = root.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+                let (drafts, replies): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+                let mut append = InFlight {
+                    append: Some(store.append_audit_entries(drafts, key)),
+                    result: None,
+                    replies,
+                };
+                // Polled once now, so the store takes the batches in this
+                // order.
+                poll_fn(|cx| {
+                    append.poll(cx);
+                    Poll::Ready(())
+                })
+                .await;
+                in_flight.push_back(append);
+                continue;
+            }
+            AuditStep::Finished(result) => result,
+        };
+        let Some(InFlight { replies, .. }) = in_flight.pop_front() else { break };
         let result = match result {
             Ok(entries) => {
                 if let Some(sinks) = &sinks {
@@ -298,11 +348,10 @@ async fn audit_writer(
                         }
                     }
                 }
-                let n =
-                    appended.fetch_add(batch.len() as u64, Ordering::Relaxed) + batch.len() as u64;
+                appended += replies.len() as u64;
                 index_wake.notify_one();
-                if checkpoint_every > 0 && n >= checkpoint_every {
-                    appended.store(0, Ordering::Relaxed);
+                if checkpoint_every > 0 && appended >= checkpoint_every {
+                    appended = 0;
                     wake.notify_one();
                 }
                 Ok(())
@@ -312,10 +361,56 @@ async fn audit_writer(
                 Err(error)
             }
         };
-        for (_, reply) in batch {
+        for reply in replies {
             let _ = reply.send(result.clone());
         }
     }
+}
+
+/// Where a request waits for its audit entry to be committed.
+type AuditReply = oneshot::Sender<Result<()>>;
+
+/// An audit append the writer has sent: polled until it finishes (every
+/// one in flight is, since each may hold what the oldest waits for), its
+/// result then kept until the appends before it are answered.
+struct InFlight<'a> {
+    append: Option<StoreFuture<'a, Vec<ExportedEntry>>>,
+    result: Option<Result<Vec<ExportedEntry>>>,
+    replies: Vec<AuditReply>,
+}
+
+impl InFlight<'_> {
+    fn poll(&mut self, cx: &mut std::task::Context<'_>) {
+        if let Some(append) = self.append.as_mut() {
+            if let Poll::Ready(result) = append.as_mut().poll(cx) {
+                self.result = Some(result);
+                self.append = None;
+            }
+        }
+    }
+
+    /// Polls every append in flight; ready with the oldest one's result
+    /// once it has one.
+    fn poll_oldest(
+        in_flight: &mut VecDeque<Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<Result<Vec<ExportedEntry>>> {
+        for append in in_flight.iter_mut() {
+            append.poll(cx);
+        }
+        match in_flight.front_mut().and_then(|oldest| oldest.result.take()) {
+            Some(result) => Poll::Ready(result),
+            None => Poll::Pending,
+        }
+    }
+}
+
+/// What the audit writer does next.
+enum AuditStep {
+    /// The oldest append in flight finished.
+    Finished(Result<Vec<ExportedEntry>>),
+    /// An entry came (`None`: no more will).
+    Received(Option<(AuditDraft, AuditReply)>),
 }
 
 /// A configured server, ready to serve on listeners.

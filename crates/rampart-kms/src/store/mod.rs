@@ -27,6 +27,7 @@ mod copy_binary;
 mod logic;
 mod material_cache;
 mod postgres;
+mod postgres_audit;
 mod postgres_changes;
 mod rows;
 mod rules;
@@ -703,6 +704,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         drafts: Vec<AuditDraft>,
         root: Option<Arc<RootKey>>,
     ) -> StoreFuture<'_, Vec<ExportedEntry>>;
+
+    /// How many [`Store::append_audit_entries`] calls the audit writer may
+    /// have unfinished at once. Above 1, the store appends batches in the
+    /// order their futures were first polled.
+    fn audit_appends_in_flight(&self) -> usize {
+        1
+    }
 
     /// Adds the key and client of the entries after the indexed mark to
     /// `kms_audit_refs` up to the end of their segment, once that segment

@@ -6,12 +6,13 @@
 //!
 //! The hot paths are few round trips: the statements a data operation and
 //! an audit append run are prepared once per connection, and an append is
-//! one pipelined exchange that inserts every entry of the batch (a single
-//! multi-row INSERT) after the head the server's last batch left, moving
-//! the head and committing; when another server moved the head since, one
-//! exchange to lock and read it and one to insert, move and commit. The
-//! audit writer has a connection of its own, so a batch never waits for a
-//! pooled one behind the reads of the requests it records. The key reads
+//! one statement that inserts every entry of the batch (a single multi-row
+//! INSERT) after the head the server's previous batch leaves, moving the
+//! head and committing, sent while that batch still commits; when another
+//! server moved the head, one exchange to lock and read it and one to
+//! insert, move and commit ([`postgres_audit`](super::postgres_audit)).
+//! The audit writer has a connection of its own, so a batch never waits
+//! for a pooled one behind the reads of the requests it records. The key reads
 //! of concurrent data operations are grouped the same way: the reads that
 //! arrive while one group's statement is out go, together, into the next
 //! (one statement, one round trip, on a connection of their own that
@@ -33,6 +34,7 @@ use super::backend::{Params, Tx};
 use super::copy_binary::CopyReader;
 use super::logic::{self, to_i64};
 use super::material_cache::MaterialCache;
+use super::postgres_audit::AuditPipe;
 use super::postgres_changes::{Changes, NOTIFY};
 use super::rows;
 use super::rules;
@@ -44,7 +46,7 @@ use super::{
     KmipAttributeRow, KmipChanges, KmipKeyState, KmipObject, KmipView, MaterialRow, NewKmipKey,
     ServerPresence, StateChange, Store, StoreFuture, AUDIT_CHAIN_COLUMNS, AUDIT_REFS_SEGMENT,
 };
-use crate::audit::{seal_entry, ChainPage, ExportedEntry, Mark, GENESIS};
+use crate::audit::{ChainPage, ExportedEntry, Mark, GENESIS};
 use crate::error::{KmsError, Result};
 use crate::keys::RootKey;
 use crate::model::{AuditDraft, AuditEntry, ClientInfo, KeyInfo, Labels};
@@ -60,9 +62,8 @@ pub struct PostgresStore {
     slots: Arc<Vec<Mutex<Option<Conn>>>>,
     /// Key-material reads waiting for the next grouped statement.
     reads: Arc<ReadGroup>,
-    /// The audit writer's connection (appends are serialised by the
-    /// server's single audit writer, and across servers by the head lock).
-    audit: Mutex<Option<Conn>>,
+    /// The audit writer's connection, batches pipelined on it.
+    audit: AuditPipe,
     next: AtomicUsize,
     /// Key material and KMIP views kept between key changes, served only
     /// once every change committed before a request has been heard.
@@ -74,10 +75,6 @@ pub struct PostgresStore {
 struct Conn {
     client: Client,
     prepared: Prepared,
-    /// On the audit writer's connection: the chain's head as its last
-    /// committed batch left it, which the next batch expects (see
-    /// [`append_batch`]).
-    audit_head: Option<(u64, Vec<u8>)>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -96,7 +93,7 @@ impl std::fmt::Debug for PostgresStore {
 /// per pair).
 const KEY_READ_OPTIONS: &str = "-c plan_cache_mode=force_generic_plan";
 
-async fn connect(url: &str, options: Option<&str>) -> Result<Client> {
+pub(super) async fn connect(url: &str, options: Option<&str>) -> Result<Client> {
     let (client, connection) = match options {
         None => tokio_postgres::connect(url, NoTls).await?,
         Some(extra) => {
@@ -179,7 +176,7 @@ impl PostgresStore {
             url,
             slots: Arc::new((0..POOL).map(|_| Mutex::new(None)).collect()),
             reads: Arc::new(ReadGroup::default()),
-            audit: Mutex::new(None),
+            audit: AuditPipe::default(),
             next: AtomicUsize::new(0),
         };
         let mut lease = store.lease().await?;
@@ -215,11 +212,6 @@ impl PostgresStore {
     async fn lease(&self) -> Result<Lease<'_>> {
         lease_from(&self.slots, &self.url, self.next.fetch_add(1, Ordering::Relaxed)).await
     }
-
-    /// The audit writer's connection.
-    async fn audit_lease(&self) -> Result<Lease<'_>> {
-        ready(&self.url, self.audit.lock().await).await
-    }
 }
 
 /// A pooled connection: a free one, else the `start`th when it frees.
@@ -253,11 +245,7 @@ async fn ready_with<'a>(
     options: Option<&str>,
 ) -> Result<Lease<'a>> {
     if guard.as_ref().is_none_or(|c| c.client.is_closed()) {
-        *guard = Some(Conn {
-            client: connect(url, options).await?,
-            prepared: Prepared::default(),
-            audit_head: None,
-        });
+        *guard = Some(Conn { client: connect(url, options).await?, prepared: Prepared::default() });
     }
     Ok(Lease { guard })
 }
@@ -376,177 +364,6 @@ const SEGMENT_REFS: &str = "(segment, kind, value, seq)
      SELECT seq / $3, 2, key_name, seq FROM kms_audit
          WHERE seq > $1 AND seq <= $2 AND key_name IS NOT NULL
      ORDER BY 1, 2, 3, 4";
-const AUDIT_HEAD: &str = "SELECT seq, hash FROM kms_audit_head WHERE id = 1 FOR UPDATE";
-const AUDIT_INSERT: &str = "INSERT INTO kms_audit (seq, time_ms, client, operation, key_name,
-         key_version, outcome, detail, prev_hash, hash, mac)
-     SELECT * FROM unnest($1::BIGINT[], $2::BIGINT[], $3::TEXT[], $4::TEXT[], $5::TEXT[],
-         $6::BIGINT[], $7::TEXT[], $8::TEXT[], $9::BYTEA[], $10::BYTEA[], $11::BYTEA[])";
-const AUDIT_MOVE_HEAD: &str = "UPDATE kms_audit_head SET seq = $1, hash = $2 WHERE id = 1";
-/// [`AUDIT_INSERT`] after moving the head from where this server last
-/// left it ($14, $15) to $12, $13; when another server moved it since
-/// (the row lock waits for that server's commit, then the condition is
-/// checked again on the row it committed), nothing moves and nothing is
-/// inserted.
-const AUDIT_APPEND_AFTER: &str = "WITH moved AS (
-         UPDATE kms_audit_head SET seq = $12, hash = $13
-         WHERE id = 1 AND seq = $14 AND hash = $15 RETURNING 1)
-     INSERT INTO kms_audit (seq, time_ms, client, operation, key_name,
-         key_version, outcome, detail, prev_hash, hash, mac)
-     SELECT * FROM unnest($1::BIGINT[], $2::BIGINT[], $3::TEXT[], $4::TEXT[], $5::TEXT[],
-         $6::BIGINT[], $7::TEXT[], $8::TEXT[], $9::BYTEA[], $10::BYTEA[], $11::BYTEA[])
-     WHERE EXISTS (SELECT 1 FROM moved)";
-
-/// Appends `drafts` after the chain's head in one transaction. The
-/// writer's connection remembers the head its last batch committed, and
-/// the batch is sealed after it and sent as one statement
-/// ([`AUDIT_APPEND_AFTER`], its own transaction: one round trip, and
-/// neither BEGIN nor COMMIT for the database to run), which appends only
-/// if the head is still there. When it is not (another server appended since, or
-/// nothing is remembered yet), the batch is sealed again after the head
-/// read under its row lock, in two round trips: BEGIN with the lock (held
-/// until the commit, so every server's batches take turns and the chain's
-/// order is the commit order), then the INSERT, the head's move and the
-/// COMMIT. Only a commit that succeeded returns `Ok`; on any error the
-/// caller discards the connection (and what it remembered), so nothing of
-/// the batch survives unless its COMMIT did.
-async fn append_batch(
-    lease: &mut Lease<'_>,
-    drafts: &[AuditDraft],
-    root: Option<&RootKey>,
-) -> Result<Vec<ExportedEntry>> {
-    let n = drafts.len();
-    if let Some((seq, hash)) = lease.conn()?.audit_head.take() {
-        let append = lease.statement(AUDIT_APPEND_AFTER).await?;
-        let batch = SealedBatch::new(seq, &hash, drafts, root);
-        let expected_seq = to_i64(seq);
-        let mut params = batch.params();
-        params.extend([
-            &batch.head_seq as &(dyn tokio_postgres::types::ToSql + Sync),
-            &batch.head_hash,
-            &expected_seq,
-            &hash,
-        ]);
-        let client = &*lease.client()?;
-        let inserted = client.execute(&append, &params).await?;
-        if inserted == n as u64 {
-            let head = (to_u64(batch.head_seq, "audit sequence number")?, batch.head_hash.clone());
-            lease.conn()?.audit_head = Some(head);
-            return Ok(batch.entries);
-        }
-        if inserted != 0 {
-            return Err(KmsError::Store(format!("audit append wrote {inserted} of {n} entries")));
-        }
-    }
-    let head_stmt = lease.statement(AUDIT_HEAD).await?;
-    let insert = lease.statement(AUDIT_INSERT).await?;
-    let move_head = lease.statement(AUDIT_MOVE_HEAD).await?;
-    let client = &*lease.client()?;
-    let (begun, head) =
-        tokio::join!(client.batch_execute("BEGIN"), client.query_one(&head_stmt, &[]));
-    begun?;
-    let head = head?;
-    let seq = to_u64(head.try_get(0)?, "audit sequence number")?;
-    let prev: Vec<u8> = head.try_get(1)?;
-    let batch = SealedBatch::new(seq, &prev, drafts, root);
-    let head_row: [&(dyn tokio_postgres::types::ToSql + Sync); 2] =
-        [&batch.head_seq, &batch.head_hash];
-    let rows = batch.params();
-    let (inserted, moved, committed) = tokio::join!(
-        client.execute(&insert, &rows),
-        client.execute(&move_head, &head_row),
-        client.batch_execute("COMMIT"),
-    );
-    // A failed statement aborts the transaction, and PostgreSQL then
-    // answers the COMMIT with a rollback rather than an error: every
-    // result is checked.
-    let inserted = inserted?;
-    let moved = moved?;
-    committed?;
-    if inserted != n as u64 || moved != 1 {
-        return Err(KmsError::Store(format!(
-            "audit append wrote {inserted} of {n} entries and moved the head {moved} times"
-        )));
-    }
-    let head = (to_u64(batch.head_seq, "audit sequence number")?, batch.head_hash.clone());
-    lease.conn()?.audit_head = Some(head);
-    Ok(batch.entries)
-}
-
-/// A batch of audit entries sealed after a head: the entries and the
-/// columns of their rows.
-struct SealedBatch<'a> {
-    entries: Vec<ExportedEntry>,
-    seqs: Vec<i64>,
-    times: Vec<i64>,
-    clients: Vec<&'a str>,
-    operations: Vec<&'a str>,
-    keys: Vec<Option<&'a str>>,
-    versions: Vec<Option<i64>>,
-    outcomes: Vec<&'a str>,
-    details: Vec<&'a str>,
-    prevs: Vec<Vec<u8>>,
-    hashes: Vec<Vec<u8>>,
-    macs: Vec<Option<Vec<u8>>>,
-    /// Where the head moves.
-    head_seq: i64,
-    head_hash: Vec<u8>,
-}
-
-impl<'a> SealedBatch<'a> {
-    fn new(mut seq: u64, head: &[u8], drafts: &'a [AuditDraft], root: Option<&RootKey>) -> Self {
-        let n = drafts.len();
-        let mut prev = head.to_vec();
-        let mut batch = SealedBatch {
-            entries: Vec::with_capacity(n),
-            seqs: Vec::with_capacity(n),
-            times: Vec::with_capacity(n),
-            clients: drafts.iter().map(|d| d.client.as_str()).collect(),
-            operations: drafts.iter().map(|d| d.operation.as_str()).collect(),
-            keys: drafts.iter().map(|d| d.key.as_deref()).collect(),
-            versions: Vec::with_capacity(n),
-            outcomes: drafts.iter().map(|d| d.outcome.as_str()).collect(),
-            details: drafts.iter().map(|d| d.detail.as_str()).collect(),
-            prevs: Vec::with_capacity(n),
-            hashes: Vec::with_capacity(n),
-            macs: Vec::with_capacity(n),
-            head_seq: 0,
-            head_hash: Vec::new(),
-        };
-        for draft in drafts {
-            seq += 1;
-            let row = seal_entry(&prev, seq, draft, root);
-            batch.seqs.push(to_i64(seq));
-            batch.times.push(draft.time_ms);
-            batch.versions.push(draft.version.map(i64::from));
-            batch.entries.push(ExportedEntry::sealed(draft, &row));
-            batch.prevs.push(row.prev_hash);
-            batch.hashes.push(row.hash.clone());
-            batch.macs.push(row.mac);
-            prev = row.hash;
-        }
-        batch.head_seq = to_i64(seq);
-        batch.head_hash = prev;
-        batch
-    }
-
-    /// The eleven columns of [`AUDIT_INSERT`], in order.
-    fn params(&self) -> Vec<&(dyn tokio_postgres::types::ToSql + Sync)> {
-        vec![
-            &self.seqs,
-            &self.times,
-            &self.clients,
-            &self.operations,
-            &self.keys,
-            &self.versions,
-            &self.outcomes,
-            &self.details,
-            &self.prevs,
-            &self.hashes,
-            &self.macs,
-        ]
-    }
-}
-
 /// A PostgreSQL connection, or a transaction on it, as the store logic's
 /// [`Tx`].
 struct Pg<'a, C> {
@@ -894,14 +711,13 @@ impl Store for PostgresStore {
         drafts: Vec<AuditDraft>,
         root: Option<Arc<RootKey>>,
     ) -> StoreFuture<'_, Vec<ExportedEntry>> {
-        Box::pin(async move {
-            let mut lease = self.audit_lease().await?;
-            let result = append_batch(&mut lease, &drafts, root.as_deref()).await;
-            if result.is_err() {
-                lease.discard();
-            }
-            result
-        })
+        Box::pin(async move { self.audit.append(&self.url, &drafts, root.as_deref()).await })
+    }
+
+    fn audit_appends_in_flight(&self) -> usize {
+        // One batch committing while the next is already queued behind it
+        // on the connection (postgres_audit).
+        2
     }
 
     fn audit_chain_page(&self, after_seq: u64, limit: u32) -> StoreFuture<'_, ChainPage> {
