@@ -21,6 +21,7 @@ use std::time::Duration;
 use common::{psql, PgCluster, TempDir};
 use rampart_kms::client::{KmsClient, RetryPolicy};
 use rampart_kms::model::Labels;
+use rampart_kms::store::Store;
 use rampart_kms::testing::{TestDeployment, TestServer};
 use rampart_kms::Bundle;
 
@@ -98,14 +99,12 @@ impl Deployment {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_unwraps_get_one_chained_row_each() {
-    let d = Deployment::new("rows").await;
-    let (user, wrapped) = d.user_with_key("gc-key").await;
-    let (tasks, per_task) = (32, 60);
+/// `tasks` tasks at once, each unwrapping `wrapped` `per_task` times and
+/// checking every answer.
+async fn unwrap_concurrently(user: &KmsClient, wrapped: &str, tasks: u64, per_task: u64) {
     let mut handles = Vec::new();
     for _ in 0..tasks {
-        let (user, wrapped) = (user.clone(), wrapped.clone());
+        let (user, wrapped) = (user.clone(), wrapped.to_owned());
         handles.push(tokio::spawn(async move {
             for _ in 0..per_task {
                 let plain = user.unwrap(&wrapped, b"gc").await.unwrap();
@@ -116,6 +115,40 @@ async fn concurrent_unwraps_get_one_chained_row_each() {
     for handle in handles {
         handle.await.unwrap();
     }
+}
+
+/// Two stores on one new database, as two servers have them; the
+/// database's URL; and what must live as long as they do.
+async fn two_stores(tag: &str) -> (String, [Arc<dyn Store>; 2], (PgCluster, TempDir)) {
+    let cluster = PgCluster::get();
+    let db = cluster.database(tag);
+    let dir = TempDir::new(&format!("kms-gc-{tag}"));
+    let stores = [
+        rampart_kms::store::open(Some(&db), dir.path()).await.unwrap(),
+        rampart_kms::store::open(Some(&db), dir.path()).await.unwrap(),
+    ];
+    (db, stores, (cluster, dir))
+}
+
+/// An audit entry appended straight to a store, as `client` wrote it.
+fn test_entry(client: &str, detail: &str) -> rampart_kms::model::AuditDraft {
+    rampart_kms::model::AuditDraft {
+        time_ms: 1,
+        client: client.into(),
+        operation: "test.append".into(),
+        key: None,
+        version: None,
+        outcome: "ok".into(),
+        detail: detail.into(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_unwraps_get_one_chained_row_each() {
+    let d = Deployment::new("rows").await;
+    let (user, wrapped) = d.user_with_key("gc-key").await;
+    let (tasks, per_task) = (32, 60);
+    unwrap_concurrently(&user, &wrapped, tasks, per_task).await;
     // Every answered request has exactly one row: none lost, none doubled.
     assert_eq!(d.rows("key.unwrap", "ok"), tasks * per_task);
     // The chain holds every row in one order with no gap, and its head row
@@ -198,15 +231,7 @@ async fn a_batch_that_cannot_commit_fails_every_request_in_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_servers_appending_at_once_keep_one_chain() {
     use rampart_kms::audit::Verifier;
-    use rampart_kms::model::AuditDraft;
-    let cluster = PgCluster::get();
-    let db = cluster.database("two_writers");
-    let dir = std::env::temp_dir().join(format!("rampart-kms-gc-two-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let stores = [
-        rampart_kms::store::open(Some(&db), &dir).await.unwrap(),
-        rampart_kms::store::open(Some(&db), &dir).await.unwrap(),
-    ];
+    let (db, stores, _held) = two_stores("two_writers").await;
     let (tasks, per_task) = (8usize, 40usize);
     let mut handles = Vec::new();
     for task in 0..tasks {
@@ -216,14 +241,8 @@ async fn two_servers_appending_at_once_keep_one_chain() {
             for i in 0..per_task {
                 // Batches of one to three entries.
                 let drafts = (0..=(i % 3))
-                    .map(|j| AuditDraft {
-                        time_ms: 1,
-                        client: format!("server-{}", task % 2),
-                        operation: "test.append".into(),
-                        key: None,
-                        version: None,
-                        outcome: "ok".into(),
-                        detail: format!("{task}/{i}/{j}"),
+                    .map(|j| {
+                        test_entry(&format!("server-{}", task % 2), &format!("{task}/{i}/{j}"))
                     })
                     .collect::<Vec<_>>();
                 let n = drafts.len();
@@ -255,13 +274,11 @@ async fn two_servers_appending_at_once_keep_one_chain() {
     let report = verifier.finish();
     assert!(report.ok, "{report:?}");
     assert_eq!(report.entries, total);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipelined_batches_stay_in_chain_order_when_another_server_moves_the_head() {
     use rampart_kms::audit::ExportedEntry;
-    use rampart_kms::model::AuditDraft;
     let sink_dir = TempDir::new("kms-gc-sink");
     let sink = sink_dir.path().join("audit.jsonl");
     let d = Deployment::with_sink("pipelined", Some(&sink)).await;
@@ -277,15 +294,7 @@ async fn pipelined_batches_stay_in_chain_order_when_another_server_moves_the_hea
         tokio::spawn(async move {
             let mut appended = 0u64;
             while !stop.load(Ordering::Relaxed) {
-                let draft = AuditDraft {
-                    time_ms: 1,
-                    client: "other-server".into(),
-                    operation: "test.append".into(),
-                    key: None,
-                    version: None,
-                    outcome: "ok".into(),
-                    detail: appended.to_string(),
-                };
+                let draft = test_entry("other-server", &appended.to_string());
                 other.append_audit(vec![draft], None).await.unwrap();
                 appended += 1;
             }
@@ -293,18 +302,7 @@ async fn pipelined_batches_stay_in_chain_order_when_another_server_moves_the_hea
         })
     };
     let (tasks, per_task) = (16, 40);
-    let mut handles = Vec::new();
-    for _ in 0..tasks {
-        let (user, wrapped) = (user.clone(), wrapped.clone());
-        handles.push(tokio::spawn(async move {
-            for _ in 0..per_task {
-                user.unwrap(&wrapped, b"gc").await.unwrap();
-            }
-        }));
-    }
-    for handle in handles {
-        handle.await.unwrap();
-    }
+    unwrap_concurrently(&user, &wrapped, tasks, per_task).await;
     stop.store(true, Ordering::Relaxed);
     let interleaved = interloper.await.unwrap();
     assert!(interleaved > 0, "the other server appended nothing");
@@ -345,22 +343,9 @@ async fn pipelined_batches_stay_in_chain_order_when_another_server_moves_the_hea
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_sent_later_never_overtakes_an_earlier_one_on_the_locked_path() {
-    use rampart_kms::model::AuditDraft;
     use std::task::Poll;
-    let cluster = PgCluster::get();
-    let db = cluster.database("locked_order");
-    let dir = TempDir::new("kms-gc-locked-order");
-    let ours = rampart_kms::store::open(Some(&db), dir.path()).await.unwrap();
-    let other = rampart_kms::store::open(Some(&db), dir.path()).await.unwrap();
-    let draft = |detail: &str| AuditDraft {
-        time_ms: 1,
-        client: "test".into(),
-        operation: "test.append".into(),
-        key: None,
-        version: None,
-        outcome: "ok".into(),
-        detail: detail.into(),
-    };
+    let (_, [ours, other], _held) = two_stores("locked_order").await;
+    let draft = |detail: &str| test_entry("test", detail);
     // Our store remembers the head its append left; the other server then
     // moves it, so both batches below are sealed after a head that is
     // gone, are refused, and must take the locked path in the order they

@@ -29,6 +29,7 @@ mod material_cache;
 mod postgres;
 mod postgres_audit;
 mod postgres_changes;
+mod postgres_connection;
 mod rows;
 mod rules;
 mod schema;

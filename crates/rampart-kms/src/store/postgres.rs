@@ -28,7 +28,7 @@ use std::sync::Arc;
 use tokio::sync::{oneshot, Mutex, MutexGuard};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, GenericClient, NoTls, Row, Statement};
+use tokio_postgres::{Client, GenericClient, Row, Statement};
 
 use super::backend::{Params, Tx};
 use super::copy_binary::CopyReader;
@@ -36,6 +36,7 @@ use super::logic::{self, to_i64};
 use super::material_cache::MaterialCache;
 use super::postgres_audit::AuditPipe;
 use super::postgres_changes::{Changes, NOTIFY};
+use super::postgres_connection::connect;
 use super::rows;
 use super::rules;
 use super::schema::{base_schema, check_version, migrations_after, BASE_SCHEMA_VERSION};
@@ -92,27 +93,6 @@ impl std::fmt::Debug for PostgresStore {
 /// shows it). Its plan does not depend on the parameters (index lookups
 /// per pair).
 const KEY_READ_OPTIONS: &str = "-c plan_cache_mode=force_generic_plan";
-
-pub(super) async fn connect(url: &str, options: Option<&str>) -> Result<Client> {
-    let (client, connection) = match options {
-        None => tokio_postgres::connect(url, NoTls).await?,
-        Some(extra) => {
-            let mut config: tokio_postgres::Config = url.parse()?;
-            let options = match config.get_options() {
-                Some(given) => format!("{given} {extra}"),
-                None => extra.to_owned(),
-            };
-            config.options(&options);
-            config.connect(NoTls).await?
-        }
-    };
-    tokio::spawn(async move {
-        if let Err(error) = connection.await {
-            tracing::warn!("postgresql connection closed: {}", KmsError::from(error));
-        }
-    });
-    Ok(client)
-}
 
 fn map_unique(error: tokio_postgres::Error, what: impl FnOnce() -> String) -> KmsError {
     if error.code() == Some(&SqlState::UNIQUE_VIOLATION) {

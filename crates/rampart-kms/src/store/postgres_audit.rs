@@ -190,7 +190,7 @@ struct Statements {
 
 impl PipeConn {
     async fn open(url: &str) -> Result<Self> {
-        let client = super::postgres::connect(url, None).await?;
+        let client = super::postgres_connection::connect(url, None).await?;
         let statements = Statements {
             append_after: client.prepare(APPEND_AFTER).await?,
             head: client.prepare(HEAD).await?,
