@@ -97,11 +97,7 @@ impl AuditPipe {
         state.sent += 1;
         let number = state.sent;
         let before = state.newest_finished.replace(finished);
-        let conn = match state.conn.take().filter(|c| !c.client.is_closed()) {
-            Some(conn) => conn,
-            None => PipeConn::open(url).await?,
-        };
-        let conn = state.conn.insert(conn);
+        let conn = state.connection(url).await?;
         if let Some((seq, hash)) = conn.head.take() {
             let batch = SealedBatch::new(seq, &hash, drafts, root);
             conn.head = Some(batch.head());
@@ -150,14 +146,13 @@ impl AuditPipe {
         }
         let mut guard = self.state.lock().await;
         let state = &mut *guard;
-        let Some(conn) = state.conn.as_mut() else {
-            return Err(KmsError::Store("postgresql: the audit connection was lost".into()));
-        };
+        let newest = state.sent == number;
+        let conn = state.connection(url).await?;
         match append_locked(&conn.client, &conn.statements, drafts, root).await {
             Ok((entries, head)) => {
                 // Batches sent after this one fail and follow it; the last
                 // of them leaves the head for the next to be sealed after.
-                if state.sent == number {
+                if newest {
                     conn.head = Some(head);
                 }
                 Ok(entries)
@@ -186,6 +181,17 @@ struct Statements {
     head: Statement,
     insert: Statement,
     move_head: Statement,
+}
+
+impl PipeState {
+    /// The connection, opened again when there is none or it closed (a
+    /// database restart, or a failed locked append dropped it).
+    async fn connection(&mut self, url: &str) -> Result<&mut PipeConn> {
+        if self.conn.as_ref().is_none_or(|c| c.client.is_closed()) {
+            self.conn = Some(PipeConn::open(url).await?);
+        }
+        self.conn.as_mut().ok_or_else(|| KmsError::Store("postgresql: not connected".into()))
+    }
 }
 
 impl PipeConn {
